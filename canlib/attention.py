@@ -1,0 +1,205 @@
+"""Attention building blocks shared by every encoder and decoder layer.
+
+Shapes follow one convention: activations are (rows, length, features); per-head
+tensors are (rows, heads, length, head_width). During beam search the decoder has
+``beam`` rows per source sentence, while everything computed from the source (keys,
+values, padding mask) is stored once per sentence. :class:`SourceMemory` hides that
+difference: it attends the ``rows = sentences * beam`` queries to the shared source
+by folding the beam into the query-length axis, so the source is never copied per beam.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def split_heads(x: Tensor, heads: int) -> Tensor:
+    """(rows, length, heads*w) -> (rows, heads, length, w)."""
+    rows, length, width = x.shape
+    return x.view(rows, length, heads, width // heads).transpose(1, 2)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """(rows, heads, length, w) -> (rows, length, heads*w)."""
+    rows, heads, length, width = x.shape
+    return x.transpose(1, 2).reshape(rows, length, heads * width)
+
+
+def causal_mask(length: int, device: torch.device | None = None) -> Tensor:
+    """Boolean (length, length) mask, True where a query must NOT see a key (the future)."""
+    return torch.ones(length, length, dtype=torch.bool, device=device).triu_(1)
+
+
+def sinusoidal_table(max_len: int, dim: int) -> Tensor:
+    """The Transformer's fixed sinusoidal positions (Vaswani et al. 2017), sin and cos interleaved."""
+    position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)
+    inv_freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float64) * (-math.log(10000.0) / dim))
+    table = torch.zeros(max_len, dim, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(position * inv_freq)
+    table[:, 1::2] = torch.cos(position * inv_freq[: dim // 2])
+    return table.float()
+
+
+@dataclass
+class SourceMemory:
+    """The encoder output of B sentences, seen by ``beam`` decoder rows each.
+
+    ``pad_mask`` is (B, S), True at padded source positions. Projections of the
+    source (keys, values) live in each layer's source cache, also with B rows.
+    """
+
+    states: Tensor  # (B, S, d), final-LayerNorm'd encoder output
+    pad_mask: Tensor  # (B, S) bool
+    beam: int = 1
+
+    @property
+    def sentences(self) -> int:
+        return self.states.size(0)
+
+    def score_bias(self, dtype: torch.dtype) -> Tensor:
+        """Additive (B, 1, 1, S) bias: -inf on padded source positions."""
+        bias = torch.zeros(self.pad_mask.shape, dtype=dtype, device=self.pad_mask.device)
+        return bias.masked_fill_(self.pad_mask, float("-inf"))[:, None, None, :]
+
+    def scores(self, q: Tensor, keys: Tensor) -> Tensor:
+        """Scaled scores of row queries q (B*beam, h, T, w) against shared keys (B, h, S, w).
+
+        Returns (B*beam, h, T, S), padded source positions at -inf.
+        """
+        rows, heads, length, width = q.shape
+        beam = self.beam
+        qb = q.view(-1, beam, heads, length, width).transpose(1, 2).reshape(-1, heads, beam * length, width)
+        s = torch.matmul(qb, keys.transpose(-1, -2)) * (width ** -0.5) + self.score_bias(q.dtype)
+        s = s.view(-1, heads, beam, length, s.size(-1)).transpose(1, 2)
+        return s.reshape(rows, heads, length, -1)
+
+    def mix(self, probs: Tensor, values: Tensor) -> Tensor:
+        """probs (B*beam, h, T, S) times shared values (B, h, S, v) -> (B*beam, h, T, v)."""
+        rows, heads, length, src_len = probs.shape
+        beam = self.beam
+        pb = probs.view(-1, beam, heads, length, src_len).transpose(1, 2).reshape(-1, heads, beam * length, src_len)
+        out = torch.matmul(pb, values)
+        return out.view(-1, heads, beam, length, values.size(-1)).transpose(1, 2).reshape(rows, heads, length, -1)
+
+    def select(self, index: Tensor) -> "SourceMemory":
+        """Keep sentences ``index`` (used when a search drops finished sentences)."""
+        return SourceMemory(self.states.index_select(0, index), self.pad_mask.index_select(0, index), self.beam)
+
+
+def self_scores(q: Tensor, keys: Tensor, blocked: Tensor | None) -> Tensor:
+    """Scaled scores of q (N, h, T, w) against keys (N, h, K, w) of the same sequence.
+
+    ``blocked`` (broadcastable to (N, h, T, K), True = not allowed) is the causal mask
+    in the decoder and the source padding mask in the encoder; None during a decode step,
+    where the cache holds only the visible prefix.
+    """
+    s = torch.matmul(q, keys.transpose(-1, -2)) * (q.size(-1) ** -0.5)
+    if blocked is not None:
+        s = s.masked_fill(blocked, float("-inf"))
+    return s
+
+
+def joint_attention(
+    q: Tensor,
+    self_keys: Tensor,
+    self_values: Tensor,
+    blocked: Tensor | None,
+    memory: SourceMemory,
+    source: dict[str, Tensor],
+    dropout: nn.Module,
+) -> Tensor:
+    """ONE softmax per head over [target prefix ; source] (paper Eq. 10), then A [V_x ; V_h].
+
+    The keys are never concatenated: the two score blocks are joined (they are small),
+    normalised together, split again and each multiplies its own values. This is the
+    same function as softmax over concatenated keys, but lets the source keys/values
+    stay shared across the beam.
+    """
+    s_self = self_scores(q, self_keys, blocked)
+    s_src = memory.scores(q, source["k"])
+    probs = dropout(torch.softmax(torch.cat([s_self, s_src], dim=-1), dim=-1))
+    p_self, p_src = probs.split([s_self.size(-1), s_src.size(-1)], dim=-1)
+    return torch.matmul(p_self, self_values) + memory.mix(p_src, source["v"])
+
+
+def init_linear(linear: nn.Linear, splits: list[int] | None = None) -> None:
+    """Xavier-uniform weights, zero bias; a fused projection is initialised slice by slice
+    so each logical matrix gets the scale it would have on its own."""
+    with torch.no_grad():
+        for block in linear.weight.split(splits or [linear.out_features], dim=0):
+            nn.init.xavier_uniform_(block)
+        if linear.bias is not None:
+            linear.bias.zero_()
+
+
+class SelfAttention(nn.Module):
+    """Multi-head causal self-attention with a fused QKV projection and a preallocated cache."""
+
+    def __init__(self, d: int, heads: int, attn_dropout: float) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+        self.drop = nn.Dropout(attn_dropout)
+        init_linear(self.qkv, [d, d, d])
+        init_linear(self.out)
+
+    def forward(self, x: Tensor, blocked: Tensor) -> Tensor:
+        q, k, v = (split_heads(t, self.heads) for t in self.qkv(x).chunk(3, dim=-1))
+        probs = self.drop(torch.softmax(self_scores(q, k, blocked), dim=-1))
+        return self.out(merge_heads(torch.matmul(probs, v)))
+
+    def step(self, x: Tensor, cache: dict[str, Tensor], t: int) -> Tensor:
+        q, k, v = (split_heads(z, self.heads) for z in self.qkv(x).chunk(3, dim=-1))
+        cache["k"][:, :, t : t + 1] = k
+        cache["v"][:, :, t : t + 1] = v
+        probs = torch.softmax(self_scores(q, cache["k"][:, :, : t + 1], None), dim=-1)
+        return self.out(merge_heads(torch.matmul(probs, cache["v"][:, :, : t + 1])))
+
+    def new_cache(self, rows: int, max_len: int, like: Tensor) -> dict[str, Tensor]:
+        d = self.out.in_features
+        shape = (rows, self.heads, max_len, d // self.heads)
+        return {"k": like.new_zeros(shape), "v": like.new_zeros(shape)}
+
+
+class CrossAttention(nn.Module):
+    """Multi-head attention from the target to the (beam-shared) source."""
+
+    def __init__(self, d: int, heads: int, attn_dropout: float) -> None:
+        super().__init__()
+        self.heads = heads
+        self.q = nn.Linear(d, d)
+        self.kv = nn.Linear(d, 2 * d)
+        self.out = nn.Linear(d, d)
+        self.drop = nn.Dropout(attn_dropout)
+        init_linear(self.q)
+        init_linear(self.kv, [d, d])
+        init_linear(self.out)
+
+    def project_source(self, memory: SourceMemory) -> dict[str, Tensor]:
+        k, v = self.kv(memory.states).chunk(2, dim=-1)
+        return {"k": split_heads(k, self.heads), "v": split_heads(v, self.heads)}
+
+    def forward(self, x: Tensor, memory: SourceMemory, source: dict[str, Tensor]) -> Tensor:
+        q = split_heads(self.q(x), self.heads)
+        probs = self.drop(torch.softmax(memory.scores(q, source["k"]), dim=-1))
+        return self.out(merge_heads(memory.mix(probs, source["v"])))
+
+
+class FeedForward(nn.Module):
+    """Position-wise FFN: ReLU(x W1 + b1) W2 + b2, dropout on the hidden layer."""
+
+    def __init__(self, d: int, ffn_dim: int, relu_dropout: float) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(d, ffn_dim)
+        self.w2 = nn.Linear(ffn_dim, d)
+        self.drop = nn.Dropout(relu_dropout)
+        init_linear(self.w1)
+        init_linear(self.w2)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w2(self.drop(F.relu(self.w1(x))))

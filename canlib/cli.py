@@ -1,0 +1,35 @@
+"""``python -m canlib <command>`` (also the ``canlib`` console script).
+
+Each command lives in the module that does the work; this file only lists them.
+A command module provides ``add_arguments(parser)`` and ``run(args) -> int``.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# command name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "info": ("canlib.info", "list the model presets with their parameter counts"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="canlib", description="Compressed Attention Network toolkit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    modules = {}
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        module.add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+        modules[name] = module
+    args = parser.parse_args(argv)
+    try:
+        return int(modules[args.command].run(args) or 0)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        print(f"canlib {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""Architecture configuration and the named presets of the paper's systems.
+
+One frozen dataclass describes a whole model; presets build it by name so that
+checkpoints, the CLI, the trainer and the benchmarks all agree on what
+"balanced" or "can" means.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+DECODER_KINDS = ("standard", "aan", "san", "can", "can_attn", "can_ffn")
+
+# Special token ids shared by the vocabulary code and the model.
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Everything needed to rebuild a model's architecture (not its weights)."""
+
+    vocab_size: int = 32000
+    d_model: int = 512
+    heads: int = 8
+    ffn_dim: int = 2048
+    enc_layers: int = 6
+    dec_layers: int = 6
+    decoder_kind: str = "standard"
+    dropout: float = 0.1  # residual and embedding dropout
+    attn_dropout: float = 0.1  # on attention probabilities
+    relu_dropout: float = 0.1  # on the FFN hidden layer (and CAN's 4d hidden)
+    max_len: int = 1024  # length of the sinusoidal position table
+    san_groups: tuple[int, ...] = ()  # SAN sharing groups (sizes); () = one group of all layers
+    pad_id: int = PAD_ID
+    bos_id: int = BOS_ID
+    eos_id: int = EOS_ID
+
+    def __post_init__(self) -> None:
+        def bad(name: str, value: Any, why: str) -> ValueError:
+            return ValueError(f"ModelConfig.{name}={value!r}: {why}")
+
+        for name in ("vocab_size", "d_model", "heads", "ffn_dim", "enc_layers", "dec_layers", "max_len"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise bad(name, value, "must be a positive integer")
+        if self.decoder_kind not in DECODER_KINDS:
+            raise bad("decoder_kind", self.decoder_kind, f"unknown decoder kind; choose one of {', '.join(DECODER_KINDS)}")
+        if self.d_model % self.heads:
+            raise bad("d_model", self.d_model, f"must be divisible by heads={self.heads}")
+        if self.decoder_kind in ("can", "can_ffn") and self.ffn_dim % self.heads:
+            raise bad("ffn_dim", self.ffn_dim, f"the {self.decoder_kind} values are ffn_dim wide and must split across heads={self.heads}")
+        for name in ("dropout", "attn_dropout", "relu_dropout"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise bad(name, value, "must be in [0, 1)")
+        for name in ("pad_id", "bos_id", "eos_id"):
+            value = getattr(self, name)
+            if not 0 <= value < self.vocab_size:
+                raise bad(name, value, f"must be a token id below vocab_size={self.vocab_size}")
+        object.__setattr__(self, "san_groups", tuple(self.san_groups))
+        if self.san_groups:
+            if any((not isinstance(g, int)) or g <= 0 for g in self.san_groups):
+                raise bad("san_groups", self.san_groups, "group sizes must be positive integers")
+            if sum(self.san_groups) != self.dec_layers:
+                raise bad("san_groups", self.san_groups, f"group sizes must add up to dec_layers={self.dec_layers}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.heads
+
+    def sharing_groups(self) -> tuple[int, ...]:
+        """SAN sharing groups; the default is one group holding every decoder layer."""
+        return self.san_groups or (self.dec_layers,)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["san_groups"] = list(self.san_groups)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"ModelConfig: unknown field(s) {', '.join(unknown)}")
+        data = dict(data)
+        if "san_groups" in data:
+            data["san_groups"] = tuple(data["san_groups"])
+        return cls(**data)
+
+    def replace(self, **changes: Any) -> "ModelConfig":
+        return ModelConfig.from_dict({**self.to_dict(), **changes})
+
+
+# ---------------------------------------------------------------------------
+# Presets. The paper's systems at d=512/h=8/ffn=2048, plus CPU-sized copies
+# with the same depths and decoder kinds: "small-*" (d=256) and "tiny-*" (d=64).
+
+_SYSTEMS: dict[str, dict[str, Any]] = {
+    "baseline": dict(enc_layers=6, dec_layers=6, decoder_kind="standard"),
+    "balanced": dict(enc_layers=12, dec_layers=2, decoder_kind="standard"),
+    "depth-9-4": dict(enc_layers=9, dec_layers=4, decoder_kind="standard"),
+    "depth-14-1": dict(enc_layers=14, dec_layers=1, decoder_kind="standard"),
+    "san": dict(enc_layers=12, dec_layers=2, decoder_kind="san"),
+    "aan": dict(enc_layers=12, dec_layers=2, decoder_kind="aan"),
+    "can": dict(enc_layers=12, dec_layers=2, decoder_kind="can"),
+    "can_attn": dict(enc_layers=12, dec_layers=2, decoder_kind="can_attn"),
+    "can_ffn": dict(enc_layers=12, dec_layers=2, decoder_kind="can_ffn"),
+}
+
+_SIZES: dict[str, dict[str, Any]] = {
+    "": dict(d_model=512, heads=8, ffn_dim=2048),
+    "small-": dict(d_model=256, heads=4, ffn_dim=1024),
+    "tiny-": dict(d_model=64, heads=4, ffn_dim=256),
+}
+
+PRESETS: dict[str, dict[str, Any]] = {
+    prefix + name: {**size, **system} for prefix, size in _SIZES.items() for name, system in _SYSTEMS.items()
+}
+
+# The paper's Table 2 systems, in the paper's order (used by benchmarks and chapters).
+PAPER_SYSTEMS = ("baseline", "balanced", "san", "aan", "can")
+ABLATION_SYSTEMS = ("balanced", "can_attn", "can_ffn", "can")
+DEPTH_SYSTEMS = ("baseline", "depth-9-4", "balanced", "depth-14-1")
+
+
+def preset(name: str, vocab_size: int = 32000, **overrides: Any) -> ModelConfig:
+    """The ModelConfig of a named preset, with optional field overrides (e.g. dropout=0)."""
+    if name not in PRESETS:
+        raise ValueError(f"preset={name!r}: unknown preset; choose one of {', '.join(PRESETS)}")
+    return ModelConfig(vocab_size=vocab_size, **{**PRESETS[name], **overrides})
+
+
+__all__ = [
+    "ModelConfig", "PRESETS", "preset", "DECODER_KINDS", "PAPER_SYSTEMS", "ABLATION_SYSTEMS",
+    "DEPTH_SYSTEMS", "PAD_ID", "UNK_ID", "BOS_ID", "EOS_ID",
+]

@@ -1,0 +1,361 @@
+"""One class per decoder-layer kind.
+
+Every layer is pre-norm (LayerNorm before each sub-layer, residual around it) and
+offers the same four methods, so the decoder, the beam search and the benchmarks
+never look at the kind:
+
+* ``project_source(memory)``: per-sentence tensors computed once from the encoder
+  output (cross-attention keys and values; for CAN the 4d-wide ``H W~v2``);
+* ``forward(x, memory, source, blocked, shared)``: teacher-forced, whole target;
+* ``new_cache(rows, max_len, like)``: preallocated per-row decoding state;
+* ``step(x, memory, source, cache, t, shared)``: one target position, updating the cache.
+
+``shared`` is a dict that lives for one pass through the decoder stack: SAN's
+followers read the attention maps and cross-attention output their group leader
+wrote there. Dropout sits in three places, the same in every kind: on attention
+probabilities (``attn_dropout``), on the ReLU hidden layer (``relu_dropout``) and on
+each sub-layer output before the residual add (``dropout``).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .attention import (
+    CrossAttention,
+    FeedForward,
+    SelfAttention,
+    SourceMemory,
+    init_linear,
+    joint_attention,
+    merge_heads,
+    self_scores,
+    split_heads,
+)
+from .config import ModelConfig
+
+Cache = dict[str, Tensor]
+
+
+def _prefix_buffers(rows: int, heads: int, max_len: int, widths: dict[str, int], like: Tensor) -> Cache:
+    """Zeroed (rows, heads, max_len, width) buffers: the target prefix is written in place."""
+    return {name: like.new_zeros(rows, heads, max_len, w) for name, w in widths.items()}
+
+
+class StandardDecoderLayer(nn.Module):
+    """Self-attention, cross-attention, FFN: the Transformer decoder layer (Baseline, Balanced)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        d = cfg.d_model
+        self.self_norm = nn.LayerNorm(d)
+        self.self_attn = SelfAttention(d, cfg.heads, cfg.attn_dropout)
+        self.cross_norm = nn.LayerNorm(d)
+        self.cross_attn = CrossAttention(d, cfg.heads, cfg.attn_dropout)
+        self.ffn_norm = nn.LayerNorm(d)
+        self.ffn = FeedForward(d, cfg.ffn_dim, cfg.relu_dropout)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def project_source(self, memory: SourceMemory) -> Cache:
+        return self.cross_attn.project_source(memory)
+
+    def forward(self, x: Tensor, memory: SourceMemory, source: Cache, blocked: Tensor, shared: dict) -> Tensor:
+        x = x + self.drop(self.self_attn(self.self_norm(x), blocked))
+        x = x + self.drop(self.cross_attn(self.cross_norm(x), memory, source))
+        return x + self.drop(self.ffn(self.ffn_norm(x)))
+
+    def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
+        return self.self_attn.new_cache(rows, max_len, like)
+
+    def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
+        x = x + self.drop(self.self_attn.step(self.self_norm(x), cache, t))
+        x = x + self.drop(self.cross_attn(self.cross_norm(x), memory, source))
+        return x + self.drop(self.ffn(self.ffn_norm(x)))
+
+
+class AANDecoderLayer(nn.Module):
+    """Average Attention Network layer (Zhang, Xiong, Su 2018) in place of self-attention.
+
+    The self-attention sub-layer becomes a cumulative average of the (normalised) inputs,
+    passed through an FFN and a gate: ``out = sigmoid(i) * z + sigmoid(f) * FFN(avg)`` with
+    ``[i; f] = Linear_2d->2d([z; FFN(avg)])``. Decoding keeps only a running sum.
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        d = cfg.d_model
+        self.avg_norm = nn.LayerNorm(d)
+        self.avg_ffn = FeedForward(d, cfg.ffn_dim, cfg.relu_dropout)
+        self.gate = nn.Linear(2 * d, 2 * d)
+        init_linear(self.gate, [d, d])
+        self.cross_norm = nn.LayerNorm(d)
+        self.cross_attn = CrossAttention(d, cfg.heads, cfg.attn_dropout)
+        self.ffn_norm = nn.LayerNorm(d)
+        self.ffn = FeedForward(d, cfg.ffn_dim, cfg.relu_dropout)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def _gated(self, z: Tensor, avg: Tensor) -> Tensor:
+        g = self.avg_ffn(avg)
+        i, f = self.gate(torch.cat([z, g], dim=-1)).chunk(2, dim=-1)
+        return torch.sigmoid(i) * z + torch.sigmoid(f) * g
+
+    def _rest(self, x: Tensor, memory: SourceMemory, source: Cache) -> Tensor:
+        x = x + self.drop(self.cross_attn(self.cross_norm(x), memory, source))
+        return x + self.drop(self.ffn(self.ffn_norm(x)))
+
+    def project_source(self, memory: SourceMemory) -> Cache:
+        return self.cross_attn.project_source(memory)
+
+    def forward(self, x: Tensor, memory: SourceMemory, source: Cache, blocked: Tensor, shared: dict) -> Tensor:
+        z = self.avg_norm(x)
+        counts = torch.arange(1, z.size(1) + 1, device=z.device, dtype=z.dtype)[None, :, None]
+        x = x + self.drop(self._gated(z, z.cumsum(dim=1) / counts))
+        return self._rest(x, memory, source)
+
+    def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
+        return {"sum": like.new_zeros(rows, 1, self.gate.in_features // 2)}
+
+    def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
+        z = self.avg_norm(x)
+        cache["sum"] += z
+        x = x + self.drop(self._gated(z, cache["sum"] / (t + 1)))
+        return self._rest(x, memory, source)
+
+
+class SANDecoderLayer(nn.Module):
+    """Sharing Attention Network layer (Xiao et al. 2019).
+
+    Within a sharing group, the first layer (the leader) computes self-attention
+    probabilities and the cross-attention output as usual and puts them in ``shared``;
+    the followers reuse both, keeping only their own value/output projections for
+    self-attention (and no query/key or cross-attention weights at all).
+    """
+
+    def __init__(self, cfg: ModelConfig, leader: bool) -> None:
+        super().__init__()
+        d = cfg.d_model
+        self.leader = leader
+        self.heads = cfg.heads
+        self.self_norm = nn.LayerNorm(d)
+        if leader:
+            self.qk = nn.Linear(d, 2 * d)
+            init_linear(self.qk, [d, d])
+        self.v = nn.Linear(d, d)
+        self.self_out = nn.Linear(d, d)
+        init_linear(self.v)
+        init_linear(self.self_out)
+        self.attn_drop = nn.Dropout(cfg.attn_dropout)
+        if leader:
+            self.cross_norm = nn.LayerNorm(d)
+            self.cross_attn = CrossAttention(d, cfg.heads, cfg.attn_dropout)
+        self.ffn_norm = nn.LayerNorm(d)
+        self.ffn = FeedForward(d, cfg.ffn_dim, cfg.relu_dropout)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def project_source(self, memory: SourceMemory) -> Cache:
+        return self.cross_attn.project_source(memory) if self.leader else {}
+
+    def _cross_then_ffn(self, x: Tensor, memory: SourceMemory, source: Cache, shared: dict) -> Tensor:
+        if self.leader:
+            shared["cross"] = self.cross_attn(self.cross_norm(x), memory, source)
+        x = x + self.drop(shared["cross"])
+        return x + self.drop(self.ffn(self.ffn_norm(x)))
+
+    def forward(self, x: Tensor, memory: SourceMemory, source: Cache, blocked: Tensor, shared: dict) -> Tensor:
+        z = self.self_norm(x)
+        if self.leader:
+            q, k = (split_heads(t, self.heads) for t in self.qk(z).chunk(2, dim=-1))
+            shared["self_probs"] = torch.softmax(self_scores(q, k, blocked), dim=-1)
+        v = split_heads(self.v(z), self.heads)
+        x = x + self.drop(self.self_out(merge_heads(torch.matmul(self.attn_drop(shared["self_probs"]), v))))
+        return self._cross_then_ffn(x, memory, source, shared)
+
+    def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
+        d = self.v.in_features
+        widths = {"k": d // self.heads, "v": d // self.heads} if self.leader else {"v": d // self.heads}
+        return _prefix_buffers(rows, self.heads, max_len, widths, like)
+
+    def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
+        z = self.self_norm(x)
+        if self.leader:
+            q, k = (split_heads(u, self.heads) for u in self.qk(z).chunk(2, dim=-1))
+            cache["k"][:, :, t : t + 1] = k
+            shared["self_probs"] = torch.softmax(self_scores(q, cache["k"][:, :, : t + 1], None), dim=-1)
+        cache["v"][:, :, t : t + 1] = split_heads(self.v(z), self.heads)
+        mixed = torch.matmul(self.attn_drop(shared["self_probs"]), cache["v"][:, :, : t + 1])
+        x = x + self.drop(self.self_out(merge_heads(mixed)))
+        return self._cross_then_ffn(x, memory, source, shared)
+
+
+class CANDecoderLayer(nn.Module):
+    """Compressed-Attention layer: self-attention, cross-attention and FFN as ONE sub-layer.
+
+    Paper Eq. 10 and 13, with z = LayerNorm(x)::
+
+        A = SoftMax(z Wq [z Wk1 ; H Wk2]^T / sqrt(d/h))      one softmax per head
+        y = x + ReLU(z W1 + A [z W~v1 ; H W~v2] + b1) W2 + b2
+
+    Decisions the paper leaves open, made here (and derived in the book):
+
+    * Heads split the 4d-wide values: head i attends with d/h-wide queries/keys and
+      mixes its own 4d/h-wide slice of ``[z W~v1 ; H W~v2]``; the h slices are
+      concatenated back to 4d and added to ``z W1``. This is a reparametrisation of the
+      merged ``Wv Wo W1`` form (exact only if every head kept a full 4d-wide value map).
+    * Scores are scaled by sqrt(d/h), as in every other attention here, not sqrt(d).
+    * The residual of the attention output itself (``x + Self + Cross``) is dropped: the
+      attention reaches the output only through the FFN; one residual wraps the layer.
+    * ``z W_q``, ``z W_k1``, ``z W~v1`` and ``z W1`` are one fused matrix product
+      (``x_proj``), ``H W_k2`` and ``H W~v2`` another (``h_proj``), computed once per
+      sentence and shared by its beams.
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        d, f = cfg.d_model, cfg.ffn_dim
+        self.heads, self.d, self.f = cfg.heads, d, f
+        self.norm = nn.LayerNorm(d)
+        self.x_proj = nn.Linear(d, 2 * d + 2 * f)  # [Wq | Wk1 | W~v1 | W1]; its W1 bias is b1
+        self.h_proj = nn.Linear(d, d + f)  # [Wk2 | W~v2]
+        self.w2 = nn.Linear(f, d)
+        init_linear(self.x_proj, [d, d, f, f])
+        init_linear(self.h_proj, [d, f])
+        init_linear(self.w2)
+        self.attn_drop = nn.Dropout(cfg.attn_dropout)
+        self.relu_drop = nn.Dropout(cfg.relu_dropout)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def project_source(self, memory: SourceMemory) -> Cache:
+        k, v = self.h_proj(memory.states).split([self.d, self.f], dim=-1)
+        return {"k": split_heads(k, self.heads), "v": split_heads(v, self.heads)}
+
+    def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        q, k, v, hidden = self.x_proj(self.norm(x)).split([self.d, self.d, self.f, self.f], dim=-1)
+        return split_heads(q, self.heads), split_heads(k, self.heads), split_heads(v, self.heads), hidden
+
+    def _output(self, x: Tensor, hidden: Tensor, mixed: Tensor) -> Tensor:
+        return x + self.drop(self.w2(self.relu_drop(F.relu(hidden + merge_heads(mixed)))))
+
+    def forward(self, x: Tensor, memory: SourceMemory, source: Cache, blocked: Tensor, shared: dict) -> Tensor:
+        q, k, v, hidden = self._project(x)
+        return self._output(x, hidden, joint_attention(q, k, v, blocked, memory, source, self.attn_drop))
+
+    def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
+        widths = {"k": self.d // self.heads, "v": self.f // self.heads}
+        return _prefix_buffers(rows, self.heads, max_len, widths, like)
+
+    def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
+        q, k, v, hidden = self._project(x)
+        cache["k"][:, :, t : t + 1] = k
+        cache["v"][:, :, t : t + 1] = v
+        prefix_k, prefix_v = cache["k"][:, :, : t + 1], cache["v"][:, :, : t + 1]
+        return self._output(x, hidden, joint_attention(q, prefix_k, prefix_v, None, memory, source, self.attn_drop))
+
+
+class CANAttnDecoderLayer(nn.Module):
+    """"Compress Attention" ablation (paper Table 5): self- and cross-attention merged into one
+    attention (shared queries, one softmax over [prefix ; source], d-wide values, output
+    projection, residual), followed by an ordinary FFN sub-layer."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        d = cfg.d_model
+        self.heads, self.d = cfg.heads, d
+        self.norm = nn.LayerNorm(d)
+        self.x_proj = nn.Linear(d, 3 * d)  # [Wq | Wk1 | Wv1]
+        self.h_proj = nn.Linear(d, 2 * d)  # [Wk2 | Wv2]
+        self.out = nn.Linear(d, d)
+        init_linear(self.x_proj, [d, d, d])
+        init_linear(self.h_proj, [d, d])
+        init_linear(self.out)
+        self.attn_drop = nn.Dropout(cfg.attn_dropout)
+        self.ffn_norm = nn.LayerNorm(d)
+        self.ffn = FeedForward(d, cfg.ffn_dim, cfg.relu_dropout)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def project_source(self, memory: SourceMemory) -> Cache:
+        k, v = self.h_proj(memory.states).chunk(2, dim=-1)
+        return {"k": split_heads(k, self.heads), "v": split_heads(v, self.heads)}
+
+    def _project(self, x: Tensor) -> tuple[Tensor, ...]:
+        return tuple(split_heads(t, self.heads) for t in self.x_proj(self.norm(x)).chunk(3, dim=-1))
+
+    def _output(self, x: Tensor, mixed: Tensor) -> Tensor:
+        x = x + self.drop(self.out(merge_heads(mixed)))
+        return x + self.drop(self.ffn(self.ffn_norm(x)))
+
+    def forward(self, x: Tensor, memory: SourceMemory, source: Cache, blocked: Tensor, shared: dict) -> Tensor:
+        q, k, v = self._project(x)
+        return self._output(x, joint_attention(q, k, v, blocked, memory, source, self.attn_drop))
+
+    def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
+        w = self.d // self.heads
+        return _prefix_buffers(rows, self.heads, max_len, {"k": w, "v": w}, like)
+
+    def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
+        q, k, v = self._project(x)
+        cache["k"][:, :, t : t + 1] = k
+        cache["v"][:, :, t : t + 1] = v
+        prefix_k, prefix_v = cache["k"][:, :, : t + 1], cache["v"][:, :, : t + 1]
+        return self._output(x, joint_attention(q, prefix_k, prefix_v, None, memory, source, self.attn_drop))
+
+
+class CANFFNDecoderLayer(nn.Module):
+    """"Compress FFN" ablation (paper Table 5): an ordinary self-attention sub-layer, then
+    cross-attention merged into the FFN: ``y = x + ReLU(z W1 + A_h H W~v2 + b1) W2 + b2``
+    with ``A_h = SoftMax(z Wq (H Wk2)^T)`` per head and 4d/h-wide value slices per head."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        d, f = cfg.d_model, cfg.ffn_dim
+        self.heads, self.d, self.f = cfg.heads, d, f
+        self.self_norm = nn.LayerNorm(d)
+        self.self_attn = SelfAttention(d, cfg.heads, cfg.attn_dropout)
+        self.norm = nn.LayerNorm(d)
+        self.x_proj = nn.Linear(d, d + f)  # [Wq | W1]
+        self.h_proj = nn.Linear(d, d + f)  # [Wk2 | W~v2]
+        self.w2 = nn.Linear(f, d)
+        init_linear(self.x_proj, [d, f])
+        init_linear(self.h_proj, [d, f])
+        init_linear(self.w2)
+        self.attn_drop = nn.Dropout(cfg.attn_dropout)
+        self.relu_drop = nn.Dropout(cfg.relu_dropout)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def project_source(self, memory: SourceMemory) -> Cache:
+        k, v = self.h_proj(memory.states).split([self.d, self.f], dim=-1)
+        return {"k": split_heads(k, self.heads), "v": split_heads(v, self.heads)}
+
+    def _merged_ffn(self, x: Tensor, memory: SourceMemory, source: Cache) -> Tensor:
+        q, hidden = self.x_proj(self.norm(x)).split([self.d, self.f], dim=-1)
+        probs = self.attn_drop(torch.softmax(memory.scores(split_heads(q, self.heads), source["k"]), dim=-1))
+        mixed = merge_heads(memory.mix(probs, source["v"]))
+        return x + self.drop(self.w2(self.relu_drop(F.relu(hidden + mixed))))
+
+    def forward(self, x: Tensor, memory: SourceMemory, source: Cache, blocked: Tensor, shared: dict) -> Tensor:
+        x = x + self.drop(self.self_attn(self.self_norm(x), blocked))
+        return self._merged_ffn(x, memory, source)
+
+    def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
+        return self.self_attn.new_cache(rows, max_len, like)
+
+    def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
+        x = x + self.drop(self.self_attn.step(self.self_norm(x), cache, t))
+        return self._merged_ffn(x, memory, source)
+
+
+def build_decoder_layers(cfg: ModelConfig) -> nn.ModuleList:
+    """The decoder stack of ``cfg.decoder_kind`` (SAN: leaders at the start of each group)."""
+    simple = {
+        "standard": StandardDecoderLayer,
+        "aan": AANDecoderLayer,
+        "can": CANDecoderLayer,
+        "can_attn": CANAttnDecoderLayer,
+        "can_ffn": CANFFNDecoderLayer,
+    }
+    if cfg.decoder_kind in simple:
+        return nn.ModuleList(simple[cfg.decoder_kind](cfg) for _ in range(cfg.dec_layers))
+    layers = []
+    for size in cfg.sharing_groups():
+        layers += [SANDecoderLayer(cfg, leader=(i == 0)) for i in range(size)]
+    return nn.ModuleList(layers)

@@ -1,0 +1,189 @@
+"""The encoder-decoder model and its incremental-decoding API.
+
+``Seq2Seq.forward`` is the teacher-forced pass used for training. Search and
+benchmarks use the incremental API instead::
+
+    memory = model.encode(src)                        # once per batch of sentences
+    cache = model.init_cache(memory, beam=4, max_len=T)
+    for t in range(T):
+        logp = model.decode_step(tokens, cache)       # (sentences*beam, vocab)
+        ...
+        model.reorder_cache(cache, index)             # after pruning beams
+
+Both paths run the same layer code and give the same log-probabilities (tests pin
+this to 1e-5), the way fairseq keeps its incremental state honest.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .attention import FeedForward, SelfAttention, SourceMemory, causal_mask, sinusoidal_table
+from .config import ModelConfig
+from .decoder_layers import build_decoder_layers
+
+
+class EncoderLayer(nn.Module):
+    """Pre-norm Transformer encoder layer: self-attention then FFN."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_norm = nn.LayerNorm(cfg.d_model)
+        self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.attn_dropout)
+        self.ffn_norm = nn.LayerNorm(cfg.d_model)
+        self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.relu_dropout)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, pad_blocked: Tensor) -> Tensor:
+        x = x + self.drop(self.self_attn(self.self_norm(x), pad_blocked))
+        return x + self.drop(self.ffn(self.ffn_norm(x)))
+
+
+@dataclass
+class DecoderCache:
+    """Decoding state of ``memory.sentences * memory.beam`` rows.
+
+    ``sources[i]`` holds layer i's per-sentence tensors (never copied per beam);
+    ``rows[i]`` holds its per-row buffers, preallocated for ``max_len`` steps.
+    """
+
+    memory: SourceMemory
+    sources: list[dict[str, Tensor]]
+    rows: list[dict[str, Tensor]]
+    max_len: int
+    step: int = 0
+
+    @property
+    def num_rows(self) -> int:
+        return self.memory.sentences * self.memory.beam
+
+
+class Seq2Seq(nn.Module):
+    """Pre-norm Transformer with a pluggable decoder-layer kind and tied embeddings.
+
+    One embedding matrix serves the source, the target and the output projection
+    (a joint vocabulary, as the paper uses for En-De); embeddings are scaled by
+    sqrt(d) and added to fixed sinusoidal positions; both stacks end in a LayerNorm.
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        d = cfg.d_model
+        self.embed = nn.Embedding(cfg.vocab_size, d, padding_idx=cfg.pad_id)
+        nn.init.normal_(self.embed.weight, mean=0.0, std=d**-0.5)
+        with torch.no_grad():
+            self.embed.weight[cfg.pad_id].zero_()
+        self.register_buffer("positions", sinusoidal_table(cfg.max_len, d), persistent=False)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.enc_layers))
+        self.encoder_norm = nn.LayerNorm(d)
+        self.decoder_layers = build_decoder_layers(cfg)
+        self.decoder_norm = nn.LayerNorm(d)
+
+    # -- shared pieces ---------------------------------------------------------
+    def embed_tokens(self, tokens: Tensor, offset: int = 0) -> Tensor:
+        length = tokens.size(1)
+        if offset + length > self.cfg.max_len:
+            raise ValueError(f"sequence length {offset + length} exceeds max_len={self.cfg.max_len} of the position table")
+        x = self.embed(tokens) * math.sqrt(self.cfg.d_model) + self.positions[offset : offset + length].to(self.embed.weight.dtype)
+        return self.drop(x)
+
+    def output_log_probs(self, hidden: Tensor) -> Tensor:
+        """Final LayerNorm, tied output projection, log-softmax in float32."""
+        logits = F.linear(self.decoder_norm(hidden), self.embed.weight)
+        return F.log_softmax(logits.float(), dim=-1)
+
+    # -- teacher forcing ---------------------------------------------------------
+    def encode(self, src: Tensor, beam: int = 1) -> SourceMemory:
+        """Encode (B, S) source ids; ``beam`` is how many decoder rows will read each sentence."""
+        pad = src.eq(self.cfg.pad_id)
+        x = self.embed_tokens(src)
+        blocked = pad[:, None, None, :]
+        for layer in self.encoder_layers:
+            x = layer(x, blocked)
+        return SourceMemory(self.encoder_norm(x), pad, beam)
+
+    def decode(self, tgt_in: Tensor, memory: SourceMemory) -> Tensor:
+        """Teacher-forced decoder hidden states (rows, T, d) for target inputs (rows, T)."""
+        x = self.embed_tokens(tgt_in)
+        blocked = causal_mask(tgt_in.size(1), tgt_in.device)
+        shared: dict = {}
+        for layer in self.decoder_layers:
+            x = layer(x, memory, layer.project_source(memory), blocked, shared)
+        return x
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Log-probabilities (B, T, V) of the next target token at each position."""
+        return self.output_log_probs(self.decode(tgt_in, self.encode(src)))
+
+    # -- incremental decoding ------------------------------------------------------
+    def init_cache(self, memory: SourceMemory, beam: int | None = None, max_len: int | None = None) -> DecoderCache:
+        """Per-sentence source projections (once) and per-row buffers for ``max_len`` steps."""
+        if beam is not None:
+            memory = SourceMemory(memory.states, memory.pad_mask, beam)
+        max_len = max_len or self.cfg.max_len
+        if max_len > self.cfg.max_len:
+            raise ValueError(f"max_len={max_len} exceeds the model's position table ({self.cfg.max_len})")
+        rows = memory.sentences * memory.beam
+        like = memory.states
+        return DecoderCache(
+            memory=memory,
+            sources=[layer.project_source(memory) for layer in self.decoder_layers],
+            rows=[layer.new_cache(rows, max_len, like) for layer in self.decoder_layers],
+            max_len=max_len,
+        )
+
+    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
+        """Feed one token per row (shape (rows,)); return next-token log-probs (rows, V)."""
+        t = cache.step
+        if t >= cache.max_len:
+            raise ValueError(f"decode_step: the cache holds max_len={cache.max_len} steps and is full")
+        if tokens.shape != (cache.num_rows,):
+            raise ValueError(f"decode_step: tokens has shape {tuple(tokens.shape)}, expected ({cache.num_rows},)")
+        x = self.embed_tokens(tokens[:, None], offset=t)
+        shared: dict = {}
+        for layer, source, rows in zip(self.decoder_layers, cache.sources, cache.rows):
+            x = layer.step(x, cache.memory, source, rows, t, shared)
+        cache.step = t + 1
+        return self.output_log_probs(x[:, 0])
+
+    @torch.no_grad()
+    def reorder_cache(self, cache: DecoderCache, index: Tensor, validate: bool = True) -> None:
+        """Make new row i continue old row ``index[i]``, in place.
+
+        Each consecutive group of ``beam`` new rows must come from one sentence (beam
+        search reorders within a sentence). ``index`` may also drop whole sentences
+        (finished ones): then the per-sentence tensors are selected too. With
+        ``beam == 1`` any permutation or selection of rows is allowed.
+        ``validate=False`` skips the check (and its device sync) in a hot loop.
+        """
+        beam = cache.memory.beam
+        same_rows = index.numel() == cache.num_rows
+        index = index.to(cache.memory.states.device)
+        if index.dim() != 1 or index.numel() == 0 or index.numel() % beam:
+            raise ValueError(f"reorder_cache: index must be a non-empty 1-D tensor of a multiple of beam={beam} rows")
+        groups = torch.div(index.view(-1, beam), beam, rounding_mode="floor")
+        if validate and not bool((groups == groups[:, :1]).all()):
+            raise ValueError("reorder_cache: a group of beam rows mixes sentences; rows may only move within their sentence")
+        sentences = groups[:, 0]
+        keep_all = sentences.numel() == cache.memory.sentences
+        if not (keep_all and bool((sentences == torch.arange(sentences.numel(), device=index.device)).all())):
+            cache.memory = cache.memory.select(sentences)
+            cache.sources = [{k: v.index_select(0, sentences) for k, v in src.items()} for src in cache.sources]
+        for rows in cache.rows:
+            for name, buf in rows.items():
+                if same_rows and buf.dim() == 4:  # (rows, heads, max_len, w): only the written prefix
+                    prefix = buf[:, :, : cache.step]
+                    prefix.copy_(prefix.index_select(0, index))
+                elif same_rows:
+                    buf.copy_(buf.index_select(0, index))
+                else:
+                    rows[name] = buf.index_select(0, index)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())

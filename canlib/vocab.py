@@ -1,0 +1,106 @@
+"""The joint source/target subword vocabulary: a SentencePiece model with canlib's special ids.
+
+The paper uses one joint BPE vocabulary for En-De; we train SentencePiece (BPE by
+default) on both sides with ids fixed to the model config's defaults
+(pad=0, unk=1, bos=2, eos=3). ``Vocabulary.id`` is the sha256 of the serialized
+model, stored in checkpoints so a model is never paired with the wrong vocabulary.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import sentencepiece as spm
+
+from .config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+
+
+class Vocabulary:
+    """A loaded SentencePiece model plus the id that identifies it."""
+
+    def __init__(self, model_proto: bytes, source: str = "<memory>") -> None:
+        self.proto = model_proto
+        self.source = source
+        self.sp = spm.SentencePieceProcessor()
+        try:
+            self.sp.LoadFromSerializedProto(model_proto)
+        except Exception as exc:
+            raise ValueError(f"{source}: not a SentencePiece model ({exc})") from exc
+        expected = {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID}
+        found = {"pad": self.sp.pad_id(), "unk": self.sp.unk_id(), "bos": self.sp.bos_id(), "eos": self.sp.eos_id()}
+        if found != expected:
+            raise ValueError(f"{source}: special ids {found} differ from canlib's {expected}")
+        self.id = "spm-sha256:" + hashlib.sha256(model_proto).hexdigest()[:16]
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Vocabulary":
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: vocabulary model not found")
+        return cls(path.read_bytes(), str(path))
+
+    @classmethod
+    def train(
+        cls,
+        sentences: Iterable[str],
+        vocab_size: int,
+        model_type: str = "bpe",
+        character_coverage: float = 1.0,
+        seed_sentences: int = 0,
+    ) -> "Vocabulary":
+        """Train a joint model on ``sentences`` (both languages), deterministically.
+
+        ``seed_sentences`` > 0 caps how many sentences SentencePiece samples
+        (``input_sentence_size``, with its fixed shuffle) for very large corpora.
+        """
+        out = io.BytesIO()
+        options = dict(
+            sentence_iterator=iter(sentences),
+            model_writer=out,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            num_threads=1,  # determinism: same corpus, same model, byte for byte
+            minloglevel=2,
+        )
+        if seed_sentences:
+            options.update(input_sentence_size=seed_sentences, shuffle_input_sentence=True)
+        try:
+            spm.SentencePieceTrainer.train(**options)
+        except RuntimeError as exc:
+            raise ValueError(f"SentencePiece training failed with vocab_size={vocab_size}: {exc}") from exc
+        return cls(out.getvalue())
+
+    def save(self, path: str | os.PathLike) -> None:
+        from .checkpoint import atomic_write_bytes
+
+        atomic_write_bytes(self.proto, path)
+
+    @property
+    def size(self) -> int:
+        return self.sp.get_piece_size()
+
+    def __len__(self) -> int:
+        return self.size
+
+    def encode(self, text: str) -> list[int]:
+        """Subword ids of one sentence, without BOS/EOS."""
+        return self.sp.encode(text, out_type=int)
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return self.sp.encode(texts, out_type=int)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Detokenized text; special ids (pad/bos/eos) are dropped."""
+        specials = (PAD_ID, BOS_ID, EOS_ID)
+        return self.sp.decode([int(i) for i in ids if int(i) not in specials])
+
+    def pieces(self, text: str) -> list[str]:
+        return self.sp.encode(text, out_type=str)

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Create .venv (or reuse it) and install canlib with its book and test extras.
+# CPU machines get torch 2.13.0 (the CPU wheel); set CANLIB_TORCH to override, e.g. CANLIB_TORCH="torch".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q "${CANLIB_TORCH:-torch==2.13.0}"
+.venv/bin/python -m pip install -q -e ".[test,book]"
+.venv/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+echo "canlib installed in $(pwd)/.venv"

@@ -1,0 +1,189 @@
+"""The model library: incremental decoding equals teacher forcing, causality, masks, configs."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from canlib import DECODER_KINDS, ModelConfig, Seq2Seq, preset
+from canlib.config import BOS_ID, EOS_ID, PAD_ID
+
+VOCAB = 50
+
+
+def tiny_config(kind: str, dec_layers: int = 2, enc_layers: int = 2, **kw) -> ModelConfig:
+    return ModelConfig(
+        vocab_size=VOCAB, d_model=32, heads=4, ffn_dim=64, enc_layers=enc_layers, dec_layers=dec_layers,
+        decoder_kind=kind, dropout=0.0, attn_dropout=0.0, relu_dropout=0.0, max_len=64, **kw,
+    )
+
+
+def mixed_batch(seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Source and target-input batches of 3 sentences with different lengths, right-padded."""
+    g = torch.Generator().manual_seed(seed)
+    src_lens, tgt_lens = [7, 4, 9], [6, 9, 3]
+    src = torch.full((3, max(src_lens)), PAD_ID)
+    tgt = torch.full((3, max(tgt_lens)), PAD_ID)
+    for i, (s, t) in enumerate(zip(src_lens, tgt_lens)):
+        src[i, :s] = torch.randint(4, VOCAB, (s,), generator=g)
+        src[i, s - 1] = EOS_ID
+        tgt[i, 0] = BOS_ID
+        tgt[i, 1:t] = torch.randint(4, VOCAB, (t - 1,), generator=g)
+    return src, tgt
+
+
+def incremental_log_probs(model: Seq2Seq, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+    cache = model.init_cache(model.encode(src), max_len=tgt.size(1))
+    return torch.stack([model.decode_step(tgt[:, t], cache) for t in range(tgt.size(1))], dim=1)
+
+
+KINDS_AND_DEPTHS = [(k, n) for k in DECODER_KINDS for n in (1, 2, 3)]
+
+
+@pytest.mark.parametrize("kind,dec_layers", KINDS_AND_DEPTHS)
+def test_decode_step_matches_teacher_forcing(kind, dec_layers):
+    model = Seq2Seq(tiny_config(kind, dec_layers)).eval()
+    src, tgt = mixed_batch()
+    with torch.no_grad():
+        full = model(src, tgt)
+        steps = incremental_log_probs(model, src, tgt)
+    real = tgt.ne(PAD_ID)
+    diff = (full - steps).abs()[real].max().item()
+    assert diff < 1e-5, f"{kind}/{dec_layers}: max abs diff {diff:.2e}"
+
+
+@pytest.mark.parametrize("kind", DECODER_KINDS)
+def test_reordering_cache_permutes_results(kind):
+    model = Seq2Seq(tiny_config(kind)).eval()
+    src, tgt = mixed_batch(2)
+    perm = torch.tensor([2, 0, 1])
+    with torch.no_grad():
+        reference = incremental_log_probs(model, src, tgt)
+        cache = model.init_cache(model.encode(src), max_len=tgt.size(1))
+        out = []
+        for t in range(tgt.size(1)):
+            if t == 3:  # permute mid-sentence: later steps must follow their new rows
+                model.reorder_cache(cache, perm)
+                tgt = tgt[perm]
+            out.append(model.decode_step(tgt[:, t], cache))
+    late = torch.stack(out[3:], dim=1)
+    expected = reference[perm][:, 3:]
+    mask = tgt[:, 3:].ne(PAD_ID)
+    assert (late - expected).abs()[mask].max().item() < 1e-5
+
+
+@pytest.mark.parametrize("kind", DECODER_KINDS)
+def test_beam_rows_share_source_and_reorder_within_sentence(kind):
+    """2 sentences x beam 3: rows reordered within a sentence continue the chosen rows."""
+    model = Seq2Seq(tiny_config(kind)).eval()
+    src, _ = mixed_batch(3)
+    src = src[:2]
+    beam = 3
+    g = torch.Generator().manual_seed(5)
+    prefix = torch.randint(4, VOCAB, (2 * beam, 6), generator=g)
+    prefix[:, 0] = BOS_ID
+    with torch.no_grad():
+        memory = model.encode(src, beam=beam)
+        cache = model.init_cache(memory, max_len=6)
+        assert cache.sources[0] == {} or all(v.size(0) == 2 for v in cache.sources[0].values())
+        index = torch.tensor([2, 2, 0, 4, 3, 3])
+        out = []
+        for t in range(6):
+            if t == 2:
+                model.reorder_cache(cache, index)
+                prefix = torch.cat([prefix[index, :2], prefix[:, 2:]], dim=1)
+            out.append(model.decode_step(prefix[:, t], cache))
+        # reference: each row decoded alone with its own copy of the source
+        src_rows = src.repeat_interleave(beam, dim=0)
+        expected = model(src_rows, prefix)
+    assert (torch.stack(out[2:], 1) - expected[:, 2:]).abs().max().item() < 1e-5
+
+
+def test_reorder_across_sentences_with_beams_is_refused():
+    model = Seq2Seq(tiny_config("can")).eval()
+    src, _ = mixed_batch()
+    cache = model.init_cache(model.encode(src[:2], beam=2), max_len=4)
+    with pytest.raises(ValueError, match="mixes sentences"):
+        model.reorder_cache(cache, torch.tensor([0, 2, 1, 3]))
+
+
+def test_reorder_can_drop_finished_sentences():
+    model = Seq2Seq(tiny_config("standard")).eval()
+    src, tgt = mixed_batch()
+    with torch.no_grad():
+        reference = incremental_log_probs(model, src, tgt)
+        cache = model.init_cache(model.encode(src, beam=2), max_len=tgt.size(1))
+        rows = tgt.repeat_interleave(2, dim=0)
+        model.decode_step(rows[:, 0], cache)
+        model.reorder_cache(cache, torch.tensor([0, 1, 4, 5]))  # keep sentences 0 and 2
+        logp = model.decode_step(rows[[0, 1, 4, 5], 1], cache)
+    assert (logp[::2] - reference[[0, 2], 1]).abs().max().item() < 1e-5
+
+
+@pytest.mark.parametrize("kind", DECODER_KINDS)
+def test_future_target_tokens_never_change_earlier_outputs(kind):
+    model = Seq2Seq(tiny_config(kind)).eval()
+    src, tgt = mixed_batch()
+    changed = tgt.clone()
+    changed[:, 4:] = torch.randint(4, VOCAB, changed[:, 4:].shape)
+    with torch.no_grad():
+        a, b = model(src, tgt), model(src, changed)
+    assert torch.equal(a[:, :4], b[:, :4])
+    assert not torch.allclose(a[:, 5:], b[:, 5:])  # the change is visible later: the test can fail
+
+
+@pytest.mark.parametrize("kind", DECODER_KINDS)
+def test_padded_source_positions_never_change_anything(kind):
+    model = Seq2Seq(tiny_config(kind)).eval()
+    src, tgt = mixed_batch()
+    longer = torch.cat([src, torch.full((3, 5), PAD_ID)], dim=1)
+    with torch.no_grad():
+        a = model(src, tgt)
+        b = model(longer, tgt)
+        real = src.clone()
+        real[1, 5] = 7  # a real (non-pad) source change does change the output
+        c = model(real, tgt)
+    assert (a - b).abs().max().item() < 1e-5
+    assert (a[1] - c[1]).abs().max().item() > 1e-4
+
+
+def test_baseline_and_balanced_have_similar_parameter_counts():
+    counts = {name: Seq2Seq(preset(name)).num_parameters() for name in ("baseline", "balanced")}
+    assert abs(counts["baseline"] - counts["balanced"]) / counts["baseline"] < 0.05
+
+
+@pytest.mark.parametrize(
+    "changes,field",
+    [
+        (dict(d_model=30, heads=4), "d_model"),
+        (dict(decoder_kind="can", ffn_dim=66, heads=4), "ffn_dim"),
+        (dict(enc_layers=0), "enc_layers"),
+        (dict(dec_layers=-1), "dec_layers"),
+        (dict(decoder_kind="lstm"), "decoder_kind"),
+        (dict(dropout=1.5), "dropout"),
+        (dict(decoder_kind="san", dec_layers=3, san_groups=(2,)), "san_groups"),
+    ],
+)
+def test_bad_config_names_field_and_value(changes, field):
+    base = dict(vocab_size=VOCAB, d_model=32, heads=4, ffn_dim=64)
+    with pytest.raises(ValueError, match=rf"ModelConfig\.{field}="):
+        ModelConfig(**{**base, **changes})
+
+
+def test_unknown_preset_is_a_value_error():
+    with pytest.raises(ValueError, match="preset='transformer-big'"):
+        preset("transformer-big")
+
+
+def test_san_followers_reuse_leader_attention():
+    model = Seq2Seq(tiny_config("san", dec_layers=4, san_groups=(2, 2)))
+    leaders = [layer.leader for layer in model.decoder_layers]
+    assert leaders == [True, False, True, False]
+    assert not hasattr(model.decoder_layers[1], "cross_attn")
+
+
+def test_can_values_are_ffn_wide_and_split_across_heads():
+    cfg = tiny_config("can")
+    layer = Seq2Seq(cfg).decoder_layers[0]
+    cache = layer.new_cache(rows=2, max_len=5, like=torch.zeros(1))
+    assert cache["v"].shape == (2, cfg.heads, 5, cfg.ffn_dim // cfg.heads)
+    assert layer.h_proj.out_features == cfg.d_model + cfg.ffn_dim
