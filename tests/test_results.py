@@ -1,0 +1,43 @@
+"""Stored results always carry their provenance."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from canlib.results import RESULTS_DIR, ProvenanceError, describe, load_result, provenance, save_result
+
+
+def test_round_trip_keeps_result_and_provenance(tmp_path):
+    prov = provenance("tiny", {"preset": "tiny-can"})
+    save_result(tmp_path / "r.json", {"bleu": 1.5}, prov)
+    result, back = load_result(tmp_path / "r.json")
+    assert result == {"bleu": 1.5}
+    assert back["commit"] and back["device"] and back["scale"] == "tiny"
+    assert "scale=tiny" in describe(back)
+
+
+@pytest.mark.parametrize("drop", ["commit", "date", "device", "scale", "config"])
+def test_result_without_a_provenance_field_is_refused(tmp_path, drop):
+    prov = provenance("tiny", {"preset": "tiny-can"})
+    del prov[drop]
+    (tmp_path / "r.json").write_text(json.dumps({"result": 1, "provenance": prov}))
+    with pytest.raises(ProvenanceError, match=drop):
+        load_result(tmp_path / "r.json")
+
+
+def test_bare_number_file_is_refused(tmp_path):
+    (tmp_path / "r.json").write_text(json.dumps({"bleu": 27.3}))
+    with pytest.raises(ProvenanceError, match="r.json"):
+        load_result(tmp_path / "r.json")
+
+
+def test_unknown_scale_is_refused():
+    with pytest.raises(ValueError, match="scale='huge'"):
+        provenance("huge", {})
+
+
+def test_every_stored_result_in_the_book_has_provenance():
+    files = sorted(RESULTS_DIR.rglob("*.json")) if RESULTS_DIR.exists() else []
+    for path in files:
+        load_result(path)  # raises ProvenanceError naming the file
