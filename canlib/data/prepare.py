@@ -155,6 +155,7 @@ def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1,
     files = materialize(entry, list(dict.fromkeys(names)), root, progress)
     recipe = {"format_version": FORMAT_VERSION, "corpus": corpus, "scale": scale, "seed": seed,
               "spec": asdict(spec), "inputs": fingerprint(files)}
+    recipe = json.loads(json.dumps(recipe))  # as meta.json stores it (tuples become lists)
     meta_path = out_dir / "meta.json"
     if meta_path.is_file():
         if json.loads(meta_path.read_text()).get("recipe") == recipe:
