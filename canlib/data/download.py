@@ -74,7 +74,7 @@ def _check(path: Path, remote: Remote, record: dict | None) -> str:
     else:
         return digest
     path.unlink()
-    raise ValueError(f"{path.name} ({remote.url}): checksum mismatch: expected {expected_what}; the file was deleted")
+    raise ValueError(f"{path.name.removesuffix('.part')} ({remote.url}): checksum mismatch: expected {expected_what}; the file was deleted")
 
 
 def _transfer(url: str, part: Path, progress: bool) -> None:
