@@ -4,12 +4,15 @@ from __future__ import annotations
 import gzip
 import importlib
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from canlib.cli import main
 
 from canlib.data import binarized, load_prepared, prepare
 from canlib.data.text import normalize
@@ -175,15 +178,22 @@ def test_missing_file_is_named_when_offline(small_multi30k, tmp_path):
     expect_error(tmp_path, "multi30k-en-de/val.de", "CANLIB_OFFLINE", error=FileNotFoundError)
 
 
-def test_cli_reports_bad_input_and_unknown_names(small_multi30k, tmp_path):
+def test_cli_reports_bad_input_and_unknown_names(small_multi30k, tmp_path, capsys):
     (small_multi30k / "val.de").unlink()
-    out = run_cli("data", "prepare", "multi30k-en-de", "--scale", "tiny", "--out", str(tmp_path / "o"))
-    assert out.returncode == 2 and "val.de" in out.stderr
-    out = run_cli("data", "prepare", "wmt14-en-xx")
-    assert out.returncode == 2 and "unknown corpus 'wmt14-en-xx'" in out.stderr
-    out = run_cli("data", "prepare", "multi30k-en-de", "--scale", "huge")
-    assert out.returncode == 2 and "no scale 'huge'" in out.stderr
-    listing = run_cli("data", "list")
-    assert listing.returncode == 0
+    assert main(["data", "prepare", "multi30k-en-de", "--scale", "tiny", "--out", str(tmp_path / "o")]) == 2
+    assert "val.de" in capsys.readouterr().err
+    assert main(["data", "prepare", "wmt14-en-xx"]) == 2
+    assert "unknown corpus 'wmt14-en-xx'" in capsys.readouterr().err
+    assert main(["data", "prepare", "multi30k-en-de", "--scale", "huge"]) == 2
+    assert "no scale 'huge'" in capsys.readouterr().err
+    assert main(["data", "list"]) == 0
+    listing = capsys.readouterr().out
     for name in ("wmt14-en-de", "wmt14-en-fr", "wmt17-en-de", "wmt17-en-fi", "wmt17-en-lv", "wmt17-en-ru", "wmt17-en-cs", "multi30k-en-de"):
-        assert name in listing.stdout
+        assert name in listing
+
+
+def test_inspect_prints_statistics_and_iteration_speed(small_multi30k, tmp_path, capsys):
+    out = prepare("multi30k-en-de", "tiny", tmp_path / "m", progress=False)
+    assert main(["data", "inspect", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert f"{'valid':<7}{50:>10,}" in text and re.search(r"iterating train: [\d,]+ sentence pairs/s", text)

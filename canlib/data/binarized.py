@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,12 +25,25 @@ def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if vocab_size <= np.iinfo(np.uint16).max + 1 else np.dtype(np.int32)
 
 
-def write_side(folder: Path, split: str, side: str, ids: Sequence[Sequence[int]], dtype: np.dtype) -> None:
-    lengths = np.fromiter((len(s) for s in ids), dtype=np.int64, count=len(ids))
-    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    tokens = np.fromiter((t for s in ids for t in s), dtype=dtype, count=int(offsets[-1]))
-    np.save(folder / f"{split}.{side}.tokens.npy", tokens)
+@dataclass
+class Encoded:
+    """One side of a split as a flat token array and per-sentence lengths (no Python int lists)."""
+
+    tokens: np.ndarray
+    lengths: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def select(self, keep: np.ndarray) -> "Encoded":
+        """The sentences where the boolean mask ``keep`` is true, in order."""
+        return Encoded(self.tokens[np.repeat(keep, self.lengths)], self.lengths[keep])
+
+
+def write_side(folder: Path, split: str, side: str, encoded: Encoded) -> None:
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(encoded.lengths, out=offsets[1:])
+    np.save(folder / f"{split}.{side}.tokens.npy", encoded.tokens)
     np.save(folder / f"{split}.{side}.offsets.npy", offsets)
 
 

@@ -125,7 +125,7 @@ def _wmt17(other: str, valid: tuple[str, ...]) -> Corpus:
                    [Member(dev, f"{name}.tc.{other}") for name in valid])
     files |= _pair("newstest2017", "en", other, [Member(test, f"newstest2017-en{other}-src.en.sgm")],
                    [Member(test, f"newstest2017-en{other}-ref.{other}.sgm")])
-    full = Scale(("train",), ("valid",), ("newstest2017",), vocab_size=32000, vocab_pairs=2_000_000,
+    full = Scale(("train",), ("valid",), ("newstest2017",), vocab_size=32000, vocab_pairs=1_000_000,
                  description="paper recipe: preprocessed WMT17 training data, newstest2017 test")
     return Corpus(f"wmt17-en-{other}", "en", other, f"WMT17 English-{other.upper()} (paper Table 3)", files, {"full": full})
 
@@ -148,7 +148,7 @@ _NEWS_POOL = ("train.detok", "newstest2008-2012", "newstest2015-2020")
 _WMT14_EN_DE = Corpus(
     "wmt14-en-de", "en", "de", "WMT14 English-German (paper Table 2)", _wmt14("de"),
     {
-        "full": Scale(("train",), ("newstest2013",), ("newstest2014",), vocab_size=32000, vocab_pairs=2_000_000,
+        "full": Scale(("train",), ("newstest2013",), ("newstest2014",), vocab_size=32000, vocab_pairs=1_000_000,
                       description="paper recipe: Europarl v7 + CommonCrawl + News Commentary v9, 32k joint BPE"),
         "small": Scale(_NEWS_POOL, ("newstest2013",), ("newstest2014",), vocab_size=8000,
                        description="CPU scale: ~37.6k real pairs (train.detok + newstest2008-2012 + 2015-2020)"),
@@ -159,7 +159,7 @@ _WMT14_EN_DE = Corpus(
 _WMT14_EN_FR = Corpus(
     "wmt14-en-fr", "en", "fr", "WMT14 English-French (paper Table 2)", _wmt14("fr"),
     {"full": Scale(("train",), ("newstest2012", "newstest2013"), ("newstest2014",), vocab_size=32000,
-                   vocab_pairs=2_000_000, description="paper recipe: + UN + Gigaword; valid newstest2012+2013")},
+                   vocab_pairs=1_000_000, description="paper recipe: + UN + Gigaword; valid newstest2012+2013")},
 )
 
 REGISTRY: dict[str, Corpus] = {

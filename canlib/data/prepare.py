@@ -20,7 +20,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..vocab import Vocabulary
-from .binarized import FORMAT_VERSION, SPLITS, token_dtype, write_side, write_text
+from .binarized import FORMAT_VERSION, SPLITS, Encoded, token_dtype, write_side, write_text
 from .corpora import Corpus, Remote, get_corpus
 from .download import cache_dir, extract_members, fetch, sha256_file
 from .text import drop_empty, read_parallel
@@ -103,21 +103,23 @@ def fingerprint(files: dict[str, list[Path]]) -> dict[str, list[dict]]:
     return {name: [{"size": p.stat().st_size, "sha256": sha256_file(p)} for p in paths] for name, paths in sorted(files.items())}
 
 
-def encode(vocab: Vocabulary, lines: list[str], desc: str, progress: bool) -> list[list[int]]:
-    out: list[list[int]] = []
+def encode(vocab: Vocabulary, lines: list[str], dtype: np.dtype, desc: str, progress: bool) -> Encoded:
+    tokens, lengths = [], []
     for start in tqdm(range(0, len(lines), ENCODE_CHUNK), desc=desc, disable=not progress, leave=False):
-        out += vocab.encode_batch(lines[start:start + ENCODE_CHUNK])
-    return out
+        ids = vocab.encode_batch(lines[start:start + ENCODE_CHUNK])
+        lengths.append(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)))
+        tokens.append(np.fromiter(chain.from_iterable(ids), dtype=dtype, count=int(lengths[-1].sum())))
+    return Encoded(np.concatenate(tokens), np.concatenate(lengths))
 
 
-def statistics(src: list[str], tgt: list[str], src_ids: list[list[int]], tgt_ids: list[list[int]]) -> dict[str, int]:
+def statistics(src: list[str], tgt: list[str], src_ids: Encoded, tgt_ids: Encoded) -> dict[str, int]:
     """The paper's Table 1 columns (sentences, words; words = whitespace tokens) plus subwords."""
     return {
         "sentences": len(src),
         "src_words": sum(len(s.split()) for s in src),
         "tgt_words": sum(len(t.split()) for t in tgt),
-        "src_subwords": sum(map(len, src_ids)),
-        "tgt_subwords": sum(map(len, tgt_ids)),
+        "src_subwords": int(src_ids.lengths.sum()),
+        "tgt_subwords": int(tgt_ids.lengths.sum()),
     }
 
 
@@ -184,28 +186,23 @@ def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1,
         vocab_src, vocab_tgt = [src[i] for i in pick], [tgt[i] for i in pick]
     vocab = Vocabulary.train(chain(vocab_src, vocab_tgt), spec.vocab_size)
 
+    dtype = token_dtype(vocab.size)
     ids = {}
     for split in SPLITS:
         s, t = (src, tgt) if split == "train" else text[split]
-        ids[split] = (encode(vocab, s, f"encode {split}.{entry.src}", progress),
-                      encode(vocab, t, f"encode {split}.{entry.tgt}", progress))
-    s_ids, t_ids = ids["train"]
-    too_long = ratio = 0
-    keep = []
-    for i, (a, b) in enumerate(zip(map(len, s_ids), map(len, t_ids))):
-        if min(a, b) < 1 or max(a, b) > spec.max_len:
-            too_long += 1
-        elif max(a, b) > spec.max_ratio * min(a, b):
-            ratio += 1
-        else:
-            keep.append(i)
-    ids["train"] = ([s_ids[i] for i in keep], [t_ids[i] for i in keep])
-    text["train"] = ([src[i] for i in keep], [tgt[i] for i in keep])
+        ids[split] = (encode(vocab, s, dtype, f"encode {split}.{entry.src}", progress),
+                      encode(vocab, t, dtype, f"encode {split}.{entry.tgt}", progress))
+    a, b = (e.lengths for e in ids["train"])
+    fits = (np.minimum(a, b) >= 1) & (np.maximum(a, b) <= spec.max_len)
+    balanced = np.maximum(a, b) <= spec.max_ratio * np.minimum(a, b)
+    keep = fits & balanced
+    too_long, ratio = int((~fits).sum()), int((fits & ~balanced).sum())
+    ids["train"] = tuple(e.select(keep) for e in ids["train"])
+    text["train"] = ([s for s, k in zip(src, keep) if k], [t for t, k in zip(tgt, keep) if k])
     for split in SPLITS:
-        if not ids[split][0]:
+        if not len(ids[split][0]):
             raise ValueError(f"{corpus}/{'+'.join(stems[split])}: empty {split} split after cleaning")
 
-    dtype = token_dtype(vocab.size)
     meta = {
         "format_version": FORMAT_VERSION, "corpus": corpus, "scale": scale, "seed": seed,
         "src_lang": entry.src, "tgt_lang": entry.tgt, "vocab_id": vocab.id, "vocab_size": vocab.size,
@@ -222,7 +219,7 @@ def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1,
         vocab.save(tmp / "vocab.model")
         for split in SPLITS:
             for side, side_ids, lines in zip(("src", "tgt"), ids[split], text[split]):
-                write_side(tmp, split, side, side_ids, dtype)
+                write_side(tmp, split, side, side_ids)
                 if split != "train":
                     write_text(tmp, split, side, lines)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
