@@ -12,6 +12,8 @@ import sys
 # command name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("canlib.info", "list the model presets with their parameter counts"),
+    "data": ("canlib.data.cli", "list the corpora or prepare one (vocabulary + binarized splits)"),
+    "bleu": ("canlib.bleu", "score detokenized hypotheses: sacreBLEU and the paper's tokenized BLEU"),
 }
 
 

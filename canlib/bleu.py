@@ -1,0 +1,98 @@
+"""BLEU as the paper reports it and as sacreBLEU reports it; no BLEU is reimplemented here.
+
+- ``bleu``: sacreBLEU on detokenized text (13a tokenizer, with its signature).
+- ``tok_bleu``: the paper's case-sensitive tokenized BLEU (multi-bleu.perl): hypothesis and
+  reference are Moses-tokenized with sacremoses for the target language and scored by
+  sacreBLEU with ``tokenize="none"``. ``escape=False``: Moses' XML escaping maps each special
+  character to one entity inside the same token, so it cannot change which n-grams match.
+- ``tok_bleu_compound``: the same after the WMT14 En-De compound split used by
+  tensor2tensor's get_ende_bleu.sh (``(\\S)-(\\S)`` -> ``\\1 ##AT##-##AT## \\2``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import sacrebleu
+from sacrebleu.metrics import BLEU
+from sacremoses import MosesTokenizer
+
+_COMPOUND = re.compile(r"(\S)-(\S)")
+
+
+@lru_cache(maxsize=None)
+def _tokenizer(lang: str) -> MosesTokenizer:
+    return MosesTokenizer(lang=lang)
+
+
+def moses_tokenize(lines: list[str], lang: str) -> list[str]:
+    tok = _tokenizer(lang)
+    return [tok.tokenize(line, escape=False, return_str=True) for line in lines]
+
+
+def split_compounds(line: str) -> str:
+    return _COMPOUND.sub(r"\1 ##AT##-##AT## \2", line)
+
+
+def corpus_scores(hyps: list[str], refs: list[str], lang: str = "de") -> dict:
+    """sacreBLEU, tokenized BLEU and tokenized BLEU with compound splitting of one system output."""
+    if len(hyps) != len(refs):
+        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
+    detok = BLEU()
+    score = detok.corpus_score(hyps, [refs])
+    tok_hyps, tok_refs = moses_tokenize(hyps, lang), moses_tokenize(refs, lang)
+    tok = BLEU(tokenize="none", force=True)
+    tok_score = tok.corpus_score(tok_hyps, [tok_refs])
+    compound = tok.corpus_score([split_compounds(h) for h in tok_hyps], [[split_compounds(r) for r in tok_refs]])
+    return {
+        "bleu": score.score,
+        "signature": str(detok.get_signature()),
+        "tok_bleu": tok_score.score,
+        "tok_bleu_compound": compound.score,
+        "tok_signature": str(tok.get_signature()),
+        "precisions": score.precisions,
+        "bp": score.bp,
+        "sys_len": score.sys_len,
+        "ref_len": score.ref_len,
+        "sentences": len(hyps),
+    }
+
+
+def sentence_bleu(hyp: str, ref: str) -> float:
+    """Smoothed sentence-level sacreBLEU (for per-sentence error analysis, not for reporting)."""
+    return sacrebleu.sentence_bleu(hyp, [ref]).score
+
+
+def read_text(path: Path) -> list[str]:
+    """Lines of a UTF-8 file; invalid UTF-8 names the file and line."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    lines = []
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                lines.append(raw.decode("utf-8").rstrip("\r\n"))
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{path}:{lineno}: invalid UTF-8 ({exc.reason})") from None
+    return lines
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("hyp", type=Path, help="detokenized system output, one sentence a line")
+    parser.add_argument("ref", type=Path, help="detokenized reference, line-aligned with HYP")
+    parser.add_argument("--lang", default="de", help="target language for the Moses tokenizer (default de)")
+
+
+def run(args: argparse.Namespace) -> int:
+    hyps, refs = read_text(args.hyp), read_text(args.ref)
+    if len(hyps) != len(refs):
+        raise ValueError(f"{args.hyp} has {len(hyps)} lines but {args.ref} has {len(refs)}")
+    scores = corpus_scores(hyps, refs, args.lang)
+    print(f"sacreBLEU {scores['bleu']:.2f}  ({scores['signature']})")
+    print(f"tokenized BLEU {scores['tok_bleu']:.2f}  (sacremoses {args.lang} + multi-bleu, case-sensitive)")
+    print(f"tokenized BLEU, compounds split {scores['tok_bleu_compound']:.2f}")
+    print(json.dumps(scores))
+    return 0

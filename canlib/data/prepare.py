@@ -1,0 +1,241 @@
+"""``prepare(corpus, scale)``: raw parallel text -> joint SentencePiece vocabulary + binarized splits.
+
+Inputs are found in ``$CANLIB_DATA_DIR`` first (``<dir>/<corpus>/<file>`` or, when the
+variable names a corpus folder itself, ``<dir>/<file>``; ``<file>.gz`` also counts), else
+downloaded into ``$CANLIB_CACHE_DIR`` (``CANLIB_OFFLINE=1`` forbids downloading).
+Everything is deterministic in (inputs, scale, seed), and the output folder is built under
+a temporary name and renamed into place only when complete.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict
+from itertools import chain
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from ..vocab import Vocabulary
+from .binarized import FORMAT_VERSION, SPLITS, Encoded, token_dtype, write_side, write_text
+from .corpora import Corpus, Remote, get_corpus
+from .download import cache_dir, extract_members, fetch, sha256_file
+from .text import drop_empty, read_parallel
+
+ENCODE_CHUNK = 10_000
+
+
+def data_dir() -> Path | None:
+    value = os.environ.get("CANLIB_DATA_DIR")
+    return Path(value) if value else None
+
+
+def offline() -> bool:
+    return os.environ.get("CANLIB_OFFLINE", "") not in ("", "0")
+
+
+def local_file(corpus: Corpus, filename: str) -> Path | None:
+    """``filename`` (or ``filename.gz``) in the data dir's corpus folder, if it is there."""
+    root = data_dir()
+    if root is None:
+        return None
+    folders = [root / corpus.name] + ([root] if root.name == corpus.name else [])
+    for folder in folders:
+        for candidate in (folder / filename, folder / f"{filename}.gz"):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def materialize(corpus: Corpus, filenames: list[str], root: Path, progress: bool = True) -> dict[str, list[Path]]:
+    """For each local file name, the paths whose lines (concatenated) make it up.
+
+    Files in the data dir win; the rest are downloaded, and each archive is read once
+    for all the members this preparation needs.
+    """
+    found: dict[str, list[Path]] = {}
+    needed: dict[Remote, list[str | None]] = {}
+    for name in filenames:
+        local = local_file(corpus, name)
+        if local is not None:
+            found[name] = [local]
+            continue
+        where = f"CANLIB_DATA_DIR={data_dir()}" if data_dir() else "CANLIB_DATA_DIR (not set)"
+        if name not in corpus.files:
+            raise FileNotFoundError(f"{corpus.name}/{name}: not found in {where}, and the registry has no download "
+                                    f"for it; point CANLIB_DATA_DIR at a folder holding {corpus.name}/{name}")
+        if offline():
+            raise FileNotFoundError(f"{corpus.name}/{name}: not found in {where}, and CANLIB_OFFLINE forbids downloading")
+        for member in corpus.files[name]:
+            needed.setdefault(member.remote, []).append(member.name)
+    paths: dict[tuple[Remote, str | None], Path] = {}
+    for remote, names in needed.items():
+        archive = fetch(remote, root, progress=progress)
+        members = sorted({n for n in names if n is not None})
+        paths |= {(remote, n): p for n, p in extract_members(archive, members, root).items()} if members else {}
+        paths[remote, None] = archive
+    for name in filenames:
+        if name not in found:
+            found[name] = [paths[m.remote, m.name] for m in corpus.files[name]]
+    return found
+
+
+def read_stems(corpus: Corpus, stems: tuple[str, ...], files: dict[str, list[Path]]) -> tuple[list[str], list[str]]:
+    """Normalised source and target lines of the stems, concatenated in order."""
+    src: list[str] = []
+    tgt: list[str] = []
+    for stem in stems:
+        src_paths, tgt_paths = files[f"{stem}.{corpus.src}"], files[f"{stem}.{corpus.tgt}"]
+        if len(src_paths) != len(tgt_paths):
+            raise ValueError(f"{corpus.name}/{stem}: {len(src_paths)} source but {len(tgt_paths)} target files")
+        for s_path, t_path in zip(src_paths, tgt_paths):
+            s, t = read_parallel(s_path, t_path)
+            src += s
+            tgt += t
+    return src, tgt
+
+
+def fingerprint(files: dict[str, list[Path]]) -> dict[str, list[dict]]:
+    """Size and sha256 of every input, so a prepared folder is reused only for the same text."""
+    return {name: [{"size": p.stat().st_size, "sha256": sha256_file(p)} for p in paths] for name, paths in sorted(files.items())}
+
+
+def encode(vocab: Vocabulary, lines: list[str], dtype: np.dtype, desc: str, progress: bool) -> Encoded:
+    tokens, lengths = [], []
+    for start in tqdm(range(0, len(lines), ENCODE_CHUNK), desc=desc, disable=not progress, leave=False):
+        ids = vocab.encode_batch(lines[start:start + ENCODE_CHUNK])
+        lengths.append(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)))
+        tokens.append(np.fromiter(chain.from_iterable(ids), dtype=dtype, count=int(lengths[-1].sum())))
+    return Encoded(np.concatenate(tokens), np.concatenate(lengths))
+
+
+def statistics(src: list[str], tgt: list[str], src_ids: Encoded, tgt_ids: Encoded) -> dict[str, int]:
+    """The paper's Table 1 columns (sentences, words; words = whitespace tokens) plus subwords."""
+    return {
+        "sentences": len(src),
+        "src_words": sum(len(s.split()) for s in src),
+        "tgt_words": sum(len(t.split()) for t in tgt),
+        "src_subwords": int(src_ids.lengths.sum()),
+        "tgt_subwords": int(tgt_ids.lengths.sum()),
+    }
+
+
+def format_statistics(meta: dict) -> str:
+    """Table 1 of the paper (sentences and words per split) for one prepared corpus."""
+    src, tgt = meta["src_lang"], meta["tgt_lang"]
+    lines = [
+        f"{meta['corpus']} ({meta['scale']}, seed {meta['seed']}): {src}->{tgt}, "
+        f"joint vocabulary {meta['vocab_size']} ({meta['vocab_id']})",
+        f"{'split':<7}{'sent.':>10}{src + ' words':>12}{tgt + ' words':>12}{'words':>12}{src + ' subw.':>12}{tgt + ' subw.':>12}",
+    ]
+    for split in SPLITS:
+        s = meta["statistics"][split]
+        lines.append(f"{split:<7}{s['sentences']:>10,}{s['src_words']:>12,}{s['tgt_words']:>12,}"
+                     f"{s['src_words'] + s['tgt_words']:>12,}{s['src_subwords']:>12,}{s['tgt_subwords']:>12,}")
+    c = meta["cleaning"]
+    lines.append(f"train cleaning: {c['raw_pairs']:,} raw pairs, {c['empty']:,} with an empty side, "
+                 f"{c['subsampled_out']:,} left out by subsampling, {c['too_long']:,} over {meta['recipe']['spec']['max_len']} "
+                 f"subwords, {c['ratio']:,} with length ratio > {meta['recipe']['spec']['max_ratio']}")
+    return "\n".join(lines)
+
+
+def default_out_dir(corpus: str, scale: str) -> Path:
+    return cache_dir() / "prepared" / f"{corpus}-{scale}"
+
+
+def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1, progress: bool = True) -> Path:
+    """Prepare ``corpus`` at ``scale`` into ``out_dir`` and return it (reusing an identical one)."""
+    entry = get_corpus(corpus)
+    spec = entry.scale(scale)
+    root = cache_dir()
+    out_dir = Path(out_dir) if out_dir is not None else default_out_dir(corpus, scale)
+    stems = {split: getattr(spec, split) for split in SPLITS}
+    names = [f"{stem}.{lang}" for split in SPLITS for stem in stems[split] for lang in (entry.src, entry.tgt)]
+    files = materialize(entry, list(dict.fromkeys(names)), root, progress)
+    recipe = {"format_version": FORMAT_VERSION, "corpus": corpus, "scale": scale, "seed": seed,
+              "spec": asdict(spec), "inputs": fingerprint(files)}
+    recipe = json.loads(json.dumps(recipe))  # as meta.json stores it (tuples become lists)
+    meta_path = out_dir / "meta.json"
+    if meta_path.is_file():
+        if json.loads(meta_path.read_text()).get("recipe") == recipe:
+            return out_dir
+    elif out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise ValueError(f"{out_dir}: exists and is not a prepared corpus; choose another output folder")
+
+    text = {split: read_stems(entry, stems[split], files) for split in SPLITS}
+    src, tgt = text["train"]
+    raw_pairs = len(src)
+    src, tgt, empty = drop_empty(src, tgt)
+    if not src:
+        raise ValueError(f"{corpus}/{stems['train']}: empty corpus (no training pair with text on both sides)")
+    rng = np.random.default_rng(seed)
+    kept_before_sample = len(src)
+    if spec.train_pairs is not None and spec.train_pairs < len(src):
+        pick = np.sort(rng.choice(len(src), size=spec.train_pairs, replace=False))
+        src, tgt = [src[i] for i in pick], [tgt[i] for i in pick]
+    for split, limit in (("valid", spec.valid_pairs), ("test", spec.test_pairs)):
+        s, t = text[split]
+        text[split] = (s[:limit], t[:limit]) if limit is not None else (s, t)
+
+    vocab_src, vocab_tgt = src, tgt
+    if spec.vocab_pairs is not None and spec.vocab_pairs < len(src):
+        pick = np.sort(rng.choice(len(src), size=spec.vocab_pairs, replace=False))
+        vocab_src, vocab_tgt = [src[i] for i in pick], [tgt[i] for i in pick]
+    vocab = Vocabulary.train(chain(vocab_src, vocab_tgt), spec.vocab_size)
+
+    dtype = token_dtype(vocab.size)
+    ids = {}
+    for split in SPLITS:
+        s, t = (src, tgt) if split == "train" else text[split]
+        ids[split] = (encode(vocab, s, dtype, f"encode {split}.{entry.src}", progress),
+                      encode(vocab, t, dtype, f"encode {split}.{entry.tgt}", progress))
+    a, b = (e.lengths for e in ids["train"])
+    fits = (np.minimum(a, b) >= 1) & (np.maximum(a, b) <= spec.max_len)
+    balanced = np.maximum(a, b) <= spec.max_ratio * np.minimum(a, b)
+    keep = fits & balanced
+    too_long, ratio = int((~fits).sum()), int((fits & ~balanced).sum())
+    ids["train"] = tuple(e.select(keep) for e in ids["train"])
+    text["train"] = ([s for s, k in zip(src, keep) if k], [t for t, k in zip(tgt, keep) if k])
+    for split in SPLITS:
+        if not len(ids[split][0]):
+            raise ValueError(f"{corpus}/{'+'.join(stems[split])}: empty {split} split after cleaning")
+
+    meta = {
+        "format_version": FORMAT_VERSION, "corpus": corpus, "scale": scale, "seed": seed,
+        "src_lang": entry.src, "tgt_lang": entry.tgt, "vocab_id": vocab.id, "vocab_size": vocab.size,
+        "token_dtype": dtype.name, "counts": {split: len(ids[split][0]) for split in SPLITS},
+        "cleaning": {"raw_pairs": raw_pairs, "empty": empty, "subsampled_out": kept_before_sample - len(src),
+                     "too_long": too_long, "ratio": ratio},
+        "statistics": {split: statistics(*text[split], *ids[split]) for split in SPLITS},
+        "recipe": recipe,
+    }
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
+    try:
+        tmp.chmod(0o755)
+        vocab.save(tmp / "vocab.model")
+        for split in SPLITS:
+            for side, side_ids, lines in zip(("src", "tgt"), ids[split], text[split]):
+                write_side(tmp, split, side, side_ids)
+                if split != "train":
+                    write_text(tmp, split, side, lines)
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+        _swap_into_place(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _swap_into_place(tmp: Path, out_dir: Path) -> None:
+    """Rename the finished folder to ``out_dir``, replacing an older prepared folder there."""
+    if out_dir.exists() and any(out_dir.iterdir()):
+        old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+        os.replace(out_dir, old)
+        os.replace(tmp, out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, out_dir)
