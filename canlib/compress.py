@@ -422,7 +422,7 @@ def compression_steps(
         Step("query [Wq1^i | Wq2^i], 2d/h per head", "Eq. 9", True, c(query="concat")),
         Step(f"shared d/h query ({query})", "Eq. 9", False, c(query=query)),
         Step(f"one softmax, values x {value_scale:g}", "Eq. 11", False, c(query=query, softmax="one", value_scale=value_scale)),
-        Step("heads split the 4d values (CAN)", "Eq. 13", False,
+        Step("heads split the 4d values (CAN)", "Eq. 13", w.heads == 1,  # one head: nothing to split
              c(query=query, softmax="one", value_scale=value_scale, values="split")),
     ]
 
