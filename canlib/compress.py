@@ -1,0 +1,581 @@
+"""From a Transformer decoder layer to CAN's single sub-layer, step by step (paper Eqs. 6-13).
+
+Every step of the paper's derivation is a function here that runs on real tensors, so
+each claimed identity can be checked to 1e-10 in float64 and each assumption measured.
+
+Conventions. The paper writes row vectors, ``y = x W + b`` with ``W`` of shape (in, out);
+``nn.Linear`` stores (out, in). :class:`Affine` holds the paper's orientation. ``x`` is the
+layer input (B, T, d), ``h`` the final-normalised encoder output H (B, S, d), ``pad`` the
+(B, S) source padding mask (True = padding) or None. Heads split every d-wide projection
+into h slices of width d/h; scores are scaled by sqrt(d/h) (the paper writes sqrt(d)).
+
+Pre-norm. The paper omits LayerNorm; canlib's layers have one per sub-layer:
+``Self`` reads LN_s(x), ``Cross`` reads LN_c(x'), the FFN reads LN_f(x''). A LayerNorm is
+``n(x) * g + beta`` with ``n`` the plain normalisation, so its gain and bias fold into
+the next linear map (:func:`fold`) and one plain ``n(x)`` can feed every projection.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .attention import merge_heads, split_heads
+from .config import ModelConfig
+from .decoder_layers import CANDecoderLayer, StandardDecoderLayer
+from .model import Seq2Seq
+
+
+@dataclass
+class Affine:
+    """A linear map in the paper's row-vector convention: ``x W + b``, W of shape (in, out)."""
+
+    W: Tensor
+    b: Tensor
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x @ self.W + self.b
+
+
+@dataclass
+class Norm:
+    """A LayerNorm's gain and bias: ``LN(x) = n(x) * g + beta``."""
+
+    g: Tensor
+    beta: Tensor
+    eps: float
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return normalize(x, self.eps) * self.g + self.beta
+
+
+def normalize(x: Tensor, eps: float) -> Tensor:
+    """n(x): LayerNorm without gain or bias."""
+    return F.layer_norm(x, x.shape[-1:], eps=eps)
+
+
+def fold(norm: Norm, f: Affine) -> Affine:
+    """The map that gives ``f(LN(x))`` from ``n(x)`` (exact): W' = diag(g) W, b' = beta W + b."""
+    return Affine(norm.g[:, None] * f.W, norm.beta @ f.W + f.b)
+
+
+def _affine(linear: nn.Linear, part: int = 0, parts: int = 1, dtype: torch.dtype = torch.float64) -> Affine:
+    """Block ``part`` of ``parts`` equal row blocks of a fused nn.Linear, in row-vector form."""
+    W = linear.weight.detach().to(dtype).chunk(parts, dim=0)[part]
+    b = linear.bias.detach().to(dtype).chunk(parts, dim=0)[part]
+    return Affine(W.T.contiguous(), b.clone())
+
+
+def _norm(ln: nn.LayerNorm, dtype: torch.dtype) -> Norm:
+    return Norm(ln.weight.detach().to(dtype), ln.bias.detach().to(dtype), ln.eps)
+
+
+@dataclass
+class StandardWeights:
+    """One StandardDecoderLayer's weights (1 = self-attention, 2 = cross-attention)."""
+
+    heads: int
+    norm_s: Norm
+    norm_c: Norm
+    norm_f: Norm
+    q1: Affine
+    k1: Affine
+    v1: Affine
+    o1: Affine
+    q2: Affine
+    k2: Affine
+    v2: Affine
+    o2: Affine
+    w1: Affine
+    w2: Affine
+
+    @property
+    def eps(self) -> float:
+        return self.norm_s.eps
+
+    @property
+    def width(self) -> int:
+        """Per-head query/key width d/h of the original layer (sets the score scale)."""
+        return self.q1.W.size(1) // self.heads
+
+
+def standard_weights(layer: StandardDecoderLayer, dtype: torch.dtype = torch.float64) -> StandardWeights:
+    """Copy a StandardDecoderLayer's weights (qkv = [Wq1|Wk1|Wv1], kv = [Wk2|Wv2])."""
+    if not isinstance(layer, StandardDecoderLayer):
+        raise ValueError(f"expected a StandardDecoderLayer, got {type(layer).__name__}")
+    eps = {layer.self_norm.eps, layer.cross_norm.eps, layer.ffn_norm.eps}
+    if len(eps) != 1:
+        raise ValueError(f"the layer's three LayerNorms use different eps {sorted(eps)}; one n(x) cannot feed them all")
+    sa, ca = layer.self_attn, layer.cross_attn
+    return StandardWeights(
+        heads=sa.heads,
+        norm_s=_norm(layer.self_norm, dtype), norm_c=_norm(layer.cross_norm, dtype), norm_f=_norm(layer.ffn_norm, dtype),
+        q1=_affine(sa.qkv, 0, 3, dtype), k1=_affine(sa.qkv, 1, 3, dtype), v1=_affine(sa.qkv, 2, 3, dtype),
+        o1=_affine(sa.out, dtype=dtype),
+        q2=_affine(ca.q, dtype=dtype), k2=_affine(ca.kv, 0, 2, dtype), v2=_affine(ca.kv, 1, 2, dtype),
+        o2=_affine(ca.out, dtype=dtype),
+        w1=_affine(layer.ffn.w1, dtype=dtype), w2=_affine(layer.ffn.w2, dtype=dtype),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Attention pieces (per head, no dropout: the derivation is about the function)
+
+
+def causal_bias(length: int, like: Tensor) -> Tensor:
+    """(T, T) additive bias, -inf where a query would see the future."""
+    return torch.full((length, length), float("-inf"), dtype=like.dtype, device=like.device).triu(1)
+
+
+def source_bias(pad: Tensor | None, like: Tensor) -> Tensor | float:
+    """(B, 1, 1, S) additive bias, -inf on padded source positions (0 without a mask)."""
+    if pad is None:
+        return 0.0
+    return torch.zeros(pad.shape, dtype=like.dtype, device=like.device).masked_fill(pad, float("-inf"))[:, None, None]
+
+
+def head_scores(q: Tensor, k: Tensor, heads: int, width: int) -> Tensor:
+    """(B, h, T, L) scores q^i k^i^T / sqrt(width) of (B, T, h*w) queries and (B, L, h*w) keys."""
+    return split_heads(q, heads) @ split_heads(k, heads).transpose(-1, -2) * width**-0.5
+
+
+def head_value_map(v: Affine, out: Tensor, heads: int) -> Affine:
+    """Head i's value map with the output map absorbed, ``Wv^i Out^i``, the h maps side by side.
+
+    ``out`` (d, o) is the map after the heads are concatenated (Wo, or Wo W1); its row
+    block i only ever sees head i, so ``concat_i(A^i V^i) Out = sum_i A^i (V^i Out^i)``.
+    Result: (in, h*o), head i in column block i.
+    """
+    d_in, w, o = v.W.size(0), v.W.size(1) // heads, out.size(1)
+    blocks = out.view(heads, w, o)
+    W = torch.einsum("dhw,hwo->dho", v.W.view(d_in, heads, w), blocks).reshape(d_in, heads * o)
+    b = torch.einsum("hw,hwo->ho", v.b.view(heads, w), blocks).reshape(heads * o)
+    return Affine(W, b)
+
+
+# ---------------------------------------------------------------------------
+# The standard layer, and the residual decomposition (Huang et al. 2016)
+
+
+def self_attention(w: StandardWeights, x: Tensor) -> Tensor:
+    """Self(X): Eqs. 1-2 plus the output map, on LN_s(x)."""
+    z = w.norm_s(x)
+    probs = torch.softmax(head_scores(w.q1(z), w.k1(z), w.heads, w.width) + causal_bias(x.size(1), x), dim=-1)
+    return w.o1(merge_heads(probs @ split_heads(w.v1(z), w.heads)))
+
+
+def cross_attention(w: StandardWeights, x: Tensor, h: Tensor, pad: Tensor | None) -> Tensor:
+    """Cross(X, H): Eqs. 3-4 plus the output map, on LN_c(x)."""
+    z = w.norm_c(x)
+    probs = torch.softmax(head_scores(w.q2(z), w.k2(h), w.heads, w.width) + source_bias(pad, x), dim=-1)
+    return w.o2(merge_heads(probs @ split_heads(w.v2(h), w.heads)))
+
+
+def ffn(w: StandardWeights, u: Tensor) -> Tensor:
+    """ReLU(u W1 + b1) W2 + b2 (Eq. 5) on an already normalised input u."""
+    return w.w2(F.relu(w.w1(u)))
+
+
+def residual_stream(w: StandardWeights, x: Tensor, h: Tensor, pad: Tensor | None = None) -> dict[str, Tensor]:
+    """The standard layer as a sum: ``Y = X + Self(X) + Cross(X', H) + FFN(X'')`` (exact).
+
+    ``X' = X + Self(X)`` is what cross-attention reads and ``X'' = X' + Cross(X', H)``
+    what the FFN reads, each through its own LayerNorm.
+    """
+    s = self_attention(w, x)
+    x1 = x + s
+    c = cross_attention(w, x1, h, pad)
+    x2 = x1 + c
+    f = ffn(w, w.norm_f(x2))
+    return {"x": x, "self": s, "x_cross": x1, "cross": c, "x_ffn": x2, "ffn": f, "y": x + s + c + f}
+
+
+def cosine(a: Tensor, b: Tensor) -> float:
+    """Mean over positions of the cosine similarity of feature vectors (the paper's Fig. 2 measure)."""
+    return F.cosine_similarity(a.flatten(0, -2), b.flatten(0, -2), dim=-1).mean().item()
+
+
+def relative_error(approx: Tensor, exact: Tensor) -> float:
+    """||approx - exact|| / ||exact|| (Frobenius)."""
+    return ((approx - exact).norm() / exact.norm()).item()
+
+
+def identical_input_gap(w: StandardWeights, x: Tensor, h: Tensor, pad: Tensor | None = None) -> dict[str, float]:
+    """How far the assumption X' := X (Eq. 6) is from the truth, at this layer.
+
+    ``cos_input`` compares X and X' (as the paper's Fig. 2), ``cos_normed`` the
+    LayerNorm'd inputs that cross-attention really reads, ``cross_rel_err`` compares
+    Cross(X, H) with Cross(X', H).
+    """
+    x1 = x + self_attention(w, x)
+    exact = cross_attention(w, x1, h, pad)
+    return {
+        "cos_input": cosine(x, x1),
+        "cos_normed": cosine(w.norm_c(x), w.norm_c(x1)),
+        "cross_rel_err": relative_error(cross_attention(w, x, h, pad), exact),
+    }
+
+
+# ---------------------------------------------------------------------------
+# Eqs. 6-8: parallel attentions, then one product over concatenated values
+
+
+def parallel_layer(w: StandardWeights, x: Tensor, h: Tensor, pad: Tensor | None = None, residual: bool = True) -> Tensor:
+    """Eq. 6 with X' := X: ``X + Self(X) + Cross(X, H) + FFN(LN_f(X + S + C))``.
+
+    ``residual=False`` drops the direct ``S + C`` term, which CAN does: there the
+    attention output reaches Y only through the FFN.
+    """
+    sc = self_attention(w, x) + cross_attention(w, x, h, pad)
+    return x + sc * residual + ffn(w, w.norm_f(x + sc))
+
+
+def two_softmax(s_x: Tensor, s_h: Tensor) -> Tensor:
+    """Eqs. 7 and 10: A = [A_x, A_h], each block its own distribution (rows sum to 2)."""
+    return torch.cat([torch.softmax(s_x, dim=-1), torch.softmax(s_h, dim=-1)], dim=-1)
+
+
+def one_softmax(s_x: Tensor, s_h: Tensor) -> Tensor:
+    """Eq. 11: one distribution over [target prefix ; source] (rows sum to 1)."""
+    return torch.softmax(torch.cat([s_x, s_h], dim=-1), dim=-1)
+
+
+def self_share(s_x: Tensor, s_h: Tensor) -> Tensor:
+    """alpha, the mass one softmax gives the target prefix: ``one = [alpha A_x, (1 - alpha) A_h]``."""
+    return torch.sigmoid(torch.logsumexp(s_x, dim=-1) - torch.logsumexp(s_h, dim=-1))[..., None]
+
+
+def self_cross_values(w: StandardWeights, z: Tensor, h: Tensor, out: Tensor, out_h: Tensor) -> Tensor:
+    """[X W_v1 Out_1 ; H W_v2 Out_2] per head: (B, h, T+S, o), the output maps absorbed."""
+    vx = split_heads(head_value_map(fold(w.norm_s, w.v1), out, w.heads)(z), w.heads)
+    vh = split_heads(head_value_map(w.v2, out_h, w.heads)(h), w.heads)
+    return torch.cat([vx, vh], dim=-2)
+
+
+def joint_self_cross(w: StandardWeights, x: Tensor, h: Tensor, pad: Tensor | None = None) -> Tensor:
+    """Eq. 8: ``Self(X) + Cross(X, H) = sum_i A^i [V_1^i ; V_2^i] + bo1 + bo2`` (exact).
+
+    Self and Cross have different output maps, so each head's values absorb theirs
+    (d wide per head). Two softmaxes, original queries: only the products are joined.
+    """
+    z = normalize(x, w.eps)
+    s_x, s_h = attention_scores(w, z, h, pad, query="separate")
+    values = self_cross_values(w, z, h, w.o1.W, w.o2.W)
+    return (two_softmax(s_x, s_h) @ values).sum(1) + w.o1.b + w.o2.b
+
+
+# ---------------------------------------------------------------------------
+# Eq. 9: one query for both attentions
+
+
+def interleave_heads(a: Affine, b: Affine, heads: int) -> Affine:
+    """Head i of the result is [a^i | b^i] (width 2w): two query maps side by side, per head."""
+    def cat(x: Tensor, y: Tensor) -> Tensor:
+        lead = x.shape[:-1]
+        return torch.stack([x.view(*lead, heads, -1), y.view(*lead, heads, -1)], dim=-2).reshape(*lead, -1)
+
+    return Affine(cat(a.W, b.W), cat(a.b, b.b))
+
+
+def zeros_like(a: Affine) -> Affine:
+    return Affine(torch.zeros_like(a.W), torch.zeros_like(a.b))
+
+
+def shared_query(q1: Affine, k1: Affine, q2: Affine, k2: Affine, heads: int, method: str = "gram") -> Affine:
+    """A d/h-per-head query map W_q to replace W_q1 and W_q2 (an approximation).
+
+    ``mean``: (W_q1 + W_q2) / 2. ``gram``: per head the least-squares fit of both score
+    matrices, argmin ||(Wq - Wq1) Wk1^T||^2 + ||(Wq - Wq2) Wk2^T||^2, which is
+    ``(Wq1 G1 + Wq2 G2)(G1 + G2)^-1`` with ``G = Wk^T Wk``; the query bias is fitted the
+    same way (the key bias adds a per-query constant that softmax ignores).
+    """
+    if method == "mean":
+        return Affine((q1.W + q2.W) / 2, (q1.b + q2.b) / 2)
+    if method != "gram":
+        raise ValueError(f"shared_query: method={method!r}; choose 'gram' or 'mean'")
+    d, w = q1.W.size(0), q1.W.size(1) // heads
+    Q1 = torch.cat([q1.W, q1.b[None]]).view(d + 1, heads, w).transpose(0, 1)  # (h, d+1, w)
+    Q2 = torch.cat([q2.W, q2.b[None]]).view(d + 1, heads, w).transpose(0, 1)
+    K1, K2 = k1.W.view(d, heads, w).transpose(0, 1), k2.W.view(d, heads, w).transpose(0, 1)  # (h, d, w)
+    G1, G2 = K1.transpose(1, 2) @ K1, K2.transpose(1, 2) @ K2
+    Q = torch.linalg.solve(G1 + G2, (Q1 @ G1 + Q2 @ G2).transpose(1, 2)).transpose(1, 2)  # G symmetric
+    Q = Q.transpose(0, 1).reshape(d + 1, heads * w)
+    return Affine(Q[:d].contiguous(), Q[d].contiguous())
+
+
+def absorbed_scores(q: Affine, k: Affine, zq: Tensor, zk: Tensor, heads: int, width: int) -> Tensor:
+    """Scores with ``W_q W_k^T`` absorbed into the keys: the query is [z, 1] itself (exact).
+
+    ``(z Wq^i + bq^i)(z' Wk^i + bk^i)^T = [z, 1] M^i [z', 1]^T`` with
+    ``M^i = [Wq^i; bq^i][Wk^i; bk^i]^T``: every head and both attentions read the same
+    query, paid for with (d+1)-wide keys per head instead of d/h.
+    """
+    d, w = q.W.size(0), q.W.size(1) // heads
+    Qa = torch.cat([q.W, q.b[None]]).view(d + 1, heads, w)
+    Ka = torch.cat([k.W, k.b[None]]).view(d + 1, heads, w)
+    ones = lambda z: torch.cat([z, z.new_ones(*z.shape[:-1], 1)], dim=-1)  # noqa: E731
+    keys = torch.einsum("ble,ehw,fhw->bhlf", ones(zk), Ka, Qa)  # (B, h, L, d+1)
+    return torch.einsum("btf,bhlf->bhtl", ones(zq), keys) * width**-0.5
+
+
+def attention_scores(
+    w: StandardWeights, z: Tensor, h: Tensor, pad: Tensor | None, query: str = "separate"
+) -> tuple[Tensor, Tensor]:
+    """Masked (B, h, T, T) self and (B, h, T, S) cross scores from z = n(X), under X' := X.
+
+    ``query`` picks the query map: ``separate`` (W_q1 and W_q2, Eqs. 1 and 3), ``concat``
+    (per head [Wq1^i | Wq2^i] against keys [Wk1^i | 0] and [0 | Wk2^i], exact),
+    ``absorb`` (see :func:`absorbed_scores`, exact), ``gram`` or ``mean`` (one d/h-wide
+    W_q, Eq. 9, approximate; see :func:`shared_query`).
+    """
+    q1, k1, q2, k2 = fold(w.norm_s, w.q1), fold(w.norm_s, w.k1), fold(w.norm_c, w.q2), w.k2
+    heads, width = w.heads, w.width
+    if query == "separate":
+        s_x, s_h = head_scores(q1(z), k1(z), heads, width), head_scores(q2(z), k2(h), heads, width)
+    elif query == "concat":
+        q = interleave_heads(q1, q2, heads)(z)
+        s_x = head_scores(q, interleave_heads(k1, zeros_like(k1), heads)(z), heads, width)
+        s_h = head_scores(q, interleave_heads(zeros_like(k2), k2, heads)(h), heads, width)
+    elif query == "absorb":
+        s_x, s_h = absorbed_scores(q1, k1, z, z, heads, width), absorbed_scores(q2, k2, z, h, heads, width)
+    else:
+        q = shared_query(q1, k1, q2, k2, heads, query)(z)
+        s_x, s_h = head_scores(q, k1(z), heads, width), head_scores(q, k2(h), heads, width)
+    return s_x + causal_bias(z.size(1), z), s_h + source_bias(pad, z)
+
+
+# ---------------------------------------------------------------------------
+# Eqs. 12-13: the FFN's W1 merged into the values
+
+
+def merged_ffn_reference(w: StandardWeights, x: Tensor, h: Tensor, pad: Tensor | None = None) -> Tensor:
+    """What merging W1 into the values computes: ``X + FFN(LN_f(X) + Self(X) + Cross(X, H))``.
+
+    Two assumptions beyond X' := X: the residual ``S + C`` is dropped, and the FFN reads
+    ``LN_f(X) + S + C`` instead of ``LN_f(X + S + C)`` (LayerNorm is not linear, so the
+    attention output must enter W1 un-normalised for W1 to reach the values).
+    """
+    sc = self_attention(w, x) + cross_attention(w, x, h, pad)
+    return x + ffn(w, w.norm_f(x) + sc)
+
+
+def compressed_layer(
+    w: StandardWeights,
+    x: Tensor,
+    h: Tensor,
+    pad: Tensor | None = None,
+    *,
+    query: str = "concat",
+    softmax: str = "two",
+    values: str = "wide",
+    value_scale: float = 1.0,
+) -> Tensor:
+    """``X + ReLU(z W1 + A [z W~v1 ; H W~v2] + b1) W2 + b2`` with z = n(X) (Eq. 13).
+
+    ``W~v = Wv Wo W1`` (Eq. 12, the paper omits Wo). ``values="wide"``: each head keeps a
+    4d-wide value map ``Wv^i Wo^i W1`` and the head outputs are summed: exactly
+    :func:`merged_ffn_reference` with two softmaxes and an exact ``query``.
+    ``values="split"``: the paper's cheaper form, one d x 4d map ``Wv Wo W1`` cut into h
+    column slices, head i mixing slice i with its own attention (exact only if all heads
+    attend alike). ``softmax="one"`` is Eq. 11; ``value_scale`` multiplies the values
+    (2 makes one softmax match two when the self/cross partitions are equal).
+    """
+    z = normalize(x, w.eps)
+    s_x, s_h = attention_scores(w, z, h, pad, query)
+    probs = two_softmax(s_x, s_h) if softmax == "two" else one_softmax(s_x, s_h)
+    w1 = w.w1.W
+    hidden = fold(w.norm_f, w.w1)(z) + (w.o1.b + w.o2.b) @ w1
+    if values == "wide":
+        mixed = (probs @ self_cross_values(w, z, h, w.o1.W @ w1, w.o2.W @ w1)).sum(1)
+    else:
+        v1, v2 = fold(w.norm_s, w.v1), w.v2
+        vx = Affine(v1.W @ w.o1.W @ w1, v1.b @ w.o1.W @ w1)(z)
+        vh = Affine(v2.W @ w.o2.W @ w1, v2.b @ w.o2.W @ w1)(h)
+        mixed = merge_heads(probs @ split_heads(torch.cat([vx, vh], dim=1), w.heads))
+    return x + w.w2(F.relu(hidden + value_scale * mixed))
+
+
+@dataclass
+class Step:
+    """One stage of the derivation: its output Y and whether it equals the stage before."""
+
+    name: str
+    equation: str
+    exact: bool
+    y: Tensor
+
+
+def compression_steps(
+    w: StandardWeights, x: Tensor, h: Tensor, pad: Tensor | None = None, value_scale: float = 2.0, query: str = "gram"
+) -> list[Step]:
+    """Every stage from the standard layer to CAN, in the order the chapter derives them."""
+    c = lambda **kw: compressed_layer(w, x, h, pad, **kw)  # noqa: E731
+    return [
+        Step("standard layer", "Eqs. 1-5", True, residual_stream(w, x, h, pad)["y"]),
+        Step("X' := X (parallel attentions)", "Eq. 6", False, parallel_layer(w, x, h, pad)),
+        Step("drop the residual S + C", "Eq. 12", False, parallel_layer(w, x, h, pad, residual=False)),
+        Step("FFN reads LN_f(X) + S + C", "Eq. 12", False, merged_ffn_reference(w, x, h, pad)),
+        Step("A [V1; V2], W1 in 4d-wide values per head", "Eqs. 7-8, 12", True, c(query="separate")),
+        Step("query [Wq1^i | Wq2^i], 2d/h per head", "Eq. 9", True, c(query="concat")),
+        Step(f"shared d/h query ({query})", "Eq. 9", False, c(query=query)),
+        Step(f"one softmax, values x {value_scale:g}", "Eq. 11", False, c(query=query, softmax="one", value_scale=value_scale)),
+        Step("heads split the 4d values (CAN)", "Eq. 13", w.heads == 1,  # one head: nothing to split
+             c(query=query, softmax="one", value_scale=value_scale, values="split")),
+    ]
+
+
+def step_errors(steps: list[Step], x: Tensor) -> list[dict]:
+    """Per stage: relative error of the layer's update Y - X against the previous stage and the standard layer.
+
+    The update, not Y, because Y = X + ... and X dominates it.
+    """
+    ref = steps[0].y - x
+    rows, prev = [], ref
+    for s in steps:
+        upd = s.y - x
+        rows.append({"step": s.name, "eq": s.equation, "exact": s.exact, "max_abs_vs_prev": (upd - prev).abs().max().item(),
+                     "rel_vs_prev": relative_error(upd, prev), "rel_vs_standard": relative_error(upd, ref),
+                     "cos_vs_standard": cosine(upd, ref)})
+        prev = upd
+    return rows
+
+
+def assert_close(a: Tensor, b: Tensor, tol: float = 1e-10, what: str = "tensors") -> float:
+    """Max abs difference of two tensors; AssertionError naming ``what`` if above ``tol``."""
+    err = (a - b).abs().max().item()
+    if not err < tol:
+        raise AssertionError(f"{what}: max abs difference {err:.3e} exceeds {tol:.0e}")
+    return err
+
+
+# ---------------------------------------------------------------------------
+# Converters: a trained standard layer -> the exact wide form, or the paper's CAN layer
+
+
+class WideCompressedLayer(nn.Module):
+    """The exact merged layer: ``X + FFN(LN_f(X) + Self(X) + Cross(X, H))`` as ONE attention.
+
+    Per head: query [q1^i | q2^i] (2d/h wide) against keys [k1^i | 0] and [0 | k2^i],
+    two softmaxes (rows sum to 2), and 4d-wide values ``Wv^i Wo^i W1`` whose head outputs
+    are summed. Exact under X' := X with the residual S + C dropped and the FFN reading
+    LN_f(X) + S + C (see :func:`merged_ffn_reference`). The price: 2 h d 4d value weights
+    where CAN has 2 d 4d.
+    """
+
+    def __init__(self, d: int, heads: int, ffn_dim: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.heads, self.width, self.eps = heads, d // heads, eps
+        self.query = nn.Linear(d, 2 * d)
+        self.key_x = nn.Linear(d, 2 * d)
+        self.key_h = nn.Linear(d, 2 * d)
+        self.value_x = nn.Linear(d, heads * ffn_dim)
+        self.value_h = nn.Linear(d, heads * ffn_dim)
+        self.hidden = nn.Linear(d, ffn_dim)
+        self.w2 = nn.Linear(ffn_dim, d)
+
+    def forward(self, x: Tensor, h: Tensor, pad: Tensor | None = None) -> Tensor:
+        z = normalize(x, self.eps)
+        q = self.query(z)
+        s_x = head_scores(q, self.key_x(z), self.heads, self.width) + causal_bias(x.size(1), x)
+        s_h = head_scores(q, self.key_h(h), self.heads, self.width) + source_bias(pad, x)
+        values = torch.cat([split_heads(self.value_x(z), self.heads), split_heads(self.value_h(h), self.heads)], dim=-2)
+        return x + self.w2(F.relu(self.hidden(z) + (two_softmax(s_x, s_h) @ values).sum(1)))
+
+
+def _set(linear: nn.Linear, f: Affine) -> None:
+    """Write a row-vector map into an nn.Linear."""
+    with torch.no_grad():
+        linear.weight.copy_(f.W.T)
+        linear.bias.copy_(f.b)
+
+
+def _set_rows(linear: nn.Linear, blocks: list[Affine]) -> None:
+    """Fill a fused nn.Linear from its row blocks, in order."""
+    _set(linear, Affine(torch.cat([f.W for f in blocks], dim=1), torch.cat([f.b for f in blocks])))
+
+
+def standard_to_wide(layer: StandardDecoderLayer) -> WideCompressedLayer:
+    """The exact wide form of a trained standard layer (float64)."""
+    w = standard_weights(layer)
+    d, f = w.q1.W.size(0), w.w1.W.size(1)
+    wide = WideCompressedLayer(d, w.heads, f, w.eps).double()
+    q1, k1, q2 = fold(w.norm_s, w.q1), fold(w.norm_s, w.k1), fold(w.norm_c, w.q2)
+    _set(wide.query, interleave_heads(q1, q2, w.heads))
+    _set(wide.key_x, interleave_heads(k1, zeros_like(k1), w.heads))
+    _set(wide.key_h, interleave_heads(zeros_like(w.k2), w.k2, w.heads))
+    _set(wide.value_x, head_value_map(fold(w.norm_s, w.v1), w.o1.W @ w.w1.W, w.heads))
+    _set(wide.value_h, head_value_map(w.v2, w.o2.W @ w.w1.W, w.heads))
+    hidden = fold(w.norm_f, w.w1)
+    _set(wide.hidden, Affine(hidden.W, hidden.b + (w.o1.b + w.o2.b) @ w.w1.W))
+    _set(wide.w2, w.w2)
+    return wide
+
+
+def fill_can_layer(can: CANDecoderLayer, layer: StandardDecoderLayer, value_scale: float = 2.0, query: str = "gram") -> None:
+    """Write the paper's CAN form of ``layer`` into ``can`` (x_proj = [Wq | Wk1 | W~v1 | W1], h_proj = [Wk2 | W~v2]).
+
+    Assumptions, in order: X' := X (Eq. 6); the attention residual S + C is dropped and
+    the FFN reads LN_f(X) + S + C; one d/h-wide query per head (``query``, Eq. 9); one
+    softmax with values times ``value_scale`` (Eq. 11; exact when the self and cross
+    partitions are equal and value_scale = 2); heads split ``W~v = Wv Wo W1`` into 4d/h
+    slices (Eq. 13; exact when all heads attend alike). CAN's LayerNorm becomes plain n(x):
+    the three original LayerNorm gains and biases are folded into the projections.
+    """
+    w = standard_weights(layer)
+    if (can.d, can.heads, can.f) != (w.q1.W.size(0), w.heads, w.w1.W.size(1)):
+        raise ValueError(f"CAN layer (d, heads, ffn)={(can.d, can.heads, can.f)} does not match the standard layer's")
+    q1, k1, v1, q2 = fold(w.norm_s, w.q1), fold(w.norm_s, w.k1), fold(w.norm_s, w.v1), fold(w.norm_c, w.q2)
+    o1w1, o2w1 = w.o1.W @ w.w1.W, w.o2.W @ w.w1.W
+    hidden = fold(w.norm_f, w.w1)
+    _set_rows(can.x_proj, [
+        shared_query(q1, k1, q2, w.k2, w.heads, query),
+        k1,
+        Affine(value_scale * v1.W @ o1w1, value_scale * v1.b @ o1w1),
+        Affine(hidden.W, hidden.b + (w.o1.b + w.o2.b) @ w.w1.W),
+    ])
+    _set_rows(can.h_proj, [w.k2, Affine(value_scale * w.v2.W @ o2w1, value_scale * w.v2.b @ o2w1)])
+    _set(can.w2, w.w2)
+    with torch.no_grad():
+        can.norm.weight.fill_(1.0)
+        can.norm.bias.zero_()
+        can.norm.eps = w.eps
+
+
+def _can_config(layer: StandardDecoderLayer) -> ModelConfig:
+    d = layer.self_norm.normalized_shape[0]
+    return ModelConfig(d_model=d, heads=layer.self_attn.heads, ffn_dim=layer.ffn.w1.out_features, decoder_kind="can",
+                       dropout=layer.drop.p, attn_dropout=layer.self_attn.drop.p, relu_dropout=layer.ffn.drop.p)
+
+
+def standard_to_can(
+    standard: StandardDecoderLayer | Seq2Seq, value_scale: float = 2.0, query: str = "gram"
+) -> CANDecoderLayer | Seq2Seq:
+    """Convert, without training, a standard decoder layer or a whole standard Seq2Seq into CAN form.
+
+    A model keeps its embeddings, encoder and final norms; each decoder layer is filled by
+    :func:`fill_can_layer` (whose docstring lists the assumptions). The result has the
+    source model's dtype and is a plain canlib model (forward, encode, decode_step).
+    """
+    if isinstance(standard, StandardDecoderLayer):
+        can = CANDecoderLayer(_can_config(standard)).to(standard.self_norm.weight)
+        fill_can_layer(can, standard, value_scale, query)
+        return can
+    if not isinstance(standard, Seq2Seq) or standard.cfg.decoder_kind != "standard":
+        kind = getattr(getattr(standard, "cfg", None), "decoder_kind", type(standard).__name__)
+        raise ValueError(f"standard_to_can: expected a 'standard' Seq2Seq or StandardDecoderLayer, got {kind!r}")
+    model = Seq2Seq(standard.cfg.replace(decoder_kind="can")).to(standard.embed.weight)
+    kept = {k: v for k, v in standard.state_dict().items() if not k.startswith("decoder_layers.")}
+    missing, unexpected = model.load_state_dict(kept, strict=False)
+    if unexpected or any(not k.startswith("decoder_layers.") for k in missing):
+        raise ValueError(f"standard_to_can: state mismatch, missing={missing} unexpected={unexpected}")
+    for can, layer in zip(model.decoder_layers, standard.decoder_layers):
+        fill_can_layer(can, layer, value_scale, query)
+    return model.train(standard.training)
+
+
+def copy_double(module: nn.Module) -> nn.Module:
+    """A float64 eval-mode copy (the exact checks need float64 and no dropout)."""
+    return copy.deepcopy(module).double().eval()
