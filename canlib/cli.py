@@ -12,6 +12,7 @@ import sys
 # command name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("canlib.info", "list the model presets with their parameter counts"),
+    "train": ("canlib.train", "train a model preset on a prepared corpus (resumable; CPU or CUDA)"),
 }
 
 
