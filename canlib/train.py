@@ -637,10 +637,13 @@ class Trainer:
         return self._finish(stop_reason)
 
     def _log_interval(self, interval: dict[str, float], bar: tqdm | None) -> None:
+        """One train row: means over the updates since the last row; target tokens and their rate;
+        ``wall`` = seconds spent in updates so far (validation and checkpoints excluded, kept across resumes)."""
         row = {
             "kind": "train", "step": self.step, "epoch": self.epoch,
             "train_loss": interval["loss"] / interval["tokens"], "train_nll": interval["nll"] / interval["tokens"],
-            "lr": self.optimizer.param_groups[0]["lr"], "tokens_per_sec": interval["tokens"] / max(interval["time"], 1e-9),
+            "lr": self.optimizer.param_groups[0]["lr"], "tokens": interval["tokens"],
+            "tokens_per_sec": interval["tokens"] / max(interval["time"], 1e-9),
             "wall": round(self.wall, 3),
         }
         self._log(row)

@@ -345,3 +345,19 @@ def test_loss_curves_plot_train_and_valid_of_each_run(reference):
     labels = [line.get_label() for line in ax.get_lines()]
     assert labels == ["can train", "can valid", "again train", "again valid"]
     assert len(ax.get_lines()[1].get_xdata()) == 4
+
+
+def test_gpu_smoke_script_runs_its_tiny_cpu_mode(tmp_path):
+    import importlib.util
+
+    from tests.conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("gpu_smoke_train", REPO / "scripts" / "gpu_smoke_train.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main(["--tiny", "--steps", "3", "--device", "cpu", "--out", str(tmp_path / "smoke.json")]) == 0
+    report = json.loads((tmp_path / "smoke.json").read_text())
+    assert set(report["runs"]) == {"tiny-balanced", "tiny-can"}
+    for run in report["runs"].values():
+        assert run["updates"] == 3 and run["timed_updates"] == 2 and run["target_tokens_per_sec"] > 0
+        assert math.isfinite(run["final_train_loss"]) and run["mfu"] is None  # no MFU without a GPU peak
