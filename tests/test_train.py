@@ -7,7 +7,6 @@ import sys
 import types
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
