@@ -14,6 +14,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("canlib.info", "list the model presets with their parameter counts"),
     "data": ("canlib.data.cli", "list the corpora or prepare one (vocabulary + binarized splits)"),
     "bleu": ("canlib.bleu", "score detokenized hypotheses: sacreBLEU and the paper's tokenized BLEU"),
+    "train": ("canlib.train", "train a model preset on a prepared corpus (resumable; CPU or CUDA)"),
 }
 
 

@@ -1,0 +1,178 @@
+"""Token-budget batching: length-sorted batches of at most ``max_tokens`` padded tokens.
+
+Like fairseq's ``--max-tokens``: examples are sorted by length (ties broken by a
+seeded shuffle), cut greedily into batches whose padded size ``rows * (longest + 1)``
+(the +1 is the EOS/BOS every side gets) fits the budget, and the batch order is
+shuffled per epoch. Batches are dealt round-robin to data-parallel ranks. The
+sampler remembers ``(epoch, position)`` so a resumed run sees exactly the batches
+an uninterrupted one would have seen.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+
+class Split(Protocol):
+    """What the trainer needs from a split of a parallel corpus."""
+
+    src_lens: np.ndarray
+    tgt_lens: np.ndarray
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+class PairList:
+    """An in-memory split (lists of token-id arrays, no BOS/EOS) with the corpus split protocol."""
+
+    def __init__(
+        self,
+        src: Sequence[Sequence[int]],
+        tgt: Sequence[Sequence[int]],
+        src_text: Sequence[str] | None = None,
+        tgt_text: Sequence[str] | None = None,
+    ) -> None:
+        if len(src) != len(tgt):
+            raise ValueError(f"PairList: {len(src)} source but {len(tgt)} target sentences")
+        self.src = [np.asarray(s, dtype=np.int64) for s in src]
+        self.tgt = [np.asarray(t, dtype=np.int64) for t in tgt]
+        self.src_lens = np.array([len(s) for s in self.src], dtype=np.int64)
+        self.tgt_lens = np.array([len(t) for t in self.tgt], dtype=np.int64)
+        self.src_text = list(src_text) if src_text is not None else None
+        self.tgt_text = list(tgt_text) if tgt_text is not None else None
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.src[i], self.tgt[i]
+
+
+def example_sizes(src_lens: np.ndarray, tgt_lens: np.ndarray) -> np.ndarray:
+    """Padded length of each example: the longer side plus its EOS/BOS."""
+    return np.maximum(np.asarray(src_lens, dtype=np.int64), np.asarray(tgt_lens, dtype=np.int64)) + 1
+
+
+def token_batches(order: np.ndarray, sizes: np.ndarray, max_tokens: int) -> list[np.ndarray]:
+    """Cut ``order`` (already length-sorted) into consecutive batches with rows*longest <= max_tokens."""
+    batches, start, longest = [], 0, 0
+    for pos, idx in enumerate(order):
+        longest_with = max(longest, int(sizes[idx]))
+        if pos > start and longest_with * (pos - start + 1) > max_tokens:
+            batches.append(order[start:pos])
+            start, longest_with = pos, int(sizes[idx])
+        longest = longest_with
+    if start < len(order):
+        batches.append(order[start:])
+    return batches
+
+
+class TokenBatchSampler:
+    """Yields lists of example indices, about ``max_tokens`` padded tokens each, for one rank.
+
+    Every epoch re-sorts by (source, target) length with a seeded tie shuffle, re-cuts and
+    shuffles the batch order (``seed`` and the epoch fix it). With ``world_size`` ranks,
+    rank r gets batches r, r+W, r+2W, ...; the last ``len % W`` batches of an epoch are
+    left out so every rank runs the same number of steps.
+    """
+
+    def __init__(
+        self,
+        src_lens: np.ndarray,
+        tgt_lens: np.ndarray,
+        max_tokens: int,
+        seed: int = 1,
+        shuffle: bool = True,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        if max_tokens <= 0:
+            raise ValueError(f"max_tokens={max_tokens}: must be positive")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank={rank} is not in [0, world_size={world_size})")
+        self.src_lens = np.asarray(src_lens, dtype=np.int64)
+        self.tgt_lens = np.asarray(tgt_lens, dtype=np.int64)
+        if self.src_lens.shape != self.tgt_lens.shape:
+            raise ValueError(f"{len(self.src_lens)} source lengths but {len(self.tgt_lens)} target lengths")
+        self.sizes = example_sizes(self.src_lens, self.tgt_lens)
+        too_long = np.flatnonzero(self.sizes > max_tokens)
+        if too_long.size:
+            i = int(too_long[0])
+            raise ValueError(
+                f"example {i} needs {int(self.sizes[i])} tokens (source {int(self.src_lens[i])}, target "
+                f"{int(self.tgt_lens[i])}, +1 for EOS/BOS), more than max_tokens={max_tokens} "
+                f"({too_long.size} such example(s)); raise max_tokens or filter long sentences"
+            )
+        self.max_tokens, self.seed, self.shuffle = max_tokens, seed, shuffle
+        self.rank, self.world_size = rank, world_size
+        self.epoch, self.position = 0, 0
+        self._cache: tuple[int, list[np.ndarray]] | None = None
+
+    def _epoch_batches(self) -> list[np.ndarray]:
+        """This rank's batches of the current epoch (cached)."""
+        if self._cache is None or self._cache[0] != self.epoch:
+            rng = np.random.default_rng([self.seed, self.epoch])
+            n = len(self.sizes)
+            ties = rng.permutation(n) if self.shuffle else np.arange(n)
+            # sort by source length, then target length; the shuffled ties vary the batches by epoch
+            order = ties[np.lexsort((self.tgt_lens[ties], self.src_lens[ties]), axis=0)]
+            batches = token_batches(order, self.sizes, self.max_tokens)
+            if self.shuffle:
+                batches = [batches[i] for i in rng.permutation(len(batches))]
+            usable = len(batches) - len(batches) % self.world_size
+            self._cache = (self.epoch, batches[self.rank : usable : self.world_size])
+        return self._cache[1]
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start ``epoch`` from its first batch."""
+        self.epoch, self.position = int(epoch), 0
+
+    def __len__(self) -> int:
+        return len(self._epoch_batches())
+
+    def __iter__(self) -> Iterator[list[int]]:
+        """The remaining batches of the epoch, from ``position``; position counts what was handed out."""
+        batches = self._epoch_batches()
+        while self.position < len(batches):
+            batch = batches[self.position]
+            self.position += 1
+            yield batch.tolist()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch, "position": self.position, "seed": self.seed, "max_tokens": self.max_tokens,
+            "world_size": self.world_size, "num_examples": len(self.sizes),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue where ``state`` left off; refuse a state from a different data or batching setup."""
+        mine = self.state_dict()
+        for key in ("seed", "max_tokens", "world_size", "num_examples"):
+            if key in state and state[key] != mine[key]:
+                raise ValueError(f"sampler state has {key}={state[key]}, this sampler has {key}={mine[key]}; cannot resume exactly")
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+
+
+def collate(split: Split, indices: Sequence[int], pad_id: int, bos_id: int, eos_id: int) -> dict[str, Any]:
+    """Right-padded tensors: src = ids+[EOS], tgt_in = [BOS]+ids, tgt_out = ids+[EOS]."""
+    pairs = [split[i] for i in indices]
+    src_len = max(len(s) for s, _ in pairs) + 1
+    tgt_len = max(len(t) for _, t in pairs) + 1
+    src = torch.full((len(pairs), src_len), pad_id, dtype=torch.long)
+    tgt_in = torch.full((len(pairs), tgt_len), pad_id, dtype=torch.long)
+    tgt_out = torch.full((len(pairs), tgt_len), pad_id, dtype=torch.long)
+    for row, (s, t) in enumerate(pairs):
+        s, t = torch.as_tensor(np.asarray(s, dtype=np.int64)), torch.as_tensor(np.asarray(t, dtype=np.int64))
+        src[row, : len(s)] = s
+        src[row, len(s)] = eos_id
+        tgt_in[row, 0] = bos_id
+        tgt_in[row, 1 : len(t) + 1] = t
+        tgt_out[row, : len(t)] = t
+        tgt_out[row, len(t)] = eos_id
+    ntokens = int(sum(len(t) + 1 for _, t in pairs))
+    return {"src": src, "tgt_in": tgt_in, "tgt_out": tgt_out, "ntokens": ntokens, "indices": list(indices)}
