@@ -12,6 +12,8 @@ import sys
 # command name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("canlib.info", "list the model presets with their parameter counts"),
+    "translate": ("canlib.translate", "translate raw sentences with a checkpoint (beam search)"),
+    "bench": ("canlib.bench", "decoding-speed studies of the paper (JSON and plots)"),
 }
 
 

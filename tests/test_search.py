@@ -161,3 +161,69 @@ def test_timing_reports_every_part():
     assert parts["steps"] >= 1
     assert all(parts[p] >= 0 for p in ("encode", "layers", "output", "search"))
     assert parts["total"] == pytest.approx(sum(parts[p] for p in ("encode", "layers", "output", "search")))
+
+
+# -- translate: text in, text out ----------------------------------------------------------
+
+TEXT = [
+    "the cat sat on the mat", "a dog ran in the park", "we like green tea", "it rained all day long",
+    "der hund lief im park", "die katze sass auf der matte", "wir trinken gerne gruenen tee",
+] * 20
+
+
+@pytest.fixture
+def tiny_checkpoint(tmp_path):
+    from canlib.checkpoint import save_model
+    from canlib.vocab import Vocabulary
+
+    vocab = Vocabulary.train(TEXT, vocab_size=60)
+    vocab.save(tmp_path / "vocab.model")
+    model = Seq2Seq(ModelConfig(
+        vocab_size=vocab.size, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=1,
+        dropout=0.0, attn_dropout=0.0, relu_dropout=0.0, max_len=24,
+    ))
+    (tmp_path / "run").mkdir()
+    save_model(model, tmp_path / "run" / "model.pt", vocab_id=vocab.id)
+    return tmp_path / "run" / "model.pt", vocab
+
+
+def test_translate_cli_round_trip_keeps_order_and_empty_lines(tiny_checkpoint, tmp_path):
+    from canlib.cli import main
+    from canlib.translate import load_translator, translate_lines
+
+    checkpoint, vocab = tiny_checkpoint
+    lines = ["the cat sat on the mat", "", "we like green tea", "a dog", "   ", "die katze sass auf der matte"]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
+    argv = ["translate", "--checkpoint", str(checkpoint), "--input", str(tmp_path / "in.txt"),
+            "--output", str(tmp_path / "out.txt"), "--beam", "3", "--batch-size", "2", "--device", "cpu"]
+    assert main(argv) == 0  # vocab.model found one folder above the checkpoint
+    out = (tmp_path / "out.txt").read_text().split("\n")[:-1]
+    assert len(out) == len(lines)
+    assert out[1] == "" and out[4] == ""
+    model, _ = load_translator(checkpoint)
+    one_by_one = [translate_lines(model, vocab, [line], beam=3)[0] for line in lines]
+    assert out == one_by_one
+    assert any(out)
+
+
+def test_translate_truncates_overlong_input_with_a_warning(tiny_checkpoint):
+    from canlib.translate import load_translator, translate_lines
+
+    model, vocab = load_translator(tiny_checkpoint[0])
+    with pytest.warns(UserWarning, match="input line 2: .* truncated"):
+        out = translate_lines(model, vocab, ["a dog", " ".join(["green tea"] * 40)], beam=2)
+    assert len(out) == 2
+
+
+def test_translate_refuses_a_different_vocabulary(tiny_checkpoint, tmp_path):
+    from canlib.cli import main
+    from canlib.vocab import Vocabulary
+
+    checkpoint, _ = tiny_checkpoint
+    other = Vocabulary.train(TEXT[::-1] + ["zebra quagga"] * 5, vocab_size=60)
+    other.save(tmp_path / "other.model")
+    (tmp_path / "in.txt").write_text("a dog\n")
+    argv = ["translate", "--checkpoint", str(checkpoint), "--vocab", str(tmp_path / "other.model"),
+            "--input", str(tmp_path / "in.txt"), "--device", "cpu"]
+    assert other.id != tiny_checkpoint[1].id
+    assert main(argv) == 2
