@@ -15,6 +15,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "data": ("canlib.data.cli", "list the corpora or prepare one (vocabulary + binarized splits)"),
     "bleu": ("canlib.bleu", "score detokenized hypotheses: sacreBLEU and the paper's tokenized BLEU"),
     "train": ("canlib.train", "train a model preset on a prepared corpus (resumable; CPU or CUDA)"),
+    "translate": ("canlib.translate", "translate raw sentences with a checkpoint (beam search)"),
+    "bench": ("canlib.bench", "decoding-speed studies of the paper (JSON and plots)"),
 }
 
 

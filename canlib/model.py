@@ -140,6 +140,11 @@ class Seq2Seq(nn.Module):
 
     def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
         """Feed one token per row (shape (rows,)); return next-token log-probs (rows, V)."""
+        return self.output_log_probs(self.decode_hidden(tokens, cache))
+
+    def decode_hidden(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
+        """The decoder-stack half of ``decode_step``: hidden states (rows, d) before the final
+        LayerNorm and output projection (timed separately by the benchmarks)."""
         t = cache.step
         if t >= cache.max_len:
             raise ValueError(f"decode_step: the cache holds max_len={cache.max_len} steps and is full")
@@ -150,7 +155,7 @@ class Seq2Seq(nn.Module):
         for layer, source, rows in zip(self.decoder_layers, cache.sources, cache.rows):
             x = layer.step(x, cache.memory, source, rows, t, shared)
         cache.step = t + 1
-        return self.output_log_probs(x[:, 0])
+        return x[:, 0]
 
     @torch.no_grad()
     def reorder_cache(self, cache: DecoderCache, index: Tensor, validate: bool = True) -> None:

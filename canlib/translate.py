@@ -1,0 +1,124 @@
+"""Translate raw text with a trained checkpoint: ``python -m canlib translate``.
+
+Sentences are tokenized with the model's SentencePiece vocabulary, translated in
+batches of similar length (sorted longest first, so padding stays small), detokenized
+and written back in input order. :func:`translate_lines` is the same thing as a
+function, for the trainer's validation BLEU and the book.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from .checkpoint import load_model, safe_load
+from .model import Seq2Seq
+from .search import beam_search, make_batch
+from .vocab import Vocabulary
+
+
+def find_vocab(checkpoint: str | Path) -> Path:
+    """``vocab.model`` beside the checkpoint, else in its parent folder."""
+    checkpoint = Path(checkpoint)
+    for folder in (checkpoint.parent, checkpoint.parent.parent):
+        if (folder / "vocab.model").is_file():
+            return folder / "vocab.model"
+    raise FileNotFoundError(
+        f"{checkpoint}: no vocab.model beside it or in {checkpoint.parent.parent}; pass --vocab"
+    )
+
+
+def load_translator(
+    checkpoint: str | Path, vocab: str | Path | None = None, device: str | torch.device = "cpu"
+) -> tuple[Seq2Seq, Vocabulary]:
+    """Model (eval mode, on ``device``) and its vocabulary; refuses a vocabulary whose id
+    differs from the one the checkpoint was trained with (when the checkpoint records one)."""
+    vocabulary = Vocabulary.load(vocab if vocab is not None else find_vocab(checkpoint))
+    trained_with = safe_load(checkpoint).get("vocab_id")
+    model = load_model(checkpoint, expected_vocab_id=vocabulary.id if trained_with else None, map_location=device)
+    if vocabulary.size != model.cfg.vocab_size:
+        raise ValueError(
+            f"{vocabulary.source}: {vocabulary.size} pieces, but {checkpoint} has vocab_size={model.cfg.vocab_size}"
+        )
+    return model.eval(), vocabulary
+
+
+def translate_lines(
+    model: Seq2Seq,
+    vocab: Vocabulary,
+    lines: list[str],
+    beam: int = 4,
+    batch_size: int = 32,
+    progress: bool = False,
+    **search_options,
+) -> list[str]:
+    """Translations of ``lines`` in order; empty lines give empty outputs.
+
+    Inputs longer than the model's position table are truncated with a warning.
+    ``search_options`` go to :func:`canlib.search.beam_search` (len_penalty, max_len_a, ...).
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size}: must be at least 1")
+    limit = model.cfg.max_len - 1  # room for the source EOS
+    ids = vocab.encode_batch([line.strip() for line in lines])
+    for number, piece_ids in enumerate(ids, start=1):
+        if len(piece_ids) > limit:
+            warnings.warn(f"input line {number}: {len(piece_ids)} subwords, truncated to the model's limit of {limit}")
+            ids[number - 1] = piece_ids[:limit]
+    outputs = [""] * len(lines)
+    order = sorted((i for i, x in enumerate(ids) if x), key=lambda i: -len(ids[i]))
+    device = model.embed.weight.device
+    was_training = model.training
+    model.eval()
+    bar = tqdm(total=len(order), unit="sent", desc="translate", disable=not progress)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        src = make_batch([ids[i] for i in chunk], model.cfg.pad_id, model.cfg.eos_id, device)
+        result = beam_search(model, src, beam=beam, **search_options)
+        for i, tokens in zip(chunk, result.tokens):
+            outputs[i] = vocab.decode(tokens)
+        bar.update(len(chunk))
+    bar.close()
+    model.train(was_training)
+    return outputs
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checkpoint", required=True, help="model checkpoint (.pt)")
+    parser.add_argument("--vocab", help="SentencePiece model (default: vocab.model beside the checkpoint or one folder up)")
+    parser.add_argument("--input", default="-", help="file of raw sentences, one per line ('-' = stdin)")
+    parser.add_argument("--output", default="-", help="where to write translations ('-' = stdout)")
+    parser.add_argument("--beam", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+    parser.add_argument("--len-penalty", type=float, default=1.0, help="alpha: score / (length incl. EOS)^alpha")
+    parser.add_argument("--max-len-a", type=float, default=1.2)
+    parser.add_argument("--max-len-b", type=float, default=10)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--fp32", action="store_true", help="keep float32 on CUDA (default there: half precision)")
+
+
+def run(args: argparse.Namespace) -> int:
+    model, vocab = load_translator(args.checkpoint, args.vocab, args.device)
+    if model.embed.weight.device.type == "cuda" and not args.fp32:
+        model.half()
+    if args.input == "-":
+        lines = sys.stdin.read().splitlines()
+    else:
+        path = Path(args.input)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: input file not found")
+        lines = path.read_text(encoding="utf-8").splitlines()
+    outputs = translate_lines(
+        model, vocab, lines, beam=args.beam, batch_size=args.batch_size, progress=args.output != "-",
+        len_penalty=args.len_penalty, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
+    )
+    text = "".join(line + "\n" for line in outputs)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text, encoding="utf-8")
+    return 0

@@ -1,0 +1,54 @@
+"""The bench CLI contract: systems -> median tokens/s, plus `_` metadata, in one JSON file."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from canlib.cli import main
+
+
+def test_bench_speed_writes_the_contract_json(tmp_path):
+    out = tmp_path / "speed.json"
+    argv = ["bench", "speed", "--systems", "baseline,balanced,can", "--preset-size", "tiny", "--vocab-size", "200",
+            "--beam", "4", "--batch", "1", "--forced-length", "6", "--repeats", "2", "--sentences", "2",
+            "--device", "cpu", "--json", str(out)]
+    assert main(argv) == 0
+    data = json.loads(out.read_text())
+    systems = {k: v for k, v in data.items() if not k.startswith("_")}
+    assert set(systems) == {"baseline", "balanced", "can"}
+    for row in systems.values():
+        assert row["tok_per_s"] > 0
+        assert row["tokens"] == 2 * 6  # forced length: exactly 6 tokens per sentence
+    assert systems["balanced"]["ratio_to_balanced"] == 1.0
+    for key in ("_device", "_torch", "_threads", "_date", "_git_commit", "_command"):
+        assert key in data
+    assert out.with_suffix(".png").is_file()
+
+
+def test_bench_breakdown_and_ct2_reference(tmp_path):
+    pytest.importorskip("ctranslate2")
+    out = tmp_path / "breakdown.json"
+    argv = ["bench", "breakdown", "--systems", "tiny-balanced,ct2:tiny-balanced", "--vocab-size", "200",
+            "--forced-length", "5", "--repeats", "1", "--sentences", "2", "--device", "cpu", "--json", str(out)]
+    assert main(argv) == 0
+    data = json.loads(out.read_text())
+    parts = data["tiny-balanced"]["breakdown"]
+    assert sum(parts[f"{p}_share"] for p in ("encode", "layers", "output", "search")) == pytest.approx(1.0)
+    assert data["ct2:tiny-balanced"]["tokens"] == 2 * 5
+
+
+def test_bench_beam_and_batch_studies_give_series(tmp_path):
+    out = tmp_path / "beam.json"
+    assert main(["bench", "beam", "--systems", "tiny-can", "--vocab-size", "100", "--beams", "1,2", "--lengths", "3,5",
+                 "--repeats", "1", "--sentences", "1", "--device", "cpu", "--json", str(out)]) == 0
+    row = json.loads(out.read_text())["tiny-can"]
+    assert list(row["by_beam"]) == ["1", "2"] and list(row["by_length"]) == ["3", "5"]
+    out = tmp_path / "batch.json"
+    assert main(["bench", "batch", "--systems", "tiny-can", "--vocab-size", "100", "--batches", "1,3",
+                 "--forced-length", "3", "--repeats", "1", "--sentences", "2", "--device", "cpu", "--json", str(out)]) == 0
+    assert list(json.loads(out.read_text())["tiny-can"]["by_batch"]) == ["1", "3"]
+
+
+def test_bench_rejects_a_malformed_checkpoint_option():
+    assert main(["bench", "speed", "--checkpoint", "nopath", "--device", "cpu"]) == 2

@@ -1,0 +1,229 @@
+"""Beam search: greedy equivalence, exact scores, batching independence, every decoder kind."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from canlib import DECODER_KINDS, ModelConfig, Seq2Seq
+from canlib.config import BOS_ID, EOS_ID, PAD_ID
+from canlib.search import GraphedDecoder, beam_search, greedy_search, make_batch
+
+VOCAB = 40
+
+
+def tiny_model(kind: str = "standard", seed: int = 0, dec_layers: int = 2) -> Seq2Seq:
+    torch.manual_seed(seed)
+    cfg = ModelConfig(
+        vocab_size=VOCAB, d_model=32, heads=4, ffn_dim=64, enc_layers=2, dec_layers=dec_layers,
+        decoder_kind=kind, dropout=0.0, attn_dropout=0.0, relu_dropout=0.0, max_len=64,
+    )
+    model = Seq2Seq(cfg).eval()
+    with torch.no_grad():
+        # a random final-norm gain breaks the tied embeddings' "repeat the input" habit, and a
+        # bias towards EOS makes outputs end at varied lengths, as a trained model's do
+        model.decoder_norm.weight.copy_(torch.randn(cfg.d_model) * 3.0)
+        eos = model.embed.weight[EOS_ID]
+        model.decoder_norm.bias.add_(6.0 * eos / eos.norm() ** 2)
+    return model
+
+
+def sources(seed: int = 0, lengths=(5, 9, 3, 7)) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(4, VOCAB, (n,), generator=g).tolist() for n in lengths]
+
+
+def rescore(model: Seq2Seq, src_ids: list[int], out: list[int], alpha: float, eos: bool = True) -> float:
+    """Teacher-forced log-probability of ``out`` (+ EOS), length-normalised."""
+    src = make_batch([src_ids], PAD_ID, EOS_ID)
+    target = out + [EOS_ID] if eos else out
+    tgt_in = torch.tensor([[BOS_ID] + target[:-1]])
+    with torch.no_grad():
+        logp = model(src, tgt_in)[0]
+    total = logp.gather(1, torch.tensor(target)[:, None]).sum().item()
+    return total / len(target) ** alpha
+
+
+def reference_greedy(model: Seq2Seq, src_ids: list[int], max_len: int) -> list[int]:
+    """Arg-max decoding by re-running the whole teacher-forced model at every step."""
+    src = make_batch([src_ids], PAD_ID, EOS_ID)
+    out: list[int] = []
+    with torch.no_grad():
+        for t in range(max_len + 1):
+            logp = model(src, torch.tensor([[BOS_ID] + out]))[0, -1]
+            logp[[PAD_ID, BOS_ID]] = float("-inf")
+            if t < 1:
+                logp[EOS_ID] = float("-inf")
+            if t == max_len:
+                return out
+            nxt = int(logp.argmax())
+            if nxt == EOS_ID:
+                return out
+            out.append(nxt)
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_beam_one_equals_reference_greedy(seed):
+    model = tiny_model(seed=seed)
+    srcs = sources(seed)
+    result = greedy_search(model, make_batch(srcs, PAD_ID, EOS_ID), max_len_a=1.0, max_len_b=3)
+    expected = [reference_greedy(model, s, len(s) + 1 + 3) for s in srcs]
+    assert result.tokens == expected
+    assert any(len(t) < len(s) + 4 for t, s in zip(result.tokens, srcs))  # some ended by EOS, not the cap
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+@pytest.mark.parametrize("stop", ["fairseq", "exact"])
+def test_every_hypothesis_score_is_its_rescored_log_probability(alpha, stop):
+    model = tiny_model(seed=3)
+    srcs = sources(3)
+    result = beam_search(model, make_batch(srcs, PAD_ID, EOS_ID), beam=4, len_penalty=alpha, return_all=True, stop=stop)
+    checked = 0
+    for s, hyps in zip(srcs, result.hypotheses):
+        assert hyps[0][1] == max(h[1] for h in hyps)
+        for out, score in hyps:
+            assert score == pytest.approx(rescore(model, s, out, alpha), abs=1e-4)
+            checked += 1
+    assert checked >= (4 if stop == "fairseq" else 1) * len(srcs)
+    assert result.scores == [h[0][1] for h in result.hypotheses]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_beam_four_never_scores_worse_than_greedy(seed):
+    model = tiny_model(seed=seed)
+    srcs = sources(seed + 10)
+    batch = make_batch(srcs, PAD_ID, EOS_ID)
+    greedy = greedy_search(model, batch, len_penalty=1.0)
+    wide = beam_search(model, batch, beam=4, len_penalty=1.0, stop="exact")
+    for g, w in zip(greedy.scores, wide.scores):
+        assert w >= g - 1e-5
+    assert wide.scores != greedy.scores  # the wider search found something better somewhere
+
+
+@pytest.mark.parametrize("stop", ["fairseq", "exact"])
+def test_results_do_not_depend_on_batching(stop):
+    model = tiny_model(seed=4)
+    srcs = sources(4, lengths=(6, 2, 11, 4, 8))
+    together = beam_search(model, make_batch(srcs, PAD_ID, EOS_ID), beam=3, stop=stop)
+    for i, s in enumerate(srcs):
+        alone = beam_search(model, make_batch([s], PAD_ID, EOS_ID), beam=3, stop=stop)
+        assert alone.tokens[0] == together.tokens[i]
+        assert alone.scores[0] == pytest.approx(together.scores[i], abs=1e-4)
+
+
+def test_exact_stop_finds_the_same_best_as_running_to_the_end():
+    model = tiny_model(seed=5)
+    batch = make_batch(sources(5), PAD_ID, EOS_ID)
+    exact = beam_search(model, batch, beam=4, len_penalty=1.0, stop="exact", return_all=True)
+    # never stopping early: demand more finished hypotheses than can ever exist
+    full = beam_search(model, batch, beam=4, len_penalty=1.0, stop="exact", min_len=1, max_len_a=1.2, max_len_b=10)
+    assert exact.tokens == full.tokens
+
+
+@pytest.mark.parametrize("kind", DECODER_KINDS)
+def test_every_decoder_kind_decodes_and_forced_length_is_exact(kind):
+    model = tiny_model(kind, seed=6, dec_layers=3)
+    batch = make_batch(sources(6), PAD_ID, EOS_ID)
+    free = beam_search(model, batch, beam=2)
+    assert all(0 < len(t) <= 1.2 * (len(s) + 1) + 10 for t, s in zip(free.tokens, sources(6)))
+    forced = beam_search(model, batch, beam=4, forced_length=7, return_all=True, len_penalty=0.0)
+    assert [len(t) for t in forced.tokens] == [7] * 4
+    assert all(EOS_ID not in t for t in forced.tokens)
+    for s, out, score in zip(sources(6), forced.tokens, forced.scores):
+        assert score == pytest.approx(rescore(model, s, out, 0.0, eos=False), abs=1e-4)
+
+
+def test_min_and_max_length_are_respected():
+    model = tiny_model(seed=7)
+    srcs = sources(7)
+    batch = make_batch(srcs, PAD_ID, EOS_ID)
+    short = beam_search(model, batch, beam=3, max_len_a=0.0, max_len_b=2)
+    assert all(len(t) <= 2 for t in short.tokens)
+    long = beam_search(model, batch, beam=3, min_len=6, max_len_a=0.0, max_len_b=8)
+    assert all(6 <= len(t) <= 8 for t in long.tokens)
+
+
+def test_static_buffer_path_matches_eager_across_searches():
+    model = tiny_model("aan", seed=8)
+    graphs = GraphedDecoder(model, capture=False)  # the CUDA-graph plumbing, replayed eagerly
+    for seed in (8, 9):
+        batch = make_batch(sources(seed, lengths=(6,)), PAD_ID, EOS_ID)
+        eager = beam_search(model, batch, beam=4, forced_length=9)
+        static = beam_search(model, batch, beam=4, forced_length=9, graphs=graphs)
+        assert static.tokens == eager.tokens
+        assert static.scores == pytest.approx(eager.scores, abs=1e-5)
+
+
+def test_timing_reports_every_part():
+    model = tiny_model(seed=9)
+    result = beam_search(model, make_batch(sources(9), PAD_ID, EOS_ID), beam=2, timing=True)
+    parts = result.timing
+    assert parts["steps"] >= 1
+    assert all(parts[p] >= 0 for p in ("encode", "layers", "output", "search"))
+    assert parts["total"] == pytest.approx(sum(parts[p] for p in ("encode", "layers", "output", "search")))
+
+
+# -- translate: text in, text out ----------------------------------------------------------
+
+TEXT = [
+    "the cat sat on the mat", "a dog ran in the park", "we like green tea", "it rained all day long",
+    "der hund lief im park", "die katze sass auf der matte", "wir trinken gerne gruenen tee",
+] * 20
+
+
+@pytest.fixture
+def tiny_checkpoint(tmp_path):
+    from canlib.checkpoint import save_model
+    from canlib.vocab import Vocabulary
+
+    vocab = Vocabulary.train(TEXT, vocab_size=60)
+    vocab.save(tmp_path / "vocab.model")
+    model = Seq2Seq(ModelConfig(
+        vocab_size=vocab.size, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=1,
+        dropout=0.0, attn_dropout=0.0, relu_dropout=0.0, max_len=24,
+    ))
+    (tmp_path / "run").mkdir()
+    save_model(model, tmp_path / "run" / "model.pt", vocab_id=vocab.id)
+    return tmp_path / "run" / "model.pt", vocab
+
+
+def test_translate_cli_round_trip_keeps_order_and_empty_lines(tiny_checkpoint, tmp_path):
+    from canlib.cli import main
+    from canlib.translate import load_translator, translate_lines
+
+    checkpoint, vocab = tiny_checkpoint
+    lines = ["the cat sat on the mat", "", "we like green tea", "a dog", "   ", "die katze sass auf der matte"]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
+    argv = ["translate", "--checkpoint", str(checkpoint), "--input", str(tmp_path / "in.txt"),
+            "--output", str(tmp_path / "out.txt"), "--beam", "3", "--batch-size", "2", "--device", "cpu"]
+    assert main(argv) == 0  # vocab.model found one folder above the checkpoint
+    out = (tmp_path / "out.txt").read_text().split("\n")[:-1]
+    assert len(out) == len(lines)
+    assert out[1] == "" and out[4] == ""
+    model, _ = load_translator(checkpoint)
+    one_by_one = [translate_lines(model, vocab, [line], beam=3)[0] for line in lines]
+    assert out == one_by_one
+    assert any(out)
+
+
+def test_translate_truncates_overlong_input_with_a_warning(tiny_checkpoint):
+    from canlib.translate import load_translator, translate_lines
+
+    model, vocab = load_translator(tiny_checkpoint[0])
+    with pytest.warns(UserWarning, match="input line 2: .* truncated"):
+        out = translate_lines(model, vocab, ["a dog", " ".join(["green tea"] * 40)], beam=2)
+    assert len(out) == 2
+
+
+def test_translate_refuses_a_different_vocabulary(tiny_checkpoint, tmp_path):
+    from canlib.cli import main
+    from canlib.vocab import Vocabulary
+
+    checkpoint, _ = tiny_checkpoint
+    other = Vocabulary.train(TEXT[::-1] + ["zebra quagga"] * 5, vocab_size=60)
+    other.save(tmp_path / "other.model")
+    (tmp_path / "in.txt").write_text("a dog\n")
+    argv = ["translate", "--checkpoint", str(checkpoint), "--vocab", str(tmp_path / "other.model"),
+            "--input", str(tmp_path / "in.txt"), "--device", "cpu"]
+    assert other.id != tiny_checkpoint[1].id
+    assert main(argv) == 2
