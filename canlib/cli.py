@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("canlib.train", "train a model preset on a prepared corpus (resumable; CPU or CUDA)"),
     "translate": ("canlib.translate", "translate raw sentences with a checkpoint (beam search)"),
     "bench": ("canlib.bench", "decoding-speed studies of the paper (JSON and plots)"),
+    "experiment": ("canlib.experiments", "train, evaluate and store every study of a scale under book/results/"),
 }
 
 
