@@ -18,9 +18,9 @@ schedule, grad scaler, step, epoch, sampler position, every RNG), so a run kille
 at any moment and resumed from its last checkpoint retraces the same updates:
 on CPU the final parameters are bit-identical to an uninterrupted run's.
 
-Multi-GPU: launch with ``torchrun --nproc_per_node=N python -m canlib train ...``;
-WORLD_SIZE > 1 turns on torch.distributed + DistributedDataParallel (only the
-world_size = 1 code paths are tested here: no GPU in CI).
+Multi-GPU: launch with ``torchrun --nproc_per_node=N -m canlib train ... --device cuda``;
+WORLD_SIZE > 1 turns on torch.distributed + DistributedDataParallel (NCCL on GPUs;
+tests run 2 CPU ranks over gloo; no multi-GPU run has been made).
 """
 from __future__ import annotations
 
