@@ -451,11 +451,17 @@ class Trainer:
             print(f"resumed from {path} (step {self.step}, epoch {self.epoch})", file=sys.stderr)
 
     def _truncate_log(self) -> None:
-        """Drop log lines written after the checkpoint we resume from (the replayed steps log again)."""
+        """Drop log lines written after the checkpoint we resume from (the replayed steps log again),
+        and a last line a kill cut short."""
         log = self.run_dir / "log.jsonl"
         if log.is_file():
-            rows = [line for line in log.read_text().splitlines() if line.strip()]
-            kept = [r for r in rows if json.loads(r)["step"] <= self.step]
+            kept = []
+            for line in log.read_text().splitlines():
+                try:
+                    if json.loads(line)["step"] <= self.step:
+                        kept.append(line)
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    pass  # a line cut short by the kill
             atomic_write_bytes("".join(r + "\n" for r in kept).encode(), log)
 
     def _log(self, row: dict[str, Any]) -> None:

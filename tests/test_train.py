@@ -165,6 +165,8 @@ def test_kill_between_checkpoints_then_resume_is_identical(corpus, reference, tm
     monkeypatch.setattr(trainer, "_update", update_then_die)
     with pytest.raises(Killed):
         trainer.fit()
+    with open(tmp_path / "log.jsonl", "a") as f:
+        f.write('{"kind": "train", "st')  # a log line cut short by the kill
     resumed = make(corpus, tmp_path, resume=True)
     assert resumed.step == 6
     resumed.fit()
