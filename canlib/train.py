@@ -18,9 +18,9 @@ schedule, grad scaler, step, epoch, sampler position, every RNG), so a run kille
 at any moment and resumed from its last checkpoint retraces the same updates:
 on CPU the final parameters are bit-identical to an uninterrupted run's.
 
-Multi-GPU: launch with ``torchrun --nproc_per_node=N python -m canlib train ...``;
-WORLD_SIZE > 1 turns on torch.distributed + DistributedDataParallel (only the
-world_size = 1 code paths are tested here: no GPU in CI).
+Multi-GPU: launch with ``torchrun --nproc_per_node=N -m canlib train ... --device cuda``;
+WORLD_SIZE > 1 turns on torch.distributed + DistributedDataParallel (NCCL on GPUs;
+tests run 2 CPU ranks over gloo; no multi-GPU run has been made).
 """
 from __future__ import annotations
 
@@ -210,12 +210,15 @@ def _all_sum(values: list[float], device: torch.device, world_size: int) -> list
 
 def provenance(device: torch.device) -> dict[str, Any]:
     """Where a result came from: git commit, date, device name, torch version."""
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent, timeout=10
-        ).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        commit = None
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], capture_output=True, text=True, cwd=Path(__file__).parent, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD") or None
+    status = git("status", "--porcelain", "--untracked-files=no")
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
     else:
@@ -224,6 +227,7 @@ def provenance(device: torch.device) -> dict[str, Any]:
         name = f"cpu: {platform.processor() or platform.machine()} ({torch.get_num_threads()} threads)"
     return {
         "git_commit": commit,
+        "git_dirty": None if status is None else bool(status),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": name,
         "torch": torch.__version__,
@@ -447,11 +451,17 @@ class Trainer:
             print(f"resumed from {path} (step {self.step}, epoch {self.epoch})", file=sys.stderr)
 
     def _truncate_log(self) -> None:
-        """Drop log lines written after the checkpoint we resume from (the replayed steps log again)."""
+        """Drop log lines written after the checkpoint we resume from (the replayed steps log again),
+        and a last line a kill cut short."""
         log = self.run_dir / "log.jsonl"
         if log.is_file():
-            rows = [line for line in log.read_text().splitlines() if line.strip()]
-            kept = [r for r in rows if json.loads(r)["step"] <= self.step]
+            kept = []
+            for line in log.read_text().splitlines():
+                try:
+                    if json.loads(line)["step"] <= self.step:
+                        kept.append(line)
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    pass  # a line cut short by the kill
             atomic_write_bytes("".join(r + "\n" for r in kept).encode(), log)
 
     def _log(self, row: dict[str, Any]) -> None:
@@ -575,6 +585,8 @@ class Trainer:
         cfg = self.cfg
         if not (cfg.max_steps or cfg.max_epochs or cfg.patience):
             raise ValueError("set max_steps, max_epochs or patience: otherwise training never stops")
+        if cfg.patience and self.valid_split is None and self.valid_bleu is None:
+            raise ValueError(f"patience={cfg.patience} needs a validation split or a valid_bleu hook to watch")
         stop_reason = "max_steps" if cfg.max_steps and self.step >= cfg.max_steps else None
         interval = {"loss": 0.0, "nll": 0.0, "tokens": 0, "steps": 0, "time": 0.0}
         while stop_reason is None and not self._done():

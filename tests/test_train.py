@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from canlib import load_model
-from canlib.batching import PairList
+from canlib.batching import PairList, TokenBatchSampler
 from canlib.checkpoint import save_model
 from canlib.config import DECODER_KINDS, ModelConfig
 from canlib.model import Seq2Seq
@@ -165,6 +165,8 @@ def test_kill_between_checkpoints_then_resume_is_identical(corpus, reference, tm
     monkeypatch.setattr(trainer, "_update", update_then_die)
     with pytest.raises(Killed):
         trainer.fit()
+    with open(tmp_path / "log.jsonl", "a") as f:
+        f.write('{"kind": "train", "st')  # a log line cut short by the kill
     resumed = make(corpus, tmp_path, resume=True)
     assert resumed.step == 6
     resumed.fit()
@@ -360,3 +362,45 @@ def test_gpu_smoke_script_runs_its_tiny_cpu_mode(tmp_path):
     for run in report["runs"].values():
         assert run["updates"] == 3 and run["timed_updates"] == 2 and run["target_tokens_per_sec"] > 0
         assert math.isfinite(run["final_train_loss"]) and run["mfu"] is None  # no MFU without a GPU peak
+
+
+DDP_WORKER = '''
+import sys, torch
+sys.path.insert(0, {repo!r})
+from canlib.batching import PairList
+from canlib.config import ModelConfig
+from canlib.train import TrainConfig, Trainer
+torch.set_num_threads(1)
+data = torch.load({data!r}, weights_only=True)
+split = PairList([s.tolist() for s in data["src"]], [t.tolist() for t in data["tgt"]])
+cfg = ModelConfig.from_dict(data["model"])
+Trainer(cfg, TrainConfig(**data["train"]), split, split, {run!r}).fit()
+'''
+
+
+def test_two_cpu_ranks_match_one_process_accumulating_two_batches(corpus, tmp_path):
+    # torchrun + gloo on CPU: rank r takes batches r, r+2, ...; one process with update_freq=2
+    # takes the same pairs of batches per update, so the parameters agree up to float summation order.
+    import subprocess
+
+    from tests.conftest import REPO
+
+    vocab, pairs = corpus
+    split = split_of(pairs[:40])
+    steps = len(TokenBatchSampler(split.src_lens, split.tgt_lens, 64)) // 2  # stay within the first epoch
+    assert steps >= 3
+    train = dict(lr=5e-3, warmup=10, max_tokens=64, progress=False, log_every=1, max_steps=steps, keep_last=1, average_last=1)
+    model_cfg = tiny(vocab.size)
+    torch.save({"src": [torch.tensor(s) for s in split.src], "tgt": [torch.tensor(t) for t in split.tgt],
+                "model": model_cfg.to_dict(), "train": train}, tmp_path / "data.pt")
+    worker = tmp_path / "worker.py"
+    worker.write_text(DDP_WORKER.format(repo=str(REPO), data=str(tmp_path / "data.pt"), run=str(tmp_path / "ddp")))
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29731", str(worker)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    single = Trainer(model_cfg, TrainConfig(**{**train, "update_freq": 2}), split, split, tmp_path / "single")
+    single.fit()
+    ddp = torch.load(tmp_path / "ddp" / "checkpoints" / f"step_{steps:07d}.pt", weights_only=True)
+    assert len(ddp["rng"]) == 2  # both ranks' RNG streams are saved
+    for name, value in single.model.state_dict().items():
+        assert torch.allclose(ddp["model"][name], value, atol=2e-5), name
