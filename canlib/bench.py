@@ -20,10 +20,8 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +35,7 @@ from tqdm import tqdm
 from .checkpoint import load_model
 from .config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS, preset
 from .model import Seq2Seq
+from .results import device_name, git_commit
 from .search import GraphedDecoder, beam_search, make_batch
 
 STUDIES = {
@@ -177,27 +176,6 @@ def breakdown(system: System, sources: list[list[int]], beam: int, batch: int, f
     result = {f"{part}_ms": 1000 * median[part] / len(sources) for part in PARTS + ("total",)}
     result.update({f"{part}_share": median[part] / median["total"] for part in PARTS})
     return result
-
-
-def git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-                             cwd=Path(__file__).resolve().parent)
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip() + f" ({os.cpu_count()} logical CPUs)"
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def metadata(args: argparse.Namespace, device: torch.device, dtype: str) -> dict:

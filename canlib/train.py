@@ -32,7 +32,6 @@ import os
 import random
 import re
 import shutil
-import subprocess
 import sys
 import time
 import warnings
@@ -44,7 +43,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from tqdm import tqdm
 
@@ -52,6 +50,7 @@ from .batching import Split, TokenBatchSampler, collate, example_sizes, token_ba
 from .checkpoint import CheckpointError, atomic_save, atomic_write_bytes, model_payload, safe_load, save_model
 from .config import ModelConfig, preset
 from .model import Seq2Seq
+from .results import device_name, git_commit
 
 CKPT_RE = re.compile(r"^step_(\d{7,})\.pt$")
 
@@ -209,27 +208,11 @@ def _all_sum(values: list[float], device: torch.device, world_size: int) -> list
 
 
 def provenance(device: torch.device) -> dict[str, Any]:
-    """Where a result came from: git commit, date, device name, torch version."""
-    def git(*args: str) -> str | None:
-        try:
-            out = subprocess.run(["git", *args], capture_output=True, text=True, cwd=Path(__file__).parent, timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return out.stdout.strip() if out.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD") or None
-    status = git("status", "--porcelain", "--untracked-files=no")
-    if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
-    else:
-        import platform
-
-        name = f"cpu: {platform.processor() or platform.machine()} ({torch.get_num_threads()} threads)"
+    """Where a run came from: git commit (with "+dirty"), date, device name, torch and Python versions."""
     return {
-        "git_commit": commit,
-        "git_dirty": None if status is None else bool(status),
+        "commit": git_commit(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": name,
+        "device": device_name(device),
         "torch": torch.__version__,
         "python": sys.version.split()[0],
     }
@@ -255,6 +238,7 @@ class Trainer:
         data_path: str | None = None,
         resume: bool = False,
         overwrite: bool = False,
+        init_weights: dict[str, Tensor] | None = None,
     ) -> None:
         self.model_cfg, self.cfg = model_cfg, cfg
         self.train_split, self.valid_split = train_split, valid_split
@@ -271,6 +255,8 @@ class Trainer:
 
         seed_everything(cfg.seed)
         self.model = Seq2Seq(model_cfg).to(self.device)
+        if init_weights is not None:  # fine-tuning: start from given weights instead of a fresh init
+            self.model.load_state_dict(init_weights)
         if self.rank:
             seed_everything(cfg.seed + self.rank)  # different dropout masks per rank
         self.ddp = self.model

@@ -215,7 +215,7 @@ def test_run_directory_layout_and_checkpoint_contents(corpus, reference):
     assert model.cfg.decoder_kind == "can"
     result = json.loads((run / "result.json").read_text())
     assert result["stop_reason"] == "max_steps" and result["averaged"] == ["step_0000009.pt", "step_0000010.pt"]
-    assert {"git_commit", "date", "device", "torch"} <= set(result["provenance"])
+    assert {"commit", "date", "device", "torch"} <= set(result["provenance"])
     rows = log_rows(run)
     train = [r for r in rows if r["kind"] == "train"]
     assert {"step", "epoch", "train_loss", "lr", "tokens_per_sec", "wall"} <= set(train[0])
