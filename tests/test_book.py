@@ -28,8 +28,9 @@ def toc_chapters() -> list[Path]:
 
 
 def book_env() -> dict[str, str]:
-    """The subprocess environment: canlib importable by the kernels, real data located, one plot backend."""
-    env = dict(os.environ, CANLIB_DATA_DIR=str(SHARED_DATA), MPLBACKEND="Agg")
+    """The subprocess environment: canlib importable by the kernels, real data located."""
+    env = dict(os.environ, CANLIB_DATA_DIR=str(SHARED_DATA))
+    env.pop("MPLBACKEND", None)  # the chapters plot inline
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
 
