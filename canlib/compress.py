@@ -427,6 +427,12 @@ def compression_steps(
     ]
 
 
+def concat_steps(runs: list[list[Step]]) -> list[Step]:
+    """Join the stages of several runs (e.g. one per sentence, so nothing is padded) along the positions."""
+    return [Step(s.name, s.equation, s.exact, torch.cat([r[i].y.flatten(0, 1) for r in runs])[None])
+            for i, s in enumerate(runs[0])]
+
+
 def step_errors(steps: list[Step], x: Tensor) -> list[dict]:
     """Per stage: relative error of the layer's update Y - X against the previous stage and the standard layer.
 

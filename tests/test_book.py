@@ -1,0 +1,76 @@
+"""The book: every chapter in _toc.yml runs under nbval, and the whole book builds with -W.
+
+Slow (minutes): marked ``book``; run alone with ``pytest -m book``, skip with ``-m "not book"``.
+Chapters are converted with jupytext into a temporary .ipynb (never committed).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, SHARED_DATA
+
+pytestmark = pytest.mark.book
+
+
+def toc_chapters() -> list[Path]:
+    """The .md files of _toc.yml, root first."""
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+    files = [toc["root"]] + [c["file"] for c in toc.get("chapters", [])]
+    return [REPO / f"{f}.md" for f in files]
+
+
+def book_env() -> dict[str, str]:
+    """The subprocess environment: canlib importable by the kernels, real data located."""
+    env = dict(os.environ, CANLIB_DATA_DIR=str(SHARED_DATA))
+    env.pop("MPLBACKEND", None)  # the chapters plot inline
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def require_data() -> None:
+    if not (SHARED_DATA / "multi30k-en-de").is_dir():
+        pytest.skip(f"real data {SHARED_DATA}/multi30k-en-de not present (set CANLIB_DATA_DIR)")
+
+
+@pytest.mark.parametrize("chapter", toc_chapters(), ids=lambda p: p.stem)
+def test_chapter_runs_under_nbval(chapter: Path, tmp_path: Path) -> None:
+    require_data()
+    notebook = tmp_path / f"{chapter.stem}.ipynb"
+    subprocess.run([sys.executable, "-m", "jupytext", "--to", "notebook", "--output", str(notebook), str(chapter)],
+                   check=True, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax", str(notebook)],
+        cwd=tmp_path, env=book_env(), capture_output=True, text=True, timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+
+
+def jupyter_book() -> str:
+    exe = Path(sys.executable).with_name("jupyter-book")
+    found = str(exe) if exe.exists() else shutil.which("jupyter-book")
+    if not found:
+        pytest.skip("jupyter-book is not installed")
+    return found
+
+
+def test_book_builds_with_rendered_math_and_plots(tmp_path: Path) -> None:
+    require_data()
+    repo = tmp_path / "repo"  # a copy, so the build's _build/ and caches never land in the working tree
+    shutil.copytree(REPO, repo, ignore=shutil.ignore_patterns(".git", "_build", ".venv", "venv", "*.ipynb", "__pycache__"))
+    result = subprocess.run([jupyter_book(), "build", "--all", "-W", str(repo), "--path-output", str(tmp_path / "out")],
+                            env=book_env(), capture_output=True, text=True, timeout=1500)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    html = (tmp_path / "out" / "_build" / "html" / "book" / "compress.html").read_text(encoding="utf-8")
+    assert "mathjax" in html.lower()
+    assert re.search(r'class="math[^"]*"', html), "no rendered math in the compress chapter"
+    assert "W_{v1}" in html
+    assert re.search(r'<img[^>]+src="[^"]+\.png"', html), "no plot image in the compress chapter"
+    assert "Traceback" not in html
