@@ -72,6 +72,13 @@ def token_batches(order: np.ndarray, sizes: np.ndarray, max_tokens: int) -> list
     return batches
 
 
+def sorted_batches(split: Split, max_tokens: int) -> list[np.ndarray]:
+    """Deterministic length-sorted batches of a whole split (for evaluation, never shuffled)."""
+    sizes = example_sizes(split.src_lens, split.tgt_lens)
+    order = np.lexsort((split.tgt_lens, split.src_lens))
+    return token_batches(order, sizes, max(max_tokens, int(sizes.max())))
+
+
 class TokenBatchSampler:
     """Yields lists of example indices, about ``max_tokens`` padded tokens each, for one rank.
 

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .batching import collate
+from .batching import collate, sorted_batches
 from .checkpoint import load_model
 from .config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS, preset
 from .model import Seq2Seq
@@ -65,7 +65,8 @@ class ScaleSpec:
 _SPECS = {
     "tiny": ScaleSpec(
         "tiny", "wmt14-en-de", "tiny", "tiny-",
-        dict(lr=2e-3, warmup=200, max_tokens=2048, max_epochs=6, label_smoothing=0.1, log_every=20, keep_last=5, average_last=3),
+        dict(lr=3e-3, warmup=40, max_tokens=2048, max_steps=120, valid_every=30, log_every=10, keep_last=3,
+             average_last=3, progress=False),
         speed_sentences=4, speed_repeats=3, beam_sweep=(1, 4, 16), length_sweep=(10, 30, 50),
         batch_sweep=(1, 4, 16, 64), finetune_steps=100,
     ),
@@ -149,11 +150,11 @@ def _train(system: str, scale: str, run_dir: Path, train_cfg: dict[str, Any], in
     from .train import TrainConfig, Trainer
 
     data = corpus(scale)
-    cfg = TrainConfig(**{**train_cfg, "device": "cuda" if torch.cuda.is_available() and scale != "tiny" else "cpu"})
+    cfg = TrainConfig(**{**train_cfg, "device": _training_device(scale)})
     resume = (run_dir / "checkpoints").exists()
     trainer = Trainer(
         model_config(system, scale), cfg, data.split("train"), data.split("valid"), run_dir,
-        vocab=data.vocab, data_path=str(data.path), resume=resume,
+        vocab=data.vocab, data_path=str(data.path), resume=resume, init_weights=init_weights,
     )
     trainer.fit()
 
@@ -184,12 +185,9 @@ def _stored_path(name: str, scale: str) -> Path:
 
 
 def _batches(split, cfg, max_tokens: int = 4096) -> Iterator[dict[str, Any]]:
-    """Length-bucketed batches of a split in a fixed order (no shuffling)."""
-    from .batching import TokenBatchSampler
-
-    sampler = TokenBatchSampler(split.src_lens, split.tgt_lens, max_tokens, shuffle=False)
-    for indices in sampler:
-        yield collate(split, indices, cfg.pad_id, cfg.bos_id, cfg.eos_id)
+    """Length-sorted batches of a whole split, in a fixed order."""
+    for indices in sorted_batches(split, max_tokens):
+        yield collate(split, indices.tolist(), cfg.pad_id, cfg.bos_id, cfg.eos_id)
 
 
 def teacher_forced_batches(run: Run, split: str, max_tokens: int = 4096) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -355,14 +353,14 @@ def _tok_bleu(model: Seq2Seq, scale: str) -> float:
 def conversion_study(scale: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Beyond the paper: Balanced converted to CAN by canlib.compress, before and after a short
     fine-tune, against CAN trained from scratch."""
-    from .compress import balanced_to_can
+    from .compress import standard_to_can
 
     spec = scale_spec(scale)
     finetune = {**spec.train, "max_epochs": 0, "max_steps": spec.finetune_steps, "warmup": max(1, spec.finetune_steps // 10)}
 
     def compute() -> dict[str, Any]:
         balanced = trained("balanced", scale).model()
-        converted = balanced_to_can(balanced)
+        converted = standard_to_can(balanced)
         run_dir = _run_dir("can", scale, finetune, init="converted")
         if not (run_dir / "result.json").exists():
             _train("can", scale, run_dir, finetune, init_weights=converted.state_dict())

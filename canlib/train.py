@@ -46,7 +46,7 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from .batching import Split, TokenBatchSampler, collate, example_sizes, token_batches
+from .batching import Split, TokenBatchSampler, collate, sorted_batches
 from .checkpoint import CheckpointError, atomic_save, atomic_write_bytes, model_payload, safe_load, save_model
 from .config import ModelConfig, preset
 from .model import Seq2Seq
@@ -523,9 +523,7 @@ class Trainer:
         out: dict[str, Any] = {}
         if self.valid_split is not None and len(self.valid_split):
             self.model.eval()
-            sizes = example_sizes(self.valid_split.src_lens, self.valid_split.tgt_lens)
-            order = np.lexsort((self.valid_split.tgt_lens, self.valid_split.src_lens))
-            batches = token_batches(order, sizes, max(self.cfg.max_tokens, int(sizes.max())))
+            batches = sorted_batches(self.valid_split, self.cfg.max_tokens)
             loss_sum = nll_sum = tokens = 0.0
             for indices in batches[self.rank :: self.world_size]:
                 batch = self._batch_to_device(indices.tolist(), self.valid_split, "valid")
