@@ -65,7 +65,7 @@ class ScaleSpec:
 _SPECS = {
     "tiny": ScaleSpec(
         "tiny", "wmt14-en-de", "tiny", "tiny-",
-        dict(lr=3e-3, warmup=40, max_tokens=2048, max_steps=120, valid_every=30, log_every=10, keep_last=3,
+        dict(lr=3e-3, warmup=20, max_tokens=1024, max_steps=60, valid_every=20, log_every=5, keep_last=3,
              average_last=3, progress=False),
         speed_sentences=4, speed_repeats=3, beam_sweep=(1, 4, 16), length_sweep=(10, 30, 50),
         batch_sweep=(1, 4, 16, 64), finetune_steps=100,
