@@ -114,6 +114,8 @@ class GraphedDecoder:
             return cache
         cache.memory.states.copy_(memory.states)
         cache.memory.pad_mask.copy_(memory.pad_mask)
+        if cache.memory.bias is not None:  # graphs read the cached score bias in place
+            cache.memory.bias.copy_(memory.score_bias(cache.memory.bias.dtype))
         for layer, source in zip(self.model.decoder_layers, cache.sources):
             for name, value in layer.project_source(cache.memory).items():
                 source[name].copy_(value)
