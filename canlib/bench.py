@@ -81,7 +81,8 @@ def build_model(name: str, checkpoints: dict[str, str], size: str, vocab_size: i
 
 def canlib_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, captured: bool) -> System:
     device = model.embed.weight.device
-    graphs = GraphedDecoder(model) if captured else None
+    # captured: CUDA graphs on CUDA; elsewhere the same static-buffer path, replayed eagerly
+    graphs = GraphedDecoder(model, capture=device.type == "cuda") if captured else None
 
     def run(sources: list[list[int]], beam: int, forced: int | None) -> int:
         produced = 0
@@ -134,10 +135,11 @@ def source_sentences(count: int, vocab_size: int, vocab_path: str | None, data_d
 
 def time_systems(systems: list[System], sources: list[list[int]], beam: int, forced: int | None, repeats: int,
                  warmup: int, device: torch.device, desc: str) -> dict[str, dict]:
-    """Warm up every system, then time them round-robin; median tokens/s per system."""
+    """Warm up every system on every source (captured paths capture then), then time them
+    round-robin; median tokens/s per system."""
     for system in systems:
         for _ in range(warmup):
-            system.run(sources[:2], beam, forced)
+            system.run(sources, beam, forced)
     times: dict[str, list[float]] = {s.name: [] for s in systems}
     tokens: dict[str, int] = {}
     for _ in tqdm(range(repeats), desc=desc, unit="repeat", leave=False):
