@@ -8,6 +8,13 @@ from canlib import DECODER_KINDS, ModelConfig, Seq2Seq
 from canlib.config import BOS_ID, EOS_ID, PAD_ID
 from canlib.search import GraphedDecoder, beam_search, greedy_search, make_batch
 
+
+@pytest.fixture(autouse=True)
+def _one_thread(_deterministic_torch):
+    """Tiny models gain nothing from threads, and on a shared 2-core machine OpenMP threads
+    waiting for a busy core make every op many times slower."""
+    torch.set_num_threads(1)
+
 VOCAB = 40
 
 
