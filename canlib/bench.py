@@ -209,6 +209,7 @@ def metadata(args: argparse.Namespace, device: torch.device, dtype: str) -> dict
         "_dtype": dtype,
         "_torch": torch.__version__,
         "_threads": torch.get_num_threads(),
+        "_load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,  # other work on the machine
         "_date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "_git_commit": git_commit(),
         "_command": " ".join(shlex.quote(a) for a in sys.argv),
