@@ -196,6 +196,19 @@ class Seq2Seq(nn.Module):
         if not (keep_all and bool((sentences == torch.arange(sentences.numel(), device=index.device)).all())):
             cache.memory = cache.memory.select(sentences)
             cache.sources = [{k: v.index_select(0, sentences) for k, v in src.items()} for src in cache.sources]
+        if same_rows and index.device.type == "cpu":
+            # on the CPU, moving only the rows that change saves memory traffic (beams often
+            # keep their rows, and CAN's prefix values are 4d wide); on a GPU the test would sync
+            moved = index.ne(torch.arange(index.numel())).nonzero().squeeze(1)
+            if moved.numel() == 0:
+                return
+            if moved.numel() < index.numel():
+                source = index.index_select(0, moved)
+                for rows in cache.rows:
+                    for buf in rows.values():
+                        part = buf[:, :, : cache.step] if buf.dim() == 4 else buf
+                        part.index_copy_(0, moved, part.index_select(0, source))
+                return
         for rows in cache.rows:
             for name, buf in rows.items():
                 if same_rows and buf.dim() == 4:  # (rows, heads, max_len, w): only the written prefix
