@@ -22,6 +22,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -306,9 +307,26 @@ def run(args: argparse.Namespace) -> int:
                 systems.append(canlib_system(name, model_for(name), batch, args.len_penalty, args.captured))
         return systems
 
-    first = build_model(names[0].removeprefix("ct2:"), checkpoints, args.preset_size, args.vocab_size, torch.device("cpu"), False, args.seed)
-    sources = source_sentences(args.sentences, first.cfg.vocab_size, args.vocab, args.data_dir, args.seed)
-    del first
+    vocab_size = model_for(names[0].removeprefix("ct2:")).cfg.vocab_size
+    sources = source_sentences(args.sentences, vocab_size, args.vocab, args.data_dir, args.seed)
+    try:
+        results = run_study(args, names, sources, forced, make_systems, device)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)  # exported CTranslate2 models
+    results.update(metadata(args, device, "float16" if half else "float32"))
+    print_table(args.study, results)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+        plot(args.study, results, args.plot or str(Path(args.json).with_suffix(".png")))
+    elif args.plot:
+        plot(args.study, results, args.plot)
+    return 0
+
+
+def run_study(args: argparse.Namespace, names: list[str], sources: list[list[int]], forced: int | None,
+              make_systems: Callable[[int], list[System]], device: torch.device) -> dict:
+    """Time the study's systems; the result maps system name -> its figures."""
     results: dict = {}
     if args.study in ("speed", "depth", "ablation", "breakdown"):
         systems = make_systems(args.batch)
@@ -336,15 +354,7 @@ def run(args: argparse.Namespace) -> int:
             rows = time_systems(make_systems(batch), batch_sources, args.beam, forced, args.repeats, args.warmup, device, f"batch {batch}")
             for name, row in rows.items():
                 results.setdefault(name, {}).setdefault("by_batch", {})[str(batch)] = row["tok_per_s"]
-    results.update(metadata(args, device, "float16" if half else "float32"))
-    print_table(args.study, results)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
-        plot(args.study, results, args.plot or str(Path(args.json).with_suffix(".png")))
-    elif args.plot:
-        plot(args.study, results, args.plot)
-    return 0
+    return results
 
 
 def systems_of(results: dict) -> dict[str, dict]:
