@@ -10,7 +10,7 @@ by folding the beam into the query-length axis, so the source is never copied pe
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -55,15 +55,18 @@ class SourceMemory:
     states: Tensor  # (B, S, d), final-LayerNorm'd encoder output
     pad_mask: Tensor  # (B, S) bool
     beam: int = 1
+    bias: Tensor | None = field(default=None, repr=False)  # score_bias, built once, not per layer and step
 
     @property
     def sentences(self) -> int:
         return self.states.size(0)
 
     def score_bias(self, dtype: torch.dtype) -> Tensor:
-        """Additive (B, 1, 1, S) bias: -inf on padded source positions."""
-        bias = torch.zeros(self.pad_mask.shape, dtype=dtype, device=self.pad_mask.device)
-        return bias.masked_fill_(self.pad_mask, float("-inf"))[:, None, None, :]
+        """Additive (B, 1, 1, S) bias: -inf on padded source positions (cached)."""
+        if self.bias is None or self.bias.dtype != dtype:
+            bias = torch.zeros(self.pad_mask.shape, dtype=dtype, device=self.pad_mask.device)
+            self.bias = bias.masked_fill_(self.pad_mask, float("-inf"))[:, None, None, :]
+        return self.bias
 
     def scores(self, q: Tensor, keys: Tensor) -> Tensor:
         """Scaled scores of row queries q (B*beam, h, T, w) against shared keys (B, h, S, w).

@@ -21,6 +21,7 @@ import datetime
 import json
 import os
 import shlex
+import shutil
 import statistics
 import sys
 import tempfile
@@ -80,7 +81,8 @@ def build_model(name: str, checkpoints: dict[str, str], size: str, vocab_size: i
 
 def canlib_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, captured: bool) -> System:
     device = model.embed.weight.device
-    graphs = GraphedDecoder(model) if captured else None
+    # captured: CUDA graphs on CUDA; elsewhere the same static-buffer path, replayed eagerly
+    graphs = GraphedDecoder(model, capture=device.type == "cuda") if captured else None
 
     def run(sources: list[list[int]], beam: int, forced: int | None) -> int:
         produced = 0
@@ -133,10 +135,11 @@ def source_sentences(count: int, vocab_size: int, vocab_path: str | None, data_d
 
 def time_systems(systems: list[System], sources: list[list[int]], beam: int, forced: int | None, repeats: int,
                  warmup: int, device: torch.device, desc: str) -> dict[str, dict]:
-    """Warm up every system, then time them round-robin; median tokens/s per system."""
+    """Warm up every system on every source (captured paths capture then), then time them
+    round-robin; median tokens/s per system."""
     for system in systems:
         for _ in range(warmup):
-            system.run(sources[:2], beam, forced)
+            system.run(sources, beam, forced)
     times: dict[str, list[float]] = {s.name: [] for s in systems}
     tokens: dict[str, int] = {}
     for _ in tqdm(range(repeats), desc=desc, unit="repeat", leave=False):
@@ -185,6 +188,7 @@ def metadata(args: argparse.Namespace, device: torch.device, dtype: str) -> dict
         "_dtype": dtype,
         "_torch": torch.__version__,
         "_threads": torch.get_num_threads(),
+        "_load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,  # other work on the machine
         "_date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "_git_commit": git_commit(),
         "_command": " ".join(shlex.quote(a) for a in sys.argv),
@@ -281,9 +285,26 @@ def run(args: argparse.Namespace) -> int:
                 systems.append(canlib_system(name, model_for(name), batch, args.len_penalty, args.captured))
         return systems
 
-    first = build_model(names[0].removeprefix("ct2:"), checkpoints, args.preset_size, args.vocab_size, torch.device("cpu"), False, args.seed)
-    sources = source_sentences(args.sentences, first.cfg.vocab_size, args.vocab, args.data_dir, args.seed)
-    del first
+    vocab_size = model_for(names[0].removeprefix("ct2:")).cfg.vocab_size
+    sources = source_sentences(args.sentences, vocab_size, args.vocab, args.data_dir, args.seed)
+    try:
+        results = run_study(args, names, sources, forced, make_systems, device)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)  # exported CTranslate2 models
+    results.update(metadata(args, device, "float16" if half else "float32"))
+    print_table(args.study, results)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+        plot(args.study, results, args.plot or str(Path(args.json).with_suffix(".png")))
+    elif args.plot:
+        plot(args.study, results, args.plot)
+    return 0
+
+
+def run_study(args: argparse.Namespace, names: list[str], sources: list[list[int]], forced: int | None,
+              make_systems: Callable[[int], list[System]], device: torch.device) -> dict:
+    """Time the study's systems; the result maps system name -> its figures."""
     results: dict = {}
     if args.study in ("speed", "depth", "ablation", "breakdown"):
         systems = make_systems(args.batch)
@@ -311,15 +332,7 @@ def run(args: argparse.Namespace) -> int:
             rows = time_systems(make_systems(batch), batch_sources, args.beam, forced, args.repeats, args.warmup, device, f"batch {batch}")
             for name, row in rows.items():
                 results.setdefault(name, {}).setdefault("by_batch", {})[str(batch)] = row["tok_per_s"]
-    results.update(metadata(args, device, "float16" if half else "float32"))
-    print_table(args.study, results)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
-        plot(args.study, results, args.plot or str(Path(args.json).with_suffix(".png")))
-    elif args.plot:
-        plot(args.study, results, args.plot)
-    return 0
+    return results
 
 
 def systems_of(results: dict) -> dict[str, dict]:

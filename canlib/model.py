@@ -95,8 +95,24 @@ class Seq2Seq(nn.Module):
 
     def output_log_probs(self, hidden: Tensor) -> Tensor:
         """Final LayerNorm, tied output projection, log-softmax in float32."""
-        logits = F.linear(self.decoder_norm(hidden), self.embed.weight)
+        hidden = self.decoder_norm(hidden)
+        if torch.is_grad_enabled() or hidden.device.type != "cpu":
+            logits = F.linear(hidden, self.embed.weight)
+        else:
+            logits = torch.matmul(hidden, self._output_matrix())
         return F.log_softmax(logits.float(), dim=-1)
+
+    def _output_matrix(self) -> Tensor:
+        """A contiguous (d, V) copy of the embedding for inference on CPU, where a few rows
+        times it run about a quarter faster than ``F.linear`` on the (V, d) matrix (the output
+        projection is the largest single cost of a decode step). Rebuilt whenever the
+        embedding changes (its version counter moves on every in-place update)."""
+        weight = self.embed.weight
+        key = (weight.data_ptr(), weight._version, weight.dtype)
+        if getattr(self, "_output_key", None) != key:
+            self._output_t = weight.detach().t().contiguous()
+            self._output_key = key
+        return self._output_t
 
     # -- teacher forcing ---------------------------------------------------------
     def encode(self, src: Tensor, beam: int = 1) -> SourceMemory:
@@ -180,6 +196,19 @@ class Seq2Seq(nn.Module):
         if not (keep_all and bool((sentences == torch.arange(sentences.numel(), device=index.device)).all())):
             cache.memory = cache.memory.select(sentences)
             cache.sources = [{k: v.index_select(0, sentences) for k, v in src.items()} for src in cache.sources]
+        if same_rows and index.device.type == "cpu":
+            # on the CPU, moving only the rows that change saves memory traffic (beams often
+            # keep their rows, and CAN's prefix values are 4d wide); on a GPU the test would sync
+            moved = index.ne(torch.arange(index.numel())).nonzero().squeeze(1)
+            if moved.numel() == 0:
+                return
+            if moved.numel() < index.numel():
+                source = index.index_select(0, moved)
+                for rows in cache.rows:
+                    for buf in rows.values():
+                        part = buf[:, :, : cache.step] if buf.dim() == 4 else buf
+                        part.index_copy_(0, moved, part.index_select(0, source))
+                return
         for rows in cache.rows:
             for name, buf in rows.items():
                 if same_rows and buf.dim() == 4:  # (rows, heads, max_len, w): only the written prefix

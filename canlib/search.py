@@ -86,34 +86,41 @@ class GraphedDecoder:
     """``decode_step`` replayed from CUDA graphs, one graph per step index.
 
     A CUDA graph replays fixed kernels on fixed memory, so the cache a graph reads and
-    writes must outlive one search: this object owns one cache per shape (sentences,
-    beam, source length, steps) and copies each new batch's encoder output into it.
-    When a search drops finished sentences the buffers change, and the rest of that
-    search runs eagerly (at batch size 1 that never happens). ``capture=False`` runs the
-    same static-buffer path without graphs (how it is tested on CPU).
+    writes must outlive one search: this object keeps one cache (and its graphs, in their
+    own memory pool) per shape (sentences, beam, source length, steps), for at most
+    ``max_shapes`` shapes, and copies each new batch's encoder output into it. When a
+    search drops finished sentences the buffers change, and the rest of that search runs
+    eagerly (at batch size 1 that never happens). ``capture=False`` runs the same
+    static-buffer path without graphs (how it is tested on CPU).
     """
 
-    def __init__(self, model: Seq2Seq, capture: bool = True) -> None:
+    def __init__(self, model: Seq2Seq, capture: bool = True, max_shapes: int = 32) -> None:
         self.model = model
         self.capture = capture
-        self.key: tuple | None = None
-        self.cache: DecoderCache | None = None
-        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, Tensor]] = {}
-        self.pool = None
+        self.max_shapes = max_shapes
+        self.entries: dict[tuple, dict] = {}
 
-    def _buffers(self, cache: DecoderCache) -> list[int]:
+    @staticmethod
+    def _buffers(cache: DecoderCache) -> list[int]:
         return [buf.data_ptr() for rows in cache.rows for buf in rows.values()]
 
     def init_cache(self, memory, max_len: int) -> DecoderCache:
         key = (tuple(memory.states.shape), memory.beam, max_len, memory.states.dtype)
-        cache = self.cache
-        if key != self.key or cache is None or self._buffers(cache) != self.ptrs:
-            self.cache = cache = self.model.init_cache(memory, max_len=max_len)
-            self.key, self.ptrs, self.graphs = key, self._buffers(cache), {}
-            self.tokens = torch.zeros(cache.num_rows, dtype=torch.long, device=memory.states.device)
+        entry = self.entries.get(key)
+        if entry is None or self._buffers(entry["cache"]) != entry["ptrs"]:
+            if len(self.entries) >= self.max_shapes:
+                self.entries.pop(next(iter(self.entries)))
+            cache = self.model.init_cache(memory, max_len=max_len)
+            cache.memory.score_bias(memory.states.dtype)  # built now, outside any graph
+            self.entries[key] = dict(
+                cache=cache, ptrs=self._buffers(cache), graphs={}, pool=None,
+                tokens=torch.zeros(cache.num_rows, dtype=torch.long, device=memory.states.device),
+            )
             return cache
+        cache = entry["cache"]
         cache.memory.states.copy_(memory.states)
         cache.memory.pad_mask.copy_(memory.pad_mask)
+        cache.memory.bias.copy_(memory.score_bias(cache.memory.bias.dtype))  # graphs read it in place
         for layer, source in zip(self.model.decoder_layers, cache.sources):
             for name, value in layer.project_source(cache.memory).items():
                 source[name].copy_(value)
@@ -124,25 +131,26 @@ class GraphedDecoder:
         return cache
 
     def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
-        if cache is not self.cache or self._buffers(cache) != self.ptrs:
+        entry = next((e for e in self.entries.values() if e["cache"] is cache), None)
+        if entry is None or self._buffers(cache) != entry["ptrs"]:
             return self.model.decode_step(tokens, cache)
         t = cache.step
-        self.tokens.copy_(tokens)
+        entry["tokens"].copy_(tokens)
         if not self.capture:
-            return self.model.decode_step(self.tokens, cache)
-        if t not in self.graphs:
+            return self.model.decode_step(entry["tokens"], cache)
+        if t not in entry["graphs"]:
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):  # warm-up (cuBLAS workspaces) before capture
-                self.model.decode_step(self.tokens, cache)
+                self.model.decode_step(entry["tokens"], cache)
             torch.cuda.current_stream().wait_stream(side)
             cache.step = t
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=self.pool):
-                out = self.model.decode_step(self.tokens, cache)
-            self.pool = graph.pool()
-            self.graphs[t] = (graph, out)
-        graph, out = self.graphs[t]
+            with torch.cuda.graph(graph, pool=entry["pool"]):  # steps replay in capture order
+                out = self.model.decode_step(entry["tokens"], cache)
+            entry["pool"] = graph.pool()
+            entry["graphs"][t] = (graph, out)
+        graph, out = entry["graphs"][t]
         graph.replay()  # rewrites position t of the cache, exactly what the eager step writes
         cache.step = t + 1
         return out

@@ -37,6 +37,8 @@ def load_translator(
 ) -> tuple[Seq2Seq, Vocabulary]:
     """Model (eval mode, on ``device``) and its vocabulary; refuses a vocabulary whose id
     differs from the one the checkpoint was trained with (when the checkpoint records one)."""
+    if not Path(checkpoint).is_file():
+        raise FileNotFoundError(f"{checkpoint}: no such checkpoint file")
     vocabulary = Vocabulary.load(vocab if vocab is not None else find_vocab(checkpoint))
     trained_with = safe_load(checkpoint).get("vocab_id")
     model = load_model(checkpoint, expected_vocab_id=vocabulary.id if trained_with else None, map_location=device)

@@ -4,8 +4,16 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from canlib.cli import main
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(_deterministic_torch):
+    """Tiny models gain nothing from threads, and on a shared 2-core machine OpenMP threads
+    waiting for a busy core make every op many times slower."""
+    torch.set_num_threads(1)
 
 
 def test_bench_speed_writes_the_contract_json(tmp_path):

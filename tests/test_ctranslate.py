@@ -11,6 +11,13 @@ from canlib.search import beam_search, make_batch
 ctranslate2 = pytest.importorskip("ctranslate2")
 from canlib.ctranslate import CT2Translator, export_ctranslate2, token_names  # noqa: E402
 
+
+@pytest.fixture(autouse=True)
+def _one_thread(_deterministic_torch):
+    """Tiny models gain nothing from threads, and on a shared 2-core machine OpenMP threads
+    waiting for a busy core make every op many times slower."""
+    torch.set_num_threads(1)
+
 VOCAB = 40
 
 

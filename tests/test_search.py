@@ -8,6 +8,13 @@ from canlib import DECODER_KINDS, ModelConfig, Seq2Seq
 from canlib.config import BOS_ID, EOS_ID, PAD_ID
 from canlib.search import GraphedDecoder, beam_search, greedy_search, make_batch
 
+
+@pytest.fixture(autouse=True)
+def _one_thread(_deterministic_torch):
+    """Tiny models gain nothing from threads, and on a shared 2-core machine OpenMP threads
+    waiting for a busy core make every op many times slower."""
+    torch.set_num_threads(1)
+
 VOCAB = 40
 
 
@@ -227,3 +234,16 @@ def test_translate_refuses_a_different_vocabulary(tiny_checkpoint, tmp_path):
             "--input", str(tmp_path / "in.txt"), "--device", "cpu"]
     assert other.id != tiny_checkpoint[1].id
     assert main(argv) == 2
+
+
+def test_cpu_inference_output_matrix_follows_weight_updates():
+    model = tiny_model(seed=11)
+    h = torch.randn(3, 32)
+    with torch.no_grad():
+        before = model.output_log_probs(h)  # builds the transposed copy
+        model.embed.weight.mul_(1.5)  # an in-place update, as an optimizer step makes
+        after = model.output_log_probs(h)
+    with torch.enable_grad():
+        reference = model.output_log_probs(h)  # the plain F.linear path
+    assert (after - reference).abs().max().item() < 1e-5
+    assert (before - after).abs().max().item() > 1e-3

@@ -1,0 +1,25 @@
+"""scripts/gpu_bench.py in its quick mode on the CPU: it runs and writes the JSON the GPU session reads."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_gpu_bench_quick_mode_writes_both_paths_and_goals(tmp_path):
+    out = tmp_path / "gpu.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "gpu_bench.py"), "--quick", "--device", "cpu", "--json", str(out),
+         "--systems", "baseline,balanced,can"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    for name in ("baseline", "balanced", "can"):
+        assert data[name]["eager_tok_per_s"] > 0 and data[name]["captured_tok_per_s"] > 0
+    assert data["_captured_matches_eager"] == {"baseline": True, "balanced": True, "can": True}
+    assert set(data["_goals"]) == {"eager can/balanced", "captured balanced tok/s"}
+    assert data["_errors"] == {}
