@@ -254,6 +254,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    with torch.no_grad():  # never switch autograd off globally: callers may run bench in-process
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     device = torch.device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -266,7 +271,6 @@ def run(args: argparse.Namespace) -> int:
     forced = args.forced_length or None
     checkpoints = parse_checkpoints(args.checkpoint)
     names = args.systems.split(",") if args.systems else list(STUDIES[args.study])
-    torch.set_grad_enabled(False)
     workdir = Path(tempfile.mkdtemp(prefix="canlib-bench-"))
     models: dict[str, Seq2Seq] = {}
 
