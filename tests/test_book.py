@@ -64,7 +64,8 @@ def jupyter_book() -> str:
 def test_book_builds_with_rendered_math_and_plots(tmp_path: Path) -> None:
     require_data()
     repo = tmp_path / "repo"  # a copy, so the build's _build/ and caches never land in the working tree
-    shutil.copytree(REPO, repo, ignore=shutil.ignore_patterns(".git", "_build", ".venv", "venv", "*.ipynb", "__pycache__"))
+    shutil.copytree(REPO, repo, ignore=shutil.ignore_patterns(
+        ".git", "_build", ".venv", "venv", "runs", ".pytest_cache", ".whl", ".gl", "*.ipynb", "__pycache__"))
     result = subprocess.run([jupyter_book(), "build", "--all", "-W", str(repo), "--path-output", str(tmp_path / "out")],
                             env=book_env(), capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
