@@ -18,12 +18,14 @@ import yaml
 from conftest import REPO, SHARED_DATA
 
 pytestmark = pytest.mark.book
+PLOTTING_CHAPTERS = ("similarity", "training", "depths", "speed", "errors")
 
 
 def toc_notebooks() -> list[Path]:
     """The .md files of _toc.yml (root first) that are jupytext notebooks; plain pages have no cells to run."""
     toc = yaml.safe_load((REPO / "_toc.yml").read_text())
-    files = [REPO / f"{f}.md" for f in [toc["root"]] + [c["file"] for c in toc.get("chapters", [])]]
+    chapters = toc.get("chapters", []) + [c for part in toc.get("parts", []) for c in part["chapters"]]
+    files = [REPO / f"{f}.md" for f in [toc["root"]] + [c["file"] for c in chapters]]
     return [f for f in files if "jupytext:" in f.read_text(encoding="utf-8").split("\n---", 1)[0]]
 
 
@@ -65,7 +67,7 @@ def test_book_builds_with_rendered_math_and_plots(tmp_path: Path) -> None:
     require_data()
     repo = tmp_path / "repo"  # a copy, so the build's _build/ and caches never land in the working tree
     shutil.copytree(REPO, repo, ignore=shutil.ignore_patterns(
-        ".git", "_build", ".venv", "venv", "runs", ".pytest_cache", ".whl", ".gl", "*.ipynb", "__pycache__"))
+        ".git", "_build", ".venv", "venv", "runs", ".cache", ".pytest_cache", ".whl", ".gl", "*.ipynb", "__pycache__"))
     result = subprocess.run([jupyter_book(), "build", "--all", "-W", str(repo), "--path-output", str(tmp_path / "out")],
                             env=book_env(), capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
@@ -75,4 +77,8 @@ def test_book_builds_with_rendered_math_and_plots(tmp_path: Path) -> None:
     assert "W_{v1}" in html
     assert re.search(r'<img[^>]+src="[^"]+\.png"', html), "no plot image in the compress chapter"
     assert "Traceback" not in html
+    for chapter in PLOTTING_CHAPTERS:  # every figure of the reproduction chapters reaches the HTML
+        page = (tmp_path / "out" / "_build" / "html" / "book" / f"{chapter}.html").read_text(encoding="utf-8")
+        assert re.search(r'<img[^>]+src="[^"]+\.png"', page), f"no plot image in the {chapter} chapter"
+        assert "Traceback" not in page, f"a traceback in the {chapter} chapter"
     assert "Polosukhin" in (tmp_path / "out" / "_build" / "html" / "book" / "references.html").read_text(encoding="utf-8")
