@@ -76,3 +76,19 @@ def sublayer_similarity(model: Seq2Seq, batches, pad_id: int, normalized: bool =
     if count == 0:
         raise ValueError("sublayer_similarity: the batches hold no target tokens")
     return {k: v / count for k, v in totals.items()}
+
+
+def bytes_per_decode_step(model: Seq2Seq, bytes_per_weight: int = 4) -> dict[str, int]:
+    """Bytes of weights one decoding step must read: the decoder layers (without the source-side
+    projections, computed once per sentence) and the tied output projection.
+
+    When a step is limited by memory bandwidth, as batch-1 decoding on a CPU is, its time is
+    roughly these bytes over the bandwidth, whatever the number of operations.
+    """
+    once_per_sentence = ("cross_attn.kv.", "h_proj.")
+    layers = sum(
+        p.numel() for name, p in model.decoder_layers.named_parameters() if not any(k in name for k in once_per_sentence)
+    )
+    output = model.embed.weight.numel()
+    return {"layers": layers * bytes_per_weight, "output": output * bytes_per_weight,
+            "total": (layers + output) * bytes_per_weight}

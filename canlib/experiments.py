@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -65,10 +66,10 @@ class ScaleSpec:
 _SPECS = {
     "tiny": ScaleSpec(
         "tiny", "wmt14-en-de", "tiny", "tiny-",
-        dict(lr=3e-3, warmup=20, max_tokens=1024, max_steps=60, valid_every=20, log_every=5, keep_last=3,
+        dict(lr=3e-3, warmup=30, max_tokens=1024, max_steps=120, valid_every=30, log_every=10, keep_last=3,
              average_last=3, progress=False),
         speed_sentences=4, speed_repeats=3, beam_sweep=(1, 4, 16), length_sweep=(10, 30, 50),
-        batch_sweep=(1, 4, 16, 64), finetune_steps=100,
+        batch_sweep=(1, 4, 16, 64), finetune_steps=60,
     ),
     "small": ScaleSpec(
         "small", "wmt14-en-de", "small", "small-",
@@ -233,7 +234,7 @@ def _study_config(system: str, scale: str) -> dict[str, Any]:
 def _evaluate(run: Run) -> dict[str, Any]:
     """Translate valid and test with beam search; BLEU as the paper (tokenized) and sacreBLEU."""
     from .bleu import corpus_scores
-    from .search import translate_lines
+    from .translate import translate_lines
 
     spec = scale_spec(run.scale)
     data = corpus(run.scale)
@@ -342,7 +343,7 @@ def valid_loss(model: Seq2Seq, scale: str, label_smoothing: float = 0.1) -> floa
 
 def _tok_bleu(model: Seq2Seq, scale: str) -> float:
     from .bleu import corpus_scores
-    from .search import translate_lines
+    from .translate import translate_lines
 
     data = corpus(scale)
     test = data.split("test")
@@ -445,6 +446,20 @@ def scorecard(scale: str) -> list[dict[str, Any]]:
 
 # -- speed ----------------------------------------------------------------------------------------------
 
+@contextmanager
+def _quiet_progress() -> Iterator[None]:
+    """No tqdm bars inside book pages (tqdm reads TQDM_DISABLE)."""
+    before = os.environ.get("TQDM_DISABLE")
+    os.environ["TQDM_DISABLE"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TQDM_DISABLE"]
+        else:
+            os.environ["TQDM_DISABLE"] = before
+
+
 def _bench(study: str, systems: list[str], scale: str, extra: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run ``python -m canlib bench <study>`` in-process at the paper's d=512 shapes, random weights."""
     import tempfile
@@ -459,7 +474,7 @@ def _bench(study: str, systems: list[str], scale: str, extra: list[str]) -> tupl
     config = {"command": "python -m canlib " + " ".join(args)}
 
     def compute() -> dict[str, Any]:
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp, _quiet_progress():
             out = Path(tmp) / "bench.json"
             if main([*args, "--device", device, "--json", str(out)]) != 0:
                 raise RuntimeError(f"{config['command']} failed")

@@ -4,5 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export CANLIB_DATA_DIR=${CANLIB_DATA_DIR:-$(cd .. && pwd)/shared/data}
+# trained tiny runs and measured studies are cached here (keyed by code and config), so the
+# second execution of a chapter (nbval, then the HTML build) reuses the first one's work
+export CANLIB_CACHE_DIR=${CANLIB_CACHE_DIR:-$(pwd)/.cache/canlib}
 .venv/bin/jupyter-book build --all -W .
 echo "book: $(pwd)/_build/html/index.html"
