@@ -129,6 +129,31 @@ def joint_attention(
     return torch.matmul(p_self, self_values) + memory.mix(p_src, source["v"])
 
 
+class Linear(nn.Linear):
+    """``nn.Linear`` with a faster path for decoding on a CPU (same parameters, same state_dict).
+
+    A decode step multiplies a few rows (sentences x beam) by each weight matrix. CPU BLAS
+    computes that product as ``x W^T`` several times slower than the same product written
+    ``(W x^T)^T``: measured 1.5x (512 x 512) to 3.8x (the 32k x 512 output embedding) on this
+    project's 2-core CPU. Training, autograd and GPUs keep the ordinary path.
+    """
+
+    FAST_ROWS = 64
+
+    def forward(self, x: Tensor) -> Tensor:
+        return rows_linear(x, self.weight, self.bias)
+
+
+def rows_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``F.linear(x, weight, bias)``, computed as ``(W x^T)^T`` for a few rows in CPU inference."""
+    rows = x.numel() // weight.size(1)
+    if x.device.type != "cpu" or torch.is_grad_enabled() or rows > Linear.FAST_ROWS:
+        return F.linear(x, weight, bias)
+    flat = x.reshape(rows, weight.size(1)).t()
+    out = torch.mm(weight, flat) if bias is None else torch.addmm(bias[:, None], weight, flat)
+    return out.t().contiguous().view(*x.shape[:-1], weight.size(0))
+
+
 def init_linear(linear: nn.Linear, splits: list[int] | None = None) -> None:
     """Xavier-uniform weights, zero bias; a fused projection is initialised slice by slice
     so each logical matrix gets the scale it would have on its own."""
@@ -145,8 +170,8 @@ class SelfAttention(nn.Module):
     def __init__(self, d: int, heads: int, attn_dropout: float) -> None:
         super().__init__()
         self.heads = heads
-        self.qkv = nn.Linear(d, 3 * d)
-        self.out = nn.Linear(d, d)
+        self.qkv = Linear(d, 3 * d)
+        self.out = Linear(d, d)
         self.drop = nn.Dropout(attn_dropout)
         init_linear(self.qkv, [d, d, d])
         init_linear(self.out)
@@ -175,9 +200,9 @@ class CrossAttention(nn.Module):
     def __init__(self, d: int, heads: int, attn_dropout: float) -> None:
         super().__init__()
         self.heads = heads
-        self.q = nn.Linear(d, d)
-        self.kv = nn.Linear(d, 2 * d)
-        self.out = nn.Linear(d, d)
+        self.q = Linear(d, d)
+        self.kv = Linear(d, 2 * d)
+        self.out = Linear(d, d)
         self.drop = nn.Dropout(attn_dropout)
         init_linear(self.q)
         init_linear(self.kv, [d, d])
@@ -198,8 +223,8 @@ class FeedForward(nn.Module):
 
     def __init__(self, d: int, ffn_dim: int, relu_dropout: float) -> None:
         super().__init__()
-        self.w1 = nn.Linear(d, ffn_dim)
-        self.w2 = nn.Linear(ffn_dim, d)
+        self.w1 = Linear(d, ffn_dim)
+        self.w2 = Linear(ffn_dim, d)
         self.drop = nn.Dropout(relu_dropout)
         init_linear(self.w1)
         init_linear(self.w2)

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import FeedForward, SelfAttention, SourceMemory, causal_mask, sinusoidal_table
+from .attention import FeedForward, SelfAttention, SourceMemory, causal_mask, rows_linear, sinusoidal_table
 from .config import ModelConfig
 from .decoder_layers import build_decoder_layers
 
@@ -95,24 +95,8 @@ class Seq2Seq(nn.Module):
 
     def output_log_probs(self, hidden: Tensor) -> Tensor:
         """Final LayerNorm, tied output projection, log-softmax in float32."""
-        hidden = self.decoder_norm(hidden)
-        if torch.is_grad_enabled() or hidden.device.type != "cpu":
-            logits = F.linear(hidden, self.embed.weight)
-        else:
-            logits = torch.matmul(hidden, self._output_matrix())
+        logits = rows_linear(self.decoder_norm(hidden), self.embed.weight)
         return F.log_softmax(logits.float(), dim=-1)
-
-    def _output_matrix(self) -> Tensor:
-        """A contiguous (d, V) copy of the embedding for inference on CPU, where a few rows
-        times it run about a quarter faster than ``F.linear`` on the (V, d) matrix (the output
-        projection is the largest single cost of a decode step). Rebuilt whenever the
-        embedding changes (its version counter moves on every in-place update)."""
-        weight = self.embed.weight
-        key = (weight.data_ptr(), weight._version, weight.dtype)
-        if getattr(self, "_output_key", None) != key:
-            self._output_t = weight.detach().t().contiguous()
-            self._output_key = key
-        return self._output_t
 
     # -- teacher forcing ---------------------------------------------------------
     def encode(self, src: Tensor, beam: int = 1) -> SourceMemory:

@@ -187,3 +187,17 @@ def test_can_values_are_ffn_wide_and_split_across_heads():
     cache = layer.new_cache(rows=2, max_len=5, like=torch.zeros(1))
     assert cache["v"].shape == (2, cfg.heads, 5, cfg.ffn_dim // cfg.heads)
     assert layer.h_proj.out_features == cfg.d_model + cfg.ffn_dim
+
+
+@pytest.mark.parametrize("shape", [(3, 32), (6, 1, 32), (2, 5, 32)])
+def test_fast_cpu_linear_equals_nn_linear(shape):
+    from canlib.attention import Linear
+
+    layer = Linear(32, 48)
+    x = torch.randn(shape)
+    with torch.enable_grad():
+        reference = torch.nn.functional.linear(x, layer.weight, layer.bias)
+    with torch.no_grad():
+        fast = layer(x)
+    assert fast.shape == reference.shape
+    assert (fast - reference).abs().max().item() < 1e-5

@@ -236,11 +236,11 @@ def test_translate_refuses_a_different_vocabulary(tiny_checkpoint, tmp_path):
     assert main(argv) == 2
 
 
-def test_cpu_inference_output_matrix_follows_weight_updates():
+def test_cpu_inference_output_projection_equals_plain_product_and_follows_weight_updates():
     model = tiny_model(seed=11)
     h = torch.randn(3, 32)
     with torch.no_grad():
-        before = model.output_log_probs(h)  # builds the transposed copy
+        before = model.output_log_probs(h)  # the (W h^T)^T fast path
         model.embed.weight.mul_(1.5)  # an in-place update, as an optimizer step makes
         after = model.output_log_probs(h)
     with torch.enable_grad():
