@@ -93,6 +93,16 @@ class SourceMemory:
         return SourceMemory(self.states.index_select(0, index), self.pad_mask.index_select(0, index), self.beam)
 
 
+def project_source(proj: nn.Linear, memory: SourceMemory, heads: int) -> dict[str, Tensor]:
+    """Per-sentence source keys and values from a fused [W_k | W_v] projection of H.
+
+    Keys are d wide (``proj.in_features``); values take the rest (d, or 4d in CAN's merged FFN).
+    Computed once per sentence and shared by its beams.
+    """
+    k, v = proj(memory.states).split([proj.in_features, proj.out_features - proj.in_features], dim=-1)
+    return {"k": split_heads(k, heads), "v": split_heads(v, heads)}
+
+
 def self_scores(q: Tensor, keys: Tensor, blocked: Tensor | None) -> Tensor:
     """Scaled scores of q (N, h, T, w) against keys (N, h, K, w) of the same sequence.
 
@@ -209,8 +219,7 @@ class CrossAttention(nn.Module):
         init_linear(self.out)
 
     def project_source(self, memory: SourceMemory) -> dict[str, Tensor]:
-        k, v = self.kv(memory.states).chunk(2, dim=-1)
-        return {"k": split_heads(k, self.heads), "v": split_heads(v, self.heads)}
+        return project_source(self.kv, memory, self.heads)
 
     def forward(self, x: Tensor, memory: SourceMemory, source: dict[str, Tensor]) -> Tensor:
         q = split_heads(self.q(x), self.heads)

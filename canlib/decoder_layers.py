@@ -31,6 +31,7 @@ from .attention import (
     init_linear,
     joint_attention,
     merge_heads,
+    project_source,
     self_scores,
     split_heads,
 )
@@ -227,8 +228,7 @@ class CANDecoderLayer(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
 
     def project_source(self, memory: SourceMemory) -> Cache:
-        k, v = self.h_proj(memory.states).split([self.d, self.f], dim=-1)
-        return {"k": split_heads(k, self.heads), "v": split_heads(v, self.heads)}
+        return project_source(self.h_proj, memory, self.heads)
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         q, k, v, hidden = self.x_proj(self.norm(x)).split([self.d, self.d, self.f, self.f], dim=-1)
@@ -275,8 +275,7 @@ class CANAttnDecoderLayer(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
 
     def project_source(self, memory: SourceMemory) -> Cache:
-        k, v = self.h_proj(memory.states).chunk(2, dim=-1)
-        return {"k": split_heads(k, self.heads), "v": split_heads(v, self.heads)}
+        return project_source(self.h_proj, memory, self.heads)
 
     def _project(self, x: Tensor) -> tuple[Tensor, ...]:
         return tuple(split_heads(t, self.heads) for t in self.x_proj(self.norm(x)).chunk(3, dim=-1))
@@ -324,8 +323,7 @@ class CANFFNDecoderLayer(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
 
     def project_source(self, memory: SourceMemory) -> Cache:
-        k, v = self.h_proj(memory.states).split([self.d, self.f], dim=-1)
-        return {"k": split_heads(k, self.heads), "v": split_heads(v, self.heads)}
+        return project_source(self.h_proj, memory, self.heads)
 
     def _merged_ffn(self, x: Tensor, memory: SourceMemory, source: Cache) -> Tensor:
         q, hidden = self.x_proj(self.norm(x)).split([self.d, self.f], dim=-1)
