@@ -143,7 +143,10 @@ def model_config(system: str, scale: str):
 
 
 def _run_dir(system: str, scale: str, train_cfg: dict[str, Any], init: str | None = None) -> Path:
-    key = _key(code_version(), model_config(system, scale).to_dict(), train_cfg, corpus(scale).meta, init)
+    """Where a run lives. Tiny runs are keyed by the code too (they are cheap to redo); small and
+    full runs are not, so an interrupted `canlib experiment` resumes them after a code change."""
+    code = code_version() if scale == "tiny" else None
+    key = _key(code, model_config(system, scale).to_dict(), train_cfg, corpus(scale).meta, init)
     return cache_root() / "runs" / scale / f"{system}{'-' + init if init else ''}-{key}"
 
 
