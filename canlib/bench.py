@@ -134,7 +134,7 @@ def source_sentences(count: int, vocab_size: int, vocab_path: str | None, data_d
 
 
 def time_systems(systems: list[System], sources: list[list[int]], beam: int, forced: int | None, repeats: int,
-                 warmup: int, device: torch.device, desc: str) -> dict[str, dict]:
+                 warmup: int, device: torch.device, desc: str, progress: bool = True) -> dict[str, dict]:
     """Warm up every system on every source (captured paths capture then), then time them
     round-robin; median tokens/s per system."""
     for system in systems:
@@ -142,7 +142,7 @@ def time_systems(systems: list[System], sources: list[list[int]], beam: int, for
             system.run(sources, beam, forced)
     times: dict[str, list[float]] = {s.name: [] for s in systems}
     tokens: dict[str, int] = {}
-    for _ in tqdm(range(repeats), desc=desc, unit="repeat", leave=False):
+    for _ in tqdm(range(repeats), desc=desc, unit="repeat", leave=False, disable=not progress):
         for system in systems:
             sync(device)
             start = time.perf_counter()
@@ -249,6 +249,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--captured", action="store_true", help="CUDA: replay decode steps from CUDA graphs")
     parser.add_argument("--breakdown", action="store_true", help="also time the components of each canlib system")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars (e.g. inside a notebook)")
     parser.add_argument("--json", help="write the results here (JSON)")
     parser.add_argument("--plot", help="write a plot here (default: the JSON path with .png)")
 
@@ -312,28 +313,28 @@ def run_study(args: argparse.Namespace, names: list[str], sources: list[list[int
     results: dict = {}
     if args.study in ("speed", "depth", "ablation", "breakdown"):
         systems = make_systems(args.batch)
-        results = time_systems(systems, sources, args.beam, forced, args.repeats, args.warmup, device, args.study)
+        results = time_systems(systems, sources, args.beam, forced, args.repeats, args.warmup, device, args.study, not args.no_progress)
         reference = results.get("balanced") or results.get(names[0])
         for row in results.values():
             row["ratio_to_balanced" if "balanced" in results else f"ratio_to_{names[0]}"] = row["tok_per_s"] / reference["tok_per_s"]
         if args.breakdown or args.study == "breakdown":
-            for system in tqdm(systems, desc="breakdown", leave=False):
+            for system in tqdm(systems, desc="breakdown", leave=False, disable=args.no_progress):
                 if system.model is not None:
                     results[system.name]["breakdown"] = breakdown(
                         system, sources, args.beam, args.batch, forced, max(1, args.repeats // 2 + 1), args.len_penalty)
     elif args.study == "beam":
         systems = make_systems(args.batch)
         for beam in args.beams:
-            for name, row in time_systems(systems, sources, beam, forced, args.repeats, args.warmup, device, f"beam {beam}").items():
+            for name, row in time_systems(systems, sources, beam, forced, args.repeats, args.warmup, device, f"beam {beam}", not args.no_progress).items():
                 results.setdefault(name, {}).setdefault("by_beam", {})[str(beam)] = row["tok_per_s"]
         for length in args.lengths:
-            for name, row in time_systems(systems, sources, args.beam, length, args.repeats, args.warmup, device, f"length {length}").items():
+            for name, row in time_systems(systems, sources, args.beam, length, args.repeats, args.warmup, device, f"length {length}", not args.no_progress).items():
                 results[name].setdefault("by_length", {})[str(length)] = row["tok_per_s"]
     else:  # batch
         for batch in args.batches:
             count = max(len(sources), batch)
             batch_sources = (sources * (count // len(sources) + 1))[:count]
-            rows = time_systems(make_systems(batch), batch_sources, args.beam, forced, args.repeats, args.warmup, device, f"batch {batch}")
+            rows = time_systems(make_systems(batch), batch_sources, args.beam, forced, args.repeats, args.warmup, device, f"batch {batch}", not args.no_progress)
             for name, row in rows.items():
                 results.setdefault(name, {}).setdefault("by_batch", {})[str(batch)] = row["tok_per_s"]
     return results
@@ -360,15 +361,15 @@ def print_table(study: str, results: dict) -> None:
 
 
 def plot(study: str, results: dict, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """Save the study's plot. Uses matplotlib's object API, never pyplot, so running the bench
+    inside a notebook leaves the notebook's backend (and its inline figures) alone."""
+    from matplotlib.figure import Figure
 
     rows = systems_of(results)
     series_keys = sorted({k for row in rows.values() for k in row if k.startswith("by_")})
     panels = series_keys or ["tok_per_s"]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.5), squeeze=False)
+    fig = Figure(figsize=(5 * len(panels), 3.5))
+    axes = fig.subplots(1, len(panels), squeeze=False)
     for ax, key in zip(axes[0], panels):
         if key == "tok_per_s":
             ax.bar(list(rows), [row["tok_per_s"] for row in rows.values()], color="tab:blue")
@@ -385,4 +386,3 @@ def plot(study: str, results: dict, path: str) -> None:
     fig.suptitle(f"{study}: {results['_device']} ({results['_dtype']})", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)

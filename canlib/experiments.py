@@ -23,7 +23,6 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -449,20 +448,6 @@ def scorecard(scale: str) -> list[dict[str, Any]]:
 
 # -- speed ----------------------------------------------------------------------------------------------
 
-@contextmanager
-def _quiet_progress() -> Iterator[None]:
-    """No tqdm bars inside book pages (tqdm reads TQDM_DISABLE)."""
-    before = os.environ.get("TQDM_DISABLE")
-    os.environ["TQDM_DISABLE"] = "1"
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["TQDM_DISABLE"]
-        else:
-            os.environ["TQDM_DISABLE"] = before
-
-
 def _bench(study: str, systems: list[str], scale: str, extra: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run ``python -m canlib bench <study>`` in-process at the paper's d=512 shapes, random weights."""
     import tempfile
@@ -477,9 +462,9 @@ def _bench(study: str, systems: list[str], scale: str, extra: list[str]) -> tupl
     config = {"command": "python -m canlib " + " ".join(args)}
 
     def compute() -> dict[str, Any]:
-        with tempfile.TemporaryDirectory() as tmp, _quiet_progress():
+        with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "bench.json"
-            if main([*args, "--device", device, "--json", str(out)]) != 0:
+            if main([*args, "--device", device, "--no-progress", "--json", str(out)]) != 0:
                 raise RuntimeError(f"{config['command']} failed")
             return json.loads(out.read_text())
 

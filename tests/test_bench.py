@@ -60,3 +60,18 @@ def test_bench_beam_and_batch_studies_give_series(tmp_path):
 
 def test_bench_rejects_a_malformed_checkpoint_option():
     assert main(["bench", "speed", "--checkpoint", "nopath", "--device", "cpu"]) == 2
+
+
+def test_bench_in_process_leaves_the_matplotlib_backend_alone(tmp_path):
+    import matplotlib
+
+    from canlib.cli import main
+
+    matplotlib.use("svg")  # stands for a notebook's inline backend
+    before = matplotlib.get_backend()
+    argv = ["bench", "speed", "--systems", "tiny-balanced", "--preset-size", "tiny", "--vocab-size", "100",
+            "--forced-length", "3", "--sentences", "1", "--repeats", "1", "--device", "cpu",
+            "--json", str(tmp_path / "s.json")]
+    assert main(argv) == 0
+    assert (tmp_path / "s.png").exists()
+    assert matplotlib.get_backend() == before
