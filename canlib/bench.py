@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import multiprocessing
 import os
 import shlex
 import shutil
@@ -53,12 +54,36 @@ PARTS = ("encode", "layers", "output", "search")
 
 @dataclass
 class System:
-    """One timed system: a name and a function translating source id lists, returning token count."""
+    """One timed system: a name and a function translating source id lists, returning token count.
+
+    ``measure`` times one call; a system that runs in another process (CTranslate2) times
+    itself there and passes ``timed``, returning (tokens, seconds).
+    """
 
     name: str
     run: Callable[[list[list[int]], int, int | None], int]  # (sources, beam, forced_length) -> tokens
     model: Seq2Seq | None = None
     extra: dict = field(default_factory=dict)
+    timed: Callable[[list[list[int]], int, int | None], tuple[int, float]] | None = None
+    close: Callable[[], None] = lambda: None
+
+    def measure(self, sources: list[list[int]], beam: int, forced: int | None, device: torch.device) -> tuple[int, float]:
+        if self.timed:
+            return self.timed(sources, beam, forced)
+        sync(device)
+        start = time.perf_counter()
+        tokens = self.run(sources, beam, forced)
+        return tokens, time.perf_counter() - start
+
+
+def default_systems(study: str) -> list[str]:
+    """The study's systems; the speed study adds CTranslate2 (the reference engine) where installed."""
+    import importlib.util
+
+    names = list(STUDIES[study])
+    if study == "speed" and importlib.util.find_spec("ctranslate2") is not None:
+        names += ["ct2:baseline", "ct2:balanced"]
+    return names
 
 
 def sync(device: torch.device) -> None:
@@ -98,20 +123,66 @@ def canlib_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, cap
 
 def ct2_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, device: torch.device, threads: int,
                workdir: Path) -> System:
-    from .ctranslate import CT2Translator, export_ctranslate2, token_names
+    """The same weights in CTranslate2, run (and timed) in a process of its own.
+
+    In one process with PyTorch, both engines' OpenMP runtimes are loaded, and on this
+    project's 2-core CPU canlib ran about 25% slower after CTranslate2 had run once (its torch
+    worker thread went from spinning to sleeping between parallel regions); a worker process
+    keeps each engine's timing its own.
+    """
+    from .ctranslate import export_ctranslate2
 
     folder = export_ctranslate2(model.float().cpu(), workdir / name.replace(":", "_"))
     compute = "float16" if device.type == "cuda" else "float32"
-    ct2 = CT2Translator(folder, token_names(model.cfg.vocab_size), device=device.type, compute_type=compute, threads=threads)
+    context = multiprocessing.get_context("spawn")
+    conn, child_conn = context.Pipe()
+    worker = context.Process(target=_ct2_worker, daemon=True,
+                             args=(child_conn, str(folder), model.cfg.vocab_size, device.type, compute, threads, batch, len_penalty))
+    worker.start()
+    child_conn.close()
 
-    def run(sources: list[list[int]], beam: int, forced: int | None) -> int:
-        produced = 0
-        for start in range(0, len(sources), batch):
-            out = ct2.translate(sources[start : start + batch], beam=beam, len_penalty=len_penalty, forced_length=forced)
-            produced += sum(len(t) for t in out)
-        return produced
+    def timed(sources: list[list[int]], beam: int, forced: int | None) -> tuple[int, float]:
+        conn.send((sources, beam, forced))
+        reply = conn.recv()
+        if isinstance(reply, str):
+            raise RuntimeError(f"{name}: the CTranslate2 worker failed:\n{reply}")
+        return reply
 
-    return System(name, run, None, {"compute_type": compute})
+    def close() -> None:
+        if worker.is_alive():
+            conn.send(None)
+            worker.join(timeout=10)
+        if worker.is_alive():
+            worker.terminate()
+        conn.close()
+
+    return System(name, lambda *call: timed(*call)[0], None, {"compute_type": compute}, timed, close)
+
+
+def _ct2_worker(conn, folder: str, vocab_size: int, device: str, compute: str, threads: int, batch: int,
+                len_penalty: float) -> None:
+    """Child process of :func:`ct2_system`: translate what the parent sends, reply (tokens, seconds)."""
+    import traceback
+
+    from .ctranslate import CT2Translator, token_names
+
+    try:
+        ct2 = CT2Translator(folder, token_names(vocab_size), device=device, compute_type=compute, threads=threads)
+    except Exception:
+        ct2, error = None, traceback.format_exc()
+    while (request := conn.recv()) is not None:
+        if ct2 is None:
+            conn.send(error)
+            continue
+        sources, beam, forced = request
+        try:
+            start, produced = time.perf_counter(), 0
+            for first in range(0, len(sources), batch):
+                out = ct2.translate(sources[first : first + batch], beam=beam, len_penalty=len_penalty, forced_length=forced)
+                produced += sum(len(t) for t in out)
+            conn.send((produced, time.perf_counter() - start))
+        except Exception:
+            conn.send(traceback.format_exc())
 
 
 def source_sentences(count: int, vocab_size: int, vocab_path: str | None, data_dir: str | None, seed: int,
@@ -144,10 +215,8 @@ def time_systems(systems: list[System], sources: list[list[int]], beam: int, for
     tokens: dict[str, int] = {}
     for _ in tqdm(range(repeats), desc=desc, unit="repeat", leave=False, disable=not progress):
         for system in systems:
-            sync(device)
-            start = time.perf_counter()
-            tokens[system.name] = system.run(sources, beam, forced)
-            times[system.name].append(time.perf_counter() - start)
+            tokens[system.name], seconds = system.measure(sources, beam, forced, device)
+            times[system.name].append(seconds)
     out = {}
     for system in systems:
         median = statistics.median(times[system.name])
@@ -227,7 +296,7 @@ def int_list(text: str) -> list[int]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("study", choices=sorted(STUDIES), help="which study to run")
     parser.add_argument("--systems", help="comma-separated systems (presets, ct2:<preset>, or checkpoint names); "
-                        "default: the study's systems")
+                        "default: the study's systems (speed: with CTranslate2's Baseline and Balanced where installed)")
     parser.add_argument("--checkpoint", action="append", default=[], metavar="NAME=PATH", help="time a trained model")
     parser.add_argument("--preset-size", choices=sorted(SIZE_PREFIX), default="full", help="random-weight preset size")
     parser.add_argument("--vocab-size", type=int, default=32000, help="random-weight vocabulary size (default 32000)")
@@ -271,9 +340,10 @@ def _run(args: argparse.Namespace) -> int:
             raise ValueError(f"--{name}={getattr(args, name)}: must be at least 1")
     forced = args.forced_length or None
     checkpoints = parse_checkpoints(args.checkpoint)
-    names = args.systems.split(",") if args.systems else list(STUDIES[args.study])
+    names = args.systems.split(",") if args.systems else default_systems(args.study)
     workdir = Path(tempfile.mkdtemp(prefix="canlib-bench-"))
     models: dict[str, Seq2Seq] = {}
+    created: list[System] = []
 
     def model_for(name: str) -> Seq2Seq:
         if name not in models:
@@ -288,6 +358,7 @@ def _run(args: argparse.Namespace) -> int:
                 systems.append(ct2_system(name, copy, batch, args.len_penalty, device, torch.get_num_threads(), workdir))
             else:
                 systems.append(canlib_system(name, model_for(name), batch, args.len_penalty, args.captured))
+        created.extend(systems)
         return systems
 
     vocab_size = model_for(names[0].removeprefix("ct2:")).cfg.vocab_size
@@ -295,6 +366,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         results = run_study(args, names, sources, forced, make_systems, device)
     finally:
+        for system in created:  # CTranslate2 worker processes
+            system.close()
         shutil.rmtree(workdir, ignore_errors=True)  # exported CTranslate2 models
     results.update(metadata(args, device, "float16" if half else "float32"))
     print_table(args.study, results)
@@ -334,7 +407,10 @@ def run_study(args: argparse.Namespace, names: list[str], sources: list[list[int
         for batch in args.batches:
             count = max(len(sources), batch)
             batch_sources = (sources * (count // len(sources) + 1))[:count]
-            rows = time_systems(make_systems(batch), batch_sources, args.beam, forced, args.repeats, args.warmup, device, f"batch {batch}", not args.no_progress)
+            systems = make_systems(batch)
+            rows = time_systems(systems, batch_sources, args.beam, forced, args.repeats, args.warmup, device, f"batch {batch}", not args.no_progress)
+            for system in systems:
+                system.close()
             for name, row in rows.items():
                 results.setdefault(name, {}).setdefault("by_batch", {})[str(batch)] = row["tok_per_s"]
     return results

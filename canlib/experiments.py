@@ -481,6 +481,19 @@ def speed(systems: list[str], scale: str, batch: int = 1) -> tuple[dict[str, flo
     return {s: raw[s]["tok_per_s"] for s in systems}, _bench_prov(raw, prov)
 
 
+REFERENCE_SYSTEMS = ("baseline", "ct2:baseline", "balanced", "ct2:balanced")
+
+
+def reference_speed(scale: str) -> tuple[dict[str, float], dict[str, Any]] | None:
+    """canlib and CTranslate2 (the reference engine, in its own process) on the same weights, timed in
+    one interleaved run; None where CTranslate2 is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("ctranslate2") is None:
+        return None
+    return speed(list(REFERENCE_SYSTEMS), scale)
+
+
 def speed_sweep(kind: str, values: tuple[int, ...] | list[int], scale: str, systems: tuple[str, ...] = ("balanced", "can")):
     """tokens/s of each system for each beam size (``kind="beam"``), forced output length
     (``"length"``) or batch size (``"batch"``): ({system: [tok/s per value]}, provenance)."""
@@ -550,6 +563,9 @@ def run(args: argparse.Namespace) -> int:
         for group in (PAPER_SYSTEMS, DEPTH_SYSTEMS, ABLATION_SYSTEMS):
             tok_s, _ = speed(list(group), scale)
             print("  ".join(f"{s} {v:.1f} tok/s" for s, v in tok_s.items()))
+        reference = reference_speed(scale)
+        print("  ".join(f"{s} {v:.1f} tok/s" for s, v in reference[0].items()) if reference
+              else "ctranslate2 is not installed: no reference-engine speed")
         speed_sweep("beam", spec.beam_sweep, scale)
         speed_sweep("length", spec.length_sweep, scale)
         speed_sweep("batch", spec.batch_sweep, scale)

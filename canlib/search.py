@@ -29,6 +29,14 @@ Stopping (``stop``):
   ``s / L**alpha``, which is monotone in L, so the bound is the larger of the two ends.
   No beam the search still holds can beat the returned best, so stopping changes nothing.
 
+Banned tokens (PAD, BOS, EOS before ``min_len``): by default (``renormalize=False``, fairseq's
+convention) their probability is removed and the rest is NOT renormalised, so every score is
+the model's log-probability of the output (the tests pin this). ``renormalize=True``
+renormalises over the tokens allowed at each step, as CTranslate2 (and Hugging Face) do by
+masking logits before the softmax. With it, our beam search returns CTranslate2's outputs on
+the same weights, except where a hypothesis reaches the maximum length: CTranslate2 ends it
+there without an EOS, we force one (``tests/test_ctranslate.py`` checks both).
+
 On CUDA, run the model in half precision (``model.half()``); ``captured=True`` replays each
 step from a CUDA graph (:class:`GraphedDecoder`). On CPU the model stays in float32.
 """
@@ -176,6 +184,7 @@ def beam_search(
     timing: bool = False,
     stop: str = "fairseq",
     graphs: GraphedDecoder | None = None,
+    renormalize: bool = False,
 ) -> SearchResult:
     """Translate a right-padded batch ``src`` (B, S) of source ids (each ending in EOS).
 
@@ -242,6 +251,8 @@ def beam_search(
                 eos = logp[rows, cfg.eos_id]
                 logp[rows] = float("-inf")
                 logp[rows, cfg.eos_id] = eos
+        if renormalize:
+            logp = logp.log_softmax(dim=-1)
         cand = (cum[:, :, None] + logp.view(m, k, vocab)).view(m, k * vocab)
 
         if forced_length is not None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 
 import pytest
 import torch
@@ -44,6 +45,39 @@ def test_bench_breakdown_and_ct2_reference(tmp_path):
     parts = data["tiny-balanced"]["breakdown"]
     assert sum(parts[f"{p}_share"] for p in ("encode", "layers", "output", "search")) == pytest.approx(1.0)
     assert data["ct2:tiny-balanced"]["tokens"] == 2 * 5
+    assert not multiprocessing.active_children()  # the CTranslate2 worker process ended with the bench
+
+
+def test_speed_study_includes_the_reference_engine_by_default():
+    pytest.importorskip("ctranslate2")
+    from canlib.bench import default_systems
+
+    assert default_systems("speed") == ["baseline", "balanced", "san", "aan", "can", "ct2:baseline", "ct2:balanced"]
+    assert not any(name.startswith("ct2:") for name in default_systems("ablation"))
+
+
+def test_ct2_worker_failure_names_the_system(tmp_path, monkeypatch):
+    """The worker process cannot load the exported model: the parent raises, naming the system
+    and carrying the worker's traceback, instead of hanging or timing nothing."""
+    pytest.importorskip("ctranslate2")
+    import canlib.ctranslate
+    from canlib import ModelConfig, Seq2Seq
+    from canlib.bench import ct2_system
+
+    def broken_export(model, folder, vocab=None):
+        folder.mkdir(parents=True)
+        (folder / "model.bin").write_bytes(b"not a model")
+        return folder
+
+    monkeypatch.setattr(canlib.ctranslate, "export_ctranslate2", broken_export)
+    model = Seq2Seq(ModelConfig(vocab_size=50, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=1))
+    system = ct2_system("ct2:broken", model, 1, 1.0, torch.device("cpu"), 1, tmp_path)
+    try:
+        with pytest.raises(RuntimeError, match=r"ct2:broken: the CTranslate2 worker failed:(.|\n)*Traceback"):
+            system.measure([[5, 6, 7]], 2, 3, torch.device("cpu"))
+    finally:
+        system.close()
+    assert not multiprocessing.active_children()
 
 
 def test_bench_beam_and_batch_studies_give_series(tmp_path):

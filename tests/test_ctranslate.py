@@ -59,6 +59,42 @@ def test_ctranslate2_forced_length_greedy_equals_canlib(tmp_path):
     assert all(len(t) == 9 for t in theirs)
 
 
+@pytest.mark.parametrize("enc_layers,dec_layers,seed", [(6, 6, 2), (12, 2, 1), (6, 6, 5)])
+def test_ctranslate2_beam_equals_canlib_once_banned_tokens_are_renormalised(enc_layers, dec_layers, seed, tmp_path):
+    """Beam 4 and 5, length penalties 0, 0.6 and 1: the same best output in both engines.
+
+    Sentences where either engine's output reaches the maximum length are left out (CTranslate2
+    ends such a hypothesis without an EOS, we force one); enough others must remain."""
+    model = small_standard(enc_layers, dec_layers, seed)
+    ct2 = CT2Translator(export_ctranslate2(model, tmp_path / "ct2"), token_names(VOCAB), threads=1)
+    limit, compared, lengths = 40, 0, set()
+    for src_seed in range(3):
+        srcs = sources(src_seed)
+        batch = make_batch(srcs, PAD_ID, EOS_ID)
+        for beam in (4, 5):
+            for alpha in (0.0, 0.6, 1.0):
+                ours = beam_search(model, batch, beam=beam, len_penalty=alpha, max_len_a=0, max_len_b=limit,
+                                   renormalize=True).tokens
+                theirs = ct2.translate(srcs, beam=beam, len_penalty=alpha, max_len_a=0, max_len_b=limit)
+                for mine, other in zip(ours, theirs):
+                    if len(mine) < limit and len(other) < limit:
+                        assert mine == other, (beam, alpha)
+                        compared += 1
+                        lengths.add(len(mine))
+    assert compared >= 60 and len(lengths) > 2  # 108 sentences searched
+
+
+def test_ctranslate2_forced_length_beam_equals_canlib(tmp_path):
+    model = small_standard(12, 2, seed=1)
+    ct2 = CT2Translator(export_ctranslate2(model, tmp_path / "ct2"), token_names(VOCAB), threads=1)
+    srcs = sources(0) + sources(1)
+    batch = make_batch(srcs, PAD_ID, EOS_ID)
+    ours = beam_search(model, batch, beam=4, forced_length=9, renormalize=True).tokens
+    assert ct2.translate(srcs, beam=4, forced_length=9) == ours
+    # without renormalising, the EOS this model favours is banned after the softmax, and the beams rank differently
+    assert beam_search(model, batch, beam=4, forced_length=9).tokens != ours
+
+
 def test_only_standard_models_export(tmp_path):
     torch.manual_seed(0)
     model = Seq2Seq(ModelConfig(vocab_size=VOCAB, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=1,

@@ -189,7 +189,7 @@ def test_can_values_are_ffn_wide_and_split_across_heads():
     assert layer.h_proj.out_features == cfg.d_model + cfg.ffn_dim
 
 
-@pytest.mark.parametrize("shape", [(3, 32), (6, 1, 32), (2, 5, 32)])
+@pytest.mark.parametrize("shape", [(3, 32), (6, 1, 32), (2, 5, 32), (1, 1, 32), (32,)])
 def test_fast_cpu_linear_equals_nn_linear(shape):
     from canlib.attention import Linear
 
