@@ -125,10 +125,10 @@ def ct2_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, device
                workdir: Path) -> System:
     """The same weights in CTranslate2, run (and timed) in a process of its own.
 
-    In one process with PyTorch, both engines' OpenMP runtimes are loaded, and on this
-    project's 2-core CPU canlib ran about 25% slower after CTranslate2 had run once (its torch
-    worker thread went from spinning to sleeping between parallel regions); a worker process
-    keeps each engine's timing its own.
+    In one process with PyTorch, both engines' OpenMP runtimes are loaded. On this project's
+    2-core CPU canlib then ran about 25% slower once CTranslate2 had run (its CPU use fell from
+    2.0 to 1.5 cores) and CTranslate2 ran 25-45% slower than on its own; a worker process keeps
+    each engine's timing its own.
     """
     from .ctranslate import export_ctranslate2
 
@@ -142,15 +142,22 @@ def ct2_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, device
     child_conn.close()
 
     def timed(sources: list[list[int]], beam: int, forced: int | None) -> tuple[int, float]:
-        conn.send((sources, beam, forced))
-        reply = conn.recv()
+        try:
+            conn.send((sources, beam, forced))
+            reply = conn.recv()
+        except (EOFError, BrokenPipeError):
+            worker.join(timeout=10)
+            raise RuntimeError(f"{name}: the CTranslate2 worker process ended (exit code {worker.exitcode})") from None
         if isinstance(reply, str):
             raise RuntimeError(f"{name}: the CTranslate2 worker failed:\n{reply}")
         return reply
 
     def close() -> None:
         if worker.is_alive():
-            conn.send(None)
+            try:
+                conn.send(None)
+            except BrokenPipeError:
+                pass  # it ended already
             worker.join(timeout=10)
         if worker.is_alive():
             worker.terminate()

@@ -109,3 +109,21 @@ def test_bench_in_process_leaves_the_matplotlib_backend_alone(tmp_path):
     assert main(argv) == 0
     assert (tmp_path / "s.png").exists()
     assert matplotlib.get_backend() == before
+
+
+def test_ct2_worker_that_dies_gives_a_clear_error(tmp_path):
+    pytest.importorskip("ctranslate2")
+    from canlib import ModelConfig, Seq2Seq
+    from canlib.bench import ct2_system
+
+    model = Seq2Seq(ModelConfig(vocab_size=50, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=1)).eval()
+    system = ct2_system("ct2:tiny", model, 1, 1.0, torch.device("cpu"), 1, tmp_path)
+    try:
+        assert system.measure([[5, 6, 7]], 2, 3, torch.device("cpu"))[0] == 3  # it works, then it is killed
+        (worker,) = multiprocessing.active_children()
+        worker.kill()
+        worker.join()
+        with pytest.raises(RuntimeError, match=r"ct2:tiny: the CTranslate2 worker process ended \(exit code -9\)"):
+            system.measure([[5, 6, 7]], 2, 3, torch.device("cpu"))
+    finally:
+        system.close()
