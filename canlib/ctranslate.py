@@ -97,7 +97,11 @@ def export_ctranslate2(model: Seq2Seq, output_dir: str | os.PathLike, vocab: Voc
 
 
 class CT2Translator:
-    """A CTranslate2 translator over canlib ids, with canlib's search conventions."""
+    """A CTranslate2 translator over canlib ids, with canlib's length limits.
+
+    Scores follow CTranslate2's conventions: banned tokens are masked before the softmax, so
+    ``canlib.search.beam_search(..., renormalize=True)`` is the canlib search that matches it.
+    """
 
     def __init__(self, model_dir: str | os.PathLike, names: list[str], device: str = "cpu",
                  compute_type: str = "float32", threads: int = 0) -> None:

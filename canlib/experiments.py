@@ -22,6 +22,7 @@ import argparse
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -113,7 +114,8 @@ def corpus(scale: str):
     from .data import load_prepared, prepare
 
     spec = scale_spec(scale)
-    return load_prepared(prepare(spec.corpus, spec.corpus_scale))
+    # progress bars in a terminal (`canlib experiment`), none in a chapter's output
+    return load_prepared(prepare(spec.corpus, spec.corpus_scale, progress=sys.stderr.isatty()))
 
 
 # -- training ---------------------------------------------------------------------------------

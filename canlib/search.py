@@ -35,7 +35,7 @@ the model's log-probability of the output (the tests pin this). ``renormalize=Tr
 renormalises over the tokens allowed at each step, as CTranslate2 (and Hugging Face) do by
 masking logits before the softmax. With it, our beam search returns CTranslate2's outputs on
 the same weights, except where a hypothesis reaches the maximum length: CTranslate2 ends it
-there without an EOS, we force one (``tests/test_ctranslate.py`` checks both).
+there without an EOS, we force one (``tests/test_ctranslate.py`` checks this).
 
 On CUDA, run the model in half precision (``model.half()``); ``captured=True`` replays each
 step from a CUDA graph (:class:`GraphedDecoder`). On CPU the model stays in float32.

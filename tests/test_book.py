@@ -81,4 +81,6 @@ def test_book_builds_with_rendered_math_and_plots(tmp_path: Path) -> None:
         page = (tmp_path / "out" / "_build" / "html" / "book" / f"{chapter}.html").read_text(encoding="utf-8")
         assert re.search(r'<img[^>]+src="[^"]+\.png"', page), f"no plot image in the {chapter} chapter"
         assert "Traceback" not in page, f"a traceback in the {chapter} chapter"
+    for page in (tmp_path / "out" / "_build" / "html" / "book").glob("*.html"):  # progress bars belong in terminals
+        assert not re.search(r"\d+/\d+ \[[0-9:<?]+", page.read_text(encoding="utf-8")), f"a progress bar in {page.name}"
     assert "Polosukhin" in (tmp_path / "out" / "_build" / "html" / "book" / "references.html").read_text(encoding="utf-8")
