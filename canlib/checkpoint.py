@@ -88,7 +88,17 @@ def load_model(
     map_location: str | torch.device = "cpu",
 ) -> Seq2Seq:
     """Rebuild a model from a checkpoint, refusing a config or vocabulary that does not match."""
-    ckpt = safe_load(path)
+    return model_from_checkpoint(safe_load(path), path, expected_config, expected_vocab_id, map_location)
+
+
+def model_from_checkpoint(
+    ckpt: dict[str, Any],
+    path: str | os.PathLike,
+    expected_config: ModelConfig | None = None,
+    expected_vocab_id: str | None = None,
+    map_location: str | torch.device = "cpu",
+) -> Seq2Seq:
+    """:func:`load_model` for a checkpoint already read with :func:`safe_load` (``path`` names it in errors)."""
     missing = [k for k in ("format_version", "config", "model") if k not in ckpt]
     if missing:
         raise CheckpointError(f"{path}: missing key(s) {', '.join(missing)}; not a canlib model checkpoint")

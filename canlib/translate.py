@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .checkpoint import load_model, safe_load
+from .checkpoint import model_from_checkpoint, safe_load
 from .model import Seq2Seq
 from .search import beam_search, make_batch
 from .vocab import Vocabulary
@@ -40,8 +40,9 @@ def load_translator(
     if not Path(checkpoint).is_file():
         raise FileNotFoundError(f"{checkpoint}: no such checkpoint file")
     vocabulary = Vocabulary.load(vocab if vocab is not None else find_vocab(checkpoint))
-    trained_with = safe_load(checkpoint).get("vocab_id")
-    model = load_model(checkpoint, expected_vocab_id=vocabulary.id if trained_with else None, map_location=device)
+    ckpt = safe_load(checkpoint)  # read once: whether it records a vocabulary, then the model
+    model = model_from_checkpoint(ckpt, checkpoint, expected_vocab_id=vocabulary.id if ckpt.get("vocab_id") else None,
+                                  map_location=device)
     if vocabulary.size != model.cfg.vocab_size:
         raise ValueError(
             f"{vocabulary.source}: {vocabulary.size} pieces, but {checkpoint} has vocab_size={model.cfg.vocab_size}"
