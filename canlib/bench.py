@@ -78,10 +78,10 @@ class System:
 
 def default_systems(study: str) -> list[str]:
     """The study's systems; the speed study adds CTranslate2 (the reference engine) where installed."""
-    import importlib.util
+    from .ctranslate import ctranslate2_installed
 
     names = list(STUDIES[study])
-    if study == "speed" and importlib.util.find_spec("ctranslate2") is not None:
+    if study == "speed" and ctranslate2_installed():
         names += ["ct2:baseline", "ct2:balanced"]
     return names
 

@@ -32,6 +32,13 @@ def token_names(size: int, vocab: Vocabulary | None = None) -> list[str]:
     return names
 
 
+def ctranslate2_installed() -> bool:
+    """Whether the optional reference engine can be imported (without importing it)."""
+    import importlib.util
+
+    return importlib.util.find_spec("ctranslate2") is not None
+
+
 def _np(t: Tensor):
     return t.detach().float().cpu().numpy()
 
@@ -133,4 +140,4 @@ class CT2Translator:
         return [[self.ids[name] for name in r.hypotheses[0]] for r in results]
 
 
-__all__ = ["export_ctranslate2", "CT2Translator", "token_names"]
+__all__ = ["export_ctranslate2", "CT2Translator", "token_names", "ctranslate2_installed"]

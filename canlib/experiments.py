@@ -235,21 +235,27 @@ def _study_config(system: str, scale: str) -> dict[str, Any]:
             "train": spec.train, "beam": spec.beam}
 
 
-def _evaluate(run: Run) -> dict[str, Any]:
-    """Translate valid and test with beam search; BLEU as the paper (tokenized) and sacreBLEU."""
+def _translate_split(model: Seq2Seq, scale: str, split: str) -> tuple[list[str], dict[str, Any]]:
+    """Beam-search translations of a split at the scale's beam, and their BLEU scores
+    (tokenized as the paper, and sacreBLEU)."""
     from .bleu import corpus_scores
     from .translate import translate_lines
 
-    spec = scale_spec(run.scale)
-    data = corpus(run.scale)
+    data = corpus(scale)
+    part = data.split(split)
+    hyps = translate_lines(model, data.vocab, list(part.src_text), beam=scale_spec(scale).beam)
+    return hyps, corpus_scores(hyps, list(part.tgt_text), lang="de")
+
+
+def _evaluate(run: Run) -> dict[str, Any]:
+    """Translate valid and test with beam search; BLEU as the paper (tokenized) and sacreBLEU."""
     model = run.model().to(_training_device(run.scale))
-    out: dict[str, Any] = {"system": run.system, "run_dir": str(run.run_dir), "beam": spec.beam}
+    out: dict[str, Any] = {"system": run.system, "run_dir": str(run.run_dir), "beam": scale_spec(run.scale).beam}
     for split in ("valid", "test"):
-        part = data.split(split)
-        hyps = translate_lines(model, data.vocab, list(part.src_text), beam=spec.beam)
-        scores = corpus_scores(hyps, list(part.tgt_text), lang="de")
+        hyps, scores = _translate_split(model, run.scale, split)
         out[split] = {k: scores[k] for k in ("bleu", "tok_bleu", "signature")}
         if split == "test":
+            part = corpus(run.scale).split(split)
             out.update(hyps=hyps, srcs=list(part.src_text), refs=list(part.tgt_text))
     out["hyp_words_mean"] = float(np.mean([len(h.split()) for h in out["hyps"]]))
     out["ref_words_mean"] = float(np.mean([len(r.split()) for r in out["refs"]]))
@@ -345,16 +351,6 @@ def valid_loss(model: Seq2Seq, scale: str, label_smoothing: float = 0.1) -> floa
     return total / tokens
 
 
-def _tok_bleu(model: Seq2Seq, scale: str) -> float:
-    from .bleu import corpus_scores
-    from .translate import translate_lines
-
-    data = corpus(scale)
-    test = data.split("test")
-    hyps = translate_lines(model, data.vocab, list(test.src_text), beam=scale_spec(scale).beam)
-    return corpus_scores(hyps, list(test.tgt_text), lang="de")["tok_bleu"]
-
-
 def conversion_study(scale: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Beyond the paper: Balanced converted to CAN by canlib.compress, before and after a short
     fine-tune, against CAN trained from scratch."""
@@ -374,7 +370,7 @@ def conversion_study(scale: str) -> tuple[dict[str, Any], dict[str, Any]]:
         rows = []
         for name, model in [("Balanced (trained)", balanced), ("converted, no training", converted),
                             ("converted + fine-tune", tuned), ("CAN from scratch", scratch)]:
-            rows.append({"system": name, "valid loss": valid_loss(model, scale), "test tok-BLEU": _tok_bleu(model.eval(), scale)})
+            rows.append({"system": name, "valid loss": valid_loss(model, scale), "test tok-BLEU": _translate_split(model.eval(), scale, "test")[1]["tok_bleu"]})
         return {"rows": rows, "finetune": finetune}
 
     return _study("conversion", scale, {**_study_config("can", scale), "finetune": finetune}, compute, _training_device(scale))
@@ -489,9 +485,9 @@ REFERENCE_SYSTEMS = ("baseline", "ct2:baseline", "balanced", "ct2:balanced")
 def reference_speed(scale: str) -> tuple[dict[str, float], dict[str, Any]] | None:
     """canlib and CTranslate2 (the reference engine, in its own process) on the same weights, timed in
     one interleaved run; None where CTranslate2 is not installed."""
-    import importlib.util
+    from .ctranslate import ctranslate2_installed
 
-    if importlib.util.find_spec("ctranslate2") is None:
+    if not ctranslate2_installed():
         return None
     return speed(list(REFERENCE_SYSTEMS), scale)
 
