@@ -65,14 +65,14 @@ def sublayer_similarity(model: Seq2Seq, batches, pad_id: int, normalized: bool =
     model.eval()
     totals = {"self_vs_cross": 0.0, "cross_vs_ffn": 0.0}
     count = 0
-    for src, tgt_in in batches:
-        mask = tgt_in.ne(pad_id)
-        with record_subblock_inputs(model, normalized) as seen:
+    with record_subblock_inputs(model, normalized) as seen:  # each forward pass overwrites what it saw
+        for src, tgt_in in batches:
+            mask = tgt_in.ne(pad_id)
             model(src, tgt_in)
-        n = int(mask.sum())
-        totals["self_vs_cross"] = totals["self_vs_cross"] + cosine_matrix(seen["self"], seen["cross"], mask) * n
-        totals["cross_vs_ffn"] = totals["cross_vs_ffn"] + cosine_matrix(seen["cross"], seen["ffn"], mask) * n
-        count += n
+            n = int(mask.sum())
+            totals["self_vs_cross"] = totals["self_vs_cross"] + cosine_matrix(seen["self"], seen["cross"], mask) * n
+            totals["cross_vs_ffn"] = totals["cross_vs_ffn"] + cosine_matrix(seen["cross"], seen["ffn"], mask) * n
+            count += n
     if count == 0:
         raise ValueError("sublayer_similarity: the batches hold no target tokens")
     return {k: v / count for k, v in totals.items()}
