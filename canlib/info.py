@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from .config import PRESETS, preset
-from .model import Seq2Seq
+from canlib.model.config import PRESETS, preset
+from canlib.model.seq2seq import Seq2Seq
 
 
 def preset_table(vocab_size: int) -> list[dict]:

@@ -21,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpu_smoke_train import measure  # noqa: E402
 
-from canlib.batching import PairList  # noqa: E402
-from canlib.config import preset  # noqa: E402
-from canlib.train import TrainConfig  # noqa: E402
-from canlib.vocab import Vocabulary  # noqa: E402
+from canlib.data.batching import PairList  # noqa: E402
+from canlib.model.config import preset  # noqa: E402
+from canlib.training.trainer import TrainConfig  # noqa: E402
+from canlib.data.vocab import Vocabulary  # noqa: E402
 
 PRESETS = ("baseline", "balanced", "san", "aan", "can", "can_attn", "can_ffn")
 

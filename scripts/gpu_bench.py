@@ -27,9 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from canlib.bench import build_model, canlib_system, device_name, git_commit, source_sentences, time_systems  # noqa: E402
-from canlib.config import PAPER_SYSTEMS  # noqa: E402
-from canlib.search import GraphedDecoder, beam_search, make_batch  # noqa: E402
+from canlib.io import device_name, git_commit  # noqa: E402
+from canlib.bench.speed import build_model, canlib_system, source_sentences, time_systems  # noqa: E402
+from canlib.model.config import PAPER_SYSTEMS  # noqa: E402
+from canlib.decoding.search import GraphedDecoder, beam_search, make_batch  # noqa: E402
 
 GOALS = {"eager can/balanced": 1.3, "captured balanced tok/s": 2200.0}
 

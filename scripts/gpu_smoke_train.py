@@ -32,9 +32,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from canlib.batching import PairList, Split  # noqa: E402
-from canlib.config import ModelConfig, preset  # noqa: E402
-from canlib.train import TrainConfig, Trainer  # noqa: E402
+from canlib.data.batching import PairList, Split  # noqa: E402
+from canlib.model.config import ModelConfig, preset  # noqa: E402
+from canlib.training.trainer import TrainConfig, Trainer  # noqa: E402
 
 H100_BF16_DENSE = 989e12
 

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from canlib import ModelConfig, Seq2Seq
-from canlib.analysis import record_subblock_inputs, sublayer_similarity
-from canlib.config import BOS_ID, PAD_ID
+from canlib.studies.analysis import record_subblock_inputs, sublayer_similarity
+from canlib.model.config import BOS_ID, PAD_ID
 
 
 def standard_model(dec_layers: int = 3) -> Seq2Seq:
@@ -57,7 +57,7 @@ def test_non_standard_decoder_is_refused():
 
 def test_decode_step_bytes_count_target_side_weights_only():
     from canlib import preset
-    from canlib.analysis import bytes_per_decode_step
+    from canlib.studies.analysis import bytes_per_decode_step
 
     d, v = 512, 32000
     balanced = bytes_per_decode_step(Seq2Seq(preset("balanced", vocab_size=v)))

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from canlib.batching import PairList, TokenBatchSampler, collate, example_sizes
+from canlib.data.batching import PairList, TokenBatchSampler, collate, example_sizes
 
 
 def lengths(n: int = 300, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -50,7 +50,7 @@ def test_bench_breakdown_and_ct2_reference(tmp_path):
 
 def test_speed_study_includes_the_reference_engine_by_default():
     pytest.importorskip("ctranslate2")
-    from canlib.bench import default_systems
+    from canlib.bench.speed import default_systems
 
     assert default_systems("speed") == ["baseline", "balanced", "san", "aan", "can", "ct2:baseline", "ct2:balanced"]
     assert not any(name.startswith("ct2:") for name in default_systems("ablation"))
@@ -60,16 +60,16 @@ def test_ct2_worker_failure_names_the_system(tmp_path, monkeypatch):
     """The worker process cannot load the exported model: the parent raises, naming the system
     and carrying the worker's traceback, instead of hanging or timing nothing."""
     pytest.importorskip("ctranslate2")
-    import canlib.ctranslate
+    import canlib.decoding.ctranslate
     from canlib import ModelConfig, Seq2Seq
-    from canlib.bench import ct2_system
+    from canlib.bench.speed import ct2_system
 
     def broken_export(model, folder, vocab=None):
         folder.mkdir(parents=True)
         (folder / "model.bin").write_bytes(b"not a model")
         return folder
 
-    monkeypatch.setattr(canlib.ctranslate, "export_ctranslate2", broken_export)
+    monkeypatch.setattr(canlib.decoding.ctranslate, "export_ctranslate2", broken_export)
     model = Seq2Seq(ModelConfig(vocab_size=50, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=1))
     system = ct2_system("ct2:broken", model, 1, 1.0, torch.device("cpu"), 1, tmp_path)
     try:
@@ -114,7 +114,7 @@ def test_bench_in_process_leaves_the_matplotlib_backend_alone(tmp_path):
 def test_ct2_worker_that_dies_gives_a_clear_error(tmp_path):
     pytest.importorskip("ctranslate2")
     from canlib import ModelConfig, Seq2Seq
-    from canlib.bench import ct2_system
+    from canlib.bench.speed import ct2_system
 
     model = Seq2Seq(ModelConfig(vocab_size=50, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=1)).eval()
     system = ct2_system("ct2:tiny", model, 1, 1.0, torch.device("cpu"), 1, tmp_path)

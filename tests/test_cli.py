@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from canlib.config import PRESETS
+from canlib.model.config import PRESETS
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

@@ -5,11 +5,11 @@ import pytest
 import torch
 
 from canlib import ModelConfig, Seq2Seq
-from canlib import compress as C
-from canlib.attention import SourceMemory, causal_mask
-from canlib.config import BOS_ID, PAD_ID
-from canlib.decoder_layers import CANDecoderLayer, StandardDecoderLayer
-from canlib.paper import paper_numbers
+from canlib.model import compress as C
+from canlib.model.attention import SourceMemory, causal_mask
+from canlib.model.config import BOS_ID, PAD_ID
+from canlib.model.layers import CANDecoderLayer, StandardDecoderLayer
+from canlib.studies.paper import paper_numbers
 
 TOL = 1e-10
 B, T, S = 2, 5, 7

@@ -5,11 +5,11 @@ import pytest
 import torch
 
 from canlib import ModelConfig, Seq2Seq
-from canlib.config import EOS_ID, PAD_ID
-from canlib.search import beam_search, make_batch
+from canlib.model.config import EOS_ID, PAD_ID
+from canlib.decoding.search import beam_search, make_batch
 
 ctranslate2 = pytest.importorskip("ctranslate2")
-from canlib.ctranslate import CT2Translator, export_ctranslate2, token_names  # noqa: E402
+from canlib.decoding.ctranslate import CT2Translator, export_ctranslate2, token_names  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from canlib import experiments as ex
+from canlib.studies import experiments as ex
 from canlib.cli import main
 
 
@@ -24,7 +24,7 @@ def test_tiny_study_is_computed_once_and_carries_provenance(tmp_path, monkeypatc
 
 
 def test_small_scale_without_stored_result_names_the_command(tmp_path, monkeypatch):
-    monkeypatch.setattr(ex, "RESULTS_DIR", tmp_path)
+    monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="canlib experiment --scale small"):
         ex._study("similarity", "small", {}, lambda: {"never": "computed"})
 

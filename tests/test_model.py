@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from canlib import DECODER_KINDS, ModelConfig, Seq2Seq, preset
-from canlib.config import BOS_ID, EOS_ID, PAD_ID
+from canlib.model.config import BOS_ID, EOS_ID, PAD_ID
 
 VOCAB = 50
 
@@ -191,7 +191,7 @@ def test_can_values_are_ffn_wide_and_split_across_heads():
 
 @pytest.mark.parametrize("shape", [(3, 32), (6, 1, 32), (2, 5, 32), (1, 1, 32), (32,)])
 def test_fast_cpu_linear_equals_nn_linear(shape):
-    from canlib.attention import Linear
+    from canlib.model.attention import Linear
 
     layer = Linear(32, 48)
     x = torch.randn(shape)

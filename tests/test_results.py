@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from canlib.results import RESULTS_DIR, ProvenanceError, describe, load_result, provenance, save_result
+from canlib.io import results_dir
+from canlib.studies.results import ProvenanceError, describe, load_result, provenance, save_result
 
 
 def test_round_trip_keeps_result_and_provenance(tmp_path):
@@ -38,6 +39,6 @@ def test_unknown_scale_is_refused():
 
 
 def test_every_stored_result_in_the_book_has_provenance():
-    files = sorted(RESULTS_DIR.rglob("*.json")) if RESULTS_DIR.exists() else []
+    files = sorted(results_dir().rglob("*.json")) if results_dir().exists() else []
     for path in files:
         load_result(path)  # raises ProvenanceError naming the file

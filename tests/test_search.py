@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from canlib import DECODER_KINDS, ModelConfig, Seq2Seq
-from canlib.config import BOS_ID, EOS_ID, PAD_ID
-from canlib.search import GraphedDecoder, beam_search, greedy_search, make_batch
+from canlib.model.config import BOS_ID, EOS_ID, PAD_ID
+from canlib.decoding.search import GraphedDecoder, beam_search, greedy_search, make_batch
 
 
 @pytest.fixture(autouse=True)
@@ -180,8 +180,8 @@ TEXT = [
 
 @pytest.fixture
 def tiny_checkpoint(tmp_path):
-    from canlib.checkpoint import save_model
-    from canlib.vocab import Vocabulary
+    from canlib.model.checkpoint import save_model
+    from canlib.data.vocab import Vocabulary
 
     vocab = Vocabulary.train(TEXT, vocab_size=60)
     vocab.save(tmp_path / "vocab.model")
@@ -196,7 +196,7 @@ def tiny_checkpoint(tmp_path):
 
 def test_translate_cli_round_trip_keeps_order_and_empty_lines(tiny_checkpoint, tmp_path):
     from canlib.cli import main
-    from canlib.translate import load_translator, translate_lines
+    from canlib.decoding.translate import load_translator, translate_lines
 
     checkpoint, vocab = tiny_checkpoint
     lines = ["the cat sat on the mat", "", "we like green tea", "a dog", "   ", "die katze sass auf der matte"]
@@ -214,7 +214,7 @@ def test_translate_cli_round_trip_keeps_order_and_empty_lines(tiny_checkpoint, t
 
 
 def test_translate_truncates_overlong_input_with_a_warning(tiny_checkpoint):
-    from canlib.translate import load_translator, translate_lines
+    from canlib.decoding.translate import load_translator, translate_lines
 
     model, vocab = load_translator(tiny_checkpoint[0])
     with pytest.warns(UserWarning, match="input line 2: .* truncated"):
@@ -224,7 +224,7 @@ def test_translate_truncates_overlong_input_with_a_warning(tiny_checkpoint):
 
 def test_translate_refuses_a_different_vocabulary(tiny_checkpoint, tmp_path):
     from canlib.cli import main
-    from canlib.vocab import Vocabulary
+    from canlib.data.vocab import Vocabulary
 
     checkpoint, _ = tiny_checkpoint
     other = Vocabulary.train(TEXT[::-1] + ["zebra quagga"] * 5, vocab_size=60)

@@ -12,14 +12,14 @@ import torch
 import torch.nn.functional as F
 
 from canlib import load_model
-from canlib.batching import PairList, TokenBatchSampler
-from canlib.checkpoint import save_model
-from canlib.config import DECODER_KINDS, ModelConfig
+from canlib.data.batching import PairList, TokenBatchSampler
+from canlib.model.checkpoint import save_model
+from canlib.model.config import DECODER_KINDS, ModelConfig
 from canlib.model import Seq2Seq
-from canlib.train import (
+from canlib.training.trainer import (
     NonFiniteLossError, TrainConfig, Trainer, average_checkpoints, inverse_sqrt_lr, label_smoothed_nll_loss,
 )
-from canlib.vocab import Vocabulary
+from canlib.data.vocab import Vocabulary
 
 
 @pytest.fixture(autouse=True)
@@ -339,7 +339,7 @@ def test_loss_curves_plot_train_and_valid_of_each_run(reference):
     import matplotlib
 
     matplotlib.use("Agg")
-    from canlib.plots import plot_loss_curves
+    from canlib.studies.plots import plot_loss_curves
 
     _, run = reference
     ax = plot_loss_curves({"can": run, "again": run / "log.jsonl"})
@@ -367,9 +367,9 @@ def test_gpu_smoke_script_runs_its_tiny_cpu_mode(tmp_path):
 DDP_WORKER = '''
 import sys, torch
 sys.path.insert(0, {repo!r})
-from canlib.batching import PairList
-from canlib.config import ModelConfig
-from canlib.train import TrainConfig, Trainer
+from canlib.data.batching import PairList
+from canlib.model.config import ModelConfig
+from canlib.training.trainer import TrainConfig, Trainer
 torch.set_num_threads(1)
 data = torch.load({data!r}, weights_only=True)
 split = PairList([s.tolist() for s in data["src"]], [t.tolist() for t in data["tgt"]])

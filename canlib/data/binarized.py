@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..vocab import Vocabulary
+from canlib.data.vocab import Vocabulary
 
 SPLITS = ("train", "valid", "test")
 SIDES = ("src", "tgt")

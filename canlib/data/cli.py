@@ -5,9 +5,9 @@ import argparse
 import time
 from pathlib import Path
 
-from .binarized import ParallelSplit, load_prepared
-from .corpora import REGISTRY
-from .prepare import format_statistics, prepare
+from canlib.data.binarized import ParallelSplit, load_prepared
+from canlib.data.corpora import REGISTRY
+from canlib.data.prepare import format_statistics, prepare
 
 
 def iteration_speed(split: ParallelSplit) -> float:

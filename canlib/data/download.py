@@ -23,19 +23,14 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ..checkpoint import atomic_write_bytes
-from .corpora import Remote
+from canlib.io import atomic_write_bytes, cache_dir
+from canlib.data.corpora import Remote
 
 CHUNK = 1 << 20
 
 
 class IncompleteDownload(OSError):
     """The server closed the connection before sending all the bytes it announced."""
-
-
-def cache_dir() -> Path:
-    """Where downloads and prepared corpora live: ``$CANLIB_CACHE_DIR``, else ~/.cache/canlib."""
-    return Path(os.environ.get("CANLIB_CACHE_DIR") or Path.home() / ".cache" / "canlib")
 
 
 def download_path(url: str, root: Path) -> Path:

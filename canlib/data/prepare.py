@@ -19,18 +19,14 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from ..vocab import Vocabulary
-from .binarized import FORMAT_VERSION, SPLITS, Encoded, token_dtype, write_side, write_text
-from .corpora import Corpus, Remote, get_corpus
-from .download import cache_dir, extract_members, fetch, sha256_file
-from .text import drop_empty, read_parallel
+from canlib.data.vocab import Vocabulary
+from canlib.data.binarized import FORMAT_VERSION, SPLITS, Encoded, token_dtype, write_side, write_text
+from canlib.data.corpora import Corpus, Remote, get_corpus
+from canlib.io import data_dir
+from canlib.data.download import cache_dir, extract_members, fetch, sha256_file
+from canlib.data.text import drop_empty, read_parallel
 
 ENCODE_CHUNK = 10_000
-
-
-def data_dir() -> Path | None:
-    value = os.environ.get("CANLIB_DATA_DIR")
-    return Path(value) if value else None
 
 
 def offline() -> bool:

@@ -22,9 +22,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import FeedForward, SelfAttention, SourceMemory, causal_mask, rows_linear, sinusoidal_table
-from .config import ModelConfig
-from .decoder_layers import build_decoder_layers
+from canlib.model.attention import FeedForward, SelfAttention, SourceMemory, causal_mask, rows_linear, sinusoidal_table
+from canlib.model.config import ModelConfig
+from canlib.model.layers import build_decoder_layers
 
 
 class EncoderLayer(nn.Module):

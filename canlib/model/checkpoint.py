@@ -8,43 +8,20 @@ half-written file under the final name.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import Any
 
 import torch
 
-from .config import ModelConfig
-from .model import Seq2Seq
+from canlib.io import atomic_write
+from canlib.model.config import ModelConfig
+from canlib.model.seq2seq import Seq2Seq
 
 FORMAT_VERSION = 1
 
 
 class CheckpointError(RuntimeError):
     """A checkpoint that is unreadable, corrupted or does not match what the caller expects."""
-
-
-def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> None:
-    """Call ``write(file)`` on a temp file beside ``path``, fsync, then rename into place.
-
-    A crash at any moment leaves either the old file or the new one, never a partial one.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_bytes(data: bytes, path: str | os.PathLike) -> None:
-    atomic_write(path, lambda f: f.write(data))
 
 
 def atomic_save(obj: Any, path: str | os.PathLike) -> None:

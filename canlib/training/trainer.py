@@ -25,7 +25,6 @@ tests run 2 CPU ranks over gloo; no multi-GPU run has been made).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
 import os
@@ -46,11 +45,11 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from .batching import Split, TokenBatchSampler, collate, sorted_batches
-from .checkpoint import CheckpointError, atomic_save, atomic_write_bytes, model_payload, safe_load, save_model
-from .config import ModelConfig, preset
-from .model import Seq2Seq
-from .results import device_name, git_commit
+from canlib.data.batching import Split, TokenBatchSampler, collate, sorted_batches
+from canlib.model.checkpoint import CheckpointError, atomic_save, model_payload, safe_load, save_model
+from canlib.model.config import ModelConfig, preset
+from canlib.model.seq2seq import Seq2Seq
+from canlib.io import atomic_write_bytes, origin
 
 CKPT_RE = re.compile(r"^step_(\d{7,})\.pt$")
 
@@ -205,17 +204,6 @@ def _all_sum(values: list[float], device: torch.device, world_size: int) -> list
     t = torch.tensor(values, dtype=torch.float64, device=device)
     torch.distributed.all_reduce(t)
     return t.tolist()
-
-
-def provenance(device: torch.device) -> dict[str, Any]:
-    """Where a run came from: git commit (with "+dirty"), date, device name, torch and Python versions."""
-    return {
-        "commit": git_commit(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": device_name(device),
-        "torch": torch.__version__,
-        "python": sys.version.split()[0],
-    }
 
 
 class Trainer:
@@ -662,7 +650,7 @@ class Trainer:
             result = {
                 "stop_reason": stop_reason, "step": self.step, "epoch": self.epoch, "wall_s": round(self.wall, 3),
                 "best": self.best, "last_valid": self.last_valid, "averaged": [p.name for p in chosen],
-                "params": self.model.num_parameters(), "provenance": provenance(self.device),
+                "params": self.model.num_parameters(), "provenance": origin(self.device),
                 "config": {"model": self.model_cfg.to_dict(), "train": self.cfg.to_dict(), "data": self.data_path, "vocab_id": self.vocab_id},
             }
             atomic_write_bytes((json.dumps(result, indent=1) + "\n").encode(), self.run_dir / "result.json")
@@ -702,7 +690,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .data import load_prepared  # the data pipeline is only needed by the CLI
+    from canlib.data import load_prepared  # the data pipeline is only needed by the CLI
 
     corpus = load_prepared(args.data)
     overrides = {} if args.dropout is None else dict(dropout=args.dropout, attn_dropout=args.dropout, relu_dropout=args.dropout)

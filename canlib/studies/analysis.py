@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .decoder_layers import StandardDecoderLayer
-from .model import Seq2Seq
+from canlib.model.layers import StandardDecoderLayer
+from canlib.model.seq2seq import Seq2Seq
 
 SUBLAYERS = ("self", "cross", "ffn")
 

@@ -7,20 +7,15 @@ file without that record, so a number can never lose its origin.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
-import platform
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from .checkpoint import atomic_write_bytes
+from canlib.io import atomic_write_bytes, origin
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-RESULTS_DIR = REPO_ROOT / "book" / "results"
 PROVENANCE_KEYS = ("commit", "date", "device", "scale", "config")
 SCALES = ("tiny", "small", "full")
 
@@ -29,46 +24,11 @@ class ProvenanceError(ValueError):
     """A stored result without (complete) provenance."""
 
 
-def git_commit(repo: Path = REPO_ROOT) -> str:
-    """HEAD's hash, with "+dirty" when the work tree has uncommitted changes; "unknown" outside git."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + ("+dirty" if dirty else "")
-
-
-def device_name(device: str | torch.device = "cpu") -> str:
-    """A human-readable name of the device that produced a number."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"CPU: {cpu}, {torch.get_num_threads()} threads"
-
-
 def provenance(scale: str, config: dict[str, Any], device: str | torch.device = "cpu", **extra: Any) -> dict[str, Any]:
     """The record stored beside a result."""
     if scale not in SCALES:
         raise ValueError(f"scale={scale!r}: choose one of {', '.join(SCALES)}")
-    return {
-        "commit": git_commit(),
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "device": device_name(device),
-        "scale": scale,
-        "config": config,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        **extra,
-    }
+    return {**origin(device), "scale": scale, "config": config, **extra}
 
 
 def check_provenance(record: dict[str, Any], source: str) -> None:

@@ -23,10 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import merge_heads, split_heads
-from .config import ModelConfig
-from .decoder_layers import CANDecoderLayer, StandardDecoderLayer
-from .model import Seq2Seq
+from canlib.model.attention import merge_heads, split_heads
+from canlib.model.config import ModelConfig
+from canlib.model.layers import CANDecoderLayer, StandardDecoderLayer
+from canlib.model.seq2seq import Seq2Seq
 
 
 @dataclass

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import (
+from canlib.model.attention import (
     CrossAttention,
     FeedForward,
     Linear,
@@ -35,7 +35,7 @@ from .attention import (
     self_scores,
     split_heads,
 )
-from .config import ModelConfig
+from canlib.model.config import ModelConfig
 
 Cache = dict[str, Tensor]
 

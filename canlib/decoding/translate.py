@@ -15,10 +15,10 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .checkpoint import model_from_checkpoint, safe_load
-from .model import Seq2Seq
-from .search import beam_search, make_batch
-from .vocab import Vocabulary
+from canlib.model.checkpoint import model_from_checkpoint, safe_load
+from canlib.model.seq2seq import Seq2Seq
+from canlib.decoding.search import beam_search, make_batch
+from canlib.data.vocab import Vocabulary
 
 
 def find_vocab(checkpoint: str | Path) -> Path:
@@ -62,7 +62,7 @@ def translate_lines(
     """Translations of ``lines`` in order; empty lines give empty outputs.
 
     Inputs longer than the model's position table are truncated with a warning.
-    ``search_options`` go to :func:`canlib.search.beam_search` (len_penalty, max_len_a, ...).
+    ``search_options`` go to :func:`canlib.decoding.search.beam_search` (len_penalty, max_len_a, ...).
     """
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size}: must be at least 1")

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .model import DecoderCache, Seq2Seq
+from canlib.model.seq2seq import DecoderCache, Seq2Seq
 
 STOP_RULES = ("fairseq", "exact")
 

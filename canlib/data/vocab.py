@@ -15,7 +15,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from .config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3  # the models' special token ids (the model config takes them from here)
 
 
 class Vocabulary:
@@ -79,7 +79,7 @@ class Vocabulary:
         return cls(out.getvalue())
 
     def save(self, path: str | os.PathLike) -> None:
-        from .checkpoint import atomic_write_bytes
+        from canlib.io import atomic_write_bytes
 
         atomic_write_bytes(self.proto, path)
 

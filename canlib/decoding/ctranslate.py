@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from .model import Seq2Seq
-from .vocab import Vocabulary
+from canlib.model.seq2seq import Seq2Seq
+from canlib.data.vocab import Vocabulary
 
 SPECIALS = {0: "<blank>", 1: "<unk>", 2: "<s>", 3: "</s>"}
 
@@ -107,7 +107,7 @@ class CT2Translator:
     """A CTranslate2 translator over canlib ids, with canlib's length limits.
 
     Scores follow CTranslate2's conventions: banned tokens are masked before the softmax, so
-    ``canlib.search.beam_search(..., renormalize=True)`` is the canlib search that matches it.
+    ``canlib.decoding.search.beam_search(..., renormalize=True)`` is the canlib search that matches it.
     """
 
     def __init__(self, model_dir: str | os.PathLike, names: list[str], device: str = "cpu",

@@ -12,7 +12,7 @@ from typing import Any
 DECODER_KINDS = ("standard", "aan", "san", "can", "can_attn", "can_ffn")
 
 # Special token ids shared by the vocabulary code and the model.
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+from canlib.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 
 @dataclass(frozen=True)

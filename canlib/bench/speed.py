@@ -34,11 +34,11 @@ from typing import Callable
 import torch
 from tqdm import tqdm
 
-from .checkpoint import load_model
-from .config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS, preset
-from .model import Seq2Seq
-from .results import device_name, git_commit
-from .search import GraphedDecoder, beam_search, make_batch
+from canlib.model.checkpoint import load_model
+from canlib.model.config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS, preset
+from canlib.model.seq2seq import Seq2Seq
+from canlib.io import device_name, git_commit
+from canlib.decoding.search import GraphedDecoder, beam_search, make_batch
 
 STUDIES = {
     "speed": PAPER_SYSTEMS,
@@ -78,7 +78,7 @@ class System:
 
 def default_systems(study: str) -> list[str]:
     """The study's systems; the speed study adds CTranslate2 (the reference engine) where installed."""
-    from .ctranslate import ctranslate2_installed
+    from canlib.decoding.ctranslate import ctranslate2_installed
 
     names = list(STUDIES[study])
     if study == "speed" and ctranslate2_installed():
@@ -130,7 +130,7 @@ def ct2_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, device
     2.0 to 1.5 cores) and CTranslate2 ran 25-45% slower than on its own; a worker process keeps
     each engine's timing its own.
     """
-    from .ctranslate import export_ctranslate2
+    from canlib.decoding.ctranslate import export_ctranslate2
 
     folder = export_ctranslate2(model.float().cpu(), workdir / name.replace(":", "_"))
     compute = "float16" if device.type == "cuda" else "float32"
@@ -171,7 +171,7 @@ def _ct2_worker(conn, folder: str, vocab_size: int, device: str, compute: str, t
     """Child process of :func:`ct2_system`: translate what the parent sends, reply (tokens, seconds)."""
     import traceback
 
-    from .ctranslate import CT2Translator, token_names
+    from canlib.decoding.ctranslate import CT2Translator, token_names
 
     try:
         ct2 = CT2Translator(folder, token_names(vocab_size), device=device, compute_type=compute, threads=threads)
@@ -197,7 +197,7 @@ def source_sentences(count: int, vocab_size: int, vocab_path: str | None, data_d
     """Realistic-length sources: newstest2014 English encoded with ``vocab_path`` if given,
     else random ids with lengths drawn from [min_len, max_len]."""
     if vocab_path:
-        from .vocab import Vocabulary
+        from canlib.data.vocab import Vocabulary
 
         vocab = Vocabulary.load(vocab_path)
         folder = Path(data_dir or os.environ.get("CANLIB_DATA_DIR", "../shared/data"))

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,11 +31,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from .batching import collate, sorted_batches
-from .checkpoint import load_model
-from .config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS, preset
-from .model import Seq2Seq
-from .results import RESULTS_DIR, SCALES, describe, load_result, provenance, save_result
+from canlib.data.batching import collate, sorted_batches
+from canlib.model.checkpoint import load_model
+from canlib.model.config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS, preset
+from canlib.model.seq2seq import Seq2Seq
+from canlib.io import PACKAGE_DIR, cache_dir, results_dir
+from canlib.studies.results import SCALES, describe, load_result, provenance, save_result
 
 LABELS = {
     "baseline": "Baseline", "balanced": "Balanced", "san": "SAN", "aan": "AAN", "can": "CAN",
@@ -91,14 +91,14 @@ def scale_spec(scale: str) -> ScaleSpec:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("CANLIB_CACHE_DIR", Path.home() / ".cache" / "canlib"))
+    return cache_dir()
 
 
 @lru_cache(maxsize=1)
 def code_version() -> str:
     """A hash of canlib's own source: cached runs are reused only by the code that made them."""
     h = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.rglob("*.py")):
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
         h.update(path.name.encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:12]
@@ -111,7 +111,7 @@ def _key(*parts: Any) -> str:
 @lru_cache(maxsize=None)
 def corpus(scale: str):
     """The prepared corpus of a scale (prepared on first use; offline from CANLIB_DATA_DIR)."""
-    from .data import load_prepared, prepare
+    from canlib.data import load_prepared, prepare
 
     spec = scale_spec(scale)
     # progress bars in a terminal (`canlib experiment`), none in a chapter's output
@@ -152,7 +152,7 @@ def _run_dir(system: str, scale: str, train_cfg: dict[str, Any], init: str | Non
 
 
 def _train(system: str, scale: str, run_dir: Path, train_cfg: dict[str, Any], init_weights: dict | None = None) -> None:
-    from .train import TrainConfig, Trainer
+    from canlib.training.trainer import TrainConfig, Trainer
 
     data = corpus(scale)
     cfg = TrainConfig(**{**train_cfg, "device": _training_device(scale)})
@@ -180,7 +180,7 @@ def trained(system: str, scale: str) -> Run:
 
 
 def _stored_path(name: str, scale: str) -> Path:
-    path = RESULTS_DIR / scale / f"{name}.json"
+    path = results_dir() / scale / f"{name}.json"
     if not path.exists():
         raise FileNotFoundError(
             f"{path}: no stored {scale} result; produce it with `python -m canlib experiment --scale {scale}` "
@@ -215,7 +215,7 @@ def _study(name: str, scale: str, config: dict[str, Any], compute, device: str =
     ``python -m canlib experiment --scale <scale>`` computes and stores.
     """
     if scale in _COMPUTING:
-        path = RESULTS_DIR / scale / f"{name}.json"
+        path = results_dir() / scale / f"{name}.json"
     elif scale == "tiny":
         path = cache_root() / "studies" / scale / f"{name}-{_key(code_version(), config)}.json"
     else:
@@ -238,8 +238,8 @@ def _study_config(system: str, scale: str) -> dict[str, Any]:
 def _translate_split(model: Seq2Seq, scale: str, split: str) -> tuple[list[str], dict[str, Any]]:
     """Beam-search translations of a split at the scale's beam, and their BLEU scores
     (tokenized as the paper, and sacreBLEU)."""
-    from .bleu import corpus_scores
-    from .translate import translate_lines
+    from canlib.bleu import corpus_scores
+    from canlib.decoding.translate import translate_lines
 
     data = corpus(scale)
     part = data.split(split)
@@ -288,7 +288,7 @@ def final_losses(log: list[dict[str, Any]]) -> tuple[float, float]:
 
 def similarity(scale: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Figure 2: cosine similarity of sub-layer inputs in the trained 6/6 Baseline (raw and LayerNorm'd)."""
-    from .analysis import sublayer_similarity
+    from canlib.studies.analysis import sublayer_similarity
 
     def compute() -> dict[str, Any]:
         run = trained("baseline", scale)
@@ -311,7 +311,7 @@ def _quantile_buckets(values: np.ndarray, n: int) -> tuple[np.ndarray, list[str]
 def error_buckets(system: str, scale: str, n_freq: int = 5) -> dict[str, dict[str, list]]:
     """Figure 6: tokenized corpus BLEU per bucket of average source-subword training frequency
     (quantile buckets) and of source length in words (1-10, 11-20, 21-30, 31-40, 41+)."""
-    from .bleu import corpus_scores
+    from canlib.bleu import corpus_scores
 
     res, _ = translation(system, scale)
     data = corpus(scale)
@@ -338,7 +338,7 @@ def error_buckets(system: str, scale: str, n_freq: int = 5) -> dict[str, dict[st
 @torch.no_grad()
 def valid_loss(model: Seq2Seq, scale: str, label_smoothing: float = 0.1) -> float:
     """Label-smoothed cross entropy per target token on the validation split (as the trainer logs it)."""
-    from .train import label_smoothed_nll_loss
+    from canlib.training.trainer import label_smoothed_nll_loss
 
     data = corpus(scale).split("valid")
     cfg = model.cfg
@@ -352,9 +352,9 @@ def valid_loss(model: Seq2Seq, scale: str, label_smoothing: float = 0.1) -> floa
 
 
 def conversion_study(scale: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Beyond the paper: Balanced converted to CAN by canlib.compress, before and after a short
+    """Beyond the paper: Balanced converted to CAN by canlib.model.compress, before and after a short
     fine-tune, against CAN trained from scratch."""
-    from .compress import standard_to_can
+    from canlib.model.compress import standard_to_can
 
     spec = scale_spec(scale)
     finetune = {**spec.train, "max_epochs": 0, "max_steps": spec.finetune_steps, "warmup": max(1, spec.finetune_steps // 10)}
@@ -389,7 +389,7 @@ def _verdict(ok: bool | None, testable: bool) -> str:
 
 def scorecard(scale: str) -> list[dict[str, Any]]:
     """Every tested claim: the paper's figure, ours, where ours came from, the criterion, the verdict."""
-    from .paper import paper_numbers
+    from canlib.studies.paper import paper_numbers
 
     paper = paper_numbers()
     t2 = paper["table2_wmt14"]["en-de"]
@@ -450,7 +450,7 @@ def _bench(study: str, systems: list[str], scale: str, extra: list[str]) -> tupl
     """Run ``python -m canlib bench <study>`` in-process at the paper's d=512 shapes, random weights."""
     import tempfile
 
-    from .cli import main
+    from canlib.cli import main
 
     spec = scale_spec(scale)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -485,7 +485,7 @@ REFERENCE_SYSTEMS = ("baseline", "ct2:baseline", "balanced", "ct2:balanced")
 def reference_speed(scale: str) -> tuple[dict[str, float], dict[str, Any]] | None:
     """canlib and CTranslate2 (the reference engine, in its own process) on the same weights, timed in
     one interleaved run; None where CTranslate2 is not installed."""
-    from .ctranslate import ctranslate2_installed
+    from canlib.decoding.ctranslate import ctranslate2_installed
 
     if not ctranslate2_installed():
         return None
@@ -570,5 +570,5 @@ def run(args: argparse.Namespace) -> int:
         step_breakdown(["balanced", "can"], scale)
     if "conversion" in studies:
         conversion_study(scale)
-    print(f"stored in {RESULTS_DIR / scale}")
+    print(f"stored in {results_dir() / scale}")
     return 0
