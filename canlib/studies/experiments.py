@@ -19,7 +19,6 @@ not on what the weights learned).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from collections.abc import Iterator
@@ -35,8 +34,10 @@ from canlib.data.batching import collate, sorted_batches
 from canlib.model.checkpoint import load_model
 from canlib.model.config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS, preset
 from canlib.model.seq2seq import Seq2Seq
-from canlib.io import PACKAGE_DIR, cache_dir, results_dir
-from canlib.studies.results import SCALES, describe, load_result, provenance, save_result
+from canlib.io import cache_dir, results_dir
+from canlib.studies.scales import SCALES, scale_spec
+from canlib.studies.store import code_version, key as _key, study
+from canlib.studies.results import describe
 
 LABELS = {
     "baseline": "Baseline", "balanced": "Balanced", "san": "SAN", "aan": "AAN", "can": "CAN",
@@ -46,66 +47,8 @@ ALL_SYSTEMS = tuple(dict.fromkeys(PAPER_SYSTEMS + DEPTH_SYSTEMS + ABLATION_SYSTE
 __all__ = ["LABELS", "ALL_SYSTEMS", "describe", "scale_spec", "trained", "translation", "speed"]
 
 
-@dataclass(frozen=True)
-class ScaleSpec:
-    name: str
-    corpus: str
-    corpus_scale: str
-    preset_prefix: str
-    train: dict[str, Any]
-    beam: int = 4  # the paper's beam for BLEU and speed
-    speed_sentences: int = 8  # source sentences per timed repeat
-    speed_repeats: int = 5  # medians are taken over these
-    forced_length: int = 30  # generated tokens per sentence when timing random-weight models
-    beam_sweep: tuple[int, ...] = (1, 4, 16, 64, 256)
-    length_sweep: tuple[int, ...] = (10, 20, 30, 40, 50)
-    batch_sweep: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
-    finetune_steps: int = 0
-
-
-_SPECS = {
-    "tiny": ScaleSpec(
-        "tiny", "wmt14-en-de", "tiny", "tiny-",
-        dict(lr=3e-3, warmup=30, max_tokens=1024, max_steps=120, valid_every=30, log_every=10, keep_last=3,
-             average_last=3, progress=False),
-        speed_sentences=4, speed_repeats=3, beam_sweep=(1, 4, 16), length_sweep=(10, 30, 50),
-        batch_sweep=(1, 4, 16, 64), finetune_steps=60,
-    ),
-    "small": ScaleSpec(
-        "small", "wmt14-en-de", "small", "small-",
-        dict(lr=1e-3, warmup=4000, max_tokens=4096, max_epochs=40, patience=5, label_smoothing=0.1),
-        finetune_steps=2000,
-    ),
-    "full": ScaleSpec(
-        "full", "wmt14-en-de", "full", "",
-        dict(lr=7e-4, warmup=8000, max_tokens=4096, update_freq=8, max_epochs=50, patience=5, label_smoothing=0.1),
-        finetune_steps=8000,
-    ),
-}
-
-
-def scale_spec(scale: str) -> ScaleSpec:
-    if scale not in _SPECS:
-        raise ValueError(f"SCALE={scale!r}: choose one of {', '.join(SCALES)}")
-    return _SPECS[scale]
-
-
 def cache_root() -> Path:
     return cache_dir()
-
-
-@lru_cache(maxsize=1)
-def code_version() -> str:
-    """A hash of canlib's own source: cached runs are reused only by the code that made them."""
-    h = hashlib.sha256()
-    for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        h.update(path.name.encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:12]
-
-
-def _key(*parts: Any) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 @lru_cache(maxsize=None)
@@ -179,16 +122,6 @@ def trained(system: str, scale: str) -> Run:
         return Run(system, scale, run_dir, json.load(f)["provenance"])
 
 
-def _stored_path(name: str, scale: str) -> Path:
-    path = results_dir() / scale / f"{name}.json"
-    if not path.exists():
-        raise FileNotFoundError(
-            f"{path}: no stored {scale} result; produce it with `python -m canlib experiment --scale {scale}` "
-            "(on a GPU for full) and commit the JSON it writes"
-        )
-    return path
-
-
 def _batches(split, cfg, max_tokens: int = 4096) -> Iterator[dict[str, Any]]:
     """Length-sorted batches of a whole split, in a fixed order."""
     for indices in sorted_batches(split, max_tokens):
@@ -208,21 +141,7 @@ _COMPUTING: set[str] = set()  # scales whose studies this process computes and s
 
 
 def _study(name: str, scale: str, config: dict[str, Any], compute, device: str = "cpu") -> tuple[Any, dict[str, Any]]:
-    """(result, provenance) of one study.
-
-    tiny: computed on first use and cached under a key of the code and ``config``.
-    small/full: loaded from ``book/results/<scale>/<name>.json``, which
-    ``python -m canlib experiment --scale <scale>`` computes and stores.
-    """
-    if scale in _COMPUTING:
-        path = results_dir() / scale / f"{name}.json"
-    elif scale == "tiny":
-        path = cache_root() / "studies" / scale / f"{name}-{_key(code_version(), config)}.json"
-    else:
-        return load_result(_stored_path(name, scale))
-    if not path.exists():
-        save_result(path, compute(), provenance(scale, {**config, "code_version": code_version()}, device))
-    return load_result(path)
+    return study(name, scale, config, compute, device, store=scale in _COMPUTING)
 
 
 def _training_device(scale: str) -> str:

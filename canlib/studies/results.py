@@ -15,9 +15,9 @@ from typing import Any
 import torch
 
 from canlib.io import atomic_write_bytes, origin
+from canlib.studies.scales import SCALES
 
 PROVENANCE_KEYS = ("commit", "date", "device", "scale", "config")
-SCALES = ("tiny", "small", "full")
 
 
 class ProvenanceError(ValueError):

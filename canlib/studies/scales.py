@@ -1,0 +1,60 @@
+"""The three scales of the book's studies: which corpus, which model size, which training budget.
+
+* ``tiny``: CPU minutes, what CI runs: ``tiny-*`` presets (d=64) on 3,000 Multi30k En-De pairs. The
+  models exercise every code path; they do not translate well, so no quality claim is judged here.
+* ``small``: GPU minutes: ``small-*`` presets (d=256) on all of Multi30k En-De (29k pairs). The paper
+  trains on WMT14 En-De; Multi30k is what trains to real translations in GPU-minutes.
+* ``full``: the paper's recipe (d=512 presets, WMT14 En-De, 4096 tokens x 8 GPUs).
+
+Speed is measured at the paper's d=512 shapes at every scale (it depends on shapes, not on weights).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+SCALES = ("tiny", "small", "full")
+
+
+@dataclass(frozen=True)
+class ScaleSpec:
+    name: str
+    corpus: str
+    corpus_scale: str
+    preset_prefix: str
+    train: dict[str, Any]
+    beam: int = 4  # the paper's beam for BLEU and speed
+    speed_sentences: int = 8  # source sentences per timed repeat
+    speed_repeats: int = 5  # medians are taken over these
+    forced_length: int = 30  # generated tokens per sentence when timing random-weight models
+    beam_sweep: tuple[int, ...] = (1, 4, 16, 64, 256)
+    length_sweep: tuple[int, ...] = (10, 20, 30, 40, 50)
+    batch_sweep: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    finetune_steps: int = 0
+
+
+_SPECS = {
+    "tiny": ScaleSpec(
+        "tiny", "multi30k-en-de", "tiny", "tiny-",
+        dict(lr=3e-3, warmup=30, max_tokens=1024, max_steps=120, valid_every=30, log_every=10, keep_last=3,
+             average_last=3, progress=False),
+        speed_sentences=4, speed_repeats=3, beam_sweep=(1, 4, 16), length_sweep=(10, 30, 50),
+        batch_sweep=(1, 4, 16, 64), finetune_steps=60,
+    ),
+    "small": ScaleSpec(
+        "small", "multi30k-en-de", "small", "small-",
+        dict(lr=1e-3, warmup=4000, max_tokens=4096, max_epochs=40, patience=5, label_smoothing=0.1),
+        finetune_steps=2000,
+    ),
+    "full": ScaleSpec(
+        "full", "wmt14-en-de", "full", "",
+        dict(lr=7e-4, warmup=8000, max_tokens=4096, update_freq=8, max_epochs=50, patience=5, label_smoothing=0.1),
+        finetune_steps=8000,
+    ),
+}
+
+
+def scale_spec(scale: str) -> ScaleSpec:
+    if scale not in _SPECS:
+        raise ValueError(f"SCALE={scale!r}: choose one of {', '.join(SCALES)}")
+    return _SPECS[scale]

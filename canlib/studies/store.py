@@ -1,0 +1,61 @@
+"""Where a study's result comes from: computed now, cached, or loaded from ``book/results`` with its provenance.
+
+One function, :func:`study`, decides from its arguments alone:
+
+* ``store=True`` (what ``canlib experiment`` passes): compute the result if
+  ``results_dir()/<scale>/<name>.json`` is missing and write it there with its provenance.
+* ``tiny`` otherwise: compute on first use and cache it under ``cache_dir()/studies`` keyed by the
+  code and the configuration, so a second execution of the book reuses it.
+* ``small``/``full`` otherwise: load the stored result; a missing one is an error that names the
+  command which produces it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from canlib.io import PACKAGE_DIR, cache_dir, results_dir
+from canlib.studies.results import load_result, provenance, save_result
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """A hash of canlib's own source: cached tiny results are reused only by the code that made them."""
+    h = hashlib.sha256()
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        h.update(str(path.relative_to(PACKAGE_DIR)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def key(*parts: Any) -> str:
+    """A short stable hash of JSON-able parts (run folders and cache files are named by it)."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def stored_path(name: str, scale: str) -> Path:
+    """Where ``canlib experiment --scale <scale>`` stores the study ``name``."""
+    return results_dir() / scale / f"{name}.json"
+
+
+def study(name: str, scale: str, config: dict[str, Any], compute: Callable[[], Any], device: str = "cpu", *,
+          store: bool = False) -> tuple[Any, dict[str, Any]]:
+    """(result, provenance) of the study ``name`` at ``scale`` (see the module docstring)."""
+    if store:
+        path = stored_path(name, scale)
+    elif scale == "tiny":
+        path = cache_dir() / "studies" / scale / f"{name}-{key(code_version(), config)}.json"
+    else:
+        path = stored_path(name, scale)
+        if not path.exists():
+            raise FileNotFoundError(
+                f"{path}: no stored {scale} result; produce it with `python -m canlib experiment --scale {scale}` "
+                "(on a GPU) and commit the JSON it writes")
+        return load_result(path)
+    if not path.exists():
+        save_result(path, compute(), provenance(scale, {**config, "code_version": code_version()}, device))
+    return load_result(path)
