@@ -1,0 +1,147 @@
+"""Attention maps of trained decoders, and CAN's target share alpha.
+
+A standard decoder layer has two attention maps: self-attention over the target prefix (t x t, causal)
+and cross-attention over the source (t x s). A CAN layer (and the "Compress Attention" ablation) has one
+joint map over [prefix ; source] (t x (t+s)) from a single softmax. The mass a query puts on the prefix,
+
+    alpha = sum_{j <= t} A[i, j],
+
+is how much of its context comes from the target side; the rest, 1 - alpha, comes from the source. One
+softmax over both blocks makes alpha a learned gate between the two kinds of context (compress.md derives
+``SoftMax([s_x, s_h]) = [alpha SoftMax(s_x), (1 - alpha) SoftMax(s_h)]``).
+
+The maps are recomputed from each layer's own modules and the inputs the layer really received in a
+teacher-forced pass (captured by forward pre-hooks), so they are exactly what ``forward`` used; the tests
+check this by rebuilding each layer's output from the maps.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from canlib.model.attention import SourceMemory, self_scores, split_heads
+from canlib.model.layers import CANAttnDecoderLayer, CANDecoderLayer, StandardDecoderLayer
+
+JOINT_LAYERS = (CANDecoderLayer, CANAttnDecoderLayer)
+
+
+def standard_layer_maps(layer: StandardDecoderLayer, x: Tensor, memory: SourceMemory, blocked: Tensor) -> dict[str, Tensor]:
+    """Self-attention (rows, h, t, t) and cross-attention (rows, h, t, s) probabilities of one standard layer.
+
+    ``x`` is the layer's input; cross-attention reads ``x + Self(LN(x))``, as in ``forward`` (dropout off).
+    """
+    z = layer.self_norm(x)
+    q, k, _ = (split_heads(part, layer.self_attn.heads) for part in layer.self_attn.qkv(z).chunk(3, dim=-1))
+    self_probs = torch.softmax(self_scores(q, k, blocked), dim=-1)
+    x_cross = x + layer.self_attn(z, blocked)
+    source = layer.cross_attn.project_source(memory)
+    q_cross = split_heads(layer.cross_attn.q(layer.cross_norm(x_cross)), layer.cross_attn.heads)
+    cross_probs = torch.softmax(memory.scores(q_cross, source["k"]), dim=-1)
+    return {"self": self_probs, "cross": cross_probs}
+
+
+def joint_layer_map(layer: CANDecoderLayer | CANAttnDecoderLayer, x: Tensor, memory: SourceMemory, blocked: Tensor) -> Tensor:
+    """The single softmax of a CAN (or Compress Attention) layer: (rows, h, t, t + s), prefix columns first."""
+    q, k = layer._project(x)[:2]
+    source = layer.project_source(memory)
+    scores = torch.cat([self_scores(q, k, blocked), memory.scores(q, source["k"])], dim=-1)
+    return torch.softmax(scores, dim=-1)
+
+
+def joint_layer_output(layer: CANDecoderLayer, x: Tensor, memory: SourceMemory, joint: Tensor) -> Tensor:
+    """CAN's output rebuilt from a joint map: x + W2 ReLU(z W1 + b1 + A [z W~v1 ; H W~v2]) (for checks)."""
+    _, _, v, hidden = layer._project(x)
+    source = layer.project_source(memory)
+    t = x.size(1)
+    mixed = torch.matmul(joint[..., :t], v) + memory.mix(joint[..., t:].contiguous(), source["v"])
+    return layer._output(x, hidden, mixed)
+
+
+def target_share(joint: Tensor, target_len: int) -> Tensor:
+    """alpha: the mass each query puts on the target prefix, ``joint[..., :target_len].sum(-1)``."""
+    if joint.size(-1) <= target_len:
+        raise ValueError(f"joint map has {joint.size(-1)} columns; expected more than the {target_len} target ones")
+    return joint[..., :target_len].sum(-1)
+
+
+def decoder_inputs(model: nn.Module, src: Tensor, tgt_in: Tensor) -> list[tuple[Tensor, SourceMemory, Tensor]]:
+    """(x, memory, blocked) that each decoder layer receives in a teacher-forced pass (forward pre-hooks)."""
+    seen: list[tuple[Tensor, SourceMemory, Tensor]] = []
+
+    def grab(module: nn.Module, args: tuple) -> None:
+        seen.append((args[0], args[1], args[3]))
+
+    hooks = [layer.register_forward_pre_hook(grab) for layer in model.decoder_layers]
+    try:
+        with torch.no_grad():
+            model.decode(tgt_in, model.encode(src))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return seen
+
+
+def attention_maps(model: nn.Module, src: list[int] | Tensor, tgt_in: list[int] | Tensor) -> list[dict[str, Tensor]]:
+    """Per decoder layer, the maps of one sentence pair, averaged over heads and also per head.
+
+    ``src`` are source ids (with EOS), ``tgt_in`` the decoder input (BOS + target). Each entry holds
+    ``"self"`` (t x t) and ``"cross"`` (t x s) for a standard layer, or ``"joint"`` (t x (t+s)) and
+    ``"alpha"`` (t) for a joint layer; ``"heads"`` keeps the per-head maps (h x ...).
+    """
+    if model.training:
+        raise ValueError("attention_maps needs the model in eval mode (dropout would change the maps)")
+    src_t = torch.as_tensor(src).reshape(1, -1)
+    tgt_t = torch.as_tensor(tgt_in).reshape(1, -1)
+    out: list[dict[str, Tensor]] = []
+    with torch.no_grad():
+        for layer, (x, memory, blocked) in zip(model.decoder_layers, decoder_inputs(model, src_t, tgt_t)):
+            if isinstance(layer, JOINT_LAYERS):
+                joint = joint_layer_map(layer, x, memory, blocked)[0]
+                out.append({"joint": joint.mean(0), "alpha": target_share(joint, x.size(1)).mean(0), "heads": joint})
+            elif isinstance(layer, StandardDecoderLayer):
+                maps = standard_layer_maps(layer, x, memory, blocked)
+                out.append({"self": maps["self"][0].mean(0), "cross": maps["cross"][0].mean(0),
+                            "heads": {k: v[0] for k, v in maps.items()}})
+            else:
+                raise TypeError(f"{type(layer).__name__}: no attention maps for this decoder kind (standard, can, can_attn)")
+    return out
+
+
+def alpha_per_layer(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]]) -> list[Tensor]:
+    """For each joint decoder layer, alpha of every (non-padded target position, head) over all ``batches``.
+
+    ``batches`` yields (src, tgt_in) id tensors (e.g. ``experiments.teacher_forced_batches``). Returns one
+    1-D tensor per decoder layer; its mean is the share of attention CAN gives the target prefix there.
+    """
+    if model.training:
+        raise ValueError("alpha_per_layer needs the model in eval mode (dropout would change the maps)")
+    if not all(isinstance(layer, JOINT_LAYERS) for layer in model.decoder_layers):
+        raise TypeError("alpha is defined for joint-attention decoders (can, can_attn) only")
+    pad_id = model.cfg.pad_id
+    per_layer: list[list[Tensor]] = [[] for _ in model.decoder_layers]
+    with torch.no_grad():
+        for src, tgt_in in batches:
+            real = tgt_in.ne(pad_id)  # (rows, t)
+            for i, (layer, (x, memory, blocked)) in enumerate(zip(model.decoder_layers, decoder_inputs(model, src, tgt_in))):
+                alpha = target_share(joint_layer_map(layer, x, memory, blocked), x.size(1))  # (rows, h, t)
+                per_layer[i].append(alpha.transpose(1, 2)[real].flatten())
+    if not per_layer[0]:
+        raise ValueError("alpha_per_layer: no batches")
+    return [torch.cat(chunks) for chunks in per_layer]
+
+
+def alpha_summary(alphas: list[Tensor]) -> list[dict[str, Any]]:
+    """Mean, spread and quartiles of alpha per layer (rows for a table)."""
+    rows = []
+    for i, a in enumerate(alphas, 1):
+        q = torch.quantile(a.double(), torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64)).tolist()
+        rows.append({"layer": i, "mean": a.mean().item(), "std": a.std().item(), "p10": q[0], "median": q[1],
+                     "p90": q[2], "values": a.numel()})
+    return rows
+
+
+__all__ = ["standard_layer_maps", "joint_layer_map", "joint_layer_output", "target_share", "decoder_inputs",
+           "attention_maps", "alpha_per_layer", "alpha_summary"]
