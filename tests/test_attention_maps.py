@@ -96,3 +96,14 @@ def test_standard_cross_map_reads_the_input_after_self_attention():
 def test_compress_attention_ablation_has_a_joint_map_too():
     maps = am.attention_maps(model("can_attn"), SRC, TGT_IN)
     assert all(m["joint"].shape == (3, 8) and m["alpha"].shape == (3,) for m in maps)
+
+
+def test_can_layer_parts_end_in_the_layer_output_with_4d_wide_values():
+    net = model("can")
+    layer = net.decoder_layers[0]
+    (x, memory, blocked), _ = am.decoder_inputs(net, torch.tensor([SRC]), torch.tensor([TGT_IN]))
+    with torch.no_grad():
+        parts = am.can_layer_parts(layer, x, memory, blocked)
+        torch.testing.assert_close(parts["output"], layer(x, memory, layer.project_source(memory), blocked, {}))
+    assert parts["v_x"].shape == (1, 2, 3, 32) and parts["v_h"].shape == (1, 2, 5, 32)  # 4d/h = 64/2
+    assert parts["joint"].shape == (1, 2, 3, 8) and parts["hidden"].shape == (1, 3, 64)

@@ -60,6 +60,32 @@ def joint_layer_output(layer: CANDecoderLayer, x: Tensor, memory: SourceMemory, 
     return layer._output(x, hidden, mixed)
 
 
+def can_layer_parts(layer: CANDecoderLayer, x: Tensor, memory: SourceMemory, blocked: Tensor) -> dict[str, Tensor]:
+    """Every intermediate tensor of one CAN layer, by the paper's names, for a worked example with shapes.
+
+    ``q``, ``k_x``: (rows, h, t, d/h); ``k_h``: (B, h, s, d/h); ``v_x``: (rows, h, t, 4d/h) and ``v_h``: (B, h, s, 4d/h),
+    the 4d-wide values z W~v1 and H W~v2 split over heads; ``hidden``: z W1 + b1 (rows, t, 4d); ``joint``: A
+    (rows, h, t, t + s); ``mixed``: A [V1 ; V2] (rows, h, t, 4d/h); ``output``: the layer's output (rows, t, d).
+    """
+    q, k, v, hidden = layer._project(x)
+    source = layer.project_source(memory)
+    joint = joint_layer_map(layer, x, memory, blocked)
+    t = x.size(1)
+    mixed = torch.matmul(joint[..., :t], v) + memory.mix(joint[..., t:].contiguous(), source["v"])
+    return {"q": q, "k_x": k, "k_h": source["k"], "v_x": v, "v_h": source["v"], "hidden": hidden, "joint": joint,
+            "mixed": mixed, "output": layer._output(x, hidden, mixed)}
+
+
+def plot_map(ax, probs: Tensor, rows: list[str], cols: list[str], title: str, split: int | None = None) -> None:
+    """A heatmap of one attention map (queries down, keys across); ``split`` draws the prefix | source border."""
+    ax.imshow(probs.detach().float().numpy(), cmap="viridis", vmin=0.0, vmax=max(float(probs.max()), 1e-9), aspect="auto")
+    ax.set_xticks(range(len(cols)), cols, rotation=60, ha="right", fontsize=7)
+    ax.set_yticks(range(len(rows)), rows, fontsize=7)
+    ax.set_title(title, fontsize=9)
+    if split is not None:
+        ax.axvline(split - 0.5, color="white", linewidth=2)
+
+
 def target_share(joint: Tensor, target_len: int) -> Tensor:
     """alpha: the mass each query puts on the target prefix, ``joint[..., :target_len].sum(-1)``."""
     if joint.size(-1) <= target_len:
@@ -144,4 +170,5 @@ def alpha_summary(alphas: list[Tensor]) -> list[dict[str, Any]]:
 
 
 __all__ = ["standard_layer_maps", "joint_layer_map", "joint_layer_output", "target_share", "decoder_inputs",
+           "can_layer_parts", "plot_map",
            "attention_maps", "alpha_per_layer", "alpha_summary"]
