@@ -107,3 +107,30 @@ def test_can_layer_parts_end_in_the_layer_output_with_4d_wide_values():
         torch.testing.assert_close(parts["output"], layer(x, memory, layer.project_source(memory), blocked, {}))
     assert parts["v_x"].shape == (1, 2, 3, 32) and parts["v_h"].shape == (1, 2, 5, 32)  # 4d/h = 64/2
     assert parts["joint"].shape == (1, 2, 3, 8) and parts["hidden"].shape == (1, 3, 64)
+
+
+def test_alpha_by_position_averages_real_positions_and_gives_the_uniform_reference():
+    net = model("can")
+    src = torch.tensor([SRC, [5, 6, EOS_ID, PAD_ID, PAD_ID]])
+    tgt = torch.tensor([TGT_IN, [BOS_ID, 9, PAD_ID]])
+    out = am.alpha_by_position(net, [(src, tgt)], max_position=4)
+    assert out["alpha"].shape == (2, 4)
+    assert out["count"].tolist() == [2, 2, 1, 0]
+    # uniform attention: query i sees i prefix positions and s source positions (s = 5 and 3 here)
+    torch.testing.assert_close(out["uniform"][:3], torch.tensor([(1 / 6 + 1 / 4) / 2, (2 / 7 + 2 / 5) / 2, 3 / 8],
+                                                                dtype=torch.float64))
+    assert torch.isnan(out["alpha"][:, 3]).all() and torch.isnan(out["uniform"][3])
+    per_layer = am.alpha_per_layer(net, [(src[:1], tgt[:1])])
+    torch.testing.assert_close(out["alpha"][0, 2].float(), per_layer[0].view(3, 2)[2].mean())  # position-major, heads inner
+
+
+def test_plot_pair_maps_draws_one_row_per_layer():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    std, can = am.attention_maps(model("standard"), SRC, TGT_IN), am.attention_maps(model("can"), SRC, TGT_IN)
+    fig = am.plot_pair_maps(std, can, [f"s{i}" for i in range(5)], ["<s>", "a", "b"])
+    assert len(fig.axes) == 6 and fig.axes[2].get_title().startswith("CAN layer 1")
+    plt.close(fig)

@@ -140,7 +140,8 @@ def alpha_per_layer(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]]) 
     """For each joint decoder layer, alpha of every (non-padded target position, head) over all ``batches``.
 
     ``batches`` yields (src, tgt_in) id tensors (e.g. ``experiments.teacher_forced_batches``). Returns one
-    1-D tensor per decoder layer; its mean is the share of attention CAN gives the target prefix there.
+    1-D tensor per decoder layer (positions in batch order, the h heads of each position together); its mean
+    is the share of attention CAN gives the target prefix there.
     """
     if model.training:
         raise ValueError("alpha_per_layer needs the model in eval mode (dropout would change the maps)")
@@ -159,6 +160,61 @@ def alpha_per_layer(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]]) 
     return [torch.cat(chunks) for chunks in per_layer]
 
 
+def alpha_by_position(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]], max_position: int = 30) -> dict[str, Tensor]:
+    """Mean alpha per decoder layer and target position (1-based, up to ``max_position``), beside the alpha
+    that uniform attention would give, ``i / (i + s)`` for query i and source length s.
+
+    Returns ``"alpha"`` (layers, max_position), ``"uniform"`` (max_position) and ``"count"`` (max_position, the
+    number of target positions averaged; NaN means where it is 0). A trained gate that differs from
+    ``"uniform"`` is what the single softmax learned, not what the lengths impose.
+    """
+    if model.training:
+        raise ValueError("alpha_by_position needs the model in eval mode (dropout would change the maps)")
+    if not all(isinstance(layer, JOINT_LAYERS) for layer in model.decoder_layers):
+        raise TypeError("alpha is defined for joint-attention decoders (can, can_attn) only")
+    pad_id = model.cfg.pad_id
+    sums = torch.zeros(len(model.decoder_layers), max_position, dtype=torch.float64)
+    uniform = torch.zeros(max_position, dtype=torch.float64)
+    count = torch.zeros(max_position, dtype=torch.float64)
+    with torch.no_grad():
+        for src, tgt_in in batches:
+            keep = min(tgt_in.size(1), max_position)
+            real = tgt_in.ne(pad_id)[:, :keep].double()  # (rows, keep)
+            src_len = src.ne(pad_id).sum(1, keepdim=True).double()
+            position = torch.arange(1, keep + 1, dtype=torch.float64)[None]
+            count[:keep] += real.sum(0)
+            uniform[:keep] += (real * position / (position + src_len)).sum(0)
+            for i, (layer, (x, memory, blocked)) in enumerate(zip(model.decoder_layers, decoder_inputs(model, src, tgt_in))):
+                alpha = target_share(joint_layer_map(layer, x, memory, blocked), x.size(1)).mean(1)  # over heads
+                sums[i, :keep] += (alpha[:, :keep].double() * real).sum(0)
+    with torch.no_grad():
+        seen = count.clamp_min(1)
+        nan = torch.where(count > 0, 0.0, float("nan"))
+        return {"alpha": sums / seen + nan, "uniform": uniform / seen + nan, "count": count}
+
+
+def plot_pair_maps(standard: list[dict[str, Tensor]], joint: list[dict[str, Tensor]], src_tokens: list[str],
+                   tgt_tokens: list[str], title: str = ""):
+    """One row per decoder layer: a standard model's self and cross maps, then a CAN model's joint map."""
+    import matplotlib.pyplot as plt
+
+    layers = max(len(standard), len(joint))
+    t, s = len(tgt_tokens), len(src_tokens)
+    fig, axes = plt.subplots(layers, 3, figsize=(4 + 0.32 * (2 * t + 2 * s), 0.9 + layers * (0.75 + 0.22 * t)),
+                             gridspec_kw={"width_ratios": [t, s, t + s]}, squeeze=False)
+    for i in range(layers):
+        if i < len(standard):
+            plot_map(axes[i, 0], standard[i]["self"], tgt_tokens, tgt_tokens, f"standard layer {i + 1}: self")
+            plot_map(axes[i, 1], standard[i]["cross"], tgt_tokens, src_tokens, f"standard layer {i + 1}: cross")
+        if i < len(joint):
+            plot_map(axes[i, 2], joint[i]["joint"], tgt_tokens, tgt_tokens + src_tokens,
+                     f"CAN layer {i + 1}: one softmax over [prefix | source]", split=t)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 def alpha_summary(alphas: list[Tensor]) -> list[dict[str, Any]]:
     """Mean, spread and quartiles of alpha per layer (rows for a table)."""
     rows = []
@@ -171,4 +227,4 @@ def alpha_summary(alphas: list[Tensor]) -> list[dict[str, Any]]:
 
 __all__ = ["standard_layer_maps", "joint_layer_map", "joint_layer_output", "target_share", "decoder_inputs",
            "can_layer_parts", "plot_map",
-           "attention_maps", "alpha_per_layer", "alpha_summary"]
+           "attention_maps", "alpha_per_layer", "alpha_by_position", "plot_pair_maps", "alpha_summary"]
