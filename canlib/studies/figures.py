@@ -119,8 +119,8 @@ def draw_can_layer(ax: Axes) -> None:
         _arrow(ax, (x, 4.05), (x, 5.62))
     # the source side: computed once per sentence (h_proj), shared by all steps and beams
     ax.add_patch(Rectangle((6.05, 5.55), 3.05, 1.45, fill=False, linestyle="--", edgecolor="#2a7a2a", gid="parallel"))
-    ax.text(6.0, 7.12, r"encoder $H[W_{k2}|\tilde W_{v2}]$, once" + "\nper sentence (h_proj)", fontsize=7.5,
-            color="#2a7a2a")
+    ax.text(6.05, 7.08, r"encoder $H[W_{k2}|\tilde W_{v2}]$, once" + "\nper sentence (h_proj)", fontsize=7.5,
+            color="#2a7a2a", va="bottom")
     _box(ax, Block(6.8, 6.25, r"$HW_{k2}$" + "\n" + r"$d$", "product", w=1.3, h=0.95))
     _box(ax, Block(8.35, 6.25, r"$H\tilde W_{v2}$" + "\n" + r"$4d$", "product", w=1.3, h=0.95))
     _arrow(ax, (6.15, 6.25), (4.82, 6.25))
