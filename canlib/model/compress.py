@@ -520,7 +520,30 @@ def standard_to_wide(layer: StandardDecoderLayer) -> WideCompressedLayer:
     return wide
 
 
-def fill_can_layer(can: CANDecoderLayer, layer: StandardDecoderLayer, value_scale: float = 2.0, query: str = "gram") -> None:
+ValueScale = float | tuple[float, float]
+
+
+def alpha_value_scale(alpha: float) -> tuple[float, float]:
+    """Per-block value scales (1/alpha, 1/(1 - alpha)) that undo one softmax for a constant target share alpha.
+
+    One softmax gives the prefix block alpha and the source block 1 - alpha of each row's mass
+    (``self_share``); with alpha the same for every query, scaling the prefix values by 1/alpha and
+    the source values by 1/(1 - alpha) restores the two-softmax sum exactly. alpha = 1/2 gives (2, 2).
+    """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha_value_scale: alpha={alpha!r} must lie strictly between 0 and 1")
+    return 1.0 / alpha, 1.0 / (1.0 - alpha)
+
+
+def _block_scales(value_scale: ValueScale) -> tuple[float, float]:
+    if isinstance(value_scale, (int, float)):
+        return float(value_scale), float(value_scale)
+    if len(value_scale) != 2:
+        raise ValueError(f"value_scale={value_scale!r}: give one number or a (prefix, source) pair")
+    return float(value_scale[0]), float(value_scale[1])
+
+
+def fill_can_layer(can: CANDecoderLayer, layer: StandardDecoderLayer, value_scale: ValueScale = 2.0, query: str = "gram") -> None:
     """Write the paper's CAN form of ``layer`` into ``can`` (x_proj = [Wq | Wk1 | W~v1 | W1], h_proj = [Wk2 | W~v2]).
 
     Assumptions, in order: X' := X (Eq. 6); the attention residual S + C is dropped and
@@ -529,7 +552,9 @@ def fill_can_layer(can: CANDecoderLayer, layer: StandardDecoderLayer, value_scal
     partitions are equal and value_scale = 2); heads split ``W~v = Wv Wo W1`` into 4d/h
     slices (Eq. 13; exact when all heads attend alike). CAN's LayerNorm becomes plain n(x):
     the three original LayerNorm gains and biases are folded into the projections.
+    ``value_scale`` may be a (prefix, source) pair, e.g. ``alpha_value_scale(measured mean alpha)``.
     """
+    scale_x, scale_h = _block_scales(value_scale)
     w = standard_weights(layer)
     if (can.d, can.heads, can.f) != (w.q1.W.size(0), w.heads, w.w1.W.size(1)):
         raise ValueError(f"CAN layer (d, heads, ffn)={(can.d, can.heads, can.f)} does not match the standard layer's")
@@ -539,10 +564,10 @@ def fill_can_layer(can: CANDecoderLayer, layer: StandardDecoderLayer, value_scal
     _set_rows(can.x_proj, [
         shared_query(q1, k1, q2, w.k2, w.heads, query),
         k1,
-        Affine(value_scale * v1.W @ o1w1, value_scale * v1.b @ o1w1),
+        Affine(scale_x * v1.W @ o1w1, scale_x * v1.b @ o1w1),
         Affine(hidden.W, hidden.b + (w.o1.b + w.o2.b) @ w.w1.W),
     ])
-    _set_rows(can.h_proj, [w.k2, Affine(value_scale * w.v2.W @ o2w1, value_scale * w.v2.b @ o2w1)])
+    _set_rows(can.h_proj, [w.k2, Affine(scale_h * w.v2.W @ o2w1, scale_h * w.v2.b @ o2w1)])
     _set(can.w2, w.w2)
     with torch.no_grad():
         can.norm.weight.fill_(1.0)
@@ -557,13 +582,15 @@ def _can_config(layer: StandardDecoderLayer) -> ModelConfig:
 
 
 def standard_to_can(
-    standard: StandardDecoderLayer | Seq2Seq, value_scale: float = 2.0, query: str = "gram"
+    standard: StandardDecoderLayer | Seq2Seq, value_scale: ValueScale | list[ValueScale] = 2.0, query: str = "gram"
 ) -> CANDecoderLayer | Seq2Seq:
     """Convert, without training, a standard decoder layer or a whole standard Seq2Seq into CAN form.
 
     A model keeps its embeddings, encoder and final norms; each decoder layer is filled by
     :func:`fill_can_layer` (whose docstring lists the assumptions). The result has the
     source model's dtype and is a plain canlib model (forward, encode, decode_step).
+    For a model, ``value_scale`` may be a list with one entry per decoder layer (e.g. per-layer
+    ``alpha_value_scale`` of the measured mean target share).
     """
     if isinstance(standard, StandardDecoderLayer):
         can = CANDecoderLayer(_can_config(standard)).to(standard.self_norm.weight)
@@ -577,8 +604,11 @@ def standard_to_can(
     missing, unexpected = model.load_state_dict(kept, strict=False)
     if unexpected or any(not k.startswith("decoder_layers.") for k in missing):
         raise ValueError(f"standard_to_can: state mismatch, missing={missing} unexpected={unexpected}")
-    for can, layer in zip(model.decoder_layers, standard.decoder_layers):
-        fill_can_layer(can, layer, value_scale, query)
+    scales = value_scale if isinstance(value_scale, list) else [value_scale] * len(standard.decoder_layers)
+    if len(scales) != len(standard.decoder_layers):
+        raise ValueError(f"standard_to_can: {len(scales)} value scales for {len(standard.decoder_layers)} decoder layers")
+    for can, layer, scale in zip(model.decoder_layers, standard.decoder_layers, scales):
+        fill_can_layer(can, layer, scale, query)
     return model.train(standard.training)
 
 

@@ -1,0 +1,230 @@
+"""Attention maps of trained decoders, and CAN's target share alpha.
+
+A standard decoder layer has two attention maps: self-attention over the target prefix (t x t, causal)
+and cross-attention over the source (t x s). A CAN layer (and the "Compress Attention" ablation) has one
+joint map over [prefix ; source] (t x (t+s)) from a single softmax. The mass a query puts on the prefix,
+
+    alpha = sum_{j <= t} A[i, j],
+
+is how much of its context comes from the target side; the rest, 1 - alpha, comes from the source. One
+softmax over both blocks makes alpha a learned gate between the two kinds of context (compress.md derives
+``SoftMax([s_x, s_h]) = [alpha SoftMax(s_x), (1 - alpha) SoftMax(s_h)]``).
+
+The maps are recomputed from each layer's own modules and the inputs the layer really received in a
+teacher-forced pass (captured by forward pre-hooks), so they are exactly what ``forward`` used; the tests
+check this by rebuilding each layer's output from the maps.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from canlib.model.attention import SourceMemory, self_scores, split_heads
+from canlib.model.layers import CANAttnDecoderLayer, CANDecoderLayer, StandardDecoderLayer
+
+JOINT_LAYERS = (CANDecoderLayer, CANAttnDecoderLayer)
+
+
+def standard_layer_maps(layer: StandardDecoderLayer, x: Tensor, memory: SourceMemory, blocked: Tensor) -> dict[str, Tensor]:
+    """Self-attention (rows, h, t, t) and cross-attention (rows, h, t, s) probabilities of one standard layer.
+
+    ``x`` is the layer's input; cross-attention reads ``x + Self(LN(x))``, as in ``forward`` (dropout off).
+    """
+    z = layer.self_norm(x)
+    q, k, _ = (split_heads(part, layer.self_attn.heads) for part in layer.self_attn.qkv(z).chunk(3, dim=-1))
+    self_probs = torch.softmax(self_scores(q, k, blocked), dim=-1)
+    x_cross = x + layer.self_attn(z, blocked)
+    source = layer.cross_attn.project_source(memory)
+    q_cross = split_heads(layer.cross_attn.q(layer.cross_norm(x_cross)), layer.cross_attn.heads)
+    cross_probs = torch.softmax(memory.scores(q_cross, source["k"]), dim=-1)
+    return {"self": self_probs, "cross": cross_probs}
+
+
+def joint_layer_map(layer: CANDecoderLayer | CANAttnDecoderLayer, x: Tensor, memory: SourceMemory, blocked: Tensor) -> Tensor:
+    """The single softmax of a CAN (or Compress Attention) layer: (rows, h, t, t + s), prefix columns first."""
+    q, k = layer._project(x)[:2]
+    source = layer.project_source(memory)
+    scores = torch.cat([self_scores(q, k, blocked), memory.scores(q, source["k"])], dim=-1)
+    return torch.softmax(scores, dim=-1)
+
+
+def joint_layer_output(layer: CANDecoderLayer, x: Tensor, memory: SourceMemory, joint: Tensor) -> Tensor:
+    """CAN's output rebuilt from a joint map: x + W2 ReLU(z W1 + b1 + A [z W~v1 ; H W~v2]) (for checks)."""
+    _, _, v, hidden = layer._project(x)
+    source = layer.project_source(memory)
+    t = x.size(1)
+    mixed = torch.matmul(joint[..., :t], v) + memory.mix(joint[..., t:].contiguous(), source["v"])
+    return layer._output(x, hidden, mixed)
+
+
+def can_layer_parts(layer: CANDecoderLayer, x: Tensor, memory: SourceMemory, blocked: Tensor) -> dict[str, Tensor]:
+    """Every intermediate tensor of one CAN layer, by the paper's names, for a worked example with shapes.
+
+    ``q``, ``k_x``: (rows, h, t, d/h); ``k_h``: (B, h, s, d/h); ``v_x``: (rows, h, t, 4d/h) and ``v_h``: (B, h, s, 4d/h),
+    the 4d-wide values z W~v1 and H W~v2 split over heads; ``hidden``: z W1 + b1 (rows, t, 4d); ``joint``: A
+    (rows, h, t, t + s); ``mixed``: A [V1 ; V2] (rows, h, t, 4d/h); ``output``: the layer's output (rows, t, d).
+    """
+    q, k, v, hidden = layer._project(x)
+    source = layer.project_source(memory)
+    joint = joint_layer_map(layer, x, memory, blocked)
+    t = x.size(1)
+    mixed = torch.matmul(joint[..., :t], v) + memory.mix(joint[..., t:].contiguous(), source["v"])
+    return {"q": q, "k_x": k, "k_h": source["k"], "v_x": v, "v_h": source["v"], "hidden": hidden, "joint": joint,
+            "mixed": mixed, "output": layer._output(x, hidden, mixed)}
+
+
+def plot_map(ax, probs: Tensor, rows: list[str], cols: list[str], title: str, split: int | None = None) -> None:
+    """A heatmap of one attention map (queries down, keys across); ``split`` draws the prefix | source border."""
+    ax.imshow(probs.detach().float().numpy(), cmap="viridis", vmin=0.0, vmax=max(float(probs.max()), 1e-9), aspect="auto")
+    ax.set_xticks(range(len(cols)), cols, rotation=60, ha="right", fontsize=7)
+    ax.set_yticks(range(len(rows)), rows, fontsize=7)
+    ax.set_title(title, fontsize=9)
+    if split is not None:
+        ax.axvline(split - 0.5, color="white", linewidth=2)
+
+
+def target_share(joint: Tensor, target_len: int) -> Tensor:
+    """alpha: the mass each query puts on the target prefix, ``joint[..., :target_len].sum(-1)``."""
+    if joint.size(-1) <= target_len:
+        raise ValueError(f"joint map has {joint.size(-1)} columns; expected more than the {target_len} target ones")
+    return joint[..., :target_len].sum(-1)
+
+
+def decoder_inputs(model: nn.Module, src: Tensor, tgt_in: Tensor) -> list[tuple[Tensor, SourceMemory, Tensor]]:
+    """(x, memory, blocked) that each decoder layer receives in a teacher-forced pass (forward pre-hooks)."""
+    seen: list[tuple[Tensor, SourceMemory, Tensor]] = []
+
+    def grab(module: nn.Module, args: tuple) -> None:
+        seen.append((args[0], args[1], args[3]))
+
+    hooks = [layer.register_forward_pre_hook(grab) for layer in model.decoder_layers]
+    try:
+        with torch.no_grad():
+            model.decode(tgt_in, model.encode(src))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return seen
+
+
+def attention_maps(model: nn.Module, src: list[int] | Tensor, tgt_in: list[int] | Tensor) -> list[dict[str, Tensor]]:
+    """Per decoder layer, the maps of one sentence pair, averaged over heads and also per head.
+
+    ``src`` are source ids (with EOS), ``tgt_in`` the decoder input (BOS + target). Each entry holds
+    ``"self"`` (t x t) and ``"cross"`` (t x s) for a standard layer, or ``"joint"`` (t x (t+s)) and
+    ``"alpha"`` (t) for a joint layer; ``"heads"`` keeps the per-head maps (h x ...).
+    """
+    if model.training:
+        raise ValueError("attention_maps needs the model in eval mode (dropout would change the maps)")
+    src_t = torch.as_tensor(src).reshape(1, -1)
+    tgt_t = torch.as_tensor(tgt_in).reshape(1, -1)
+    out: list[dict[str, Tensor]] = []
+    with torch.no_grad():
+        for layer, (x, memory, blocked) in zip(model.decoder_layers, decoder_inputs(model, src_t, tgt_t)):
+            if isinstance(layer, JOINT_LAYERS):
+                joint = joint_layer_map(layer, x, memory, blocked)[0]
+                out.append({"joint": joint.mean(0), "alpha": target_share(joint, x.size(1)).mean(0), "heads": joint})
+            elif isinstance(layer, StandardDecoderLayer):
+                maps = standard_layer_maps(layer, x, memory, blocked)
+                out.append({"self": maps["self"][0].mean(0), "cross": maps["cross"][0].mean(0),
+                            "heads": {k: v[0] for k, v in maps.items()}})
+            else:
+                raise TypeError(f"{type(layer).__name__}: no attention maps for this decoder kind (standard, can, can_attn)")
+    return out
+
+
+def alpha_per_layer(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]]) -> list[Tensor]:
+    """For each joint decoder layer, alpha of every (non-padded target position, head) over all ``batches``.
+
+    ``batches`` yields (src, tgt_in) id tensors (e.g. ``experiments.teacher_forced_batches``). Returns one
+    1-D tensor per decoder layer (positions in batch order, the h heads of each position together); its mean
+    is the share of attention CAN gives the target prefix there.
+    """
+    if model.training:
+        raise ValueError("alpha_per_layer needs the model in eval mode (dropout would change the maps)")
+    if not all(isinstance(layer, JOINT_LAYERS) for layer in model.decoder_layers):
+        raise TypeError("alpha is defined for joint-attention decoders (can, can_attn) only")
+    pad_id = model.cfg.pad_id
+    per_layer: list[list[Tensor]] = [[] for _ in model.decoder_layers]
+    with torch.no_grad():
+        for src, tgt_in in batches:
+            real = tgt_in.ne(pad_id)  # (rows, t)
+            for i, (layer, (x, memory, blocked)) in enumerate(zip(model.decoder_layers, decoder_inputs(model, src, tgt_in))):
+                alpha = target_share(joint_layer_map(layer, x, memory, blocked), x.size(1))  # (rows, h, t)
+                per_layer[i].append(alpha.transpose(1, 2)[real].flatten())
+    if not per_layer[0]:
+        raise ValueError("alpha_per_layer: no batches")
+    return [torch.cat(chunks) for chunks in per_layer]
+
+
+def alpha_by_position(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]], max_position: int = 30) -> dict[str, Tensor]:
+    """Mean alpha per decoder layer and target position (1-based, up to ``max_position``), beside the alpha
+    that uniform attention would give, ``i / (i + s)`` for query i and source length s.
+
+    Returns ``"alpha"`` (layers, max_position), ``"uniform"`` (max_position) and ``"count"`` (max_position, the
+    number of target positions averaged; NaN means where it is 0). A trained gate that differs from
+    ``"uniform"`` is what the single softmax learned, not what the lengths impose.
+    """
+    if model.training:
+        raise ValueError("alpha_by_position needs the model in eval mode (dropout would change the maps)")
+    if not all(isinstance(layer, JOINT_LAYERS) for layer in model.decoder_layers):
+        raise TypeError("alpha is defined for joint-attention decoders (can, can_attn) only")
+    pad_id = model.cfg.pad_id
+    sums = torch.zeros(len(model.decoder_layers), max_position, dtype=torch.float64)
+    uniform = torch.zeros(max_position, dtype=torch.float64)
+    count = torch.zeros(max_position, dtype=torch.float64)
+    with torch.no_grad():
+        for src, tgt_in in batches:
+            keep = min(tgt_in.size(1), max_position)
+            real = tgt_in.ne(pad_id)[:, :keep].double()  # (rows, keep)
+            src_len = src.ne(pad_id).sum(1, keepdim=True).double()
+            position = torch.arange(1, keep + 1, dtype=torch.float64)[None]
+            count[:keep] += real.sum(0)
+            uniform[:keep] += (real * position / (position + src_len)).sum(0)
+            for i, (layer, (x, memory, blocked)) in enumerate(zip(model.decoder_layers, decoder_inputs(model, src, tgt_in))):
+                alpha = target_share(joint_layer_map(layer, x, memory, blocked), x.size(1)).mean(1)  # over heads
+                sums[i, :keep] += (alpha[:, :keep].double() * real).sum(0)
+    with torch.no_grad():
+        seen = count.clamp_min(1)
+        nan = torch.where(count > 0, 0.0, float("nan"))
+        return {"alpha": sums / seen + nan, "uniform": uniform / seen + nan, "count": count}
+
+
+def plot_pair_maps(standard: list[dict[str, Tensor]], joint: list[dict[str, Tensor]], src_tokens: list[str],
+                   tgt_tokens: list[str], title: str = ""):
+    """One row per decoder layer: a standard model's self and cross maps, then a CAN model's joint map."""
+    import matplotlib.pyplot as plt
+
+    layers = max(len(standard), len(joint))
+    t, s = len(tgt_tokens), len(src_tokens)
+    fig, axes = plt.subplots(layers, 3, figsize=(4 + 0.32 * (2 * t + 2 * s), 0.9 + layers * (0.75 + 0.22 * t)),
+                             gridspec_kw={"width_ratios": [t, s, t + s]}, squeeze=False)
+    for i in range(layers):
+        if i < len(standard):
+            plot_map(axes[i, 0], standard[i]["self"], tgt_tokens, tgt_tokens, f"standard layer {i + 1}: self")
+            plot_map(axes[i, 1], standard[i]["cross"], tgt_tokens, src_tokens, f"standard layer {i + 1}: cross")
+        if i < len(joint):
+            plot_map(axes[i, 2], joint[i]["joint"], tgt_tokens, tgt_tokens + src_tokens,
+                     f"CAN layer {i + 1}: one softmax over [prefix | source]", split=t)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def alpha_summary(alphas: list[Tensor]) -> list[dict[str, Any]]:
+    """Mean, spread and quartiles of alpha per layer (rows for a table)."""
+    rows = []
+    for i, a in enumerate(alphas, 1):
+        q = torch.quantile(a.double(), torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64)).tolist()
+        rows.append({"layer": i, "mean": a.mean().item(), "std": a.std().item(), "p10": q[0], "median": q[1],
+                     "p90": q[2], "values": a.numel()})
+    return rows
+
+
+__all__ = ["standard_layer_maps", "joint_layer_map", "joint_layer_output", "target_share", "decoder_inputs",
+           "can_layer_parts", "plot_map",
+           "attention_maps", "alpha_per_layer", "alpha_by_position", "plot_pair_maps", "alpha_summary"]

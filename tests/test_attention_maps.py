@@ -1,0 +1,136 @@
+"""Attention maps are the ones each layer really used, and alpha is the target share of CAN's one softmax."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from canlib.model.attention import causal_mask
+from canlib.model.config import BOS_ID, EOS_ID, PAD_ID, ModelConfig
+from canlib.model.seq2seq import Seq2Seq
+from canlib.studies import attention_maps as am
+
+
+def model(kind: str) -> Seq2Seq:
+    cfg = ModelConfig(vocab_size=40, d_model=16, heads=2, ffn_dim=64, enc_layers=1, dec_layers=2, decoder_kind=kind,
+                      dropout=0.0, attn_dropout=0.0, relu_dropout=0.0)
+    return Seq2Seq(cfg).eval()
+
+
+SRC = [5, 6, 7, 8, EOS_ID]
+TGT_IN = [BOS_ID, 9, 10]
+
+
+def test_standard_maps_are_causal_distributions_of_the_right_shape():
+    maps = am.attention_maps(model("standard"), SRC, TGT_IN)
+    assert len(maps) == 2
+    for m in maps:
+        assert m["self"].shape == (3, 3) and m["cross"].shape == (3, 5)
+        torch.testing.assert_close(m["self"].sum(-1), torch.ones(3))
+        torch.testing.assert_close(m["cross"].sum(-1), torch.ones(3))
+        assert torch.all(m["self"].triu(1) == 0)  # no query sees a later target position
+
+
+def test_standard_self_map_reproduces_the_self_attention_output():
+    net = model("standard")
+    layer = net.decoder_layers[0]
+    (x, memory, blocked), _ = am.decoder_inputs(net, torch.tensor([SRC]), torch.tensor([TGT_IN]))
+    probs = am.standard_layer_maps(layer, x, memory, blocked)["self"]
+    v = layer.self_attn.qkv(layer.self_norm(x)).chunk(3, dim=-1)[2]
+    v = v.view(1, 3, 2, 8).transpose(1, 2)
+    rebuilt = layer.self_attn.out(torch.matmul(probs, v).transpose(1, 2).reshape(1, 3, 16))
+    torch.testing.assert_close(rebuilt, layer.self_attn(layer.self_norm(x), blocked))
+
+
+def test_can_joint_map_reproduces_the_layer_output_and_alpha_is_its_prefix_mass():
+    net = model("can")
+    layer = net.decoder_layers[1]
+    _, (x, memory, blocked) = am.decoder_inputs(net, torch.tensor([SRC]), torch.tensor([TGT_IN]))
+    joint = am.joint_layer_map(layer, x, memory, blocked)
+    assert joint.shape == (1, 2, 3, 3 + 5)
+    with torch.no_grad():
+        want = layer(x, memory, layer.project_source(memory), causal_mask(3), {})
+        torch.testing.assert_close(am.joint_layer_output(layer, x, memory, joint), want)
+    alpha = am.target_share(joint, 3)
+    torch.testing.assert_close(alpha + joint[..., 3:].sum(-1), torch.ones(1, 2, 3))
+    assert torch.all(joint[..., :3].triu(1) == 0)
+    maps = am.attention_maps(net, SRC, TGT_IN)
+    torch.testing.assert_close(maps[1]["alpha"], alpha[0].mean(0))
+
+
+def test_alpha_per_layer_skips_padded_target_positions():
+    net = model("can")
+    src = torch.tensor([SRC, [5, 6, EOS_ID, PAD_ID, PAD_ID]])
+    tgt = torch.tensor([TGT_IN, [BOS_ID, 9, PAD_ID]])
+    alphas = am.alpha_per_layer(net, [(src, tgt)])
+    assert len(alphas) == 2
+    assert all(a.numel() == 5 * 2 for a in alphas)  # 5 real target positions x 2 heads
+    assert all(((a > 0) & (a < 1)).all() for a in alphas)
+    rows = am.alpha_summary(alphas)
+    assert rows[0]["values"] == 10 and 0 < rows[0]["mean"] < 1
+
+
+def test_alpha_is_refused_for_a_standard_decoder_and_in_training_mode():
+    with pytest.raises(TypeError, match="joint-attention"):
+        am.alpha_per_layer(model("standard"), [(torch.tensor([SRC]), torch.tensor([TGT_IN]))])
+    with pytest.raises(ValueError, match="eval mode"):
+        am.attention_maps(model("can").train(), SRC, TGT_IN)
+
+
+def test_target_share_rejects_a_map_without_source_columns():
+    with pytest.raises(ValueError, match="3 columns"):
+        am.target_share(torch.ones(1, 3, 3), 3)
+
+
+def test_standard_cross_map_reads_the_input_after_self_attention():
+    net = model("standard")
+    layer = net.decoder_layers[0]
+    (x, memory, blocked), _ = am.decoder_inputs(net, torch.tensor([SRC]), torch.tensor([TGT_IN]))
+    probs = am.standard_layer_maps(layer, x, memory, blocked)["cross"]
+    with torch.no_grad():
+        x_cross = x + layer.self_attn(layer.self_norm(x), blocked)
+        source = layer.cross_attn.project_source(memory)
+        rebuilt = layer.cross_attn.out(memory.mix(probs, source["v"]).transpose(1, 2).reshape(1, 3, 16))
+        torch.testing.assert_close(rebuilt, layer.cross_attn(layer.cross_norm(x_cross), memory, source))
+
+
+def test_compress_attention_ablation_has_a_joint_map_too():
+    maps = am.attention_maps(model("can_attn"), SRC, TGT_IN)
+    assert all(m["joint"].shape == (3, 8) and m["alpha"].shape == (3,) for m in maps)
+
+
+def test_can_layer_parts_end_in_the_layer_output_with_4d_wide_values():
+    net = model("can")
+    layer = net.decoder_layers[0]
+    (x, memory, blocked), _ = am.decoder_inputs(net, torch.tensor([SRC]), torch.tensor([TGT_IN]))
+    with torch.no_grad():
+        parts = am.can_layer_parts(layer, x, memory, blocked)
+        torch.testing.assert_close(parts["output"], layer(x, memory, layer.project_source(memory), blocked, {}))
+    assert parts["v_x"].shape == (1, 2, 3, 32) and parts["v_h"].shape == (1, 2, 5, 32)  # 4d/h = 64/2
+    assert parts["joint"].shape == (1, 2, 3, 8) and parts["hidden"].shape == (1, 3, 64)
+
+
+def test_alpha_by_position_averages_real_positions_and_gives_the_uniform_reference():
+    net = model("can")
+    src = torch.tensor([SRC, [5, 6, EOS_ID, PAD_ID, PAD_ID]])
+    tgt = torch.tensor([TGT_IN, [BOS_ID, 9, PAD_ID]])
+    out = am.alpha_by_position(net, [(src, tgt)], max_position=4)
+    assert out["alpha"].shape == (2, 4)
+    assert out["count"].tolist() == [2, 2, 1, 0]
+    # uniform attention: query i sees i prefix positions and s source positions (s = 5 and 3 here)
+    torch.testing.assert_close(out["uniform"][:3], torch.tensor([(1 / 6 + 1 / 4) / 2, (2 / 7 + 2 / 5) / 2, 3 / 8],
+                                                                dtype=torch.float64))
+    assert torch.isnan(out["alpha"][:, 3]).all() and torch.isnan(out["uniform"][3])
+    per_layer = am.alpha_per_layer(net, [(src[:1], tgt[:1])])
+    torch.testing.assert_close(out["alpha"][0, 2].float(), per_layer[0].view(3, 2)[2].mean())  # position-major, heads inner
+
+
+def test_plot_pair_maps_draws_one_row_per_layer():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    std, can = am.attention_maps(model("standard"), SRC, TGT_IN), am.attention_maps(model("can"), SRC, TGT_IN)
+    fig = am.plot_pair_maps(std, can, [f"s{i}" for i in range(5)], ["<s>", "a", "b"])
+    assert len(fig.axes) == 6 and fig.axes[2].get_title().startswith("CAN layer 1")
+    plt.close(fig)
