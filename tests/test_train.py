@@ -385,7 +385,7 @@ def test_gpu_smoke_script_runs_its_tiny_cpu_mode(tmp_path):
     spec.loader.exec_module(script)
     assert script.main(["--tiny", "--steps", "3", "--device", "cpu", "--out", str(tmp_path / "smoke.json")]) == 0
     report = json.loads((tmp_path / "smoke.json").read_text())
-    assert set(report["runs"]) == {"tiny-balanced", "tiny-can"}
+    assert set(report["runs"]) == {"tiny-baseline", "tiny-can"}
     for run in report["runs"].values():
         assert run["updates"] == 3 and run["timed_updates"] == 2 and run["target_tokens_per_sec"] > 0
         assert math.isfinite(run["final_train_loss"]) and run["mfu"] is None  # no MFU without a GPU peak
