@@ -14,7 +14,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("canlib.info", "list the model presets with their parameter counts"),
     "data": ("canlib.data.cli", "list the corpora or prepare one (vocabulary + binarized splits)"),
     "bleu": ("canlib.bleu", "score detokenized hypotheses: sacreBLEU and the paper's tokenized BLEU"),
-    "train": ("canlib.training.trainer", "train a model preset on a prepared corpus (resumable; CPU or CUDA)"),
+    "train": ("canlib.training.cli", "train a model preset on a prepared corpus (resumable; CPU or CUDA)"),
     "translate": ("canlib.decoding.translate", "translate raw sentences with a checkpoint (beam search)"),
     "bench": ("canlib.bench.speed", "decoding-speed studies of the paper (JSON and plots)"),
     "experiment": ("canlib.studies.experiments", "train, evaluate and store every study of a scale under book/results/"),

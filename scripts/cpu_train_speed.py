@@ -4,7 +4,8 @@
 
 Trains each preset for ``--steps`` updates (the first ``--skip`` untimed) on the first
 ``--pairs`` pairs of newstest2008-2012 (a throwaway 2000-piece vocabulary trained on them)
-and reports target tokens/sec, the trainer's own measurement (update time only).
+and reports target tokens/sec, the trainer's own measurement (update time only; ``measure``
+logs every ``--skip`` updates).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from gpu_smoke_train import measure  # noqa: E402
 
 from canlib.data.batching import PairList  # noqa: E402
 from canlib.model.config import preset  # noqa: E402
-from canlib.training.trainer import TrainConfig  # noqa: E402
+from canlib.training import TrainConfig  # noqa: E402
 from canlib.data.vocab import Vocabulary  # noqa: E402
 
 PRESETS = ("baseline", "balanced", "san", "aan", "can", "can_attn", "can_ffn")
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {"device": "cpu", "threads": args.threads, "torch": torch.__version__, "pairs": args.pairs,
               "vocab_size": vocab.size, "max_tokens": args.max_tokens, "steps": args.steps, "runs": {}}
     for name in args.presets.split(","):
-        cfg = TrainConfig(max_steps=args.steps, max_tokens=args.max_tokens, log_every=1, keep_last=1, average_last=1, progress=False)
+        cfg = TrainConfig(max_steps=args.steps, max_tokens=args.max_tokens, keep_last=1, average_last=1, progress=False)
         run = measure(preset(f"tiny-{name}", vocab_size=vocab.size), cfg, split, args.skip, None)
         report["runs"][f"tiny-{name}"] = run
         print(f"tiny-{name:<10} {run['target_tokens_per_sec']:>9.0f} target tok/s  loss {run['final_train_loss']:.3f}", flush=True)

@@ -1,5 +1,12 @@
 """Training: the paper's recipe (label-smoothed loss, inverse-sqrt schedule, checkpoint averaging),
-resumable bit for bit, on one device or several through torchrun."""
-from canlib.training.trainer import TrainConfig, Trainer, label_smoothed_nll_loss
+resumable bit for bit, on one device or several through torchrun.
 
-__all__ = ["TrainConfig", "Trainer", "label_smoothed_nll_loss"]
+Read in this order: ``config`` (TrainConfig), ``objective`` (the loss), ``schedule``
+(inverse-sqrt), ``state`` (RNG, checkpoint files, averaging, the log), ``distributed``
+(torchrun plumbing), ``trainer`` (the Trainer), ``cli`` (``canlib train``).
+"""
+from canlib.training.config import TrainConfig
+from canlib.training.objective import chunked_label_smoothed_loss, label_smoothed_nll_loss
+from canlib.training.trainer import NonFiniteLossError, Trainer
+
+__all__ = ["TrainConfig", "Trainer", "NonFiniteLossError", "label_smoothed_nll_loss", "chunked_label_smoothed_loss"]

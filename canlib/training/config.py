@@ -1,0 +1,73 @@
+"""TrainConfig: the optimisation and run settings, defaulting to the paper's recipe.
+
+Recipe (paper, Experimental Setup): Adam(0.9, 0.98, eps 1e-8), inverse-square-root
+schedule with 8000 warm-up updates to a peak of 7e-4, label smoothing 0.1, 4096 tokens
+per GPU on 8 GPUs (``update_freq`` accumulates gradients to reach the same 8x4096 on fewer
+devices), mixed precision, early stopping on the validation set and the average of the
+last 5 epoch checkpoints. Adam's betas and the label smoothing are fairseq's recipe (the
+paper's codebase); the paper does not state them.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation and run settings (the paper's defaults)."""
+
+    lr: float = 7e-4
+    warmup: int = 8000
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.1
+    max_tokens: int = 4096  # per device and micro-batch
+    update_freq: int = 1  # micro-batches accumulated per update (8 on one GPU = the paper's 8x4096)
+    clip_norm: float = 0.0  # 0 = no gradient clipping (fairseq's default for this recipe)
+    max_epochs: int = 0  # 0 = no limit
+    max_steps: int = 0  # 0 = no limit
+    patience: int = 0  # stop after this many validations without improvement; 0 = off
+    valid_every: int = 0  # validate (and checkpoint) every K updates; 0 = at the end of every epoch
+    keep_last: int = 5  # step checkpoints kept (best.pt is kept apart)
+    average_last: int = 5  # checkpoints averaged into average.pt
+    seed: int = 1
+    device: str = "cpu"
+    precision: str = "fp32"  # fp32 | bf16 | fp16 (the last two on CUDA)
+    log_every: int = 100  # also how often the host waits for the device (losses are summed on it)
+    progress: bool = True  # tqdm bar
+    compile: bool = False  # torch.compile the model and loss (the first updates of each new shape compile)
+    loss_chunk: int = 4096  # target tokens per chunk of the output layer + loss; 0 = one (tokens x V) log-softmax
+
+    def __post_init__(self) -> None:
+        self.betas = tuple(self.betas)
+        if self.lr <= 0:
+            raise ValueError(f"lr={self.lr}: must be positive")
+        if self.warmup < 1:
+            raise ValueError(f"warmup={self.warmup}: must be >= 1 (the schedule is lr*min(n/warmup, sqrt(warmup/n)))")
+        if not 0 <= self.label_smoothing < 1:
+            raise ValueError(f"label_smoothing={self.label_smoothing}: must be in [0, 1)")
+        for name in ("max_tokens", "update_freq", "log_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)}: must be >= 1")
+        for name in ("clip_norm", "max_epochs", "max_steps", "patience", "valid_every", "keep_last", "average_last", "loss_chunk"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}={getattr(self, name)}: must be >= 0")
+        if self.keep_last < 1:
+            raise ValueError(f"keep_last={self.keep_last}: must keep at least one checkpoint to resume from")
+        if self.precision not in ("fp32", "bf16", "fp16"):
+            raise ValueError(f"precision={self.precision!r}: choose fp32, bf16 or fp16")
+        if self.precision != "fp32" and not self.device.startswith("cuda"):
+            raise ValueError(f"precision={self.precision} needs device=cuda (CPU training runs in fp32)")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["betas"] = list(self.betas)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+        """Build from a stored config; keys this version does not know are ignored, missing ones default."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})

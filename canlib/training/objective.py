@@ -1,0 +1,160 @@
+"""The training objective: label-smoothed cross-entropy (fairseq's definition) over the tied output layer.
+
+fairseq's label_smoothed_cross_entropy, as of the paper::
+
+    loss = (1 - eps) * nll + eps / V * sum_v -log p(v)
+
+i.e. cross-entropy against (1 - eps) * onehot + eps / V * uniform, summed over the
+non-padding targets. Two ways to compute it give the same numbers:
+
+- ``label_smoothed_nll_loss`` on the model's (tokens x V) float32 log-probabilities;
+- ``chunked_label_smoothed_loss`` on the decoder's hidden states: output projection,
+  log-softmax, loss and their gradients one chunk of target tokens at a time, in place, so
+  no more than one (chunk x V) float32 tensor exists at any moment (at 32k tokens x 32k vocabulary the
+  first way holds 4 GiB of log-probabilities for the backward pass, the second 0.5 GiB
+  transiently at the default chunk of 4096 tokens).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def label_smoothed_nll_loss(log_probs: Tensor, target: Tensor, epsilon: float, ignore_index: int) -> tuple[Tensor, Tensor]:
+    """Summed label-smoothed loss and summed NLL over non-padding targets.
+
+    ``F.cross_entropy(label_smoothing=eps)`` computes the same loss on log-probs (tests pin this).
+    """
+    lp = log_probs.reshape(-1, log_probs.size(-1))
+    tgt = target.reshape(-1)
+    keep = tgt.ne(ignore_index)
+    nll = -lp.gather(-1, tgt.clamp(min=0)[:, None]).squeeze(-1)
+    smooth = -lp.sum(-1)
+    loss = (1.0 - epsilon) * nll + (epsilon / lp.size(-1)) * smooth
+    return loss.masked_fill(~keep, 0.0).sum(), nll.masked_fill(~keep, 0.0).sum()
+
+
+def _softmax_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float32 for half-precision logits (as the model's log-softmax), else their own dtype."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def _chunk_loss(hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, ignore_index: int,
+                with_grads: bool) -> tuple[Tensor, Tensor, Tensor | None]:
+    """Loss sum, NLL sum and (if ``with_grads``) d loss / d logits for one chunk, in the chunk's one
+    float32 (rows x V) buffer: logits -> log-probs -> probabilities -> gradient, each in place."""
+    lp = F.linear(hidden, weight)
+    lp = lp.to(_softmax_dtype(lp.dtype))
+    # log-softmax in place; the exponentials are summed a quarter of the columns at a time, so
+    # their temporaries stay below the size of the buffer (torch.logsumexp would add a second one)
+    lp.sub_(lp.amax(dim=-1, keepdim=True))
+    total = sum(block.exp().sum(-1) for block in lp.tensor_split(4, dim=-1))
+    lp.sub_(total.log_()[:, None])
+    keep = target.ne(ignore_index)
+    safe = target.clamp(min=0)[:, None]
+    nll = -lp.gather(-1, safe).squeeze(-1)
+    smooth = -lp.sum(-1)
+    loss = (1.0 - epsilon) * nll + (epsilon / lp.size(-1)) * smooth
+    loss_sum, nll_sum = loss.masked_fill(~keep, 0.0).sum(), nll.masked_fill(~keep, 0.0).sum()
+    if not with_grads:
+        return loss_sum, nll_sum, None
+    # d loss / d logits = softmax - (1 - eps) * onehot - eps / V, zero on padding rows
+    grad = lp.exp_().sub_(epsilon / lp.size(-1))
+    grad.scatter_add_(-1, safe, torch.full_like(safe, -(1.0 - epsilon), dtype=grad.dtype))
+    grad.mul_(keep[:, None])
+    return loss_sum, nll_sum, grad
+
+
+class _ChunkedLoss(torch.autograd.Function):
+    """Forward computes the loss and, chunk by chunk, its gradients for ``hidden`` and ``weight``
+    (the output layer is then multiplied once forward and twice backward, as unfused); backward
+    only scales them by the incoming gradient. The NLL output is for logging: not differentiable."""
+
+    @staticmethod
+    def forward(ctx: Any, hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, ignore_index: int,
+                chunk: int) -> tuple[Tensor, Tensor]:
+        grad_hidden = torch.empty_like(hidden)
+        acc = _softmax_dtype(hidden.dtype)
+        grad_weight = torch.zeros_like(weight, dtype=acc)
+        loss_sum = hidden.new_zeros((), dtype=acc)
+        nll_sum = hidden.new_zeros((), dtype=acc)
+        for start in range(0, hidden.size(0), chunk):
+            h = hidden[start : start + chunk]
+            loss, nll, grad = _chunk_loss(h, weight, target[start : start + chunk], epsilon, ignore_index, True)
+            loss_sum += loss
+            nll_sum += nll
+            g = grad.to(hidden.dtype)
+            grad_hidden[start : start + chunk] = g @ weight
+            if g.dtype == grad_weight.dtype:
+                grad_weight.addmm_(g.t(), h)
+            else:  # half-precision product, float32 sum over chunks
+                grad_weight += g.t() @ h
+            del grad, g  # free this chunk's buffer before the next one is made
+        ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
+        ctx.mark_non_differentiable(nll_sum)
+        return loss_sum, nll_sum
+
+    @staticmethod
+    def backward(ctx: Any, grad_loss: Tensor, grad_nll: Tensor) -> tuple[Tensor | None, ...]:
+        grad_hidden, grad_weight = ctx.saved_tensors
+        return grad_hidden * grad_loss.to(grad_hidden.dtype), grad_weight * grad_loss.to(grad_weight.dtype), None, None, None, None
+
+
+def chunked_label_smoothed_loss(hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, ignore_index: int,
+                                chunk: int = 4096) -> tuple[Tensor, Tensor]:
+    """``label_smoothed_nll_loss(log_softmax(hidden @ weight.T), ...)`` without the (tokens x V) tensor.
+
+    ``hidden`` (..., d) are the final-normed decoder states, ``weight`` (V, d) the tied output
+    embedding, ``target`` (...) the next tokens. Returns the summed loss (differentiable in
+    ``hidden`` and ``weight``) and the summed NLL (not differentiable). Under autocast the
+    matrix products run in the autocast dtype and the softmax in float32, as in the model.
+    """
+    if chunk < 1:
+        raise ValueError(f"chunk={chunk}: must be >= 1 target tokens")
+    h = hidden.reshape(-1, hidden.size(-1))
+    tgt = target.reshape(-1)
+    if h.size(0) != tgt.size(0):
+        raise ValueError(f"{h.size(0)} hidden rows but {tgt.size(0)} targets")
+    w = weight
+    if torch.is_autocast_enabled(h.device.type):
+        dtype = torch.get_autocast_dtype(h.device.type)
+        h, w = h.to(dtype), w.to(dtype)
+    with torch.autocast(h.device.type, enabled=False):
+        if torch.is_grad_enabled() and (h.requires_grad or w.requires_grad):
+            return _ChunkedLoss.apply(h, w, tgt, float(epsilon), int(ignore_index), int(chunk))
+        loss_sum = nll_sum = h.new_zeros((), dtype=_softmax_dtype(h.dtype))
+        for start in range(0, h.size(0), chunk):
+            loss, nll, _ = _chunk_loss(h[start : start + chunk], w, tgt[start : start + chunk], epsilon, ignore_index, False)
+            loss_sum, nll_sum = loss_sum + loss, nll_sum + nll
+        return loss_sum, nll_sum
+
+
+class LabelSmoothedObjective(nn.Module):
+    """Model + loss as one module, so DDP's hooks see the whole training forward.
+
+    ``forward(src, tgt_in, tgt_out) -> (loss sum, nll sum)``; ``chunk`` = 0 uses the model's
+    full log-probabilities and ``label_smoothed_nll_loss``, else ``chunked_label_smoothed_loss``
+    on the final-normed decoder states. ``compile`` runs the model part through torch.compile;
+    the chunked loss stays eager (its big products are single matrix multiplies already, and its
+    loop over chunks would make the compiled graph depend on the number of tokens).
+    """
+
+    def __init__(self, model: nn.Module, epsilon: float, ignore_index: int, chunk: int, compile: bool = False) -> None:
+        super().__init__()
+        self.model, self.epsilon, self.ignore_index, self.chunk = model, epsilon, ignore_index, chunk
+        run = self.features if chunk else model.forward
+        self._run = torch.compile(run) if compile else run
+
+    def features(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Final-normed decoder states (B, T, d): what the tied output layer reads."""
+        model = self.model
+        return model.decoder_norm(model.decode(tgt_in, model.encode(src)))
+
+    def forward(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> tuple[Tensor, Tensor]:
+        out = self._run(src, tgt_in)
+        if not self.chunk:
+            return label_smoothed_nll_loss(out, tgt_out, self.epsilon, self.ignore_index)
+        return chunked_label_smoothed_loss(out, self.model.embed.weight, tgt_out, self.epsilon, self.ignore_index, self.chunk)
