@@ -105,3 +105,82 @@ def test_stored_file_without_provenance_is_refused(tmp_path, monkeypatch):
     (tmp_path / "gpu" / gpu.DEFAULT_RUN / "speed.json").write_text(json.dumps({"result": {}}))
     with pytest.raises(ProvenanceError):
         gpu.gpu_speed()
+
+
+# -- canlib.studies.speed: one measurement per setting, shared, with its spread -----------------------
+
+from canlib.studies import speed as sp  # noqa: E402
+
+
+def fake_bench(calls):
+    def bench(study_name, settings):
+        calls.append((study_name, settings["systems"]))
+        systems = {s: {"tok_per_s": 100.0 + i, "tokens": 30, "seconds": [0.3, 0.25, 0.35]} for i, s in enumerate(settings["systems"])}
+        return {"systems": systems, "meta": {"device": "cpu", "dtype": "float32", "load_average": [0.1, 0.1, 0.1], "device_type": "cpu"}}
+    return bench
+
+
+def test_every_chapter_reads_one_measurement_of_a_setting(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
+    calls = []
+    monkeypatch.setattr(sp, "_bench_function", lambda *a: None)
+    monkeypatch.setattr(sp, "_bench_cli", fake_bench(calls))
+    table2, _ = sp.speed_table("tiny", ("baseline", "balanced", "can"))
+    depths, _ = sp.speed_table("tiny", ("baseline", "depth-9-4", "balanced", "depth-14-1"))
+    ablation, prov = sp.speed_table("tiny", ("balanced", "can_attn", "can_ffn", "can"))
+    assert len(calls) == 1 and calls[0][1] == list(sp.SPEED_SYSTEMS)
+    assert table2["balanced"] == depths["balanced"] == ablation["balanced"]
+    assert prov["config"]["settings"]["systems"] == list(sp.SPEED_SYSTEMS)
+
+
+def test_speed_rows_carry_min_median_max_of_the_repeats(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(sp, "_bench_function", lambda *a: None)
+    monkeypatch.setattr(sp, "_bench_cli", fake_bench([]))
+    rows, _ = sp.speed_table("tiny", ("balanced",))
+    assert rows["balanced"]["min"] == pytest.approx(30 / 0.35)
+    assert rows["balanced"]["median"] == pytest.approx(30 / 0.3)
+    assert rows["balanced"]["max"] == pytest.approx(30 / 0.25)
+    assert rows["balanced"]["ratio_to_balanced"] == 1.0
+
+
+def test_a_system_outside_the_shared_run_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(sp, "_bench_function", lambda *a: None)
+    monkeypatch.setattr(sp, "_bench_cli", fake_bench([]))
+    with pytest.raises(KeyError, match="'small-can'"):
+        sp.speed_table("tiny", ("small-can",))
+
+
+def test_unknown_setting_is_refused():
+    with pytest.raises(ValueError, match="beem"):
+        sp.settings_for("speed", "tiny", ("can",), beem=4)
+
+
+def test_busy_cpu_is_flagged():
+    import os
+
+    assert sp.busy_warning({"device_type": "cpu", "load_average": [10.0 * (os.cpu_count() or 1), 0, 0]})
+    assert sp.busy_warning({"device_type": "cpu", "load_average": [0.0, 0, 0]}) is None
+
+
+def test_the_bench_runs_through_the_cli_without_printing(capsys):
+    settings = sp.settings_for("speed", "tiny", ("balanced", "can"), device="cpu", scale="tiny", sentences=1,
+                               repeats=2, forced_length=2, warmup=0, vocab_size=64)
+    result = sp._bench_cli("speed", settings)
+    assert capsys.readouterr().out == ""
+    assert set(result["systems"]) == {"balanced", "can"} and result["meta"]["dtype"] == "float32"
+    assert len(result["systems"]["can"]["seconds"]) == 2
+    assert sp.spread(result["systems"]["can"])["min"] > 0
+
+
+def test_comparison_frame_leaves_out_missing_sources():
+    rows = {"balanced": {"tok_per_s": 10.0, "min": 9.0, "max": 11.0}, "can": {"tok_per_s": 12.0, "min": 11.0, "max": 13.0}}
+    frame = sp.comparison_frame(("balanced", "can"), rows, None, rows, {"balanced": 219.53, "can": 290.08})
+    assert "GPU eager tok/s median" not in frame and frame.loc["CAN", "CPU tok/s x Balanced"] == pytest.approx(1.2)
+    assert frame.loc["CAN", "paper tok/s x Balanced"] == pytest.approx(290.08 / 219.53)
+
+
+def test_weights_per_token_are_14_12_13_14_d2():
+    counts = {s: round(v) for s, v in sp.weights_per_token().items()}
+    assert counts == {"balanced": 14, "can_attn": 12, "can_ffn": 13, "can": 14}
