@@ -123,8 +123,7 @@ def fake_bench(calls):
 def test_every_chapter_reads_one_measurement_of_a_setting(tmp_path, monkeypatch):
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
     calls = []
-    monkeypatch.setattr(sp, "_bench_function", lambda *a: None)
-    monkeypatch.setattr(sp, "_bench_cli", fake_bench(calls))
+    monkeypatch.setattr(sp, "run_bench", fake_bench(calls))
     table2, _ = sp.speed_table("tiny", ("baseline", "balanced", "can"))
     depths, _ = sp.speed_table("tiny", ("baseline", "depth-9-4", "balanced", "depth-14-1"))
     ablation, prov = sp.speed_table("tiny", ("balanced", "can_attn", "can_ffn", "can"))
@@ -135,8 +134,7 @@ def test_every_chapter_reads_one_measurement_of_a_setting(tmp_path, monkeypatch)
 
 def test_speed_rows_carry_min_median_max_of_the_repeats(tmp_path, monkeypatch):
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(sp, "_bench_function", lambda *a: None)
-    monkeypatch.setattr(sp, "_bench_cli", fake_bench([]))
+    monkeypatch.setattr(sp, "run_bench", fake_bench([]))
     rows, _ = sp.speed_table("tiny", ("balanced",))
     assert rows["balanced"]["min"] == pytest.approx(30 / 0.35)
     assert rows["balanced"]["median"] == pytest.approx(30 / 0.3)
@@ -146,8 +144,7 @@ def test_speed_rows_carry_min_median_max_of_the_repeats(tmp_path, monkeypatch):
 
 def test_a_system_outside_the_shared_run_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(sp, "_bench_function", lambda *a: None)
-    monkeypatch.setattr(sp, "_bench_cli", fake_bench([]))
+    monkeypatch.setattr(sp, "run_bench", fake_bench([]))
     with pytest.raises(KeyError, match="'small-can'"):
         sp.speed_table("tiny", ("small-can",))
 
@@ -157,18 +154,19 @@ def test_unknown_setting_is_refused():
         sp.settings_for("speed", "tiny", ("can",), beem=4)
 
 
-def test_busy_cpu_is_flagged():
-    import os
+def test_the_bench_runs_without_printing_or_warning(capsys, monkeypatch):
+    import warnings
 
-    assert sp.busy_warning({"device_type": "cpu", "load_average": [10.0 * (os.cpu_count() or 1), 0, 0]})
-    assert sp.busy_warning({"device_type": "cpu", "load_average": [0.0, 0, 0]}) is None
+    from canlib.bench import speed as bench
 
-
-def test_the_bench_runs_through_the_cli_without_printing(capsys):
+    monkeypatch.setattr(bench, "busy_warning", lambda *a: "the machine is busy (test)")
     settings = sp.settings_for("speed", "tiny", ("balanced", "can"), device="cpu", scale="tiny", sentences=1,
                                repeats=2, forced_length=2, warmup=0, vocab_size=64)
-    result = sp._bench_cli("speed", settings)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = sp.run_bench("speed", settings)
     assert capsys.readouterr().out == ""
+    assert sp.busy_warning(result["meta"]) == "the machine is busy (test)"
     assert set(result["systems"]) == {"balanced", "can"} and result["meta"]["dtype"] == "float32"
     assert len(result["systems"]["can"]["seconds"]) == 2
     assert sp.spread(result["systems"]["can"])["min"] > 0

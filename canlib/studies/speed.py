@@ -13,13 +13,8 @@ paper's regime (fp16 on a GPU, bound by kernel launches); the GPU figures are in
 """
 from __future__ import annotations
 
-import contextlib
-import io
-import json
-import os
 import statistics
-import tempfile
-from pathlib import Path
+import warnings
 from typing import Any
 
 from canlib.model.config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS
@@ -66,52 +61,20 @@ def settings_for(study_name: str, book_scale: str, systems: tuple[str, ...] | li
     return {**settings, **overrides}
 
 
-def _bench_function(study_name: str, settings: dict[str, Any]) -> dict[str, Any] | None:
-    """The bench's function API (``canlib.bench.run_study``), when this checkout has it."""
-    try:
-        from canlib.bench import BenchSettings, run_study
-    except ImportError:
-        return None
-    result = run_study(study_name, BenchSettings(**{**settings, "systems": tuple(settings["systems"]), "progress": False}))
+def run_bench(study_name: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """``canlib.bench.run_study`` as {"systems", "meta"}. Its busy-machine warning is kept in
+    ``meta["busy_warning"]`` and not raised as a warning, which a chapter would show as stray output."""
+    from canlib.bench import BenchSettings, run_study
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = run_study(study_name, BenchSettings(**{**settings, "progress": False}))
     return {"systems": dict(result.systems), "meta": dict(result.meta)}
 
 
-def _bench_cli(study_name: str, settings: dict[str, Any]) -> dict[str, Any]:
-    """The same measurement through ``canlib bench`` in-process, its table printout swallowed
-    (a chapter shows the result as a table of its own, never the bench's raw lines)."""
-    from canlib.cli import main
-
-    args = ["bench", study_name, "--systems", ",".join(settings["systems"]), "--preset-size", settings["scale"],
-            "--vocab-size", str(settings["vocab_size"]), "--beam", str(settings["beam"]), "--batch", str(settings["batch"]),
-            "--forced-length", str(settings["forced_length"]), "--sentences", str(settings["sentences"]),
-            "--repeats", str(settings["repeats"]), "--warmup", str(settings["warmup"]),
-            "--len-penalty", str(settings["len_penalty"]), "--device", settings["device"], "--seed", str(settings["seed"]),
-            "--no-progress"]
-    for name in ("beams", "lengths", "batches"):
-        if name in settings:
-            args += [f"--{name}", ",".join(map(str, settings[name]))]
-    if settings.get("threads"):
-        args += ["--threads", str(settings["threads"])]
-    args += ["--fp32"] * bool(settings["fp32"]) + ["--captured"] * bool(settings["graphs"]) + ["--breakdown"] * bool(settings["breakdown"])
-    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
-        out = Path(tmp) / "bench.json"
-        if main([*args, "--json", str(out)]) != 0:
-            raise RuntimeError("python -m canlib " + " ".join(args) + " failed")
-        raw = json.loads(out.read_text())
-    meta = {k.removeprefix("_"): v for k, v in raw.items() if k.startswith("_")}
-    meta["command"] = "python -m canlib " + " ".join(args)
-    return {"systems": {k: v for k, v in raw.items() if not k.startswith("_")}, "meta": meta}
-
-
 def busy_warning(meta: dict[str, Any]) -> str | None:
-    """A warning when other work loaded the machine during the timing (timings then run slow and spread)."""
-    if meta.get("busy_warning"):
-        return str(meta["busy_warning"])
-    load = meta.get("load_average")
-    cpus = os.cpu_count() or 1
-    if meta.get("device_type", "cpu") == "cpu" and load and load[0] > cpus:
-        return f"the machine was busy while timing (1-minute load {load[0]:.1f} on {cpus} CPUs): treat the figures as rough"
-    return None
+    """The bench's warning that other work loaded the machine while it timed (figures then run slow)."""
+    return meta.get("busy_warning")
 
 
 def measure(study_name: str, scale: str, systems: tuple[str, ...] | list[str], *, store: bool = False,
@@ -122,11 +85,7 @@ def measure(study_name: str, scale: str, systems: tuple[str, ...] | list[str], *
     settings = settings_for(study_name, scale, systems, device, **overrides)
 
     def compute() -> dict[str, Any]:
-        result = _bench_function(bench_study, settings) or _bench_cli(bench_study, settings)
-        warning = busy_warning(result["meta"])
-        if warning:
-            result["meta"]["busy_warning"] = warning
-        return result
+        return run_bench(bench_study, settings)
 
     return study(f"bench-{study_name}-{key(bench_study, settings)}", scale, {"study": bench_study, "settings": settings},
                  compute, settings["device"], store=store)
