@@ -176,7 +176,17 @@ def test_comparison_frame_leaves_out_missing_sources():
     rows = {"balanced": {"tok_per_s": 10.0, "min": 9.0, "max": 11.0}, "can": {"tok_per_s": 12.0, "min": 11.0, "max": 13.0}}
     frame = sp.comparison_frame(("balanced", "can"), rows, None, rows, {"balanced": 219.53, "can": 290.08})
     assert "GPU eager tok/s median" not in frame and frame.loc["CAN", "CPU tok/s x Balanced"] == pytest.approx(1.2)
-    assert frame.loc["CAN", "paper tok/s x Balanced"] == pytest.approx(290.08 / 219.53)
+    assert frame.loc["CAN", "paper tok/s (TITAN V)"] == 290.08
+    assert frame.loc["CAN", "paper tok/s (TITAN V) x Balanced"] == pytest.approx(290.08 / 219.53)
+
+
+def test_a_stored_result_is_found_from_a_machine_with_another_device(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setattr(sp, "run_bench", fake_bench([]))
+    stored, _ = sp.measure("speed", "small", ("balanced",), store=True, device="cpu")
+    monkeypatch.setattr(sp, "run_bench", lambda *a: pytest.fail("a stored small result must be loaded, not measured"))
+    loaded, prov = sp.measure("speed", "small", ("balanced",), device="cuda")
+    assert loaded == stored and prov["config"]["settings"]["device"] == "cpu"
 
 
 def test_weights_per_token_are_14_12_13_14_d2():

@@ -200,7 +200,7 @@ def gpu_training(kind: str = "training_4k", run: str = DEFAULT_RUN) -> tuple[dic
 def gpu_setting(prov: dict[str, Any]) -> str:
     """How a GPU figure was measured, in words, for the line under a table."""
     s = prov.get("settings") or {}
-    return (f"{prov['device']}, {prov.get('dtype') or ''} beam {s.get('beam')}, batch {s.get('batch', 1)}, "
+    return (f"{prov['device']}, {prov.get('dtype') or 'dtype not recorded'}, beam {s.get('beam')}, batch {s.get('batch', 1)}, "
             f"forced length {s.get('forced_length')}, {s.get('sentences')} sentences x {s.get('repeats')} repeats, "
             f"d=512 presets with random weights, commit {prov['commit']}, {prov['date']}")
 

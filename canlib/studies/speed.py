@@ -87,8 +87,9 @@ def measure(study_name: str, scale: str, systems: tuple[str, ...] | list[str], *
     def compute() -> dict[str, Any]:
         return run_bench(bench_study, settings)
 
-    return study(f"bench-{study_name}-{key(bench_study, settings)}", scale, {"study": bench_study, "settings": settings},
-                 compute, settings["device"], store=store)
+    # the file name leaves the device out, so a result stored on a GPU machine is found from any machine
+    name = f"bench-{study_name}-{key(bench_study, {k: v for k, v in settings.items() if k != 'device'})}"
+    return study(name, scale, {"study": bench_study, "settings": settings}, compute, settings["device"], store=store)
 
 
 def spread(row: dict[str, Any]) -> dict[str, float]:
@@ -181,7 +182,7 @@ def comparison_frame(systems: tuple[str, ...] | list[str], cpu: dict[str, dict[s
         labels = [LABELS.get(s, s) for s in have]
         if with_spread:
             frame.loc[labels, f"{prefix} min"] = [rows[s]["min"] for s in have]
-        frame.loc[labels, f"{prefix} median"] = [rows[s]["tok_per_s"] for s in have]
+        frame.loc[labels, f"{prefix} median" if with_spread else prefix] = [rows[s]["tok_per_s"] for s in have]
         if with_spread:
             frame.loc[labels, f"{prefix} max"] = [rows[s]["max"] for s in have]
         if reference_system in rows:
@@ -191,7 +192,7 @@ def comparison_frame(systems: tuple[str, ...] | list[str], cpu: dict[str, dict[s
     add("GPU eager tok/s", gpu_eager, True)
     add("GPU graphs tok/s", gpu_graphs, True)
     if paper:
-        add("paper tok/s", {s: {"tok_per_s": v} for s, v in paper.items()}, False)
+        add("paper tok/s (TITAN V)", {s: {"tok_per_s": v} for s, v in paper.items()}, False)
     return frame
 
 
