@@ -97,3 +97,25 @@ def test_stored_gpu_run_gives_the_table2_speed_verdicts(monkeypatch):
     assert first.verdict == sc.HELD and first.ours.startswith("2.28x")
     assert all(r.verdict == sc.NOT_TESTED for r in rows if r.kind == "quality")
     assert sc.frame(rows).index.name == "name"
+
+
+def test_bleu_by_seed_is_none_at_tiny_and_without_the_studies_api(monkeypatch):
+    import sys
+
+    assert sc.bleu_by_seed("tiny", ("can",)) is None
+    monkeypatch.setitem(sys.modules, "canlib.studies.quality", None)  # import fails
+    assert sc.bleu_by_seed("small", ("can",)) is None
+
+
+def test_bleu_by_seed_feeds_the_quality_verdicts(monkeypatch):
+    import sys
+    import types
+
+    fake = types.ModuleType("canlib.studies.quality")
+    fake.bleu_by_seed = lambda scale, systems, corpus=None, split="test", metric="bleu": {
+        "can": [27.3, 27.35], "balanced": [27.4, 27.45]}
+    monkeypatch.setitem(sys.modules, "canlib.studies.quality", fake)
+    bleu = sc.bleu_by_seed("small", ("can", "balanced", "baseline"))
+    rows = judge("small", bleu=bleu)
+    assert by_name(rows, "CAN is within 0.5 BLEU of Balanced")[0].verdict == sc.HELD
+    assert by_name(rows, "Balanced keeps Baseline's BLEU")[0].verdict == sc.NOT_TESTED  # no Baseline seeds

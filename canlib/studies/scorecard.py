@@ -199,8 +199,11 @@ def scorecard(scale: str, *, gpu_run: str | None = None, cpu: bool = True) -> li
         gpu, gpu_evidence, batch, batch_evidence = None, "", None, ""
     cpu_rows, cpu_evidence = None, ""
     if cpu:
-        cpu_rows, cprov = sp.speed_table(scale)
-        cpu_evidence = f"{cprov['device']}, commit {str(cprov['commit'])[:12]}, scale {scale}"
+        try:
+            cpu_rows, cprov = sp.speed_table(scale)
+            cpu_evidence = f"{cprov['device']}, commit {str(cprov['commit'])[:12]}, scale {scale}"
+        except FileNotFoundError:  # small/full without a stored CPU run: the CPU rows are context, not evidence
+            cpu_rows = None
     systems = ("baseline", "balanced", "can", "can_ffn", "depth-14-1")
     return claims(scale, bleu=bleu_by_seed(scale, systems), gpu=gpu, gpu_evidence=gpu_evidence, cpu=cpu_rows,
                   cpu_evidence=cpu_evidence, gpu_batch=batch, batch_evidence=batch_evidence)
