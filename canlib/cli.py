@@ -16,7 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bleu": ("canlib.bleu", "score detokenized hypotheses: sacreBLEU and the paper's tokenized BLEU"),
     "train": ("canlib.training.cli", "train a model preset on a prepared corpus (resumable; CPU or CUDA)"),
     "translate": ("canlib.decoding.translate", "translate raw sentences with a checkpoint (beam search)"),
-    "bench": ("canlib.bench.speed", "decoding-speed studies of the paper (JSON and plots)"),
+    "bench": ("canlib.bench.cli", "decoding-speed studies of the paper (JSON and plots)"),
     "experiment": ("canlib.studies.experiments", "train, evaluate and store every study of a scale under book/results/"),
 }
 

@@ -5,7 +5,7 @@ weights at the d=512 presets, in float16, beam 4, batch 1, forced output length 
 once eagerly and once with decode steps replayed from CUDA graphs; checks that the
 captured path gives the same outputs as the eager one; writes one JSON file with the
 tokens/s, ratios to Balanced, the goals (eager CAN/Balanced >= 1.3, captured Balanced
->= 2200 tok/s) and metadata.
+>= 2200 tok/s) and metadata, as ``{"systems": {name: figures}, "meta": {...}}`` like the bench.
 
     python scripts/gpu_bench.py --json gpu_bench.json
     python scripts/gpu_bench.py --quick --device cpu --json /tmp/q.json   # tiny smoke test
@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from canlib.io import device_name, git_commit  # noqa: E402
-from canlib.bench.speed import build_model, canlib_system, source_sentences, time_systems  # noqa: E402
+from canlib.bench.settings import BenchSettings  # noqa: E402
+from canlib.bench.speed import canlib_system, source_sentences, system_model, time_systems  # noqa: E402
 from canlib.model.config import PAPER_SYSTEMS  # noqa: E402
 from canlib.decoding.search import GraphedDecoder, beam_search, make_batch  # noqa: E402
 
@@ -72,13 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     names = args.systems.split(",")
     torch.set_grad_enabled(False)
     started = time.time()
-    models = {name: build_model(name, {}, size, vocab_size, device, half, seed=0) for name in names}
-    sources = source_sentences(args.sentences, vocab_size, None, None, seed=0)
+    settings = BenchSettings(scale=size, vocab_size=vocab_size, seed=0)
+    models = {name: system_model(name, settings, device, half) for name in names}
+    sources = source_sentences(args.sentences, vocab_size, seed=0)
     results: dict = {name: {} for name in names}
     errors: dict[str, str] = {}
     for mode in ("eager", "captured"):
         try:
-            systems = [canlib_system(name, models[name], 1, 1.0, captured=(mode == "captured")) for name in names]
+            systems = [canlib_system(name, models[name], 1, 1.0, graphs=(mode == "captured")) for name in names]
             rows = time_systems(systems, sources, args.beam, args.forced_length, args.repeats, 1, device, mode)
             for name, row in rows.items():
                 results[name][f"{mode}_tok_per_s"] = row["tok_per_s"]
@@ -87,8 +89,9 @@ def main(argv: list[str] | None = None) -> int:
                 results[name][f"{mode}_ratio_to_balanced"] = rows[name]["tok_per_s"] / rows["balanced"]["tok_per_s"] if "balanced" in rows else None
         except Exception as exc:  # keep the other mode's numbers; say what failed
             errors[mode] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
+    meta: dict = {}
     try:
-        results["_captured_matches_eager"] = {
+        meta["captured_matches_eager"] = {
             name: captured_matches_eager(models[name], sources[:2], args.beam, args.forced_length) for name in names
         }
     except Exception as exc:
@@ -98,24 +101,24 @@ def main(argv: list[str] | None = None) -> int:
         "eager can/balanced": can.get("eager_tok_per_s", 0) / bal["eager_tok_per_s"] if bal.get("eager_tok_per_s") else None,
         "captured balanced tok/s": bal.get("captured_tok_per_s"),
     }
-    results["_goals"] = {
+    meta["goals"] = {
         k: {"value": values[k], "target": target, "met": values[k] is not None and values[k] >= target}
         for k, target in GOALS.items()
     }
-    results.update({
-        "_device": device_name(device), "_dtype": "float16" if half else "float32", "_torch": torch.__version__,
-        "_threads": torch.get_num_threads(), "_git_commit": git_commit(), "_command": " ".join(sys.argv),
-        "_date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "_settings": {"beam": args.beam, "batch": 1, "forced_length": args.forced_length, "sentences": args.sentences,
-                      "repeats": args.repeats, "preset_size": size, "vocab_size": vocab_size},
-        "_errors": errors, "_wall_seconds": round(time.time() - started, 1),
+    meta.update({
+        "device": device_name(device), "dtype": "float16" if half else "float32", "torch": torch.__version__,
+        "threads": torch.get_num_threads(), "git_commit": git_commit(), "command": " ".join(sys.argv),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "settings": {"beam": args.beam, "batch": 1, "forced_length": args.forced_length, "sentences": args.sentences,
+                     "repeats": args.repeats, "scale": size, "vocab_size": vocab_size},
+        "errors": errors, "wall_seconds": round(time.time() - started, 1),
     })
-    Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+    Path(args.json).write_text(json.dumps({"systems": results, "meta": meta}, indent=1) + "\n")
     for name in names:
         row = results[name]
         print(f"{name:<10} eager {row.get('eager_tok_per_s', float('nan')):8.1f} tok/s   "
               f"captured {row.get('captured_tok_per_s', float('nan')):8.1f} tok/s")
-    for k, goal in results["_goals"].items():
+    for k, goal in meta["goals"].items():
         print(f"goal {k} >= {goal['target']}: {goal['value']} ({'met' if goal['met'] else 'NOT met'})")
     if errors:
         print("errors:", json.dumps(errors, indent=1), file=sys.stderr)

@@ -1,4 +1,5 @@
-"""The bench CLI contract: systems -> median tokens/s, plus `_` metadata, in one JSON file."""
+"""The bench contract: ``run_study(study, BenchSettings) -> BenchResult``; the CLI writes
+``{"systems": {name: figures}, "meta": {...}}`` to one JSON file."""
 from __future__ import annotations
 
 import json
@@ -19,19 +20,21 @@ def _one_thread(_deterministic_torch):
 
 def test_bench_speed_writes_the_contract_json(tmp_path):
     out = tmp_path / "speed.json"
-    argv = ["bench", "speed", "--systems", "baseline,balanced,can", "--preset-size", "tiny", "--vocab-size", "200",
+    argv = ["bench", "speed", "--systems", "baseline,balanced,can", "--scale", "tiny", "--vocab-size", "200",
             "--beam", "4", "--batch", "1", "--forced-length", "6", "--repeats", "2", "--sentences", "2",
             "--device", "cpu", "--json", str(out)]
     assert main(argv) == 0
     data = json.loads(out.read_text())
-    systems = {k: v for k, v in data.items() if not k.startswith("_")}
+    assert set(data) == {"systems", "meta"}
+    systems = data["systems"]
     assert set(systems) == {"baseline", "balanced", "can"}
     for row in systems.values():
         assert row["tok_per_s"] > 0
         assert row["tokens"] == 2 * 6  # forced length: exactly 6 tokens per sentence
     assert systems["balanced"]["ratio_to_balanced"] == 1.0
-    for key in ("_device", "_torch", "_threads", "_date", "_git_commit", "_command"):
-        assert key in data
+    for key in ("device", "torch", "threads", "date", "git_commit", "command", "load_average"):
+        assert key in data["meta"]
+    assert data["meta"]["settings"]["scale"] == "tiny" and data["meta"]["study"] == "speed"
     assert out.with_suffix(".png").is_file()
 
 
@@ -42,9 +45,9 @@ def test_bench_breakdown_and_ct2_reference(tmp_path):
             "--forced-length", "5", "--repeats", "1", "--sentences", "2", "--device", "cpu", "--json", str(out)]
     assert main(argv) == 0
     data = json.loads(out.read_text())
-    parts = data["tiny-balanced"]["breakdown"]
+    parts = data["systems"]["tiny-balanced"]["breakdown"]
     assert sum(parts[f"{p}_share"] for p in ("encode", "layers", "output", "search")) == pytest.approx(1.0)
-    assert data["ct2:tiny-balanced"]["tokens"] == 2 * 5
+    assert data["systems"]["ct2:tiny-balanced"]["tokens"] == 2 * 5
     assert not multiprocessing.active_children()  # the CTranslate2 worker process ended with the bench
 
 
@@ -84,12 +87,12 @@ def test_bench_beam_and_batch_studies_give_series(tmp_path):
     out = tmp_path / "beam.json"
     assert main(["bench", "beam", "--systems", "tiny-can", "--vocab-size", "100", "--beams", "1,2", "--lengths", "3,5",
                  "--repeats", "1", "--sentences", "1", "--device", "cpu", "--json", str(out)]) == 0
-    row = json.loads(out.read_text())["tiny-can"]
+    row = json.loads(out.read_text())["systems"]["tiny-can"]
     assert list(row["by_beam"]) == ["1", "2"] and list(row["by_length"]) == ["3", "5"]
     out = tmp_path / "batch.json"
     assert main(["bench", "batch", "--systems", "tiny-can", "--vocab-size", "100", "--batches", "1,3",
                  "--forced-length", "3", "--repeats", "1", "--sentences", "2", "--device", "cpu", "--json", str(out)]) == 0
-    assert list(json.loads(out.read_text())["tiny-can"]["by_batch"]) == ["1", "3"]
+    assert list(json.loads(out.read_text())["systems"]["tiny-can"]["by_batch"]) == ["1", "3"]
 
 
 def test_bench_rejects_a_malformed_checkpoint_option():
@@ -103,7 +106,7 @@ def test_bench_in_process_leaves_the_matplotlib_backend_alone(tmp_path):
 
     matplotlib.use("svg")  # stands for a notebook's inline backend
     before = matplotlib.get_backend()
-    argv = ["bench", "speed", "--systems", "tiny-balanced", "--preset-size", "tiny", "--vocab-size", "100",
+    argv = ["bench", "speed", "--systems", "tiny-balanced", "--scale", "tiny", "--vocab-size", "100",
             "--forced-length", "3", "--sentences", "1", "--repeats", "1", "--device", "cpu",
             "--json", str(tmp_path / "s.json")]
     assert main(argv) == 0
@@ -127,3 +130,43 @@ def test_ct2_worker_that_dies_gives_a_clear_error(tmp_path):
             system.measure([[5, 6, 7]], 2, 3, torch.device("cpu"))
     finally:
         system.close()
+
+
+def test_run_study_is_a_function_of_its_settings():
+    """The studies call the bench as a function: no argv, no files; the result carries its settings."""
+    from canlib.bench import BenchResult, BenchSettings, run_study
+
+    settings = BenchSettings(systems=("can",), scale="tiny", vocab_size=100, forced_length=4, sentences=2,
+                             repeats=1, warmup=0, threads=1)
+    result = run_study("speed", settings)
+    assert isinstance(result, BenchResult)
+    assert result.systems["can"]["tokens"] == 2 * 4
+    assert result.meta["settings"] == settings.to_dict()
+    assert BenchResult.from_json(json.loads(json.dumps(result.to_json()))).systems == result.systems
+    assert BenchSettings(**{**result.meta["settings"]}) == settings  # a stored result rebuilds its settings
+
+
+def test_bench_settings_reject_bad_values_by_name():
+    from canlib.bench import BenchSettings, run_study
+
+    with pytest.raises(ValueError, match="BenchSettings.beam=0"):
+        BenchSettings(beam=0)
+    with pytest.raises(ValueError, match="study='nope'"):
+        run_study("nope", BenchSettings())
+    with pytest.raises(ValueError, match="graphs=True needs a CUDA device"):
+        run_study("speed", BenchSettings(graphs=True, device="cpu"))
+
+
+def test_bench_warns_when_the_machine_is_busy(monkeypatch):
+    """A load average above the bench's threads is recorded as a warning, on stderr and in meta."""
+    import canlib.bench.speed as speed
+    from canlib.bench import BenchSettings, run_study
+
+    monkeypatch.setattr(speed.os, "getloadavg", lambda: (7.5, 7.0, 6.0))
+    settings = BenchSettings(systems=("tiny-can",), vocab_size=100, forced_length=2, sentences=1, repeats=1,
+                             warmup=0, threads=1)
+    with pytest.warns(RuntimeWarning, match="load average 7.50 exceeds the bench's 1 thread"):
+        result = run_study("speed", settings)
+    assert "7.50" in result.meta["busy_warning"]
+    monkeypatch.setattr(speed.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    assert "busy_warning" not in run_study("speed", settings).meta

@@ -18,8 +18,9 @@ def test_gpu_bench_quick_mode_writes_both_paths_and_goals(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
+    systems, meta = data["systems"], data["meta"]
     for name in ("baseline", "balanced", "can"):
-        assert data[name]["eager_tok_per_s"] > 0 and data[name]["captured_tok_per_s"] > 0
-    assert data["_captured_matches_eager"] == {"baseline": True, "balanced": True, "can": True}
-    assert set(data["_goals"]) == {"eager can/balanced", "captured balanced tok/s"}
-    assert data["_errors"] == {}
+        assert systems[name]["eager_tok_per_s"] > 0 and systems[name]["captured_tok_per_s"] > 0
+    assert meta["captured_matches_eager"] == {"baseline": True, "balanced": True, "can": True}
+    assert set(meta["goals"]) == {"eager can/balanced", "captured balanced tok/s"}
+    assert meta["errors"] == {}

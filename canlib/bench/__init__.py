@@ -1,2 +1,9 @@
 """Decoding-speed benchmarks: the paper's speed studies (Table 2, Figures 4 and 7, Table 5) as
-interleaved, repeated timings with medians and spreads."""
+interleaved, repeated timings with medians and spreads.
+
+``run_study(study, BenchSettings(...)) -> BenchResult``; the command line is :mod:`canlib.bench.cli`.
+"""
+from canlib.bench.settings import BenchResult, BenchSettings
+from canlib.bench.speed import STUDIES, run_study
+
+__all__ = ["BenchSettings", "BenchResult", "run_study", "STUDIES"]

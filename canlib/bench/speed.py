@@ -1,12 +1,13 @@
-"""``python -m canlib bench``: the paper's decoding-speed studies, as JSON and plots.
+"""The paper's decoding-speed studies: ``run_study(study, BenchSettings) -> BenchResult``.
 
 Speed is generated target tokens per second of the search call alone (encoder included,
 tokenization excluded), CUDA synchronised before the clock stops. Every system is warmed
 up first, then the systems are timed round-robin within each repeat (so slow drifts of
 the machine hit all of them alike) and the median repeat is reported, with the ratio to
-Balanced. Random weights at the preset shapes with ``--forced-length N`` make every
+Balanced. Random weights at the preset shapes with ``forced_length=N`` make every
 system generate exactly N tokens per sentence, so speed is compared at equal work;
-``--checkpoint name=PATH`` times trained models instead.
+``checkpoints=(("name", PATH),)`` times trained models instead. The command line
+(argparse) lives in :mod:`canlib.bench.cli`.
 
 Studies: ``speed`` (Table 2), ``depth`` (Figure 4), ``beam`` (Figure 5: beam sizes, and
 output-length buckets), ``batch`` (Figure 7), ``ablation`` (Table 5), and ``breakdown``
@@ -16,9 +17,7 @@ same weights in CTranslate2 (``standard`` systems only).
 """
 from __future__ import annotations
 
-import argparse
 import datetime
-import json
 import multiprocessing
 import os
 import shlex
@@ -27,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -35,7 +35,8 @@ import torch
 from tqdm import tqdm
 
 from canlib.model.checkpoint import load_model
-from canlib.model.config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS, preset
+from canlib.bench.settings import BenchResult, BenchSettings
+from canlib.model.config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS, preset, scaled_preset
 from canlib.model.seq2seq import Seq2Seq
 from canlib.io import device_name, git_commit
 from canlib.decoding.search import GraphedDecoder, beam_search, make_batch
@@ -48,7 +49,6 @@ STUDIES = {
     "ablation": ABLATION_SYSTEMS,
     "breakdown": PAPER_SYSTEMS,
 }
-SIZE_PREFIX = {"full": "", "small": "small-", "tiny": "tiny-"}
 PARTS = ("encode", "layers", "output", "search")
 
 
@@ -91,29 +91,29 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def build_model(name: str, checkpoints: dict[str, str], size: str, vocab_size: int, device: torch.device,
-                half: bool, seed: int) -> Seq2Seq:
-    """A trained checkpoint (``name=PATH``) or random weights at the preset shape (seeded per name)."""
+def system_model(name: str, settings: BenchSettings, device: torch.device, half: bool) -> Seq2Seq:
+    """A trained checkpoint (``settings.checkpoints``) or random weights at the preset shape of
+    ``name`` at ``settings.scale`` (an explicit "tiny-"/"small-" prefix wins), seeded per call."""
+    checkpoints = dict(settings.checkpoints)
     if name in checkpoints:
         model = load_model(checkpoints[name], map_location="cpu")
     else:
-        sized = name.startswith(("tiny-", "small-"))  # an explicit size wins over --preset-size
-        torch.manual_seed(seed)
-        model = Seq2Seq(preset(name if sized else SIZE_PREFIX[size] + name, vocab_size=vocab_size))
+        torch.manual_seed(settings.seed)
+        model = Seq2Seq(preset(scaled_preset(name, settings.scale), vocab_size=settings.vocab_size))
     model = model.eval().to(device)
     return model.half() if half else model
 
 
-def canlib_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, captured: bool) -> System:
+def canlib_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, graphs: bool) -> System:
     device = model.embed.weight.device
-    # captured: CUDA graphs on CUDA; elsewhere the same static-buffer path, replayed eagerly
-    graphs = GraphedDecoder(model, capture=device.type == "cuda") if captured else None
+    # graphs: CUDA graphs on CUDA; elsewhere the same static-buffer path, replayed eagerly
+    graphed = GraphedDecoder(model, capture=device.type == "cuda") if graphs else None
 
     def run(sources: list[list[int]], beam: int, forced: int | None) -> int:
         produced = 0
         for start in range(0, len(sources), batch):
             src = make_batch(sources[start : start + batch], model.cfg.pad_id, model.cfg.eos_id, device)
-            result = beam_search(model, src, beam=beam, len_penalty=len_penalty, forced_length=forced, graphs=graphs)
+            result = beam_search(model, src, beam=beam, len_penalty=len_penalty, forced_length=forced, graphs=graphed)
             produced += sum(len(t) for t in result.tokens)
         sync(device)
         return produced
@@ -192,20 +192,9 @@ def _ct2_worker(conn, folder: str, vocab_size: int, device: str, compute: str, t
             conn.send(traceback.format_exc())
 
 
-def source_sentences(count: int, vocab_size: int, vocab_path: str | None, data_dir: str | None, seed: int,
-                     min_len: int = 25, max_len: int = 30) -> list[list[int]]:
-    """Realistic-length sources: newstest2014 English encoded with ``vocab_path`` if given,
-    else random ids with lengths drawn from [min_len, max_len]."""
-    if vocab_path:
-        from canlib.data.vocab import Vocabulary
-
-        vocab = Vocabulary.load(vocab_path)
-        folder = Path(data_dir or os.environ.get("CANLIB_DATA_DIR", "../shared/data"))
-        path = folder / "wmt14-en-de" / "newstest2014.en"
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: newstest2014.en not found (set --data-dir or CANLIB_DATA_DIR)")
-        lines = path.read_text(encoding="utf-8").splitlines()[:count]
-        return [ids[:200] for ids in vocab.encode_batch(lines)]
+def source_sentences(count: int, vocab_size: int, seed: int, min_len: int = 25, max_len: int = 30) -> list[list[int]]:
+    """Random source ids with realistic lengths drawn from [min_len, max_len] (newstest2014's
+    sentences are about 27 BPE tokens long on average)."""
     g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(min_len, max_len + 1, (count,), generator=g).tolist()
     return [torch.randint(4, vocab_size, (n,), generator=g).tolist() for n in lengths]
@@ -257,215 +246,131 @@ def breakdown(system: System, sources: list[list[int]], beam: int, batch: int, f
     return result
 
 
-def metadata(args: argparse.Namespace, device: torch.device, dtype: str) -> dict:
+def busy_warning(load_average: list[float] | None, threads: int) -> str | None:
+    """A warning when other work competes for the CPU: the 1-minute load average, taken before
+    the bench starts, above the threads the bench itself uses (timings then mean little)."""
+    if load_average is None or load_average[0] <= threads:
+        return None
+    return (f"the machine is busy: load average {load_average[0]:.2f} exceeds the bench's {threads} thread(s); "
+            "other processes share the CPU and these timings may be unreliable")
+
+
+def metadata(study: str, settings: BenchSettings, device: torch.device, dtype: str,
+             load_average: list[float] | None) -> dict:
+    """Where, when and how a result was measured (stored with it as ``BenchResult.meta``)."""
     meta = {
-        "_device": device_name(device),
-        "_device_type": device.type,
-        "_dtype": dtype,
-        "_torch": torch.__version__,
-        "_threads": torch.get_num_threads(),
-        "_load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,  # other work on the machine
-        "_date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "_git_commit": git_commit(),
-        "_command": " ".join(shlex.quote(a) for a in sys.argv),
-        "_settings": {
-            k: v for k, v in vars(args).items() if k not in ("func",) and isinstance(v, (int, float, str, list, type(None)))
-        },
+        "device": device_name(device),
+        "device_type": device.type,
+        "dtype": dtype,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "load_average": load_average,  # other work on the machine, taken before the bench started
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": git_commit(),
+        "command": " ".join(shlex.quote(a) for a in sys.argv),
+        "study": study,
+        "settings": settings.to_dict(),
     }
     try:
         import ctranslate2
 
-        meta["_ctranslate2"] = ctranslate2.__version__
+        meta["ctranslate2"] = ctranslate2.__version__
     except ImportError:
         pass
     return meta
 
 
-def parse_checkpoints(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise ValueError(f"--checkpoint {item!r}: expected name=PATH")
+def run_study(study: str, settings: BenchSettings) -> BenchResult:
+    """Time ``study`` (one of :data:`STUDIES`) as ``settings`` say; autograd is off inside only."""
+    if study not in STUDIES:
+        raise ValueError(f"study={study!r}: choose one of {', '.join(sorted(STUDIES))}")
+    device = torch.device(settings.device)
+    if settings.graphs and device.type != "cuda":
+        raise ValueError("graphs=True needs a CUDA device (CUDA graphs)")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device={settings.device!r}: CUDA is not available here")
+    for name, path in settings.checkpoints:
         if not Path(path).is_file():
-            raise FileNotFoundError(f"--checkpoint {name}={path}: no such file")
-        out[name] = path
-    return out
+            raise FileNotFoundError(f"checkpoint {name}={path}: no such file")
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    load_average = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    busy = busy_warning(load_average, torch.get_num_threads()) if device.type == "cpu" else None
+    if busy:
+        warnings.warn(f"canlib bench: {busy}", RuntimeWarning, stacklevel=2)
+    half = device.type == "cuda" and not settings.fp32
+    with torch.no_grad():  # never switch autograd off globally: callers run the bench in-process
+        systems = _timed_study(study, settings, device, half)
+    meta = metadata(study, settings, device, "float16" if half else "float32", load_average)
+    if busy:
+        meta["busy_warning"] = busy
+    return BenchResult(systems, meta)
 
 
-def int_list(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers") from None
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("study", choices=sorted(STUDIES), help="which study to run")
-    parser.add_argument("--systems", help="comma-separated systems (presets, ct2:<preset>, or checkpoint names); "
-                        "default: the study's systems (speed: with CTranslate2's Baseline and Balanced where installed)")
-    parser.add_argument("--checkpoint", action="append", default=[], metavar="NAME=PATH", help="time a trained model")
-    parser.add_argument("--preset-size", choices=sorted(SIZE_PREFIX), default="full", help="random-weight preset size")
-    parser.add_argument("--vocab-size", type=int, default=32000, help="random-weight vocabulary size (default 32000)")
-    parser.add_argument("--beam", type=int, default=4)
-    parser.add_argument("--beams", type=int_list, default=[1, 4, 16, 64, 256], help="beam study: beam sizes")
-    parser.add_argument("--lengths", type=int_list, default=[10, 20, 30, 40, 50], help="beam study: output lengths")
-    parser.add_argument("--batch", type=int, default=1, help="sentences per search call")
-    parser.add_argument("--batches", type=int_list, default=[1, 2, 4, 8, 16, 32, 64], help="batch study: batch sizes")
-    parser.add_argument("--forced-length", type=int, default=30, help="generate exactly N tokens (0: free decoding)")
-    parser.add_argument("--sentences", type=int, default=8, help="source sentences per timed repeat")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--len-penalty", type=float, default=1.0)
-    parser.add_argument("--vocab", help="SentencePiece model: time real newstest2014 sentences instead of random ids")
-    parser.add_argument("--data-dir", help="data folder (default: CANLIB_DATA_DIR)")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: leave torch's default)")
-    parser.add_argument("--fp32", action="store_true", help="float32 on CUDA (default there: float16)")
-    parser.add_argument("--captured", action="store_true", help="CUDA: replay decode steps from CUDA graphs")
-    parser.add_argument("--breakdown", action="store_true", help="also time the components of each canlib system")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars (e.g. inside a notebook)")
-    parser.add_argument("--json", help="write the results here (JSON)")
-    parser.add_argument("--plot", help="write a plot here (default: the JSON path with .png)")
-
-
-def run(args: argparse.Namespace) -> int:
-    with torch.no_grad():  # never switch autograd off globally: callers may run bench in-process
-        return _run(args)
-
-
-def _run(args: argparse.Namespace) -> int:
-    device = torch.device(args.device)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    half = device.type == "cuda" and not args.fp32
-    if args.captured and device.type != "cuda":
-        raise ValueError("--captured needs a CUDA device (CUDA graphs)")
-    for name in ("beam", "batch", "sentences", "repeats"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name}={getattr(args, name)}: must be at least 1")
-    forced = args.forced_length or None
-    checkpoints = parse_checkpoints(args.checkpoint)
-    names = args.systems.split(",") if args.systems else default_systems(args.study)
+def _timed_study(study: str, settings: BenchSettings, device: torch.device, half: bool) -> dict[str, dict]:
+    names = list(settings.systems) if settings.systems else default_systems(study)
     workdir = Path(tempfile.mkdtemp(prefix="canlib-bench-"))
     models: dict[str, Seq2Seq] = {}
     created: list[System] = []
 
     def model_for(name: str) -> Seq2Seq:
         if name not in models:
-            models[name] = build_model(name, checkpoints, args.preset_size, args.vocab_size, device, half, args.seed)
+            models[name] = system_model(name, settings, device, half)
         return models[name]
 
     def make_systems(batch: int) -> list[System]:
         systems = []
         for name in names:
             if name.startswith("ct2:"):  # the same seeded weights as the canlib system, in float32 on the CPU
-                copy = build_model(name[4:], checkpoints, args.preset_size, args.vocab_size, torch.device("cpu"), False, args.seed)
-                systems.append(ct2_system(name, copy, batch, args.len_penalty, device, torch.get_num_threads(), workdir))
+                copy = system_model(name[4:], settings, torch.device("cpu"), False)
+                systems.append(ct2_system(name, copy, batch, settings.len_penalty, device, torch.get_num_threads(), workdir))
             else:
-                systems.append(canlib_system(name, model_for(name), batch, args.len_penalty, args.captured))
+                systems.append(canlib_system(name, model_for(name), batch, settings.len_penalty, settings.graphs))
         created.extend(systems)
         return systems
 
     vocab_size = model_for(names[0].removeprefix("ct2:")).cfg.vocab_size
-    sources = source_sentences(args.sentences, vocab_size, args.vocab, args.data_dir, args.seed)
+    sources = source_sentences(settings.sentences, vocab_size, settings.seed)
     try:
-        results = run_study(args, names, sources, forced, make_systems, device)
+        return _study_rows(study, settings, names, sources, make_systems, device)
     finally:
         for system in created:  # CTranslate2 worker processes
             system.close()
         shutil.rmtree(workdir, ignore_errors=True)  # exported CTranslate2 models
-    results.update(metadata(args, device, "float16" if half else "float32"))
-    print_table(args.study, results)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
-        plot(args.study, results, args.plot or str(Path(args.json).with_suffix(".png")))
-    elif args.plot:
-        plot(args.study, results, args.plot)
-    return 0
 
 
-def run_study(args: argparse.Namespace, names: list[str], sources: list[list[int]], forced: int | None,
-              make_systems: Callable[[int], list[System]], device: torch.device) -> dict:
+def _study_rows(study: str, s: BenchSettings, names: list[str], sources: list[list[int]],
+                make_systems: Callable[[int], list[System]], device: torch.device) -> dict[str, dict]:
     """Time the study's systems; the result maps system name -> its figures."""
-    results: dict = {}
-    if args.study in ("speed", "depth", "ablation", "breakdown"):
-        systems = make_systems(args.batch)
-        results = time_systems(systems, sources, args.beam, forced, args.repeats, args.warmup, device, args.study, not args.no_progress)
+    forced = s.forced_length or None
+    results: dict[str, dict] = {}
+    if study in ("speed", "depth", "ablation", "breakdown"):
+        systems = make_systems(s.batch)
+        results = time_systems(systems, sources, s.beam, forced, s.repeats, s.warmup, device, study, s.progress)
         reference = results.get("balanced") or results.get(names[0])
         for row in results.values():
             row["ratio_to_balanced" if "balanced" in results else f"ratio_to_{names[0]}"] = row["tok_per_s"] / reference["tok_per_s"]
-        if args.breakdown or args.study == "breakdown":
-            for system in tqdm(systems, desc="breakdown", leave=False, disable=args.no_progress):
+        if s.breakdown or study == "breakdown":
+            for system in tqdm(systems, desc="breakdown", leave=False, disable=not s.progress):
                 if system.model is not None:
                     results[system.name]["breakdown"] = breakdown(
-                        system, sources, args.beam, args.batch, forced, max(1, args.repeats // 2 + 1), args.len_penalty)
-    elif args.study == "beam":
-        systems = make_systems(args.batch)
-        for beam in args.beams:
-            for name, row in time_systems(systems, sources, beam, forced, args.repeats, args.warmup, device, f"beam {beam}", not args.no_progress).items():
+                        system, sources, s.beam, s.batch, forced, max(1, s.repeats // 2 + 1), s.len_penalty)
+    elif study == "beam":
+        systems = make_systems(s.batch)
+        for beam in s.beams:
+            for name, row in time_systems(systems, sources, beam, forced, s.repeats, s.warmup, device, f"beam {beam}", s.progress).items():
                 results.setdefault(name, {}).setdefault("by_beam", {})[str(beam)] = row["tok_per_s"]
-        for length in args.lengths:
-            for name, row in time_systems(systems, sources, args.beam, length, args.repeats, args.warmup, device, f"length {length}", not args.no_progress).items():
+        for length in s.lengths:
+            for name, row in time_systems(systems, sources, s.beam, length, s.repeats, s.warmup, device, f"length {length}", s.progress).items():
                 results[name].setdefault("by_length", {})[str(length)] = row["tok_per_s"]
     else:  # batch
-        for batch in args.batches:
+        for batch in s.batches:
             count = max(len(sources), batch)
             batch_sources = (sources * (count // len(sources) + 1))[:count]
             systems = make_systems(batch)
-            rows = time_systems(systems, batch_sources, args.beam, forced, args.repeats, args.warmup, device, f"batch {batch}", not args.no_progress)
+            rows = time_systems(systems, batch_sources, s.beam, forced, s.repeats, s.warmup, device, f"batch {batch}", s.progress)
             for system in systems:
                 system.close()
             for name, row in rows.items():
                 results.setdefault(name, {}).setdefault("by_batch", {})[str(batch)] = row["tok_per_s"]
     return results
-
-
-def systems_of(results: dict) -> dict[str, dict]:
-    return {k: v for k, v in results.items() if not k.startswith("_")}
-
-
-def print_table(study: str, results: dict) -> None:
-    rows = systems_of(results)
-    print(f"# {study} on {results['_device']} ({results['_dtype']}, {results['_threads']} threads)")
-    for name, row in rows.items():
-        if "tok_per_s" in row:
-            ratio = next((v for k, v in row.items() if k.startswith("ratio_to_")), float("nan"))
-            line = f"{name:<16}{row['tok_per_s']:>10.1f} tok/s  {row['ms_per_sentence']:>8.1f} ms/sent  x{ratio:.2f}"
-            if "breakdown" in row:
-                b = row["breakdown"]
-                line += "  | " + "  ".join(f"{p} {b[p + '_ms']:.1f}ms ({100 * b[p + '_share']:.0f}%)" for p in PARTS)
-            print(line)
-        else:
-            for key, series in row.items():
-                print(f"{name:<16}{key}: " + ", ".join(f"{x}={v:.1f}" for x, v in series.items()))
-
-
-def plot(study: str, results: dict, path: str) -> None:
-    """Save the study's plot. Uses matplotlib's object API, never pyplot, so running the bench
-    inside a notebook leaves the notebook's backend (and its inline figures) alone."""
-    from matplotlib.figure import Figure
-
-    rows = systems_of(results)
-    series_keys = sorted({k for row in rows.values() for k in row if k.startswith("by_")})
-    panels = series_keys or ["tok_per_s"]
-    fig = Figure(figsize=(5 * len(panels), 3.5))
-    axes = fig.subplots(1, len(panels), squeeze=False)
-    for ax, key in zip(axes[0], panels):
-        if key == "tok_per_s":
-            ax.bar(list(rows), [row["tok_per_s"] for row in rows.values()], color="tab:blue")
-            ax.set_ylabel("target tokens / s")
-            ax.tick_params(axis="x", rotation=30)
-        else:
-            for name, row in rows.items():
-                xs = [int(x) for x in row[key]]
-                ax.plot(xs, list(row[key].values()), marker="o", label=name)
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel(key[3:])
-            ax.set_ylabel("target tokens / s")
-            ax.legend()
-    fig.suptitle(f"{study}: {results['_device']} ({results['_dtype']})", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)

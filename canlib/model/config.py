@@ -108,14 +108,29 @@ _SYSTEMS: dict[str, dict[str, Any]] = {
     "can_ffn": dict(enc_layers=12, dec_layers=2, decoder_kind="can_ffn"),
 }
 
+# scale -> the width of its presets; one name per idea: the scale "tiny" names the presets "tiny-*"
 _SIZES: dict[str, dict[str, Any]] = {
-    "": dict(d_model=512, heads=8, ffn_dim=2048),
-    "small-": dict(d_model=256, heads=4, ffn_dim=1024),
-    "tiny-": dict(d_model=64, heads=4, ffn_dim=256),
+    "full": dict(d_model=512, heads=8, ffn_dim=2048),
+    "small": dict(d_model=256, heads=4, ffn_dim=1024),
+    "tiny": dict(d_model=64, heads=4, ffn_dim=256),
 }
+SCALES = tuple(_SIZES)
+# the joint vocabulary each scale's prepared corpora use (canlib.data.corpora's Scale.vocab_size)
+SCALE_VOCAB: dict[str, int] = {"full": 32000, "small": 8000, "tiny": 2000}
+
+
+def scaled_preset(system: str, scale: str) -> str:
+    """The preset name of ``system`` at ``scale`` ("can", "tiny" -> "tiny-can"); a name that
+    already carries a scale prefix is kept as it is."""
+    if scale not in _SIZES:
+        raise ValueError(f"scale={scale!r}: choose one of {', '.join(SCALES)}")
+    if system.startswith(tuple(f"{s}-" for s in SCALES if s != "full")) or scale == "full":
+        return system
+    return f"{scale}-{system}"
+
 
 PRESETS: dict[str, dict[str, Any]] = {
-    prefix + name: {**size, **system} for prefix, size in _SIZES.items() for name, system in _SYSTEMS.items()
+    scaled_preset(name, scale): {**size, **system} for scale, size in _SIZES.items() for name, system in _SYSTEMS.items()
 }
 
 # The paper's Table 2 systems, in the paper's order (used by benchmarks and chapters).
@@ -133,5 +148,5 @@ def preset(name: str, vocab_size: int = 32000, **overrides: Any) -> ModelConfig:
 
 __all__ = [
     "ModelConfig", "PRESETS", "preset", "DECODER_KINDS", "PAPER_SYSTEMS", "ABLATION_SYSTEMS",
-    "DEPTH_SYSTEMS", "PAD_ID", "UNK_ID", "BOS_ID", "EOS_ID",
+    "DEPTH_SYSTEMS", "SCALES", "SCALE_VOCAB", "scaled_preset", "PAD_ID", "UNK_ID", "BOS_ID", "EOS_ID",
 ]

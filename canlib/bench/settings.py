@@ -1,0 +1,77 @@
+"""What a bench study is asked to do (:class:`BenchSettings`) and what it returns (:class:`BenchResult`).
+
+Plain data, no torch: the studies and the CLI build a ``BenchSettings``; ``run_study`` turns it
+into a ``BenchResult``, stored as JSON ``{"systems": ..., "meta": ...}``.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """One bench run's settings; the defaults are the paper's regime (beam 4, batch 1, d=512, V=32k)."""
+
+    systems: tuple[str, ...] | None = None  # None: the study's default systems
+    scale: str = "full"  # preset scale of random-weight models: "tiny" | "small" | "full"
+    vocab_size: int = 32000
+    beam: int = 4
+    batch: int = 1
+    forced_length: int = 30  # 0: free decoding
+    sentences: int = 8
+    repeats: int = 5
+    warmup: int = 1
+    len_penalty: float = 1.0
+    beams: tuple[int, ...] = (1, 4, 16, 64, 256)  # beam study
+    lengths: tuple[int, ...] = (10, 20, 30, 40, 50)  # beam study
+    batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)  # batch study
+    device: str = "cpu"
+    fp32: bool = False  # float32 on CUDA (default there: float16)
+    graphs: bool = False  # CUDA: replay decode steps from CUDA graphs
+    breakdown: bool = False
+    threads: int = 0
+    seed: int = 0
+    checkpoints: tuple[tuple[str, str], ...] = ()  # (name, path) of trained models to time
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("systems", "beams", "lengths", "batches", "checkpoints"):  # lists from JSON or callers
+            value = getattr(self, name)
+            if isinstance(value, list):
+                object.__setattr__(self, name, tuple(tuple(v) if isinstance(v, list) else v for v in value))
+        for name in ("vocab_size", "beam", "batch", "sentences", "repeats"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"BenchSettings.{name}={getattr(self, name)}: must be at least 1")
+        for name in ("forced_length", "warmup", "threads"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"BenchSettings.{name}={getattr(self, name)}: must be at least 0")
+        for name in ("beams", "lengths", "batches"):
+            if not getattr(self, name) or min(getattr(self, name)) < 1:
+                raise ValueError(f"BenchSettings.{name}={getattr(self, name)}: must be positive integers")
+
+    def to_dict(self) -> dict:
+        """JSON-ready (tuples become lists)."""
+        return asdict(self)
+
+
+@dataclass
+class BenchResult:
+    """Per system, its figures (tok_per_s, ms_per_sentence, tokens, seconds, ratio_to_*, breakdown,
+    by_beam / by_length / by_batch); ``meta``: device, dtype, torch, threads, load_average, date,
+    git_commit, command, study, settings, ctranslate2 (if installed), busy_warning (if busy)."""
+
+    systems: dict[str, dict]
+    meta: dict
+
+    def to_json(self) -> dict:
+        return {"systems": self.systems, "meta": self.meta}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "BenchResult":
+        missing = {"systems", "meta"} - set(data)
+        if missing:
+            raise ValueError(f"bench result: missing key(s) {', '.join(sorted(missing))} (expected {{'systems', 'meta'}})")
+        return cls(systems=data["systems"], meta=data["meta"])
+
+
+__all__ = ["BenchSettings", "BenchResult"]

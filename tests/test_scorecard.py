@@ -1,0 +1,121 @@
+"""The scorecard judges a claim only with evidence that can test it."""
+from __future__ import annotations
+
+import pytest
+
+from canlib.studies import scorecard as sc
+
+GPU = {  # tok/s with the spread of the timed repeats
+    "baseline": {"tok_per_s": 200.0, "min": 195.0, "max": 205.0},
+    "balanced": {"tok_per_s": 450.0, "min": 440.0, "max": 460.0},
+    "can": {"tok_per_s": 600.0, "min": 590.0, "max": 610.0},
+    "san": {"tok_per_s": 500.0, "min": 490.0, "max": 510.0},
+    "aan": {"tok_per_s": 480.0, "min": 470.0, "max": 490.0},
+}
+
+
+def by_name(rows, name):
+    return [r for r in rows if r.name == name]
+
+
+def judge(scale="small", bleu=None, gpu=None, cpu=None, batch=None):
+    return sc.claims(scale, bleu=bleu, gpu=gpu, gpu_evidence="GPU eager fp16", cpu=cpu, cpu_evidence="test CPU",
+                     gpu_batch=batch, batch_evidence="GPU batch sweep")
+
+
+def test_quality_claims_at_tiny_are_not_tested_even_with_seeds():
+    bleu = {"can": [30.0, 30.1], "balanced": [30.0, 30.1], "baseline": [30.0, 30.1]}
+    rows = judge("tiny", bleu=bleu)
+    quality = [r for r in rows if r.kind == "quality"]
+    assert quality and all(r.verdict == sc.NOT_TESTED for r in quality)
+
+
+def test_a_quality_claim_with_one_seed_is_not_tested():
+    row = sc.quality_claim("c", "p", "ΔBLEU >= -0.5", lambda d: d >= -0.5, "can", "balanced", "small",
+                           {"can": [30.0], "balanced": [30.0, 30.2]})
+    assert row.verdict == sc.NOT_TESTED and "CAN has 1 seed" in row.evidence
+
+
+def test_quality_claims_without_the_studies_api_are_not_tested():
+    assert all(r.verdict == sc.NOT_TESTED for r in judge("small", bleu=None) if r.kind == "quality")
+
+
+def test_a_difference_whose_seed_spread_straddles_the_threshold_is_within_noise():
+    # CAN - Balanced = -0.40, standard error 0.14: the 2-s.e. interval [-0.68, -0.12] straddles -0.5
+    row = by_name(judge(bleu={"can": [27.0, 27.2], "balanced": [27.4, 27.6]}), "CAN is within 0.5 BLEU of Balanced")[0]
+    assert row.verdict == sc.NOISE
+    assert row.ours.startswith("-0.40")
+
+
+def test_a_difference_clear_of_the_threshold_is_judged():
+    held = by_name(judge(bleu={"can": [27.3, 27.35], "balanced": [27.4, 27.45]}), "CAN is within 0.5 BLEU of Balanced")[0]
+    assert held.verdict == sc.HELD
+    failed = by_name(judge(bleu={"can": [26.0, 26.1], "balanced": [27.4, 27.5]}), "CAN is within 0.5 BLEU of Balanced")[0]
+    assert failed.verdict == sc.FAILED
+
+
+def test_a_speed_claim_with_only_cpu_rows_gives_no_verdict():
+    rows = by_name(judge(gpu=None, cpu=GPU), "CAN decodes faster than Balanced")
+    assert [r.verdict for r in rows] == [sc.NOT_TESTED, sc.NO_VERDICT_CPU]
+    assert "not the paper's regime" in rows[1].evidence
+
+
+def test_a_speed_claim_is_judged_from_the_gpu_rows_and_the_cpu_row_still_is_not():
+    rows = by_name(judge(gpu=GPU, cpu=GPU), "Balanced 12/2 decodes about 2x faster than Baseline 6/6")
+    assert [r.verdict for r in rows] == [sc.HELD, sc.NO_VERDICT_CPU]
+    assert rows[0].evidence == "GPU eager fp16"
+
+
+def test_a_speed_ratio_whose_repeats_straddle_the_criterion_is_within_noise():
+    gpu = {**GPU, "can": {"tok_per_s": 570.0, "min": 500.0, "max": 650.0}}  # 1.27x, repeats 1.09-1.48x
+    row = by_name(judge(gpu=gpu), "CAN decodes faster than Balanced")[0]
+    assert row.verdict == sc.NOISE
+
+
+def test_ablation_speed_without_gpu_rows_of_the_ablations_is_not_tested():
+    row = by_name(judge(gpu=GPU), "Compressing attention gains more speed than compressing the FFN (Table 5)")[0]
+    assert row.verdict == sc.NOT_TESTED
+
+
+def test_batch_claim_uses_the_gpu_batch_sweep():
+    batch = {"balanced": {1: 400.0, 64: 28000.0}, "can": {1: 520.0, 64: 30000.0}}
+    assert by_name(judge(batch=batch), "CAN's gain over Balanced shrinks at large batch (Figure 7)")[0].verdict == sc.HELD
+    assert by_name(judge(batch=None), "CAN's gain over Balanced shrinks at large batch (Figure 7)")[0].verdict == sc.NOT_TESTED
+
+
+def test_seed_difference_refuses_a_single_seed():
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        sc.seed_difference([1.0], [1.0, 2.0])
+
+
+def test_stored_gpu_run_gives_the_table2_speed_verdicts(monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.setenv("CANLIB_RESULTS_DIR", str(Path(__file__).resolve().parents[1] / "book" / "results"))
+    rows = sc.scorecard("tiny", cpu=False)
+    first = by_name(rows, "Balanced 12/2 decodes about 2x faster than Baseline 6/6")[0]
+    assert first.verdict == sc.HELD and first.ours.startswith("2.28x")
+    assert all(r.verdict == sc.NOT_TESTED for r in rows if r.kind == "quality")
+    assert sc.frame(rows).index.name == "name"
+
+
+def test_bleu_by_seed_is_none_at_tiny_and_without_the_studies_api(monkeypatch):
+    import sys
+
+    assert sc.bleu_by_seed("tiny", ("can",)) is None
+    monkeypatch.setitem(sys.modules, "canlib.studies.quality", None)  # import fails
+    assert sc.bleu_by_seed("small", ("can",)) is None
+
+
+def test_bleu_by_seed_feeds_the_quality_verdicts(monkeypatch):
+    import sys
+    import types
+
+    fake = types.ModuleType("canlib.studies.quality")
+    fake.bleu_by_seed = lambda scale, systems, corpus=None, split="test", metric="bleu": {
+        "can": [27.3, 27.35], "balanced": [27.4, 27.45]}
+    monkeypatch.setitem(sys.modules, "canlib.studies.quality", fake)
+    bleu = sc.bleu_by_seed("small", ("can", "balanced", "baseline"))
+    rows = judge("small", bleu=bleu)
+    assert by_name(rows, "CAN is within 0.5 BLEU of Balanced")[0].verdict == sc.HELD
+    assert by_name(rows, "Balanced keeps Baseline's BLEU")[0].verdict == sc.NOT_TESTED  # no Baseline seeds

@@ -1,0 +1,194 @@
+"""The stored GPU results and the shared speed studies the chapters read."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from canlib.studies import gpu_results as gpu
+from canlib.studies.results import ProvenanceError, load_result
+
+REPO = Path(__file__).resolve().parents[1]
+STORED = REPO / "book" / "results" / "gpu" / gpu.DEFAULT_RUN
+RAW = REPO.parent.parent / "shared" / "measurements" / gpu.DEFAULT_RUN  # /work/shared/... beside the worktrees
+if not RAW.is_dir():
+    RAW = REPO.parent / "shared" / "measurements" / gpu.DEFAULT_RUN
+
+
+@pytest.fixture
+def results_here(monkeypatch):
+    monkeypatch.setenv("CANLIB_RESULTS_DIR", str(REPO / "book" / "results"))
+
+
+@pytest.mark.parametrize("kind", sorted(set(gpu.FILES.values())))
+def test_every_stored_gpu_file_loads_with_its_provenance(results_here, kind):
+    _, prov = gpu.load(kind)
+    assert prov["commit"] == "df024e7" and prov["date"] == "2026-11-26" and prov["device"] == "NVIDIA H200"
+    assert prov["config"]["command"].startswith("python ")
+    assert "shared/measurements" in prov["source"]
+
+
+def test_gpu_speed_ratios_are_the_measured_ones(results_here):
+    eager, prov = gpu.gpu_speed("eager")
+    assert round(eager["balanced"]["tok_per_s"] / eager["baseline"]["tok_per_s"], 2) == 2.28
+    assert round(eager["can"]["ratio_to_balanced"], 2) == 1.21
+    assert prov["dtype"] == "float16" and prov["captured_matches_eager"]["aan"] is False
+    captured, _ = gpu.gpu_speed("captured")
+    assert round(captured["balanced"]["tok_per_s"], 1) == 1340.3
+    for row in eager.values():
+        assert row["min"] <= row["median"] <= row["max"]
+
+
+def test_gpu_breakdown_shows_search_is_a_quarter_of_balanced(results_here):
+    parts, _ = gpu.gpu_breakdown()
+    assert round(parts["balanced"]["search_share"], 2) == 0.25
+    assert set(parts) == {"baseline", "balanced", "can"}
+
+
+@pytest.mark.skipif(not RAW.is_dir(), reason="raw measurement folder not present")
+def test_stored_figures_equal_the_raw_measurements(results_here):
+    raw = json.loads((RAW / "gpu_bench.json").read_text())
+    eager, _ = gpu.gpu_speed("eager")
+    captured, _ = gpu.gpu_speed("captured")
+    for system in ("baseline", "balanced", "san", "aan", "can"):
+        assert eager[system]["tok_per_s"] == pytest.approx(raw[system]["eager_tok_per_s"], rel=1e-9)
+        assert captured[system]["tok_per_s"] == pytest.approx(raw[system]["captured_tok_per_s"], rel=1e-9)
+    batch, _ = gpu.gpu_batch()
+    raw_batch = json.loads((RAW / "bench_batch.json").read_text())
+    assert batch["can"][64] == raw_batch["can"]["by_batch"]["64"]
+    runs, _ = gpu.gpu_training("training_32k")
+    assert runs["baseline"]["mfu"] == json.loads((RAW / "smoke_32k.json").read_text())["runs"]["baseline"]["mfu"]
+
+
+@pytest.mark.skipif(not RAW.is_dir(), reason="raw measurement folder not present")
+def test_converting_again_reproduces_the_stored_results(tmp_path):
+    gpu.convert_measurements(RAW, tmp_path)
+    for path in STORED.glob("*.json"):
+        assert load_result(tmp_path / path.name)[0] == load_result(path)[0]
+
+
+def test_a_tampered_median_is_refused(tmp_path):
+    if not RAW.is_dir():
+        pytest.skip("raw measurement folder not present")
+    shutil.copy(RAW / "gpu_bench.json", tmp_path / "gpu_bench.json")
+    data = json.loads((tmp_path / "gpu_bench.json").read_text())
+    data["can"]["eager_tok_per_s"] *= 1.1
+    (tmp_path / "gpu_bench.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="can eager"):
+        gpu.convert_measurements(tmp_path, tmp_path / "out")
+
+
+def test_raw_files_without_commit_or_date_need_them_given(tmp_path):
+    (tmp_path / "smoke_32k.json").write_text(json.dumps({"device": "GPU X", "runs": {}}))
+    with pytest.raises(ValueError, match="_git_commit"):
+        gpu.convert_measurements(tmp_path, tmp_path / "out")
+    written = gpu.convert_measurements(tmp_path, tmp_path / "out", commit="abc1234", date="2026-01-01")
+    assert load_result(written[0])[1]["commit"] == "abc1234"
+
+
+def test_missing_gpu_run_names_the_converter(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="canlib.studies.gpu_results"):
+        gpu.gpu_speed()
+
+
+def test_unknown_mode_is_refused(results_here):
+    with pytest.raises(ValueError, match="mode='graphs'"):
+        gpu.gpu_speed("graphs")
+
+
+def test_stored_file_without_provenance_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path))
+    (tmp_path / "gpu" / gpu.DEFAULT_RUN).mkdir(parents=True)
+    (tmp_path / "gpu" / gpu.DEFAULT_RUN / "speed.json").write_text(json.dumps({"result": {}}))
+    with pytest.raises(ProvenanceError):
+        gpu.gpu_speed()
+
+
+# -- canlib.studies.speed: one measurement per setting, shared, with its spread -----------------------
+
+from canlib.studies import speed as sp  # noqa: E402
+
+
+def fake_bench(calls):
+    def bench(study_name, settings):
+        calls.append((study_name, settings["systems"]))
+        systems = {s: {"tok_per_s": 100.0 + i, "tokens": 30, "seconds": [0.3, 0.25, 0.35]} for i, s in enumerate(settings["systems"])}
+        return {"systems": systems, "meta": {"device": "cpu", "dtype": "float32", "load_average": [0.1, 0.1, 0.1], "device_type": "cpu"}}
+    return bench
+
+
+def test_every_chapter_reads_one_measurement_of_a_setting(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
+    calls = []
+    monkeypatch.setattr(sp, "run_bench", fake_bench(calls))
+    table2, _ = sp.speed_table("tiny", ("baseline", "balanced", "can"))
+    depths, _ = sp.speed_table("tiny", ("baseline", "depth-9-4", "balanced", "depth-14-1"))
+    ablation, prov = sp.speed_table("tiny", ("balanced", "can_attn", "can_ffn", "can"))
+    assert len(calls) == 1 and calls[0][1] == list(sp.SPEED_SYSTEMS)
+    assert table2["balanced"] == depths["balanced"] == ablation["balanced"]
+    assert prov["config"]["settings"]["systems"] == list(sp.SPEED_SYSTEMS)
+
+
+def test_speed_rows_carry_min_median_max_of_the_repeats(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(sp, "run_bench", fake_bench([]))
+    rows, _ = sp.speed_table("tiny", ("balanced",))
+    assert rows["balanced"]["min"] == pytest.approx(30 / 0.35)
+    assert rows["balanced"]["median"] == pytest.approx(30 / 0.3)
+    assert rows["balanced"]["max"] == pytest.approx(30 / 0.25)
+    assert rows["balanced"]["ratio_to_balanced"] == 1.0
+
+
+def test_a_system_outside_the_shared_run_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(sp, "run_bench", fake_bench([]))
+    with pytest.raises(KeyError, match="'small-can'"):
+        sp.speed_table("tiny", ("small-can",))
+
+
+def test_unknown_setting_is_refused():
+    with pytest.raises(ValueError, match="beem"):
+        sp.settings_for("speed", "tiny", ("can",), beem=4)
+
+
+def test_the_bench_runs_without_printing_or_warning(capsys, monkeypatch):
+    import warnings
+
+    from canlib.bench import speed as bench
+
+    monkeypatch.setattr(bench, "busy_warning", lambda *a: "the machine is busy (test)")
+    settings = sp.settings_for("speed", "tiny", ("balanced", "can"), device="cpu", scale="tiny", sentences=1,
+                               repeats=2, forced_length=2, warmup=0, vocab_size=64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = sp.run_bench("speed", settings)
+    assert capsys.readouterr().out == ""
+    assert sp.busy_warning(result["meta"]) == "the machine is busy (test)"
+    assert set(result["systems"]) == {"balanced", "can"} and result["meta"]["dtype"] == "float32"
+    assert len(result["systems"]["can"]["seconds"]) == 2
+    assert sp.spread(result["systems"]["can"])["min"] > 0
+
+
+def test_comparison_frame_leaves_out_missing_sources():
+    rows = {"balanced": {"tok_per_s": 10.0, "min": 9.0, "max": 11.0}, "can": {"tok_per_s": 12.0, "min": 11.0, "max": 13.0}}
+    frame = sp.comparison_frame(("balanced", "can"), rows, None, rows, {"balanced": 219.53, "can": 290.08})
+    assert "GPU eager tok/s median" not in frame and frame.loc["CAN", "CPU tok/s x Balanced"] == pytest.approx(1.2)
+    assert frame.loc["CAN", "paper tok/s (TITAN V)"] == 290.08
+    assert frame.loc["CAN", "paper tok/s (TITAN V) x Balanced"] == pytest.approx(290.08 / 219.53)
+
+
+def test_a_stored_result_is_found_from_a_machine_with_another_device(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setattr(sp, "run_bench", fake_bench([]))
+    stored, _ = sp.measure("speed", "small", ("balanced",), store=True, device="cpu")
+    monkeypatch.setattr(sp, "run_bench", lambda *a: pytest.fail("a stored small result must be loaded, not measured"))
+    loaded, prov = sp.measure("speed", "small", ("balanced",), device="cuda")
+    assert loaded == stored and prov["config"]["settings"]["device"] == "cpu"
+
+
+def test_weights_per_token_are_14_12_13_14_d2():
+    counts = {s: round(v) for s, v in sp.weights_per_token().items()}
+    assert counts == {"balanced": 14, "can_attn": 12, "can_ffn": 13, "can": 14}
