@@ -31,21 +31,26 @@ from canlib.io import device_name, git_commit  # noqa: E402
 from canlib.bench.settings import BenchSettings  # noqa: E402
 from canlib.bench.speed import canlib_system, source_sentences, system_model, time_systems  # noqa: E402
 from canlib.model.config import PAPER_SYSTEMS  # noqa: E402
-from canlib.decoding.search import GraphedDecoder, beam_search, make_batch  # noqa: E402
+from canlib.decoding.search import GraphedDecoder, StepGraphs, beam_search, make_batch  # noqa: E402
 
 GOALS = {"eager can/balanced": 1.3, "captured balanced tok/s": 2200.0}
 
 
 def captured_matches_eager(model, sources: list[list[int]], beam: int, forced: int) -> bool:
-    """Same tokens from the captured path as from the eager one, on every source."""
+    """Same tokens from both captured paths (whole steps as graphs; the decoder alone as graphs)
+    as from the eager one, on every source, free and forced-length decoding."""
     device = model.embed.weight.device
-    graphs = GraphedDecoder(model, capture=device.type == "cuda")
+    capture = device.type == "cuda"
+    steps, decoder = StepGraphs(model, capture=capture), GraphedDecoder(model, capture=capture)
     for ids in sources:
         src = make_batch([ids], model.cfg.pad_id, model.cfg.eos_id, device)
-        eager = beam_search(model, src, beam=beam, forced_length=forced)
-        for _ in range(2):  # the second call replays graphs captured by the first
-            if beam_search(model, src, beam=beam, forced_length=forced, graphs=graphs).tokens != eager.tokens:
-                return False
+        for options in (dict(forced_length=forced), dict()):
+            eager = beam_search(model, src, beam=beam, **options)
+            for _ in range(2):  # the second call replays graphs captured by the first
+                if beam_search(model, src, beam=beam, graphs=steps, **options).tokens != eager.tokens:
+                    return False
+                if beam_search(model, src, beam=beam, decoder=decoder, **options).tokens != eager.tokens:
+                    return False
     return True
 
 

@@ -52,6 +52,24 @@ def test_decode_step_matches_teacher_forcing(kind, dec_layers):
 
 
 @pytest.mark.parametrize("kind", DECODER_KINDS)
+def test_a_decode_step_can_run_twice(kind):
+    """A step is a function of the cache before it: running step t again (as CUDA graph capture
+    does: a warm-up run, then the replay) writes the same state and returns the same output.
+    AAN's running sum, updated with ``+=``, broke this and made its captured outputs wrong."""
+    model = Seq2Seq(tiny_config(kind, dec_layers=3)).eval()
+    src, tgt = mixed_batch(4)
+    with torch.no_grad():
+        reference = incremental_log_probs(model, src, tgt)
+        cache = model.init_cache(model.encode(src), max_len=tgt.size(1))
+        out = []
+        for t in range(tgt.size(1)):
+            model.decode_step(tgt[:, t], cache)  # the warm-up
+            cache.step = t
+            out.append(model.decode_step(tgt[:, t], cache))  # the replay
+    assert (torch.stack(out, dim=1) - reference).abs().max().item() < 1e-6
+
+
+@pytest.mark.parametrize("kind", DECODER_KINDS)
 def test_reordering_cache_permutes_results(kind):
     model = Seq2Seq(tiny_config(kind)).eval()
     src, tgt = mixed_batch(2)

@@ -170,6 +170,23 @@ def rows_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor
     return out[:, :rows].t().contiguous().view(*x.shape[:-1], weight.size(0))
 
 
+def reorder_moved_rows(caches: list[dict[str, Tensor]], index: Tensor, step: int) -> bool:
+    """CPU inference: make row i continue row ``index[i]`` by copying only the rows that change
+    (beams often keep their rows, and CAN's prefix values are 4d wide, so this saves memory
+    traffic). Returns False when most rows move and a plain full copy is the better choice.
+    On a GPU the test below would read back to the host, so it is CPU-only."""
+    moved = index.ne(torch.arange(index.numel())).nonzero().squeeze(1)
+    if moved.numel() == index.numel():
+        return False
+    if moved.numel():
+        source = index.index_select(0, moved)
+        for rows in caches:
+            for buf in rows.values():
+                part = buf[:, :, :step] if buf.dim() == 4 else buf
+                part.index_copy_(0, moved, part.index_select(0, source))
+    return True
+
+
 def init_linear(linear: nn.Linear, splits: list[int] | None = None) -> None:
     """Xavier-uniform weights, zero bias; a fused projection is initialised slice by slice
     so each logical matrix gets the scale it would have on its own."""

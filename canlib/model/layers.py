@@ -116,12 +116,19 @@ class AANDecoderLayer(nn.Module):
         return self._rest(x, memory, source)
 
     def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
-        return {"sum": like.new_zeros(rows, 1, self.gate.in_features // 2)}
+        """Prefix sums, one per position: ``sum[:, 0, t]`` = z_0 + ... + z_t.
+
+        Not one running sum updated with ``+=``: a step must be repeatable (CUDA graph capture
+        runs it once to warm up, then the graph replays it), and ``+=`` added z_t twice, which
+        made AAN's captured outputs differ from eager ones. Step t reads position t-1 and writes
+        position t, as the attention layers' key/value caches do."""
+        return {"sum": like.new_zeros(rows, 1, max_len, self.gate.in_features // 2)}
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
         z = self.avg_norm(x)
-        cache["sum"] += z
-        x = x + self.drop(self._gated(z, cache["sum"] / (t + 1)))
+        total = z[:, 0] + cache["sum"][:, 0, t - 1] if t else z[:, 0]
+        cache["sum"][:, 0, t] = total
+        x = x + self.drop(self._gated(z, total[:, None] / (t + 1)))
         return self._rest(x, memory, source)
 
 

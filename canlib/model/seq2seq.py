@@ -22,7 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from canlib.model.attention import FeedForward, SelfAttention, SourceMemory, causal_mask, rows_linear, sinusoidal_table
+from canlib.model.attention import (FeedForward, SelfAttention, SourceMemory, causal_mask, reorder_moved_rows, rows_linear,
+                                    sinusoidal_table)
 from canlib.model.config import ModelConfig
 from canlib.model.layers import build_decoder_layers
 
@@ -180,28 +181,27 @@ class Seq2Seq(nn.Module):
         if not (keep_all and bool((sentences == torch.arange(sentences.numel(), device=index.device)).all())):
             cache.memory = cache.memory.select(sentences)
             cache.sources = [{k: v.index_select(0, sentences) for k, v in src.items()} for src in cache.sources]
-        if same_rows and index.device.type == "cpu":
-            # on the CPU, moving only the rows that change saves memory traffic (beams often
-            # keep their rows, and CAN's prefix values are 4d wide); on a GPU the test would sync
-            moved = index.ne(torch.arange(index.numel())).nonzero().squeeze(1)
-            if moved.numel() == 0:
-                return
-            if moved.numel() < index.numel():
-                source = index.index_select(0, moved)
-                for rows in cache.rows:
-                    for buf in rows.values():
-                        part = buf[:, :, : cache.step] if buf.dim() == 4 else buf
-                        part.index_copy_(0, moved, part.index_select(0, source))
-                return
+        if same_rows:
+            self.reorder_rows(cache, index)
+            return
         for rows in cache.rows:
             for name, buf in rows.items():
-                if same_rows and buf.dim() == 4:  # (rows, heads, max_len, w): only the written prefix
-                    prefix = buf[:, :, : cache.step]
-                    prefix.copy_(prefix.index_select(0, index))
-                elif same_rows:
-                    buf.copy_(buf.index_select(0, index))
-                else:
-                    rows[name] = buf.index_select(0, index)
+                rows[name] = buf.index_select(0, index)
+
+    @torch.no_grad()
+    def reorder_rows(self, cache: DecoderCache, index: Tensor) -> None:
+        """Make row i continue row ``index[i]``, in place, for the written prefix of every buffer.
+
+        The beam search's hot path: ``index`` keeps the number of rows and moves rows only within
+        their sentence (unchecked), nothing is reallocated and nothing is read back to the host,
+        so the call can be captured in a CUDA graph.
+        """
+        if index.device.type == "cpu" and reorder_moved_rows(cache.rows, index, cache.step):
+            return
+        for rows in cache.rows:
+            for buf in rows.values():
+                part = buf[:, :, : cache.step] if buf.dim() == 4 else buf  # (rows, heads, max_len, w)
+                part.copy_(part.index_select(0, index))
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
