@@ -458,15 +458,14 @@ class BeamSearch:
 
     def _finish(self, t: int, m: int, ended: Tensor, score: Tensor, beam_of: Tensor) -> None:
         """Record the hypotheses that ended with EOS at step t (``ended`` (m, k), rank order)."""
-        k, width = self.k, self.best_tokens.size(1)
-        rows = (self.base[:m] + beam_of).view(-1)  # (m*k) the row each candidate extends
-        texts = self.tokens.index_select(0, rows)[:, 1:].view(m, k, width)  # columns > t are PAD
+        k = self.k
+        rows = self.base[:m] + beam_of  # (m, k) the row each candidate extends
         scored = torch.where(ended, score, NEG_INF)
-        first_best = scored.argmax(dim=1)  # ties: the earliest found wins, as a stable sort keeps it
-        new_best = scored.gather(1, first_best[:, None]).squeeze(1)
+        first_best = scored.argmax(dim=1, keepdim=True)  # ties: the earliest found wins, as a stable sort keeps it
+        new_best = scored.gather(1, first_best).squeeze(1)
         old_best = self.best_score.index_select(0, self.alive)
         better = new_best > old_best
-        best_text = texts.gather(1, first_best[:, None, None].expand(-1, 1, width)).squeeze(1)
+        best_text = self.tokens.index_select(0, rows.gather(1, first_best).squeeze(1))[:, 1:]  # columns > t are PAD
         self.best_score.index_copy_(0, self.alive, torch.where(better, new_best, old_best))
         self.best_tokens.index_copy_(0, self.alive, torch.where(better[:, None], best_text, self.best_tokens.index_select(0, self.alive)))
         self.best_len.index_copy_(0, self.alive, torch.where(better, t, self.best_len.index_select(0, self.alive)))
@@ -475,6 +474,7 @@ class BeamSearch:
             slot = self.count.index_select(0, self.alive)[:, None] + ended.cumsum(dim=1) - 1
             slot = torch.where(ended, slot.clamp(max=slots), slots)
             sentence = self.alive[:, None].expand(-1, k)
+            texts = self.tokens.index_select(0, rows.view(-1))[:, 1:].view(m, k, -1)
             self.all_tokens.index_put_((sentence, slot), texts)
             self.all_score.index_put_((sentence, slot), score)
             self.all_len.index_put_((sentence, slot), torch.full_like(slot, t))
