@@ -219,3 +219,32 @@ def test_fast_cpu_linear_equals_nn_linear(shape):
         fast = layer(x)
     assert fast.shape == reference.shape
     assert (fast - reference).abs().max().item() < 1e-5
+
+
+def _explicit_attention(q, keys, values, mask, dropout):
+    """What ``scaled_dot_product_attention`` computes, written out (the pre-fusion code)."""
+    s = torch.matmul(q, keys.transpose(-1, -2)) * q.size(-1) ** -0.5
+    s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask
+    return torch.matmul(dropout(torch.softmax(s, dim=-1)), values)
+
+
+@pytest.mark.parametrize("kind", DECODER_KINDS)
+def test_fused_teacher_forcing_equals_explicit_attention(kind, monkeypatch):
+    """Training runs attention through one fused kernel; in float32 it equals the written-out
+    softmax(q k^T / sqrt(w) + mask) v to 1e-5, and dropout on the probabilities stays active."""
+    import canlib.model.attention as attention
+
+    model = Seq2Seq(tiny_config(kind, dec_layers=2)).eval()
+    src, tgt = mixed_batch(5)
+    with torch.no_grad():
+        fused = model(src, tgt)
+        monkeypatch.setattr(attention, "fused_attention", _explicit_attention)
+        explicit = model(src, tgt)
+    monkeypatch.undo()
+    real = tgt.ne(PAD_ID)
+    assert (fused - explicit).abs()[real].max().item() < 1e-5
+    noisy = Seq2Seq(tiny_config(kind).replace(attn_dropout=0.5)).train()
+    torch.manual_seed(1)
+    first = noisy(src, tgt)
+    first.sum().backward()
+    assert not torch.equal(first, noisy(src, tgt))

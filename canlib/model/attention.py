@@ -88,6 +88,15 @@ class SourceMemory:
         out = torch.matmul(pb, values)
         return out.view(-1, heads, beam, length, values.size(-1)).transpose(1, 2).reshape(rows, heads, length, -1)
 
+    def attend(self, q: Tensor, keys: Tensor, values: Tensor, dropout: nn.Module) -> Tensor:
+        """``mix(softmax(scores(q, keys)), values)`` in one fused kernel
+        (``scaled_dot_product_attention``): the teacher-forced (training) path."""
+        rows, heads, length, width = q.shape
+        beam = self.beam
+        qb = q.view(-1, beam, heads, length, width).transpose(1, 2).reshape(-1, heads, beam * length, width)
+        out = fused_attention(qb, keys, values, self.score_bias(q.dtype), dropout)
+        return out.view(-1, heads, beam, length, values.size(-1)).transpose(1, 2).reshape(rows, heads, length, -1)
+
     def select(self, index: Tensor) -> "SourceMemory":
         """Keep sentences ``index`` (used when a search drops finished sentences)."""
         return SourceMemory(self.states.index_select(0, index), self.pad_mask.index_select(0, index), self.beam)
@@ -116,6 +125,14 @@ def self_scores(q: Tensor, keys: Tensor, blocked: Tensor | None) -> Tensor:
     return s
 
 
+def fused_attention(q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None, dropout: nn.Module) -> Tensor:
+    """``softmax(q k^T / sqrt(w) + mask) v`` with dropout on the probabilities, as one
+    ``scaled_dot_product_attention`` call (flash / memory-efficient kernels where they apply).
+    ``mask``: boolean (True = may attend) or additive float, broadcastable to the scores."""
+    p = dropout.p if dropout.training else 0.0
+    return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=p)
+
+
 def joint_attention(
     q: Tensor,
     self_keys: Tensor,
@@ -132,6 +149,13 @@ def joint_attention(
     same function as softmax over concatenated keys, but lets the source keys/values
     stay shared across the beam.
     """
+    if blocked is not None and memory.beam == 1:  # teacher forcing: one fused kernel over the joined keys
+        length, src_len = q.size(2), source["k"].size(2)
+        causal = torch.zeros(blocked.shape, dtype=q.dtype, device=q.device).masked_fill_(blocked, float("-inf"))
+        mask = torch.cat([causal.expand(q.size(0), 1, length, -1),
+                          memory.score_bias(q.dtype).expand(-1, -1, length, src_len)], dim=-1)
+        return fused_attention(q, torch.cat([self_keys, source["k"]], dim=2),
+                               torch.cat([self_values, source["v"]], dim=2), mask, dropout)
     s_self = self_scores(q, self_keys, blocked)
     s_src = memory.scores(q, source["k"])
     probs = dropout(torch.softmax(torch.cat([s_self, s_src], dim=-1), dim=-1))
@@ -211,8 +235,7 @@ class SelfAttention(nn.Module):
 
     def forward(self, x: Tensor, blocked: Tensor) -> Tensor:
         q, k, v = (split_heads(t, self.heads) for t in self.qkv(x).chunk(3, dim=-1))
-        probs = self.drop(torch.softmax(self_scores(q, k, blocked), dim=-1))
-        return self.out(merge_heads(torch.matmul(probs, v)))
+        return self.out(merge_heads(fused_attention(q, k, v, ~blocked, self.drop)))
 
     def step(self, x: Tensor, cache: dict[str, Tensor], t: int) -> Tensor:
         q, k, v = (split_heads(z, self.heads) for z in self.qkv(x).chunk(3, dim=-1))
@@ -245,6 +268,12 @@ class CrossAttention(nn.Module):
         return project_source(self.kv, memory, self.heads)
 
     def forward(self, x: Tensor, memory: SourceMemory, source: dict[str, Tensor]) -> Tensor:
+        """Teacher forcing: one fused attention kernel."""
+        q = split_heads(self.q(x), self.heads)
+        return self.out(merge_heads(memory.attend(q, source["k"], source["v"], self.drop)))
+
+    def step(self, x: Tensor, memory: SourceMemory, source: dict[str, Tensor]) -> Tensor:
+        """A decode step: explicit scores and mixing (a single query row)."""
         q = split_heads(self.q(x), self.heads)
         probs = self.drop(torch.softmax(memory.scores(q, source["k"]), dim=-1))
         return self.out(merge_heads(memory.mix(probs, source["v"])))

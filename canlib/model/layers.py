@@ -72,7 +72,7 @@ class StandardDecoderLayer(nn.Module):
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
         x = x + self.drop(self.self_attn.step(self.self_norm(x), cache, t))
-        x = x + self.drop(self.cross_attn(self.cross_norm(x), memory, source))
+        x = x + self.drop(self.cross_attn.step(self.cross_norm(x), memory, source))
         return x + self.drop(self.ffn(self.ffn_norm(x)))
 
 
@@ -102,8 +102,9 @@ class AANDecoderLayer(nn.Module):
         i, f = self.gate(torch.cat([z, g], dim=-1)).chunk(2, dim=-1)
         return torch.sigmoid(i) * z + torch.sigmoid(f) * g
 
-    def _rest(self, x: Tensor, memory: SourceMemory, source: Cache) -> Tensor:
-        x = x + self.drop(self.cross_attn(self.cross_norm(x), memory, source))
+    def _rest(self, x: Tensor, memory: SourceMemory, source: Cache, stepping: bool) -> Tensor:
+        cross = self.cross_attn.step if stepping else self.cross_attn
+        x = x + self.drop(cross(self.cross_norm(x), memory, source))
         return x + self.drop(self.ffn(self.ffn_norm(x)))
 
     def project_source(self, memory: SourceMemory) -> Cache:
@@ -113,7 +114,7 @@ class AANDecoderLayer(nn.Module):
         z = self.avg_norm(x)
         counts = torch.arange(1, z.size(1) + 1, device=z.device, dtype=z.dtype)[None, :, None]
         x = x + self.drop(self._gated(z, z.cumsum(dim=1) / counts))
-        return self._rest(x, memory, source)
+        return self._rest(x, memory, source, stepping=False)
 
     def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
         """Prefix sums, one per position: ``sum[:, 0, t]`` = z_0 + ... + z_t.
@@ -129,7 +130,7 @@ class AANDecoderLayer(nn.Module):
         total = z[:, 0] + cache["sum"][:, 0, t - 1] if t else z[:, 0]
         cache["sum"][:, 0, t] = total
         x = x + self.drop(self._gated(z, total[:, None] / (t + 1)))
-        return self._rest(x, memory, source)
+        return self._rest(x, memory, source, stepping=True)
 
 
 class SANDecoderLayer(nn.Module):
@@ -165,9 +166,10 @@ class SANDecoderLayer(nn.Module):
     def project_source(self, memory: SourceMemory) -> Cache:
         return self.cross_attn.project_source(memory) if self.leader else {}
 
-    def _cross_then_ffn(self, x: Tensor, memory: SourceMemory, source: Cache, shared: dict) -> Tensor:
+    def _cross_then_ffn(self, x: Tensor, memory: SourceMemory, source: Cache, shared: dict, stepping: bool) -> Tensor:
         if self.leader:
-            shared["cross"] = self.cross_attn(self.cross_norm(x), memory, source)
+            cross = self.cross_attn.step if stepping else self.cross_attn
+            shared["cross"] = cross(self.cross_norm(x), memory, source)
         x = x + self.drop(shared["cross"])
         return x + self.drop(self.ffn(self.ffn_norm(x)))
 
@@ -178,7 +180,7 @@ class SANDecoderLayer(nn.Module):
             shared["self_probs"] = torch.softmax(self_scores(q, k, blocked), dim=-1)
         v = split_heads(self.v(z), self.heads)
         x = x + self.drop(self.self_out(merge_heads(torch.matmul(self.attn_drop(shared["self_probs"]), v))))
-        return self._cross_then_ffn(x, memory, source, shared)
+        return self._cross_then_ffn(x, memory, source, shared, stepping=False)
 
     def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
         d = self.v.in_features
@@ -194,7 +196,7 @@ class SANDecoderLayer(nn.Module):
         cache["v"][:, :, t : t + 1] = split_heads(self.v(z), self.heads)
         mixed = torch.matmul(self.attn_drop(shared["self_probs"]), cache["v"][:, :, : t + 1])
         x = x + self.drop(self.self_out(merge_heads(mixed)))
-        return self._cross_then_ffn(x, memory, source, shared)
+        return self._cross_then_ffn(x, memory, source, shared, stepping=True)
 
 
 class CANDecoderLayer(nn.Module):
@@ -332,22 +334,26 @@ class CANFFNDecoderLayer(nn.Module):
     def project_source(self, memory: SourceMemory) -> Cache:
         return project_source(self.h_proj, memory, self.heads)
 
-    def _merged_ffn(self, x: Tensor, memory: SourceMemory, source: Cache) -> Tensor:
+    def _merged_ffn(self, x: Tensor, memory: SourceMemory, source: Cache, stepping: bool) -> Tensor:
         q, hidden = self.x_proj(self.norm(x)).split([self.d, self.f], dim=-1)
-        probs = self.attn_drop(torch.softmax(memory.scores(split_heads(q, self.heads), source["k"]), dim=-1))
-        mixed = merge_heads(memory.mix(probs, source["v"]))
+        q = split_heads(q, self.heads)
+        if stepping:
+            probs = self.attn_drop(torch.softmax(memory.scores(q, source["k"]), dim=-1))
+            mixed = merge_heads(memory.mix(probs, source["v"]))
+        else:  # teacher forcing: one fused kernel
+            mixed = merge_heads(memory.attend(q, source["k"], source["v"], self.attn_drop))
         return x + self.drop(self.w2(self.relu_drop(F.relu(hidden + mixed))))
 
     def forward(self, x: Tensor, memory: SourceMemory, source: Cache, blocked: Tensor, shared: dict) -> Tensor:
         x = x + self.drop(self.self_attn(self.self_norm(x), blocked))
-        return self._merged_ffn(x, memory, source)
+        return self._merged_ffn(x, memory, source, stepping=False)
 
     def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
         return self.self_attn.new_cache(rows, max_len, like)
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
         x = x + self.drop(self.self_attn.step(self.self_norm(x), cache, t))
-        return self._merged_ffn(x, memory, source)
+        return self._merged_ffn(x, memory, source, stepping=True)
 
 
 def build_decoder_layers(cfg: ModelConfig) -> nn.ModuleList:
