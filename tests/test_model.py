@@ -209,16 +209,39 @@ def test_can_values_are_ffn_wide_and_split_across_heads():
 
 @pytest.mark.parametrize("shape", [(3, 32), (6, 1, 32), (2, 5, 32), (1, 1, 32), (32,)])
 def test_fast_cpu_linear_equals_nn_linear(shape):
-    from canlib.model.attention import Linear
+    from canlib.model.attention import cpu_fast_linears
 
-    layer = Linear(32, 48)
+    layer = torch.nn.Linear(32, 48)
     x = torch.randn(shape)
     with torch.enable_grad():
         reference = torch.nn.functional.linear(x, layer.weight, layer.bias)
-    with torch.no_grad():
+    with torch.no_grad(), cpu_fast_linears([layer], torch.device("cpu")):
         fast = layer(x)
     assert fast.shape == reference.shape
     assert (fast - reference).abs().max().item() < 1e-5
+    assert "forward" not in layer.__dict__  # the routing ends with the context
+
+
+def test_cpu_decoding_routes_every_linear_through_the_fast_path_and_training_does_not(monkeypatch):
+    """The CPU trick lives in one place: Seq2Seq switches it on around encoding and decode steps
+    (no autograd, CPU); teacher forcing with autograd never takes it."""
+    import canlib.model.attention as attention
+
+    calls = []
+    original = attention.rows_linear
+    monkeypatch.setattr(attention, "rows_linear", lambda x, w, b=None: calls.append(w.shape) or original(x, w, b))
+    model = Seq2Seq(tiny_config("can", dec_layers=1)).eval()
+    src, tgt = mixed_batch(6)
+    with torch.no_grad():
+        cache = model.init_cache(model.encode(src), max_len=3)
+        model.decode_hidden(tgt[:, 0], cache)
+    linears = {m.weight.shape for m in model.modules() if isinstance(m, torch.nn.Linear)}
+    assert linears <= set(calls)
+    calls.clear()
+    model.train()
+    model(src, tgt).sum().backward()
+    assert calls == []
+    assert not any("forward" in m.__dict__ for m in model.modules())
 
 
 def _explicit_attention(q, keys, values, mask, dropout):

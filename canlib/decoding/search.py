@@ -123,8 +123,8 @@ def load_memory(model: Seq2Seq, cache: DecoderCache, memory: SourceMemory) -> No
     cache.memory.states.copy_(memory.states)
     cache.memory.pad_mask.copy_(memory.pad_mask)
     cache.memory.bias.copy_(memory.score_bias(cache.memory.bias.dtype))
-    for layer, source in zip(model.decoder_layers, cache.sources):
-        for name, value in layer.project_source(cache.memory).items():
+    for source, values in zip(cache.sources, model.project_sources(cache.memory)):
+        for name, value in values.items():
             source[name].copy_(value)
     for rows in cache.rows:
         for buf in rows.values():

@@ -10,7 +10,10 @@ by folding the beam into the query-length axis, so the source is never copied pe
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -163,35 +166,53 @@ def joint_attention(
     return torch.matmul(p_self, self_values) + memory.mix(p_src, source["v"])
 
 
-class Linear(nn.Linear):
-    """``nn.Linear`` with a faster path for decoding on a CPU (same parameters, same state_dict).
+# -- CPU inference fast paths: the only CPU-specific code of the model ---------------------------
+#
+# A decode step multiplies a few rows (sentences x beam) by each weight matrix. CPU BLAS computes
+# that product as ``x W^T`` several times slower than the same product written ``(W x^T)^T``:
+# measured 1.5x (512 x 512) to 3.8x (the 32k x 512 output embedding) on this project's 2-core CPU.
+# A single row (greedy search, batch 1) is worse still: there MKL runs a matrix-vector kernel
+# that, with the weights coming from memory rather than cache, took 2.3x (1536 x 512) to 3.6x
+# (32k x 512) longer than the product with the row repeated twice, so one row is computed as two.
+# The layers hold plain ``nn.Linear``s; ``Seq2Seq`` routes them through ``rows_linear`` while it
+# encodes and decodes without autograd on a CPU (:func:`cpu_fast_linears`). Training, autograd
+# and GPUs keep the ordinary path.
 
-    A decode step multiplies a few rows (sentences x beam) by each weight matrix. CPU BLAS
-    computes that product as ``x W^T`` several times slower than the same product written
-    ``(W x^T)^T``: measured 1.5x (512 x 512) to 3.8x (the 32k x 512 output embedding) on this
-    project's 2-core CPU. A single row (greedy search, batch 1) is worse still: there MKL runs a
-    matrix-vector kernel that, with the weights coming from memory rather than cache, took 2.3x
-    (1536 x 512) to 3.6x (32k x 512) longer than the product with the row repeated twice, so one
-    row is computed as two. Training, autograd and GPUs keep the ordinary path.
-    """
-
-    FAST_ROWS = 64
-
-    def forward(self, x: Tensor) -> Tensor:
-        return rows_linear(x, self.weight, self.bias)
+FAST_ROWS = 64  # up to this many rows a product takes the (W x^T)^T form
 
 
 def rows_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``F.linear(x, weight, bias)``, computed as ``(W x^T)^T`` for a few rows in CPU inference."""
     rows = x.numel() // weight.size(1)
-    if x.device.type != "cpu" or torch.is_grad_enabled() or rows > Linear.FAST_ROWS:
+    if x.device.type != "cpu" or torch.is_grad_enabled() or rows > FAST_ROWS:
         return F.linear(x, weight, bias)
     flat = x.reshape(rows, weight.size(1))
-    if rows == 1:  # greedy search at batch 1: two copies of the row beat one (see Linear)
+    if rows == 1:  # greedy search at batch 1: two copies of the row beat one (see above)
         flat = flat.repeat(2, 1)
     flat = flat.t()  # a transposed view, the layout the fast few-column kernels take
     out = torch.mm(weight, flat) if bias is None else torch.addmm(bias[:, None], weight, flat)
     return out[:, :rows].t().contiguous().view(*x.shape[:-1], weight.size(0))
+
+
+def _rows_forward(linear: nn.Linear, x: Tensor) -> Tensor:
+    return rows_linear(x, linear.weight, linear.bias)
+
+
+@contextmanager
+def cpu_fast_linears(linears: Sequence[nn.Linear], device: torch.device) -> Iterator[None]:
+    """While inside, ``linears`` compute through :func:`rows_linear` (CPU and no autograd only;
+    elsewhere nothing changes). Re-entrant: an inner use leaves the outer one's routing alone."""
+    if device.type != "cpu" or torch.is_grad_enabled():
+        yield
+        return
+    routed = [m for m in linears if "forward" not in m.__dict__]
+    for m in routed:
+        m.__dict__["forward"] = partial(_rows_forward, m)  # found before the class's forward
+    try:
+        yield
+    finally:
+        for m in routed:
+            m.__dict__.pop("forward", None)
 
 
 def reorder_moved_rows(caches: list[dict[str, Tensor]], index: Tensor, step: int) -> bool:
@@ -227,8 +248,8 @@ class SelfAttention(nn.Module):
     def __init__(self, d: int, heads: int, attn_dropout: float) -> None:
         super().__init__()
         self.heads = heads
-        self.qkv = Linear(d, 3 * d)
-        self.out = Linear(d, d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
         self.drop = nn.Dropout(attn_dropout)
         init_linear(self.qkv, [d, d, d])
         init_linear(self.out)
@@ -256,9 +277,9 @@ class CrossAttention(nn.Module):
     def __init__(self, d: int, heads: int, attn_dropout: float) -> None:
         super().__init__()
         self.heads = heads
-        self.q = Linear(d, d)
-        self.kv = Linear(d, 2 * d)
-        self.out = Linear(d, d)
+        self.q = nn.Linear(d, d)
+        self.kv = nn.Linear(d, 2 * d)
+        self.out = nn.Linear(d, d)
         self.drop = nn.Dropout(attn_dropout)
         init_linear(self.q)
         init_linear(self.kv, [d, d])
@@ -284,8 +305,8 @@ class FeedForward(nn.Module):
 
     def __init__(self, d: int, ffn_dim: int, relu_dropout: float) -> None:
         super().__init__()
-        self.w1 = Linear(d, ffn_dim)
-        self.w2 = Linear(ffn_dim, d)
+        self.w1 = nn.Linear(d, ffn_dim)
+        self.w2 = nn.Linear(ffn_dim, d)
         self.drop = nn.Dropout(relu_dropout)
         init_linear(self.w1)
         init_linear(self.w2)

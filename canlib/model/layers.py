@@ -25,7 +25,6 @@ from torch import Tensor, nn
 from canlib.model.attention import (
     CrossAttention,
     FeedForward,
-    Linear,
     SelfAttention,
     SourceMemory,
     init_linear,
@@ -89,7 +88,7 @@ class AANDecoderLayer(nn.Module):
         d = cfg.d_model
         self.avg_norm = nn.LayerNorm(d)
         self.avg_ffn = FeedForward(d, cfg.ffn_dim, cfg.relu_dropout)
-        self.gate = Linear(2 * d, 2 * d)
+        self.gate = nn.Linear(2 * d, 2 * d)
         init_linear(self.gate, [d, d])
         self.cross_norm = nn.LayerNorm(d)
         self.cross_attn = CrossAttention(d, cfg.heads, cfg.attn_dropout)
@@ -149,10 +148,10 @@ class SANDecoderLayer(nn.Module):
         self.heads = cfg.heads
         self.self_norm = nn.LayerNorm(d)
         if leader:
-            self.qk = Linear(d, 2 * d)
+            self.qk = nn.Linear(d, 2 * d)
             init_linear(self.qk, [d, d])
-        self.v = Linear(d, d)
-        self.self_out = Linear(d, d)
+        self.v = nn.Linear(d, d)
+        self.self_out = nn.Linear(d, d)
         init_linear(self.v)
         init_linear(self.self_out)
         self.attn_drop = nn.Dropout(cfg.attn_dropout)
@@ -226,9 +225,9 @@ class CANDecoderLayer(nn.Module):
         d, f = cfg.d_model, cfg.ffn_dim
         self.heads, self.d, self.f = cfg.heads, d, f
         self.norm = nn.LayerNorm(d)
-        self.x_proj = Linear(d, 2 * d + 2 * f)  # [Wq | Wk1 | W~v1 | W1]; its W1 bias is b1
-        self.h_proj = Linear(d, d + f)  # [Wk2 | W~v2]
-        self.w2 = Linear(f, d)
+        self.x_proj = nn.Linear(d, 2 * d + 2 * f)  # [Wq | Wk1 | W~v1 | W1]; its W1 bias is b1
+        self.h_proj = nn.Linear(d, d + f)  # [Wk2 | W~v2]
+        self.w2 = nn.Linear(f, d)
         init_linear(self.x_proj, [d, d, f, f])
         init_linear(self.h_proj, [d, f])
         init_linear(self.w2)
@@ -272,9 +271,9 @@ class CANAttnDecoderLayer(nn.Module):
         d = cfg.d_model
         self.heads, self.d = cfg.heads, d
         self.norm = nn.LayerNorm(d)
-        self.x_proj = Linear(d, 3 * d)  # [Wq | Wk1 | Wv1]
-        self.h_proj = Linear(d, 2 * d)  # [Wk2 | Wv2]
-        self.out = Linear(d, d)
+        self.x_proj = nn.Linear(d, 3 * d)  # [Wq | Wk1 | Wv1]
+        self.h_proj = nn.Linear(d, 2 * d)  # [Wk2 | Wv2]
+        self.out = nn.Linear(d, d)
         init_linear(self.x_proj, [d, d, d])
         init_linear(self.h_proj, [d, d])
         init_linear(self.out)
@@ -321,9 +320,9 @@ class CANFFNDecoderLayer(nn.Module):
         self.self_norm = nn.LayerNorm(d)
         self.self_attn = SelfAttention(d, cfg.heads, cfg.attn_dropout)
         self.norm = nn.LayerNorm(d)
-        self.x_proj = Linear(d, d + f)  # [Wq | W1]
-        self.h_proj = Linear(d, d + f)  # [Wk2 | W~v2]
-        self.w2 = Linear(f, d)
+        self.x_proj = nn.Linear(d, d + f)  # [Wq | W1]
+        self.h_proj = nn.Linear(d, d + f)  # [Wk2 | W~v2]
+        self.w2 = nn.Linear(f, d)
         init_linear(self.x_proj, [d, f])
         init_linear(self.h_proj, [d, f])
         init_linear(self.w2)
