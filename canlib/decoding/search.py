@@ -365,6 +365,8 @@ class BeamSearch:
         self.cache = self.decoder.init_cache(memory, self.steps)
         self.base = torch.arange(n, device=device)[:, None] * k
         self.rank = torch.arange(2 * k, device=device)
+        self.never = torch.tensor([cfg.pad_id, cfg.bos_id], device=device)  # never generated
+        self.no_eos = torch.tensor([cfg.pad_id, cfg.bos_id, cfg.eos_id], device=device)
         self.tokens = torch.empty(n * k, self.steps + 1, dtype=torch.long, device=device)
         self.cum = torch.empty(n, k, device=device)
         if not self.forced:
@@ -409,11 +411,11 @@ class BeamSearch:
     def _log_probs(self, t: int) -> Tensor:
         cfg = self.cfg
         logp = self.decoder.decode_step(self.tokens[:, t], self.cache)
-        logp[:, cfg.pad_id] = NEG_INF
-        logp[:, cfg.bos_id] = NEG_INF
         if self.forced or t < self.policy.min_len:
-            logp[:, cfg.eos_id] = NEG_INF
-        elif self.static or t in self.ending_steps:  # sentences at their maximum length: EOS only
+            logp.index_fill_(1, self.no_eos, NEG_INF)
+            return logp.log_softmax(dim=-1) if self.renormalize else logp
+        logp.index_fill_(1, self.never, NEG_INF)
+        if self.static or t in self.ending_steps:  # sentences at their maximum length: EOS only
             at_max = self.lengths.eq(t)[:, None].expand(-1, self.k).reshape(-1, 1)
             eos = logp[:, cfg.eos_id].clone()
             logp.masked_fill_(at_max, NEG_INF)
@@ -535,7 +537,8 @@ class BeamSearch:
 
 class StepGraphs:
     """Whole search steps (decoder, output projection, log-softmax, top-k, bookkeeping and cache
-    reorder) replayed from one CUDA graph per step index.
+    reorder) replayed from one CUDA graph per step index, and the encoder (with the source
+    projections) from one more.
 
     Graphs replay fixed kernels on fixed memory, so this object keeps, per shape of search
     (sentences, beam, source length, steps, policy, ...), one :class:`BeamSearch` whose tensors
@@ -562,11 +565,10 @@ class StepGraphs:
                 self.entries.pop(next(iter(self.entries)))
             search = BeamSearch(model, src, beam, policy, len_penalty, renormalize, return_all, static=True)
             search.cache.memory.score_bias(search.cache.memory.states.dtype)
-            entry = self.entries[key] = dict(search=search, graphs={}, pool=None)
+            entry = self.entries[key] = dict(search=search, graphs={}, pool=None, src=src.clone(), encode=None)
         else:
             search = entry["search"]
-            memory = model.encode(src, beam=beam)
-            load_memory(model, search.cache, memory)
+            self._encode(entry, src, beam)
             if search.forced:
                 search.reset([policy.length] * src.size(0))
             else:
@@ -598,6 +600,20 @@ class StepGraphs:
 
         search.run(check_every, step=replay)
         return search.result()
+
+    def _encode(self, entry: dict, src: Tensor, beam: int) -> None:
+        """Encode ``src`` into the entry's cache: the encoder, the source projections and the
+        cache reset replayed as one more graph."""
+        model, cache = self.model, entry["search"].cache
+        if not self.capture:
+            load_memory(model, cache, model.encode(src, beam=beam))
+            return
+        entry["src"].copy_(src)
+        if entry["encode"] is None:
+            entry["encode"], _ = _capture(lambda: load_memory(model, cache, model.encode(entry["src"], beam=beam)), entry["pool"])
+            entry["pool"] = entry["encode"].pool()
+        entry["encode"].replay()
+        cache.step = 0
 
 
 def beam_search(
