@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from functools import lru_cache
 from pathlib import Path
+from typing import BinaryIO
 
 import sacrebleu
 from sacrebleu.metrics import BLEU
@@ -41,6 +43,8 @@ def corpus_scores(hyps: list[str], refs: list[str], lang: str = "de") -> dict:
     """sacreBLEU, tokenized BLEU and tokenized BLEU with compound splitting of one system output."""
     if len(hyps) != len(refs):
         raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
+    if not hyps:
+        raise ValueError("no sentences to score: the hypotheses and references are empty")
     detok = BLEU()
     score = detok.corpus_score(hyps, [refs])
     tok_hyps, tok_refs = moses_tokenize(hyps, lang), moses_tokenize(refs, lang)
@@ -66,30 +70,47 @@ def sentence_bleu(hyp: str, ref: str) -> float:
     return sacrebleu.sentence_bleu(hyp, [ref]).score
 
 
-def read_text(path: Path) -> list[str]:
-    """Lines of a UTF-8 file; invalid UTF-8 names the file and line."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+def read_text(path: Path | str) -> list[str]:
+    """Lines of a UTF-8 text: any readable path (``/dev/null``, a pipe, ``<(...)``) or ``-`` for
+    stdin; a missing or unreadable file, or invalid UTF-8, names the file (and line)."""
+    name = str(path)
+    if name == "-":
+        return _lines(sys.stdin.buffer, "<stdin>")
+    try:
+        with open(path, "rb") as f:
+            return _lines(f, name)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{name}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{name}: is a directory, not a text file") from None
+    except PermissionError:
+        raise ValueError(f"{name}: permission denied") from None
+
+
+def _lines(f: BinaryIO, name: str) -> list[str]:
     lines = []
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            try:
-                lines.append(raw.decode("utf-8").rstrip("\r\n"))
-            except UnicodeDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: invalid UTF-8 ({exc.reason})") from None
+    for lineno, raw in enumerate(f, 1):
+        try:
+            lines.append(raw.decode("utf-8").rstrip("\r\n"))
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{name}:{lineno}: invalid UTF-8 ({exc.reason})") from None
     return lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("hyp", type=Path, help="detokenized system output, one sentence a line")
-    parser.add_argument("ref", type=Path, help="detokenized reference, line-aligned with HYP")
+    parser.add_argument("hyp", help="detokenized system output, one sentence a line ('-' = stdin)")
+    parser.add_argument("ref", help="detokenized reference, line-aligned with HYP ('-' = stdin)")
     parser.add_argument("--lang", default="de", help="target language for the Moses tokenizer (default de)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.hyp == args.ref == "-":
+        raise ValueError("HYP and REF are both '-': only one of them can be read from stdin")
     hyps, refs = read_text(args.hyp), read_text(args.ref)
     if len(hyps) != len(refs):
         raise ValueError(f"{args.hyp} has {len(hyps)} lines but {args.ref} has {len(refs)}")
+    if not hyps:
+        raise ValueError(f"{args.hyp} and {args.ref} are empty: no sentences to score")
     scores = corpus_scores(hyps, refs, args.lang)
     print(f"sacreBLEU {scores['bleu']:.2f}  ({scores['signature']})")
     print(f"tokenized BLEU {scores['tok_bleu']:.2f}  (sacremoses {args.lang} + multi-bleu, case-sensitive)")

@@ -1,21 +1,32 @@
-"""``canlib info``: every preset with its shape and parameter count."""
+"""``canlib info``: every preset with its shape and parameter count, at the vocabulary its scale
+uses (tiny 2,000, small 8,000, full 32,000: ``canlib.model.config.SCALE_VOCAB``) unless
+``--vocab-size`` sets one for all."""
 from __future__ import annotations
 
 import argparse
 import json
 
-from canlib.model.config import PRESETS, preset
+from canlib.model.config import PRESETS, SCALE_VOCAB, SCALES, preset
 from canlib.model.seq2seq import Seq2Seq
 
 
-def preset_table(vocab_size: int) -> list[dict]:
-    """One row per preset: name, decoder kind, depths, width, parameter count."""
+def preset_scale(name: str) -> str:
+    """The scale a preset belongs to, from its name ("tiny-can" -> "tiny", "can" -> "full")."""
+    return next((scale for scale in SCALES if scale != "full" and name.startswith(scale + "-")), "full")
+
+
+def preset_table(vocab_size: int | None = None) -> list[dict]:
+    """One row per preset: name, scale, vocabulary, decoder kind, depths, width, parameter count.
+    ``vocab_size=None``: each preset at its scale's vocabulary."""
     rows = []
     for name in PRESETS:
-        cfg = preset(name, vocab_size=vocab_size)
+        scale = preset_scale(name)
+        cfg = preset(name, vocab_size=vocab_size or SCALE_VOCAB[scale])
         rows.append(
             {
                 "preset": name,
+                "scale": scale,
+                "vocab_size": cfg.vocab_size,
                 "kind": cfg.decoder_kind,
                 "enc_layers": cfg.enc_layers,
                 "dec_layers": cfg.dec_layers,
@@ -29,20 +40,22 @@ def preset_table(vocab_size: int) -> list[dict]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--vocab-size", type=int, default=32000, help="joint vocabulary size (default 32000)")
+    parser.add_argument("--vocab-size", type=int, help="joint vocabulary size for every preset (default: each "
+                        "scale's own, " + ", ".join(f"{s} {v:,}" for s, v in SCALE_VOCAB.items()) + ")")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.vocab_size <= 0:
+    if args.vocab_size is not None and args.vocab_size <= 0:
         raise ValueError(f"--vocab-size={args.vocab_size}: must be positive")
     rows = preset_table(args.vocab_size)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print(f"{'preset':<20}{'kind':<10}{'enc/dec':>8}{'d':>6}{'heads':>6}{'ffn':>6}{'params':>14}")
+    print(f"{'preset':<20}{'kind':<10}{'enc/dec':>8}{'d':>6}{'heads':>6}{'ffn':>6}{'vocab':>8}{'params':>14}")
     for r in rows:
         depth = f"{r['enc_layers']}/{r['dec_layers']}"
-        print(f"{r['preset']:<20}{r['kind']:<10}{depth:>8}{r['d_model']:>6}{r['heads']:>6}{r['ffn_dim']:>6}{r['params']:>14,}")
-    print(f"(vocabulary {args.vocab_size:,}, shared source/target/output embedding)")
+        print(f"{r['preset']:<20}{r['kind']:<10}{depth:>8}{r['d_model']:>6}{r['heads']:>6}{r['ffn_dim']:>6}"
+              f"{r['vocab_size']:>8,}{r['params']:>14,}")
+    print("(vocab: the joint vocabulary, shared source/target/output embedding)")
     return 0

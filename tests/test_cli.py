@@ -1,9 +1,11 @@
-"""The command line: ``python -m canlib info`` lists every preset with its parameter count."""
+"""The command line: ``canlib info`` (presets, parameter counts per scale) and ``canlib bleu`` (inputs and errors)."""
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+
+import pytest
 
 from canlib.model.config import PRESETS
 
@@ -40,3 +42,40 @@ def test_bad_vocab_size_is_a_clear_error():
     out = run_cli("info", "--vocab-size", "0")
     assert out.returncode == 2
     assert "--vocab-size=0" in out.stderr
+
+
+def test_info_counts_each_scale_at_its_own_vocabulary():
+    """tiny runs use a 2,000-piece vocabulary and small runs 8,000: info counts them so by default."""
+    from canlib.model.config import SCALE_VOCAB
+
+    rows = {r["preset"]: r for r in json.loads(run_cli("info", "--json").stdout)}
+    assert (rows["tiny-can"]["vocab_size"], rows["small-can"]["vocab_size"], rows["can"]["vocab_size"]) == (2000, 8000, 32000)
+    assert rows["tiny-can"]["scale"] == "tiny" and SCALE_VOCAB["tiny"] == 2000
+    at_32k = {r["preset"]: r["params"] for r in json.loads(run_cli("info", "--json", "--vocab-size", "32000").stdout)}
+    assert at_32k["tiny-can"] - rows["tiny-can"]["params"] == (32000 - 2000) * 64
+    assert at_32k["can"] == rows["can"]["params"]
+
+
+def test_bleu_of_two_empty_files_is_a_clear_error(tmp_path):
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / name).write_text("")
+    out = run_cli("bleu", str(tmp_path / "a.txt"), str(tmp_path / "b.txt"))
+    assert out.returncode == 2
+    assert "empty: no sentences to score" in out.stderr and "Traceback" not in out.stderr
+    out = run_cli("bleu", "/dev/null", "/dev/null")  # a readable path that is not a regular file
+    assert out.returncode == 2 and "no sentences to score" in out.stderr and "no such file" not in out.stderr
+
+
+def test_bleu_reads_stdin_and_pipes(tmp_path):
+    ref = tmp_path / "ref.txt"
+    ref.write_text("the cat sat on the mat\nthe dog ran\n")
+    out = subprocess.run([sys.executable, "-m", "canlib", "bleu", "-", str(ref)], input=ref.read_text(),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.splitlines()[-1])["bleu"] == pytest.approx(100.0)
+    out = subprocess.run(["bash", "-c", f'"{sys.executable}" -m canlib bleu <(cat "{ref}") "{ref}"'],
+                         capture_output=True, text=True, timeout=300)  # process substitution: /dev/fd/N
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.splitlines()[-1])["bleu"] == pytest.approx(100.0)
+    missing = run_cli("bleu", str(tmp_path / "nope.txt"), str(ref))
+    assert missing.returncode == 2 and "nope.txt: no such file" in missing.stderr

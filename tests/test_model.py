@@ -52,6 +52,24 @@ def test_decode_step_matches_teacher_forcing(kind, dec_layers):
 
 
 @pytest.mark.parametrize("kind", DECODER_KINDS)
+def test_a_decode_step_can_run_twice(kind):
+    """A step is a function of the cache before it: running step t again (as CUDA graph capture
+    does: a warm-up run, then the replay) writes the same state and returns the same output.
+    AAN's running sum, updated with ``+=``, broke this and made its captured outputs wrong."""
+    model = Seq2Seq(tiny_config(kind, dec_layers=3)).eval()
+    src, tgt = mixed_batch(4)
+    with torch.no_grad():
+        reference = incremental_log_probs(model, src, tgt)
+        cache = model.init_cache(model.encode(src), max_len=tgt.size(1))
+        out = []
+        for t in range(tgt.size(1)):
+            model.decode_step(tgt[:, t], cache)  # the warm-up
+            cache.step = t
+            out.append(model.decode_step(tgt[:, t], cache))  # the replay
+    assert (torch.stack(out, dim=1) - reference).abs().max().item() < 1e-6
+
+
+@pytest.mark.parametrize("kind", DECODER_KINDS)
 def test_reordering_cache_permutes_results(kind):
     model = Seq2Seq(tiny_config(kind)).eval()
     src, tgt = mixed_batch(2)
@@ -191,13 +209,65 @@ def test_can_values_are_ffn_wide_and_split_across_heads():
 
 @pytest.mark.parametrize("shape", [(3, 32), (6, 1, 32), (2, 5, 32), (1, 1, 32), (32,)])
 def test_fast_cpu_linear_equals_nn_linear(shape):
-    from canlib.model.attention import Linear
+    from canlib.model.attention import cpu_fast_linears
 
-    layer = Linear(32, 48)
+    layer = torch.nn.Linear(32, 48)
     x = torch.randn(shape)
     with torch.enable_grad():
         reference = torch.nn.functional.linear(x, layer.weight, layer.bias)
-    with torch.no_grad():
+    with torch.no_grad(), cpu_fast_linears([layer], torch.device("cpu")):
         fast = layer(x)
     assert fast.shape == reference.shape
     assert (fast - reference).abs().max().item() < 1e-5
+    assert "forward" not in layer.__dict__  # the routing ends with the context
+
+
+def test_cpu_decoding_routes_every_linear_through_the_fast_path_and_training_does_not(monkeypatch):
+    """The CPU trick lives in one place: Seq2Seq switches it on around encoding and decode steps
+    (no autograd, CPU); teacher forcing with autograd never takes it."""
+    import canlib.model.attention as attention
+
+    calls = []
+    original = attention.rows_linear
+    monkeypatch.setattr(attention, "rows_linear", lambda x, w, b=None: calls.append(w.shape) or original(x, w, b))
+    model = Seq2Seq(tiny_config("can", dec_layers=1)).eval()
+    src, tgt = mixed_batch(6)
+    with torch.no_grad():
+        cache = model.init_cache(model.encode(src), max_len=3)
+        model.decode_hidden(tgt[:, 0], cache)
+    linears = {m.weight.shape for m in model.modules() if isinstance(m, torch.nn.Linear)}
+    assert linears <= set(calls)
+    calls.clear()
+    model.train()
+    model(src, tgt).sum().backward()
+    assert calls == []
+    assert not any("forward" in m.__dict__ for m in model.modules())
+
+
+def _explicit_attention(q, keys, values, mask, dropout):
+    """What ``scaled_dot_product_attention`` computes, written out (the pre-fusion code)."""
+    s = torch.matmul(q, keys.transpose(-1, -2)) * q.size(-1) ** -0.5
+    s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask
+    return torch.matmul(dropout(torch.softmax(s, dim=-1)), values)
+
+
+@pytest.mark.parametrize("kind", DECODER_KINDS)
+def test_fused_teacher_forcing_equals_explicit_attention(kind, monkeypatch):
+    """Training runs attention through one fused kernel; in float32 it equals the written-out
+    softmax(q k^T / sqrt(w) + mask) v to 1e-5, and dropout on the probabilities stays active."""
+    import canlib.model.attention as attention
+
+    model = Seq2Seq(tiny_config(kind, dec_layers=2)).eval()
+    src, tgt = mixed_batch(5)
+    with torch.no_grad():
+        fused = model(src, tgt)
+        monkeypatch.setattr(attention, "fused_attention", _explicit_attention)
+        explicit = model(src, tgt)
+    monkeypatch.undo()
+    real = tgt.ne(PAD_ID)
+    assert (fused - explicit).abs()[real].max().item() < 1e-5
+    noisy = Seq2Seq(tiny_config(kind).replace(attn_dropout=0.5)).train()
+    torch.manual_seed(1)
+    first = noisy(src, tgt)
+    first.sum().backward()
+    assert not torch.equal(first, noisy(src, tgt))

@@ -6,7 +6,8 @@ import torch
 
 from canlib import DECODER_KINDS, ModelConfig, Seq2Seq
 from canlib.model.config import BOS_ID, EOS_ID, PAD_ID
-from canlib.decoding.search import GraphedDecoder, beam_search, greedy_search, make_batch
+from canlib.decoding.search import (BeamSearch, EagerDecoder, ForcedLength, FreeLength, GraphedDecoder, StepGraphs,
+                                   beam_search, greedy_search, make_batch, timed_search)
 
 
 @pytest.fixture(autouse=True)
@@ -150,24 +151,121 @@ def test_min_and_max_length_are_respected():
     assert all(6 <= len(t) <= 8 for t in long.tokens)
 
 
-def test_static_buffer_path_matches_eager_across_searches():
-    model = tiny_model("aan", seed=8)
-    graphs = GraphedDecoder(model, capture=False)  # the CUDA-graph plumbing, replayed eagerly
-    for seed in (8, 9):
-        batch = make_batch(sources(seed, lengths=(6,)), PAD_ID, EOS_ID)
-        eager = beam_search(model, batch, beam=4, forced_length=9)
-        static = beam_search(model, batch, beam=4, forced_length=9, graphs=graphs)
-        assert static.tokens == eager.tokens
-        assert static.scores == pytest.approx(eager.scores, abs=1e-5)
+@pytest.mark.parametrize("kind", DECODER_KINDS)
+def test_static_buffer_paths_match_eager_across_searches(kind):
+    """The CUDA-graph plumbing, replayed eagerly on the CPU: static decoder buffers reused across
+    searches, and whole static search steps (state reset in place per batch), give eager's outputs."""
+    model = tiny_model(kind, seed=8)
+    decoder = GraphedDecoder(model, capture=False)
+    steps = StepGraphs(model, capture=False)
+    for seed, lengths in ((8, (6,)), (9, (6,)), (10, (6,)), (11, (6, 2, 9)), (12, (4, 8, 3))):
+        batch = make_batch(sources(seed, lengths=lengths), PAD_ID, EOS_ID)
+        for options in (dict(forced_length=9), dict(len_penalty=0.6, return_all=True)):
+            eager = beam_search(model, batch, beam=4, **options)
+            for static in (beam_search(model, batch, beam=4, decoder=decoder, **options),
+                           beam_search(model, batch, beam=4, graphs=steps, **options)):
+                assert static.tokens == eager.tokens
+                assert static.scores == pytest.approx(eager.scores, abs=1e-5)
+                if eager.hypotheses:  # the static path never drops sentences: float sums may differ in the last bits
+                    assert [[h[0] for h in x] for x in static.hypotheses] == [[h[0] for h in x] for x in eager.hypotheses]
 
 
-def test_timing_reports_every_part():
+def test_timed_search_reports_every_part_and_the_same_tokens():
     model = tiny_model(seed=9)
-    result = beam_search(model, make_batch(sources(9), PAD_ID, EOS_ID), beam=2, timing=True)
-    parts = result.timing
-    assert parts["steps"] >= 1
+    batch = make_batch(sources(9), PAD_ID, EOS_ID)
+    result, parts = timed_search(EagerDecoder(model), batch, beam=2)
+    assert result.tokens == beam_search(model, batch, beam=2).tokens
     assert all(parts[p] >= 0 for p in ("encode", "layers", "output", "search"))
     assert parts["total"] == pytest.approx(sum(parts[p] for p in ("encode", "layers", "output", "search")))
+
+
+class _HostReads(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts every read of a tensor's value by the host: ``_local_scalar_dense`` (item, bool,
+    float, int), device-to-host copies, ops whose output size depends on values (nonzero), and
+    (patched on Tensor) tolist."""
+
+    VALUE_OPS = ("aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::unique")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func._schema.name
+        to_cpu = name in ("aten::_to_copy", "aten::copy_") and any(
+            isinstance(a, torch.Tensor) and a.device.type != "cpu" for a in args)
+        if name in self.VALUE_OPS or to_cpu:
+            self.count += 1
+        return func(*args, **kwargs)
+
+
+@pytest.mark.parametrize("options", [dict(forced_length=12), dict(), dict(stop="exact", return_all=True)])
+def test_the_step_loop_reads_nothing_back_to_the_host(options, monkeypatch):
+    """A step keeps the search on the device: over a whole loop the host reads the state only at
+    the checks (every ``check_every`` steps), never inside a step. The CPU-only cache-reorder
+    shortcut (which finds the moved rows with ``nonzero``) is switched off: what runs is the
+    code a GPU runs."""
+    import canlib.model.seq2seq
+
+    monkeypatch.setattr(canlib.model.seq2seq, "reorder_moved_rows", lambda *args: False)
+    model = tiny_model(seed=12)
+    batch = make_batch(sources(12), PAD_ID, EOS_ID)
+    forced = options.get("forced_length")
+    policy = ForcedLength(forced) if forced else FreeLength(stop=options.get("stop", "fairseq"))
+    search = BeamSearch(model, batch, 4, policy, return_all=options.get("return_all", False))
+    reads = _HostReads()
+    tolist = torch.Tensor.tolist
+
+    def counted_tolist(self):
+        reads.count += 1
+        return tolist(self)
+
+    monkeypatch.setattr(torch.Tensor, "tolist", counted_tolist)
+    with torch.no_grad(), reads:
+        for t in range(search.steps):
+            search.step(t)
+    steps_reads = reads.count
+    search = BeamSearch(model, batch, 4, policy, return_all=options.get("return_all", False))
+    reads.count = 0
+    with torch.no_grad(), reads:
+        search.run(check_every=4)
+    monkeypatch.setattr(torch.Tensor, "tolist", tolist)
+    assert steps_reads == 0
+    assert reads.count <= search.steps // 4 * (0 if forced else 1)
+
+
+def test_checking_rarely_gives_the_same_result_as_checking_every_step():
+    model = tiny_model(seed=13)
+    batch = make_batch(sources(13, lengths=(6, 2, 11, 4, 8)), PAD_ID, EOS_ID)
+    for stop in ("fairseq", "exact"):
+        every = beam_search(model, batch, beam=3, stop=stop, return_all=True, check_every=1)
+        rarely = beam_search(model, batch, beam=3, stop=stop, return_all=True, check_every=1000)
+        # (dropping finished sentences changes the batch shape, so float sums may differ in the last bits)
+        assert rarely.tokens == every.tokens and rarely.scores == pytest.approx(every.scores, abs=1e-5)
+        assert [[h[0] for h in hyps] for hyps in rarely.hypotheses] == [[h[0] for h in hyps] for hyps in every.hypotheses]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("kind", DECODER_KINDS)
+def test_cuda_step_loop_never_synchronises_and_graphs_match_eager(kind):
+    model = tiny_model(kind, seed=14).cuda().half()
+    batch = make_batch(sources(14, lengths=(7,)), PAD_ID, EOS_ID, "cuda")
+    for options in (dict(forced_length=10), dict()):
+        forced = options.get("forced_length")
+        search = BeamSearch(model, batch, 4, ForcedLength(forced) if forced else FreeLength())
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            with torch.no_grad():
+                search.run(check_every=10_000)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        eager = search.result()
+        graphs = StepGraphs(model)
+        for _ in range(2):  # the first call captures, the second replays
+            assert beam_search(model, batch, beam=4, graphs=graphs, **options).tokens == eager.tokens
+        assert beam_search(model, batch, beam=4, decoder=GraphedDecoder(model), **options).tokens == eager.tokens
 
 
 # -- translate: text in, text out ----------------------------------------------------------

@@ -11,8 +11,9 @@ system generate exactly N tokens per sentence, so speed is compared at equal wor
 
 Studies: ``speed`` (Table 2), ``depth`` (Figure 4), ``beam`` (Figure 5: beam sizes, and
 output-length buckets), ``batch`` (Figure 7), ``ablation`` (Table 5), and ``breakdown``
-(time per component, from synchronised manual timers inside the search: encoder, decoder
-layers, output projection + log-softmax, search bookkeeping). ``ct2:<system>`` times the
+(time per component, from synchronised timers around the decoder: encoder, decoder layers,
+output projection + log-softmax, and the search bookkeeping as the rest; with ``graphs``
+also with the decoder replayed from CUDA graphs). ``ct2:<system>`` times the
 same weights in CTranslate2 (``standard`` systems only).
 """
 from __future__ import annotations
@@ -39,7 +40,7 @@ from canlib.bench.settings import BenchResult, BenchSettings
 from canlib.model.config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS, preset, scaled_preset
 from canlib.model.seq2seq import Seq2Seq
 from canlib.io import device_name, git_commit
-from canlib.decoding.search import GraphedDecoder, beam_search, make_batch
+from canlib.decoding.search import EagerDecoder, GraphedDecoder, StepGraphs, beam_search, make_batch, timed_search
 
 STUDIES = {
     "speed": PAPER_SYSTEMS,
@@ -106,8 +107,8 @@ def system_model(name: str, settings: BenchSettings, device: torch.device, half:
 
 def canlib_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, graphs: bool) -> System:
     device = model.embed.weight.device
-    # graphs: CUDA graphs on CUDA; elsewhere the same static-buffer path, replayed eagerly
-    graphed = GraphedDecoder(model, capture=device.type == "cuda") if graphs else None
+    # graphs: whole search steps replayed from CUDA graphs on CUDA; elsewhere the same static path, eagerly
+    graphed = StepGraphs(model, capture=device.type == "cuda") if graphs else None
 
     def run(sources: list[list[int]], beam: int, forced: int | None) -> int:
         produced = 0
@@ -226,23 +227,30 @@ def time_systems(systems: list[System], sources: list[list[int]], beam: int, for
 
 
 def breakdown(system: System, sources: list[list[int]], beam: int, batch: int, forced: int | None,
-              repeats: int, len_penalty: float) -> dict[str, float]:
+              repeats: int, len_penalty: float, graphs: bool = False) -> dict[str, float]:
     """Median share of each part (encoder, decoder layers, output projection + softmax, search
-    bookkeeping) of the search time, from beam_search's synchronised timers."""
+    bookkeeping) of the search time, from synchronised timers around the decoder
+    (:class:`canlib.decoding.search.TimedDecoder`). ``graphs``: the decoder layers and the
+    output projection replayed from CUDA graphs (two per step, so they can be timed apart;
+    the bookkeeping then runs eagerly between them)."""
     model = system.model
     device = model.embed.weight.device
+    decoder = GraphedDecoder(model, capture=device.type == "cuda") if graphs else EagerDecoder(model)
+    parts = PARTS + ("total",)
     runs = []
-    for _ in range(repeats):
-        totals = dict.fromkeys(PARTS + ("total",), 0.0)
+    for repeat in range(repeats + (1 if graphs else 0)):  # with graphs, a first pass captures them
+        totals = dict.fromkeys(parts, 0.0)
         for start in range(0, len(sources), batch):
             src = make_batch(sources[start : start + batch], model.cfg.pad_id, model.cfg.eos_id, device)
-            timing = beam_search(model, src, beam=beam, len_penalty=len_penalty, forced_length=forced, timing=True).timing
+            _, timing = timed_search(decoder, src, beam=beam, len_penalty=len_penalty, forced_length=forced)
             for part in totals:
                 totals[part] += timing[part]
-        runs.append(totals)
-    median = {part: statistics.median(r[part] for r in runs) for part in PARTS + ("total",)}
-    result = {f"{part}_ms": 1000 * median[part] / len(sources) for part in PARTS + ("total",)}
+        if not (graphs and repeat == 0):
+            runs.append(totals)
+    median = {part: statistics.median(r[part] for r in runs) for part in parts}
+    result = {f"{part}_ms": 1000 * median[part] / len(sources) for part in parts}
     result.update({f"{part}_share": median[part] / median["total"] for part in PARTS})
+    result["mode"] = "graphs" if graphs else "eager"
     return result
 
 
@@ -353,8 +361,11 @@ def _study_rows(study: str, s: BenchSettings, names: list[str], sources: list[li
         if s.breakdown or study == "breakdown":
             for system in tqdm(systems, desc="breakdown", leave=False, disable=not s.progress):
                 if system.model is not None:
-                    results[system.name]["breakdown"] = breakdown(
-                        system, sources, s.beam, s.batch, forced, max(1, s.repeats // 2 + 1), s.len_penalty)
+                    reps = max(1, s.repeats // 2 + 1)
+                    results[system.name]["breakdown"] = breakdown(system, sources, s.beam, s.batch, forced, reps, s.len_penalty)
+                    if s.graphs:  # the same parts with the decoder replayed from CUDA graphs
+                        results[system.name]["breakdown_graphs"] = breakdown(
+                            system, sources, s.beam, s.batch, forced, reps, s.len_penalty, graphs=True)
     elif study == "beam":
         systems = make_systems(s.batch)
         for beam in s.beams:

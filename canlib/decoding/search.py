@@ -37,22 +37,40 @@ masking logits before the softmax. With it, our beam search returns CTranslate2'
 the same weights, except where a hypothesis reaches the maximum length: CTranslate2 ends it
 there without an EOS, we force one (``tests/test_ctranslate.py`` checks this).
 
-On CUDA, run the model in half precision (``model.half()``); ``captured=True`` replays each
-step from a CUDA graph (:class:`GraphedDecoder`). On CPU the model stays in float32.
+Structure (fairseq keeps its search apart from the loss; this module keeps the search apart
+from how the decoder is run and timed):
+
+* a *decoder* runs the model: :class:`EagerDecoder` (the default), :class:`GraphedDecoder`
+  (decode steps replayed from CUDA graphs) or :class:`TimedDecoder` (wraps either and
+  times encoder, decoder layers and output projection with synchronised clocks);
+* a *length policy* decides what a step may emit and when a hypothesis ends:
+  :class:`FreeLength` (EOS, maximum lengths, finished hypotheses, stopping rules) or
+  :class:`ForcedLength` (exactly N tokens, no EOS: speed measurement with random weights);
+* :class:`BeamSearch` holds the search state in device tensors and advances it one step at a
+  time, every write in place, with no host synchronisation inside a step: finished
+  hypotheses, length penalty, EOS handling and reordering stay on the device. The host looks
+  at the state only every ``check_every`` steps (is every sentence done? then stop, and drop
+  finished sentences from the batch); on the CPU that look is free and happens every step;
+* :class:`StepGraphs` replays whole steps (decoder, output projection, log-softmax, top-k,
+  bookkeeping, cache reorder) from one CUDA graph per step index.
+
+On CUDA, run the model in half precision (``model.half()``). On CPU the model stays in float32.
 """
 from __future__ import annotations
 
 import math
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
+from canlib.model.attention import SourceMemory
 from canlib.model.seq2seq import DecoderCache, Seq2Seq
 
 STOP_RULES = ("fairseq", "exact")
+NEG_INF = float("-inf")
 
 
 @dataclass
@@ -62,44 +80,97 @@ class SearchResult:
     tokens: list[list[int]]
     scores: list[float]
     hypotheses: list[list[tuple[list[int], float]]] | None = None  # every finished one, best first
-    timing: dict[str, float] | None = None  # seconds: encode, layers, output, search, total; steps
 
 
-class _Timer:
-    """Accumulates wall time per named part, synchronising CUDA around each part."""
+# -- decoders: how the model is run ---------------------------------------------------------------
 
-    def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
-        self.totals: dict[str, float] = {}
-        self.part = ""
 
-    def sync(self) -> None:
-        if self.cuda:
-            torch.cuda.synchronize()
+class Decoder(Protocol):
+    """What the search needs from the model; wrappers add graphs or timing around it."""
 
-    def __call__(self, part: str) -> "_Timer":
-        self.part = part
-        return self
+    model: Seq2Seq
 
-    def __enter__(self) -> None:
-        self.sync()
-        self.start = time.perf_counter()
+    def encode(self, src: Tensor, beam: int) -> SourceMemory: ...
+    def init_cache(self, memory: SourceMemory, max_len: int) -> DecoderCache: ...
+    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor: ...
 
-    def __exit__(self, *exc) -> None:
-        self.sync()
-        self.totals[self.part] = self.totals.get(self.part, 0.0) + time.perf_counter() - self.start
+
+class EagerDecoder:
+    """The model as it is: every step launches its kernels one by one."""
+
+    def __init__(self, model: Seq2Seq) -> None:
+        self.model = model
+
+    def encode(self, src: Tensor, beam: int) -> SourceMemory:
+        return self.model.encode(src, beam=beam)
+
+    def init_cache(self, memory: SourceMemory, max_len: int) -> DecoderCache:
+        return self.model.init_cache(memory, max_len=max_len)
+
+    def decode_hidden(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
+        return self.model.decode_hidden(tokens, cache)
+
+    def output_log_probs(self, hidden: Tensor) -> Tensor:
+        return self.model.output_log_probs(hidden)
+
+    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
+        return self.model.decode_step(tokens, cache)
+
+
+def load_memory(model: Seq2Seq, cache: DecoderCache, memory: SourceMemory) -> None:
+    """Copy a new batch's encoder output into a cache built for the same shape, in place (a CUDA
+    graph reads these buffers at fixed addresses), and clear its per-row state."""
+    cache.memory.states.copy_(memory.states)
+    cache.memory.pad_mask.copy_(memory.pad_mask)
+    cache.memory.bias.copy_(memory.score_bias(cache.memory.bias.dtype))
+    for source, values in zip(cache.sources, model.project_sources(cache.memory)):
+        for name, value in values.items():
+            source[name].copy_(value)
+    for rows in cache.rows:
+        for buf in rows.values():
+            buf.zero_()
+    cache.step = 0
+
+
+def static_cache(model: Seq2Seq, memory: SourceMemory, max_len: int) -> DecoderCache:
+    """A cache whose every tensor (the score bias included) exists before any graph is captured."""
+    cache = model.init_cache(memory, max_len=max_len)
+    cache.memory.score_bias(memory.states.dtype)
+    return cache
+
+
+def _buffers(cache: DecoderCache) -> list[int]:
+    return [buf.data_ptr() for rows in cache.rows for buf in rows.values()]
+
+
+def _capture(fn, pool):
+    """Warm ``fn`` up on a side stream (cuBLAS workspaces), then capture it as a CUDA graph."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        out = fn()
+    return graph, out
 
 
 class GraphedDecoder:
-    """``decode_step`` replayed from CUDA graphs, one graph per step index.
+    """Decode steps replayed from CUDA graphs: per step index, one graph for the decoder layers
+    and, per shape, one for the output projection and log-softmax (two, so that
+    :class:`TimedDecoder` can time them apart).
 
-    A CUDA graph replays fixed kernels on fixed memory, so the cache a graph reads and
-    writes must outlive one search: this object keeps one cache (and its graphs, in their
-    own memory pool) per shape (sentences, beam, source length, steps), for at most
-    ``max_shapes`` shapes, and copies each new batch's encoder output into it. When a
-    search drops finished sentences the buffers change, and the rest of that search runs
-    eagerly (at batch size 1 that never happens). ``capture=False`` runs the same
-    static-buffer path without graphs (how it is tested on CPU).
+    A CUDA graph replays fixed kernels on fixed memory, so the cache a graph reads and writes
+    must outlive one search: this object keeps one cache (and its graphs, in their own memory
+    pool) per shape (sentences, beam, source length, steps), for at most ``max_shapes`` shapes,
+    and copies each new batch's encoder output into it. When a search drops finished sentences
+    the buffers change, and the rest of that search runs eagerly. ``capture=False`` runs the
+    same static-buffer path without graphs (how it is tested on CPU).
+
+    The warm-up before a capture really runs the step; the decoder layers' steps are therefore
+    written to be repeatable (a step reads positions < t and writes position t of its cache, so
+    running it twice leaves the same state: ``tests/test_model.py`` pins this for every kind).
     """
 
     def __init__(self, model: Seq2Seq, capture: bool = True, max_shapes: int = 32) -> None:
@@ -108,60 +179,116 @@ class GraphedDecoder:
         self.max_shapes = max_shapes
         self.entries: dict[tuple, dict] = {}
 
-    @staticmethod
-    def _buffers(cache: DecoderCache) -> list[int]:
-        return [buf.data_ptr() for rows in cache.rows for buf in rows.values()]
+    def encode(self, src: Tensor, beam: int) -> SourceMemory:
+        return self.model.encode(src, beam=beam)
 
-    def init_cache(self, memory, max_len: int) -> DecoderCache:
+    def init_cache(self, memory: SourceMemory, max_len: int) -> DecoderCache:
         key = (tuple(memory.states.shape), memory.beam, max_len, memory.states.dtype)
         entry = self.entries.get(key)
-        if entry is None or self._buffers(entry["cache"]) != entry["ptrs"]:
+        if entry is None or _buffers(entry["cache"]) != entry["ptrs"]:
             if len(self.entries) >= self.max_shapes:
                 self.entries.pop(next(iter(self.entries)))
-            cache = self.model.init_cache(memory, max_len=max_len)
-            cache.memory.score_bias(memory.states.dtype)  # built now, outside any graph
+            cache = static_cache(self.model, memory, max_len)
+            device = memory.states.device
             self.entries[key] = dict(
-                cache=cache, ptrs=self._buffers(cache), graphs={}, pool=None,
-                tokens=torch.zeros(cache.num_rows, dtype=torch.long, device=memory.states.device),
+                cache=cache, ptrs=_buffers(cache), graphs={}, output=None, pool=None,
+                tokens=torch.zeros(cache.num_rows, dtype=torch.long, device=device),
+                hidden=torch.zeros(cache.num_rows, self.model.cfg.d_model, dtype=memory.states.dtype, device=device),
             )
             return cache
-        cache = entry["cache"]
-        cache.memory.states.copy_(memory.states)
-        cache.memory.pad_mask.copy_(memory.pad_mask)
-        cache.memory.bias.copy_(memory.score_bias(cache.memory.bias.dtype))  # graphs read it in place
-        for layer, source in zip(self.model.decoder_layers, cache.sources):
-            for name, value in layer.project_source(cache.memory).items():
-                source[name].copy_(value)
-        for rows in cache.rows:  # AAN keeps a running sum; prefix buffers are written before read
-            for buf in rows.values():
-                buf.zero_()
-        cache.step = 0
-        return cache
+        load_memory(self.model, entry["cache"], memory)
+        return entry["cache"]
 
-    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
+    def _entry(self, cache: DecoderCache) -> dict | None:
         entry = next((e for e in self.entries.values() if e["cache"] is cache), None)
-        if entry is None or self._buffers(cache) != entry["ptrs"]:
-            return self.model.decode_step(tokens, cache)
+        return entry if entry is not None and _buffers(cache) == entry["ptrs"] else None
+
+    def decode_hidden(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
+        entry = self._entry(cache)
+        if entry is None:
+            return self.model.decode_hidden(tokens, cache)
         t = cache.step
         entry["tokens"].copy_(tokens)
         if not self.capture:
-            return self.model.decode_step(entry["tokens"], cache)
+            return self.model.decode_hidden(entry["tokens"], cache)
         if t not in entry["graphs"]:
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):  # warm-up (cuBLAS workspaces) before capture
-                self.model.decode_step(entry["tokens"], cache)
-            torch.cuda.current_stream().wait_stream(side)
-            cache.step = t
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=entry["pool"]):  # steps replay in capture order
-                out = self.model.decode_step(entry["tokens"], cache)
-            entry["pool"] = graph.pool()
-            entry["graphs"][t] = (graph, out)
+            def step() -> Tensor:
+                cache.step = t
+                return self.model.decode_hidden(entry["tokens"], cache)
+
+            entry["graphs"][t] = _capture(step, entry["pool"])
+            entry["pool"] = entry["graphs"][t][0].pool()
         graph, out = entry["graphs"][t]
         graph.replay()  # rewrites position t of the cache, exactly what the eager step writes
         cache.step = t + 1
         return out
+
+    def output_log_probs(self, hidden: Tensor) -> Tensor:
+        entry = next((e for e in self.entries.values() if e["hidden"].shape == hidden.shape), None)
+        if entry is None or not self.capture:
+            return self.model.output_log_probs(hidden)
+        entry["hidden"].copy_(hidden)
+        if entry["output"] is None:
+            entry["output"] = _capture(lambda: self.model.output_log_probs(entry["hidden"]), entry["pool"])
+            entry["pool"] = entry["output"][0].pool()
+        graph, out = entry["output"]
+        graph.replay()
+        return out
+
+    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
+        return self.output_log_probs(self.decode_hidden(tokens, cache))
+
+
+class TimedDecoder:
+    """Wraps a decoder and adds up synchronised wall time per part: ``encode`` (encoder and cache
+    set-up), ``layers`` (decoder layers) and ``output`` (final norm, projection, log-softmax).
+    What a search takes beyond them is its own bookkeeping (``search``, see :func:`timed_search`)."""
+
+    PARTS = ("encode", "layers", "output")
+
+    def __init__(self, inner: Decoder) -> None:
+        self.inner = inner
+        self.model = inner.model
+        self.totals = dict.fromkeys(self.PARTS, 0.0)
+        self.cuda = inner.model.embed.weight.device.type == "cuda"
+
+    def _timed(self, part: str, fn, *args):
+        if self.cuda:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        out = fn(*args)
+        if self.cuda:
+            torch.cuda.synchronize()
+        self.totals[part] += time.perf_counter() - start
+        return out
+
+    def encode(self, src: Tensor, beam: int) -> SourceMemory:
+        return self._timed("encode", self.inner.encode, src, beam)
+
+    def init_cache(self, memory: SourceMemory, max_len: int) -> DecoderCache:
+        return self._timed("encode", self.inner.init_cache, memory, max_len)
+
+    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
+        hidden = self._timed("layers", self.inner.decode_hidden, tokens, cache)
+        return self._timed("output", self.inner.output_log_probs, hidden)
+
+
+def timed_search(decoder: Decoder, src: Tensor, **options) -> tuple[SearchResult, dict[str, float]]:
+    """One search with ``decoder`` wrapped in a :class:`TimedDecoder`: the result and seconds per
+    part (encode, layers, output, search = the rest of the total, total)."""
+    timed = TimedDecoder(decoder)
+    if timed.cuda:
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    result = beam_search(decoder.model, src, decoder=timed, **options)
+    if timed.cuda:
+        torch.cuda.synchronize()
+    totals = dict(timed.totals, total=time.perf_counter() - start)
+    totals["search"] = totals["total"] - sum(totals[p] for p in TimedDecoder.PARTS)
+    return result, totals
+
+
+# -- length policies: what a step may emit, when a hypothesis ends ----------------------------
 
 
 def output_lengths(src: Tensor, pad_id: int, a: float, b: float, min_len: int, limit: int) -> list[int]:
@@ -170,7 +297,325 @@ def output_lengths(src: Tensor, pad_id: int, a: float, b: float, min_len: int, l
     return [min(max(int(math.floor(a * n + b)), min_len, 1), limit) for n in src_lens]
 
 
-@torch.no_grad()
+@dataclass(frozen=True)
+class ForcedLength:
+    """Exactly ``length`` tokens per sentence, EOS never allowed; every live beam is a hypothesis
+    at the end, scored ``sum(log p) / length ** alpha``."""
+
+    length: int
+
+    def __post_init__(self) -> None:
+        if self.length < 1:
+            raise ValueError(f"forced_length={self.length}: must be at least 1")
+
+
+@dataclass(frozen=True)
+class FreeLength:
+    """Hypotheses end with EOS, by ``max_len_a * src_len + max_len_b`` at the latest, after at
+    least ``min_len`` tokens; a sentence stops by the ``stop`` rule (see the module docstring)."""
+
+    max_len_a: float = 1.2
+    max_len_b: float = 10
+    min_len: int = 1
+    stop: str = "fairseq"
+
+    def __post_init__(self) -> None:
+        if self.stop not in STOP_RULES:
+            raise ValueError(f"stop={self.stop!r}: choose one of {', '.join(STOP_RULES)}")
+
+
+# -- the search --------------------------------------------------------------------------------
+
+
+class BeamSearch:
+    """The state of one beam search over a batch, in device tensors, advanced by :meth:`step`.
+
+    ``step(t)`` reads and writes only tensors allocated here (every write in place) and never
+    reads a value back to the host, so a step can be replayed from a CUDA graph and a loop of
+    steps runs ahead of the GPU. ``check()`` is the only place the host looks at the state.
+    ``static=True`` keeps the shapes fixed (no sentence is dropped) and treats every step the
+    same whatever the batch (what :class:`StepGraphs` needs).
+    """
+
+    def __init__(self, model: Seq2Seq, src: Tensor, beam: int, policy: ForcedLength | FreeLength,
+                 len_penalty: float = 1.0, renormalize: bool = False, return_all: bool = False,
+                 decoder: Decoder | None = None, static: bool = False) -> None:
+        if beam < 1:
+            raise ValueError(f"beam={beam}: must be at least 1")
+        cfg = model.cfg
+        self.model, self.cfg, self.policy = model, cfg, policy
+        self.decoder = decoder or EagerDecoder(model)
+        self.forced = isinstance(policy, ForcedLength)
+        self.k, self.len_penalty, self.renormalize, self.return_all, self.static = beam, len_penalty, renormalize, return_all, static
+        device = model.embed.weight.device
+        self.device = device
+        src = src.to(device)
+        n, k = src.size(0), beam
+        self.n = n
+        if self.forced:
+            if policy.length > cfg.max_len:
+                raise ValueError(f"forced_length={policy.length} exceeds the model's max_len={cfg.max_len}")
+            self.steps = policy.length
+            lengths = [policy.length] * n
+        else:
+            lengths = output_lengths(src, cfg.pad_id, policy.max_len_a, policy.max_len_b, policy.min_len, cfg.max_len - 1)
+            self.steps = max(lengths) + 1  # the last step can only emit EOS
+        self.ending_steps = set(lengths)
+        memory = self.decoder.encode(src, beam)
+        self.cache = self.decoder.init_cache(memory, self.steps)
+        self.base = torch.arange(n, device=device)[:, None] * k
+        self.rank = torch.arange(2 * k, device=device)
+        self.never = torch.tensor([cfg.pad_id, cfg.bos_id], device=device)  # never generated
+        self.no_eos = torch.tensor([cfg.pad_id, cfg.bos_id, cfg.eos_id], device=device)
+        self.tokens = torch.empty(n * k, self.steps + 1, dtype=torch.long, device=device)
+        self.cum = torch.empty(n, k, device=device)
+        if not self.forced:
+            width = self.steps
+            slots = (2 * k if policy.stop == "fairseq" else k * self.steps) if return_all else 0
+            self.alive = torch.arange(n, device=device)  # original index of each sentence in the batch
+            self.lengths = torch.empty(n, dtype=torch.long, device=device)
+            self.len_norm = torch.empty(n, dtype=torch.float64, device=device)  # (max length + 1) ** alpha
+            self.done = torch.empty(n, dtype=torch.bool, device=device)
+            self.count = torch.empty(n, dtype=torch.long, device=device)  # finished hypotheses
+            self.best_score = torch.empty(n, dtype=torch.float64, device=device)
+            self.best_tokens = torch.empty(n, width, dtype=torch.long, device=device)
+            self.best_len = torch.empty(n, dtype=torch.long, device=device)
+            # every finished hypothesis (return_all), in the order found; slot ``slots`` absorbs the rest
+            self.all_tokens = torch.empty(n, slots + 1, width, dtype=torch.long, device=device)
+            self.all_score = torch.empty(n, slots + 1, dtype=torch.float64, device=device)
+            self.all_len = torch.empty(n, slots + 1, dtype=torch.long, device=device)
+        self.reset(lengths)
+
+    def state(self) -> list[Tensor]:
+        """Every tensor a step writes (the search's and the cache's), e.g. to save and restore it."""
+        names = ("tokens", "cum") if self.forced else (
+            "tokens", "cum", "done", "count", "best_score", "best_tokens", "best_len", "all_tokens", "all_score", "all_len")
+        return [getattr(self, name) for name in names] + [b for rows in self.cache.rows for b in rows.values()]
+
+    def reset(self, lengths: list[int]) -> None:
+        """Start state (in place): BOS, one live beam per sentence, nothing finished."""
+        self.tokens.fill_(self.cfg.pad_id)
+        self.tokens[:, 0] = self.cfg.bos_id
+        self.cum.zero_()
+        self.cum[:, 1:] = NEG_INF  # at the first step only one beam per sentence is live
+        if not self.forced:
+            self.lengths.copy_(torch.tensor(lengths))
+            self.len_norm.copy_(torch.tensor([(n + 1) ** self.len_penalty for n in lengths], dtype=torch.float64))
+            self.done.zero_()
+            self.count.zero_()
+            self.best_score.fill_(NEG_INF)
+            self.best_tokens.fill_(self.cfg.pad_id)
+            self.best_len.zero_()
+            self.all_score.fill_(NEG_INF)
+
+    def _log_probs(self, t: int) -> Tensor:
+        cfg = self.cfg
+        logp = self.decoder.decode_step(self.tokens[:, t], self.cache)
+        if self.forced or t < self.policy.min_len:
+            logp.index_fill_(1, self.no_eos, NEG_INF)
+            return logp.log_softmax(dim=-1) if self.renormalize else logp
+        logp.index_fill_(1, self.never, NEG_INF)
+        if self.static or t in self.ending_steps:  # sentences at their maximum length: EOS only
+            at_max = self.lengths.eq(t)[:, None].expand(-1, self.k).reshape(-1, 1)
+            eos = logp[:, cfg.eos_id].clone()
+            logp.masked_fill_(at_max, NEG_INF)
+            logp[:, cfg.eos_id] = eos
+        return logp.log_softmax(dim=-1) if self.renormalize else logp
+
+    def _advance(self, t: int, index: Tensor, new_tokens: Tensor, scores: Tensor) -> None:
+        """Live beams continue rows ``index`` with ``new_tokens``: tokens, scores and cache, in place."""
+        self.tokens.copy_(self.tokens.index_select(0, index))
+        self.tokens[:, t + 1] = new_tokens.view(-1)
+        self.cum.copy_(scores)
+        if t + 1 < self.steps:
+            self.model.reorder_rows(self.cache, index)
+
+    def step(self, t: int) -> None:
+        """Advance every sentence by one token (sentences already done run on, ignored)."""
+        m, k, vocab = self.cum.size(0), self.k, self.cfg.vocab_size
+        logp = self._log_probs(t)
+        cand = (self.cum[:, :, None] + logp.view(m, k, vocab)).view(m, k * vocab)
+        if self.forced:
+            top_s, top_i = cand.topk(k, dim=1)
+            index = (self.base[:m] + torch.div(top_i, vocab, rounding_mode="floor")).view(-1)
+            self._advance(t, index, top_i % vocab, top_s)
+            return
+        top_s, top_i = cand.topk(2 * k, dim=1)
+        top_beam = torch.div(top_i, vocab, rounding_mode="floor")
+        top_tok = top_i % vocab
+        is_eos = top_tok.eq(self.cfg.eos_id)
+        # the k best non-EOS candidates (rank order kept) become the live beams
+        pick = (self.rank + is_eos * (2 * k)).topk(k, dim=1, largest=False).indices
+        live_s, live_beam, live_tok = top_s.gather(1, pick), top_beam.gather(1, pick), top_tok.gather(1, pick)
+        ended = is_eos[:, :k] & top_s[:, :k].isfinite() & ~self.done[:, None]
+        self._finish(t, m, ended, top_s[:, :k].double() / (t + 1) ** self.len_penalty, top_beam[:, :k])
+        if self.policy.stop == "fairseq":
+            over = self.count.index_select(0, self.alive) >= k
+        else:  # no live beam can beat the best finished one (module docstring)
+            live = live_s[:, 0].double()
+            bound = torch.maximum(live / (t + 2) ** self.len_penalty, live / self.len_norm)
+            over = self.count.index_select(0, self.alive).gt(0) & self.best_score.index_select(0, self.alive).ge(bound)
+        self.done |= self.lengths.le(t) | over
+        self._advance(t, (self.base[:m] + live_beam).view(-1), live_tok, live_s)
+
+    def _finish(self, t: int, m: int, ended: Tensor, score: Tensor, beam_of: Tensor) -> None:
+        """Record the hypotheses that ended with EOS at step t (``ended`` (m, k), rank order)."""
+        k = self.k
+        rows = self.base[:m] + beam_of  # (m, k) the row each candidate extends
+        scored = torch.where(ended, score, NEG_INF)
+        first_best = scored.argmax(dim=1, keepdim=True)  # ties: the earliest found wins, as a stable sort keeps it
+        new_best = scored.gather(1, first_best).squeeze(1)
+        old_best = self.best_score.index_select(0, self.alive)
+        better = new_best > old_best
+        best_text = self.tokens.index_select(0, rows.gather(1, first_best).squeeze(1))[:, 1:]  # columns > t are PAD
+        self.best_score.index_copy_(0, self.alive, torch.where(better, new_best, old_best))
+        self.best_tokens.index_copy_(0, self.alive, torch.where(better[:, None], best_text, self.best_tokens.index_select(0, self.alive)))
+        self.best_len.index_copy_(0, self.alive, torch.where(better, t, self.best_len.index_select(0, self.alive)))
+        if self.return_all:
+            slots = self.all_score.size(1) - 1
+            slot = self.count.index_select(0, self.alive)[:, None] + ended.cumsum(dim=1) - 1
+            slot = torch.where(ended, slot.clamp(max=slots), slots)
+            sentence = self.alive[:, None].expand(-1, k)
+            texts = self.tokens.index_select(0, rows.view(-1))[:, 1:].view(m, k, -1)
+            self.all_tokens.index_put_((sentence, slot), texts)
+            self.all_score.index_put_((sentence, slot), score)
+            self.all_len.index_put_((sentence, slot), torch.full_like(slot, t))
+        self.count.index_add_(0, self.alive, ended.sum(dim=1))
+
+    def check(self, compact: bool) -> bool:
+        """The host's look at the state: True when every sentence is done; with ``compact``,
+        drop the finished sentences from the batch (and the cache)."""
+        if self.forced:
+            return False
+        done = self.done.tolist()
+        if all(done):
+            return True
+        if compact and any(done):
+            keep = torch.tensor([j for j, d in enumerate(done) if not d], device=self.device)
+            rows = (self.base.index_select(0, keep) + torch.arange(self.k, device=self.device)).view(-1)
+            self.tokens = self.tokens.index_select(0, rows)
+            self.cum, self.alive, self.lengths, self.len_norm, self.done = (
+                x.index_select(0, keep) for x in (self.cum, self.alive, self.lengths, self.len_norm, self.done))
+            self.model.reorder_cache(self.cache, rows, validate=False)
+        return False
+
+    def run(self, check_every: int | None = None, step=None) -> None:
+        """All steps; the host checks for the end every ``check_every`` steps (default: every step
+        on the CPU, where the check costs nothing, every 8 on a GPU). ``step`` replaces
+        :meth:`step` (e.g. a graph replay)."""
+        every = check_every or (1 if self.device.type == "cpu" else 8)
+        step = step or self.step
+        for t in range(self.steps):
+            step(t)
+            if (t + 1) % every == 0 and t + 1 < self.steps and self.check(compact=not self.static):
+                break
+
+    def result(self) -> SearchResult:
+        """Copy the hypotheses to the host (once, after the loop); best first, ties in the order found."""
+        if self.forced:
+            steps = self.steps
+            texts = self.tokens[:, 1 : steps + 1].tolist()
+            scores = (self.cum / steps**self.len_penalty).view(-1).tolist()
+            hyps = [[] for _ in range(self.n)]
+            for row, (text, score) in enumerate(zip(texts, scores)):
+                hyps[row // self.k].append((text, score))
+            for h in hyps:
+                h.sort(key=lambda x: -x[1])
+            return SearchResult([h[0][0] for h in hyps], [h[0][1] for h in hyps], hyps if self.return_all else None)
+        lengths, texts, scores = self.best_len.tolist(), self.best_tokens.tolist(), self.best_score.tolist()
+        result = SearchResult([text[:n] for text, n in zip(texts, lengths)], scores)
+        if self.return_all:
+            counts = self.count.tolist()
+            all_texts, all_scores, all_lens = self.all_tokens.tolist(), self.all_score.tolist(), self.all_len.tolist()
+            result.hypotheses = []
+            for i, c in enumerate(counts):
+                hyps = [(all_texts[i][j][: all_lens[i][j]], all_scores[i][j]) for j in range(c)]
+                hyps.sort(key=lambda h: -h[1])
+                result.hypotheses.append(hyps)
+        return result
+
+
+class StepGraphs:
+    """Whole search steps (decoder, output projection, log-softmax, top-k, bookkeeping and cache
+    reorder) replayed from one CUDA graph per step index, and the encoder (with the source
+    projections) from one more.
+
+    Graphs replay fixed kernels on fixed memory, so this object keeps, per shape of search
+    (sentences, beam, source length, steps, policy, ...), one :class:`BeamSearch` whose tensors
+    persist across searches, and its graphs, for at most ``max_shapes`` shapes. Each new batch
+    is copied into that state. Before a capture, the step runs once for real on a side stream
+    (CUDA's warm-up); the state is saved before and restored after it, so that nothing runs
+    twice. ``capture=False`` runs the same static path without graphs (how it is tested on CPU).
+    """
+
+    def __init__(self, model: Seq2Seq, capture: bool = True, max_shapes: int = 8) -> None:
+        self.model = model
+        self.capture = capture
+        self.max_shapes = max_shapes
+        self.entries: dict[tuple, dict] = {}
+
+    def search(self, src: Tensor, beam: int, policy: ForcedLength | FreeLength, len_penalty: float = 1.0,
+               renormalize: bool = False, return_all: bool = False, check_every: int | None = None) -> SearchResult:
+        model = self.model
+        src = src.to(model.embed.weight.device)
+        key = (tuple(src.shape), beam, policy, len_penalty, renormalize, return_all, model.embed.weight.dtype)
+        entry = self.entries.get(key)
+        if entry is None:
+            if len(self.entries) >= self.max_shapes:
+                self.entries.pop(next(iter(self.entries)))
+            search = BeamSearch(model, src, beam, policy, len_penalty, renormalize, return_all, static=True)
+            search.cache.memory.score_bias(search.cache.memory.states.dtype)
+            entry = self.entries[key] = dict(search=search, graphs={}, pool=None, src=src.clone(), encode=None)
+        else:
+            search = entry["search"]
+            self._encode(entry, src, beam)
+            if search.forced:
+                search.reset([policy.length] * src.size(0))
+            else:
+                lengths = output_lengths(src, model.cfg.pad_id, policy.max_len_a, policy.max_len_b, policy.min_len,
+                                         model.cfg.max_len - 1)
+                if max(lengths) + 1 != search.steps:  # another step count: not this shape after all
+                    self.entries.pop(key)
+                    return self.search(src, beam, policy, len_penalty, renormalize, return_all, check_every)
+                search.ending_steps = set(lengths)
+                search.reset(lengths)
+
+        def replay(t: int) -> None:
+            if not self.capture:
+                search.step(t)
+                return
+            if t not in entry["graphs"]:
+                saved = [x.clone() for x in search.state()]
+
+                def step() -> None:
+                    search.cache.step = t
+                    search.step(t)
+
+                graph, _ = _capture(step, entry["pool"])  # the warm-up ran the step: undo it
+                for x, s in zip(search.state(), saved):
+                    x.copy_(s)
+                entry["graphs"][t], entry["pool"] = graph, graph.pool()
+            entry["graphs"][t].replay()
+            search.cache.step = t + 1
+
+        search.run(check_every, step=replay)
+        return search.result()
+
+    def _encode(self, entry: dict, src: Tensor, beam: int) -> None:
+        """Encode ``src`` into the entry's cache: the encoder, the source projections and the
+        cache reset replayed as one more graph."""
+        model, cache = self.model, entry["search"].cache
+        if not self.capture:
+            load_memory(model, cache, model.encode(src, beam=beam))
+            return
+        entry["src"].copy_(src)
+        if entry["encode"] is None:
+            entry["encode"], _ = _capture(lambda: load_memory(model, cache, model.encode(entry["src"], beam=beam)), entry["pool"])
+            entry["pool"] = entry["encode"].pool()
+        entry["encode"].replay()
+        cache.step = 0
+
+
 def beam_search(
     model: Seq2Seq,
     src: Tensor,
@@ -181,148 +626,31 @@ def beam_search(
     min_len: int = 1,
     forced_length: int | None = None,
     return_all: bool = False,
-    timing: bool = False,
     stop: str = "fairseq",
-    graphs: GraphedDecoder | None = None,
     renormalize: bool = False,
+    decoder: Decoder | None = None,
+    graphs: StepGraphs | None = None,
+    check_every: int | None = None,
 ) -> SearchResult:
     """Translate a right-padded batch ``src`` (B, S) of source ids (each ending in EOS).
 
     ``forced_length=N`` generates exactly N tokens per sentence with EOS disallowed (speed
-    measurement with random weights). ``graphs`` replays steps from CUDA graphs.
-    See the module docstring for the scoring, length and stopping conventions.
+    measurement with random weights). ``decoder`` runs the model (default :class:`EagerDecoder`;
+    :class:`GraphedDecoder`, :class:`TimedDecoder`); ``graphs`` replays whole steps from CUDA
+    graphs instead. See the module docstring for the scoring, length and stopping conventions.
     """
+    policy: ForcedLength | FreeLength = (
+        ForcedLength(forced_length) if forced_length is not None else FreeLength(max_len_a, max_len_b, min_len, stop))
     if beam < 1:
         raise ValueError(f"beam={beam}: must be at least 1")
-    if stop not in STOP_RULES:
-        raise ValueError(f"stop={stop!r}: choose one of {', '.join(STOP_RULES)}")
-    if forced_length is not None and forced_length < 1:
-        raise ValueError(f"forced_length={forced_length}: must be at least 1")
-    cfg = model.cfg
-    device = model.embed.weight.device
-    timer = _Timer(device) if timing else None
-    part = timer if timer else (lambda name: nullcontext())
-    total_start = time.perf_counter()
-    src = src.to(device)
-    n, k, vocab = src.size(0), beam, cfg.vocab_size
-    limit = cfg.max_len - 1
-    if forced_length is not None:
-        if forced_length > cfg.max_len:
-            raise ValueError(f"forced_length={forced_length} exceeds the model's max_len={cfg.max_len}")
-        lengths = [forced_length] * n
-        steps = forced_length
-    else:
-        lengths = output_lengths(src, cfg.pad_id, max_len_a, max_len_b, min_len, limit)
-        steps = max(lengths) + 1  # the last step can only emit EOS
-
-    with part("encode"):
-        memory = model.encode(src, beam=k)
-        cache = graphs.init_cache(memory, steps) if graphs else model.init_cache(memory, max_len=steps)
-    step_fn = graphs.decode_step if graphs else model.decode_step
-
-    def decode(tokens: Tensor) -> Tensor:
-        if not timer:
-            return step_fn(tokens, cache)
-        with part("layers"):
-            hidden = model.decode_hidden(tokens, cache)
-        with part("output"):
-            return model.output_log_probs(hidden)
-
-    tokens = torch.full((n * k, steps + 1), cfg.pad_id, dtype=torch.long, device=device)
-    tokens[:, 0] = cfg.bos_id
-    cum = torch.zeros(n, k, device=device)
-    cum[:, 1:] = float("-inf")  # at the first step only one beam per sentence is live
-    alive = list(range(n))  # original index of each sentence still in the batch
-    finished: list[list[tuple[list[int], float]]] = [[] for _ in range(n)]
-    base = torch.arange(n, device=device)[:, None] * k
-    rank = torch.arange(2 * k, device=device)
-
-    for t in range(steps):
-        m = len(alive)
-        logp = decode(tokens[:, t])
-        logp[:, cfg.pad_id] = float("-inf")
-        logp[:, cfg.bos_id] = float("-inf")
-        if forced_length is not None or t < min_len:
-            logp[:, cfg.eos_id] = float("-inf")
-        else:
-            ending = [j for j, s in enumerate(alive) if lengths[s] == t]
-            if ending:  # these sentences reached their maximum length: EOS only
-                rows = torch.tensor([j * k + r for j in ending for r in range(k)], device=device)
-                eos = logp[rows, cfg.eos_id]
-                logp[rows] = float("-inf")
-                logp[rows, cfg.eos_id] = eos
-        if renormalize:
-            logp = logp.log_softmax(dim=-1)
-        cand = (cum[:, :, None] + logp.view(m, k, vocab)).view(m, k * vocab)
-
-        if forced_length is not None:
-            top_s, top_i = cand.topk(k, dim=1)
-            index = (base[:m] + torch.div(top_i, vocab, rounding_mode="floor")).view(-1)
-            tokens = tokens.index_select(0, index)
-            tokens[:, t + 1] = (top_i % vocab).view(-1)
-            cum = top_s
-            if t + 1 < steps:
-                model.reorder_cache(cache, index, validate=False)
-            continue
-
-        top_s, top_i = cand.topk(2 * k, dim=1)
-        top_beam = torch.div(top_i, vocab, rounding_mode="floor")
-        top_tok = top_i % vocab
-        is_eos = top_tok.eq(cfg.eos_id)
-        # the k best non-EOS candidates (rank order kept) become the live beams
-        pick = (rank + is_eos * (2 * k)).topk(k, dim=1, largest=False).indices
-        live_s, live_beam, live_tok = top_s.gather(1, pick), top_beam.gather(1, pick), top_tok.gather(1, pick)
-        ended = is_eos[:, :k] & top_s[:, :k].isfinite()
-        ended_c, top_s_c, beam_c, live_s_c = ended.cpu(), top_s.cpu(), top_beam.cpu(), live_s[:, 0].cpu()
-        if bool(ended_c.any()):
-            which = ended_c.nonzero().tolist()
-            rows = torch.tensor([j * k + int(beam_c[j, r]) for j, r in which], device=device)
-            texts = tokens.index_select(0, rows)[:, 1 : t + 1].tolist()
-            for (j, r), text in zip(which, texts):
-                score = float(top_s_c[j, r]) / (t + 1) ** len_penalty
-                finished[alive[j]].append((text, score))
-        keep = []
-        for j, s in enumerate(alive):
-            if lengths[s] <= t:
-                continue
-            if stop == "fairseq":
-                over = len(finished[s]) >= k
-            else:
-                live = float(live_s_c[j])
-                bound = max(live / (t + 2) ** len_penalty, live / (lengths[s] + 1) ** len_penalty)
-                over = bool(finished[s]) and max(h[1] for h in finished[s]) >= bound
-            if not over:
-                keep.append(j)
-        if not keep:
-            break
-        keep_t = torch.tensor(keep, device=device)
-        index = (base[keep_t] + live_beam.index_select(0, keep_t)).view(-1)
-        tokens = tokens.index_select(0, index)
-        tokens[:, t + 1] = live_tok.index_select(0, keep_t).view(-1)
-        cum = live_s.index_select(0, keep_t)
-        alive = [alive[j] for j in keep]
-        model.reorder_cache(cache, index, validate=False)
-
-    if forced_length is not None:
-        texts = tokens[:, 1 : steps + 1].tolist()
-        scores = (cum / steps**len_penalty).view(-1).tolist()
-        for row, (text, score) in enumerate(zip(texts, scores)):
-            finished[alive[row // k]].append((text, score))
-    for hyps in finished:
-        hyps.sort(key=lambda h: -h[1])
-    result = SearchResult(
-        tokens=[hyps[0][0] for hyps in finished],
-        scores=[hyps[0][1] for hyps in finished],
-        hypotheses=finished if return_all else None,
-    )
-    if timer:
-        timer.sync()
-        totals = {name: timer.totals.get(name, 0.0) for name in ("encode", "layers", "output")}
-        totals["total"] = time.perf_counter() - total_start
-        totals["search"] = totals["total"] - totals["encode"] - totals["layers"] - totals["output"]
-        totals["steps"] = t + 1
-        result.timing = totals
-    return result
+    with torch.no_grad():
+        if graphs is not None:
+            if decoder is not None:
+                raise ValueError("beam_search: pass either decoder or graphs (a graph replays the decoder too)")
+            return graphs.search(src, beam, policy, len_penalty, renormalize, return_all, check_every)
+        search = BeamSearch(model, src, beam, policy, len_penalty, renormalize, return_all, decoder)
+        search.run(check_every)
+        return search.result()
 
 
 def greedy_search(model: Seq2Seq, src: Tensor, **kwargs) -> SearchResult:
@@ -340,4 +668,8 @@ def make_batch(sentences: list[list[int]], pad_id: int, eos_id: int, device: tor
     return out.to(device)
 
 
-__all__ = ["SearchResult", "beam_search", "greedy_search", "GraphedDecoder", "make_batch", "output_lengths", "STOP_RULES"]
+__all__ = [
+    "SearchResult", "beam_search", "greedy_search", "BeamSearch", "ForcedLength", "FreeLength", "Decoder",
+    "EagerDecoder", "GraphedDecoder", "TimedDecoder", "StepGraphs", "timed_search", "make_batch",
+    "output_lengths", "STOP_RULES",
+]

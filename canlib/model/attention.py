@@ -10,7 +10,10 @@ by folding the beam into the query-length axis, so the source is never copied pe
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -88,6 +91,15 @@ class SourceMemory:
         out = torch.matmul(pb, values)
         return out.view(-1, heads, beam, length, values.size(-1)).transpose(1, 2).reshape(rows, heads, length, -1)
 
+    def attend(self, q: Tensor, keys: Tensor, values: Tensor, dropout: nn.Module) -> Tensor:
+        """``mix(softmax(scores(q, keys)), values)`` in one fused kernel
+        (``scaled_dot_product_attention``): the teacher-forced (training) path."""
+        rows, heads, length, width = q.shape
+        beam = self.beam
+        qb = q.view(-1, beam, heads, length, width).transpose(1, 2).reshape(-1, heads, beam * length, width)
+        out = fused_attention(qb, keys, values, self.score_bias(q.dtype), dropout)
+        return out.view(-1, heads, beam, length, values.size(-1)).transpose(1, 2).reshape(rows, heads, length, -1)
+
     def select(self, index: Tensor) -> "SourceMemory":
         """Keep sentences ``index`` (used when a search drops finished sentences)."""
         return SourceMemory(self.states.index_select(0, index), self.pad_mask.index_select(0, index), self.beam)
@@ -116,6 +128,14 @@ def self_scores(q: Tensor, keys: Tensor, blocked: Tensor | None) -> Tensor:
     return s
 
 
+def fused_attention(q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None, dropout: nn.Module) -> Tensor:
+    """``softmax(q k^T / sqrt(w) + mask) v`` with dropout on the probabilities, as one
+    ``scaled_dot_product_attention`` call (flash / memory-efficient kernels where they apply).
+    ``mask``: boolean (True = may attend) or additive float, broadcastable to the scores."""
+    p = dropout.p if dropout.training else 0.0
+    return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=p)
+
+
 def joint_attention(
     q: Tensor,
     self_keys: Tensor,
@@ -132,6 +152,13 @@ def joint_attention(
     same function as softmax over concatenated keys, but lets the source keys/values
     stay shared across the beam.
     """
+    if blocked is not None and memory.beam == 1:  # teacher forcing: one fused kernel over the joined keys
+        length, src_len = q.size(2), source["k"].size(2)
+        causal = torch.zeros(blocked.shape, dtype=q.dtype, device=q.device).masked_fill_(blocked, float("-inf"))
+        mask = torch.cat([causal.expand(q.size(0), 1, length, -1),
+                          memory.score_bias(q.dtype).expand(-1, -1, length, src_len)], dim=-1)
+        return fused_attention(q, torch.cat([self_keys, source["k"]], dim=2),
+                               torch.cat([self_values, source["v"]], dim=2), mask, dropout)
     s_self = self_scores(q, self_keys, blocked)
     s_src = memory.scores(q, source["k"])
     probs = dropout(torch.softmax(torch.cat([s_self, s_src], dim=-1), dim=-1))
@@ -139,35 +166,70 @@ def joint_attention(
     return torch.matmul(p_self, self_values) + memory.mix(p_src, source["v"])
 
 
-class Linear(nn.Linear):
-    """``nn.Linear`` with a faster path for decoding on a CPU (same parameters, same state_dict).
+# -- CPU inference fast paths: the only CPU-specific code of the model ---------------------------
+#
+# A decode step multiplies a few rows (sentences x beam) by each weight matrix. CPU BLAS computes
+# that product as ``x W^T`` several times slower than the same product written ``(W x^T)^T``:
+# measured 1.5x (512 x 512) to 3.8x (the 32k x 512 output embedding) on this project's 2-core CPU.
+# A single row (greedy search, batch 1) is worse still: there MKL runs a matrix-vector kernel
+# that, with the weights coming from memory rather than cache, took 2.3x (1536 x 512) to 3.6x
+# (32k x 512) longer than the product with the row repeated twice, so one row is computed as two.
+# The layers hold plain ``nn.Linear``s; ``Seq2Seq`` routes them through ``rows_linear`` while it
+# encodes and decodes without autograd on a CPU (:func:`cpu_fast_linears`). Training, autograd
+# and GPUs keep the ordinary path.
 
-    A decode step multiplies a few rows (sentences x beam) by each weight matrix. CPU BLAS
-    computes that product as ``x W^T`` several times slower than the same product written
-    ``(W x^T)^T``: measured 1.5x (512 x 512) to 3.8x (the 32k x 512 output embedding) on this
-    project's 2-core CPU. A single row (greedy search, batch 1) is worse still: there MKL runs a
-    matrix-vector kernel that, with the weights coming from memory rather than cache, took 2.3x
-    (1536 x 512) to 3.6x (32k x 512) longer than the product with the row repeated twice, so one
-    row is computed as two. Training, autograd and GPUs keep the ordinary path.
-    """
-
-    FAST_ROWS = 64
-
-    def forward(self, x: Tensor) -> Tensor:
-        return rows_linear(x, self.weight, self.bias)
+FAST_ROWS = 64  # up to this many rows a product takes the (W x^T)^T form
 
 
 def rows_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``F.linear(x, weight, bias)``, computed as ``(W x^T)^T`` for a few rows in CPU inference."""
     rows = x.numel() // weight.size(1)
-    if x.device.type != "cpu" or torch.is_grad_enabled() or rows > Linear.FAST_ROWS:
+    if x.device.type != "cpu" or torch.is_grad_enabled() or rows > FAST_ROWS:
         return F.linear(x, weight, bias)
     flat = x.reshape(rows, weight.size(1))
-    if rows == 1:  # greedy search at batch 1: two copies of the row beat one (see Linear)
+    if rows == 1:  # greedy search at batch 1: two copies of the row beat one (see above)
         flat = flat.repeat(2, 1)
     flat = flat.t()  # a transposed view, the layout the fast few-column kernels take
     out = torch.mm(weight, flat) if bias is None else torch.addmm(bias[:, None], weight, flat)
     return out[:, :rows].t().contiguous().view(*x.shape[:-1], weight.size(0))
+
+
+def _rows_forward(linear: nn.Linear, x: Tensor) -> Tensor:
+    return rows_linear(x, linear.weight, linear.bias)
+
+
+@contextmanager
+def cpu_fast_linears(linears: Sequence[nn.Linear], device: torch.device) -> Iterator[None]:
+    """While inside, ``linears`` compute through :func:`rows_linear` (CPU and no autograd only;
+    elsewhere nothing changes). Re-entrant: an inner use leaves the outer one's routing alone."""
+    if device.type != "cpu" or torch.is_grad_enabled():
+        yield
+        return
+    routed = [m for m in linears if "forward" not in m.__dict__]
+    for m in routed:
+        m.__dict__["forward"] = partial(_rows_forward, m)  # found before the class's forward
+    try:
+        yield
+    finally:
+        for m in routed:
+            m.__dict__.pop("forward", None)
+
+
+def reorder_moved_rows(caches: list[dict[str, Tensor]], index: Tensor, step: int) -> bool:
+    """CPU inference: make row i continue row ``index[i]`` by copying only the rows that change
+    (beams often keep their rows, and CAN's prefix values are 4d wide, so this saves memory
+    traffic). Returns False when most rows move and a plain full copy is the better choice.
+    On a GPU the test below would read back to the host, so it is CPU-only."""
+    moved = index.ne(torch.arange(index.numel())).nonzero().squeeze(1)
+    if moved.numel() == index.numel():
+        return False
+    if moved.numel():
+        source = index.index_select(0, moved)
+        for rows in caches:
+            for buf in rows.values():
+                part = buf[:, :, :step] if buf.dim() == 4 else buf
+                part.index_copy_(0, moved, part.index_select(0, source))
+    return True
 
 
 def init_linear(linear: nn.Linear, splits: list[int] | None = None) -> None:
@@ -186,16 +248,15 @@ class SelfAttention(nn.Module):
     def __init__(self, d: int, heads: int, attn_dropout: float) -> None:
         super().__init__()
         self.heads = heads
-        self.qkv = Linear(d, 3 * d)
-        self.out = Linear(d, d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
         self.drop = nn.Dropout(attn_dropout)
         init_linear(self.qkv, [d, d, d])
         init_linear(self.out)
 
     def forward(self, x: Tensor, blocked: Tensor) -> Tensor:
         q, k, v = (split_heads(t, self.heads) for t in self.qkv(x).chunk(3, dim=-1))
-        probs = self.drop(torch.softmax(self_scores(q, k, blocked), dim=-1))
-        return self.out(merge_heads(torch.matmul(probs, v)))
+        return self.out(merge_heads(fused_attention(q, k, v, ~blocked, self.drop)))
 
     def step(self, x: Tensor, cache: dict[str, Tensor], t: int) -> Tensor:
         q, k, v = (split_heads(z, self.heads) for z in self.qkv(x).chunk(3, dim=-1))
@@ -216,9 +277,9 @@ class CrossAttention(nn.Module):
     def __init__(self, d: int, heads: int, attn_dropout: float) -> None:
         super().__init__()
         self.heads = heads
-        self.q = Linear(d, d)
-        self.kv = Linear(d, 2 * d)
-        self.out = Linear(d, d)
+        self.q = nn.Linear(d, d)
+        self.kv = nn.Linear(d, 2 * d)
+        self.out = nn.Linear(d, d)
         self.drop = nn.Dropout(attn_dropout)
         init_linear(self.q)
         init_linear(self.kv, [d, d])
@@ -228,6 +289,12 @@ class CrossAttention(nn.Module):
         return project_source(self.kv, memory, self.heads)
 
     def forward(self, x: Tensor, memory: SourceMemory, source: dict[str, Tensor]) -> Tensor:
+        """Teacher forcing: one fused attention kernel."""
+        q = split_heads(self.q(x), self.heads)
+        return self.out(merge_heads(memory.attend(q, source["k"], source["v"], self.drop)))
+
+    def step(self, x: Tensor, memory: SourceMemory, source: dict[str, Tensor]) -> Tensor:
+        """A decode step: explicit scores and mixing (a single query row)."""
         q = split_heads(self.q(x), self.heads)
         probs = self.drop(torch.softmax(memory.scores(q, source["k"]), dim=-1))
         return self.out(merge_heads(memory.mix(probs, source["v"])))
@@ -238,8 +305,8 @@ class FeedForward(nn.Module):
 
     def __init__(self, d: int, ffn_dim: int, relu_dropout: float) -> None:
         super().__init__()
-        self.w1 = Linear(d, ffn_dim)
-        self.w2 = Linear(ffn_dim, d)
+        self.w1 = nn.Linear(d, ffn_dim)
+        self.w2 = nn.Linear(ffn_dim, d)
         self.drop = nn.Dropout(relu_dropout)
         init_linear(self.w1)
         init_linear(self.w2)

@@ -25,7 +25,6 @@ from torch import Tensor, nn
 from canlib.model.attention import (
     CrossAttention,
     FeedForward,
-    Linear,
     SelfAttention,
     SourceMemory,
     init_linear,
@@ -72,7 +71,7 @@ class StandardDecoderLayer(nn.Module):
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
         x = x + self.drop(self.self_attn.step(self.self_norm(x), cache, t))
-        x = x + self.drop(self.cross_attn(self.cross_norm(x), memory, source))
+        x = x + self.drop(self.cross_attn.step(self.cross_norm(x), memory, source))
         return x + self.drop(self.ffn(self.ffn_norm(x)))
 
 
@@ -89,7 +88,7 @@ class AANDecoderLayer(nn.Module):
         d = cfg.d_model
         self.avg_norm = nn.LayerNorm(d)
         self.avg_ffn = FeedForward(d, cfg.ffn_dim, cfg.relu_dropout)
-        self.gate = Linear(2 * d, 2 * d)
+        self.gate = nn.Linear(2 * d, 2 * d)
         init_linear(self.gate, [d, d])
         self.cross_norm = nn.LayerNorm(d)
         self.cross_attn = CrossAttention(d, cfg.heads, cfg.attn_dropout)
@@ -102,8 +101,9 @@ class AANDecoderLayer(nn.Module):
         i, f = self.gate(torch.cat([z, g], dim=-1)).chunk(2, dim=-1)
         return torch.sigmoid(i) * z + torch.sigmoid(f) * g
 
-    def _rest(self, x: Tensor, memory: SourceMemory, source: Cache) -> Tensor:
-        x = x + self.drop(self.cross_attn(self.cross_norm(x), memory, source))
+    def _rest(self, x: Tensor, memory: SourceMemory, source: Cache, stepping: bool) -> Tensor:
+        cross = self.cross_attn.step if stepping else self.cross_attn
+        x = x + self.drop(cross(self.cross_norm(x), memory, source))
         return x + self.drop(self.ffn(self.ffn_norm(x)))
 
     def project_source(self, memory: SourceMemory) -> Cache:
@@ -113,16 +113,23 @@ class AANDecoderLayer(nn.Module):
         z = self.avg_norm(x)
         counts = torch.arange(1, z.size(1) + 1, device=z.device, dtype=z.dtype)[None, :, None]
         x = x + self.drop(self._gated(z, z.cumsum(dim=1) / counts))
-        return self._rest(x, memory, source)
+        return self._rest(x, memory, source, stepping=False)
 
     def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
-        return {"sum": like.new_zeros(rows, 1, self.gate.in_features // 2)}
+        """Prefix sums, one per position: ``sum[:, 0, t]`` = z_0 + ... + z_t.
+
+        Not one running sum updated with ``+=``: a step must be repeatable (CUDA graph capture
+        runs it once to warm up, then the graph replays it), and ``+=`` added z_t twice, which
+        made AAN's captured outputs differ from eager ones. Step t reads position t-1 and writes
+        position t, as the attention layers' key/value caches do."""
+        return {"sum": like.new_zeros(rows, 1, max_len, self.gate.in_features // 2)}
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
         z = self.avg_norm(x)
-        cache["sum"] += z
-        x = x + self.drop(self._gated(z, cache["sum"] / (t + 1)))
-        return self._rest(x, memory, source)
+        total = z[:, 0] + cache["sum"][:, 0, t - 1] if t else z[:, 0]
+        cache["sum"][:, 0, t] = total
+        x = x + self.drop(self._gated(z, total[:, None] / (t + 1)))
+        return self._rest(x, memory, source, stepping=True)
 
 
 class SANDecoderLayer(nn.Module):
@@ -141,10 +148,10 @@ class SANDecoderLayer(nn.Module):
         self.heads = cfg.heads
         self.self_norm = nn.LayerNorm(d)
         if leader:
-            self.qk = Linear(d, 2 * d)
+            self.qk = nn.Linear(d, 2 * d)
             init_linear(self.qk, [d, d])
-        self.v = Linear(d, d)
-        self.self_out = Linear(d, d)
+        self.v = nn.Linear(d, d)
+        self.self_out = nn.Linear(d, d)
         init_linear(self.v)
         init_linear(self.self_out)
         self.attn_drop = nn.Dropout(cfg.attn_dropout)
@@ -158,9 +165,10 @@ class SANDecoderLayer(nn.Module):
     def project_source(self, memory: SourceMemory) -> Cache:
         return self.cross_attn.project_source(memory) if self.leader else {}
 
-    def _cross_then_ffn(self, x: Tensor, memory: SourceMemory, source: Cache, shared: dict) -> Tensor:
+    def _cross_then_ffn(self, x: Tensor, memory: SourceMemory, source: Cache, shared: dict, stepping: bool) -> Tensor:
         if self.leader:
-            shared["cross"] = self.cross_attn(self.cross_norm(x), memory, source)
+            cross = self.cross_attn.step if stepping else self.cross_attn
+            shared["cross"] = cross(self.cross_norm(x), memory, source)
         x = x + self.drop(shared["cross"])
         return x + self.drop(self.ffn(self.ffn_norm(x)))
 
@@ -171,7 +179,7 @@ class SANDecoderLayer(nn.Module):
             shared["self_probs"] = torch.softmax(self_scores(q, k, blocked), dim=-1)
         v = split_heads(self.v(z), self.heads)
         x = x + self.drop(self.self_out(merge_heads(torch.matmul(self.attn_drop(shared["self_probs"]), v))))
-        return self._cross_then_ffn(x, memory, source, shared)
+        return self._cross_then_ffn(x, memory, source, shared, stepping=False)
 
     def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
         d = self.v.in_features
@@ -187,7 +195,7 @@ class SANDecoderLayer(nn.Module):
         cache["v"][:, :, t : t + 1] = split_heads(self.v(z), self.heads)
         mixed = torch.matmul(self.attn_drop(shared["self_probs"]), cache["v"][:, :, : t + 1])
         x = x + self.drop(self.self_out(merge_heads(mixed)))
-        return self._cross_then_ffn(x, memory, source, shared)
+        return self._cross_then_ffn(x, memory, source, shared, stepping=True)
 
 
 class CANDecoderLayer(nn.Module):
@@ -217,9 +225,9 @@ class CANDecoderLayer(nn.Module):
         d, f = cfg.d_model, cfg.ffn_dim
         self.heads, self.d, self.f = cfg.heads, d, f
         self.norm = nn.LayerNorm(d)
-        self.x_proj = Linear(d, 2 * d + 2 * f)  # [Wq | Wk1 | W~v1 | W1]; its W1 bias is b1
-        self.h_proj = Linear(d, d + f)  # [Wk2 | W~v2]
-        self.w2 = Linear(f, d)
+        self.x_proj = nn.Linear(d, 2 * d + 2 * f)  # [Wq | Wk1 | W~v1 | W1]; its W1 bias is b1
+        self.h_proj = nn.Linear(d, d + f)  # [Wk2 | W~v2]
+        self.w2 = nn.Linear(f, d)
         init_linear(self.x_proj, [d, d, f, f])
         init_linear(self.h_proj, [d, f])
         init_linear(self.w2)
@@ -263,9 +271,9 @@ class CANAttnDecoderLayer(nn.Module):
         d = cfg.d_model
         self.heads, self.d = cfg.heads, d
         self.norm = nn.LayerNorm(d)
-        self.x_proj = Linear(d, 3 * d)  # [Wq | Wk1 | Wv1]
-        self.h_proj = Linear(d, 2 * d)  # [Wk2 | Wv2]
-        self.out = Linear(d, d)
+        self.x_proj = nn.Linear(d, 3 * d)  # [Wq | Wk1 | Wv1]
+        self.h_proj = nn.Linear(d, 2 * d)  # [Wk2 | Wv2]
+        self.out = nn.Linear(d, d)
         init_linear(self.x_proj, [d, d, d])
         init_linear(self.h_proj, [d, d])
         init_linear(self.out)
@@ -312,9 +320,9 @@ class CANFFNDecoderLayer(nn.Module):
         self.self_norm = nn.LayerNorm(d)
         self.self_attn = SelfAttention(d, cfg.heads, cfg.attn_dropout)
         self.norm = nn.LayerNorm(d)
-        self.x_proj = Linear(d, d + f)  # [Wq | W1]
-        self.h_proj = Linear(d, d + f)  # [Wk2 | W~v2]
-        self.w2 = Linear(f, d)
+        self.x_proj = nn.Linear(d, d + f)  # [Wq | W1]
+        self.h_proj = nn.Linear(d, d + f)  # [Wk2 | W~v2]
+        self.w2 = nn.Linear(f, d)
         init_linear(self.x_proj, [d, f])
         init_linear(self.h_proj, [d, f])
         init_linear(self.w2)
@@ -325,22 +333,26 @@ class CANFFNDecoderLayer(nn.Module):
     def project_source(self, memory: SourceMemory) -> Cache:
         return project_source(self.h_proj, memory, self.heads)
 
-    def _merged_ffn(self, x: Tensor, memory: SourceMemory, source: Cache) -> Tensor:
+    def _merged_ffn(self, x: Tensor, memory: SourceMemory, source: Cache, stepping: bool) -> Tensor:
         q, hidden = self.x_proj(self.norm(x)).split([self.d, self.f], dim=-1)
-        probs = self.attn_drop(torch.softmax(memory.scores(split_heads(q, self.heads), source["k"]), dim=-1))
-        mixed = merge_heads(memory.mix(probs, source["v"]))
+        q = split_heads(q, self.heads)
+        if stepping:
+            probs = self.attn_drop(torch.softmax(memory.scores(q, source["k"]), dim=-1))
+            mixed = merge_heads(memory.mix(probs, source["v"]))
+        else:  # teacher forcing: one fused kernel
+            mixed = merge_heads(memory.attend(q, source["k"], source["v"], self.attn_drop))
         return x + self.drop(self.w2(self.relu_drop(F.relu(hidden + mixed))))
 
     def forward(self, x: Tensor, memory: SourceMemory, source: Cache, blocked: Tensor, shared: dict) -> Tensor:
         x = x + self.drop(self.self_attn(self.self_norm(x), blocked))
-        return self._merged_ffn(x, memory, source)
+        return self._merged_ffn(x, memory, source, stepping=False)
 
     def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
         return self.self_attn.new_cache(rows, max_len, like)
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
         x = x + self.drop(self.self_attn.step(self.self_norm(x), cache, t))
-        return self._merged_ffn(x, memory, source)
+        return self._merged_ffn(x, memory, source, stepping=True)
 
 
 def build_decoder_layers(cfg: ModelConfig) -> nn.ModuleList:

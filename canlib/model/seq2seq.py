@@ -22,7 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from canlib.model.attention import FeedForward, SelfAttention, SourceMemory, causal_mask, rows_linear, sinusoidal_table
+from canlib.model.attention import (FeedForward, SelfAttention, SourceMemory, causal_mask, cpu_fast_linears,
+                                    reorder_moved_rows, rows_linear, sinusoidal_table)
 from canlib.model.config import ModelConfig
 from canlib.model.layers import build_decoder_layers
 
@@ -84,6 +85,12 @@ class Seq2Seq(nn.Module):
         self.encoder_norm = nn.LayerNorm(d)
         self.decoder_layers = build_decoder_layers(cfg)
         self.decoder_norm = nn.LayerNorm(d)
+        self._linears = [m for m in self.modules() if isinstance(m, nn.Linear)]  # for cpu_fast_linears
+
+    def fast_cpu_inference(self):
+        """Context: few-row products in the (W x^T)^T form on a CPU without autograd (see
+        ``canlib.model.attention``'s CPU section); elsewhere nothing changes."""
+        return cpu_fast_linears(self._linears, self.embed.weight.device)
 
     # -- shared pieces ---------------------------------------------------------
     def embed_tokens(self, tokens: Tensor, offset: int = 0) -> Tensor:
@@ -104,8 +111,9 @@ class Seq2Seq(nn.Module):
         pad = src.eq(self.cfg.pad_id)
         x = self.embed_tokens(src)
         blocked = pad[:, None, None, :]
-        for layer in self.encoder_layers:
-            x = layer(x, blocked)
+        with self.fast_cpu_inference():
+            for layer in self.encoder_layers:
+                x = layer(x, blocked)
         return SourceMemory(self.encoder_norm(x), pad, beam)
 
     def decode(self, tgt_in: Tensor, memory: SourceMemory) -> Tensor:
@@ -133,10 +141,15 @@ class Seq2Seq(nn.Module):
         like = memory.states
         return DecoderCache(
             memory=memory,
-            sources=[layer.project_source(memory) for layer in self.decoder_layers],
+            sources=self.project_sources(memory),
             rows=[layer.new_cache(rows, max_len, like) for layer in self.decoder_layers],
             max_len=max_len,
         )
+
+    def project_sources(self, memory: SourceMemory) -> list[dict[str, Tensor]]:
+        """Every decoder layer's per-sentence source tensors (cross-attention keys and values)."""
+        with self.fast_cpu_inference():
+            return [layer.project_source(memory) for layer in self.decoder_layers]
 
     def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
         """Feed one token per row (shape (rows,)); return next-token log-probs (rows, V)."""
@@ -152,8 +165,9 @@ class Seq2Seq(nn.Module):
             raise ValueError(f"decode_step: tokens has shape {tuple(tokens.shape)}, expected ({cache.num_rows},)")
         x = self.embed_tokens(tokens[:, None], offset=t)
         shared: dict = {}
-        for layer, source, rows in zip(self.decoder_layers, cache.sources, cache.rows):
-            x = layer.step(x, cache.memory, source, rows, t, shared)
+        with self.fast_cpu_inference():
+            for layer, source, rows in zip(self.decoder_layers, cache.sources, cache.rows):
+                x = layer.step(x, cache.memory, source, rows, t, shared)
         cache.step = t + 1
         return x[:, 0]
 
@@ -180,28 +194,27 @@ class Seq2Seq(nn.Module):
         if not (keep_all and bool((sentences == torch.arange(sentences.numel(), device=index.device)).all())):
             cache.memory = cache.memory.select(sentences)
             cache.sources = [{k: v.index_select(0, sentences) for k, v in src.items()} for src in cache.sources]
-        if same_rows and index.device.type == "cpu":
-            # on the CPU, moving only the rows that change saves memory traffic (beams often
-            # keep their rows, and CAN's prefix values are 4d wide); on a GPU the test would sync
-            moved = index.ne(torch.arange(index.numel())).nonzero().squeeze(1)
-            if moved.numel() == 0:
-                return
-            if moved.numel() < index.numel():
-                source = index.index_select(0, moved)
-                for rows in cache.rows:
-                    for buf in rows.values():
-                        part = buf[:, :, : cache.step] if buf.dim() == 4 else buf
-                        part.index_copy_(0, moved, part.index_select(0, source))
-                return
+        if same_rows:
+            self.reorder_rows(cache, index)
+            return
         for rows in cache.rows:
             for name, buf in rows.items():
-                if same_rows and buf.dim() == 4:  # (rows, heads, max_len, w): only the written prefix
-                    prefix = buf[:, :, : cache.step]
-                    prefix.copy_(prefix.index_select(0, index))
-                elif same_rows:
-                    buf.copy_(buf.index_select(0, index))
-                else:
-                    rows[name] = buf.index_select(0, index)
+                rows[name] = buf.index_select(0, index)
+
+    @torch.no_grad()
+    def reorder_rows(self, cache: DecoderCache, index: Tensor) -> None:
+        """Make row i continue row ``index[i]``, in place, for the written prefix of every buffer.
+
+        The beam search's hot path: ``index`` keeps the number of rows and moves rows only within
+        their sentence (unchecked), nothing is reallocated and nothing is read back to the host,
+        so the call can be captured in a CUDA graph.
+        """
+        if index.device.type == "cpu" and reorder_moved_rows(cache.rows, index, cache.step):
+            return
+        for rows in cache.rows:
+            for buf in rows.values():
+                part = buf[:, :, : cache.step] if buf.dim() == 4 else buf  # (rows, heads, max_len, w)
+                part.copy_(part.index_select(0, index))
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
