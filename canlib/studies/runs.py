@@ -99,18 +99,23 @@ class RunSpec:
 
 def plan(scale: str, systems: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
          corpora_: Sequence[str] | None = None) -> list[RunSpec]:
-    """Every run of a scale (Table 2 systems and ablations x ``seeds``, depth systems x ``depth_seeds``
-    on the main corpus; Baseline, Balanced and CAN x ``direction_seeds`` on each further direction),
-    narrowed to ``systems``, ``seeds`` and ``corpora_`` when given."""
+    """Every run of a scale: Table 2 systems and ablations x ``ScaleSpec.seeds``, depth systems x
+    ``depth_seeds`` on the main corpus; Baseline, Balanced and CAN x ``direction_seeds`` on each further
+    direction. ``seeds`` replaces those seed counts (every run gets exactly these seeds); ``systems`` and
+    ``corpora_`` narrow the plan."""
     spec = scale_spec(scale)
-    runs = [RunSpec(s, k, spec.corpus) for s in SEEDED_SYSTEMS for k in range(1, spec.seeds + 1)]
-    runs += [RunSpec(s, k, spec.corpus) for s in ("depth-9-4", "depth-14-1") for k in range(1, spec.depth_seeds + 1)]
-    runs += [RunSpec(s, k, c) for c in spec.directions for s in DIRECTION_SYSTEMS for k in range(1, spec.direction_seeds + 1)]
+
+    def pick(count: int) -> list[int]:
+        return list(seeds) if seeds is not None else list(range(1, count + 1))
+
+    if seeds is not None and any(int(k) < 1 for k in seeds):
+        raise ValueError(f"seeds {list(seeds)}: every seed must be >= 1")
+    runs = [RunSpec(s, k, spec.corpus) for s in SEEDED_SYSTEMS for k in pick(spec.seeds)]
+    runs += [RunSpec(s, k, spec.corpus) for s in ("depth-9-4", "depth-14-1") for k in pick(spec.depth_seeds)]
+    runs += [RunSpec(s, k, c) for c in spec.directions for s in DIRECTION_SYSTEMS for k in pick(spec.direction_seeds)]
     if systems is not None:
         wanted = set(check_systems(systems))
         runs = [r for r in runs if r.system in wanted]
-    if seeds is not None:
-        runs = [r for r in runs if r.seed in set(seeds)]
     if corpora_ is not None:
         wanted = {check_corpus(scale, c) for c in corpora_}
         runs = [r for r in runs if r.corpus in wanted]
