@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import importlib
+import json
 import os
 import re
 import subprocess
@@ -27,6 +28,19 @@ def offline_env(shared_data, tmp_path, monkeypatch) -> Path:
     return shared_data
 
 
+NEWS_FILES = ("train.detok", "newstest2008-2012", "newstest2013", "newstest2014", "newstest2015-2020")
+
+
+@pytest.fixture
+def news_env(offline_env) -> Path:
+    """offline_env, skipped where the WMT news pool (local files only, no download) is absent."""
+    missing = [f"{stem}.{lang}" for stem in NEWS_FILES for lang in ("en", "de")
+               if not (offline_env / "wmt14-en-de" / f"{stem}.{lang}").is_file()]
+    if missing:
+        pytest.skip(f"WMT news files not in {offline_env / 'wmt14-en-de'} (local only, no download): {', '.join(missing)}")
+    return offline_env
+
+
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "canlib", *args], capture_output=True, text=True, timeout=300, env=os.environ)
 
@@ -35,7 +49,8 @@ def lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").split("\n")[:-1]
 
 
-def test_tiny_prepares_offline_and_prints_table1_statistics(offline_env, tmp_path):
+def test_tiny_prepares_offline_and_prints_table1_statistics(news_env, tmp_path):
+    offline_env = news_env
     out = run_cli("data", "prepare", "wmt14-en-de", "--scale", "tiny", "--out", str(tmp_path / "tiny"))
     assert out.returncode == 0, out.stderr
     assert "sent." in out.stdout and "en words" in out.stdout and "de words" in out.stdout
@@ -62,7 +77,7 @@ def test_tiny_prepares_offline_and_prints_table1_statistics(offline_env, tmp_pat
     assert train.src_lens.max() <= 250 and np.all(np.maximum(train.src_lens, train.tgt_lens) <= 1.5 * np.minimum(train.src_lens, train.tgt_lens))
 
 
-def test_prepare_twice_gives_identical_vocabulary_and_ids(offline_env, tmp_path):
+def test_prepare_twice_gives_identical_vocabulary_and_ids(news_env, tmp_path):
     a = prepare("wmt14-en-de", "tiny", tmp_path / "a", progress=False)
     b = prepare("wmt14-en-de", "tiny", tmp_path / "b", progress=False)
     assert (a / "vocab.model").read_bytes() == (b / "vocab.model").read_bytes()
@@ -74,7 +89,7 @@ def test_prepare_twice_gives_identical_vocabulary_and_ids(offline_env, tmp_path)
     assert (a / "train.src.tokens.npy").read_bytes() != (c / "train.src.tokens.npy").read_bytes()
 
 
-def test_small_wmt14_is_the_37k_news_pool_with_full_newstest(offline_env, tmp_path):
+def test_small_wmt14_is_the_37k_news_pool_with_full_newstest(news_env, tmp_path):
     corpus = load_prepared(prepare("wmt14-en-de", "small", tmp_path / "small", progress=False))
     meta = corpus.meta
     assert meta["cleaning"]["raw_pairs"] == 10000 + 13071 + 14585
@@ -188,7 +203,8 @@ def test_cli_reports_bad_input_and_unknown_names(small_multi30k, tmp_path, capsy
     assert "no scale 'huge'" in capsys.readouterr().err
     assert main(["data", "list"]) == 0
     listing = capsys.readouterr().out
-    for name in ("wmt14-en-de", "wmt14-en-fr", "wmt17-en-de", "wmt17-en-fi", "wmt17-en-lv", "wmt17-en-ru", "wmt17-en-cs", "multi30k-en-de"):
+    for name in ("wmt14-en-de", "wmt14-en-fr", "wmt17-en-de", "wmt17-en-fi", "wmt17-en-lv", "wmt17-en-ru", "wmt17-en-cs",
+                 "multi30k-en-de", "multi30k-de-en", "multi30k-en-fr", "multi30k-fr-en", "multi30k-en-cs", "multi30k-cs-en"):
         assert name in listing
 
 
@@ -197,3 +213,45 @@ def test_inspect_prints_statistics_and_iteration_speed(small_multi30k, tmp_path,
     assert main(["data", "inspect", str(out)]) == 0
     text = capsys.readouterr().out
     assert f"{'valid':<7}{50:>10,}" in text and re.search(r"iterating train: [\d,]+ sentence pairs/s", text)
+
+
+# --- Multi30k directions and named extra test sets (format 2) ---
+
+def test_reversed_direction_prepares_from_the_forward_folder_via_cli(offline_env, tmp_path):
+    out = run_cli("data", "prepare", "multi30k-de-en", "--scale", "small", "--out", str(tmp_path / "de-en"))
+    assert out.returncode == 0, out.stderr
+    corpus = load_prepared(tmp_path / "de-en")
+    assert (corpus.src_lang, corpus.tgt_lang) == ("de", "en") and corpus.meta["format_version"] == 2
+    assert corpus.test_splits == ("test", "test2017_flickr", "test2017_mscoco")
+    folder = offline_env / "multi30k-en-de"
+    for split, stem, n in (("test", "test_2016_flickr", 1000), ("test2017_flickr", "test_2017_flickr", 1000),
+                           ("test2017_mscoco", "test_2017_mscoco", 461)):
+        part = corpus.split(split)
+        assert len(part) == n == corpus.meta["statistics"][split]["sentences"]
+        assert part.src_text == [normalize(s) for s in lines(folder / f"{stem}.de")]
+        assert part.tgt_text == [normalize(s) for s in lines(folder / f"{stem}.en")]
+        assert f"{split:<16}{n:>10,}" in out.stdout  # a Table-1 row per test set
+    assert "de words" in out.stdout and corpus.vocab.size == 8000
+    assert len(corpus.split("valid")) == 1014 and corpus.meta["cleaning"]["raw_pairs"] == 29000
+
+
+def test_czech_has_only_test2016_as_its_test_set(offline_env, tmp_path):
+    corpus = load_prepared(prepare("multi30k-en-cs", "small", tmp_path / "cs", progress=False))
+    assert corpus.test_splits == ("test",) and corpus.src_lang == "en" and corpus.tgt_lang == "cs"
+    assert corpus.split("test").tgt_text[0] == normalize(lines(offline_env / "multi30k-en-cs" / "test_2016_flickr.cs")[0])
+    with pytest.raises(ValueError, match="unknown split 'test2017_flickr'.*'train', 'valid', 'test'"):
+        corpus.split("test2017_flickr")
+
+
+def test_a_format_1_folder_still_loads_with_test_as_its_only_test_set(offline_env, tmp_path):
+    out = prepare("multi30k-en-de", "tiny", tmp_path / "m", progress=False)
+    meta = load_prepared(out).meta
+    del meta["test_splits"]
+    meta["format_version"] = 1
+    (out / "meta.json").write_text(json.dumps(meta))
+    corpus = load_prepared(out)
+    assert corpus.test_splits == ("test",) and len(corpus.split("test")) == 200
+    meta["format_version"] = 3
+    (out / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=r"meta\.json: format_version 3, this canlib reads \(1, 2\)"):
+        load_prepared(out)

@@ -4,6 +4,9 @@ Per split and side: ``<split>.<side>.tokens.npy`` (uint16 when the vocabulary fi
 int32) holds every sentence's ids back to back and ``<split>.<side>.offsets.npy`` (int64,
 n+1 entries) where each starts, so a 4.5M-pair corpus loads instantly with mmap.
 ``<split>.<side>.txt`` keeps the normalised text of valid/test lines as BLEU references.
+
+Format 2 (this one) adds named extra test sets (``meta["test_splits"]``, e.g. Multi30k's
+``test2017_flickr``), stored like ``test``; format-1 folders, which hold only ``test``, still load.
 """
 from __future__ import annotations
 
@@ -16,9 +19,10 @@ import numpy as np
 
 from canlib.data.vocab import Vocabulary
 
-SPLITS = ("train", "valid", "test")
+SPLITS = ("train", "valid", "test")  # every prepared folder has these; extra test sets follow
 SIDES = ("src", "tgt")
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_FORMATS = (1, 2)
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -102,7 +106,7 @@ class ParallelSplit:
 
 
 class PreparedCorpus:
-    """A prepared folder: vocabulary, meta.json and the three splits."""
+    """A prepared folder: vocabulary, meta.json, train, valid and one or more test sets."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -110,16 +114,34 @@ class PreparedCorpus:
         if not meta_path.is_file():
             raise FileNotFoundError(f"{meta_path}: not a prepared corpus (run `canlib data prepare`)")
         self.meta = json.loads(meta_path.read_text())
-        if self.meta.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{meta_path}: format_version {self.meta.get('format_version')} != {FORMAT_VERSION}")
+        if self.meta.get("format_version") not in READABLE_FORMATS:
+            raise ValueError(f"{meta_path}: format_version {self.meta.get('format_version')!r}, this canlib reads "
+                             f"{READABLE_FORMATS}; prepare the corpus again (`canlib data prepare`)")
         self.vocab = Vocabulary.load(self.path / "vocab.model")
         if self.vocab.id != self.meta["vocab_id"]:
             raise ValueError(f"{self.path / 'vocab.model'}: id {self.vocab.id} differs from meta.json's {self.meta['vocab_id']}")
         self._splits: dict[str, ParallelSplit] = {}
 
+    @property
+    def test_splits(self) -> tuple[str, ...]:
+        """Names of the test sets, ``"test"`` first (format 1 has only that one)."""
+        return tuple(self.meta.get("test_splits", ("test",)))
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return ("train", "valid", *self.test_splits)
+
+    @property
+    def src_lang(self) -> str:
+        return self.meta["src_lang"]
+
+    @property
+    def tgt_lang(self) -> str:
+        return self.meta["tgt_lang"]
+
     def split(self, name: str) -> ParallelSplit:
-        if name not in SPLITS:
-            raise ValueError(f"unknown split {name!r}; splits are {SPLITS}")
+        if name not in self.splits:
+            raise ValueError(f"unknown split {name!r} in {self.path}; its splits are {self.splits}")
         if name not in self._splits:
             self._splits[name] = ParallelSplit(self.path, name)
         return self._splits[name]

@@ -5,9 +5,12 @@ concatenation of one or more *members* of downloads (a file inside a .tgz, a .gz
 test set). Local files are looked up first in ``$CANLIB_DATA_DIR`` (see
 :mod:`canlib.data.prepare`), so a machine without internet never downloads anything.
 
-Checksums: a ``Remote`` may carry a published sha256. None of the URLs below has one we
-could verify, so none is written here; instead the downloader records size + sha256 at
-the first download and checks every later use against that record.
+Checksums: a ``Remote`` may carry a sha256 of its bytes, or (for a ``.gz``) of its
+decompressed bytes (``content_sha256``), which the downloader verifies before it keeps the
+file. The Multi30k files carry the latter: computed from the project's shared copies, which
+hold upstream's decompressed text byte for byte (their PROVENANCE.md). The statmt.org
+archives carry none we could verify; for them the downloader records size + sha256 at the
+first download and checks every later use against that record.
 """
 from __future__ import annotations
 
@@ -15,15 +18,22 @@ from dataclasses import dataclass, field
 
 STATMT = "http://www.statmt.org"
 WMT17 = "http://data.statmt.org/wmt17/translation-task"
-MULTI30K = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
+# Pinned to the snapshot named in the shared data's PROVENANCE.md, so the checksums below stay true.
+MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
+MULTI30K = f"https://raw.githubusercontent.com/multi30k/dataset/{MULTI30K_COMMIT}/data/task1/raw"
 
 
 @dataclass(frozen=True)
 class Remote:
-    """One downloadable file; ``sha256`` is a published checksum when one is known."""
+    """One downloadable file and what its bytes must hash to (sha256, hex), when known.
+
+    ``sha256`` is of the downloaded bytes; ``content_sha256`` of the decompressed bytes of a
+    ``.gz`` download, for files whose compressed bytes nobody here could check.
+    """
 
     url: str
     sha256: str | None = None
+    content_sha256: str | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,8 @@ class Scale:
     filter training pairs by subword counts, as Moses' clean-corpus-n does in fairseq's
     WMT14 recipe (1..250 pieces per side, longer side <= 1.5 x shorter side).
     ``vocab_pairs`` caps (by a seeded sample) the pairs SentencePiece is trained on.
+    ``extra_tests`` names further test sets (split name -> stems), prepared like ``test``
+    (same ``test_pairs`` cap, never filtered) and loaded by their names.
     """
 
     train: tuple[str, ...]
@@ -60,16 +72,46 @@ class Scale:
     max_ratio: float = 1.5
     vocab_pairs: int | None = None
     description: str = ""
+    extra_tests: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def test_splits(self) -> tuple[str, ...]:
+        """``test`` first, then the extra test sets, in registry order."""
+        return ("test", *self.extra_tests)
+
+    def stems(self) -> dict[str, tuple[str, ...]]:
+        """File stems of every split this scale prepares (train, valid, the test sets)."""
+        return {"train": self.train, "valid": self.valid, "test": self.test, **self.extra_tests}
 
 
 @dataclass(frozen=True)
 class Corpus:
+    """A translation direction ``src`` -> ``tgt``, its files and its scales.
+
+    ``folder`` is the sub-folder of ``$CANLIB_DATA_DIR`` holding its files (default: ``name``);
+    a reversed direction shares its forward direction's folder and downloads.
+    """
+
     name: str
     src: str
     tgt: str
     description: str
     files: dict[str, tuple[Member, ...]] = field(default_factory=dict)
     scales: dict[str, Scale] = field(default_factory=dict)
+    folder: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.folder:
+            object.__setattr__(self, "folder", self.name)
+
+    def reversed(self, name: str, description: str) -> "Corpus":
+        """The opposite direction over the same files, folder and scales."""
+        return Corpus(name, self.tgt, self.src, description, self.files, self.scales, self.folder)
+
+    def needed_files(self, scale: str) -> list[str]:
+        """Local file names (``stem.lang``) that preparing ``scale`` reads, in order, once each."""
+        stems = self.scale(scale).stems().values()
+        return list(dict.fromkeys(f"{stem}.{lang}" for group in stems for stem in group for lang in (self.src, self.tgt)))
 
     def scale(self, name: str) -> Scale:
         if name not in self.scales:
@@ -130,18 +172,66 @@ def _wmt17(other: str, valid: tuple[str, ...]) -> Corpus:
     return Corpus(f"wmt17-en-{other}", "en", other, f"WMT17 English-{other.upper()} (paper Table 3)", files, {"full": full})
 
 
-def _multi30k() -> Corpus:
+# sha256 of the decompressed text of each upstream ``data/task1/raw/<split>.<lang>.gz`` at
+# MULTI30K_COMMIT, computed from ../shared/data/multi30k-en-*/ (the same text byte for byte, see
+# PROVENANCE.md there); the downloader verifies them after decompressing the download.
+_MULTI30K_TEXT_SHA256 = {
+    "train.en": "460a15fbd157e34a7a9957ee388c1ca247fe47af3ef25fb50442af6c274e0fc6",
+    "val.en": "1f2a23d992769b5b3d209b0a10dd0b77c08cceb1f20dfb97ed0aafa49d107227",
+    "test_2016_flickr.en": "399a4382932c1aadd3ceb9bef1008d388a64c76d4ae4e9d4728c6f4301cac182",
+    "test_2017_flickr.en": "ce1450ddc5ab0834502579d77a170849952e15a2938b34cc503bdc25ebb4fb98",
+    "test_2017_mscoco.en": "43051fdfa86fd5395182e718a94ca67b1b227b9f7c79596ff0f6b813216981d2",
+    "test_2018_flickr.en": "4e585c2dd525911a6ea7730e9d0b516239af3f1b1ffae6a2130223cfb639f25e",
+    "train.de": "2c2b73fd2b548fbcde3a875e0a78d6ee94d498bfdee6bd3eae3945779e9ddf72",
+    "val.de": "660e09eb7e1da2f856ea13ee5ad3cf6d36b3d5b0b733c857e94c5747a3dfc660",
+    "test_2016_flickr.de": "4be6b5b3236b79c25475c6bb829800a7ce559e9ba7a1f6c2394fe4d40be46d16",
+    "test_2017_flickr.de": "c3078bc3b36808bf9d20eb2347ed6137016179ef59ec0d2b9b8ecc3fb2880081",
+    "test_2017_mscoco.de": "58277df3c75f92f7145a11b910b553d1cf82c439249d4dc237c899609eafac22",
+    "test_2018_flickr.de": "39fcc8b3331d76fb42d648d019c6898b0d5e58baac87bc2a0bb93f44ec8db207",
+    "train.fr": "5925a3c18f1587b6b54b87743106e6e8ab93618edb6f65d19eac0621f853a10d",
+    "val.fr": "5304e444d842e962b2dda4d816b70b22a1765b15401642b7ca37a67477e708dc",
+    "test_2016_flickr.fr": "cb3160d69b002bb638e66cc7612fcd56cb0af82eadc9c142dedc438afb885ef6",
+    "test_2017_flickr.fr": "6f3764e31dac41e9455e612958bcfd4e877c5e15cd66df2c2b2be6d9bd83e5b6",
+    "test_2017_mscoco.fr": "39cde3f43f32b0a6bf29ce4917a46329ff32e53070c2fac87506695a740ae0a0",
+    "test_2018_flickr.fr": "234b4a887da0da4801a3e2c6f21336231ff7dd46daeb80cfa1b551c8bbb78239",
+    "train.cs": "2be68b38c8d586ff4f54eb13cc6e1baaaa053695b3f070d3038303a47f2268da",
+    "val.cs": "d53827e469b0a1ca8d57e9e26b2b64c4bc4b33f5479c7b03ae87ae5c882c3e33",
+    "test_2016_flickr.cs": "45adb85f688de8407fddcbe1b36dca15d12aab868149b337e2576f2d6d2ff8d8",
+    "test_2018_flickr.cs": "1db59fe6980c9b3f9bade65122a985e71150214837d76f4768a5a8384c0b2dc7",
+}
+# Upstream has Czech only for train, val, test_2016_flickr and test_2018_flickr.
+_MULTI30K_TESTS = {"de": ("2016_flickr", "2017_flickr", "2017_mscoco", "2018_flickr"),
+                   "fr": ("2016_flickr", "2017_flickr", "2017_mscoco", "2018_flickr"),
+                   "cs": ("2016_flickr", "2018_flickr")}
+_LANGUAGE = {"en": "English", "de": "German", "fr": "French", "cs": "Czech"}
+
+
+def _multi30k_remote(split: str, lang: str) -> Remote:
+    return Remote(f"{MULTI30K}/{split}.{lang}.gz", content_sha256=_MULTI30K_TEXT_SHA256[f"{split}.{lang}"])
+
+
+def _multi30k(other: str) -> tuple[Corpus, Corpus]:
+    """Multi30k task 1 (image captions) en-``other`` and ``other``-en, over one folder of files.
+
+    small: all 29,000 training pairs, val (1,014), test_2016_flickr as ``test``, plus the
+    2017 test sets that exist for the pair as named splits; tiny: a seeded 3,000-pair sample,
+    the first 200 lines of val and of test2016.
+    """
+    tests = _MULTI30K_TESTS[other]
     files: dict[str, tuple[Member, ...]] = {}
-    for split in ("train", "val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco", "test_2018_flickr"):
-        files |= _pair(split, "en", "de", [Member(Remote(f"{MULTI30K}/{split}.en.gz"))],
-                       [Member(Remote(f"{MULTI30K}/{split}.de.gz"))])
+    for split in ("train", "val", *(f"test_{t}" for t in tests)):
+        files |= _pair(split, "en", other, [Member(_multi30k_remote(split, "en"))], [Member(_multi30k_remote(split, other))])
+    extra = {f"test{t}": (f"test_{t}",) for t in tests if t.startswith("2017")}
+    named = f" + {', '.join(extra)}" if extra else ""
     scales = {
-        "small": Scale(("train",), ("val",), ("test_2016_flickr",), vocab_size=8000,
-                       description="all 29000 training pairs, val 1014, test2016 1000"),
+        "small": Scale(("train",), ("val",), ("test_2016_flickr",), vocab_size=8000, extra_tests=extra,
+                       description=f"all 29000 training pairs, val 1014, test2016 1000{named}"),
         "tiny": Scale(("train",), ("val",), ("test_2016_flickr",), vocab_size=2000, train_pairs=3000,
                       valid_pairs=200, test_pairs=200, description="CI: 3000 seeded training pairs, 200 val, 200 test"),
     }
-    return Corpus("multi30k-en-de", "en", "de", "Multi30k task 1 image captions, English-German", files, scales)
+    what = "Multi30k task 1 image captions"
+    forward = Corpus(f"multi30k-en-{other}", "en", other, f"{what}, English-{_LANGUAGE[other]}", files, scales)
+    return forward, forward.reversed(f"multi30k-{other}-en", f"{what}, {_LANGUAGE[other]}-English")
 
 
 _NEWS_POOL = ("train.detok", "newstest2008-2012", "newstest2015-2020")
@@ -151,9 +241,9 @@ _WMT14_EN_DE = Corpus(
         "full": Scale(("train",), ("newstest2013",), ("newstest2014",), vocab_size=32000, vocab_pairs=1_000_000,
                       description="paper recipe: Europarl v7 + CommonCrawl + News Commentary v9, 32k joint BPE"),
         "small": Scale(_NEWS_POOL, ("newstest2013",), ("newstest2014",), vocab_size=8000,
-                       description="CPU scale: ~37.6k real pairs (train.detok + newstest2008-2012 + 2015-2020)"),
+                       description="news pool, local files only: ~37.6k real pairs (train.detok + newstest2008-2012 + 2015-2020)"),
         "tiny": Scale(_NEWS_POOL, ("newstest2013",), ("newstest2014",), vocab_size=2000, train_pairs=3000,
-                      valid_pairs=200, test_pairs=200, description="CI: 3000 seeded pairs of the small pool"),
+                      valid_pairs=200, test_pairs=200, description="3000 seeded pairs of the news pool (local files only)"),
     },
 )
 _WMT14_EN_FR = Corpus(
@@ -172,7 +262,9 @@ REGISTRY: dict[str, Corpus] = {
         _wmt17("lv", ("newsdev2016",)),
         _wmt17("ru", ("newstest2014", "newstest2015", "newstest2016")),
         _wmt17("cs", ("newstest2014", "newstest2015", "newstest2016")),
-        _multi30k(),
+        *_multi30k("de"),
+        *_multi30k("fr"),
+        *_multi30k("cs"),
     )
 }
 

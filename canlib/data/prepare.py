@@ -1,8 +1,9 @@
 """``prepare(corpus, scale)``: raw parallel text -> joint SentencePiece vocabulary + binarized splits.
 
-Inputs are found in ``$CANLIB_DATA_DIR`` first (``<dir>/<corpus>/<file>`` or, when the
-variable names a corpus folder itself, ``<dir>/<file>``; ``<file>.gz`` also counts), else
-downloaded into ``$CANLIB_CACHE_DIR`` (``CANLIB_OFFLINE=1`` forbids downloading).
+Inputs are found in ``$CANLIB_DATA_DIR`` first (``<dir>/<folder>/<file>`` or, when the
+variable names the corpus folder itself, ``<dir>/<file>``; ``<file>.gz`` also counts; the
+folder of ``multi30k-de-en`` is ``multi30k-en-de``), else downloaded into ``$CANLIB_CACHE_DIR``
+(from ``$CANLIB_DOWNLOAD_MIRROR`` when set; ``CANLIB_OFFLINE=1`` forbids downloading).
 Everything is deterministic in (inputs, scale, seed), and the output folder is built under
 a temporary name and renamed into place only when complete.
 """
@@ -20,10 +21,10 @@ import numpy as np
 from tqdm import tqdm
 
 from canlib.data.vocab import Vocabulary
-from canlib.data.binarized import FORMAT_VERSION, SPLITS, Encoded, token_dtype, write_side, write_text
+from canlib.data.binarized import FORMAT_VERSION, Encoded, token_dtype, write_side, write_text
 from canlib.data.corpora import Corpus, Remote, get_corpus
 from canlib.io import data_dir
-from canlib.data.download import cache_dir, extract_members, fetch, sha256_file
+from canlib.data.download import cache_dir, download_mirror, extract_members, fetch, sha256_file
 from canlib.data.text import drop_empty, read_parallel
 
 ENCODE_CHUNK = 10_000
@@ -38,7 +39,7 @@ def local_file(corpus: Corpus, filename: str) -> Path | None:
     root = data_dir()
     if root is None:
         return None
-    folders = [root / corpus.name] + ([root] if root.name == corpus.name else [])
+    folders = [root / corpus.folder] + ([root] if root.name in (corpus.folder, corpus.name) else [])
     for folder in folders:
         for candidate in (folder / filename, folder / f"{filename}.gz"):
             if candidate.is_file():
@@ -46,11 +47,13 @@ def local_file(corpus: Corpus, filename: str) -> Path | None:
     return None
 
 
-def materialize(corpus: Corpus, filenames: list[str], root: Path, progress: bool = True) -> dict[str, list[Path]]:
+def materialize(corpus: Corpus, filenames: list[str], root: Path, progress: bool = True,
+                mirror: str | None = None) -> dict[str, list[Path]]:
     """For each local file name, the paths whose lines (concatenated) make it up.
 
-    Files in the data dir win; the rest are downloaded, and each archive is read once
-    for all the members this preparation needs.
+    Files in the data dir win (never downloaded, never re-verified: that folder is the
+    offline source of truth); the rest are downloaded (from ``mirror`` when given), and
+    each archive is read once for all the members this preparation needs.
     """
     found: dict[str, list[Path]] = {}
     needed: dict[Remote, list[str | None]] = {}
@@ -61,15 +64,15 @@ def materialize(corpus: Corpus, filenames: list[str], root: Path, progress: bool
             continue
         where = f"CANLIB_DATA_DIR={data_dir()}" if data_dir() else "CANLIB_DATA_DIR (not set)"
         if name not in corpus.files:
-            raise FileNotFoundError(f"{corpus.name}/{name}: not found in {where}, and the registry has no download "
-                                    f"for it; point CANLIB_DATA_DIR at a folder holding {corpus.name}/{name}")
+            raise FileNotFoundError(f"{corpus.folder}/{name}: not found in {where}, and the registry has no download "
+                                    f"for it; point CANLIB_DATA_DIR at a folder holding {corpus.folder}/{name}")
         if offline():
-            raise FileNotFoundError(f"{corpus.name}/{name}: not found in {where}, and CANLIB_OFFLINE forbids downloading")
+            raise FileNotFoundError(f"{corpus.folder}/{name}: not found in {where}, and CANLIB_OFFLINE forbids downloading")
         for member in corpus.files[name]:
             needed.setdefault(member.remote, []).append(member.name)
     paths: dict[tuple[Remote, str | None], Path] = {}
     for remote, names in needed.items():
-        archive = fetch(remote, root, progress=progress)
+        archive = fetch(remote, root, progress=progress, mirror=mirror)
         members = sorted({n for n in names if n is not None})
         paths |= {(remote, n): p for n, p in extract_members(archive, members, root).items()} if members else {}
         paths[remote, None] = archive
@@ -120,16 +123,18 @@ def statistics(src: list[str], tgt: list[str], src_ids: Encoded, tgt_ids: Encode
 
 
 def format_statistics(meta: dict) -> str:
-    """Table 1 of the paper (sentences and words per split) for one prepared corpus."""
+    """Table 1 of the paper (sentences and words per split, every test set) for one prepared corpus."""
     src, tgt = meta["src_lang"], meta["tgt_lang"]
+    splits = ["train", "valid", *meta.get("test_splits", ["test"])]
+    w = max(7, *(len(split) + 1 for split in splits))
     lines = [
         f"{meta['corpus']} ({meta['scale']}, seed {meta['seed']}): {src}->{tgt}, "
         f"joint vocabulary {meta['vocab_size']} ({meta['vocab_id']})",
-        f"{'split':<7}{'sent.':>10}{src + ' words':>12}{tgt + ' words':>12}{'words':>12}{src + ' subw.':>12}{tgt + ' subw.':>12}",
+        f"{'split':<{w}}{'sent.':>10}{src + ' words':>12}{tgt + ' words':>12}{'words':>12}{src + ' subw.':>12}{tgt + ' subw.':>12}",
     ]
-    for split in SPLITS:
+    for split in splits:
         s = meta["statistics"][split]
-        lines.append(f"{split:<7}{s['sentences']:>10,}{s['src_words']:>12,}{s['tgt_words']:>12,}"
+        lines.append(f"{split:<{w}}{s['sentences']:>10,}{s['src_words']:>12,}{s['tgt_words']:>12,}"
                      f"{s['src_words'] + s['tgt_words']:>12,}{s['src_subwords']:>12,}{s['tgt_subwords']:>12,}")
     c = meta["cleaning"]
     lines.append(f"train cleaning: {c['raw_pairs']:,} raw pairs, {c['empty']:,} with an empty side, "
@@ -143,14 +148,18 @@ def default_out_dir(corpus: str, scale: str) -> Path:
 
 
 def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1, progress: bool = True) -> Path:
-    """Prepare ``corpus`` at ``scale`` into ``out_dir`` and return it (reusing an identical one)."""
+    """Prepare ``corpus`` at ``scale`` into ``out_dir`` and return it (reusing an identical one).
+
+    Reads ``$CANLIB_DATA_DIR``, ``$CANLIB_CACHE_DIR``, ``$CANLIB_OFFLINE`` and
+    ``$CANLIB_DOWNLOAD_MIRROR`` (see the module docstring).
+    """
     entry = get_corpus(corpus)
     spec = entry.scale(scale)
     root = cache_dir()
     out_dir = Path(out_dir) if out_dir is not None else default_out_dir(corpus, scale)
-    stems = {split: getattr(spec, split) for split in SPLITS}
-    names = [f"{stem}.{lang}" for split in SPLITS for stem in stems[split] for lang in (entry.src, entry.tgt)]
-    files = materialize(entry, list(dict.fromkeys(names)), root, progress)
+    stems = spec.stems()
+    splits = tuple(stems)  # train, valid, test, then the extra test sets
+    files = materialize(entry, entry.needed_files(scale), root, progress, mirror=download_mirror())
     recipe = {"format_version": FORMAT_VERSION, "corpus": corpus, "scale": scale, "seed": seed,
               "spec": asdict(spec), "inputs": fingerprint(files)}
     recipe = json.loads(json.dumps(recipe))  # as meta.json stores it (tuples become lists)
@@ -161,7 +170,7 @@ def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1,
     elif out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise ValueError(f"{out_dir}: exists and is not a prepared corpus; choose another output folder")
 
-    text = {split: read_stems(entry, stems[split], files) for split in SPLITS}
+    text = {split: read_stems(entry, stems[split], files) for split in splits}
     src, tgt = text["train"]
     raw_pairs = len(src)
     src, tgt, empty = drop_empty(src, tgt)
@@ -172,7 +181,8 @@ def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1,
     if spec.train_pairs is not None and spec.train_pairs < len(src):
         pick = np.sort(rng.choice(len(src), size=spec.train_pairs, replace=False))
         src, tgt = [src[i] for i in pick], [tgt[i] for i in pick]
-    for split, limit in (("valid", spec.valid_pairs), ("test", spec.test_pairs)):
+    for split in splits[1:]:
+        limit = spec.valid_pairs if split == "valid" else spec.test_pairs
         s, t = text[split]
         text[split] = (s[:limit], t[:limit]) if limit is not None else (s, t)
 
@@ -184,7 +194,7 @@ def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1,
 
     dtype = token_dtype(vocab.size)
     ids = {}
-    for split in SPLITS:
+    for split in splits:
         s, t = (src, tgt) if split == "train" else text[split]
         ids[split] = (encode(vocab, s, dtype, f"encode {split}.{entry.src}", progress),
                       encode(vocab, t, dtype, f"encode {split}.{entry.tgt}", progress))
@@ -195,17 +205,18 @@ def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1,
     too_long, ratio = int((~fits).sum()), int((fits & ~balanced).sum())
     ids["train"] = tuple(e.select(keep) for e in ids["train"])
     text["train"] = ([s for s, k in zip(src, keep) if k], [t for t, k in zip(tgt, keep) if k])
-    for split in SPLITS:
+    for split in splits:
         if not len(ids[split][0]):
             raise ValueError(f"{corpus}/{'+'.join(stems[split])}: empty {split} split after cleaning")
 
     meta = {
         "format_version": FORMAT_VERSION, "corpus": corpus, "scale": scale, "seed": seed,
         "src_lang": entry.src, "tgt_lang": entry.tgt, "vocab_id": vocab.id, "vocab_size": vocab.size,
-        "token_dtype": dtype.name, "counts": {split: len(ids[split][0]) for split in SPLITS},
+        "token_dtype": dtype.name, "test_splits": list(spec.test_splits),
+        "counts": {split: len(ids[split][0]) for split in splits},
         "cleaning": {"raw_pairs": raw_pairs, "empty": empty, "subsampled_out": kept_before_sample - len(src),
                      "too_long": too_long, "ratio": ratio},
-        "statistics": {split: statistics(*text[split], *ids[split]) for split in SPLITS},
+        "statistics": {split: statistics(*text[split], *ids[split]) for split in splits},
         "recipe": recipe,
     }
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -213,7 +224,7 @@ def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1,
     try:
         tmp.chmod(0o755)
         vocab.save(tmp / "vocab.model")
-        for split in SPLITS:
+        for split in splits:
             for side, side_ids, lines in zip(("src", "tgt"), ids[split], text[split]):
                 write_side(tmp, split, side, side_ids)
                 if split != "train":
