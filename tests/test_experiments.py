@@ -98,3 +98,23 @@ def test_bleu_by_seed_at_small_reads_every_stored_seed_and_skips_missing_systems
     table = seed_summary("small", ["can", "balanced"], metric="tok_bleu", root=tmp_path)
     assert table.loc["can", "mean"] == pytest.approx(31.5) and table.loc["can", "std"] == pytest.approx(1.0)
     assert table.loc["can", "n"] == 3 and math.isnan(table.loc["balanced", "std"])
+
+
+def test_delta_verdict_is_judged_against_the_seed_spread():
+    from canlib.studies.quality import delta_verdict
+
+    assert delta_verdict("small", [30.0, 30.2, 29.8], [30.1, 30.3, 29.9], 0.5)[2] == "held"
+    assert delta_verdict("small", [28.0, 28.2, 27.8], [30.1, 30.3, 29.9], 0.5)[2] == "did not hold"
+    assert delta_verdict("small", [29.0, 31.0, 30.0], [30.5, 28.5, 32.5], 0.5)[2].startswith("inconclusive")
+    assert delta_verdict("small", [30.0], [30.0], 0.5)[2].startswith("not judged")
+    delta, _, verdict = delta_verdict("tiny", [1.0, 1.1], [1.0, 1.1], 0.5)
+    assert verdict == "no quality verdict at tiny" and delta == pytest.approx(0.0)
+
+
+def test_chapters_default_to_small_only_where_small_runs_are_stored(tmp_path):
+    from canlib.studies.quality import default_scale
+    from canlib.studies.results import provenance, save_result
+
+    assert default_scale(tmp_path) == "tiny"
+    save_result(stored_path("runs/multi30k-en-de/can-seed1", "small", tmp_path), {"scores": {}}, provenance("small", {}))
+    assert default_scale(tmp_path) == "small"

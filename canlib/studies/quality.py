@@ -200,3 +200,70 @@ def rescore(folder: Path, tolerance: float = 1e-9) -> list[dict[str, Any]]:
                 raise ValueError(f"{path}: stored {split} sacreBLEU {stored} but its hypotheses score {now}")
             rows.append({"file": str(path), "split": split, "bleu": now})
     return rows
+
+
+# -- what the chapters show ------------------------------------------------------------------------
+
+def default_scale(root: Path | None = None) -> str:
+    """"small" where ``<results>/small/runs`` holds stored runs (made on a GPU), else "tiny" (what CI
+    trains): the book shows real models wherever they exist."""
+    from canlib.studies.store import stored_path
+
+    folder = stored_path("runs", "small", root).with_suffix("")
+    return "small" if folder.is_dir() and any(folder.rglob("*.json")) else "tiny"
+
+
+def seed_table(scale: str, systems: Sequence[str], corpus: str | None = None, metric: str = "tok_bleu",
+               splits: Sequence[str] | None = None, root: Path | None = None):
+    """One row per system with a result: ``<split> mean`` and ``<split> std`` over seeds for the valid
+    split and every test split (default: those of the first result), and ``n`` seeds."""
+    import pandas as pd
+
+    corpus = check_corpus(scale, corpus)
+    if splits is None:
+        first = next((s for s in systems if scale == "tiny" or stored_seeds(s, scale, corpus, root)), None)
+        if first is None:
+            return pd.DataFrame(columns=["n"])
+        result, _ = run_result(first, scale, 1 if scale == "tiny" else stored_seeds(first, scale, corpus, root)[0],
+                               corpus, root=root)
+        splits = ["valid", *result["test_splits"]]
+    columns = {}
+    for split in splits:
+        summary = seed_summary(scale, systems, corpus, split, metric, root)
+        columns[f"{split} mean"], columns[f"{split} std"], columns["n"] = summary["mean"], summary["std"], summary["n"]
+    return pd.DataFrame(columns)
+
+
+def describe_runs(scale: str, systems: Sequence[str], corpus: str | None = None, root: Path | None = None) -> str:
+    """One line saying where the runs' numbers come from: scale, corpus, devices, commits, dates, budget."""
+    corpus = check_corpus(scale, corpus)
+    provs = []
+    for system in systems:
+        for seed in ([1] if scale == "tiny" else stored_seeds(system, scale, corpus, root)):
+            provs.append(run_result(system, scale, seed, corpus, root=root)[1])
+    if not provs:
+        return f"scale={scale} · {corpus}: no stored runs"
+    dates = sorted(p["date"][:10] for p in provs)
+    reduced = " · REDUCED BUDGET (end-to-end test)" if any(p.get("reduced_budget") for p in provs) else ""
+    return (f"scale={scale} · {corpus} · {len(provs)} runs · device={', '.join(sorted({p['device'] for p in provs}))} · "
+            f"commit={', '.join(sorted({str(p['commit'])[:12] for p in provs}))} · dates {dates[0]}..{dates[-1]} · "
+            f"budget {provs[0].get('budget')}{reduced}")
+
+
+def delta_verdict(scale: str, ours: Sequence[float], reference: Sequence[float], margin: float) -> tuple[float, float, str]:
+    """(mean difference ours - reference, its standard error, verdict) for the claim "ours is at most
+    ``margin`` below reference", judged against the seed spread: "held" when the difference minus two
+    standard errors is above -margin, "did not hold" when the difference plus two is below it, else
+    "inconclusive". No verdict at tiny (its models barely translate) or with one seed per system."""
+    a, b = np.asarray(ours, dtype=float), np.asarray(reference, dtype=float)
+    delta = float(a.mean() - b.mean()) if a.size and b.size else math.nan
+    if scale == "tiny":
+        return delta, math.nan, "no quality verdict at tiny"
+    if a.size < 2 or b.size < 2:
+        return delta, math.nan, "not judged: needs at least 2 seeds per system"
+    se = float(math.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size))
+    if delta - 2 * se >= -margin:
+        return delta, se, "held"
+    if delta + 2 * se < -margin:
+        return delta, se, "did not hold"
+    return delta, se, "inconclusive at this number of seeds"
