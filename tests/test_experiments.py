@@ -118,3 +118,8 @@ def test_chapters_default_to_small_only_where_small_runs_are_stored(tmp_path):
     assert default_scale(tmp_path) == "tiny"
     save_result(stored_path("runs/multi30k-en-de/can-seed1", "small", tmp_path), {"scores": {}}, provenance("small", {}))
     assert default_scale(tmp_path) == "small"
+
+
+def test_experiment_command_refuses_unknown_studies(capsys):
+    assert main(["experiment", "--scale", "tiny", "--studies", "runs,telepathy"]) == 2
+    assert "telepathy" in capsys.readouterr().err
