@@ -2,65 +2,86 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 
 import pytest
 
 from canlib.cli import main
 from canlib.studies.quality import rescore, seed_summary
 
+SYSTEMS, SEEDS = ("baseline", "can"), (1, 2)
 
-@pytest.fixture
-def experiment(tmp_path, monkeypatch, shared_data):
-    """Two systems x two seeds at 4 updates, two worker processes, stored under tmp_path/out."""
-    if not (shared_data / "multi30k-en-de").is_dir():
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory):
+    """Two systems x two seeds at 4 updates with two worker processes, run once for the module:
+    (results folder, command arguments, what the first run printed)."""
+    from tests.conftest import SHARED_DATA
+
+    if not (SHARED_DATA / "multi30k-en-de").is_dir():
         pytest.skip("multi30k-en-de is not in the data folder")
-    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
-    out = tmp_path / "out"
+    root = tmp_path_factory.mktemp("experiment")
+    saved = os.environ.get("CANLIB_CACHE_DIR")
+    os.environ["CANLIB_CACHE_DIR"] = str(root / "cache")
+    out = root / "out"
     args = ["experiment", "--scale", "tiny", "--max-steps", "4", "--jobs", "2", "--out", str(out),
-            "--systems", "baseline,can", "--seeds", "1,2", "--studies", "runs"]
-    return out, args
+            "--systems", ",".join(SYSTEMS), "--seeds", ",".join(map(str, SEEDS)), "--studies", "runs"]
+    try:
+        import contextlib
+        import io
+
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert main(args) == 0
+        yield out, args, printed.getvalue()
+    finally:
+        if saved is None:
+            os.environ.pop("CANLIB_CACHE_DIR", None)
+        else:
+            os.environ["CANLIB_CACHE_DIR"] = saved
 
 
-def test_reduced_experiment_stores_resumes_and_rescores(experiment, capsys):
-    out, args = experiment
-    assert main(args) == 0
-    first = capsys.readouterr().out
-    assert "4 to train" in first and first.count("test sacreBLEU") == 4
+def test_reduced_experiment_stores_every_run_with_provenance_and_hypotheses(experiment):
+    out, _, printed = experiment
+    assert "4 to train" in printed and printed.count("test sacreBLEU") == 4
     folder = out / "tiny" / "runs" / "multi30k-en-de"
-    for system in ("baseline", "can"):
-        for seed in (1, 2):
+    for system in SYSTEMS:
+        for seed in SEEDS:
             stored = json.loads((folder / f"{system}-seed{seed}.json").read_text())
             result, prov = stored["result"], stored["provenance"]
             assert (result["system"], result["seed"], prov["seed"]) == (system, seed, seed)
             assert prov["reduced_budget"] and prov["budget"]["max_steps"] == 4 and prov["corpus"] == "multi30k-en-de"
+            assert prov["commit"] and prov["device"] and prov["date"]
             assert result["params"] > 0 and result["log"] and set(result["scores"]) >= {"valid", "test"}
             hyps = (folder / result["hyp_files"]["test"]).read_text(encoding="utf-8").split("\n")[:-1]
             assert len(hyps) == result["lengths"]["test"]["sentences"]
 
-    assert main(args) == 0  # the second time every run is stored: nothing is trained
+
+def test_a_second_run_of_the_command_trains_nothing(experiment, capsys):
+    _, args, _ = experiment
+    assert main(args) == 0
     again = capsys.readouterr().out
     assert "4 already stored, 0 to train" in again and "test sacreBLEU" not in again
 
-    rows = rescore(out)
-    assert len(rows) == 8  # 4 runs x (valid, test)
-    summary = seed_summary("tiny", ["baseline", "can"], root=out)
-    assert list(summary["n"]) == [1, 1]  # at tiny, only the seed-1 run counts
 
+def test_rescoring_the_stored_hypotheses_reproduces_the_stored_scores(experiment, capsys):
+    out = experiment[0]
+    assert len(rescore(out)) == 8  # 4 runs x (valid, test)
     assert main(["experiment", "--rescore", str(out)]) == 0
     assert "8 stored sacreBLEU scores of 4 runs reproduced" in capsys.readouterr().out
+    summary = seed_summary("tiny", list(SYSTEMS), root=out)
+    assert list(summary["n"]) == [2, 2]  # a results folder is read, not trained: both stored seeds count
 
 
-def test_rescore_fails_when_a_stored_score_differs(experiment, capsys):
-    out, args = experiment
-    args = [a if a != "1,2" else "1" for a in args]
-    args[args.index("baseline,can")] = "can"
-    assert main(args) == 0
+def test_rescore_fails_when_a_stored_score_differs(experiment, tmp_path, capsys):
+    out = tmp_path / "out"
+    shutil.copytree(experiment[0], out)
     path = out / "tiny" / "runs" / "multi30k-en-de" / "can-seed1.json"
     stored = json.loads(path.read_text())
     stored["result"]["scores"]["test"]["bleu"] += 1.0
     path.write_text(json.dumps(stored))
     with pytest.raises(ValueError, match="can-seed1.json: stored test sacreBLEU"):
         rescore(out)
-    capsys.readouterr()
     assert main(["experiment", "--rescore", str(out)]) == 2
     assert "can-seed1.json" in capsys.readouterr().err

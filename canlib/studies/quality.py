@@ -140,13 +140,13 @@ def stored_seeds(system: str, scale: str, corpus: str | None = None, root: Path 
 def bleu_by_seed(scale: str, systems: Sequence[str], corpus: str | None = None, split: str = "test",
                  metric: str = "bleu", root: Path | None = None) -> dict[str, list[float]]:
     """One score per available seed of each system: at tiny the seed-1 run (trained now); at small
-    and full the stored runs only (a system with none is absent)."""
+    and full, or from a results folder ``root``, the stored runs only (a system with none is absent)."""
     if metric not in ("bleu", "tok_bleu"):
         raise ValueError(f"metric={metric!r}: choose bleu (sacreBLEU) or tok_bleu (the paper's tokenized BLEU)")
     check_systems(systems)
     out: dict[str, list[float]] = {}
     for system in systems:
-        seeds = [1] if scale == "tiny" else stored_seeds(system, scale, corpus, root)
+        seeds = [1] if scale == "tiny" and root is None else stored_seeds(system, scale, corpus, root)
         scores = []
         for seed in seeds:
             result, _ = run_result(system, scale, seed, corpus, root=root)
@@ -223,10 +223,11 @@ def seed_table(scale: str, systems: Sequence[str], corpus: str | None = None, me
 
     corpus = check_corpus(scale, corpus)
     if splits is None:
-        first = next((s for s in systems if scale == "tiny" or stored_seeds(s, scale, corpus, root)), None)
+        trains_now = scale == "tiny" and root is None
+        first = next((s for s in systems if trains_now or stored_seeds(s, scale, corpus, root)), None)
         if first is None:
             return pd.DataFrame(columns=["n"])
-        result, _ = run_result(first, scale, 1 if scale == "tiny" else stored_seeds(first, scale, corpus, root)[0],
+        result, _ = run_result(first, scale, 1 if trains_now else stored_seeds(first, scale, corpus, root)[0],
                                corpus, root=root)
         splits = ["valid", *result["test_splits"]]
     columns = {}
@@ -241,7 +242,7 @@ def describe_runs(scale: str, systems: Sequence[str], corpus: str | None = None,
     corpus = check_corpus(scale, corpus)
     provs = []
     for system in systems:
-        for seed in ([1] if scale == "tiny" else stored_seeds(system, scale, corpus, root)):
+        for seed in ([1] if scale == "tiny" and root is None else stored_seeds(system, scale, corpus, root)):
             provs.append(run_result(system, scale, seed, corpus, root=root)[1])
     if not provs:
         return f"scale={scale} · {corpus}: no stored runs"

@@ -46,7 +46,7 @@ def stored_path(name: str, scale: str, root: Path | None = None) -> Path:
 def result_path(name: str, scale: str, config: dict[str, Any], *, store: bool = False, root: Path | None = None) -> Path:
     """The file :func:`study` reads or writes for these arguments (files that belong to a result, such
     as a run's hypotheses, are written beside it)."""
-    if store or scale != "tiny":
+    if store or scale != "tiny" or root is not None:
         return stored_path(name, scale, root)
     return cache_dir() / "studies" / scale / f"{name}-{key(code_version(), config)}.json"
 
@@ -54,9 +54,9 @@ def result_path(name: str, scale: str, config: dict[str, Any], *, store: bool = 
 def study(name: str, scale: str, config: dict[str, Any], compute: Callable[[], Any], device: str = "cpu", *,
           store: bool = False, root: Path | None = None, extra: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
     """(result, provenance) of the study ``name`` at ``scale`` (see the module docstring); ``root``
-    replaces ``results_dir()`` for stored results; ``extra`` adds top-level provenance keys (seed, budget)."""
+    replaces ``results_dir()`` for stored results (given without ``store``, it is only read, at tiny too); ``extra`` adds top-level provenance keys (seed, budget)."""
     path = result_path(name, scale, config, store=store, root=root)
-    if not store and scale != "tiny":
+    if not store and (scale != "tiny" or root is not None):  # a folder of stored results: load only
         if not path.exists():
             raise FileNotFoundError(
                 f"{path}: no stored {scale} result; produce it with `python -m canlib experiment --scale {scale}` "
