@@ -123,3 +123,20 @@ def test_chapters_default_to_small_only_where_small_runs_are_stored(tmp_path):
 def test_experiment_command_refuses_unknown_studies(capsys):
     assert main(["experiment", "--scale", "tiny", "--studies", "runs,telepathy"]) == 2
     assert "telepathy" in capsys.readouterr().err
+
+
+def test_a_failed_run_is_named_and_does_not_stop_the_others(monkeypatch, capsys):
+    from canlib.studies import cli
+    from canlib.studies.runs import RunSpec
+
+    def fake_run_one(scale, spec, root, max_steps):
+        if spec.system == "san":
+            raise ValueError("diverged")
+        return {"test": 1.0, "valid": 2.0, "train_s": 3.0, "device": "cpu"}
+
+    monkeypatch.setattr(cli, "run_one", fake_run_one)
+    runs = [RunSpec("san", 1, "multi30k-en-de"), RunSpec("can", 1, "multi30k-en-de")]
+    with pytest.raises(RuntimeError, match="multi30k-en-de/san-seed1: ValueError: diverged"):
+        cli.train_all("tiny", runs, None, None, jobs=1)
+    printed = capsys.readouterr().out
+    assert "san seed 1" not in printed and "[2/2] multi30k-en-de can seed 1: test sacreBLEU 1.00" in printed

@@ -98,12 +98,25 @@ def train_all(scale: str, runs: list[RunSpec], root: Path | None, max_steps: int
     """Train and store ``runs`` with ``jobs`` processes; one line per finished run, a status line every
     ``status_every`` seconds; a failed run does not stop the others and is reported at the end."""
     total, done, failed = len(runs), 0, []
-    start = time.monotonic()
     if jobs <= 1:
         for spec in runs:
             done += 1
-            print(_line(done, total, spec, run_one(scale, spec, root, max_steps)), flush=True)
-        return
+            try:
+                print(_line(done, total, spec, run_one(scale, spec, root, max_steps)), flush=True)
+            except Exception as exc:  # noqa: BLE001 - reported with the run's name, the others go on
+                failed.append(f"{spec.name}: {type(exc).__name__}: {exc}")
+                print(f"[{done}/{total}] {spec.name} FAILED: {exc}", flush=True)
+    else:
+        _train_concurrently(scale, runs, root, max_steps, jobs, status_every, failed)
+    if failed:
+        raise RuntimeError(f"{len(failed)} run(s) failed (run the command again to retry):\n" + "\n".join(failed))
+
+
+def _train_concurrently(scale: str, runs: list[RunSpec], root: Path | None, max_steps: int | None, jobs: int,
+                        status_every: float, failed: list[str]) -> None:
+    """``train_all`` with spawned worker processes (CUDA is not fork-safe); failures go to ``failed``."""
+    total, done = len(runs), 0
+    start = time.monotonic()
     threads = max(1, (os.cpu_count() or 1) // jobs)
     with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_worker_init, initargs=(threads,)) as pool:
         pending: dict[Future, RunSpec] = {pool.submit(run_one, scale, spec, root, max_steps): spec for spec in runs}
@@ -120,8 +133,6 @@ def train_all(scale: str, runs: list[RunSpec], root: Path | None, max_steps: int
             if not finished:
                 print(f"status: {done}/{total} runs finished after {time.monotonic() - start:.0f} s, "
                       f"{len(pending)} in progress or queued", flush=True)
-    if failed:
-        raise RuntimeError(f"{len(failed)} run(s) failed (run the command again to retry):\n" + "\n".join(failed))
 
 
 def run(args: argparse.Namespace) -> int:
