@@ -85,3 +85,14 @@ def test_rescore_fails_when_a_stored_score_differs(experiment, tmp_path, capsys)
         rescore(out)
     assert main(["experiment", "--rescore", str(out)]) == 2
     assert "can-seed1.json" in capsys.readouterr().err
+
+
+def test_hypotheses_of_a_stored_run_are_read_back_line_for_line(experiment):
+    from canlib.studies.quality import hypotheses
+
+    out = experiment[0]
+    stored = json.loads((out / "tiny" / "runs" / "multi30k-en-de" / "can-seed2.json").read_text())["result"]
+    hyps = hypotheses("can", "tiny", "test", seed=2, root=out)
+    assert len(hyps) == stored["lengths"]["test"]["sentences"]
+    with pytest.raises(ValueError, match="test2017_flickr"):
+        hypotheses("can", "tiny", "test2017_flickr", seed=2, root=out)

@@ -36,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", default=None, help="comma-separated seeds (default: every seed of the scale's plan)")
     parser.add_argument("--corpora", default=None, help="comma-separated corpora (default: every corpus of the scale)")
     parser.add_argument("--studies", default=",".join(DEFAULT_STUDIES),
-                        help=f"comma-separated, from {', '.join(STUDIES)} (speed: the leftover speed studies)")
+                        help=f"comma-separated, from {', '.join(STUDIES)} (runs: train and score every run, which gives Table 2, "
+                             "the depth and the ablation BLEU; speed: the leftover speed studies, book/results only)")
     parser.add_argument("--jobs", type=int, default=None,
                         help="training processes at once (default: on CUDA min(runs, 2 x CPU cores), on CPU 1)")
     parser.add_argument("--max-steps", type=int, default=None,
