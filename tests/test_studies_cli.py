@@ -96,3 +96,34 @@ def test_hypotheses_of_a_stored_run_are_read_back_line_for_line(experiment):
     assert len(hyps) == stored["lengths"]["test"]["sentences"]
     with pytest.raises(ValueError, match="test2017_flickr"):
         hypotheses("can", "tiny", "test2017_flickr", seed=2, root=out)
+
+
+def test_an_interrupted_run_resumes_from_its_checkpoints(tmp_path, monkeypatch, capsys, shared_data):
+    """A run whose training stopped before the end (its last checkpoint kept, nothing stored) is
+    continued from that checkpoint, not restarted."""
+    if not (shared_data / "multi30k-en-de").is_dir():
+        pytest.skip("multi30k-en-de is not in the data folder")
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
+    base = ["experiment", "--scale", "tiny", "--systems", "can", "--seeds", "1", "--studies", "runs"]
+    from canlib.studies.runs import budget, run_dir
+
+    # the "interrupted" run: 2 of 4 updates, checkpoint at 2
+    assert main([*base, "--max-steps", "2", "--out", str(tmp_path / "out2")]) == 0
+    first = run_dir("can", "tiny", "multi30k-en-de", budget("tiny", 1, 2))
+    second = run_dir("can", "tiny", "multi30k-en-de", budget("tiny", 1, 4))
+    shutil.copytree(first / "checkpoints", second / "checkpoints")
+    for name in ("config.json", "log.jsonl", "vocab.model"):
+        shutil.copy(first / name, second / name)
+    capsys.readouterr()
+    assert main([*base, "--max-steps", "4", "--out", str(tmp_path / "out4")]) == 0
+    assert "resumed from" in capsys.readouterr().err and "step_0000002.pt" in str(sorted((second / "checkpoints").iterdir()))
+    log = [json.loads(line) for line in (second / "log.jsonl").read_text().splitlines() if line.strip()]
+    assert [r["step"] for r in log if r.get("kind") == "valid"] == [2, 4]
+
+
+def test_a_stored_run_of_another_budget_is_refused_not_reused(experiment, capsys):
+    out, args, _ = experiment
+    other = [a if a != "4" else "3" for a in args]
+    assert main(other) == 2
+    err = capsys.readouterr().err
+    assert "another training budget" in err and "'max_steps': (4, 3)" in err

@@ -138,7 +138,7 @@ def _train_concurrently(scale: str, runs: list[RunSpec], root: Path | None, max_
 
 def run(args: argparse.Namespace) -> int:
     """Train, evaluate and store the selected runs and studies of a scale (see the module docstring)."""
-    from canlib.studies.quality import rescore, run_config
+    from canlib.studies.quality import check_stored_budget, rescore, run_config
     from canlib.studies.store import result_path
     from canlib.studies import analyses
 
@@ -168,8 +168,14 @@ def run(args: argparse.Namespace) -> int:
     for name in dict.fromkeys(r.corpus for r in runs):
         prepared(scale, name)  # once, here: concurrent workers must not prepare the same folder at once
     if "runs" in studies:
-        todo = [r for r in runs if not result_path(f"runs/{r.name}", scale, run_config(r.system, scale, r.seed, r.corpus, args.max_steps),
-                                                   store=True, root=root).exists()]
+        todo = []
+        for r in runs:
+            config = run_config(r.system, scale, r.seed, r.corpus, args.max_steps)
+            path = result_path(f"runs/{r.name}", scale, config, store=True, root=root)
+            if path.exists():
+                check_stored_budget(path, config)  # before any training: a budget mismatch stops the command
+            else:
+                todo.append(r)
         device = training_device(scale)
         jobs = args.jobs or default_jobs(len(todo), device)
         print(f"{scale}: {len(runs)} runs, {len(runs) - len(todo)} already stored, {len(todo)} to train on {device} "

@@ -98,6 +98,9 @@ def run_result(system: str, scale: str, seed: int = 1, corpus: str | None = None
     name = f"runs/{corpus}/{system}-seed{seed}"
     path = result_path(name, scale, config, store=store, root=root)
 
+    if store and path.exists():
+        check_stored_budget(path, config)
+
     def compute() -> dict[str, Any]:
         run = trained(system, scale, seed, corpus, train_now=True, max_steps=max_steps)
         return evaluate(run, path)
@@ -106,6 +109,19 @@ def run_result(system: str, scale: str, seed: int = 1, corpus: str | None = None
     extra = {"seed": seed, "corpus": corpus, "budget": config["train"], "reduced_budget": max_steps is not None,
              "precision": "bf16" if device == "cuda" else "fp32"}
     return study(name, scale, config, compute, device, store=store, root=root, extra=extra)
+
+
+def check_stored_budget(path: Path, config: dict[str, Any]) -> None:
+    """A stored run made with another training budget is an error, never silently reused."""
+    from canlib.studies.results import load_result
+
+    _, prov = load_result(path)
+    stored = prov["config"].get("train")
+    if stored != config["train"]:
+        diff = {k: (stored.get(k), config["train"].get(k)) for k in sorted(set(stored) | set(config["train"]))
+                if stored.get(k) != config["train"].get(k)}
+        raise ValueError(f"{path}: stored with another training budget (field: (stored, asked)) {diff}; "
+                         "give another --out or delete the stored run")
 
 
 def hypotheses(system: str, scale: str, split: str = "test", seed: int = 1, corpus: str | None = None, *,
