@@ -32,11 +32,14 @@ def test_store_never_recomputes_a_stored_result(tmp_path):
         calls.append(1)
         return {"value": len(calls)}
 
-    first, _ = study("demo", "small", {}, compute, store=True, root=tmp_path)
-    again, _ = study("demo", "small", {"other": "config"}, compute, store=True, root=tmp_path)
-    loaded, prov = study("demo", "small", {}, compute, root=tmp_path)
+    first, _ = study("demo", "small", {"budget": 1}, compute, store=True, root=tmp_path)
+    again, _ = study("demo", "small", {"budget": 1}, compute, store=True, root=tmp_path)
+    loaded, prov = study("demo", "small", {"budget": 1}, compute, root=tmp_path)
     assert first == again == loaded == {"value": 1} and calls == [1]
     assert stored_path("demo", "small", tmp_path).is_file() and prov["scale"] == "small"
+    with pytest.raises(ValueError, match="stored with another configuration"):
+        study("demo", "small", {"budget": 2}, compute, store=True, root=tmp_path)
+    assert calls == [1]
 
 
 def test_small_scale_without_stored_result_names_the_command(tmp_path, monkeypatch):

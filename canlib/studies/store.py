@@ -64,4 +64,10 @@ def study(name: str, scale: str, config: dict[str, Any], compute: Callable[[], A
         return load_result(path)
     if not path.exists():
         save_result(path, compute(), provenance(scale, {**config, "code_version": code_version()}, device, **(extra or {})))
-    return load_result(path)
+        return load_result(path)
+    result, prov = load_result(path)
+    stored = {k: v for k, v in prov["config"].items() if k != "code_version"}  # code changes keep a stored result
+    if store and json.loads(json.dumps(stored)) != json.loads(json.dumps(config)):
+        raise ValueError(f"{path}: stored with another configuration ({stored}); this asks for {config}: "
+                         "give another results folder or delete the stored file")
+    return result, prov
