@@ -17,7 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("canlib.training.cli", "train a model preset on a prepared corpus (resumable; CPU or CUDA)"),
     "translate": ("canlib.decoding.translate", "translate raw sentences with a checkpoint (beam search)"),
     "bench": ("canlib.bench.cli", "decoding-speed studies of the paper (JSON and plots)"),
-    "experiment": ("canlib.studies.experiments", "train, evaluate and store every study of a scale under book/results/"),
+    "experiment": ("canlib.studies.cli", "train (concurrently), evaluate and store every run and study of a scale under book/results/"),
 }
 
 

@@ -38,8 +38,8 @@ def book_env() -> dict[str, str]:
 
 
 def require_data() -> None:
-    if not (SHARED_DATA / "wmt14-en-de").is_dir():
-        pytest.skip(f"real data {SHARED_DATA}/wmt14-en-de not present (set CANLIB_DATA_DIR)")
+    if not (SHARED_DATA / "multi30k-en-de").is_dir():  # the tiny and small scales' corpus
+        pytest.skip(f"real data {SHARED_DATA}/multi30k-en-de not present (set CANLIB_DATA_DIR)")
 
 
 @pytest.mark.parametrize("chapter", toc_notebooks(), ids=lambda p: p.stem)

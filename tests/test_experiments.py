@@ -1,10 +1,12 @@
-"""The study layer under the book: tiny studies are computed once and cached; larger scales only load."""
+"""The study layer under the book: one function decides compute, cache or load, from its arguments."""
 from __future__ import annotations
 
 import pytest
 
-from canlib.studies import experiments as ex
 from canlib.cli import main
+from canlib.studies.runs import plan
+from canlib.studies.scales import scale_spec
+from canlib.studies.store import stored_path, study
 
 
 def test_tiny_study_is_computed_once_and_carries_provenance(tmp_path, monkeypatch):
@@ -15,25 +17,117 @@ def test_tiny_study_is_computed_once_and_carries_provenance(tmp_path, monkeypatc
         calls.append(1)
         return {"value": 42}
 
-    first, prov = ex._study("demo", "tiny", {"knob": 1}, compute)
-    again, _ = ex._study("demo", "tiny", {"knob": 1}, compute)
-    other, _ = ex._study("demo", "tiny", {"knob": 2}, compute)
+    first, prov = study("demo", "tiny", {"knob": 1}, compute)
+    again, _ = study("demo", "tiny", {"knob": 1}, compute)
+    other, _ = study("demo", "tiny", {"knob": 2}, compute)
     assert first == again == other == {"value": 42}
     assert len(calls) == 2  # a new config is a new study; the same one is reused
     assert prov["scale"] == "tiny" and prov["commit"] and prov["config"]["knob"] == 1
 
 
+def test_store_never_recomputes_a_stored_result(tmp_path):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"value": len(calls)}
+
+    first, _ = study("demo", "small", {"budget": 1}, compute, store=True, root=tmp_path)
+    again, _ = study("demo", "small", {"budget": 1}, compute, store=True, root=tmp_path)
+    loaded, prov = study("demo", "small", {"budget": 1}, compute, root=tmp_path)
+    assert first == again == loaded == {"value": 1} and calls == [1]
+    assert stored_path("demo", "small", tmp_path).is_file() and prov["scale"] == "small"
+    with pytest.raises(ValueError, match="stored with another configuration"):
+        study("demo", "small", {"budget": 2}, compute, store=True, root=tmp_path)
+    assert calls == [1]
+
+
 def test_small_scale_without_stored_result_names_the_command(tmp_path, monkeypatch):
     monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="canlib experiment --scale small"):
-        ex._study("similarity", "small", {}, lambda: {"never": "computed"})
+        study("similarity", "small", {}, lambda: {"never": "computed"})
 
 
 def test_unknown_scale_is_refused():
     with pytest.raises(ValueError, match="SCALE='huge'"):
-        ex.scale_spec("huge")
+        scale_spec("huge")
+
+
+def test_small_plan_holds_the_seeded_grid():
+    runs = plan("small")
+    en_de = [r for r in runs if r.corpus == "multi30k-en-de"]
+    assert len(en_de) == 7 * 3 + 2  # Table 2 systems and ablations x 3 seeds, 9/4 and 14/1 x 1
+    others = [r for r in runs if r.corpus != "multi30k-en-de"]
+    assert len(others) == 5 * 3 * 2 and {r.system for r in others} == {"baseline", "balanced", "can"}
+    assert {r.seed for r in plan("small", systems=["can"], seeds=[2])} == {2}
+
+
+def test_small_budget_is_the_measured_recipe():
+    train = scale_spec("small").train
+    assert (train["max_steps"], train["max_tokens"], train["lr"], train["warmup"]) == (1200, 8192, 1e-3, 500)
+    assert (train["valid_every"], train["average_last"], train["label_smoothing"]) == (400, 2, 0.1)
 
 
 def test_experiment_command_refuses_unknown_systems(capsys):
     assert main(["experiment", "--scale", "tiny", "--systems", "transformer-big"]) == 2
-    assert "transformer-big" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "transformer-big" in err and "--systems" in err
+
+
+def test_experiment_command_refuses_unknown_corpora(capsys):
+    assert main(["experiment", "--scale", "tiny", "--corpora", "wmt99-xx-yy"]) == 2
+    err = capsys.readouterr().err
+    assert "wmt99-xx-yy" in err and "multi30k-en-de" in err
+
+
+def test_reduced_budget_is_refused_for_the_default_results_folder(capsys):
+    assert main(["experiment", "--scale", "tiny", "--max-steps", "4"]) == 2
+    assert "--out" in capsys.readouterr().err
+
+
+def test_bleu_by_seed_at_small_reads_every_stored_seed_and_skips_missing_systems(tmp_path):
+    import math
+
+    from canlib.studies.quality import bleu_by_seed, seed_summary
+    from canlib.studies.results import provenance, save_result
+
+    for seed, score in ((1, 30.0), (2, 32.0), (3, 31.0)):
+        save_result(stored_path(f"runs/multi30k-en-de/can-seed{seed}", "small", tmp_path),
+                    {"scores": {"test": {"bleu": score, "tok_bleu": score + 0.5}}}, provenance("small", {"seed": seed}))
+    save_result(stored_path("runs/multi30k-en-de/balanced-seed1", "small", tmp_path),
+                {"scores": {"test": {"bleu": 29.0, "tok_bleu": 29.0}}}, provenance("small", {"seed": 1}))
+    scores = bleu_by_seed("small", ["can", "balanced", "san"], root=tmp_path)
+    assert scores == {"can": [30.0, 32.0, 31.0], "balanced": [29.0]}
+    table = seed_summary("small", ["can", "balanced"], metric="tok_bleu", root=tmp_path)
+    assert table.loc["can", "mean"] == pytest.approx(31.5) and table.loc["can", "std"] == pytest.approx(1.0)
+    assert table.loc["can", "n"] == 3 and math.isnan(table.loc["balanced", "std"])
+
+def test_chapters_default_to_small_only_where_small_runs_are_stored(tmp_path):
+    from canlib.studies.quality import default_scale
+    from canlib.studies.results import provenance, save_result
+
+    assert default_scale(tmp_path) == "tiny"
+    save_result(stored_path("runs/multi30k-en-de/can-seed1", "small", tmp_path), {"scores": {}}, provenance("small", {}))
+    assert default_scale(tmp_path) == "small"
+
+
+def test_experiment_command_refuses_unknown_studies(capsys):
+    assert main(["experiment", "--scale", "tiny", "--studies", "runs,telepathy"]) == 2
+    assert "telepathy" in capsys.readouterr().err
+
+
+def test_a_failed_run_is_named_and_does_not_stop_the_others(monkeypatch, capsys):
+    from canlib.studies import cli
+    from canlib.studies.runs import RunSpec
+
+    def fake_run_one(scale, spec, root, max_steps):
+        if spec.system == "san":
+            raise ValueError("diverged")
+        return {"test": 1.0, "valid": 2.0, "train_s": 3.0, "device": "cpu"}
+
+    monkeypatch.setattr(cli, "run_one", fake_run_one)
+    runs = [RunSpec("san", 1, "multi30k-en-de"), RunSpec("can", 1, "multi30k-en-de")]
+    with pytest.raises(RuntimeError, match="multi30k-en-de/san-seed1: ValueError: diverged"):
+        cli.train_all("tiny", runs, None, None, jobs=1)
+    printed = capsys.readouterr().out
+    assert "san seed 1" not in printed and "[2/2] multi30k-en-de can seed 1: test sacreBLEU 1.00" in printed

@@ -119,3 +119,17 @@ def test_bleu_by_seed_feeds_the_quality_verdicts(monkeypatch):
     rows = judge("small", bleu=bleu)
     assert by_name(rows, "CAN is within 0.5 BLEU of Balanced")[0].verdict == sc.HELD
     assert by_name(rows, "Balanced keeps Baseline's BLEU")[0].verdict == sc.NOT_TESTED  # no Baseline seeds
+
+
+def test_cross_task_claim_holds_only_when_every_direction_holds():
+    from canlib.studies.scorecard import FAILED, HELD, NOISE, NOT_TESTED, cross_task_claim
+
+    close = {"can": [30.0, 30.2, 29.8], "balanced": [30.1, 30.3, 29.9]}
+    far = {"can": [27.0, 27.2, 26.8], "balanced": [30.1, 30.3, 29.9]}
+    noisy = {"can": [29.0, 31.0, 30.0], "balanced": [30.5, 28.5, 32.5]}
+    assert cross_task_claim("small", {"a": close, "b": close}, "paper").verdict == HELD
+    assert cross_task_claim("small", {"a": close, "b": far}, "paper").verdict == FAILED
+    assert cross_task_claim("small", {"a": close, "b": noisy}, "paper").verdict == NOISE
+    assert cross_task_claim("tiny", {"a": close, "b": close}, "paper").verdict == NOT_TESTED
+    one_seed = {"can": [30.0], "balanced": [30.0]}
+    assert cross_task_claim("small", {"a": close, "b": one_seed}, "paper").verdict == NOT_TESTED

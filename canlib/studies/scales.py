@@ -2,8 +2,12 @@
 
 * ``tiny``: CPU minutes, what CI runs: ``tiny-*`` presets (d=64) on 3,000 Multi30k En-De pairs. The
   models exercise every code path; they do not translate well, so no quality claim is judged here.
-* ``small``: GPU minutes: ``small-*`` presets (d=256) on all of Multi30k En-De (29k pairs). The paper
-  trains on WMT14 En-De; Multi30k is what trains to real translations in GPU-minutes.
+* ``small``: GPU minutes: ``small-*`` presets (d=256) on all of Multi30k En-De (29k pairs), and Baseline,
+  Balanced and CAN on the five other Multi30k directions. The paper trains on WMT14 En-De; Multi30k is
+  what trains to real translations in GPU-minutes. The budget is the recipe measured on one H200
+  (``/work/shared/measurements/h200-2026-11-26``: small-can, 57 s, sacreBLEU 31.9 on test2016):
+  1200 updates x 8192 tokens, lr 1e-3, 500 warm-up updates, label smoothing 0.1, validation every
+  400 updates, the last 2 checkpoints averaged; bf16 on CUDA, fp32 on a CPU (hours there).
 * ``full``: the paper's recipe (d=512 presets, WMT14 En-De, 4096 tokens x 8 GPUs).
 
 Speed is measured at the paper's d=512 shapes at every scale (it depends on shapes, not on weights).
@@ -31,6 +35,10 @@ class ScaleSpec:
     length_sweep: tuple[int, ...] = (10, 20, 30, 40, 50)
     batch_sweep: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
     finetune_steps: int = 0
+    seeds: int = 1  # seeds of the Table 2 systems and the two ablations
+    depth_seeds: int = 1  # seeds of the depth systems (9/4, 14/1)
+    directions: tuple[str, ...] = ()  # further corpora on which the direction systems are trained
+    direction_seeds: int = 1
 
 
 _SPECS = {
@@ -43,8 +51,10 @@ _SPECS = {
     ),
     "small": ScaleSpec(
         "small", "multi30k-en-de", "small", "small-",
-        dict(lr=1e-3, warmup=4000, max_tokens=4096, max_epochs=40, patience=5, label_smoothing=0.1),
-        finetune_steps=2000,
+        dict(lr=1e-3, warmup=500, max_tokens=8192, max_steps=1200, valid_every=400, keep_last=2, average_last=2,
+             label_smoothing=0.1, log_every=50, progress=False),
+        finetune_steps=400, seeds=3, depth_seeds=1, direction_seeds=2,
+        directions=("multi30k-de-en", "multi30k-en-fr", "multi30k-fr-en", "multi30k-en-cs", "multi30k-cs-en"),
     ),
     "full": ScaleSpec(
         "full", "wmt14-en-de", "full", "",
@@ -54,7 +64,11 @@ _SPECS = {
 }
 
 
+DIRECTION_SYSTEMS = ("baseline", "balanced", "can")  # trained on every direction (paper Tables 2 and 3)
+
+
 def scale_spec(scale: str) -> ScaleSpec:
+    """The corpus, presets, budget and seeds of ``scale``."""
     if scale not in _SPECS:
         raise ValueError(f"SCALE={scale!r}: choose one of {', '.join(SCALES)}")
     return _SPECS[scale]

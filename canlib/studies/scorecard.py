@@ -77,6 +77,26 @@ def quality_claim(name: str, paper: str, criterion: str, ok: Callable[[float], b
     return Claim(name, "quality", paper, ours, criterion, evidence, interval_verdict(low, high, ok))
 
 
+def cross_task_claim(scale: str, by_direction: dict[str, dict[str, list[float]]], paper_range: str,
+                     margin: float = 0.5, metric: str = "tok-BLEU") -> Claim:
+    """"CAN is on par with Balanced across tasks": CAN at most ``margin`` below Balanced on every
+    direction, each judged against its seed spread; held when every direction holds, did not hold when
+    any fails, within noise otherwise. ``by_direction``: {corpus: {system: [BLEU per seed]}}."""
+    name = f"CAN stays within {margin} BLEU of Balanced across tasks (Tables 2-3)"
+    criterion = f"ΔBLEU >= -{margin} on every direction"
+    per = {c: quality_claim(name, paper_range, criterion, lambda d: d >= -margin, "can", "balanced", scale, scores, metric)
+           for c, scores in by_direction.items()}
+    judged = {c: claim for c, claim in per.items() if claim.verdict != NOT_TESTED}
+    if scale not in QUALITY_SCALES or len(judged) < 2:
+        why = (f"scale {scale}: its models do not translate well enough to judge BLEU" if scale not in QUALITY_SCALES
+               else f"{len(judged)} direction(s) with at least {MIN_SEEDS} seeds of CAN and Balanced; needs 2 or more")
+        return Claim(name, "quality", paper_range, "—", criterion, why, NOT_TESTED)
+    verdicts = [claim.verdict for claim in judged.values()]
+    verdict = HELD if all(v == HELD for v in verdicts) else FAILED if FAILED in verdicts else NOISE
+    ours = "; ".join(f"{c.removeprefix('multi30k-')} {claim.ours.split(' (')[0]}" for c, claim in judged.items())
+    return Claim(name, "quality", paper_range, ours, criterion, f"{metric}, scale {scale}, {len(judged)} directions", verdict)
+
+
 def ratio_range(rows: dict[str, dict[str, float]], system: str, against: str) -> tuple[float, float, float]:
     """(median ratio, lowest, highest) of system/against over the timed repeats' min..max."""
     a, b = rows[system], rows[against]
@@ -205,8 +225,31 @@ def scorecard(scale: str, *, gpu_run: str | None = None, cpu: bool = True) -> li
         except FileNotFoundError:  # small/full without a stored CPU run: the CPU rows are context, not evidence
             cpu_rows = None
     systems = ("baseline", "balanced", "can", "can_ffn", "depth-14-1")
-    return claims(scale, bleu=bleu_by_seed(scale, systems), gpu=gpu, gpu_evidence=gpu_evidence, cpu=cpu_rows,
+    rows = claims(scale, bleu=bleu_by_seed(scale, systems), gpu=gpu, gpu_evidence=gpu_evidence, cpu=cpu_rows,
                   cpu_evidence=cpu_evidence, gpu_batch=batch, batch_evidence=batch_evidence)
+    return rows + [cross_task_claim(scale, bleu_by_direction(scale), paper_can_gap())]
+
+
+def paper_can_gap() -> str:
+    """The paper's CAN - Balanced BLEU over its 14 tasks (Tables 2 and 3), as a range."""
+    from canlib.studies.paper import paper_numbers
+
+    paper = paper_numbers()
+    gaps = [v["CAN"][0] - v["Balanced"][0] for table in ("table2_wmt14", "table3_wmt17")
+            for k, v in paper[table].items() if not k.startswith("_")]
+    return f"{min(gaps):+.2f} to {max(gaps):+.2f} over {len(gaps)} tasks"
+
+
+def bleu_by_direction(scale: str, metric: str = "tok_bleu") -> dict[str, dict[str, list[float]]]:
+    """{corpus: {system: [BLEU per seed]}} of the direction systems on every corpus of the scale;
+    empty where the scale has no stored runs (tiny: none are judged)."""
+    if scale not in QUALITY_SCALES:
+        return {}
+    from canlib.studies.quality import bleu_by_seed as by_seed
+    from canlib.studies.scales import DIRECTION_SYSTEMS, scale_spec
+
+    spec = scale_spec(scale)
+    return {c: by_seed(scale, DIRECTION_SYSTEMS, corpus=c, metric=metric) for c in (spec.corpus, *spec.directions)}
 
 
 def frame(rows: list[Claim]):

@@ -37,25 +37,37 @@ def key(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def stored_path(name: str, scale: str) -> Path:
-    """Where ``canlib experiment --scale <scale>`` stores the study ``name``."""
-    return results_dir() / scale / f"{name}.json"
+def stored_path(name: str, scale: str, root: Path | None = None) -> Path:
+    """Where ``canlib experiment --scale <scale>`` stores the study ``name`` (``root``: its ``--out``,
+    else ``results_dir()``)."""
+    return (Path(root) if root is not None else results_dir()) / scale / f"{name}.json"
+
+
+def result_path(name: str, scale: str, config: dict[str, Any], *, store: bool = False, root: Path | None = None) -> Path:
+    """The file :func:`study` reads or writes for these arguments (files that belong to a result, such
+    as a run's hypotheses, are written beside it)."""
+    if store or scale != "tiny" or root is not None:
+        return stored_path(name, scale, root)
+    return cache_dir() / "studies" / scale / f"{name}-{key(code_version(), config)}.json"
 
 
 def study(name: str, scale: str, config: dict[str, Any], compute: Callable[[], Any], device: str = "cpu", *,
-          store: bool = False) -> tuple[Any, dict[str, Any]]:
-    """(result, provenance) of the study ``name`` at ``scale`` (see the module docstring)."""
-    if store:
-        path = stored_path(name, scale)
-    elif scale == "tiny":
-        path = cache_dir() / "studies" / scale / f"{name}-{key(code_version(), config)}.json"
-    else:
-        path = stored_path(name, scale)
+          store: bool = False, root: Path | None = None, extra: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    """(result, provenance) of the study ``name`` at ``scale`` (see the module docstring); ``root``
+    replaces ``results_dir()`` for stored results (given without ``store``, it is only read, at tiny too); ``extra`` adds top-level provenance keys (seed, budget)."""
+    path = result_path(name, scale, config, store=store, root=root)
+    if not store and (scale != "tiny" or root is not None):  # a folder of stored results: load only
         if not path.exists():
             raise FileNotFoundError(
                 f"{path}: no stored {scale} result; produce it with `python -m canlib experiment --scale {scale}` "
                 "(on a GPU) and commit the JSON it writes")
         return load_result(path)
     if not path.exists():
-        save_result(path, compute(), provenance(scale, {**config, "code_version": code_version()}, device))
-    return load_result(path)
+        save_result(path, compute(), provenance(scale, {**config, "code_version": code_version()}, device, **(extra or {})))
+        return load_result(path)
+    result, prov = load_result(path)
+    stored = {k: v for k, v in prov["config"].items() if k != "code_version"}  # code changes keep a stored result
+    if store and json.loads(json.dumps(stored)) != json.loads(json.dumps(config)):
+        raise ValueError(f"{path}: stored with another configuration ({stored}); this asks for {config}: "
+                         "give another results folder or delete the stored file")
+    return result, prov

@@ -1,0 +1,157 @@
+"""The paper's analyses on trained models (seed 1 of the scale's main corpus), each one study
+(:func:`canlib.studies.store.study`): computed at tiny or by ``canlib experiment``, loaded elsewhere.
+
+* :func:`similarity`: Figure 2, cosine similarity of the decoder sub-layer inputs of the 6/6 Baseline.
+* :func:`error_buckets`: Figure 6, BLEU by source-word frequency and by sentence length.
+* :func:`conversion_study`: beyond the paper, Balanced converted to CAN (canlib.model.compress) before and
+  after a short fine-tune, against CAN trained from scratch.
+* :func:`final_losses`, :func:`valid_loss`: Figure 8's end points and the loss of any model.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from canlib.model.seq2seq import Seq2Seq
+from canlib.studies.quality import hypotheses, run_config, translate_split
+from canlib.studies.runs import Run, batches, budget, prepared, run_dir, teacher_forced_batches, train, trained, training_device
+from canlib.studies.scales import scale_spec
+from canlib.studies.store import study
+
+
+def _config(system: str, scale: str, max_steps: int | None) -> dict[str, Any]:
+    spec = scale_spec(scale)
+    return run_config(system, scale, 1, spec.corpus, max_steps)
+
+
+def similarity(scale: str, *, store: bool = False, root: Path | None = None,
+               max_steps: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Figure 2: cosine similarity of sub-layer inputs in the trained 6/6 Baseline (raw and LayerNorm'd),
+    over the validation split."""
+    from canlib.studies.analysis import sublayer_similarity
+
+    def compute() -> dict[str, Any]:
+        run = trained("baseline", scale, train_now=True, max_steps=max_steps)
+        model = run.model()
+        out = {}
+        for normalized in (False, True):
+            sims = sublayer_similarity(model, teacher_forced_batches(run, "valid"), model.cfg.pad_id, normalized=normalized)
+            out["normalized" if normalized else "residual"] = {k: v.tolist() for k, v in sims.items()}
+        return out
+
+    return study("similarity", scale, _config("baseline", scale, max_steps), compute, store=store, root=root)
+
+
+def quantile_buckets(values: np.ndarray, n: int) -> tuple[np.ndarray, list[str]]:
+    """Bucket ids of ``values`` in ``n`` quantile buckets, and each bucket's range as a label."""
+    edges = np.quantile(values, np.linspace(0, 1, n + 1))
+    ids = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, n - 1)
+    return ids, [f"{edges[i]:.0f}-{edges[i + 1]:.0f}" for i in range(n)]
+
+
+def buckets_of(hyps: list[str], srcs: list[str], refs: list[str], data: Any, lang: str,
+               n_freq: int = 5) -> dict[str, dict[str, list]]:
+    """Tokenized corpus BLEU per bucket of average source-subword training frequency (quantile
+    buckets) and of source length in words (1-10, 11-20, 21-30, 31-40, 41+)."""
+    from canlib.bleu import corpus_scores
+
+    train_split = data.split("train")
+    counts = np.bincount(np.concatenate([train_split[i][0] for i in range(len(train_split))]), minlength=data.vocab.size)
+    freq = np.array([counts[data.vocab.encode(s)].mean() if s.strip() else 0.0 for s in srcs])
+    freq_ids, freq_labels = quantile_buckets(freq, n_freq)
+    lengths = np.array([len(s.split()) for s in srcs])
+    len_ids = np.minimum((np.maximum(lengths, 1) - 1) // 10, 4)
+    len_labels = ["1-10", "11-20", "21-30", "31-40", "41+"]
+    out = {}
+    for name, ids, labels in (("frequency", freq_ids, freq_labels), ("length", len_ids, len_labels)):
+        bleu, sizes = [], []
+        for b in range(len(labels)):
+            members = np.flatnonzero(ids == b)
+            sizes.append(int(members.size))
+            sub_h, sub_r = [hyps[i] for i in members], [refs[i] for i in members]
+            bleu.append(corpus_scores(sub_h, sub_r, lang=lang)["tok_bleu"] if members.size else float("nan"))
+        out[name] = {"labels": labels, "bleu": bleu, "sentences": sizes}
+    return out
+
+
+def error_buckets(scale: str, systems: tuple[str, ...] = ("balanced", "can"), *, store: bool = False,
+                  root: Path | None = None, max_steps: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Figure 6 for each of ``systems`` (seed 1, the test split): {system: {"frequency": ..., "length": ...}}."""
+    from canlib.studies.runs import target_lang
+
+    def compute() -> dict[str, Any]:
+        data = prepared(scale)
+        test = data.split("test")
+        out = {}
+        for system in systems:
+            hyps = hypotheses(system, scale, "test", store=store, root=root, max_steps=max_steps)
+            out[system] = buckets_of(hyps, list(test.src_text), list(test.tgt_text), data, target_lang(data))
+        return out
+
+    config = {"systems": list(systems), **{s: _config(s, scale, max_steps) for s in systems}}
+    return study("errors", scale, config, compute, store=store, root=root)
+
+
+@torch.no_grad()
+def valid_loss(model: Seq2Seq, data: Any, label_smoothing: float = 0.1) -> float:
+    """Label-smoothed cross entropy per target token on the validation split (as the trainer logs it)."""
+    from canlib.training.trainer import label_smoothed_nll_loss
+
+    split = data.split("valid")
+    cfg = model.cfg
+    device = next(model.parameters()).device
+    model.eval()
+    total, tokens = 0.0, 0
+    for batch in batches(split, cfg):
+        src, tgt_in, tgt_out = (batch[k].to(device) for k in ("src", "tgt_in", "tgt_out"))
+        loss, _ = label_smoothed_nll_loss(model(src, tgt_in), tgt_out, label_smoothing, cfg.pad_id)
+        total += float(loss)
+        tokens += int(tgt_out.ne(cfg.pad_id).sum())
+    return total / tokens
+
+
+def final_losses(log: list[dict[str, Any]]) -> tuple[float, float]:
+    """(train loss, valid loss) at the last validation of a training log."""
+    rows = [r for r in log if r.get("valid_loss") is not None]
+    if not rows:
+        raise ValueError("the training log holds no validation record")
+    train_rows = [r["train_loss"] for r in log if r.get("train_loss") is not None]
+    return float(train_rows[-1]) if train_rows else float("nan"), float(rows[-1]["valid_loss"])
+
+
+def conversion_study(scale: str, *, store: bool = False, root: Path | None = None,
+                     max_steps: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Balanced converted to CAN by canlib.model.compress, before and after a short fine-tune
+    (``ScaleSpec.finetune_steps``, or ``max_steps`` when reduced), against CAN trained from scratch."""
+    from canlib.model.compress import standard_to_can
+
+    spec = scale_spec(scale)
+    steps = max_steps if max_steps is not None else spec.finetune_steps
+    finetune = {**budget(scale, 1), "max_epochs": 0, "patience": 0, "max_steps": steps, "warmup": max(1, steps // 10)}
+    if finetune.get("valid_every"):
+        finetune["valid_every"] = min(finetune["valid_every"], steps)
+
+    def compute() -> dict[str, Any]:
+        device = training_device(scale)
+        data = prepared(scale)
+        balanced = trained("balanced", scale, train_now=True, max_steps=max_steps).model()
+        converted = standard_to_can(balanced)
+        folder = run_dir("can", scale, spec.corpus, finetune, init="converted")
+        if not (folder / "result.json").exists():
+            train("can", scale, spec.corpus, folder, finetune, init_weights=converted.state_dict())
+        tuned = Run("can", scale, 1, spec.corpus, folder, {}).model()
+        scratch = trained("can", scale, train_now=True, max_steps=max_steps).model()
+        rows = []
+        for name, model in [("Balanced (trained)", balanced), ("converted, no training", converted),
+                            ("converted + fine-tune", tuned), ("CAN from scratch", scratch)]:
+            model = model.to(device).eval()
+            _, scores = translate_split(model, data, "test", spec.beam)
+            rows.append({"system": name, "valid loss": valid_loss(model, data),
+                         "test BLEU": scores["bleu"], "test tok-BLEU": scores["tok_bleu"]})
+        return {"rows": rows, "finetune": finetune}
+
+    config = {**_config("can", scale, max_steps), "finetune": finetune}
+    return study("conversion", scale, config, compute, training_device(scale), store=store, root=root)

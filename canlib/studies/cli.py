@@ -1,0 +1,207 @@
+"""``python -m canlib experiment``: train every run of a scale, evaluate it, run the analyses, store it all.
+
+The runs share one GPU: training a ``small-*`` model is launch-bound (one run uses ~1% of an H200's
+matrix throughput), so ``--jobs`` worker processes (spawned, not forked, because CUDA is not
+fork-safe) train concurrently. Each finished run is written at once, so an interrupted command
+resumes: a stored run is skipped and an interrupted one resumes from its checkpoints.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from canlib.studies.runs import ALL_SYSTEMS, RunSpec, corpora, plan, prepared, training_device
+from canlib.studies.scales import SCALES, scale_spec
+
+STUDIES = ("runs", "similarity", "errors", "conversion", "speed")
+DEFAULT_STUDIES = ("runs", "similarity", "errors", "conversion")
+# the seed-1 runs on the main corpus that each analysis reads
+NEEDS = {"similarity": ("baseline",), "errors": ("balanced", "can"), "conversion": ("balanced", "can")}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Train every run of a scale (concurrently), evaluate it with beam search on valid and every test split, "
+        "run the similarity, error, depth, ablation and conversion studies, and store results with provenance and "
+        "the test hypotheses under book/results/<scale>/. Resumable: run it again after an interruption. "
+        "Time: tiny runs take CPU minutes each; small is meant to take under 8 minutes on one H100/H200 (not yet "
+        "measured with this command) and takes many hours on a CPU.")
+    parser.add_argument("--scale", choices=SCALES, help="tiny (CPU, CI), small (GPU minutes), full (the paper)")
+    parser.add_argument("--systems", default=",".join(ALL_SYSTEMS), help="comma-separated systems (default: all)")
+    parser.add_argument("--seeds", default=None, help="comma-separated seeds (default: every seed of the scale's plan)")
+    parser.add_argument("--corpora", default=None, help="comma-separated corpora (default: every corpus of the scale)")
+    parser.add_argument("--studies", default=",".join(DEFAULT_STUDIES),
+                        help=f"comma-separated, from {', '.join(STUDIES)} (runs: train and score every run, which gives Table 2, "
+                             "the depth and the ablation BLEU; speed: the shared speed studies, book/results only)")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="training processes at once (default: on CUDA min(runs, 2 x CPU cores), on CPU 1)")
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help="reduced training budget for end-to-end tests (recorded in the provenance; needs --out)")
+    parser.add_argument("--out", default=None, help="results folder instead of book/results (files go to OUT/<scale>/)")
+    parser.add_argument("--status-every", type=float, default=60.0, help="seconds between status lines (default 60)")
+    parser.add_argument("--rescore", default=None, metavar="DIR",
+                        help="recompute sacreBLEU of every stored run under DIR from its hypotheses; fail on a difference")
+
+
+def _names(value: str | None, what: str) -> list[str] | None:
+    if value is None:
+        return None
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise ValueError(f"--{what}: empty list")
+    return names
+
+
+def _seeds(value: str | None) -> list[int] | None:
+    names = _names(value, "seeds")
+    if names is None:
+        return None
+    bad = [n for n in names if not n.isdigit() or int(n) < 1]
+    if bad:
+        raise ValueError(f"--seeds: {', '.join(bad)} is not a positive integer")
+    return [int(n) for n in names]
+
+
+def default_jobs(runs: int, device: str) -> int:
+    """Concurrent training processes: the GPU is launch-bound, so up to two per CPU core; one on a CPU."""
+    if device != "cuda":
+        return 1
+    return max(1, min(runs, 2 * (os.cpu_count() or 1)))
+
+
+def _worker_init(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def run_one(scale: str, spec: RunSpec, root: Path | None, max_steps: int | None) -> dict[str, Any]:
+    """Train (or resume), evaluate and store one run; a summary line's numbers."""
+    from canlib.studies.quality import run_result
+
+    result, prov = run_result(spec.system, scale, spec.seed, spec.corpus, store=True, root=root, max_steps=max_steps)
+    return {"test": result["scores"]["test"]["bleu"], "valid": result["scores"]["valid"]["bleu"],
+            "train_s": result["training"].get("wall_s"), "device": prov["device"]}
+
+
+def _line(done: int, total: int, spec: RunSpec, summary: dict[str, Any]) -> str:
+    return (f"[{done}/{total}] {spec.corpus} {spec.system} seed {spec.seed}: test sacreBLEU {summary['test']:.2f}, "
+            f"valid {summary['valid']:.2f}, {summary['train_s']} s of training ({summary['device']})")
+
+
+def train_all(scale: str, runs: list[RunSpec], root: Path | None, max_steps: int | None, jobs: int,
+              status_every: float = 60.0) -> None:
+    """Train and store ``runs`` with ``jobs`` processes; one line per finished run, a status line every
+    ``status_every`` seconds; a failed run does not stop the others and is reported at the end."""
+    total, done, failed = len(runs), 0, []
+    if jobs <= 1:
+        for spec in runs:
+            done += 1
+            try:
+                print(_line(done, total, spec, run_one(scale, spec, root, max_steps)), flush=True)
+            except Exception as exc:  # noqa: BLE001 - reported with the run's name, the others go on
+                failed.append(f"{spec.name}: {type(exc).__name__}: {exc}")
+                print(f"[{done}/{total}] {spec.name} FAILED: {exc}", flush=True)
+    else:
+        _train_concurrently(scale, runs, root, max_steps, jobs, status_every, failed)
+    if failed:
+        raise RuntimeError(f"{len(failed)} run(s) failed (run the command again to retry):\n" + "\n".join(failed))
+
+
+def _train_concurrently(scale: str, runs: list[RunSpec], root: Path | None, max_steps: int | None, jobs: int,
+                        status_every: float, failed: list[str]) -> None:
+    """``train_all`` with spawned worker processes (CUDA is not fork-safe); failures go to ``failed``."""
+    total, done = len(runs), 0
+    start = time.monotonic()
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_worker_init, initargs=(threads,)) as pool:
+        pending: dict[Future, RunSpec] = {pool.submit(run_one, scale, spec, root, max_steps): spec for spec in runs}
+        while pending:
+            finished, _ = wait(pending, timeout=status_every, return_when=FIRST_COMPLETED)
+            for future in finished:
+                spec = pending.pop(future)
+                done += 1
+                try:
+                    print(_line(done, total, spec, future.result()), flush=True)
+                except Exception as exc:  # noqa: BLE001 - reported with the run's name, the others go on
+                    failed.append(f"{spec.name}: {type(exc).__name__}: {exc}")
+                    print(f"[{done}/{total}] {spec.name} FAILED: {exc}", flush=True)
+            if not finished:
+                print(f"status: {done}/{total} runs finished after {time.monotonic() - start:.0f} s, "
+                      f"{len(pending)} in progress or queued", flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train, evaluate and store the selected runs and studies of a scale (see the module docstring)."""
+    from canlib.studies.quality import check_stored_budget, rescore, run_config
+    from canlib.studies.store import result_path
+    from canlib.studies import analyses
+
+    if args.rescore:
+        rows = rescore(Path(args.rescore))
+        print(f"{len(rows)} stored sacreBLEU scores of {len({r['file'] for r in rows})} runs reproduced from their hypotheses")
+        return 0
+    if args.scale is None:
+        raise ValueError("--scale is required (or --rescore DIR)")
+    scale = args.scale
+    studies = _names(args.studies, "studies") or []
+    unknown = sorted(set(studies) - set(STUDIES))
+    if unknown:
+        raise ValueError(f"--studies: unknown {', '.join(unknown)}; choose from {', '.join(STUDIES)}")
+    if args.max_steps is not None and args.out is None:
+        raise ValueError("--max-steps trains a reduced budget: give --out DIR (book/results holds full-budget results only)")
+    if args.jobs is not None and args.jobs < 1:
+        raise ValueError(f"--jobs {args.jobs}: must be >= 1")
+    root = Path(args.out) if args.out else None
+    systems = _names(args.systems, "systems")
+    try:
+        runs = plan(scale, systems, _seeds(args.seeds), _names(args.corpora, "corpora"))
+    except ValueError as exc:
+        raise ValueError(f"--systems/--corpora: {exc}") from exc
+    if not runs and "runs" in studies:
+        raise ValueError(f"no run of scale {scale} matches --systems/--seeds/--corpora (corpora: {', '.join(corpora(scale))})")
+    for name in dict.fromkeys(r.corpus for r in runs):
+        prepared(scale, name)  # once, here: concurrent workers must not prepare the same folder at once
+    if "runs" in studies:
+        todo = []
+        for r in runs:
+            config = run_config(r.system, scale, r.seed, r.corpus, args.max_steps)
+            path = result_path(f"runs/{r.name}", scale, config, store=True, root=root)
+            if path.exists():
+                check_stored_budget(path, config)  # before any training: a budget mismatch stops the command
+            else:
+                todo.append(r)
+        device = training_device(scale)
+        jobs = args.jobs or default_jobs(len(todo), device)
+        print(f"{scale}: {len(runs)} runs, {len(runs) - len(todo)} already stored, {len(todo)} to train on {device} "
+              f"with {jobs} process(es)", flush=True)
+        train_all(scale, todo, root, args.max_steps, jobs, args.status_every)
+    main_runs = {r.system for r in runs if r.seed == 1 and r.corpus == scale_spec(scale).corpus}
+    for name in ("similarity", "errors", "conversion"):
+        if name not in studies:
+            continue
+        if not set(NEEDS[name]) <= main_runs:
+            print(f"{name}: skipped (needs seed 1 of {', '.join(NEEDS[name])} on {scale_spec(scale).corpus} in this selection)")
+            continue
+        fn = {"similarity": analyses.similarity, "errors": analyses.error_buckets, "conversion": analyses.conversion_study}[name]
+        fn(scale, store=True, root=root, max_steps=args.max_steps)
+        print(f"{name}: stored", flush=True)
+    if "speed" in studies:
+        if root is not None:
+            raise ValueError("--studies speed stores into book/results only (it takes no --out)")
+        from canlib.studies.speed import store_all
+
+        store_all(scale)
+    print(f"stored in {(root or _results()) / scale}")
+    return 0
+
+
+def _results() -> Path:
+    from canlib.io import results_dir
+
+    return results_dir()
