@@ -24,17 +24,19 @@ def read_log(run: str | os.PathLike) -> list[dict[str, Any]]:
     return rows
 
 
-def plot_loss_curves(runs: dict[str, str | os.PathLike], ax=None, x: str = "step"):
-    """Train (solid) and validation (dashed, dots) loss per update of several runs on one axes."""
+def plot_loss_curves(runs: dict[str, str | os.PathLike | list[dict[str, Any]]], ax=None, x: str = "step"):
+    """Train (solid) and validation (dashed, dots) loss per update of several runs on one axes.
+
+    Each run is a run directory, its log.jsonl, or the log's rows (as a stored result keeps them)."""
     import matplotlib.pyplot as plt
 
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
     for i, (label, run) in enumerate(runs.items()):
-        rows = read_log(run)
+        rows = run if isinstance(run, list) else read_log(run)
         color = f"C{i}"
-        train = [(r[x], r["train_loss"]) for r in rows if r.get("kind") == "train"]
-        valid = [(r[x], r["valid_loss"]) for r in rows if r.get("kind") == "valid" and "valid_loss" in r]
+        train = [(r[x], r["train_loss"]) for r in rows if r.get("train_loss") is not None]
+        valid = [(r[x], r["valid_loss"]) for r in rows if r.get("valid_loss") is not None]
         if train:
             ax.plot(*zip(*train), color=color, label=f"{label} train")
         if valid:
