@@ -30,11 +30,10 @@ import torch  # noqa: E402
 from canlib.io import device_name, git_commit  # noqa: E402
 from canlib.bench.settings import BenchSettings  # noqa: E402
 from canlib.bench.speed import canlib_system, source_sentences, system_model, time_systems  # noqa: E402
-from canlib.model.config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS  # noqa: E402
+from canlib.model.config import PAPER_SYSTEMS  # noqa: E402
 from canlib.decoding.search import GraphedDecoder, StepGraphs, beam_search, make_batch  # noqa: E402
 
 GOALS = {"eager can/balanced": 1.3, "captured balanced tok/s": 3000.0}  # issue 13
-ALL_SYSTEMS = tuple(dict.fromkeys(PAPER_SYSTEMS + DEPTH_SYSTEMS + ABLATION_SYSTEMS))  # the nine
 
 
 def captured_matches_eager(model, sources: list[list[int]], beam: int, forced: int) -> bool:

@@ -102,13 +102,22 @@ def test_bleu_by_seed_at_small_reads_every_stored_seed_and_skips_missing_systems
     assert table.loc["can", "mean"] == pytest.approx(31.5) and table.loc["can", "std"] == pytest.approx(1.0)
     assert table.loc["can", "n"] == 3 and math.isnan(table.loc["balanced", "std"])
 
-def test_chapters_default_to_small_only_where_small_runs_are_stored(tmp_path):
+
+def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
+    from canlib.studies.cli import mark_complete
     from canlib.studies.quality import default_scale
     from canlib.studies.results import provenance, save_result
+    from canlib.studies.runs import plan
 
     assert default_scale(tmp_path) == "tiny"
-    save_result(stored_path("runs/multi30k-en-de/can-seed1", "small", tmp_path), {"scores": {}}, provenance("small", {}))
-    assert default_scale(tmp_path) == "small"
+    runs = plan("small")
+    for r in runs[:-1]:
+        save_result(stored_path(f"runs/{r.name}", "small", tmp_path), {"scores": {}}, provenance("small", {}))
+    for name in ("similarity", "errors", "conversion"):
+        save_result(stored_path(name, "small", tmp_path), {}, provenance("small", {}))
+    assert not mark_complete("small", tmp_path, None) and default_scale(tmp_path) == "tiny"  # one run missing
+    save_result(stored_path(f"runs/{runs[-1].name}", "small", tmp_path), {"scores": {}}, provenance("small", {}))
+    assert mark_complete("small", tmp_path, None) and default_scale(tmp_path) == "small"
 
 
 def test_experiment_command_refuses_unknown_studies(capsys):

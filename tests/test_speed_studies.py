@@ -69,6 +69,24 @@ def test_converting_again_reproduces_the_stored_results(tmp_path):
         assert load_result(tmp_path / path.name)[0] == load_result(path)[0]
 
 
+@pytest.mark.skipif(not RAW.is_dir(), reason="raw measurement folder not present")
+def test_the_benchs_current_format_converts_to_the_same_results(tmp_path):
+    """The bench and scripts/gpu_bench.py now write {"systems", "meta"}; a new measurement in that
+    format must convert to what the older flat files give."""
+    new = tmp_path / "new"
+    new.mkdir()
+    shutil.copy(RAW / "README.md", new / "README.md")
+    for name in ("gpu_bench.json", "breakdown.json", "bench_batch.json"):
+        raw = json.loads((RAW / name).read_text())
+        split = {"systems": {k: v for k, v in raw.items() if not k.startswith("_")},
+                 "meta": {k[1:]: v for k, v in raw.items() if k.startswith("_")}}
+        (new / name).write_text(json.dumps(split))
+    gpu.convert_measurements(new, tmp_path / "from_new")
+    gpu.convert_measurements(RAW, tmp_path / "from_flat")
+    for kind in ("speed", "breakdown", "batch"):
+        assert load_result(tmp_path / "from_new" / f"{kind}.json") == load_result(tmp_path / "from_flat" / f"{kind}.json")
+
+
 def test_a_tampered_median_is_refused(tmp_path):
     if not RAW.is_dir():
         pytest.skip("raw measurement folder not present")

@@ -137,6 +137,11 @@ PRESETS: dict[str, dict[str, Any]] = {
 PAPER_SYSTEMS = ("baseline", "balanced", "san", "aan", "can")
 ABLATION_SYSTEMS = ("balanced", "can_attn", "can_ffn", "can")
 DEPTH_SYSTEMS = ("baseline", "depth-9-4", "balanced", "depth-14-1")
+ALL_SYSTEMS = tuple(dict.fromkeys(PAPER_SYSTEMS + DEPTH_SYSTEMS + ABLATION_SYSTEMS))  # the nine systems
+LABELS = {  # the names the paper's tables use
+    "baseline": "Baseline", "balanced": "Balanced", "san": "SAN", "aan": "AAN", "can": "CAN",
+    "can_attn": "Compress Attention", "can_ffn": "Compress FFN", "depth-9-4": "9/4", "depth-14-1": "14/1",
+}
 
 
 def preset(name: str, vocab_size: int = 32000, **overrides: Any) -> ModelConfig:

@@ -15,7 +15,8 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from canlib.studies.runs import ALL_SYSTEMS, RunSpec, corpora, plan, prepared, training_device
+from canlib.model.config import ALL_SYSTEMS
+from canlib.studies.runs import RunSpec, corpora, plan, prepared, training_device
 from canlib.studies.scales import SCALES, scale_spec
 
 STUDIES = ("runs", "similarity", "errors", "conversion", "speed")
@@ -197,8 +198,28 @@ def run(args: argparse.Namespace) -> int:
         from canlib.studies.speed import store_all
 
         store_all(scale)
+    mark_complete(scale, root, args.max_steps)
     print(f"stored in {(root or _results()) / scale}")
     return 0
+
+
+def mark_complete(scale: str, root: Path | None, max_steps: int | None) -> bool:
+    """Store ``<results>/<scale>/complete.json`` once every run of the scale's plan and every analysis is
+    stored (the chapters switch to a scale only then); say what is missing otherwise."""
+    from canlib.studies.quality import COMPLETE
+    from canlib.studies.results import provenance, save_result
+    from canlib.studies.store import stored_path
+
+    everything = plan(scale)
+    missing = [f"runs/{r.name}" for r in everything if not stored_path(f"runs/{r.name}", scale, root).exists()]
+    missing += [name for name in NEEDS if not stored_path(name, scale, root).exists()]
+    if missing:
+        print(f"{scale}: {len(missing)} of {len(everything) + len(NEEDS)} results still missing "
+              f"(e.g. {', '.join(missing[:3])}); the chapters show this scale once all are stored", flush=True)
+        return False
+    save_result(stored_path(COMPLETE, scale, root), {"runs": len(everything), "analyses": list(NEEDS)},
+                provenance(scale, {"plan": [r.name for r in everything], "max_steps": max_steps}, training_device(scale)))
+    return True
 
 
 def _results() -> Path:

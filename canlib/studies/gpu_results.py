@@ -63,6 +63,14 @@ def _repeats(seconds: list[float], tokens: int) -> dict[str, Any]:
             "seconds": list(seconds), "tokens": tokens}
 
 
+def flat(raw: dict[str, Any]) -> dict[str, Any]:
+    """A raw bench file as one dict: systems by name, metadata under ``_``-prefixed keys. The bench and
+    ``scripts/gpu_bench.py`` now write ``{"systems": ..., "meta": ...}``; the stored H200 files predate that."""
+    if isinstance(raw.get("systems"), dict) and isinstance(raw.get("meta"), dict):
+        return {**raw["systems"], **{f"_{k}": v for k, v in raw["meta"].items()}}
+    return raw
+
+
 def _convert_gpu_bench(raw: dict[str, Any]) -> dict[str, Any]:
     settings = raw["_settings"]
     tokens = settings["sentences"] * settings["forced_length"]  # forced length: every sentence yields the same count
@@ -95,7 +103,11 @@ def _convert_bench(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _convert_training(raw: dict[str, Any]) -> dict[str, Any]:
-    return {k: raw[k] for k in ("runs", "precision", "max_tokens", "data", "peak_flops_assumed") if k in raw}
+    out = {k: raw[k] for k in ("runs", "precision", "max_tokens", "data") if k in raw}
+    peak = raw.get("peak_flops", raw.get("peak_flops_assumed"))  # the smoke script's name, then its older one
+    if peak is not None:
+        out["peak_flops"] = peak
+    return out
 
 
 def convert_measurements(source: str | Path, out: str | Path, *, commit: str | None = None, date: str | None = None,
@@ -108,7 +120,7 @@ def convert_measurements(source: str | Path, out: str | Path, *, commit: str | N
     """
     source, out = Path(source), Path(out)
     commands = readme_commands(source / "README.md") if (source / "README.md").exists() else {}
-    raws = {name: json.loads((source / name).read_text(encoding="utf-8")) for name in FILES if (source / name).exists()}
+    raws = {name: flat(json.loads((source / name).read_text(encoding="utf-8"))) for name in FILES if (source / name).exists()}
     if not raws:
         raise FileNotFoundError(f"{source}: none of {', '.join(FILES)} found")
     session_commit = commit or next((r["_git_commit"] for r in raws.values() if r.get("_git_commit")), None)
@@ -200,7 +212,9 @@ def gpu_training(kind: str = "training_4k", run: str = DEFAULT_RUN) -> tuple[dic
 def gpu_setting(prov: dict[str, Any]) -> str:
     """How a GPU figure was measured, in words, for the line under a table."""
     s = prov.get("settings") or {}
-    return (f"{prov['device']}, {prov.get('dtype') or 'dtype not recorded'}, beam {s.get('beam')}, batch {s.get('batch', 1)}, "
+    batch = (f"batch sizes {', '.join(map(str, s['batches']))}" if s.get("study") == "batch" and s.get("batches")
+             else f"batch {s.get('batch', 1)}")
+    return (f"{prov['device']}, {prov.get('dtype') or 'dtype not recorded'}, beam {s.get('beam')}, {batch}, "
             f"forced length {s.get('forced_length')}, {s.get('sentences')} sentences x {s.get('repeats')} repeats, "
             f"d=512 presets with random weights, commit {prov['commit']}, {prov['date']}")
 

@@ -25,6 +25,7 @@ from canlib.studies.scales import scale_spec
 from canlib.studies.store import result_path, study
 
 SCORE_KEYS = ("bleu", "tok_bleu", "signature")
+COMPLETE = "complete"  # the stored result that marks a scale's plan as fully run
 
 
 def translate_split(model: Seq2Seq, data: Any, split: str, beam: int) -> tuple[list[str], dict[str, Any]]:
@@ -223,12 +224,12 @@ def rescore(folder: Path, tolerance: float = 1e-9) -> list[dict[str, Any]]:
 # -- what the chapters show ------------------------------------------------------------------------
 
 def default_scale(root: Path | None = None) -> str:
-    """"small" where ``<results>/small/runs`` holds stored runs (made on a GPU), else "tiny" (what CI
-    trains): the book shows real models wherever they exist."""
+    """"small" once ``canlib experiment --scale small`` has stored every run and analysis of its plan
+    (it then writes ``<results>/small/complete.json``), else "tiny" (what CI trains): the book shows
+    real models wherever they exist, and never a half-finished set."""
     from canlib.studies.store import stored_path
 
-    folder = stored_path("runs", "small", root).with_suffix("")
-    return "small" if folder.is_dir() and any(folder.rglob("*.json")) else "tiny"
+    return "small" if stored_path(COMPLETE, "small", root).exists() else "tiny"
 
 
 def seed_table(scale: str, systems: Sequence[str], corpus: str | None = None, metric: str = "tok_bleu",

@@ -21,18 +21,13 @@ from typing import Any
 import torch
 
 from canlib.data.batching import collate, sorted_batches
-from canlib.io import cache_dir
+from canlib.io import cache_dir, data_dir
 from canlib.model.checkpoint import load_model
-from canlib.model.config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS, ModelConfig, preset
+from canlib.model.config import ABLATION_SYSTEMS, ALL_SYSTEMS, PAPER_SYSTEMS, ModelConfig, preset
 from canlib.model.seq2seq import Seq2Seq
 from canlib.studies.scales import DIRECTION_SYSTEMS, scale_spec
 from canlib.studies.store import code_version, key
 
-LABELS = {
-    "baseline": "Baseline", "balanced": "Balanced", "san": "SAN", "aan": "AAN", "can": "CAN",
-    "can_attn": "Compress Attention", "can_ffn": "Compress FFN", "depth-9-4": "9/4", "depth-14-1": "14/1",
-}
-ALL_SYSTEMS = tuple(dict.fromkeys(PAPER_SYSTEMS + DEPTH_SYSTEMS + ABLATION_SYSTEMS))
 SEEDED_SYSTEMS = tuple(dict.fromkeys(PAPER_SYSTEMS + ABLATION_SYSTEMS))  # trained with ScaleSpec.seeds seeds
 
 
@@ -60,13 +55,18 @@ def check_corpus(scale: str, name: str | None) -> str:
     return name
 
 
-@lru_cache(maxsize=None)
 def prepared(scale: str, name: str | None = None):
     """The prepared corpus ``name`` (default: the scale's own) at the scale's corpus size, prepared on
-    first use (offline from ``CANLIB_DATA_DIR``)."""
+    first use (offline from ``CANLIB_DATA_DIR``), loaded once per data and cache folder."""
+    return _prepared(scale, check_corpus(scale, name), str(data_dir()), str(cache_dir()))
+
+
+@lru_cache(maxsize=None)
+def _prepared(scale: str, name: str, data: str, cache: str):
+    """The folders are part of the key: a process that points CANLIB_CACHE_DIR or CANLIB_DATA_DIR
+    elsewhere (a test, a second experiment) never gets a corpus prepared under the old ones."""
     from canlib.data import load_prepared, prepare
 
-    name = check_corpus(scale, name)
     # progress bars in a terminal (`canlib experiment`), none in a chapter's output
     return load_prepared(prepare(name, scale_spec(scale).corpus_scale, progress=sys.stderr.isatty()))
 

@@ -5,7 +5,7 @@
 * ``small``: GPU minutes: ``small-*`` presets (d=256) on all of Multi30k En-De (29k pairs), and Baseline,
   Balanced and CAN on the five other Multi30k directions. The paper trains on WMT14 En-De; Multi30k is
   what trains to real translations in GPU-minutes. The budget is the recipe measured on one H200
-  (``/work/shared/measurements/h200-2026-11-26``: small-can, 57 s, sacreBLEU 31.9 on test2016):
+  (``../shared/measurements/h200-2026-11-26``: small-can, 57 s, sacreBLEU 31.9 on test2016):
   1200 updates x 8192 tokens, lr 1e-3, 500 warm-up updates, label smoothing 0.1, validation every
   400 updates, the last 2 checkpoints averaged; bf16 on CUDA, fp32 on a CPU (hours there).
 * ``full``: the paper's recipe (d=512 presets, WMT14 En-De, 4096 tokens x 8 GPUs).

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from canlib.studies.speed import CPU_LABEL, LABELS
+from canlib.model.config import LABELS
+from canlib.studies.speed import CPU_LABEL
 
 HELD, FAILED, NOISE, NOT_TESTED, NO_VERDICT_CPU = "held", "did not hold", "within noise", "not tested here", "no verdict (CPU)"
 QUALITY_SCALES = ("small", "full")
@@ -58,7 +59,7 @@ def seed_difference(a: list[float], b: list[float]) -> tuple[float, float]:
 
 
 def quality_claim(name: str, paper: str, criterion: str, ok: Callable[[float], bool], system: str, against: str,
-                  scale: str, bleu: dict[str, list[float]] | None, metric: str = "sacreBLEU") -> Claim:
+                  scale: str, bleu: dict[str, list[float]] | None, metric: str = "tok-BLEU") -> Claim:
     """A BLEU-difference claim (``system`` minus ``against``) judged against the seed spread."""
     def untested(why: str) -> Claim:
         return Claim(name, "quality", paper, "—", criterion, why, NOT_TESTED)
@@ -129,7 +130,7 @@ def paper_ratio(table: dict[str, list[float]], system: str, against: str, column
 def claims(scale: str, *, bleu: dict[str, list[float]] | None, gpu: dict[str, dict[str, float]] | None,
            gpu_evidence: str, cpu: dict[str, dict[str, float]] | None, cpu_evidence: str,
            gpu_batch: dict[str, dict[int, float]] | None = None, batch_evidence: str = "",
-           paper: dict[str, Any] | None = None, metric: str = "sacreBLEU") -> list[Claim]:
+           paper: dict[str, Any] | None = None, metric: str = "tok-BLEU") -> list[Claim]:
     """Every claim this book tests, judged from the evidence passed in (no measuring here).
 
     ``bleu``: {system: [BLEU per seed]}; ``gpu``/``cpu``: {system: {tok_per_s, min, max}};
@@ -188,19 +189,14 @@ def claims(scale: str, *, bleu: dict[str, list[float]] | None, gpu: dict[str, di
     return rows
 
 
-def bleu_by_seed(scale: str, systems: tuple[str, ...] | list[str], metric: str = "bleu") -> dict[str, list[float]] | None:
-    """BLEU per seed from engineer "studies"' API; None where this checkout has none (then every quality
-    claim reads "not tested here")."""
+def seed_scores(scale: str, systems: tuple[str, ...] | list[str], metric: str = "tok_bleu") -> dict[str, list[float]] | None:
+    """Test BLEU per seed of ``systems`` from the stored runs (the paper's tokenized BLEU, the metric
+    every chapter judges); None at a scale whose models are not judged."""
     if scale not in QUALITY_SCALES:
         return None
-    try:
-        from canlib.studies.quality import bleu_by_seed as by_seed
-    except ImportError:
-        return None
-    try:
-        return by_seed(scale, list(systems), split="test", metric=metric)
-    except (FileNotFoundError, KeyError):
-        return None
+    from canlib.studies.quality import bleu_by_seed
+
+    return bleu_by_seed(scale, list(systems), split="test", metric=metric)
 
 
 def scorecard(scale: str, *, gpu_run: str | None = None, cpu: bool = True) -> list[Claim]:
@@ -220,12 +216,12 @@ def scorecard(scale: str, *, gpu_run: str | None = None, cpu: bool = True) -> li
     cpu_rows, cpu_evidence = None, ""
     if cpu:
         try:
-            cpu_rows, cprov = sp.speed_table(scale)
-            cpu_evidence = f"{cprov['device']}, commit {str(cprov['commit'])[:12]}, scale {scale}"
+            cpu_rows, cprov = sp.speed_table("tiny", device="cpu")  # the CPU run every chapter shares
+            cpu_evidence = f"{cprov['device']}, commit {str(cprov['commit'])[:12]}"
         except FileNotFoundError:  # small/full without a stored CPU run: the CPU rows are context, not evidence
             cpu_rows = None
     systems = ("baseline", "balanced", "can", "can_ffn", "depth-14-1")
-    rows = claims(scale, bleu=bleu_by_seed(scale, systems), gpu=gpu, gpu_evidence=gpu_evidence, cpu=cpu_rows,
+    rows = claims(scale, bleu=seed_scores(scale, systems), gpu=gpu, gpu_evidence=gpu_evidence, cpu=cpu_rows,
                   cpu_evidence=cpu_evidence, gpu_batch=batch, batch_evidence=batch_evidence)
     return rows + [cross_task_claim(scale, bleu_by_direction(scale), paper_can_gap())]
 
@@ -245,11 +241,11 @@ def bleu_by_direction(scale: str, metric: str = "tok_bleu") -> dict[str, dict[st
     empty where the scale has no stored runs (tiny: none are judged)."""
     if scale not in QUALITY_SCALES:
         return {}
-    from canlib.studies.quality import bleu_by_seed as by_seed
+    from canlib.studies.quality import bleu_by_seed
     from canlib.studies.scales import DIRECTION_SYSTEMS, scale_spec
 
     spec = scale_spec(scale)
-    return {c: by_seed(scale, DIRECTION_SYSTEMS, corpus=c, metric=metric) for c in (spec.corpus, *spec.directions)}
+    return {c: bleu_by_seed(scale, DIRECTION_SYSTEMS, corpus=c, metric=metric) for c in (spec.corpus, *spec.directions)}
 
 
 def frame(rows: list[Claim]):

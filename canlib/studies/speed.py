@@ -17,15 +17,11 @@ import statistics
 import warnings
 from typing import Any
 
-from canlib.model.config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS
+from canlib.model.config import ABLATION_SYSTEMS, ALL_SYSTEMS, LABELS
 from canlib.studies.scales import scale_spec
 from canlib.studies.store import key, study
 
-LABELS = {
-    "baseline": "Baseline", "balanced": "Balanced", "san": "SAN", "aan": "AAN", "can": "CAN",
-    "can_attn": "Compress Attention", "can_ffn": "Compress FFN", "depth-9-4": "9/4", "depth-14-1": "14/1",
-}
-SPEED_SYSTEMS = tuple(dict.fromkeys(PAPER_SYSTEMS + DEPTH_SYSTEMS + ABLATION_SYSTEMS))  # one run times all nine
+SPEED_SYSTEMS = ALL_SYSTEMS  # one interleaved run times all nine
 SWEEPS = {"beam": ("beam", "beams", "by_beam"), "length": ("beam", "lengths", "by_length"),
           "batch": ("batch", "batches", "by_batch")}
 REFERENCE_SYSTEMS = ("baseline", "ct2:baseline", "balanced", "ct2:balanced")
