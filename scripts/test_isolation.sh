@@ -15,7 +15,10 @@ if [ $# -gt 0 ]; then files=("$@"); else files=(tests/test_*.py); fi
 failed=()
 for file in "${files[@]}"; do
     echo "== $file on its own"
-    "$py" -m pytest -q -m "not book" "$file" || failed+=("$file on its own")
+    "$py" -m pytest -q -m "not book" "$file"
+    rc=$?
+    # 5: the file holds only book tests, which this script leaves out
+    [ $rc -eq 0 ] || [ $rc -eq 5 ] || failed+=("$file on its own")
 done
 ids=()
 while IFS= read -r id; do ids=("$id" "${ids[@]}"); done < <("$py" -m pytest -q --collect-only -m "not book" "${files[@]}" | grep '::')
