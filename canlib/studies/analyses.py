@@ -31,7 +31,7 @@ def similarity(scale: str, *, store: bool = False, root: Path | None = None,
                max_steps: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Figure 2: cosine similarity of sub-layer inputs in the trained 6/6 Baseline (raw and LayerNorm'd),
     over the validation split."""
-    from canlib.studies.analysis import sublayer_similarity
+    from canlib.studies.probes import sublayer_similarity
 
     def compute() -> dict[str, Any]:
         run = trained("baseline", scale, train_now=True, max_steps=max_steps)

@@ -209,7 +209,7 @@ def weights_per_token(d: int = 512) -> dict[str, int]:
     once per sentence, left out), counted from the models themselves."""
     from canlib.model import Seq2Seq
     from canlib.model.config import preset
-    from canlib.studies.analysis import bytes_per_decode_step
+    from canlib.studies.probes import bytes_per_decode_step
 
     out = {}
     for system in ABLATION_SYSTEMS:
