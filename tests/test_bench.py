@@ -104,14 +104,18 @@ def test_bench_in_process_leaves_the_matplotlib_backend_alone(tmp_path):
 
     from canlib.cli import main
 
+    original = matplotlib.get_backend()
     matplotlib.use("svg")  # stands for a notebook's inline backend
-    before = matplotlib.get_backend()
-    argv = ["bench", "speed", "--systems", "tiny-balanced", "--scale", "tiny", "--vocab-size", "100",
-            "--forced-length", "3", "--sentences", "1", "--repeats", "1", "--device", "cpu",
-            "--json", str(tmp_path / "s.json")]
-    assert main(argv) == 0
-    assert (tmp_path / "s.png").exists()
-    assert matplotlib.get_backend() == before
+    try:
+        before = matplotlib.get_backend()
+        argv = ["bench", "speed", "--systems", "tiny-balanced", "--scale", "tiny", "--vocab-size", "100",
+                "--forced-length", "3", "--sentences", "1", "--repeats", "1", "--device", "cpu",
+                "--json", str(tmp_path / "s.json")]
+        assert main(argv) == 0
+        assert (tmp_path / "s.png").exists()
+        assert matplotlib.get_backend() == before
+    finally:
+        matplotlib.use(original)  # later tests see the backend they started with
 
 
 def test_ct2_worker_that_dies_gives_a_clear_error(tmp_path):

@@ -1,13 +1,21 @@
 """The layer diagram draws what the chapters say: three pre-norm sub-layers against CAN's one."""
 from __future__ import annotations
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pytest
 
-matplotlib.use("Agg")
+from canlib.studies.figures import count_blocks, decoder_layers_figure, draw_can_layer, draw_standard_layer
 
-import matplotlib.pyplot as plt  # noqa: E402
 
-from canlib.studies.figures import count_blocks, decoder_layers_figure, draw_can_layer, draw_standard_layer  # noqa: E402
+@pytest.fixture(autouse=True)
+def _headless_backend():
+    """Agg for these tests only; the backend the session had is restored after each."""
+    import matplotlib
+
+    original = matplotlib.get_backend()
+    plt.switch_backend("Agg")
+    yield
+    plt.switch_backend(original)
 
 
 def test_standard_layer_has_three_norms_and_three_residual_adds():
