@@ -124,8 +124,11 @@ def final_losses(log: list[dict[str, Any]]) -> tuple[float, float]:
 
 def conversion_study(scale: str, *, store: bool = False, root: Path | None = None,
                      max_steps: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Balanced converted to CAN by canlib.model.compress, before and after a short fine-tune
-    (``ScaleSpec.finetune_steps``, or ``max_steps`` when reduced), against CAN trained from scratch."""
+    """Balanced converted to CAN by canlib.model.compress, before and after a short fine-tune of n updates
+    (``ScaleSpec.finetune_steps``, or ``max_steps`` when reduced), against the rows a fair comparison
+    needs: CAN with Balanced's trained encoder and a random decoder fine-tuned for the same n updates
+    (conversion against random initialisation at an equal budget), and CAN from scratch for the
+    scale's budget and for that budget plus n (equal total updates). Each row states its updates."""
     from canlib.model.compress import standard_to_can
 
     spec = scale_spec(scale)
@@ -133,23 +136,37 @@ def conversion_study(scale: str, *, store: bool = False, root: Path | None = Non
     finetune = {**budget(scale, 1), "max_epochs": 0, "patience": 0, "max_steps": steps, "warmup": max(1, steps // 10)}
     if finetune.get("valid_every"):
         finetune["valid_every"] = min(finetune["valid_every"], steps)
+    base_steps = budget(scale, 1, max_steps).get("max_steps") or None  # None: the scale trains by epochs
+
+    def finetuned(init: str, weights: dict[str, torch.Tensor]) -> Seq2Seq:
+        folder = run_dir("can", scale, spec.corpus, finetune, init=init)
+        if not (folder / "result.json").exists():
+            train("can", scale, spec.corpus, folder, finetune, init_weights=weights)
+        return Run("can", scale, 1, spec.corpus, folder, {}).model()
 
     def compute() -> dict[str, Any]:
         device = training_device(scale)
         data = prepared(scale)
         balanced = trained("balanced", scale, train_now=True, max_steps=max_steps).model()
         converted = standard_to_can(balanced)
-        folder = run_dir("can", scale, spec.corpus, finetune, init="converted")
-        if not (folder / "result.json").exists():
-            train("can", scale, spec.corpus, folder, finetune, init_weights=converted.state_dict())
-        tuned = Run("can", scale, 1, spec.corpus, folder, {}).model()
-        scratch = trained("can", scale, train_now=True, max_steps=max_steps).model()
+        torch.manual_seed(1)  # the random decoder of the equal-budget row
+        random_decoder = Seq2Seq(converted.cfg).state_dict()
+        random_decoder.update({k: v for k, v in balanced.state_dict().items() if k.startswith(("embed.", "encoder_"))})
+        b = f"{base_steps}" if base_steps else "B"
+        models = [("Balanced (trained)", f"{b}", balanced),
+                  ("converted, no training", f"{b} + 0", converted),
+                  ("converted + fine-tune", f"{b} + {steps}", finetuned("converted", converted.state_dict())),
+                  ("Balanced encoder, random CAN decoder + fine-tune", f"{b} (encoder) + {steps}",
+                   finetuned("random-decoder", random_decoder)),
+                  ("CAN from scratch", f"{b}", trained("can", scale, train_now=True, max_steps=max_steps).model())]
+        if base_steps:
+            models.append((f"CAN from scratch, {base_steps + steps} updates", f"{base_steps + steps}",
+                           trained("can", scale, train_now=True, max_steps=base_steps + steps).model()))
         rows = []
-        for name, model in [("Balanced (trained)", balanced), ("converted, no training", converted),
-                            ("converted + fine-tune", tuned), ("CAN from scratch", scratch)]:
+        for name, updates, model in models:
             model = model.to(device).eval()
             _, scores = translate_split(model, data, "test", spec.beam)
-            rows.append({"system": name, "valid loss": valid_loss(model, data),
+            rows.append({"system": name, "updates": updates, "valid loss": valid_loss(model, data),
                          "test BLEU": scores["bleu"], "test tok-BLEU": scores["tok_bleu"]})
         return {"rows": rows, "finetune": finetune}
 
