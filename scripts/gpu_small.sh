@@ -5,7 +5,7 @@
 # the stored scores, and pack book/results/small/ into ONE archive for the repository.
 #
 #   bash scripts/gpu_small.sh             # on the GPU machine: results in book/results/small, $OUT/small.tar.gz
-#   bash scripts/gpu_small.sh --dry-run   # on a CPU: tiny models, 4 updates, two systems; checks the script end to end
+#   bash scripts/gpu_small.sh --dry-run   # on a CPU: tiny models, 4 updates, three systems; checks the script end to end
 #
 # Needs no network: the device's python3 and torch, canlib from this checkout, the Multi30k folders in
 # $CANLIB_DATA_DIR (default .gpu_data/, a git-ignored copy of ../shared/data/multi30k-*), and sacremoses
@@ -32,19 +32,31 @@ LOG="$OUT/small.log"
 
 if [ "$DRY" = 1 ]; then
   RESULTS="$OUT/dry"
-  RUN=(--scale tiny --max-steps 4 --systems baseline,can --seeds 1,2 --jobs 2 --out "$RESULTS")
+  RUN=(--scale tiny --max-steps 4 --systems baseline,balanced,can --jobs 2 --out "$RESULTS")
+  REST=(--seeds 1,2)
   LIMIT=600
 else
   RESULTS="$ROOT/book/results"
   RUN=(--scale small --jobs "${JOBS:-16}")
+  REST=()
   LIMIT="${LIMIT:-540}"
 fi
 SCALE_DIR="$RESULTS/$([ "$DRY" = 1 ] && echo tiny || echo small)"
 
 { command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; date -u; git rev-parse HEAD 2>/dev/null; } > "$LOG"
 START=$(date +%s)
-timeout "$LIMIT" "$PY" -m canlib experiment "${RUN[@]}" 2>&1 | tee -a "$LOG"
-echo "experiment: exit ${PIPESTATUS[0]} after $(( $(date +%s) - START )) s" | tee -a "$LOG"
+# 1. Seed 1 of every system on the main corpus and the analyses that read them: the most valuable part first
+#    (each chapter switches to small as soon as its own runs are stored).
+timeout "$LIMIT" "$PY" -m canlib experiment "${RUN[@]}" --seeds 1 --corpora multi30k-en-de 2>&1 | tee -a "$LOG"
+echo "experiment (seed 1, main corpus): exit ${PIPESTATUS[0]} after $(( $(date +%s) - START )) s" | tee -a "$LOG"
+# 2. The rest of the plan in the time left (stored runs are skipped, interrupted ones resume).
+LEFT=$(( LIMIT - ($(date +%s) - START) ))
+if [ "$LEFT" -gt 30 ]; then
+  timeout "$LEFT" "$PY" -m canlib experiment "${RUN[@]}" "${REST[@]}" 2>&1 | tee -a "$LOG"
+  echo "experiment (whole plan): exit ${PIPESTATUS[0]} after $(( $(date +%s) - START )) s" | tee -a "$LOG"
+else
+  echo "experiment (whole plan): not started, ${LEFT} s left of ${LIMIT} s; run this script again to go on" | tee -a "$LOG"
+fi
 timeout 120 "$PY" -m canlib experiment --rescore "$SCALE_DIR" 2>&1 | tee -a "$LOG"
 echo "rescore: exit ${PIPESTATUS[0]}" | tee -a "$LOG"
 tar czf "$OUT/small.tar.gz" -C "$RESULTS" "$(basename "$SCALE_DIR")" -C "$OUT" "$(basename "$LOG")"

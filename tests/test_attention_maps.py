@@ -1,6 +1,7 @@
 """Attention maps are the ones each layer really used, and alpha is the target share of CAN's one softmax."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -134,3 +135,57 @@ def test_plot_pair_maps_draws_one_row_per_layer():
     fig = am.plot_pair_maps(std, can, [f"s{i}" for i in range(5)], ["<s>", "a", "b"])
     assert len(fig.axes) == 6 and fig.axes[2].get_title().startswith("CAN layer 1")
     plt.close(fig)
+
+
+def test_pick_pair_takes_the_first_pair_within_the_lengths_and_names_the_range_when_none_fits():
+    split = [([1] * 3, [2] * 8), ([1] * 7, [2] * 13), ([1] * 6, [2] * 12), ([1] * 9, [2] * 9)]
+    assert am.pick_pair(split) == 2
+    with pytest.raises(ValueError, match="20-30 subwords"):
+        am.pick_pair(split, low=20, high=30)
+
+
+def test_alpha_histogram_counts_every_value_once_including_the_ends():
+    hist = am.alpha_histogram([torch.tensor([0.0, 0.01, 0.5, 0.99, 1.0]), torch.tensor([0.3, 0.3])], bins=4)
+    assert hist["edges"] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert hist["counts"] == [[2, 0, 1, 2], [0, 2, 0, 0]]
+
+
+def test_plot_pair_maps_draws_stored_nested_lists_like_tensors():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    std, can = am.attention_maps(model("standard"), SRC, TGT_IN), am.attention_maps(model("can"), SRC, TGT_IN)
+    stored = [[{k: v.tolist() for k, v in layer.items() if k != "heads"} for layer in maps] for maps in (std, can)]
+    fig = am.plot_pair_maps(*stored, [f"s{i}" for i in range(5)], ["<s>", "a", "b"])
+    from_tensors = am.plot_pair_maps(std, can, [f"s{i}" for i in range(5)], ["<s>", "a", "b"])
+    for ax, ref in zip(fig.axes, from_tensors.axes):
+        if ax.images:
+            np.testing.assert_allclose(ax.images[0].get_array(), ref.images[0].get_array(), rtol=1e-6)
+    plt.close(fig)
+    plt.close(from_tensors)
+
+
+def test_the_attention_study_stores_what_the_chapter_draws(shared_data, tmp_path, monkeypatch):
+    from canlib.studies.analyses import attention_study
+
+    monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
+    if not (shared_data / "multi30k-en-de").is_dir():
+        pytest.skip("multi30k-en-de is not in the data folder")
+    study, prov = attention_study("tiny", store=True, root=tmp_path / "out", max_steps=2)
+    assert (tmp_path / "out" / "tiny" / "attention.json").is_file() and prov["scale"] == "tiny"
+    t, s = len(study["pair"]["tgt_tokens"]), len(study["pair"]["src_tokens"])
+    assert 6 < t <= 13 and 6 < s <= 13 and study["pair"]["src_tokens"][-1] == "</s>"
+    for layer in study["maps"]["balanced"]:
+        assert np.array(layer["self"]).shape == (t, t) and np.array(layer["cross"]).shape == (t, s)
+    for layer in study["maps"]["can"]:
+        joint = np.array(layer["joint"])
+        assert joint.shape == (t, t + s)
+        np.testing.assert_allclose(joint.sum(1), 1.0, rtol=1e-5)
+        np.testing.assert_allclose(joint[:, :t].sum(1), layer["alpha"], rtol=1e-5)
+    layers = study["models"]["can"]["dec_layers"]
+    assert len(study["alpha_summary"]) == layers == len(study["alpha_histogram"]["counts"])
+    assert [sum(c) for c in study["alpha_histogram"]["counts"]] == [row["values"] for row in study["alpha_summary"]]
+    assert len(study["alpha_by_position"]["alpha"]) == layers

@@ -53,3 +53,132 @@ def test_the_fig2_diagonal_quoted_in_the_derivation_matches_the_paper():
     assert f"gives {diagonal[0]:.2f} and {diagonal[1]:.2f} for layers 1-2" in text
     assert f"and {min(diagonal[2:]):.2f}-{max(diagonal[2:]):.2f} for layers 3-6" in text
     assert "above 0.9 between the two" not in text
+
+
+# Numbers a chapter's prose may state without a cell printing them, each with where it comes from. Anything
+# else with a decimal point or a percent sign must be the paper's (paper_numbers.json) or be printed by a cell.
+LABELLED_CONSTANTS = {
+    ("training.md", "0.9"): "Adam's beta1 in fairseq's Transformer recipe (the prose says so)",
+    ("training.md", "0.98"): "Adam's beta2 in fairseq's Transformer recipe (the prose says so)",
+    ("compress.md", "0.9"): "the paper's own words, quoted: 'a high similarity >0.9 for the diagonal entries'",
+    ("context.md", "2.5"): "5d / 2d, the cache ratio derived in the same sentence",
+}
+
+
+def prose(text: str) -> list[tuple[int, str]]:
+    """(first line number, text) of each paragraph of a chapter's prose before its exercises: no front
+    matter, code cells, math, inline code, inline math or link targets."""
+    lines = text.split("\n## Exercises\n")[0].splitlines()
+    paragraphs: list[tuple[int, str]] = []
+    fence, math, start, words = None, False, 0, []
+    front = bool(lines) and lines[0].strip() == "---"
+
+    def close():
+        if words:
+            paragraphs.append((start, " ".join(words)))
+            words.clear()
+
+    for number, line in enumerate(lines, 1):
+        s = line.strip()
+        if front:
+            front = not (number > 1 and s == "---")
+            continue
+        if fence:
+            fence = None if s == fence else fence
+            continue
+        opener = re.match(r"^(`{3,}|:{3,})(\{[\w-]+\})?", s)
+        if opener or s.startswith("$$") or not s:
+            close()
+            if opener and opener.group(2) in ("{code-cell}", "{math}"):
+                fence = opener.group(1)
+            if s.startswith("$$"):
+                math = math if (len(s) > 2 and s.endswith("$$")) else not math
+            continue
+        if not math:
+            if not words:
+                start = number
+            words.append(re.sub(r"\]\([^)]*\)", "]", re.sub(r"\$[^$]*\$", "", re.sub(r"`[^`]*`", "", s))))
+    close()
+    return paragraphs
+
+
+def paper_candidates() -> tuple[list[float], list[float]]:
+    """Every number of paper_numbers.json, and what prose derives from them the way the paper compares:
+    each system against Balanced and against Baseline in the same table or figure and column, as a
+    difference (BLEU gaps), a ratio (speed-ups) and a percent change. Returns (values, percents)."""
+    values, percents = [], []
+
+    def numeric(v) -> bool:
+        return isinstance(v, list) and bool(v) and all(isinstance(x, (int, float)) for x in v)
+
+    def walk(node):
+        if isinstance(node, dict):
+            for ref in ("Balanced", "Baseline"):
+                if numeric(node.get(ref)):
+                    for name, row in node.items():
+                        if name != ref and numeric(row) and len(row) == len(node[ref]):
+                            for a, b in zip(row, node[ref]):
+                                values.extend([abs(a - b), a / b])
+                                percents.append(100 * (a / b - 1))
+            for key, v in node.items():
+                if not key.startswith("_"):
+                    walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+        elif isinstance(node, (int, float)) and not isinstance(node, bool):
+            values.append(node)
+
+    walk(paper_numbers())
+    return values, percents + values
+
+
+def matches(token: str, candidates: list[float], scale: float = 1.0) -> bool:
+    decimals = len(token.split(".")[1]) if "." in token else 0
+    target = float(token)
+    return any(abs(c / scale - target) <= 0.5 * 10 ** -decimals + 1e-9 for c in candidates)
+
+
+def test_every_decimal_and_percent_in_chapter_prose_is_the_papers_with_its_label_or_a_labelled_constant():
+    values, percents = paper_candidates()
+    unexplained = []
+    for path in chapters():
+        for number, paragraph in prose(path.read_text()):
+            for m in re.finditer(r"(?<![\w.])(\d+(?:\.\d+)?%|\d+\.\d+)(M?)", paragraph):
+                token, millions = m.group(1), m.group(2)
+                if (path.name, token) in LABELLED_CONSTANTS:
+                    continue
+                if token.endswith("%"):
+                    ok = matches(token[:-1], percents)
+                else:
+                    ok = matches(token, values, 1e6 if millions else 1.0)
+                if not ok:
+                    unexplained.append(f"{path.name}:{number}: {token}{millions} is not one of the paper's numbers")
+                elif "paper" not in paragraph.lower():
+                    unexplained.append(f"{path.name}:{number}: {token}{millions} is the paper's, but its paragraph "
+                                       "does not say so")
+    assert not unexplained, ("numbers in prose that no cell prints (print them from a cell, quote them from "
+                             "paper_numbers.json as the paper's, or label them in LABELLED_CONSTANTS):\n"
+                             + "\n".join(unexplained))
+
+
+def test_the_scales_the_prose_describes_are_the_ones_the_code_trains():
+    from canlib.data.corpora import get_corpus
+    from canlib.model.config import preset
+    from canlib.studies.scales import scale_spec
+
+    width = {preset(f"{s}-can").d_model: s for s in ("tiny", "small")}
+    found = 0
+    for path in chapters():
+        text = re.sub(r"\s+", " ", path.read_text())
+        for m in re.finditer(r"d ?= ?(\d+)\)?[^.]{0,40}? trained for ([\d,]+) updates", text):
+            scale = width.get(int(m.group(1)))
+            assert scale, f"{path.name}: {m.group(0)!r}: d={m.group(1)} is the width of no trained scale ({width})"
+            steps = scale_spec(scale).train["max_steps"]
+            assert int(m.group(2).replace(",", "")) == steps, f"{path.name}: {m.group(0)!r}: {scale} trains {steps} updates"
+            found += 1
+        for m in re.finditer(r"([\d,]+) real Multi30k En-De sentence pairs", text):
+            pairs = get_corpus("multi30k-en-de").scale("tiny").train_pairs
+            assert int(m.group(1).replace(",", "")) == pairs, f"{path.name}: {m.group(0)!r}: tiny trains on {pairs} pairs"
+            found += 1
+    assert found >= 5, "the chapters no longer state the scales' budgets in these words: update the patterns"

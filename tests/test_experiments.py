@@ -60,6 +60,8 @@ def test_small_plan_holds_the_seeded_grid():
     others = [r for r in runs if r.corpus != "multi30k-en-de"]
     assert len(others) == 5 * 3 * 2 and {r.system for r in others} == {"baseline", "balanced", "can"}
     assert {r.seed for r in plan("small", systems=["can"], seeds=[2])} == {2}
+    first = runs[:9]  # seed 1 of every main-corpus system comes first: a run cut short leaves whole sets
+    assert {(r.corpus, r.seed) for r in first} == {("multi30k-en-de", 1)} and len({r.system for r in first}) == 9
 
 
 def test_small_budget_is_the_measured_recipe():
@@ -109,15 +111,41 @@ def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
     from canlib.studies.results import provenance, save_result
     from canlib.studies.runs import plan
 
-    assert default_scale(tmp_path) == "tiny"
+    assert default_scale(root=tmp_path) == "tiny"
     runs = plan("small")
     for r in runs[:-1]:
         save_result(stored_path(f"runs/{r.name}", "small", tmp_path), {"scores": {}}, provenance("small", {}))
-    for name in ("similarity", "errors", "conversion"):
+    for name in ("similarity", "errors", "attention", "conversion"):
         save_result(stored_path(name, "small", tmp_path), {}, provenance("small", {}))
-    assert not mark_complete("small", tmp_path, None) and default_scale(tmp_path) == "tiny"  # one run missing
+    assert not mark_complete("small", tmp_path, None) and default_scale(root=tmp_path) == "tiny"  # one run missing
     save_result(stored_path(f"runs/{runs[-1].name}", "small", tmp_path), {"scores": {}}, provenance("small", {}))
-    assert mark_complete("small", tmp_path, None) and default_scale(tmp_path) == "small"
+    assert mark_complete("small", tmp_path, None) and default_scale(root=tmp_path) == "small"
+
+
+def test_a_chapter_shows_small_once_every_seed_of_its_own_runs_is_stored(tmp_path):
+    from canlib.studies.quality import default_scale
+    from canlib.studies.results import provenance, save_result
+
+    def store(name):
+        save_result(stored_path(name, "small", tmp_path), {"scores": {}}, provenance("small", {}))
+
+    runs = plan("small", ["balanced", "can"], corpora_=["multi30k-en-de"])
+    assert len(runs) == 6  # 3 seeds each
+    for r in runs[:-1]:
+        store(f"runs/{r.name}")
+    assert default_scale(["balanced", "can"], root=tmp_path) == "tiny"  # one seed missing
+    assert default_scale(["balanced", "can"], seeds=[1], root=tmp_path) == "small"
+    store(f"runs/{runs[-1].name}")
+    assert default_scale(["balanced", "can"], root=tmp_path) == "small"
+    assert default_scale(["balanced", "can"], analyses=["errors"], root=tmp_path) == "tiny"
+    store("errors")
+    assert default_scale(["balanced", "can"], analyses=["errors"], root=tmp_path) == "small"
+    assert default_scale(analyses=["errors"], root=tmp_path) == "small"
+    assert default_scale(["san"], root=tmp_path) == "tiny"
+    assert default_scale(["can"], corpora=["multi30k-de-en"], root=tmp_path) == "tiny"  # another direction
+    assert default_scale(root=tmp_path) == "tiny"  # the whole plan is not stored
+    with pytest.raises(ValueError, match="no run of"):
+        default_scale(["san"], corpora=["multi30k-de-en"], root=tmp_path)  # SAN is not trained on other directions
 
 
 def test_experiment_command_refuses_unknown_studies(capsys):

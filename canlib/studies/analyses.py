@@ -3,6 +3,8 @@
 
 * :func:`similarity`: Figure 2, cosine similarity of the decoder sub-layer inputs of the 6/6 Baseline.
 * :func:`error_buckets`: Figure 6, BLEU by source-word frequency and by sentence length.
+* :func:`attention_study`: the attention chapter, one test pair's maps in Balanced and CAN and CAN's target
+  share alpha across the test split (stored, so the chapter needs no weights).
 * :func:`conversion_study`: beyond the paper, Balanced converted to CAN (canlib.model.compress) before and
   after a short fine-tune, against CAN trained from scratch.
 * :func:`final_losses`, :func:`valid_loss`: Figure 8's end points and the loss of any model.
@@ -93,6 +95,48 @@ def error_buckets(scale: str, systems: tuple[str, ...] = ("balanced", "can"), *,
 
     config = {"systems": list(systems), **{s: _config(s, scale, max_steps) for s in systems}}
     return study("errors", scale, config, compute, store=store, root=root)
+
+
+def attention_study(scale: str, systems: tuple[str, str] = ("balanced", "can"), *, store: bool = False,
+                    root: Path | None = None, max_steps: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The seed-1 runs of a standard-decoder system and a joint-attention one (default Balanced and CAN):
+    the maps of one test pair (per layer, mean over heads), and the joint system's alpha over the test
+    split (summary, histogram, mean per target position against uniform attention's i/(i+s))."""
+    from canlib.model.config import BOS_ID, EOS_ID
+    from canlib.studies import attention_maps as am
+
+    standard, joint = systems
+
+    def compute() -> dict[str, Any]:
+        runs = {s: trained(s, scale, train_now=True, max_steps=max_steps) for s in systems}
+        models = {s: r.model() for s, r in runs.items()}
+        data = prepared(scale)
+        test = data.split("test")
+        index = am.pick_pair(test)
+        src, tgt = (list(map(int, part)) for part in test[index])
+        src_in, tgt_in = src + [EOS_ID], [BOS_ID] + tgt
+        maps = {s: [{k: v.tolist() for k, v in layer.items() if k != "heads"} for layer in am.attention_maps(m, src_in, tgt_in)]
+                for s, m in models.items()}
+        alphas = am.alpha_per_layer(models[joint], teacher_forced_batches(runs[joint], "test"))
+        by_position = am.alpha_by_position(models[joint], teacher_forced_batches(runs[joint], "test"), max_position=30)
+        return {
+            "systems": {"standard": standard, "joint": joint},
+            "pair": {"index": index, "source": data.vocab.decode(test[index][0]), "target": data.vocab.decode(test[index][1]),
+                     "src_tokens": [data.vocab.sp.IdToPiece(i) for i in src_in],
+                     "tgt_tokens": [data.vocab.sp.IdToPiece(i) for i in tgt_in]},
+            "maps": maps,
+            "test_sentences": len(test),
+            "alpha_summary": am.alpha_summary(alphas),
+            "alpha_histogram": am.alpha_histogram(alphas),
+            "alpha_by_position": {k: v.tolist() for k, v in by_position.items()},
+            "models": {s: {"enc_layers": m.cfg.enc_layers, "dec_layers": m.cfg.dec_layers, "decoder_kind": m.cfg.decoder_kind,
+                           "d_model": m.cfg.d_model, "heads": m.cfg.heads, "trained_s": runs[s].result.get("wall_s"),
+                           "trained_on": runs[s].result.get("provenance", {}).get("device")}
+                       for s, m in models.items()},
+        }
+
+    config = {"systems": list(systems), **{s: _config(s, scale, max_steps) for s in systems}}
+    return study("attention", scale, config, compute, store=store, root=root)
 
 
 @torch.no_grad()

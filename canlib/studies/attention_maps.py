@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -76,9 +77,21 @@ def can_layer_parts(layer: CANDecoderLayer, x: Tensor, memory: SourceMemory, blo
             "mixed": mixed, "output": layer._output(x, hidden, mixed)}
 
 
-def plot_map(ax, probs: Tensor, rows: list[str], cols: list[str], title: str, split: int | None = None) -> None:
-    """A heatmap of one attention map (queries down, keys across); ``split`` draws the prefix | source border."""
-    ax.imshow(probs.detach().float().numpy(), cmap="viridis", vmin=0.0, vmax=max(float(probs.max()), 1e-9), aspect="auto")
+def pick_pair(split: Any, low: int = 6, high: int = 12) -> int:
+    """Index of the first pair of ``split`` whose source and target lengths (subwords) lie in [low, high]:
+    short enough to read a map cell by cell, long enough to show structure."""
+    for i in range(len(split)):
+        src, tgt = split[i]
+        if low <= len(src) <= high and low <= len(tgt) <= high:
+            return i
+    raise ValueError(f"no pair with {low}-{high} subwords on both sides")
+
+
+def plot_map(ax, probs: Tensor | Any, rows: list[str], cols: list[str], title: str, split: int | None = None) -> None:
+    """A heatmap of one attention map (queries down, keys across); ``split`` draws the prefix | source border.
+    ``probs`` is a tensor or nested lists (a stored study)."""
+    values = np.asarray(probs.detach().float() if isinstance(probs, Tensor) else probs, dtype=float)
+    ax.imshow(values, cmap="viridis", vmin=0.0, vmax=max(float(values.max()), 1e-9), aspect="auto")
     ax.set_xticks(range(len(cols)), cols, rotation=60, ha="right", fontsize=7)
     ax.set_yticks(range(len(rows)), rows, fontsize=7)
     ax.set_title(title, fontsize=9)
@@ -193,9 +206,10 @@ def alpha_by_position(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]]
         return {"alpha": sums / seen + nan, "uniform": uniform / seen + nan, "count": count}
 
 
-def plot_pair_maps(standard: list[dict[str, Tensor]], joint: list[dict[str, Tensor]], src_tokens: list[str],
+def plot_pair_maps(standard: list[dict[str, Any]], joint: list[dict[str, Any]], src_tokens: list[str],
                    tgt_tokens: list[str], title: str = ""):
-    """One row per decoder layer: a standard model's self and cross maps, then a CAN model's joint map."""
+    """One row per decoder layer: a standard model's self and cross maps, then a CAN model's joint map
+    (the maps of :func:`attention_maps`, as tensors or as the nested lists a stored study holds)."""
     import matplotlib.pyplot as plt
 
     layers = max(len(standard), len(joint))
@@ -223,6 +237,12 @@ def alpha_summary(alphas: list[Tensor]) -> list[dict[str, Any]]:
         rows.append({"layer": i, "mean": a.mean().item(), "std": a.std().item(), "p10": q[0], "median": q[1],
                      "p90": q[2], "values": a.numel()})
     return rows
+
+
+def alpha_histogram(alphas: list[Tensor], bins: int = 40) -> dict[str, Any]:
+    """Counts of alpha per layer in ``bins`` equal bins over [0, 1] (what a stored study keeps of the values)."""
+    return {"edges": torch.linspace(0, 1, bins + 1, dtype=torch.float64).tolist(),
+            "counts": [torch.histc(a.double(), bins=bins, min=0.0, max=1.0).long().tolist() for a in alphas]}
 
 
 __all__ = ["standard_layer_maps", "joint_layer_map", "joint_layer_output", "target_share", "decoder_inputs",

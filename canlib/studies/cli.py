@@ -19,16 +19,17 @@ from canlib.model.config import ALL_SYSTEMS
 from canlib.studies.runs import RunSpec, corpora, plan, prepared, training_device
 from canlib.studies.scales import SCALES, scale_spec
 
-STUDIES = ("runs", "similarity", "errors", "conversion", "speed")
-DEFAULT_STUDIES = ("runs", "similarity", "errors", "conversion")
+STUDIES = ("runs", "similarity", "errors", "attention", "conversion", "speed")
+DEFAULT_STUDIES = ("runs", "similarity", "errors", "attention", "conversion")
 # the seed-1 runs on the main corpus that each analysis reads
-NEEDS = {"similarity": ("baseline",), "errors": ("balanced", "can"), "conversion": ("balanced", "can")}
+NEEDS = {"similarity": ("baseline",), "errors": ("balanced", "can"), "attention": ("balanced", "can"),
+         "conversion": ("balanced", "can")}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Train every run of a scale (concurrently), evaluate it with beam search on valid and every test split, "
-        "run the similarity, error, depth, ablation and conversion studies, and store results with provenance and "
+        "run the similarity, error, depth, ablation, attention-map and conversion studies, and store results with provenance and "
         "the test hypotheses under book/results/<scale>/. Resumable: run it again after an interruption. "
         "Time: tiny runs take CPU minutes each; small is meant to take under 8 minutes on one H100/H200 (not yet "
         "measured with this command) and takes many hours on a CPU.")
@@ -183,13 +184,14 @@ def run(args: argparse.Namespace) -> int:
               f"with {jobs} process(es)", flush=True)
         train_all(scale, todo, root, args.max_steps, jobs, args.status_every)
     main_runs = {r.system for r in runs if r.seed == 1 and r.corpus == scale_spec(scale).corpus}
-    for name in ("similarity", "errors", "conversion"):
+    for name in NEEDS:
         if name not in studies:
             continue
         if not set(NEEDS[name]) <= main_runs:
             print(f"{name}: skipped (needs seed 1 of {', '.join(NEEDS[name])} on {scale_spec(scale).corpus} in this selection)")
             continue
-        fn = {"similarity": analyses.similarity, "errors": analyses.error_buckets, "conversion": analyses.conversion_study}[name]
+        fn = {"similarity": analyses.similarity, "errors": analyses.error_buckets, "attention": analyses.attention_study,
+              "conversion": analyses.conversion_study}[name]
         fn(scale, store=True, root=root, max_steps=args.max_steps)
         print(f"{name}: stored", flush=True)
     if "speed" in studies:

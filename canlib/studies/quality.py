@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 
 from canlib.model.seq2seq import Seq2Seq
-from canlib.studies.runs import (Run, budget, check_corpus, check_systems, prepared, target_lang, test_splits,
-                                 trained, training_device)
+from canlib.studies.runs import (Run, budget, check_corpus, check_systems, plan, prepared, target_lang,
+                                 test_splits, trained, training_device)
 from canlib.studies.scales import scale_spec
-from canlib.studies.store import result_path, study
+from canlib.studies.store import result_path, stored_path, study
 
 SCORE_KEYS = ("bleu", "tok_bleu", "signature")
 COMPLETE = "complete"  # the stored result that marks a scale's plan as fully run
@@ -142,8 +142,6 @@ def hypotheses(system: str, scale: str, split: str = "test", seed: int = 1, corp
 
 def stored_seeds(system: str, scale: str, corpus: str | None = None, root: Path | None = None) -> list[int]:
     """Seeds of ``system`` whose results are stored at ``scale`` (sorted)."""
-    from canlib.studies.store import stored_path
-
     folder = stored_path(f"runs/{check_corpus(scale, corpus)}/x", scale, root).parent
     prefix = f"{system}-seed"
     seeds = []
@@ -223,13 +221,25 @@ def rescore(folder: Path, tolerance: float = 1e-9) -> list[dict[str, Any]]:
 
 # -- what the chapters show ------------------------------------------------------------------------
 
-def default_scale(root: Path | None = None) -> str:
-    """"small" once ``canlib experiment --scale small`` has stored every run and analysis of its plan
-    (it then writes ``<results>/small/complete.json``), else "tiny" (what CI trains): the book shows
-    real models wherever they exist, and never a half-finished set."""
-    from canlib.studies.store import stored_path
+def default_scale(systems: Sequence[str] | None = None, analyses: Sequence[str] = (), *,
+                  seeds: Sequence[int] | None = None, corpora: Sequence[str] | None = None,
+                  root: Path | None = None) -> str:
+    """"small" where what a chapter shows is stored at small, else "tiny" (what CI trains).
 
-    return "small" if stored_path(COMPLETE, "small", root).exists() else "tiny"
+    With no arguments: once ``canlib experiment --scale small`` has stored the whole plan (it then writes
+    ``<results>/small/complete.json``). With ``systems`` and/or ``analyses``: once every planned small run
+    of those systems (on the main corpus, or on ``corpora``; all their seeds, or ``seeds``) and those stored
+    analyses exist, so a chapter shows real models as soon as its own runs are in, and never a half-finished
+    set of them."""
+    if stored_path(COMPLETE, "small", root).exists():
+        return "small"
+    if systems is None and not analyses:
+        return "tiny"
+    runs = plan("small", systems, seeds, corpora or [scale_spec("small").corpus]) if systems else []
+    if systems and not runs:
+        raise ValueError(f"default_scale: the small plan has no run of {list(systems)} with seeds {seeds} on {corpora}")
+    needed = [f"runs/{r.name}" for r in runs] + list(analyses)
+    return "small" if all(stored_path(name, "small", root).exists() for name in needed) else "tiny"
 
 
 def seed_table(scale: str, systems: Sequence[str], corpus: str | None = None, metric: str = "tok_bleu",

@@ -99,9 +99,9 @@ class RunSpec:
 
 def plan(scale: str, systems: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
          corpora_: Sequence[str] | None = None) -> list[RunSpec]:
-    """Every run of a scale: Table 2 systems and ablations x ``ScaleSpec.seeds``, depth systems x
-    ``depth_seeds`` on the main corpus; Baseline, Balanced and CAN x ``direction_seeds`` on each further
-    direction. ``seeds`` replaces those seed counts (every run gets exactly these seeds); ``systems`` and
+    """Every run of a scale, in training order: Table 2 systems and ablations x ``ScaleSpec.seeds``, depth
+    systems x ``depth_seeds`` on the main corpus, seed by seed; then Baseline, Balanced and CAN x
+    ``direction_seeds`` on each further direction. ``seeds`` replaces those seed counts (every run gets exactly these seeds); ``systems`` and
     ``corpora_`` narrow the plan."""
     spec = scale_spec(scale)
 
@@ -110,9 +110,11 @@ def plan(scale: str, systems: Sequence[str] | None = None, seeds: Sequence[int] 
 
     if seeds is not None and any(int(k) < 1 for k in seeds):
         raise ValueError(f"seeds {list(seeds)}: every seed must be >= 1")
-    runs = [RunSpec(s, k, spec.corpus) for s in SEEDED_SYSTEMS for k in pick(spec.seeds)]
-    runs += [RunSpec(s, k, spec.corpus) for s in ("depth-9-4", "depth-14-1") for k in pick(spec.depth_seeds)]
-    runs += [RunSpec(s, k, c) for c in spec.directions for s in DIRECTION_SYSTEMS for k in pick(spec.direction_seeds)]
+    # seed by seed, the main corpus first: a run cut short still leaves whole sets (seed 1 of every system first)
+    seeded, depth = pick(spec.seeds), pick(spec.depth_seeds)
+    runs = [RunSpec(s, k, spec.corpus) for k in sorted(set(seeded) | set(depth))
+            for s in (*SEEDED_SYSTEMS, "depth-9-4", "depth-14-1") if k in (depth if s.startswith("depth-") else seeded)]
+    runs += [RunSpec(s, k, c) for k in pick(spec.direction_seeds) for c in spec.directions for s in DIRECTION_SYSTEMS]
     if systems is not None:
         wanted = set(check_systems(systems))
         runs = [r for r in runs if r.system in wanted]
