@@ -246,5 +246,5 @@ def alpha_histogram(alphas: list[Tensor], bins: int = 40) -> dict[str, Any]:
 
 
 __all__ = ["standard_layer_maps", "joint_layer_map", "joint_layer_output", "target_share", "decoder_inputs",
-           "can_layer_parts", "plot_map",
-           "attention_maps", "alpha_per_layer", "alpha_by_position", "plot_pair_maps", "alpha_summary"]
+           "can_layer_parts", "pick_pair", "plot_map", "attention_maps", "alpha_per_layer", "alpha_by_position",
+           "plot_pair_maps", "alpha_summary", "alpha_histogram"]

@@ -101,8 +101,8 @@ def plan(scale: str, systems: Sequence[str] | None = None, seeds: Sequence[int] 
          corpora_: Sequence[str] | None = None) -> list[RunSpec]:
     """Every run of a scale, in training order: Table 2 systems and ablations x ``ScaleSpec.seeds``, depth
     systems x ``depth_seeds`` on the main corpus, seed by seed; then Baseline, Balanced and CAN x
-    ``direction_seeds`` on each further direction. ``seeds`` replaces those seed counts (every run gets exactly these seeds); ``systems`` and
-    ``corpora_`` narrow the plan."""
+    ``direction_seeds`` on each further direction. ``seeds`` replaces those seed counts (every run gets
+    exactly these seeds); ``systems`` and ``corpora_`` narrow the plan."""
     spec = scale_spec(scale)
 
     def pick(count: int) -> list[int]:
