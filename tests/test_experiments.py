@@ -105,6 +105,24 @@ def test_bleu_by_seed_at_small_reads_every_stored_seed_and_skips_missing_systems
     assert table.loc["can", "n"] == 3 and math.isnan(table.loc["balanced", "std"])
 
 
+def test_verdicts_read_only_runs_trained_with_the_full_budget(tmp_path):
+    from canlib.studies.quality import bleu_by_seed
+    from canlib.studies.results import provenance, save_result
+    from canlib.studies.scorecard import NOT_TESTED, quality_claim
+
+    for seed in (1, 2, 3):
+        for system, score in (("can", 30.0 + seed), ("balanced", 29.0 + seed)):
+            save_result(stored_path(f"runs/multi30k-en-de/{system}-seed{seed}", "small", tmp_path),
+                        {"scores": {"test": {"bleu": score, "tok_bleu": score}}},
+                        provenance("small", {"seed": seed}, reduced_budget=seed > 1))
+    assert bleu_by_seed("small", ["can", "balanced"], root=tmp_path) == {"can": [31.0, 32.0, 33.0],
+                                                                           "balanced": [30.0, 31.0, 32.0]}
+    full = bleu_by_seed("small", ["can", "balanced"], root=tmp_path, full_budget=True)
+    assert full == {"can": [31.0], "balanced": [30.0]}
+    claim = quality_claim("CAN within 0.5", "", "ΔBLEU >= -0.5", lambda d: d >= -0.5, "can", "balanced", "small", full)
+    assert claim.verdict == NOT_TESTED and "1 full-budget seed(s)" in claim.evidence
+
+
 def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
     from canlib.studies.cli import mark_complete
     from canlib.studies.quality import default_scale

@@ -33,7 +33,7 @@ def test_quality_claims_at_tiny_are_not_tested_even_with_seeds():
 def test_a_quality_claim_with_one_seed_is_not_tested():
     row = sc.quality_claim("c", "p", "ΔBLEU >= -0.5", lambda d: d >= -0.5, "can", "balanced", "small",
                            {"can": [30.0], "balanced": [30.0, 30.2]})
-    assert row.verdict == sc.NOT_TESTED and "CAN has 1 seed" in row.evidence
+    assert row.verdict == sc.NOT_TESTED and "CAN has 1 full-budget seed" in row.evidence
 
 
 def test_quality_claims_without_the_studies_api_are_not_tested():
@@ -108,13 +108,14 @@ def test_stored_seed_scores_feed_the_quality_verdicts(monkeypatch):
 
     seen = {}
 
-    def fake(scale, systems, corpus=None, split="test", metric="bleu"):
-        seen["metric"] = metric
+    def fake(scale, systems, corpus=None, split="test", metric="bleu", full_budget=False):
+        seen["metric"], seen["full_budget"] = metric, full_budget
         return {"can": [27.3, 27.35], "balanced": [27.4, 27.45]}
 
     monkeypatch.setattr(quality, "bleu_by_seed", fake)
     rows = judge("small", bleu=sc.seed_scores("small", ("can", "balanced", "baseline")))
     assert seen["metric"] == "tok_bleu"  # the paper's tokenized BLEU, as the results chapter judges
+    assert seen["full_budget"]  # reduced-budget (end-to-end test) runs are never judged
     assert by_name(rows, "CAN is within 0.5 BLEU of Balanced")[0].verdict == sc.HELD
     assert by_name(rows, "Balanced keeps Baseline's BLEU")[0].verdict == sc.NOT_TESTED  # no Baseline seeds
 

@@ -153,9 +153,11 @@ def stored_seeds(system: str, scale: str, corpus: str | None = None, root: Path 
 
 
 def bleu_by_seed(scale: str, systems: Sequence[str], corpus: str | None = None, split: str = "test",
-                 metric: str = "bleu", root: Path | None = None) -> dict[str, list[float]]:
+                 metric: str = "bleu", root: Path | None = None, *, full_budget: bool = False) -> dict[str, list[float]]:
     """One score per available seed of each system: at tiny the seed-1 run (trained now); at small
-    and full, or from a results folder ``root``, the stored runs only (a system with none is absent)."""
+    and full, or from a results folder ``root``, the stored runs only (a system with none is absent).
+    ``full_budget`` leaves out runs trained with a reduced budget (``--max-steps``, an end-to-end test):
+    what a verdict reads, since such models are not trained to translate."""
     if metric not in ("bleu", "tok_bleu"):
         raise ValueError(f"metric={metric!r}: choose bleu (sacreBLEU) or tok_bleu (the paper's tokenized BLEU)")
     check_systems(systems)
@@ -164,7 +166,9 @@ def bleu_by_seed(scale: str, systems: Sequence[str], corpus: str | None = None, 
         seeds = [1] if scale == "tiny" and root is None else stored_seeds(system, scale, corpus, root)
         scores = []
         for seed in seeds:
-            result, _ = run_result(system, scale, seed, corpus, root=root)
+            result, prov = run_result(system, scale, seed, corpus, root=root)
+            if full_budget and prov.get("reduced_budget"):
+                continue
             if split not in result["scores"]:
                 raise ValueError(f"split {split!r}: the run of {system} (seed {seed}) was scored on "
                                  f"{', '.join(result['scores'])}")

@@ -60,14 +60,15 @@ def seed_difference(a: list[float], b: list[float]) -> tuple[float, float]:
 
 def quality_claim(name: str, paper: str, criterion: str, ok: Callable[[float], bool], system: str, against: str,
                   scale: str, bleu: dict[str, list[float]] | None, metric: str = "tok-BLEU") -> Claim:
-    """A BLEU-difference claim (``system`` minus ``against``) judged against the seed spread."""
+    """A BLEU-difference claim (``system`` minus ``against``) judged against the seed spread; ``bleu`` holds
+    full-budget runs only (``bleu_by_seed(..., full_budget=True)``)."""
     def untested(why: str) -> Claim:
         return Claim(name, "quality", paper, "—", criterion, why, NOT_TESTED)
 
     if scale not in QUALITY_SCALES:
         return untested(f"scale {scale}: its models do not translate well enough to judge BLEU")
     seeds = {s: (bleu or {}).get(s) or [] for s in (system, against)}
-    short = [f"{LABELS.get(s, s)} has {len(v)} seed(s)" for s, v in seeds.items() if len(v) < MIN_SEEDS]
+    short = [f"{LABELS.get(s, s)} has {len(v)} full-budget seed(s)" for s, v in seeds.items() if len(v) < MIN_SEEDS]
     if short:
         return untested(f"scale {scale}: " + ", ".join(short) + f"; needs at least {MIN_SEEDS}")
     diff, se = seed_difference(seeds[system], seeds[against])
@@ -196,7 +197,7 @@ def seed_scores(scale: str, systems: tuple[str, ...] | list[str], metric: str = 
         return None
     from canlib.studies.quality import bleu_by_seed
 
-    return bleu_by_seed(scale, list(systems), split="test", metric=metric)
+    return bleu_by_seed(scale, list(systems), split="test", metric=metric, full_budget=True)
 
 
 def scorecard(scale: str, *, gpu_run: str | None = None, cpu: bool = True) -> list[Claim]:
@@ -245,7 +246,8 @@ def bleu_by_direction(scale: str, metric: str = "tok_bleu") -> dict[str, dict[st
     from canlib.studies.scales import DIRECTION_SYSTEMS, scale_spec
 
     spec = scale_spec(scale)
-    return {c: bleu_by_seed(scale, DIRECTION_SYSTEMS, corpus=c, metric=metric) for c in (spec.corpus, *spec.directions)}
+    return {c: bleu_by_seed(scale, DIRECTION_SYSTEMS, corpus=c, metric=metric, full_budget=True)
+            for c in (spec.corpus, *spec.directions)}
 
 
 def frame(rows: list[Claim]):
