@@ -1,5 +1,6 @@
 """Fast checks of the book's text (no execution): citations resolve, every chapter ends with exercises and
-collapsed solutions, and numbers the prose quotes from the paper agree with paper_numbers.json."""
+collapsed solutions, every decimal or percent in the prose is the paper's (with its label) or a labelled
+constant, and the scale sizes the prose quotes are the ones the code trains."""
 from __future__ import annotations
 
 import re
@@ -134,6 +135,7 @@ def paper_candidates() -> tuple[list[float], list[float]]:
 
 
 def matches(token: str, candidates: list[float], scale: float = 1.0) -> bool:
+    """Whether some candidate (divided by ``scale``) rounds to ``token`` at the decimals it is printed with."""
     decimals = len(token.split(".")[1]) if "." in token else 0
     target = float(token)
     return any(abs(c / scale - target) <= 0.5 * 10 ** -decimals + 1e-9 for c in candidates)
