@@ -208,13 +208,12 @@ def run(args: argparse.Namespace) -> int:
 def mark_complete(scale: str, root: Path | None, max_steps: int | None) -> bool:
     """Store ``<results>/<scale>/complete.json`` once every run of the scale's plan and every analysis is
     stored (the chapters switch to a scale only then); say what is missing otherwise."""
-    from canlib.studies.quality import COMPLETE
+    from canlib.studies.quality import COMPLETE, missing_results
     from canlib.studies.results import provenance, save_result
     from canlib.studies.store import stored_path
 
     everything = plan(scale)
-    missing = [f"runs/{r.name}" for r in everything if not stored_path(f"runs/{r.name}", scale, root).exists()]
-    missing += [name for name in NEEDS if not stored_path(name, scale, root).exists()]
+    missing = missing_results(scale, everything, list(NEEDS), root)
     if missing:
         print(f"{scale}: {len(missing)} of {len(everything) + len(NEEDS)} results still missing "
               f"(e.g. {', '.join(missing[:3])}); the chapters show this scale once all are stored", flush=True)

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from canlib.model.seq2seq import Seq2Seq
-from canlib.studies.runs import (Run, budget, check_corpus, check_systems, plan, prepared, target_lang,
-                                 test_splits, trained, training_device)
+from canlib.studies.runs import (Run, RunSpec, budget, check_corpus, check_systems, plan, prepared,
+                                 target_lang, test_splits, trained, training_device)
 from canlib.studies.scales import scale_spec
 from canlib.studies.store import result_path, stored_path, study
 
@@ -242,8 +242,14 @@ def default_scale(systems: Sequence[str] | None = None, analyses: Sequence[str] 
     runs = plan("small", systems, seeds, corpora or [scale_spec("small").corpus]) if systems else []
     if systems and not runs:
         raise ValueError(f"default_scale: the small plan has no run of {list(systems)} with seeds {seeds} on {corpora}")
-    needed = [f"runs/{r.name}" for r in runs] + list(analyses)
-    return "small" if all(stored_path(name, "small", root).exists() for name in needed) else "tiny"
+    return "tiny" if missing_results("small", runs, analyses, root) else "small"
+
+
+def missing_results(scale: str, runs: Sequence[RunSpec], analyses: Sequence[str], root: Path | None = None) -> list[str]:
+    """The stored results (``runs/<corpus>/<system>-seed<k>`` of each RunSpec in ``runs``, then each analysis)
+    that are not yet under ``<results>/<scale>/``."""
+    names = [f"runs/{r.name}" for r in runs] + list(analyses)
+    return [name for name in names if not stored_path(name, scale, root).exists()]
 
 
 def seed_table(scale: str, systems: Sequence[str], corpus: str | None = None, metric: str = "tok_bleu",
