@@ -110,11 +110,11 @@ _SYSTEMS: dict[str, dict[str, Any]] = {
 
 # scale -> the width of its presets; one name per idea: the scale "tiny" names the presets "tiny-*"
 _SIZES: dict[str, dict[str, Any]] = {
-    "full": dict(d_model=512, heads=8, ffn_dim=2048),
-    "small": dict(d_model=256, heads=4, ffn_dim=1024),
     "tiny": dict(d_model=64, heads=4, ffn_dim=256),
+    "small": dict(d_model=256, heads=4, ffn_dim=1024),
+    "full": dict(d_model=512, heads=8, ffn_dim=2048),
 }
-SCALES = tuple(_SIZES)
+SCALES = tuple(_SIZES)  # smallest first; canlib.studies.scales gives each its corpus and budget
 # the joint vocabulary each scale's prepared corpora use (canlib.data.corpora's Scale.vocab_size)
 SCALE_VOCAB: dict[str, int] = {"full": 32000, "small": 8000, "tiny": 2000}
 

@@ -85,7 +85,7 @@ def evaluate(run: Run, json_path: Path) -> dict[str, Any]:
 
 def run_config(system: str, scale: str, seed: int, corpus: str, max_steps: int | None = None) -> dict[str, Any]:
     spec = scale_spec(scale)
-    return {"system": system, "preset": spec.preset_prefix + system, "corpus": f"{corpus}/{spec.corpus_scale}",
+    return {"system": system, "preset": spec.preset(system), "corpus": f"{corpus}/{spec.corpus_scale}",
             "seed": seed, "train": budget(scale, seed, max_steps), "beam": spec.beam, "max_steps": max_steps}
 
 

@@ -148,7 +148,7 @@ class Run:
 
 
 def model_config(system: str, scale: str, corpus_name: str | None = None) -> ModelConfig:
-    return preset(scale_spec(scale).preset_prefix + system, vocab_size=prepared(scale, corpus_name).vocab.size)
+    return preset(scale_spec(scale).preset(system), vocab_size=prepared(scale, corpus_name).vocab.size)
 
 
 def training_device(scale: str) -> str:

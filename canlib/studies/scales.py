@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-SCALES = ("tiny", "small", "full")
+from canlib.model.config import SCALES, scaled_preset
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,6 @@ class ScaleSpec:
     name: str
     corpus: str
     corpus_scale: str
-    preset_prefix: str
     train: dict[str, Any]
     beam: int = 4  # the paper's beam for BLEU and speed
     speed_sentences: int = 8  # source sentences per timed repeat
@@ -40,24 +39,28 @@ class ScaleSpec:
     directions: tuple[str, ...] = ()  # further corpora on which the direction systems are trained
     direction_seeds: int = 1
 
+    def preset(self, system: str) -> str:
+        """The preset name of ``system`` at this scale ("can" -> "small-can")."""
+        return scaled_preset(system, self.name)
+
 
 _SPECS = {
     "tiny": ScaleSpec(
-        "tiny", "multi30k-en-de", "tiny", "tiny-",
+        "tiny", "multi30k-en-de", "tiny",
         dict(lr=3e-3, warmup=30, max_tokens=1024, max_steps=120, valid_every=30, log_every=10, keep_last=3,
              average_last=3, progress=False),
         speed_sentences=4, speed_repeats=3, beam_sweep=(1, 4, 16), length_sweep=(10, 30, 50),
         batch_sweep=(1, 4, 16, 64), finetune_steps=60,
     ),
     "small": ScaleSpec(
-        "small", "multi30k-en-de", "small", "small-",
+        "small", "multi30k-en-de", "small",
         dict(lr=1e-3, warmup=500, max_tokens=8192, max_steps=1200, valid_every=400, keep_last=2, average_last=2,
              label_smoothing=0.1, log_every=50, progress=False),
         finetune_steps=400, seeds=3, depth_seeds=1, direction_seeds=2,
         directions=("multi30k-de-en", "multi30k-en-fr", "multi30k-fr-en", "multi30k-en-cs", "multi30k-cs-en"),
     ),
     "full": ScaleSpec(
-        "full", "wmt14-en-de", "full", "",
+        "full", "wmt14-en-de", "full",
         dict(lr=7e-4, warmup=8000, max_tokens=4096, update_freq=8, max_epochs=50, patience=5, label_smoothing=0.1),
         finetune_steps=8000,
     ),
