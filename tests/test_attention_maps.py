@@ -75,6 +75,8 @@ def test_alpha_is_refused_for_a_standard_decoder_and_in_training_mode():
         am.alpha_per_layer(model("standard"), [(torch.tensor([SRC]), torch.tensor([TGT_IN]))])
     with pytest.raises(ValueError, match="eval mode"):
         am.attention_maps(model("can").train(), SRC, TGT_IN)
+    with pytest.raises(ValueError, match="eval mode"):
+        am.alpha_by_position(model("can").train(), [(torch.tensor([SRC]), torch.tensor([TGT_IN]))])
 
 
 def test_target_share_rejects_a_map_without_source_columns():

@@ -117,8 +117,7 @@ def attention_study(scale: str, systems: tuple[str, str] = ("balanced", "can"), 
         src_in, tgt_in = src + [EOS_ID], [BOS_ID] + tgt
         maps = {s: [{k: v.tolist() for k, v in layer.items() if k != "heads"} for layer in am.attention_maps(m, src_in, tgt_in)]
                 for s, m in models.items()}
-        alphas = am.alpha_per_layer(models[joint], teacher_forced_batches(runs[joint], "test"))
-        by_position = am.alpha_by_position(models[joint], teacher_forced_batches(runs[joint], "test"), max_position=30)
+        alphas, by_position = am.alpha_statistics(models[joint], teacher_forced_batches(runs[joint], "test"), max_position=30)
         return {
             "systems": {"standard": standard, "joint": joint},
             "pair": {"index": index, "source": data.vocab.decode(test[index][0]), "target": data.vocab.decode(test[index][1]),

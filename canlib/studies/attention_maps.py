@@ -149,6 +149,39 @@ def attention_maps(model: nn.Module, src: list[int] | Tensor, tgt_in: list[int] 
     return out
 
 
+def alpha_statistics(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]],
+                     max_position: int = 30) -> tuple[list[Tensor], dict[str, Tensor]]:
+    """:func:`alpha_per_layer` and :func:`alpha_by_position` from one teacher-forced pass over ``batches``."""
+    if model.training:
+        raise ValueError("alpha needs the model in eval mode (dropout would change the maps)")
+    if not all(isinstance(layer, JOINT_LAYERS) for layer in model.decoder_layers):
+        raise TypeError("alpha is defined for joint-attention decoders (can, can_attn) only")
+    pad_id = model.cfg.pad_id
+    per_layer: list[list[Tensor]] = [[] for _ in model.decoder_layers]
+    sums = torch.zeros(len(model.decoder_layers), max_position, dtype=torch.float64)
+    uniform = torch.zeros(max_position, dtype=torch.float64)
+    count = torch.zeros(max_position, dtype=torch.float64)
+    with torch.no_grad():
+        for src, tgt_in in batches:
+            real = tgt_in.ne(pad_id)  # (rows, t)
+            keep = min(tgt_in.size(1), max_position)
+            kept = real[:, :keep].double()
+            src_len = src.ne(pad_id).sum(1, keepdim=True).double()
+            position = torch.arange(1, keep + 1, dtype=torch.float64)[None]
+            count[:keep] += kept.sum(0)
+            uniform[:keep] += (kept * position / (position + src_len)).sum(0)
+            for i, (layer, (x, memory, blocked)) in enumerate(zip(model.decoder_layers, decoder_inputs(model, src, tgt_in))):
+                alpha = target_share(joint_layer_map(layer, x, memory, blocked), x.size(1))  # (rows, h, t)
+                per_layer[i].append(alpha.transpose(1, 2)[real].flatten())
+                sums[i, :keep] += (alpha.mean(1)[:, :keep].double() * kept).sum(0)
+        if not per_layer[0]:
+            raise ValueError("alpha: no batches")
+        seen = count.clamp_min(1)
+        nan = torch.where(count > 0, 0.0, float("nan"))
+        by_position = {"alpha": sums / seen + nan, "uniform": uniform / seen + nan, "count": count}
+    return [torch.cat(chunks) for chunks in per_layer], by_position
+
+
 def alpha_per_layer(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]]) -> list[Tensor]:
     """For each joint decoder layer, alpha of every (non-padded target position, head) over all ``batches``.
 
@@ -156,21 +189,7 @@ def alpha_per_layer(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]]) 
     1-D tensor per decoder layer (positions in batch order, the h heads of each position together); its mean
     is the share of attention CAN gives the target prefix there.
     """
-    if model.training:
-        raise ValueError("alpha_per_layer needs the model in eval mode (dropout would change the maps)")
-    if not all(isinstance(layer, JOINT_LAYERS) for layer in model.decoder_layers):
-        raise TypeError("alpha is defined for joint-attention decoders (can, can_attn) only")
-    pad_id = model.cfg.pad_id
-    per_layer: list[list[Tensor]] = [[] for _ in model.decoder_layers]
-    with torch.no_grad():
-        for src, tgt_in in batches:
-            real = tgt_in.ne(pad_id)  # (rows, t)
-            for i, (layer, (x, memory, blocked)) in enumerate(zip(model.decoder_layers, decoder_inputs(model, src, tgt_in))):
-                alpha = target_share(joint_layer_map(layer, x, memory, blocked), x.size(1))  # (rows, h, t)
-                per_layer[i].append(alpha.transpose(1, 2)[real].flatten())
-    if not per_layer[0]:
-        raise ValueError("alpha_per_layer: no batches")
-    return [torch.cat(chunks) for chunks in per_layer]
+    return alpha_statistics(model, batches)[0]
 
 
 def alpha_by_position(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]], max_position: int = 30) -> dict[str, Tensor]:
@@ -181,29 +200,7 @@ def alpha_by_position(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]]
     number of target positions averaged; NaN means where it is 0). A trained gate that differs from
     ``"uniform"`` is what the single softmax learned, not what the lengths impose.
     """
-    if model.training:
-        raise ValueError("alpha_by_position needs the model in eval mode (dropout would change the maps)")
-    if not all(isinstance(layer, JOINT_LAYERS) for layer in model.decoder_layers):
-        raise TypeError("alpha is defined for joint-attention decoders (can, can_attn) only")
-    pad_id = model.cfg.pad_id
-    sums = torch.zeros(len(model.decoder_layers), max_position, dtype=torch.float64)
-    uniform = torch.zeros(max_position, dtype=torch.float64)
-    count = torch.zeros(max_position, dtype=torch.float64)
-    with torch.no_grad():
-        for src, tgt_in in batches:
-            keep = min(tgt_in.size(1), max_position)
-            real = tgt_in.ne(pad_id)[:, :keep].double()  # (rows, keep)
-            src_len = src.ne(pad_id).sum(1, keepdim=True).double()
-            position = torch.arange(1, keep + 1, dtype=torch.float64)[None]
-            count[:keep] += real.sum(0)
-            uniform[:keep] += (real * position / (position + src_len)).sum(0)
-            for i, (layer, (x, memory, blocked)) in enumerate(zip(model.decoder_layers, decoder_inputs(model, src, tgt_in))):
-                alpha = target_share(joint_layer_map(layer, x, memory, blocked), x.size(1)).mean(1)  # over heads
-                sums[i, :keep] += (alpha[:, :keep].double() * real).sum(0)
-    with torch.no_grad():
-        seen = count.clamp_min(1)
-        nan = torch.where(count > 0, 0.0, float("nan"))
-        return {"alpha": sums / seen + nan, "uniform": uniform / seen + nan, "count": count}
+    return alpha_statistics(model, batches, max_position)[1]
 
 
 def plot_pair_maps(standard: list[dict[str, Any]], joint: list[dict[str, Any]], src_tokens: list[str],
