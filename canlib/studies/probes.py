@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -78,6 +79,10 @@ def sublayer_similarity(model: Seq2Seq, batches, pad_id: int, normalized: bool =
     return {k: v / count for k, v in totals.items()}
 
 
+# decoder-layer modules applied to the source once per sentence, not at every decoding step
+SOURCE_PROJECTIONS = ("cross_attn.kv", "h_proj")
+
+
 def bytes_per_decode_step(model: Seq2Seq, bytes_per_weight: int = 4) -> dict[str, int]:
     """Bytes of weights one decoding step must read: the decoder layers (without the source-side
     projections, computed once per sentence) and the tied output projection.
@@ -85,10 +90,29 @@ def bytes_per_decode_step(model: Seq2Seq, bytes_per_weight: int = 4) -> dict[str
     When a step is limited by memory bandwidth, as batch-1 decoding on a CPU is, its time is
     roughly these bytes over the bandwidth, whatever the number of operations.
     """
-    once_per_sentence = ("cross_attn.kv.", "h_proj.")
-    layers = sum(
-        p.numel() for name, p in model.decoder_layers.named_parameters() if not any(k in name for k in once_per_sentence)
-    )
+    layers = sum(p.numel() for name, p in model.decoder_layers.named_parameters()
+                 if not name.split(".", 1)[1].startswith(SOURCE_PROJECTIONS))
     output = model.embed.weight.numel()
     return {"layers": layers * bytes_per_weight, "output": output * bytes_per_weight,
             "total": (layers + output) * bytes_per_weight}
+
+
+def decoding_costs(system: str) -> dict[str, Any]:
+    """What one decoder layer of ``system`` (a preset name; d=512 for the paper's) costs per decoding step,
+    read from the layer class itself: the matrix weights a step reads (in d², source projections left
+    out), and the numbers its cache holds per target position and per source position (in d)."""
+    from canlib.model.attention import SourceMemory
+    from canlib.model.config import preset
+
+    cfg = preset(system, vocab_size=8)
+    layer = Seq2Seq(cfg).decoder_layers[0]
+    d = cfg.d_model
+    per_step = sum(m.weight.numel() for name, m in layer.named_modules()
+                   if isinstance(m, torch.nn.Linear) and not name.startswith(SOURCE_PROJECTIONS))
+    like = torch.zeros(1)
+    cached = [sum(t.numel() for t in layer.new_cache(1, length, like).values()) for length in (1, 2)]
+    with torch.no_grad():
+        source = layer.project_source(SourceMemory(torch.zeros(1, 1, d), torch.zeros(1, 1, dtype=torch.bool)))
+    return {"decoder_kind": cfg.decoder_kind, "weights_per_step_d2": per_step / d**2,
+            "cache_per_target_position_d": (cached[1] - cached[0]) / d,
+            "cache_per_source_position_d": sum(t.numel() for t in source.values()) / d}

@@ -204,16 +204,9 @@ def breakdown_frame(parts: dict[str, dict[str, float]]):
     return pd.DataFrame(rows).T
 
 
-def weights_per_token(d: int = 512) -> dict[str, int]:
-    """Decoder-layer weights read per generated token, in units of d² (source-side projections, computed
-    once per sentence, left out), counted from the models themselves."""
-    from canlib.model import Seq2Seq
-    from canlib.model.config import preset
-    from canlib.studies.probes import bytes_per_decode_step
+def weights_per_token() -> dict[str, float]:
+    """Decoder-layer matrix weights read per generated token, in units of d² (source-side projections,
+    computed once per sentence, left out), counted from the layer classes at the paper's d=512."""
+    from canlib.studies.probes import decoding_costs
 
-    out = {}
-    for system in ABLATION_SYSTEMS:
-        model = Seq2Seq(preset(system, vocab_size=8))
-        layers = bytes_per_decode_step(model, bytes_per_weight=1)["layers"] / model.cfg.dec_layers
-        out[system] = layers / d**2
-    return out
+    return {system: decoding_costs(system)["weights_per_step_d2"] for system in ABLATION_SYSTEMS}
