@@ -39,8 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--systems", help="comma-separated systems (presets, ct2:<preset>, or checkpoint names); "
                         "default: the study's systems (speed: with CTranslate2's Baseline and Balanced where installed)")
     parser.add_argument("--checkpoint", action="append", default=[], metavar="NAME=PATH", help="time a trained model")
-    parser.add_argument("--scale", "--preset-size", dest="scale", choices=SCALES, default=d.scale,
-                        help="preset scale of random-weight models (--preset-size is its old name)")
+    parser.add_argument("--scale", choices=SCALES, default=d.scale, help="preset scale of random-weight models")
     parser.add_argument("--vocab-size", type=int, default=d.vocab_size, help="random-weight vocabulary size")
     parser.add_argument("--beam", type=int, default=d.beam)
     parser.add_argument("--beams", type=int_list, default=d.beams, help="beam study: beam sizes")
@@ -55,8 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=d.threads, help="torch CPU threads (0: leave torch's default)")
     parser.add_argument("--fp32", action="store_true", help="float32 on CUDA (default there: float16)")
-    parser.add_argument("--graphs", "--captured", dest="graphs", action="store_true",
-                        help="CUDA: replay decode steps from CUDA graphs (--captured is its old name)")
+    parser.add_argument("--graphs", action="store_true", help="CUDA: replay decode steps from CUDA graphs")
     parser.add_argument("--breakdown", action="store_true", help="also time the components of each canlib system")
     parser.add_argument("--seed", type=int, default=d.seed)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars (e.g. inside a notebook)")
