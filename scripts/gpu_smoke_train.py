@@ -6,8 +6,10 @@ One command, no network, a few minutes on one H100 or H200::
     python scripts/gpu_smoke_train.py --compile --out compiled.json  # the same under torch.compile
     python scripts/gpu_smoke_train.py --data PREPARED_DIR            # or a prepared corpus
     python scripts/gpu_smoke_train.py --tiny --steps 3 --device cpu  # CPU check of the script itself
+    python scripts/gpu_smoke_train.py --device cpu --data PREPARED_DIR --presets small-can --max-tokens 8192 \
+        --steps 8 --skip 2 --result book/results/cpu/train_small.json  # one update's time on a CPU, stored
 
-Reports per preset: target tokens/sec (steady state: the first ``--skip`` updates are not
+Reports per preset: target tokens/sec and seconds per update (steady state: the first ``--skip`` updates are not
 timed; the trainer waits for the GPU only at its log points, every ``--skip`` updates here),
 model FLOPs utilisation against the device's own peak, and peak GPU memory.
 
@@ -36,6 +38,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from canlib.data.batching import PairList, Split  # noqa: E402
+from canlib.info import preset_scale  # noqa: E402
 from canlib.model.config import ModelConfig, preset  # noqa: E402
 from canlib.training import TrainConfig, Trainer  # noqa: E402
 
@@ -91,14 +94,16 @@ def measure(model_cfg: ModelConfig, cfg: TrainConfig, split: Split, skip: int, p
     start = max((r for r in train if r["step"] <= skip), key=lambda r: r["step"], default=None)
     timed = [r for r in train if r["step"] > skip]
     seconds = train[-1]["wall"] - (start["wall"] if start else 0.0)
+    timed_updates = train[-1]["step"] - (start["step"] if start else 0)
     tok_s = sum(r["tokens"] for r in timed) / seconds
     f_src, f_tgt = flops_per_update_tokens(model_cfg)
     flops_s = tok_s * (f_tgt + f_src * src_per_tgt)
     return {
         "preset_d_model": model_cfg.d_model, "decoder_kind": model_cfg.decoder_kind,
         "enc_layers": model_cfg.enc_layers, "dec_layers": model_cfg.dec_layers,
-        "updates": trainer.step, "timed_updates": train[-1]["step"] - (start["step"] if start else 0),
+        "updates": trainer.step, "timed_updates": timed_updates,
         "target_tokens_per_sec": round(tok_s, 1),
+        "seconds_per_update": round(seconds / timed_updates, 4),
         "model_tflops_per_sec": round(flops_s / 1e12, 3), "final_train_loss": round(train[-1]["train_loss"], 4),
         "mfu": round(flops_s / peak_flops, 4) if peak_flops else None,
         "peak_memory_gib": round(torch.cuda.max_memory_allocated(trainer.device) / 2**30, 3) if trainer.device.type == "cuda" else None,
@@ -120,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vocab-size", type=int, default=32000, help="synthetic vocabulary size")
     p.add_argument("--peak-flops", type=float, default=None, help="peak FLOP/s for MFU (default: the device's, from the table)")
     p.add_argument("--out", help="also write the JSON report here")
+    p.add_argument("--result", help="also store the report here as a result with provenance (commit, date, device, "
+                   "scale from the presets' names, this command), as book/results/ holds them")
     args = p.parse_args(argv)
 
     on_cuda = args.device.startswith("cuda")
@@ -145,8 +152,11 @@ def main(argv: list[str] | None = None) -> int:
               "compile": args.compile, "loss_chunk": args.loss_chunk, "data": args.data or "synthetic",
               "peak_flops": peak, "peak_source": "--peak-flops" if args.peak_flops else ("table" if peak else None),
               "runs": {}}
-    for name in args.presets.split(","):
-        name = f"tiny-{name}" if args.tiny else name
+    names = [f"tiny-{name}" if args.tiny else name for name in args.presets.split(",")]
+    scales = {preset_scale(name) for name in names}
+    if args.result and len(scales) != 1:  # before any training: a refused store loses no measurement
+        raise SystemExit(f"--result: the presets mix scales ({', '.join(sorted(scales))}); store one scale per file")
+    for name in names:
         model_cfg = preset(name, vocab_size=vocab_size)
         cfg = TrainConfig(max_steps=args.steps, warmup=4000, max_tokens=max_tokens, device=args.device, precision=precision,
                           keep_last=1, average_last=1, progress=False, compile=args.compile, loss_chunk=args.loss_chunk)
@@ -156,6 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")
+    if args.result:
+        from canlib.studies.results import provenance, save_result
+
+        command = "python scripts/gpu_smoke_train.py " + " ".join(sys.argv[1:] if argv is None else argv)
+        save_result(args.result, report, provenance(scales.pop(), {"command": command}, args.device))
     return 0
 
 

@@ -15,6 +15,7 @@ from canlib import load_model
 from canlib.data.batching import PairList, TokenBatchSampler
 from canlib.model.checkpoint import save_model
 from canlib.model.config import DECODER_KINDS, ModelConfig
+from canlib.studies.results import load_result
 from canlib.model import Seq2Seq
 from canlib.data.vocab import Vocabulary
 from canlib.training import NonFiniteLossError, TrainConfig, Trainer, label_smoothed_nll_loss
@@ -383,12 +384,19 @@ def test_gpu_smoke_script_runs_its_tiny_cpu_mode(tmp_path):
     spec = importlib.util.spec_from_file_location("gpu_smoke_train", REPO / "scripts" / "gpu_smoke_train.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    assert script.main(["--tiny", "--steps", "3", "--device", "cpu", "--out", str(tmp_path / "smoke.json")]) == 0
+    args = ["--tiny", "--steps", "3", "--device", "cpu", "--out", str(tmp_path / "smoke.json")]
+    assert script.main([*args, "--result", str(tmp_path / "stored.json")]) == 0
     report = json.loads((tmp_path / "smoke.json").read_text())
     assert set(report["runs"]) == {"tiny-baseline", "tiny-can"}
     for run in report["runs"].values():
         assert run["updates"] == 3 and run["timed_updates"] == 2 and run["target_tokens_per_sec"] > 0
+        assert run["seconds_per_update"] > 0
         assert math.isfinite(run["final_train_loss"]) and run["mfu"] is None  # no MFU without a GPU peak
+    stored, prov = load_result(tmp_path / "stored.json")
+    assert stored == report and prov["scale"] == "tiny" and prov["device"].startswith("CPU")
+    assert prov["config"]["command"].startswith("python scripts/gpu_smoke_train.py --tiny --steps 3")
+    with pytest.raises(SystemExit, match="mix scales"):
+        script.main(["--steps", "3", "--device", "cpu", "--presets", "tiny-can,small-can", "--result", str(tmp_path / "x.json")])
 
 
 DDP_WORKER = '''
