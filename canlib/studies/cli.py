@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "run the similarity, error, depth, ablation, attention-map and conversion studies, and store results with provenance and "
         "the test hypotheses under book/results/<scale>/. Resumable: run it again after an interruption. "
         "Time: tiny runs take CPU minutes each; small is meant to take under 8 minutes on one H100/H200 (not yet "
-        "measured with this command) and takes many hours on a CPU.")
+        "measured with this command) and about 2 hours a run on a 2-core CPU (days for the whole plan).")
     parser.add_argument("--scale", choices=SCALES, help="tiny (CPU, CI), small (GPU minutes), full (the paper)")
     parser.add_argument("--systems", default=",".join(ALL_SYSTEMS), help="comma-separated systems (default: all)")
     parser.add_argument("--seeds", default=None, help="comma-separated seeds (default: every seed of the scale's plan)")

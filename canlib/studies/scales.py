@@ -7,7 +7,8 @@
   what trains to real translations in GPU-minutes. The budget is the recipe measured on one H200
   (``../shared/measurements/h200-2026-11-26``: small-can, 57 s, sacreBLEU 31.9 on test2016):
   1200 updates x 8192 tokens, lr 1e-3, 500 warm-up updates, label smoothing 0.1, validation every
-  400 updates, the last 2 checkpoints averaged; bf16 on CUDA, fp32 on a CPU (hours there).
+  400 updates, the last 2 checkpoints averaged; bf16 on CUDA, fp32 on a CPU (about 2 hours a run on 2 cores:
+  ``book/results/cpu/train_small.json``).
 * ``full``: the paper's recipe (d=512 presets, WMT14 En-De, 4096 tokens x 8 GPUs).
 
 Speed is measured at the paper's d=512 shapes at every scale (it depends on shapes, not on weights).
