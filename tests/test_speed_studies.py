@@ -65,8 +65,59 @@ def test_stored_figures_equal_the_raw_measurements(results_here):
 @pytest.mark.skipif(not RAW.is_dir(), reason="raw measurement folder not present")
 def test_converting_again_reproduces_the_stored_results(tmp_path):
     gpu.convert_measurements(RAW, tmp_path)
-    for path in STORED.glob("*.json"):
-        assert load_result(tmp_path / path.name)[0] == load_result(path)[0]
+    for kind in set(gpu.FILES.values()):
+        assert load_result(tmp_path / f"{kind}.json")[0] == load_result(STORED / f"{kind}.json")[0]
+    assert {p.stem for p in STORED.glob("*.json")} == set(gpu.FILES.values()) | {"translation_small"}
+
+
+def _multi30k_test() -> tuple[list[str], list[str]]:
+    from canlib.data.text import read_parallel
+    from canlib.io import data_dir
+
+    folder = data_dir() / "multi30k-en-de"
+    if not (folder / "test_2016_flickr.de").exists():
+        pytest.skip("Multi30k En-De test2016 not present")
+    return read_parallel(folder / "test_2016_flickr.en", folder / "test_2016_flickr.de")
+
+
+@pytest.mark.skipif(not RAW.is_dir(), reason="raw measurement folder not present")
+def test_the_gpu_translation_is_rescored_from_its_hypotheses(tmp_path):
+    sources, references = _multi30k_test()
+    written = gpu.convert_translation(RAW, tmp_path, sources, references, device="NVIDIA H200", commit="df024e7",
+                                      date="2026-11-26")
+    result, prov = load_result(written)
+    assert result == load_result(STORED / "translation_small.json")[0]
+    assert result["scores"]["bleu"] == pytest.approx(result["recorded_scores"]["bleu"], abs=1e-6)
+    assert prov["scale"] == "small" and len(result["examples"]) == 5 and result["examples"][-1]["index"] == 999
+
+
+def _fake_measurement(folder: Path, hyps: list[str], refs: list[str], train_s: str = "train_s 3") -> None:
+    from canlib.bleu import corpus_scores
+
+    folder.mkdir()
+    final = {"stop_reason": "max_steps", "step": 10, "epoch": 1, "last_valid": {"valid_loss": 4.5}}
+    log = [json.dumps(final), train_s, "translate_s 1 checkpoint average.pt", json.dumps(corpus_scores(hyps, refs))]
+    (folder / gpu.TRANSLATION["log"]).write_text("\n".join(log) + "\n")
+    (folder / gpu.TRANSLATION["hyps"]).write_text("\n".join(hyps) + "\n")
+
+
+def test_a_gpu_translation_scored_against_other_references_is_refused(tmp_path):
+    refs = [f"Ein Hund läuft über die Wiese Nummer {i} ." for i in range(8)]
+    hyps = [r.replace("läuft", "rennt") for r in refs]
+    _fake_measurement(tmp_path / "m", hyps, refs)
+    written = gpu.convert_translation(tmp_path / "m", tmp_path / "out", refs, refs, device="GPU X", commit="abc", date="2026-01-01",
+                                      examples=3)
+    result, _ = load_result(written)
+    assert [e["index"] for e in result["examples"]] == [0, 4, 7] and result["train_s"] == 3 and result["valid_loss"] == 4.5
+    with pytest.raises(ValueError, match="bleu recomputed here"):
+        gpu.convert_translation(tmp_path / "m", tmp_path / "out", refs, refs[::-1], device="GPU X", commit="abc", date="2026-01-01")
+
+
+def test_a_malformed_line_of_the_gpu_training_log_is_named(tmp_path):
+    refs = ["Ein Hund ."]
+    _fake_measurement(tmp_path / "m", refs, refs, train_s="train_s fast")
+    with pytest.raises(ValueError, match="line 2: 'train_s fast'"):
+        gpu.convert_translation(tmp_path / "m", tmp_path / "out", refs, refs, device="GPU X", commit="abc", date="2026-01-01")
 
 
 @pytest.mark.skipif(not RAW.is_dir(), reason="raw measurement folder not present")

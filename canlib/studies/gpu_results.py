@@ -35,6 +35,9 @@ FILES = {
     "smoke_small.json": "training_small",
 }
 PARTS = ("encode", "layers", "output", "search")
+# a small-can trained with `canlib train` on Multi30k En-De small: its log and its test2016 hypotheses
+TRANSLATION = {"log": "train_multi30k_small-can.txt", "hyps": "multi30k_small-can_test2016.hyp.de"}
+TRANSLATION_CORPUS = ("multi30k-en-de", "small", "test")
 
 
 def gpu_dir(run: str = DEFAULT_RUN) -> Path:
@@ -50,7 +53,7 @@ def readme_commands(readme: Path) -> dict[str, str]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) < 2:
             continue
-        for name in re.findall(r"`([^`]+\.json)`", cells[0]):
+        for name in re.findall(r"`([^`\s]+\.\w+)`", cells[0]):
             commands[name] = cells[1].replace("`", "")
     return commands
 
@@ -152,6 +155,64 @@ def convert_measurements(source: str | Path, out: str | Path, *, commit: str | N
     return written
 
 
+def parse_train_log(text: str, name: str) -> dict[str, Any]:
+    """The measurement's training log: the trainer's final JSON line (first), ``train_s``/``translate_s``
+    lines, and ``canlib bleu``'s JSON scores (last)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    jsons = [(i, json.loads(line)) for i, line in enumerate(lines) if line.lstrip().startswith("{")]
+    if len(jsons) < 2 or "stop_reason" not in jsons[0][1] or "bleu" not in jsons[-1][1]:
+        raise ValueError(f"{name}: expected the trainer's final JSON line first and canlib bleu's JSON line last")
+    seconds = {}
+    for number, line in enumerate(lines, 1):
+        key, _, value = line.partition(" ")
+        if key in ("train_s", "translate_s"):
+            try:
+                seconds[key] = float(value.split()[0])
+            except (IndexError, ValueError):
+                raise ValueError(f"{name}, line {number}: {line!r}: expected '{key} <seconds>'") from None
+    return {"final": jsons[0][1], "scores": jsons[-1][1], **seconds}
+
+
+def convert_translation(source: str | Path, out: str | Path, sources: list[str], references: list[str], *,
+                        device: str, commit: str, date: str, command: str = "", note: str = SOURCE,
+                        examples: int = 5, tolerance: float = 0.01) -> Path:
+    """Store a GPU-trained model's test translation as a result: its training time and final validation
+    loss, sacreBLEU and tokenized BLEU **recomputed here** from its hypotheses against ``references``
+    (an error if they differ from the scores the measurement recorded by more than ``tolerance``), and
+    ``examples`` sentences spread over the test set. The hypotheses themselves are not copied."""
+    from canlib.bleu import corpus_scores, sentence_bleu
+    from canlib.studies.quality import read_hypotheses
+
+    source = Path(source)
+    log = parse_train_log((source / TRANSLATION["log"]).read_text(encoding="utf-8"), TRANSLATION["log"])
+    hyps = read_hypotheses(source / TRANSLATION["hyps"])
+    if len(hyps) != len(references) or len(sources) != len(references):
+        raise ValueError(f"{source / TRANSLATION['hyps']}: {len(hyps)} hypotheses for {len(sources)} sources and "
+                         f"{len(references)} references")
+    scores = corpus_scores(hyps, references)
+    for key in ("bleu", "tok_bleu"):
+        if abs(scores[key] - log["scores"][key]) > tolerance:
+            raise ValueError(f"{source / TRANSLATION['hyps']}: {key} recomputed here is {scores[key]:.4f}, the "
+                             f"measurement recorded {log['scores'][key]:.4f}; are these the references it was scored on?")
+    picks = [round(i * (len(hyps) - 1) / max(examples - 1, 1)) for i in range(examples)]
+    corpus, scale, split = TRANSLATION_CORPUS
+    result = {
+        "preset": "small-can", "corpus": f"{corpus}/{scale}", "split": split, "sentences": len(hyps),
+        "train_s": log.get("train_s"), "translate_s": log.get("translate_s"),
+        "updates": log["final"].get("step"), "epochs": log["final"].get("epoch"),
+        "valid_loss": log["final"].get("last_valid", {}).get("valid_loss"),
+        "scores": {k: scores[k] for k in ("bleu", "tok_bleu", "signature", "sys_len", "ref_len")},
+        "recorded_scores": {k: log["scores"][k] for k in ("bleu", "tok_bleu")},
+        "hyp_words_mean": statistics.mean(len(h.split()) for h in hyps),
+        "ref_words_mean": statistics.mean(len(r.split()) for r in references),
+        "examples": [{"index": i, "source": sources[i], "reference": references[i], "hypothesis": hyps[i],
+                      "sentence_bleu": sentence_bleu(hyps[i], references[i])} for i in picks],
+    }
+    prov = {"commit": commit, "date": date, "device": device, "scale": scale,
+            "config": {"command": command, "raw_files": list(TRANSLATION.values())}, "source": note}
+    return save_result(Path(out) / "translation_small.json", result, prov)
+
+
 # -- loaders --------------------------------------------------------------------------------------
 
 def available_runs() -> list[str]:
@@ -209,6 +270,15 @@ def gpu_training(kind: str = "training_4k", run: str = DEFAULT_RUN) -> tuple[dic
     return result["runs"], {**prov, **{k: v for k, v in result.items() if k != "runs"}}
 
 
+def gpu_translation(run: str = DEFAULT_RUN) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A small-can trained on the GPU with ``canlib train``: scores recomputed from its hypotheses, examples."""
+    path = gpu_dir(run) / "translation_small.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no stored GPU translation; convert a measurement folder with "
+                                "`python -m canlib.studies.gpu_results SOURCE OUT`")
+    return load_result(path)
+
+
 def gpu_setting(prov: dict[str, Any]) -> str:
     """How a GPU figure was measured, in words, for the line under a table."""
     s = prov.get("settings") or {}
@@ -227,7 +297,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--date", help="YYYY-MM-DD, when the raw files do not record it")
     parser.add_argument("--source-note", default=SOURCE, help="who measured it, stored as provenance.source")
     args = parser.parse_args(argv)
-    for path in convert_measurements(args.source, args.out, commit=args.commit, date=args.date, note=args.source_note):
+    written = convert_measurements(args.source, args.out, commit=args.commit, date=args.date, note=args.source_note)
+    source = Path(args.source)
+    if all((source / name).exists() for name in TRANSLATION.values()):
+        from canlib.data import load_prepared, prepare
+
+        corpus, scale, split = TRANSLATION_CORPUS
+        test = load_prepared(prepare(corpus, scale, progress=False)).split(split)
+        first, prov = load_result(written[0])
+        commands = readme_commands(source / "README.md") if (source / "README.md").exists() else {}
+        written.append(convert_translation(source, args.out, list(test.src_text), list(test.tgt_text),
+                                           device=prov["device"], commit=prov["commit"], date=prov["date"],
+                                           command=commands.get(TRANSLATION["log"], ""), note=args.source_note))
+    for path in written:
         print(path)
     return 0
 
