@@ -1,4 +1,5 @@
-"""GPU speed and training-throughput measurements, stored as results with provenance.
+"""GPU speed and training-throughput measurements, and one GPU-trained ``small-can``'s test translation,
+stored as results with provenance.
 
 The paper's speed claims are GPU claims (fp16, batch 1, beam 4). No chapter can measure them on the
 CPU that builds the book, so the figures come from a GPU run of this project's own scripts, stored
