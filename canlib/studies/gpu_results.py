@@ -160,8 +160,8 @@ def parse_train_log(text: str, name: str) -> dict[str, Any]:
     """The measurement's training log: the trainer's final JSON line (first), ``train_s``/``translate_s``
     lines, and ``canlib bleu``'s JSON scores (last)."""
     lines = [line for line in text.splitlines() if line.strip()]
-    jsons = [(i, json.loads(line)) for i, line in enumerate(lines) if line.lstrip().startswith("{")]
-    if len(jsons) < 2 or "stop_reason" not in jsons[0][1] or "bleu" not in jsons[-1][1]:
+    jsons = [json.loads(line) for line in lines if line.lstrip().startswith("{")]
+    if len(jsons) < 2 or "stop_reason" not in jsons[0] or "bleu" not in jsons[-1]:
         raise ValueError(f"{name}: expected the trainer's final JSON line first and canlib bleu's JSON line last")
     seconds = {}
     for number, line in enumerate(lines, 1):
@@ -171,7 +171,7 @@ def parse_train_log(text: str, name: str) -> dict[str, Any]:
                 seconds[key] = float(value.split()[0])
             except (IndexError, ValueError):
                 raise ValueError(f"{name}, line {number}: {line!r}: expected '{key} <seconds>'") from None
-    return {"final": jsons[0][1], "scores": jsons[-1][1], **seconds}
+    return {"final": jsons[0], "scores": jsons[-1], **seconds}
 
 
 def convert_translation(source: str | Path, out: str | Path, sources: list[str], references: list[str], *,
@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
 
         corpus, scale, split = TRANSLATION_CORPUS
         test = load_prepared(prepare(corpus, scale, progress=False)).split(split)
-        first, prov = load_result(written[0])
+        _, prov = load_result(written[0])  # the session's device, commit and date
         commands = readme_commands(source / "README.md") if (source / "README.md").exists() else {}
         written.append(convert_translation(source, args.out, list(test.src_text), list(test.tgt_text),
                                            device=prov["device"], commit=prov["commit"], date=prov["date"],
