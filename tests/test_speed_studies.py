@@ -70,19 +70,12 @@ def test_converting_again_reproduces_the_stored_results(tmp_path):
     assert {p.stem for p in STORED.glob("*.json")} == set(gpu.FILES.values()) | {"translation_small"}
 
 
-def _multi30k_test() -> tuple[list[str], list[str]]:
-    from canlib.data.text import read_parallel
-    from canlib.io import data_dir
-
-    folder = data_dir() / "multi30k-en-de"
-    if not (folder / "test_2016_flickr.de").exists():
-        pytest.skip("Multi30k En-De test2016 not present")
-    return read_parallel(folder / "test_2016_flickr.en", folder / "test_2016_flickr.de")
-
-
 @pytest.mark.skipif(not RAW.is_dir(), reason="raw measurement folder not present")
-def test_the_gpu_translation_is_rescored_from_its_hypotheses(tmp_path):
-    sources, references = _multi30k_test()
+def test_the_gpu_translation_is_rescored_from_its_hypotheses(tmp_path, shared_data):
+    from canlib.data.text import read_parallel
+
+    folder = shared_data / "multi30k-en-de"
+    sources, references = read_parallel(folder / "test_2016_flickr.en", folder / "test_2016_flickr.de")
     written = gpu.convert_translation(RAW, tmp_path, sources, references, device="NVIDIA H200", commit="df024e7",
                                       date="2026-11-26")
     result, prov = load_result(written)
