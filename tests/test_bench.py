@@ -95,8 +95,9 @@ def test_bench_beam_and_batch_studies_give_series(tmp_path):
     assert list(json.loads(out.read_text())["systems"]["tiny-can"]["by_batch"]) == ["1", "3"]
 
 
-def test_bench_rejects_a_malformed_checkpoint_option():
+def test_bench_rejects_a_malformed_checkpoint_option(capsys):
     assert main(["bench", "speed", "--checkpoint", "nopath", "--device", "cpu"]) == 2
+    assert "--checkpoint 'nopath': expected name=PATH" in capsys.readouterr().err
 
 
 def test_bench_in_process_leaves_the_matplotlib_backend_alone(tmp_path):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, SHARED_DATA
+from conftest import REPO, SHARED_DATA, missing
 
 pytestmark = pytest.mark.book
 PLOTTING_CHAPTERS = ("similarity", "training", "depths", "speed", "errors")
@@ -39,7 +39,7 @@ def book_env() -> dict[str, str]:
 
 def require_data() -> None:
     if not (SHARED_DATA / "multi30k-en-de").is_dir():  # the tiny and small scales' corpus
-        pytest.skip(f"real data {SHARED_DATA}/multi30k-en-de not present (set CANLIB_DATA_DIR)")
+        missing(f"real data {SHARED_DATA}/multi30k-en-de not present (set CANLIB_DATA_DIR)")
 
 
 @pytest.mark.parametrize("chapter", toc_notebooks(), ids=lambda p: p.stem)

@@ -16,8 +16,10 @@ def test_round_trip_restores_config_and_weights(tmp_path):
     save_model(model, tmp_path / "m.pt", vocab_id="spm-sha256:abc")
     loaded = load_model(tmp_path / "m.pt", expected_vocab_id="spm-sha256:abc")
     assert loaded.cfg == model.cfg
-    for (k, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
-        assert torch.equal(a, b), k
+    saved, back = model.state_dict(), loaded.state_dict()
+    assert list(back) == list(saved)  # no parameter or buffer missing, added or renamed
+    for k in saved:
+        assert torch.equal(saved[k], back[k]), k
 
 
 def test_checkpoint_loads_with_weights_only(tmp_path):

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import missing as missing_data
 from canlib.cli import main
 
 from canlib.data import binarized, load_prepared, prepare
@@ -37,7 +38,7 @@ def news_env(offline_env) -> Path:
     missing = [f"{stem}.{lang}" for stem in NEWS_FILES for lang in ("en", "de")
                if not (offline_env / "wmt14-en-de" / f"{stem}.{lang}").is_file()]
     if missing:
-        pytest.skip(f"WMT news files not in {offline_env / 'wmt14-en-de'} (local only, no download): {', '.join(missing)}")
+        missing_data(f"WMT news files not in {offline_env / 'wmt14-en-de'} (local only, no download): {', '.join(missing)}")
     return offline_env
 
 

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from conftest import missing as missing_data
 from canlib.data import REGISTRY, Corpus, Member, Remote, Scale, fetch, load_prepared, prepare
 from canlib.data.download import download_path, extract_members, sha256_gunzipped
 from canlib.data.text import normalize, read_lines
@@ -98,7 +99,7 @@ def statmt_tgz(shared_data: Path) -> tuple[bytes, dict[str, list[str]]]:
     missing = [f"{stem}.{l}" for stem in ("train.detok", "newstest2013", "newstest2014") for l in ("en", "de")
                if not (wmt / f"{stem}.{l}").is_file()]
     if missing:
-        pytest.skip(f"WMT news files not in {wmt} (local only, no download): {', '.join(missing)}")
+        missing_data(f"WMT news files not in {wmt} (local only, no download): {', '.join(missing)}")
     take = lambda name, n: (wmt / name).read_text(encoding="utf-8").split("\n")[:n]  # noqa: E731
     text = {f"train.{l}": take(f"train.detok.{l}", 300) for l in ("en", "de")}
     text |= {f"newstest2013.{l}": take(f"newstest2013.{l}", 40) for l in ("en", "de")}

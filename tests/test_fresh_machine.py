@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import missing as missing_data
 from canlib.data import get_corpus, load_prepared, prepare
 from canlib.data.corpora import MULTI30K, MULTI30K_COMMIT
 from canlib.data.download import MIRROR_ENV, download_path, mirrored
@@ -104,7 +105,7 @@ def test_registry_checksums_match_the_shared_copies(shared_data):
         corpus = get_corpus(name)
         folder = shared_data / corpus.folder
         if not folder.is_dir():
-            pytest.skip(f"{folder} not present")
+            missing_data(f"{folder} not present")
         for file, members in corpus.files.items():
             (member,) = members
             plain, packed = folder / file, folder / f"{file}.gz"
@@ -143,7 +144,7 @@ class Mirror:
 def mirror(shared_data, tmp_path, monkeypatch):
     """The mirror server, and the environment of a fresh machine pointed at it; stops within 120 s."""
     if not any(shared_data.glob("multi30k-en-*")):
-        pytest.skip(f"no Multi30k folders in {shared_data} to serve")
+        missing_data(f"no Multi30k folders in {shared_data} to serve")
     state = Mirror(shared_data)
 
     class Handler(BaseHTTPRequestHandler):

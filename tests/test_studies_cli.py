@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+from conftest import missing as missing_data
 from canlib.cli import main
 from canlib.studies.quality import rescore, seed_summary
 
@@ -20,7 +21,7 @@ def experiment(tmp_path_factory):
     from tests.conftest import SHARED_DATA
 
     if not (SHARED_DATA / "multi30k-en-de").is_dir():
-        pytest.skip("multi30k-en-de is not in the data folder")
+        missing_data("multi30k-en-de is not in the data folder")
     root = tmp_path_factory.mktemp("experiment")
     saved = os.environ.get("CANLIB_CACHE_DIR")
     saved_data = os.environ.get("CANLIB_DATA_DIR")
@@ -105,7 +106,7 @@ def test_an_interrupted_run_resumes_from_its_checkpoints(tmp_path, monkeypatch, 
     """A run whose training stopped before the end (its last checkpoint kept, nothing stored) is
     continued from that checkpoint, not restarted."""
     if not (shared_data / "multi30k-en-de").is_dir():
-        pytest.skip("multi30k-en-de is not in the data folder")
+        missing_data("multi30k-en-de is not in the data folder")
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))
     base = ["experiment", "--scale", "tiny", "--systems", "can", "--seeds", "1", "--studies", "runs"]
@@ -123,6 +124,56 @@ def test_an_interrupted_run_resumes_from_its_checkpoints(tmp_path, monkeypatch, 
     assert "resumed from" in capsys.readouterr().err and "step_0000002.pt" in str(sorted((second / "checkpoints").iterdir()))
     log = [json.loads(line) for line in (second / "log.jsonl").read_text().splitlines() if line.strip()]
     assert [r["step"] for r in log if r.get("kind") == "valid"] == [2, 4]
+
+
+def test_an_interrupted_and_resumed_experiment_equals_an_uninterrupted_one(tmp_path, monkeypatch, capsys, shared_data):
+    """A 4-update run that validates and checkpoints every 2 updates is stopped right after its
+    step-2 checkpoint (an exception raised there, as a killed process leaves it); running the
+    command again continues it. Parameters, hypotheses and BLEU equal those of the run that was
+    never stopped."""
+    import torch
+
+    import canlib.studies.runs as runs
+    from canlib.training.trainer import Trainer
+
+    if not (shared_data / "multi30k-en-de").is_dir():
+        missing_data("multi30k-en-de is not in the data folder")
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))
+    budget = runs.budget
+    monkeypatch.setattr(runs, "budget", lambda *a, **kw: {**budget(*a, **kw), "valid_every": 2})
+    args = ["experiment", "--scale", "tiny", "--systems", "can", "--seeds", "1", "--studies", "runs", "--max-steps", "4"]
+    folder = runs.run_dir("can", "tiny", "multi30k-en-de", runs.budget("tiny", 1, 4))
+    stored = lambda out: tmp_path / out / "tiny" / "runs" / "multi30k-en-de"  # noqa: E731
+
+    assert main([*args, "--out", str(tmp_path / "uninterrupted")]) == 0
+    folder.rename(tmp_path / "uninterrupted_run")
+
+    save = Trainer.save_checkpoint
+
+    def save_then_die(self, is_best):
+        path = save(self, is_best)
+        if self.step == 2:
+            raise RuntimeError("interrupted (test)")
+        return path
+
+    monkeypatch.setattr(Trainer, "save_checkpoint", save_then_die)
+    assert main([*args, "--out", str(tmp_path / "resumed")]) != 0
+    assert [p.name for p in (folder / "checkpoints").glob("step_*.pt")] == ["step_0000002.pt"]
+    monkeypatch.setattr(Trainer, "save_checkpoint", save)
+    capsys.readouterr()
+    assert main([*args, "--out", str(tmp_path / "resumed")]) == 0
+    assert "resumed from" in capsys.readouterr().err
+
+    weights = lambda run: torch.load(run / "average.pt", weights_only=True)["model"]  # noqa: E731
+    reference, resumed = weights(tmp_path / "uninterrupted_run"), weights(folder)
+    assert list(resumed) == list(reference)
+    assert all(torch.equal(resumed[k], reference[k]) for k in reference)
+    for split in ("valid", "test"):
+        hyp = f"can-seed1.{split}.hyp"
+        assert (stored("resumed") / hyp).read_text() == (stored("uninterrupted") / hyp).read_text()
+    scores = [json.loads((stored(out) / "can-seed1.json").read_text())["result"]["scores"] for out in ("uninterrupted", "resumed")]
+    assert scores[0] == scores[1]
 
 
 def test_a_stored_run_of_another_budget_is_refused_not_reused(experiment, capsys):

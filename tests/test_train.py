@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from conftest import missing as missing_data
 from canlib import load_model
 from canlib.data.batching import PairList, TokenBatchSampler
 from canlib.model.checkpoint import save_model
@@ -50,7 +51,7 @@ def corpus(request):
 
     folder = SHARED_DATA / "wmt14-en-de"
     if not folder.is_dir():
-        pytest.skip(f"real data folder {folder} not present")
+        missing_data(f"real data folder {folder} not present")
     en = (folder / "newstest2013.en").read_text().splitlines()[:1500]
     de = (folder / "newstest2013.de").read_text().splitlines()[:1500]
     vocab = Vocabulary.train(en[:400] + de[:400], 300)
