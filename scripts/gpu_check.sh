@@ -14,6 +14,7 @@
 #   3. cuda tests: the sync-free step loop and graphs == eager, as pytest tests        -> pytest.txt
 #   4. training:  scripts/gpu_smoke_train.py --max-tokens 32768, Baseline and CAN (MFU) -> smoke_32k.json
 #   5. cpu:       canlib vs CTranslate2 fp32 on the CPU, standard systems             -> cpu_ct2.json
+#   6. ops:       operators per beam-search step of the nine systems, counted (CPU)   -> ops.json
 # then summary.txt (every goal, target and value) and ONE archive $OUT/gpu_check.tar.gz.
 set -u
 
@@ -38,15 +39,17 @@ if [ "$DRY" = 1 ]; then
   BREAK=(--scale tiny --vocab-size 200 --device cpu --sentences 1 --repeats 1 --forced-length 4)
   TRAIN=(--tiny --presets baseline,can --steps 3 --skip 1 --device cpu --max-tokens 512)
   CPU=(--scale tiny --vocab-size 200 --sentences 1 --repeats 1 --forced-length 4)
-  T1=120 T2=60 T3=60 T4=60 T5=60
+  T1=120 T2=60 T3=60 T4=60 T5=60 T6=120
+  OPS=(--systems balanced,can --scale tiny --vocab-size 200)
 else
   DEVICE=cuda
   BENCH=(--device cuda --repeats 3 --sentences 8
          --check-systems baseline,depth-9-4,balanced,depth-14-1,san,aan,can,can_attn,can_ffn)
-  BREAK=(--device cuda --sentences 5 --repeats 2 --graphs)
+  BREAK=(--device cuda --sentences 5 --repeats 5 --graphs)
   TRAIN=(--presets baseline,can --steps 25 --skip 8 --max-tokens 32768)
   CPU=(--sentences 4 --repeats 2)
-  T1=110 T2=50 T3=25 T4=70 T5=35
+  T1=110 T2=60 T3=25 T4=70 T5=35 T6=60
+  OPS=()
 fi
 
 step() {  # step NAME SECONDS COMMAND...: run under a timeout, log its output, record its status
@@ -90,6 +93,7 @@ else
 fi
 step cpu "$T5" "$PY" -m canlib bench speed --systems "$SYSTEMS" --device cpu "${CPU[@]}" --no-progress \
   --json "$DIR/cpu_ct2.json"
+step ops "$T6" "$PY" -m canlib bench ops "${OPS[@]}" --json "$DIR/ops.json"
 
 # every goal of issue 13 with its value (missing files give "not measured")
 "$PY" - "$DIR" > "$DIR/summary.txt" 2>&1 <<'EOF'
@@ -114,7 +118,9 @@ if bench:
         rows.append((f"{name} tok/s eager / graphs", "", f"{row.get('eager_tok_per_s', float('nan')):.1f} / "
                      f"{row.get('captured_tok_per_s', float('nan')):.1f}"))
     bal = s.get("balanced", {})
-    rows.append(("captured Balanced tok/s", ">= 3000 (moonshot 5000)", f"{bal.get('captured_tok_per_s', float('nan')):.1f}"))
+    rows.append(("whole-step graphs Balanced tok/s", ">= 5000", f"{bal.get('captured_tok_per_s', float('nan')):.1f}"))
+    if "captured_tok_per_s" in s.get("can", {}) and "captured_tok_per_s" in bal:
+        rows.append(("whole-step graphs CAN/Balanced", ">= 1.25", f"{s['can']['captured_tok_per_s'] / bal['captured_tok_per_s']:.3f}"))
     if "eager_tok_per_s" in s.get("can", {}) and "eager_tok_per_s" in bal:
         rows.append(("eager CAN/Balanced", ">= 1.30", f"{s['can']['eager_tok_per_s'] / bal['eager_tok_per_s']:.3f}"))
     same = meta.get("captured_matches_eager", {})
@@ -131,8 +137,16 @@ if brk:
                 b = row[key]
                 rows.append((f"{name} {b['mode']} ms/sentence: encode/layers/output/search", "",
                              " / ".join(f"{b[p + '_ms']:.2f}" for p in ("encode", "layers", "output", "search"))))
+                if "end_to_end_ms" in b:
+                    rows.append((f"{name} {b['mode']} parts vs untimed end to end", "within 10%",
+                                 f"{100 * b['gap']:+.1f}% ({sum(b[p + '_ms'] for p in ('encode', 'layers', 'output', 'search')):.2f}"
+                                 f" vs {b['end_to_end_ms']:.2f} ms)"))
     b = brk["systems"].get("balanced", {}).get("breakdown")
     rows.append(("search share of Balanced's eager time", "< 10%", f"{100 * b['search_share']:.1f}%" if b else "not measured"))
+    c = brk["systems"].get("can", {}).get("breakdown")
+    if b and c:
+        rows.append(("eager decoder layers Balanced/CAN (ops.json predicts its kernel ratio)", "",
+                     f"{b['layers_ms'] / c['layers_ms']:.3f} ({b['layers_ms']:.2f} vs {c['layers_ms']:.2f} ms)"))
 else:
     rows.append(("breakdown", "", "not measured"))
 smoke = load("smoke_32k.json")
@@ -157,6 +171,19 @@ if cpu:
         rows.append(("CPU busy warning", "", cpu["meta"]["busy_warning"]))
 else:
     rows.append(("CPU canlib vs CTranslate2", ">= 1.0", "not measured"))
+ops = load("ops.json")
+if ops:
+    for name, paths in ops["result"]["systems"].items():
+        c = paths["cuda"]
+        rows.append((f"{name} kernel operators per step / per layer / search (CUDA path)", "",
+                     f"{c['step']['kernel_operators']} / {c['per_layer']['kernel_operators']:.1f} / {c['search']['kernel_operators']}"
+                     f", host syncs {c['step']['host_syncs']}"))
+    counted = ops["result"]["systems"]
+    if "can" in counted and "balanced" in counted:
+        can, bal = (counted[k]["cuda"]["per_layer"]["kernel_operators"] for k in ("can", "balanced"))
+        rows.append(("CAN / standard kernel operators per layer-step", "<= 0.70", f"{can / bal:.3f}"))
+else:
+    rows.append(("operator counts", "", "not measured"))
 width = max(len(r[0]) for r in rows)
 for goal, target, value in rows:
     print(f"{goal:<{width}}  {target:<24} {value}")

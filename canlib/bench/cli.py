@@ -35,7 +35,8 @@ def parse_checkpoints(items: list[str]) -> tuple[tuple[str, str], ...]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = BenchSettings()
-    parser.add_argument("study", choices=sorted(STUDIES), help="which study to run")
+    parser.add_argument("study", choices=sorted(STUDIES) + ["ops"],
+                        help="which study to run (ops: operators per beam-search step, counted, not timed)")
     parser.add_argument("--systems", help="comma-separated systems (presets, ct2:<preset>, or checkpoint names); "
                         "default: the study's systems (speed: with CTranslate2's Baseline and Balanced where installed)")
     parser.add_argument("--checkpoint", action="append", default=[], metavar="NAME=PATH", help="time a trained model")
@@ -50,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sentences", type=int, default=d.sentences, help="source sentences per timed repeat")
     parser.add_argument("--repeats", type=int, default=d.repeats)
     parser.add_argument("--warmup", type=int, default=d.warmup)
+    parser.add_argument("--warmup-steps", type=int, default=5, help="ops study: decode steps before the counted one")
     parser.add_argument("--len-penalty", type=float, default=d.len_penalty)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=d.threads, help="torch CPU threads (0: leave torch's default)")
@@ -73,7 +75,28 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     )
 
 
+def run_ops(args: argparse.Namespace) -> int:
+    """``canlib bench ops``: operators per beam-search step of each system on the GPU's code path (counted
+    on the meta device, float16) and this CPU's (float32); see :mod:`canlib.bench.ops`."""
+    from canlib.bench.ops import ops_study
+
+    result = ops_study(args.systems.split(",") if args.systems else None, scale=args.scale, vocab_size=args.vocab_size,
+                       beam=args.beam, batch=args.batch, warmup=args.warmup_steps, seed=args.seed)
+    print(f"# operators per beam-search step (beam {args.beam}, batch {args.batch}, after {args.warmup_steps} steps)")
+    for name, paths in result["result"]["systems"].items():
+        for path, c in paths.items():
+            print(f"{name:<12}{path:<5} step {c['step']['kernel_operators']:>4} kernels {c['step']['operators']:>4} operators"
+                  f" | per layer {c['per_layer']['kernel_operators']:>5.1f} {c['per_layer']['operators']:>6.1f}"
+                  f" | search {c['search']['kernel_operators']:>3} {c['search']['operators']:>3} | host syncs {c['step']['host_syncs']}")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes((json.dumps(result, indent=1) + "\n").encode(), args.json)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.study == "ops":
+        return run_ops(args)
     result = run_study(args.study, settings_from_args(args))
     print_table(args.study, result)
     if args.json:

@@ -23,6 +23,8 @@ _NO_KERNEL = {"aten.view", "aten._unsafe_view", "aten.reshape", "aten.expand", "
               "aten.empty", "aten.empty_like", "aten.empty_strided", "aten.new_empty", "aten.new_empty_strided",
               "aten.set_", "aten._local_scalar_dense"}
 HOST_SYNC = "aten._local_scalar_dense"
+# operators whose output size depends on the data: on a GPU each waits for the device (a host sync)
+_DATA_DEPENDENT = {"aten.nonzero", "aten.masked_select", "aten._unique2", "aten.unique_dim", "aten.unique_consecutive"}
 
 
 class OpCounter(TorchDispatchMode):
@@ -47,9 +49,104 @@ class OpCounter(TorchDispatchMode):
 
     @property
     def host_syncs(self) -> int:
-        return self.by_name[HOST_SYNC]
+        """Host reads (``_local_scalar_dense``) and data-dependent shapes (``nonzero``, boolean indexing)."""
+        return self.by_name[HOST_SYNC] + sum(self.by_name[name] for name in _DATA_DEPENDENT)
 
     def summary(self) -> dict[str, Any]:
         """The counts as plain data (for a stored result)."""
         return {"operators": self.total, "kernel_operators": self.kernels, "host_syncs": self.host_syncs,
                 "by_name": dict(self.by_name.most_common())}
+
+
+# -- the operator-count study: one beam-search step per decoder kind --------------------------------------
+#
+# On a GPU an eager step costs host time per dispatched operator (Python, dispatcher, launch), so its
+# operators are what the paper's launch-bound speed argument is about. A CPU takes other code paths than
+# a GPU in two places (``rows_linear``'s few-row products and ``reorder_moved_rows``'s cache copies), so
+# the CUDA path is counted on PyTorch's ``meta`` device, in float16: no data, no arithmetic, and every
+# branch that tests ``device.type != "cpu"`` goes the GPU's way.
+
+PATHS = {"cuda": ("meta", torch.float16), "cpu": ("cpu", torch.float32)}
+
+
+def _counts(ops: OpCounter) -> dict[str, int]:
+    return {"operators": ops.total, "kernel_operators": ops.kernels, "host_syncs": ops.host_syncs}
+
+
+def search_step_ops(model: Any, beam: int = 4, batch: int = 1, src_len: int = 27, steps: int = 30,
+                    warmup: int = 5, seed: int = 0) -> dict[str, Any]:
+    """Operators of beam-search step ``warmup`` (after ``warmup`` steps) of ``model`` on its own device,
+    forced length ``steps``: the whole step, its decoder stack (``decode_hidden``), the embedding inside
+    it, the output projection, per decoder layer, and the search's own bookkeeping (the rest)."""
+    from canlib.decoding.search import BeamSearch, EagerDecoder, ForcedLength
+
+    if not 0 <= warmup < steps:
+        raise ValueError(f"warmup={warmup}: must be in [0, steps={steps})")
+    device = model.embed.weight.device
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, model.cfg.vocab_size, (batch, src_len), generator=g)
+    src[:, -1] = model.cfg.eos_id
+    parts: dict[str, OpCounter] = {}
+
+    class Counted(EagerDecoder):
+        def decode_step(self, tokens, cache):
+            with OpCounter() as layers:
+                hidden = self.model.decode_hidden(tokens, cache)
+            with OpCounter() as output:
+                out = self.model.output_log_probs(hidden)
+            parts.update(decoder=layers, output=output)
+            return out
+
+    with torch.no_grad():
+        search = BeamSearch(model, src.to(device), beam, ForcedLength(steps), decoder=Counted(model))
+        for t in range(warmup):
+            search.step(t)
+        with OpCounter() as embed:  # the embedding inside decode_hidden, counted apart (it is pure)
+            model.embed_tokens(search.tokens[:, warmup, None], offset=warmup)
+        parts["embed"] = embed
+        with OpCounter() as whole:
+            search.step(warmup)
+    n = model.cfg.dec_layers
+    step, decoder, embed, output = (_counts(c) for c in (whole, parts["decoder"], parts["embed"], parts["output"]))
+    layers = {k: decoder[k] - embed[k] for k in decoder}
+    return {
+        "decoder_layers": n,
+        "step": step, "decoder": decoder, "embedding": embed, "output": output,
+        "per_layer": {k: v / n for k, v in layers.items()},
+        "search": {k: step[k] - decoder[k] - output[k] for k in step},
+        "by_name": dict(whole.by_name.most_common()),
+    }
+
+
+def ops_study(systems: Any = None, scale: str = "full", vocab_size: int = 32000, beam: int = 4, batch: int = 1,
+              warmup: int = 5, paths: Any = ("cuda", "cpu"), seed: int = 0) -> dict[str, Any]:
+    """:func:`search_step_ops` for each system (default: the nine) and path (``"cuda"``: the GPU's code
+    path in float16, counted on the meta device; ``"cpu"``: float32 on this CPU), as a stored result:
+    ``{"result": {"systems": {system: {path: counts}}}, "provenance": {commit, date, device, scale, config}}``."""
+    import sys
+
+    from canlib.io import origin
+    from canlib.model.config import ALL_SYSTEMS, preset, scaled_preset
+    from canlib.model.seq2seq import Seq2Seq
+
+    systems = tuple(systems or ALL_SYSTEMS)
+    unknown = [p for p in paths if p not in PATHS]
+    if unknown:
+        raise ValueError(f"paths={unknown}: choose from {', '.join(PATHS)}")
+    out: dict[str, Any] = {}
+    for system in systems:
+        cfg = preset(scaled_preset(system, scale), vocab_size=vocab_size)
+        out[system] = {}
+        for path in paths:
+            device, dtype = PATHS[path]
+            torch.manual_seed(seed)
+            with torch.device(device):
+                model = Seq2Seq(cfg)
+            model = model.to(dtype).eval()
+            out[system][path] = search_step_ops(model, beam=beam, batch=batch, warmup=warmup, seed=seed)
+    config = {"study": "ops", "command": " ".join(sys.argv), "threads": torch.get_num_threads(), "systems": list(systems),
+              "vocab_size": vocab_size, "beam": beam, "batch": batch, "warmup_steps": warmup, "forced_length": 30,
+              "source_length": 27,
+              "paths": {p: {"device": PATHS[p][0], "dtype": str(PATHS[p][1]).removeprefix("torch.")} for p in paths}}
+    # the stored-result format of canlib.studies.results: the result and its provenance
+    return {"result": {"systems": out}, "provenance": origin("cpu") | {"scale": scale, "config": config}}

@@ -228,30 +228,52 @@ def time_systems(systems: list[System], sources: list[list[int]], beam: int, for
 
 def breakdown(system: System, sources: list[list[int]], beam: int, batch: int, forced: int | None,
               repeats: int, len_penalty: float, graphs: bool = False) -> dict[str, float]:
-    """Median share of each part (encoder, decoder layers, output projection + softmax, search
-    bookkeeping) of the search time, from synchronised timers around the decoder
-    (:class:`canlib.decoding.search.TimedDecoder`). ``graphs``: the decoder layers and the
-    output projection replayed from CUDA graphs (two per step, so they can be timed apart;
-    the bookkeeping then runs eagerly between them)."""
+    """Median time per sentence of each part (encoder, decoder layers, output projection + softmax, search
+    bookkeeping) from synchronised timers around the decoder (:class:`canlib.decoding.search.TimedDecoder`),
+    and, interleaved in the same repeats, the same search untimed (``end_to_end_ms``): the parts are
+    only worth reading when their sum agrees with it (:func:`breakdown_gap`). ``graphs``: the decoder
+    layers and the output projection replayed from CUDA graphs (two per step, so they can be timed apart;
+    the bookkeeping then runs eagerly between them). One untimed pass first warms the path up (and
+    captures the graphs)."""
     model = system.model
     device = model.embed.weight.device
     decoder = GraphedDecoder(model, capture=device.type == "cuda") if graphs else EagerDecoder(model)
     parts = PARTS + ("total",)
-    runs = []
-    for repeat in range(repeats + (1 if graphs else 0)):  # with graphs, a first pass captures them
+    batches = [make_batch(sources[start : start + batch], model.cfg.pad_id, model.cfg.eos_id, device)
+               for start in range(0, len(sources), batch)]
+
+    def untimed() -> float:
+        sync(device)
+        start = time.perf_counter()
+        for src in batches:
+            beam_search(model, src, beam=beam, len_penalty=len_penalty, forced_length=forced, decoder=decoder)
+        sync(device)
+        return time.perf_counter() - start
+
+    untimed()  # warm-up (and, with graphs, the captures)
+    runs, whole = [], []
+    for _ in range(repeats):
         totals = dict.fromkeys(parts, 0.0)
-        for start in range(0, len(sources), batch):
-            src = make_batch(sources[start : start + batch], model.cfg.pad_id, model.cfg.eos_id, device)
+        for src in batches:
             _, timing = timed_search(decoder, src, beam=beam, len_penalty=len_penalty, forced_length=forced)
             for part in totals:
                 totals[part] += timing[part]
-        if not (graphs and repeat == 0):
-            runs.append(totals)
+        runs.append(totals)
+        whole.append(untimed())
     median = {part: statistics.median(r[part] for r in runs) for part in parts}
     result = {f"{part}_ms": 1000 * median[part] / len(sources) for part in parts}
     result.update({f"{part}_share": median[part] / median["total"] for part in PARTS})
+    result["end_to_end_ms"] = 1000 * statistics.median(whole) / len(sources)
+    result["gap"] = breakdown_gap(result)
     result["mode"] = "graphs" if graphs else "eager"
     return result
+
+
+def breakdown_gap(row: dict[str, float]) -> float:
+    """How far the breakdown's parts (encode + layers + output + search) are from the end-to-end time of
+    the same search run untimed, as a fraction of the latter (0.1: the parts add up to 10 % more)."""
+    parts = sum(row[f"{part}_ms"] for part in PARTS)
+    return parts / row["end_to_end_ms"] - 1
 
 
 def busy_warning(load_average: list[float] | None, threads: int) -> str | None:

@@ -71,15 +71,17 @@ class SourceMemory:
             self.bias = bias.masked_fill_(self.pad_mask, float("-inf"))[:, None, None, :]
         return self.bias
 
-    def scores(self, q: Tensor, keys: Tensor) -> Tensor:
-        """Scaled scores of row queries q (B*beam, h, T, w) against shared keys (B, h, S, w).
+    def scores(self, q: Tensor, keys: Tensor, prescaled: bool = False) -> Tensor:
+        """Scaled scores of row queries q (B*beam, h, T, w) against shared keys (B, h, S, w)
+        (``prescaled``: q already carries the 1/sqrt(w)).
 
         Returns (B*beam, h, T, S), padded source positions at -inf.
         """
         rows, heads, length, width = q.shape
         beam = self.beam
         qb = q.view(-1, beam, heads, length, width).transpose(1, 2).reshape(-1, heads, beam * length, width)
-        s = torch.matmul(qb, keys.transpose(-1, -2)) * (width ** -0.5) + self.score_bias(q.dtype)
+        s = torch.matmul(qb, keys.transpose(-1, -2))
+        s = (s if prescaled else s * (width ** -0.5)) + self.score_bias(q.dtype)
         s = s.view(-1, heads, beam, length, s.size(-1)).transpose(1, 2)
         return s.reshape(rows, heads, length, -1)
 
@@ -145,7 +147,7 @@ def joint_attention(
     source: dict[str, Tensor],
     dropout: nn.Module,
 ) -> Tensor:
-    """ONE softmax per head over [target prefix ; source] (paper Eq. 10), then A [V_x ; V_h].
+    """ONE softmax per head over [target prefix ; source] (paper Eq. 11), then A [V_x ; V_h].
 
     The keys are never concatenated: the two score blocks are joined (they are small),
     normalised together, split again and each multiplies its own values. This is the
@@ -159,8 +161,11 @@ def joint_attention(
                           memory.score_bias(q.dtype).expand(-1, -1, length, src_len)], dim=-1)
         return fused_attention(q, torch.cat([self_keys, source["k"]], dim=2),
                                torch.cat([self_values, source["v"]], dim=2), mask, dropout)
-    s_self = self_scores(q, self_keys, blocked)
-    s_src = memory.scores(q, source["k"])
+    if blocked is None:  # a decode step: q scaled once for both score blocks, one kernel fewer per layer
+        q = q * (q.size(-1) ** -0.5)  # (bit-identical to scaling the scores: the scale is a power of two at every preset)
+        s_self, s_src = torch.matmul(q, self_keys.transpose(-1, -2)), memory.scores(q, source["k"], prescaled=True)
+    else:
+        s_self, s_src = self_scores(q, self_keys, blocked), memory.scores(q, source["k"])
     probs = dropout(torch.softmax(torch.cat([s_self, s_src], dim=-1), dim=-1))
     p_self, p_src = probs.split([s_self.size(-1), s_src.size(-1)], dim=-1)
     return torch.matmul(p_self, self_values) + memory.mix(p_src, source["v"])
