@@ -166,20 +166,28 @@ class TokenBatchSampler:
 
 
 def collate(split: Split, indices: Sequence[int], pad_id: int, bos_id: int, eos_id: int) -> dict[str, Any]:
-    """Right-padded tensors: src = ids+[EOS], tgt_in = [BOS]+ids, tgt_out = ids+[EOS]."""
+    """Right-padded tensors: src = ids+[EOS], tgt_in = [BOS]+ids, tgt_out = ids+[EOS].
+
+    Built in NumPy with one masked write per tensor: a loop of per-row tensor writes costs a
+    few microseconds a row, about 16 ms for an 8,192-token Multi30k batch, host time that a
+    GPU update (under 50 ms for a small model) waits for."""
     pairs = [split[i] for i in indices]
-    src_len = max(len(s) for s, _ in pairs) + 1
-    tgt_len = max(len(t) for _, t in pairs) + 1
-    src = torch.full((len(pairs), src_len), pad_id, dtype=torch.long)
-    tgt_in = torch.full((len(pairs), tgt_len), pad_id, dtype=torch.long)
-    tgt_out = torch.full((len(pairs), tgt_len), pad_id, dtype=torch.long)
-    for row, (s, t) in enumerate(pairs):
-        s, t = torch.as_tensor(np.asarray(s, dtype=np.int64)), torch.as_tensor(np.asarray(t, dtype=np.int64))
-        src[row, : len(s)] = s
-        src[row, len(s)] = eos_id
-        tgt_in[row, 0] = bos_id
-        tgt_in[row, 1 : len(t) + 1] = t
-        tgt_out[row, : len(t)] = t
-        tgt_out[row, len(t)] = eos_id
-    ntokens = int(sum(len(t) + 1 for _, t in pairs))
+    n = len(pairs)
+    src_lens = np.fromiter((len(s) for s, _ in pairs), dtype=np.int64, count=n)
+    tgt_lens = np.fromiter((len(t) for _, t in pairs), dtype=np.int64, count=n)
+    src_len, tgt_len = int(src_lens.max()) + 1, int(tgt_lens.max()) + 1
+    rows = np.arange(n)
+    flat_src = np.concatenate([np.asarray(s, dtype=np.int64) for s, _ in pairs])
+    flat_tgt = np.concatenate([np.asarray(t, dtype=np.int64) for _, t in pairs])
+    src = np.full((n, src_len), pad_id, dtype=np.int64)
+    src[np.arange(src_len) < src_lens[:, None]] = flat_src  # row-major: row by row, in order
+    src[rows, src_lens] = eos_id
+    tgt_out = np.full((n, tgt_len), pad_id, dtype=np.int64)
+    tgt_out[np.arange(tgt_len) < tgt_lens[:, None]] = flat_tgt
+    tgt_out[rows, tgt_lens] = eos_id
+    tgt_in = np.full((n, tgt_len), pad_id, dtype=np.int64)
+    tgt_in[:, 0] = bos_id
+    tgt_in[:, 1:][np.arange(tgt_len - 1) < tgt_lens[:, None]] = flat_tgt
+    src, tgt_in, tgt_out = (torch.from_numpy(a) for a in (src, tgt_in, tgt_out))
+    ntokens = int(tgt_lens.sum()) + n
     return {"src": src, "tgt_in": tgt_in, "tgt_out": tgt_out, "ntokens": ntokens, "indices": list(indices)}

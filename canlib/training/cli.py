@@ -7,7 +7,7 @@ from pathlib import Path
 
 from canlib.data import load_prepared
 from canlib.model.config import preset
-from canlib.training.config import TrainConfig
+from canlib.training.config import OPTIMIZERS, TrainConfig
 from canlib.training.trainer import Trainer
 
 
@@ -36,6 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compile", action="store_true", help="torch.compile the model and loss")
     parser.add_argument("--loss-chunk", type=int, default=d.loss_chunk,
                         help=f"target tokens per chunk of the output layer and loss (default {d.loss_chunk}); 0 = unchunked")
+    parser.add_argument("--optimizer", choices=OPTIMIZERS, default=d.optimizer,
+                        help="Adam's implementation: fused (default; one operator per update), foreach, or loop (per tensor)")
     parser.add_argument("--seed", type=int, default=d.seed)
     parser.add_argument("--no-progress", action="store_true", help="no tqdm bar")
     mode = parser.add_mutually_exclusive_group()
@@ -51,7 +53,7 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         update_freq=args.update_freq, clip_norm=args.clip_norm, max_epochs=args.max_epochs, max_steps=args.max_steps,
         patience=args.patience, valid_every=args.valid_every, keep_last=args.keep_last, average_last=args.average_last,
         seed=args.seed, device=args.device, precision=precision, log_every=args.log_every, progress=not args.no_progress,
-        compile=args.compile, loss_chunk=args.loss_chunk,
+        compile=args.compile, loss_chunk=args.loss_chunk, optimizer=args.optimizer,
     )
 
 

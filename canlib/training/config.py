@@ -12,6 +12,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+# Adam's three implementations in PyTorch: the same update, dispatched as one fused operator, as a
+# few multi-tensor (foreach) operators, or as about nine operators per parameter tensor (the CPU's
+# default before issue 22, with a host read of each parameter's step count)
+OPTIMIZERS = ("fused", "foreach", "loop")
+
 
 @dataclass
 class TrainConfig:
@@ -39,6 +44,7 @@ class TrainConfig:
     progress: bool = True  # tqdm bar
     compile: bool = False  # torch.compile the model and loss (the first updates of each new shape compile)
     loss_chunk: int = 4096  # target tokens per chunk of the output layer + loss; 0 = one (tokens x V) log-softmax
+    optimizer: str = "fused"  # Adam's implementation: fused (one operator per update, CPU and CUDA) | foreach | loop
 
     def __post_init__(self) -> None:
         self.betas = tuple(self.betas)
@@ -56,6 +62,8 @@ class TrainConfig:
                 raise ValueError(f"{name}={getattr(self, name)}: must be >= 0")
         if self.keep_last < 1:
             raise ValueError(f"keep_last={self.keep_last}: must keep at least one checkpoint to resume from")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer={self.optimizer!r}: choose {', '.join(OPTIMIZERS)}")
         if self.precision not in ("fp32", "bf16", "fp16"):
             raise ValueError(f"precision={self.precision!r}: choose fp32, bf16 or fp16")
         if self.precision != "fp32" and not self.device.startswith("cuda"):

@@ -47,6 +47,13 @@ __all__ = [
 ]
 
 
+# TrainConfig.optimizer -> Adam's flags: one fused operator per update (CPU and CUDA), a few
+# multi-tensor operators, or about nine per parameter tensor plus a host read of its step count
+ADAM_OPTIONS: dict[str, dict[str, bool | None]] = {
+    "fused": {"fused": True, "foreach": None}, "foreach": {"fused": None, "foreach": True}, "loop": {"fused": None, "foreach": False},
+}
+
+
 class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or infinite; the run stops before saving anything."""
 
@@ -102,7 +109,7 @@ class Trainer:
             self.ddp = DistributedDataParallel(self.objective, device_ids=ids)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay,
-            fused=True if self.device.type == "cuda" else None,  # one kernel per update on GPUs; CPU keeps the default
+            **ADAM_OPTIONS[cfg.optimizer],
         )
         self.scheduler = inverse_sqrt_scheduler(self.optimizer, cfg.warmup)
         self.scaler = torch.amp.GradScaler("cuda", enabled=cfg.precision == "fp16")  # fp16 only: its step reads a flag on the host
@@ -237,7 +244,14 @@ class Trainer:
     def _load(self, path: Path) -> None:
         state = safe_load(path)
         self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.optimizer.load_state_dict(state["optimizer"])  # restores the saved implementation flags too
+        wanted = ADAM_OPTIONS[self.cfg.optimizer]
+        saved = {k: self.optimizer.param_groups[0].get(k) for k in wanted}
+        if saved != wanted:
+            warnings.warn(f"{path}: the run's optimizer ran as {saved}, this process asks for optimizer={self.cfg.optimizer!r}; "
+                          f"continuing with the latter, so the parameters will differ in the last bits from an uninterrupted run's")
+            for group in self.optimizer.param_groups:
+                group.update(wanted)
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
         self.sampler.load_state_dict(state["sampler"])

@@ -1,0 +1,230 @@
+"""Where a GPU's time goes: torch.profiler tables for one training update and one beam-search step.
+
+    python scripts/gpu_profile.py --out DIR              # on a GPU (scripts/gpu_profile.sh runs this)
+    python scripts/gpu_profile.py --out DIR --dry-run    # on a CPU: tiny sizes, checks the script end to end
+
+Cases (random weights, synthetic tokens; bf16 training, fp16 decoding, as the project's GPU scripts):
+
+- ``train_small-can``: one ``small-can`` update of 8,192 tokens (a 10,000-piece vocabulary, Multi30k-like lengths);
+- ``train_baseline``, ``train_can``: one d=512 update of 32,768 tokens (32k vocabulary), the shapes where
+  ``scripts/gpu_check.sh`` measured Baseline three times slower than CAN;
+- ``decode_balanced``, ``decode_can``: beam search (beam 4, batch 1, 30 forced tokens), reported per step.
+
+For each case, ``DIR/<case>.txt`` (case = the names above) holds the operator table sorted by GPU time (CPU time on a CPU), and
+``DIR/<case>.json`` the summary: wall milliseconds per update or step (timed without the profiler), CPU and GPU
+time under the profiler, kernel launches, host syncs (device synchronisations and device-to-host copies) and the
+top kernels by GPU time. ``DIR/sdpa_backends.json`` times one Baseline and one CAN update with
+scaled_dot_product_attention restricted to each backend (flash, efficient, cuDNN, math), which names the kernel
+behind Baseline's slowness if that is where it is: Baseline trained at 228,007 target tokens/s on an H200 at
+df024e7 and at 62,347 on an H100 at e471a2a, while CAN went from 237,792 to 186,888 (book/results/gpu/); between
+the two commits the teacher-forced attention moved to scaled_dot_product_attention (0f72334), with an explicit
+boolean causal mask in the decoder's self-attention, which rules out the flash kernel. ``DIR/summary.json``
+gathers the summaries.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(REPO))
+
+from gpu_smoke_train import synthetic_split  # noqa: E402
+
+from canlib.io import origin  # noqa: E402
+from canlib.model.config import preset  # noqa: E402
+from canlib.training import TrainConfig, Trainer  # noqa: E402
+
+SYNC_EVENTS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+LAUNCH_EVENTS = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx", "cudaGraphLaunch")
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def wall_ms(fn: Callable[[], Any], device: torch.device, repeats: int) -> float:
+    """Median milliseconds of ``fn`` (the device waited for after each call)."""
+    times = []
+    for _ in range(repeats):
+        _sync(device)
+        tic = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append((time.perf_counter() - tic) * 1e3)
+    return sorted(times)[len(times) // 2]
+
+
+def profiled(fn: Callable[[], Any], device: torch.device, per: int, out: Path, name: str, wall: float) -> dict[str, Any]:
+    """Profile one call of ``fn`` (which runs ``per`` updates or steps); write ``name``.txt and return the summary."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    _sync(device)
+    with profile(activities=activities) as prof:
+        fn()
+        _sync(device)
+    events = prof.key_averages()
+    on_gpu = device.type == "cuda"
+    try:
+        table = events.table(sort_by="self_device_time_total" if on_gpu else "self_cpu_time_total", row_limit=40)
+    except (AttributeError, KeyError):  # PyTorch before 2.4 names the GPU column "cuda"
+        table = events.table(sort_by="self_cuda_time_total", row_limit=40)
+    (out / f"{name}.txt").write_text(table + "\n")
+
+    def device_us(e: Any) -> float:
+        return float(getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0.0)) or 0.0)
+
+    kernels = [e for e in events if on_gpu and device_us(e) > 0 and not e.key.startswith(("aten::", "cuda", "Memcpy", "Memset"))
+               and e.device_type == torch.autograd.DeviceType.CUDA]
+    counts = {e.key: e.count for e in events}
+    launches = sum(counts.get(k, 0) for k in LAUNCH_EVENTS)
+    syncs = sum(counts.get(k, 0) for k in SYNC_EVENTS)
+    dtoh = sum(e.count for e in events if "DtoH" in e.key and e.device_type == torch.autograd.DeviceType.CUDA)
+    top = sorted(kernels, key=device_us, reverse=True)[:15]
+    gpu_us = sum(device_us(e) for e in kernels)
+    cpu_us = sum(float(e.self_cpu_time_total) for e in events)
+    return {
+        "per": per, "wall_ms": round(wall, 3),
+        "cpu_ms": round(cpu_us / 1e3 / per, 3), "gpu_kernel_ms": round(gpu_us / 1e3 / per, 3),
+        "gpu_busy_share": round(gpu_us / 1e3 / per / wall, 3) if on_gpu and wall else None,
+        "kernel_launches": round(launches / per, 1), "host_syncs": round((syncs + dtoh) / per, 1),
+        "local_scalar_dense": round(counts.get("aten::_local_scalar_dense", 0) / per, 1),
+        "top_kernels": [{"name": e.key[:120], "calls": round(e.count / per, 1), "gpu_ms": round(device_us(e) / 1e3 / per, 3),
+                         "share": round(device_us(e) / gpu_us, 3) if gpu_us else None} for e in top],
+    }
+
+
+def train_case(label: str, name: str, vocab: int, tokens: int, max_len: int, device: torch.device, out: Path, warmup: int,
+               repeats: int) -> dict[str, Any]:
+    """Profile one update of preset ``name`` at ``tokens`` tokens (after ``warmup`` untimed ones)."""
+    precision = "bf16" if device.type == "cuda" else "fp32"
+    split = synthetic_split(max(4000, 4 * tokens // max_len), vocab, max_len)
+    cfg = TrainConfig(max_tokens=tokens, max_steps=10**6, warmup=4000, device=str(device), precision=precision,
+                      progress=False, keep_last=1, average_last=1)
+    with tempfile.TemporaryDirectory() as run:
+        trainer = Trainer(preset(name, vocab_size=vocab), cfg, split, None, run)
+        groups = trainer._groups()
+        step = lambda: trainer._update(next(groups))  # noqa: E731
+        for _ in range(warmup):
+            step()
+        wall = wall_ms(step, device, repeats)
+        summary = profiled(step, device, 1, out, label, wall)
+    summary.update(preset=name, tokens=tokens, precision=precision,
+                   target_tokens_per_sec=round(tokens / (wall / 1e3)) if wall else None)
+    return summary
+
+
+def decode_case(label: str, name: str, vocab: int, steps: int, device: torch.device, out: Path, repeats: int) -> dict[str, Any]:
+    """Profile a beam search (beam 4, batch 1, ``steps`` forced tokens); times per step."""
+    from canlib.decoding.search import beam_search
+    from canlib.model import Seq2Seq
+
+    torch.manual_seed(0)
+    dtype = torch.float16 if device.type == "cuda" else torch.float32
+    model = Seq2Seq(preset(name, vocab_size=vocab)).to(device=device, dtype=dtype).eval()
+    src = torch.randint(4, vocab, (1, 27), device=device)
+    src[:, -1] = model.cfg.eos_id
+    search = lambda: beam_search(model, src, beam=4, forced_length=steps)  # noqa: E731
+    with torch.inference_mode():
+        search()
+        wall = wall_ms(search, device, repeats) / steps
+        summary = profiled(search, device, steps, out, label, wall)
+    summary.update(preset=name, beam=4, batch=1, forced_length=steps, dtype=str(dtype).replace("torch.", ""))
+    return summary
+
+
+def sdpa_backends(names: list[str], vocab: int, tokens: int, max_len: int, device: torch.device, warmup: int,
+                  repeats: int) -> dict[str, Any]:
+    """Milliseconds per update with scaled_dot_product_attention restricted to one backend at a time."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backends = {"default": None, "flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+                "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
+    precision = "bf16" if device.type == "cuda" else "fp32"
+    split = synthetic_split(max(4000, 4 * tokens // max_len), vocab, max_len)
+    out: dict[str, Any] = {}
+    for name in names:
+        cfg = TrainConfig(max_tokens=tokens, max_steps=10**6, warmup=4000, device=str(device), precision=precision,
+                          progress=False, keep_last=1, average_last=1)
+        with tempfile.TemporaryDirectory() as run:
+            trainer = Trainer(preset(name, vocab_size=vocab), cfg, split, None, run)
+            groups = trainer._groups()
+            row: dict[str, Any] = {}
+            for label, backend in backends.items():
+                def step() -> None:
+                    with nullcontext() if backend is None else sdpa_kernel([backend]):
+                        trainer._update(next(groups))
+                try:
+                    for _ in range(warmup):
+                        step()
+                    row[label] = round(wall_ms(step, device, repeats), 3)
+                except RuntimeError as exc:  # e.g. flash takes no attention mask
+                    row[label] = f"not available: {str(exc).splitlines()[0][:160]}"
+            out[name] = row
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, help="folder for the tables and summaries")
+    p.add_argument("--dry-run", action="store_true", help="CPU, tiny presets and sizes: a check of the script")
+    p.add_argument("--device", default=None, help="default: cuda (cpu with --dry-run)")
+    args = p.parse_args(argv)
+
+    device = torch.device(args.device or ("cpu" if args.dry_run else "cuda"))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("no CUDA GPU visible: use --dry-run on a CPU")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tiny = args.dry_run
+    prefix = "tiny-" if tiny else ""
+    small_tokens, big_tokens, vocab_small, vocab_big = (256, 512, 300, 500) if tiny else (8192, 32768, 10000, 32000)
+    warmup, repeats, steps = (1, 1, 3) if tiny else (3, 3, 30)
+    summary: dict[str, Any] = {"device": origin(device), "dry_run": tiny, "cases": {}}
+    tic = time.perf_counter()
+    cases: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+        ("train_small-can", lambda: train_case("train_small-can", f"{'tiny' if tiny else 'small'}-can", vocab_small,
+                                               small_tokens, 32, device, out, warmup, repeats)),
+        ("train_baseline", lambda: train_case("train_baseline", f"{prefix}baseline", vocab_big, big_tokens, 64, device, out, warmup, repeats)),
+        ("train_can", lambda: train_case("train_can", f"{prefix}can", vocab_big, big_tokens, 64, device, out, warmup, repeats)),
+        ("decode_balanced", lambda: decode_case("decode_balanced", f"{prefix}balanced", vocab_big, steps, device, out, repeats)),
+        ("decode_can", lambda: decode_case("decode_can", f"{prefix}can", vocab_big, steps, device, out, repeats)),
+    ]
+    for label, run in cases:
+        start = time.perf_counter()
+        try:
+            summary["cases"][label] = run()
+        except Exception as exc:  # one failing case must not lose the others' tables
+            summary["cases"][label] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+        (out / f"{label}.json").write_text(json.dumps(summary["cases"][label], indent=1) + "\n")
+        c = summary["cases"][label]
+        print(f"{label}: {time.perf_counter() - start:.1f} s; " + json.dumps(
+            {k: c.get(k) for k in ("wall_ms", "gpu_kernel_ms", "cpu_ms", "kernel_launches", "host_syncs", "error") if k in c}),
+            flush=True)
+    try:
+        summary["sdpa_backends"] = sdpa_backends([f"{prefix}baseline", f"{prefix}can"], vocab_big, big_tokens, 64, device,
+                                                 1 if tiny else 2, repeats)
+    except Exception as exc:
+        summary["sdpa_backends"] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+    (out / "sdpa_backends.json").write_text(json.dumps(summary["sdpa_backends"], indent=1) + "\n")
+    print("sdpa backends (ms per update):", json.dumps(summary["sdpa_backends"]), flush=True)
+    summary["seconds"] = round(time.perf_counter() - tic, 1)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    failed = [k for k, c in summary["cases"].items() if "error" in c]
+    print(f"profile: {len(summary['cases']) - len(failed)} of {len(summary['cases'])} cases in {summary['seconds']} s"
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Concurrency that fills the card: how many runs share a GPU, and which runs a time limit leaves for the next call."""
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+import pytest
+
+from canlib.studies import cli
+from canlib.studies.concurrency import Deadline, device_jobs, run_queue, runs_per_minute
+from canlib.studies.runs import RunSpec
+
+
+def test_jobs_are_one_per_core_as_memory_allows_and_one_on_a_cpu():
+    # the rule written out: min(runs, cores, floor(0.9 x memory / 4.5 GiB)), at least 1
+    assert device_jobs(53, "cuda", cores=16, memory_gib=80) == 16  # 0.9 x 80 / 4.5 = 16
+    assert device_jobs(53, "cuda", cores=16, memory_gib=24) == 4  # 21.6 / 4.5 = 4.8
+    assert device_jobs(53, "cuda", cores=8, memory_gib=141) == 8
+    assert device_jobs(3, "cuda", cores=16, memory_gib=80) == 3
+    assert device_jobs(53, "cuda", cores=16, memory_gib=2) == 1
+    assert device_jobs(53, "cpu", cores=16, memory_gib=80) == 1
+
+
+class FakeTime:
+    """A clock that a run moves forward by its duration when it is submitted (its future is already done)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def submit(self, seconds: float) -> Future:
+        self.now += seconds
+        future: Future = Future()
+        future.set_result(seconds)
+        return future
+
+
+def test_a_run_that_cannot_finish_in_the_time_left_is_not_started():
+    clock = FakeTime()
+    done: list[float] = []
+    # limit 10 s, runs of 4 s one at a time: 4 and 8 s finish; at 8 s, 2 s are left < 4 s, so the rest wait
+    left = run_queue([4.0, 4.0, 4.0, 4.0], clock.submit, 1, Deadline(10, clock), lambda item, f: done.append(f.result()))
+    assert done == [4.0, 4.0] and left == [4.0, 4.0] and clock.now == 8.0
+
+
+def test_the_longest_finished_run_is_the_estimate_and_no_limit_runs_everything():
+    clock = FakeTime()
+    left = run_queue([1.0, 6.0, 1.0, 1.0, 1.0], clock.submit, 1, Deadline(13, clock), lambda *a: None)
+    assert left == [1.0, 1.0] and clock.now == 8.0  # at 8 s, 5 s left < the 6 s run (the last run took 1 s)
+    clock = FakeTime()
+    assert run_queue([5.0] * 6, clock.submit, 2, Deadline(None, clock), lambda *a: None) == [] and clock.now == 30.0
+
+
+def test_the_first_wave_starts_whatever_the_limit():
+    clock = FakeTime()
+    started: list[float] = []
+    left = run_queue([3.0, 2.0, 7.0], lambda s: (started.append(s), clock.submit(s))[1], 2, Deadline(1, clock),
+                     lambda *a: None)
+    assert started == [3.0, 2.0] and left == [7.0]
+
+
+def test_a_time_limit_must_be_positive():
+    with pytest.raises(ValueError, match="time limit 0 s: must be positive"):
+        Deadline(0)
+
+
+def test_experiment_reports_runs_per_minute_and_leaves_what_does_not_fit(monkeypatch, capsys):
+    calls: list[str] = []
+
+    def fake_run_one(scale, spec, root, max_steps):
+        calls.append(spec.name)
+        return {"test": 1.0, "valid": 2.0, "train_s": 0.0, "device": "cpu"}
+
+    monkeypatch.setattr(cli, "run_one", fake_run_one)
+    runs = [RunSpec("can", seed, "multi30k-en-de") for seed in (1, 2, 3)]
+    cli.train_all("tiny", runs, None, 4, jobs=1, time_limit=None)
+    out = capsys.readouterr().out
+    assert len(calls) == 3 and "trained 3 run(s) in" in out and "runs per minute" in out
+    calls.clear()
+    cli.train_all("tiny", runs, None, 4, jobs=1, time_limit=1e-9)  # the first run uses up the time: the rest wait
+    out = capsys.readouterr().out
+    assert calls == ["multi30k-en-de/can-seed1"] and "trained 1 run(s)" in out and "2 not started" in out
+    assert runs_per_minute(18, 470) == pytest.approx(18 / (470 / 60))
+
+
+def test_the_time_limit_is_the_flag_else_the_seconds_to_canlib_deadline(monkeypatch):
+    import time
+
+    assert cli.time_limit(5.0, str(time.time() + 1000)) == 5.0
+    assert 990 < cli.time_limit(None, str(time.time() + 1000)) <= 1000
+    assert cli.time_limit(None, str(time.time() - 50)) == 1e-6  # past: the first runs still start, no others
+    monkeypatch.delenv("CANLIB_DEADLINE", raising=False)
+    assert cli.time_limit(None) is None
+    monkeypatch.setenv("CANLIB_DEADLINE", "soon")
+    with pytest.raises(ValueError, match="CANLIB_DEADLINE='soon': not a UNIX time"):
+        cli.time_limit(None)
