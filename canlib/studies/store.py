@@ -7,12 +7,14 @@ One function, :func:`study`, decides from its arguments alone:
 * ``tiny`` otherwise: compute on first use and cache it under ``cache_dir()/studies`` keyed by the
   code and the configuration, so a second execution of the book reuses it.
 * ``small``/``full`` otherwise: load the stored result; a missing one is an error that names the
-  command which produces it.
+  command which produces it, except where :func:`trains_here` (small on a CUDA device): there it is
+  computed now and stored as ``store=True`` would, so a chapter opened on a GPU fills in what it reads.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -51,6 +53,27 @@ def result_path(name: str, scale: str, config: dict[str, Any], *, store: bool = 
     return cache_dir() / "studies" / scale / f"{name}-{key(code_version(), config)}.json"
 
 
+TRAIN_HERE_ENV = "CANLIB_TRAIN_SMALL"  # "1": train missing small results on this device, even a CPU; "0": never
+
+
+def trains_here(scale: str) -> bool:
+    """Whether a missing stored result of ``scale`` is trained here and now rather than named as a command:
+    at small on a machine with CUDA (GPU minutes), never at tiny (always computed) or full (GPU days).
+    ``CANLIB_TRAIN_SMALL=1`` treats this device as able to (a test on a CPU with a tiny budget, a patient
+    CPU: about 2 hours a run); ``CANLIB_TRAIN_SMALL=0`` refuses on a GPU too."""
+    if scale != "small":
+        return False
+    flag = os.environ.get(TRAIN_HERE_ENV, "").strip()
+    if flag not in ("", "0", "1"):
+        raise ValueError(f"{TRAIN_HERE_ENV}={flag!r}: set 1 (train missing small results here) or 0 (never), "
+                         "or leave it unset (train where CUDA is available)")
+    if flag:
+        return flag == "1"
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def study(name: str, scale: str, config: dict[str, Any], compute: Callable[[], Any], device: str = "cpu", *,
           store: bool = False, root: Path | None = None, extra: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
     """(result, provenance) of the study ``name`` at ``scale`` (see the module docstring); ``root``
@@ -58,9 +81,12 @@ def study(name: str, scale: str, config: dict[str, Any], compute: Callable[[], A
     path = result_path(name, scale, config, store=store, root=root)
     if not store and (scale != "tiny" or root is not None):  # a folder of stored results: load only
         if not path.exists():
+            if root is None and trains_here(scale):
+                return study(name, scale, config, compute, device, store=True, extra=extra)
             raise FileNotFoundError(
                 f"{path}: no stored {scale} result; produce it with `python -m canlib experiment --scale {scale}` "
-                "(on a GPU) and commit the JSON it writes")
+                f"(on a GPU, where a chapter also trains what it reads; {TRAIN_HERE_ENV}=1 trains it on this device) "
+                "and commit the JSON it writes")
         return load_result(path)
     if not path.exists():
         save_result(path, compute(), provenance(scale, {**config, "code_version": code_version()}, device, **(extra or {})))
