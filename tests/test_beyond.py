@@ -1,0 +1,249 @@
+"""The beyond studies (training budget, distillation, CAN on 6/6): their plan, their end-to-end dry run at tiny,
+the rescore that covers them, and how the chapter judges and renders stored results."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import shutil
+import statistics
+
+import pytest
+
+from canlib.cli import main
+from canlib.studies import beyond
+from canlib.studies.results import provenance, save_result
+from canlib.studies.store import stored_path
+
+
+# -- the plan --------------------------------------------------------------------------------------
+
+def test_the_studies_train_24_models_with_the_teacher_before_its_students():
+    runs = {name: beyond.study_runs(name) for name in beyond.STUDIES}
+    assert [len(runs[n]) for n in ("budget", "distill", "can-6-6")] == [2 * 2 * 2, 1 + 4 * 3, 3]
+    assert runs["distill"][0].tag == "teacher" and runs["distill"][0].system == "balanced"
+    assert {r.system for r in runs["distill"][1:]} == {"balanced", "san", "aan", "can"}
+    assert {(r.system, r.tag) for r in runs["budget"]} == {(s, t) for s in ("balanced", "can") for t in ("x2", "x4")}
+    assert len({r.name for rs in runs.values() for r in rs}) == 24  # every model has its own stored name
+    with pytest.raises(ValueError, match="choose from budget, distill, can-6-6"):
+        beyond.study_runs("telepathy")
+
+
+def test_budget_runs_multiply_the_updates_and_keep_the_schedule():
+    small = {"lr": 1e-3, "warmup": 500, "max_steps": 1200, "valid_every": 400}  # the measured small recipe
+    for tag, steps in (("x2", 2400), ("x4", 4800)):
+        cfg = beyond.train_config("small", beyond.BeyondRun("budget", "can", 2, tag))
+        assert (cfg["max_steps"], cfg["lr"], cfg["warmup"], cfg["valid_every"], cfg["seed"]) == (
+            steps, small["lr"], small["warmup"], small["valid_every"], 2)
+    assert beyond.train_config("small", beyond.BeyondRun("can-6-6", "can-6-6", 1))["max_steps"] == small["max_steps"]
+    reduced = beyond.train_config("tiny", beyond.BeyondRun("budget", "balanced", 1, "x4"), max_steps=3)
+    assert (reduced["max_steps"], reduced["valid_every"]) == (12, 3)  # 4 x 3 updates, validated 4 times
+
+
+def test_can_6_6_preset_is_the_baseline_depth_with_can_decoder_layers():
+    from canlib.model.config import preset
+    from canlib.model.seq2seq import Seq2Seq
+
+    for name, d in (("can-6-6", 512), ("small-can-6-6", 256), ("tiny-can-6-6", 64)):
+        cfg = preset(name, vocab_size=100)
+        assert (cfg.enc_layers, cfg.dec_layers, cfg.decoder_kind, cfg.d_model) == (6, 6, "can", d)
+    model = Seq2Seq(preset("tiny-can-6-6", vocab_size=100))
+    assert len(model.encoder_layers) == 6 and len(model.decoder_layers) == 6
+    assert {type(layer).__name__ for layer in model.decoder_layers} == {"CANDecoderLayer"}
+
+
+# -- judging ---------------------------------------------------------------------------------------
+
+def test_a_gap_is_judged_against_two_standard_errors():
+    # a = [30, 31], b = [30.5, 31.5]: diff -0.5, se = sqrt(0.5/2 + 0.5/2) = sqrt(0.5)
+    g = beyond.gap([30.0, 31.0], [30.5, 31.5], [28.0, 29.0], [30.0, 31.0])
+    assert g.diff == pytest.approx(-0.5) and g.se == pytest.approx(math.sqrt(0.5))
+    assert g.change == pytest.approx(1.5) and g.change_se == pytest.approx(1.0)  # sqrt(0.5 + 0.5)
+    assert g.verdict() == "leaves the gap unchanged within noise"  # 1.5 - 2 x 1.0 < 0
+    tight = beyond.gap([31.0, 31.1, 31.2], [31.5, 31.6, 31.7], [29.0, 29.1, 29.2], [31.0, 31.1, 31.2])
+    assert tight.verdict() == "narrows the gap"  # -0.5 ± 0.16 is below -0.5 at its low end; the change +1.5 ± 0.23
+    assert beyond.gap([31.4, 31.5, 31.6], [31.5, 31.6, 31.7]).verdict() == "closes the gap"  # -0.1 ± 0.16 >= -0.5
+    worse = beyond.gap([27.0, 27.1, 27.2], [31.0, 31.1, 31.2], [29.0, 29.1, 29.2], [31.0, 31.1, 31.2])
+    assert worse.verdict() == "widens the gap"
+    assert beyond.gap([30.0], [31.0, 32.0]) is None  # one seed: no spread, no verdict
+
+
+def test_claims_judge_distillation_and_can_on_6_6_by_the_scorecard_rules():
+    from canlib.studies.scorecard import FAILED, HELD, NOT_RUN, NOT_TESTED
+
+    scores = {"kd:can": [28.0, 28.2, 28.1], "kd:balanced": [27.8, 27.9, 28.0],
+              "can-6-6": [27.3, 27.2, 27.4], "baseline": [27.4, 27.3, 27.5],
+              "can": [25.9, 26.0, 26.1], "balanced": [27.4, 27.5, 27.6]}
+    table4, six = beyond.claims("small", scores=scores)
+    assert table4.verdict == HELD and table4.ours.startswith("+0.20")
+    assert table4.paper.startswith("+0.26")  # 28.08 - 27.82, the paper's Table 4
+    # (-0.1) - (-1.5) = +1.4; se = sqrt(4 x 0.01 / 3) = 0.1155, so +1.4 ± 0.23 is above 0 throughout
+    assert six.verdict == HELD and six.ours.startswith("+1.40 ± 0.23")
+    swapped = dict(scores, can=[27.4, 27.5, 27.6], balanced=[25.9, 26.0, 26.1])
+    assert beyond.claims("small", scores=swapped)[1].verdict == FAILED
+    assert all(c.verdict == NOT_TESTED for c in beyond.claims("tiny", scores=scores))
+    missing = beyond.claims("small", scores={k: v for k, v in scores.items() if not k.startswith("kd:")})
+    assert missing[0].verdict == NOT_RUN and "--studies distill" in missing[0].evidence
+    assert missing[1].verdict == HELD  # the 6/6 row needs no distillation
+    no66 = beyond.claims("small", scores={k: v for k, v in scores.items() if k != "can-6-6"})
+    assert no66[1].verdict == NOT_RUN and "--studies can-6-6" in no66[1].evidence
+
+
+# -- a synthetic small results folder: the chapter's reading path ------------------------------------
+
+def _run(root, name, tok, seed, extra=None):
+    save_result(stored_path(name, "small", root),
+                {"scores": {"valid": {"bleu": tok, "tok_bleu": tok}, "test": {"bleu": tok - 1, "tok_bleu": tok}}, **(extra or {})},
+                provenance("small", {"seed": seed}, seed=seed, reduced_budget=False))
+
+
+def _fake_small(root):
+    main_scores = {"baseline": [34.0, 34.2, 34.4], "balanced": [34.5, 34.7, 34.9], "can": [33.0, 33.1, 33.2],
+                   "san": [33.5, 33.6, 33.7], "aan": [33.8, 33.9, 34.0]}
+    for system, values in main_scores.items():
+        for seed, v in enumerate(values, 1):
+            _run(root, f"runs/multi30k-en-de/{system}-seed{seed}", v, seed)
+    rows = {"budget": [], "distill": [], "can-6-6": []}
+    study_scores = {("budget", "balanced", "x2"): [35.0, 35.2], ("budget", "can", "x2"): [34.0, 34.2],
+                    ("budget", "balanced", "x4"): [35.5, 35.7], ("budget", "can", "x4"): [35.2, 35.4],
+                    ("distill", "balanced", "teacher"): [34.6], ("distill", "balanced", "kd"): [35.0, 35.1, 35.2],
+                    ("distill", "san", "kd"): [34.5, 34.6, 34.7], ("distill", "aan", "kd"): [34.6, 34.7, 34.8],
+                    ("distill", "can", "kd"): [34.9, 35.0, 35.1], ("can-6-6", "can-6-6", ""): [33.9, 34.1, 34.3]}
+    for (name, system, tag), values in study_scores.items():
+        for seed, v in enumerate(values, 1):
+            run = beyond.BeyondRun(name, system, seed, tag)
+            _run(root, beyond.run_name("small", run), v, seed)
+            row = {"system": system, "seed": seed, "tag": tag, "file": beyond.run_name("small", run),
+                   "reduced_budget": False, "scores": {"valid": {"bleu": v, "tok_bleu": v}, "test": {"bleu": v - 1, "tok_bleu": v}}}
+            if name == "budget":
+                f = int(tag[1:])
+                row.update(factor=f, steps=1200 * f, curve=[{"step": s, "valid_loss": 3.0 - s / 10000 + (system == "can") * 0.1,
+                                                              "valid_bleu": 30 + s / 1000} for s in range(400, 1200 * f + 1, 400)])
+            rows[name].append(row)
+    teacher = {"teacher": "balanced", "teacher_seed": 1, "teacher_preset": "small-balanced", "teacher_bleu":
+               {"valid": {"bleu": 36.0, "tok_bleu": 36.5}, "test": {"bleu": 34.0, "tok_bleu": 34.6}}, "beam": 4,
+               "pairs": 28196, "empty": 0, "mean_subwords": {"distilled": 14.0, "real": 15.0}, "sha256": "0" * 64}
+    extras = {"budget": {"factors": [2, 4], "base_steps": 1200}, "distill": {"teacher": teacher, "students": list(beyond.STUDENTS)},
+              "can-6-6": {}}
+    for name in beyond.STUDIES:
+        save_result(stored_path(f"beyond/{name}", "small", root), {"study": name, "runs": rows[name], **extras[name]},
+                    provenance("small", {"study": name}))
+    return main_scores, study_scores
+
+
+def test_the_chapter_switches_to_small_once_the_studies_and_the_main_runs_are_stored(tmp_path):
+    assert beyond.default_scale(tmp_path) == "tiny"
+    _fake_small(tmp_path)
+    assert beyond.default_scale(tmp_path) == "small"
+    stored_path("beyond/distill", "small", tmp_path).unlink()
+    assert beyond.default_scale(tmp_path) == "tiny"
+
+
+def test_the_chapter_renders_stored_small_results_with_numbers_recomputed_from_them(tmp_path):
+    from canlib.studies.findings import beyond_findings
+
+    main_scores, study_scores = _fake_small(tmp_path)
+    findings = beyond_findings("small", tmp_path)
+    values = {k: v for f in findings for k, v in f.values.items()}
+    mean = statistics.fmean
+    assert values["gap"] == pytest.approx(mean(main_scores["can"]) - mean(main_scores["balanced"]))
+    assert values["gap_x4"] == pytest.approx(mean(study_scores["budget", "can", "x4"]) - mean(study_scores["budget", "balanced", "x4"]))
+    assert values["gap_kd"] == pytest.approx(mean(study_scores["distill", "can", "kd"]) - mean(study_scores["distill", "balanced", "kd"]))
+    assert values["gap_66"] == pytest.approx(mean(study_scores["can-6-6", "can-6-6", ""]) - mean(main_scores["baseline"]))
+    assert findings[0].text.startswith("**The question.**") and findings[1].text.startswith("**At `small`**")
+    text = " ".join(f.text for f in findings)
+    assert "**The answer:**" in text and "distillation" in text
+    sums = beyond.summaries("small", tmp_path)
+    refs = beyond.references("small", tmp_path)
+    table = beyond.budget_table("small", sums["budget"][0], refs)
+    assert list(table.index) == [1200, 2400, 4800] and table.loc[4800, "CAN"].startswith(f"{mean([35.2, 35.4]):.2f}")
+    kd = beyond.distill_table(sums["distill"][0], beyond.references("small", tmp_path, systems=beyond.STUDENTS))
+    assert kd.loc["CAN", "paper: after KD"] == 28.08 and kd.loc["SAN", "ours: real targets"].startswith("33.60")
+    six = beyond.can66_table(sums["can-6-6"][0], refs)
+    assert six.loc["6/6", "CAN decoder"].startswith("34.10") and six.loc["6/6", "paper (average)"] == -0.09
+    figure = beyond.budget_figure(sums["budget"][0], "small")
+    assert len(figure.axes) == 3
+    claims = beyond.claims("small", tmp_path)
+    assert [c.name for c in claims] == ["With distillation CAN is on par with Balanced (Table 4)",
+                                        "CAN on 6/6 hurts less than on 12/2 (Results)"]
+
+
+# -- the dry run: real training at tiny, a reduced budget -------------------------------------------
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory):
+    """``canlib experiment --scale tiny --studies budget,distill,can-6-6 --max-steps 2 --seeds 1``, once."""
+    from tests.conftest import SHARED_DATA
+
+    if not (SHARED_DATA / "multi30k-en-de").is_dir():
+        pytest.skip("multi30k-en-de is not in the data folder")
+    root = tmp_path_factory.mktemp("beyond")
+    saved = {k: os.environ.get(k) for k in ("CANLIB_CACHE_DIR", "CANLIB_DATA_DIR")}
+    os.environ["CANLIB_CACHE_DIR"], os.environ["CANLIB_DATA_DIR"] = str(root / "cache"), str(SHARED_DATA)
+    out = root / "out"
+    try:
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert main(["experiment", "--scale", "tiny", "--studies", "budget,distill,can-6-6", "--max-steps", "2",
+                         "--seeds", "1", "--out", str(out)]) == 0
+        yield out, printed.getvalue()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def test_dry_run_stores_every_model_and_summary_with_provenance(dry_run):
+    out, printed = dry_run
+    assert "10 models, 0 already stored, 10 to train" in printed
+    folder = out / "tiny" / "beyond"
+    for name in beyond.STUDIES:
+        summary = json.loads((folder / f"{name}.json").read_text())
+        assert summary["provenance"]["commit"] and summary["provenance"]["date"] and summary["provenance"]["reduced_budget"]
+        for row in summary["result"]["runs"]:
+            stored = json.loads((out / "tiny" / f"{row['file']}.json").read_text())
+            result, prov = stored["result"], stored["provenance"]
+            assert prov["commit"] and prov["device"] and prov["reduced_budget"] and prov["seed"] == 1
+            steps = 2 * (int(row["tag"][1:]) if name == "budget" else 1)
+            assert prov["budget"]["max_steps"] == steps == result["training"]["step"]
+            for split in ("valid", "test"):
+                hyps = (out / "tiny" / row["file"]).with_name(result["hyp_files"][split]).read_text().split("\n")[:-1]
+                assert len(hyps) == result["lengths"][split]["sentences"]
+            if name == "budget":  # validated 4 times, every steps // 4 updates, with greedy BLEU
+                assert [p["step"] for p in row["curve"]] == [steps // 4 * i for i in range(1, 5)]
+                assert all(p["valid_bleu"] is not None and p["valid_loss"] > 0 for p in row["curve"])
+
+
+def test_dry_run_records_the_distilled_corpus_and_its_teacher(dry_run):
+    out, _ = dry_run
+    summary = json.loads((out / "tiny" / "beyond" / "distill.json").read_text())["result"]
+    teacher = summary["teacher"]
+    assert (teacher["teacher"], teacher["beam"], teacher["pairs"]) == ("balanced", 4, beyond.REDUCED_PAIRS)
+    assert len(teacher["sha256"]) == 64 and summary["corpora"] == [teacher["sha256"]]
+    # the BLEU recorded with the corpus is the teacher model's: the stored teacher run translated the same test set
+    teacher_run = json.loads((out / "tiny" / "beyond" / "runs" / "multi30k-en-de" /
+                              "distill-balanced-teacher-seed1.json").read_text())["result"]
+    assert teacher["teacher_bleu"]["test"]["bleu"] == pytest.approx(teacher_run["scores"]["test"]["bleu"])
+    students = [r for r in summary["runs"] if r["tag"] == "kd"]
+    assert sorted(r["system"] for r in students) == sorted(beyond.STUDENTS)
+
+
+def test_rescore_recomputes_every_model_of_the_studies_and_rechecks_the_summaries(dry_run, tmp_path, capsys):
+    from canlib.studies.quality import rescore
+
+    out = tmp_path / "out"
+    shutil.copytree(dry_run[0], out)
+    assert len(rescore(out)) == 10 * 2  # 10 models x (valid, test), recomputed from their hypotheses
+    assert main(["experiment", "--rescore", str(out)]) == 0
+    assert "20 stored sacreBLEU scores of 10 runs reproduced" in capsys.readouterr().out
+    path = out / "tiny" / "beyond" / "can-6-6.json"
+    stored = json.loads(path.read_text())
+    stored["result"]["runs"][0]["scores"]["test"]["bleu"] += 1.0  # a summary quoting another score than its run
+    path.write_text(json.dumps(stored))
+    with pytest.raises(ValueError, match="can-6-6.json: the scores of beyond/runs/multi30k-en-de/can-6-6-can-6-6-seed1"):
+        beyond.recheck(out)
+    assert main(["experiment", "--rescore", str(out)]) == 2
