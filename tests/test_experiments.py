@@ -44,6 +44,7 @@ def test_store_never_recomputes_a_stored_result(tmp_path):
 
 def test_small_scale_without_stored_result_names_the_command(tmp_path, monkeypatch):
     monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setenv("CANLIB_TRAIN_SMALL", "0")  # a GPU machine would otherwise compute it (tests/test_train_small_here.py)
     with pytest.raises(FileNotFoundError, match="canlib experiment --scale small"):
         study("similarity", "small", {}, lambda: {"never": "computed"})
 
@@ -64,10 +65,15 @@ def test_small_plan_holds_the_seeded_grid():
     assert {(r.corpus, r.seed) for r in first} == {("multi30k-en-de", 1)} and len({r.system for r in first}) == 9
 
 
-def test_small_budget_is_the_measured_recipe():
+def test_small_budget_is_the_measured_recipe(measurements):
+    """The small recipe is the one every raw GPU-trained small run recorded (not numbers copied here)."""
+    import json
+
     train = scale_spec("small").train
-    assert (train["max_steps"], train["max_tokens"], train["lr"], train["warmup"]) == (1200, 8192, 1e-3, 500)
-    assert (train["valid_every"], train["average_last"], train["label_smoothing"]) == (400, 2, 0.1)
+    recorded = [json.loads(p.read_text())["provenance"]["config"]["train"]
+                for p in sorted(measurements.glob("*/small/runs/multi30k-en-de/*.json"))]
+    assert recorded, f"no raw small runs under {measurements}"
+    assert all({k: v for k, v in r.items() if k != "seed"} == train for r in recorded)
 
 
 def test_experiment_command_refuses_unknown_systems(capsys):
@@ -186,3 +192,20 @@ def test_a_failed_run_is_named_and_does_not_stop_the_others(monkeypatch, capsys)
         cli.train_all("tiny", runs, None, None, jobs=1)
     printed = capsys.readouterr().out
     assert "san seed 1" not in printed and "[2/2] multi30k-en-de can seed 1: test sacreBLEU 1.00" in printed
+
+
+def test_the_stored_small_results_rescore_from_their_hypotheses(shared_data, monkeypatch, capsys):
+    """book/results/small holds the 23 GPU-trained runs (7 systems x 3 seeds, 9/4 and 14/1 x 1) and the three
+    studies, and `canlib experiment --rescore` recomputes every stored sacreBLEU from the hypotheses."""
+    import json
+    from pathlib import Path
+
+    monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))
+    small = Path(__file__).resolve().parents[1] / "book" / "results" / "small"
+    runs = sorted(p.stem for p in (small / "runs" / "multi30k-en-de").glob("*.json"))
+    seeded = ("baseline", "balanced", "san", "aan", "can", "can_attn", "can_ffn")
+    assert runs == sorted([f"{s}-seed{k}" for s in seeded for k in (1, 2, 3)] + ["depth-9-4-seed1", "depth-14-1-seed1"])
+    for name in ("similarity", "errors", "attention"):
+        assert json.loads((small / f"{name}.json").read_text())["provenance"]["scale"] == "small"
+    assert main(["experiment", "--rescore", str(small)]) == 0
+    assert "92 stored sacreBLEU scores of 23 runs reproduced" in capsys.readouterr().out  # 4 splits x 23 runs

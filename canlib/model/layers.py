@@ -201,7 +201,7 @@ class SANDecoderLayer(nn.Module):
 class CANDecoderLayer(nn.Module):
     """Compressed-Attention layer: self-attention, cross-attention and FFN as ONE sub-layer.
 
-    Paper Eq. 10 and 13, with z = LayerNorm(x)::
+    Paper Eq. 11 (the single softmax) and Eq. 13 (the merged FFN), with z = LayerNorm(x)::
 
         A = SoftMax(z Wq [z Wk1 ; H Wk2]^T / sqrt(d/h))      one softmax per head
         y = x + ReLU(z W1 + A [z W~v1 ; H W~v2] + b1) W2 + b2

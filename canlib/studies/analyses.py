@@ -8,6 +8,9 @@
 * :func:`conversion_study`: beyond the paper, Balanced converted to CAN (canlib.model.compress) before and
   after a short fine-tune, against CAN trained from scratch.
 * :func:`final_losses`, :func:`valid_loss`: Figure 8's end points and the loss of any model.
+* :func:`models_provenance`, :func:`runs_line`, :func:`bucket_rows`, :func:`seed_curves`, :func:`training_recipes`:
+  what the chapters print under a study (the GPU that trained its models as well as the CPU it ran on), the error
+  buckets they may score (``MIN_BUCKET_SENTENCES``), the seed spread of a loss curve, and each scale's recipe.
 """
 from __future__ import annotations
 
@@ -215,3 +218,103 @@ def conversion_study(scale: str, *, store: bool = False, root: Path | None = Non
 
     config = {**_config("can", scale, max_steps), "finetune": finetune}
     return study("conversion", scale, config, compute, training_device(scale), store=store, root=root)
+
+
+# -- what the chapters print under a study, and the parts of a study they may show -----------------
+
+MIN_BUCKET_SENTENCES = 30  # an error bucket with fewer test sentences is too small for its BLEU to mean anything
+
+
+def models_provenance(scale: str, systems: tuple[str, ...], study_prov: dict[str, Any], *,
+                      root: Path | None = None) -> str:
+    """Two lines for under a study: the device, commit and budget that trained the seed-1 models it read, then
+    where the study itself ran (a study of GPU-trained models may run on a CPU: both are said)."""
+    from canlib.model.config import LABELS
+    from canlib.studies.quality import run_result
+
+    lines = []
+    for system in systems:
+        if scale == "tiny" and root is None:
+            prov = trained(system, scale).result["provenance"]
+        else:
+            prov = run_result(system, scale, 1, root=root)[1]
+        steps = (prov.get("budget") or prov.get("config", {}).get("train") or {}).get("max_steps")
+        lines.append(f"{LABELS[system]} (seed 1{f', {steps:,} updates' if steps else ''}): trained on {prov['device']} "
+                     f"at commit {str(prov['commit'])[:7]}, {str(prov['date'])[:10]}")
+    return ("models: " + "; ".join(lines) + f"\nstudy: computed on {study_prov['device']} at commit "
+            f"{str(study_prov['commit'])[:7]}, {study_prov['date']} (scale={study_prov['scale']})")
+
+
+def bucket_rows(buckets: dict[str, Any], key: str, systems: tuple[str, str] = ("balanced", "can"),
+                min_sentences: int = MIN_BUCKET_SENTENCES) -> list[dict[str, Any]]:
+    """One row per bucket of the error study (``key``: "frequency" or "length"): its label, sentences, each
+    system's BLEU, the second minus the first, and ``shown``: False for a bucket under ``min_sentences``
+    sentences, whose BLEU (NaN when empty) a chapter must not present as a result."""
+    first, second = systems
+    a, b = buckets[first][key], buckets[second][key]
+    if a["labels"] != b["labels"] or a["sentences"] != b["sentences"]:
+        raise ValueError(f"error buckets by {key}: {first} and {second} were bucketed differently")
+    rows = []
+    for label, n, x, y in zip(a["labels"], a["sentences"], a["bleu"], b["bleu"]):
+        shown = n >= min_sentences and np.isfinite(x) and np.isfinite(y)
+        rows.append({"bucket": label, "sentences": int(n), first: float(x), second: float(y),
+                     "delta": float(y - x) if shown else float("nan"), "shown": bool(shown)})
+    return rows
+
+
+def seed_curves(logs: list[list[dict[str, Any]]], column: str, every: int | None = None) -> dict[str, np.ndarray]:
+    """Mean, sample sd (0 for one seed), min and max over seeds of ``column`` ("train_loss" or "valid_loss") at
+    the updates every log recorded it. ``every`` (the run's ``log_every``) keeps only updates that are its
+    multiples: the trainer also logs the few updates that end an epoch, whose short window would draw a zigzag."""
+    if not logs:
+        raise ValueError("seed_curves: no logs")
+    series = [{r["step"]: r[column] for r in log if r.get(column) is not None and (not every or r["step"] % every == 0)}
+              for log in logs]
+    steps = sorted(set.intersection(*(set(s) for s in series)))
+    if not steps:
+        raise ValueError(f"seed_curves: the logs share no update with a {column} record")
+    values = np.array([[s[step] for step in steps] for s in series], dtype=float)  # (seeds, steps)
+    sd = values.std(axis=0, ddof=1) if len(logs) > 1 else np.zeros(len(steps))
+    return {"step": np.array(steps), "mean": values.mean(axis=0), "sd": sd,
+            "min": values.min(axis=0), "max": values.max(axis=0), "seeds": len(logs)}
+
+
+def training_recipes(scales: tuple[str, ...] = ("tiny", "small", "full")) -> list[dict[str, Any]]:
+    """What each scale trains, one row per scale, from the code that trains it (``full`` is the paper's recipe):
+    width, corpus, peak learning rate, warm-up, tokens per update, when training stops, what is averaged."""
+    from canlib.model.config import preset
+
+    rows = []
+    for scale in scales:
+        spec = scale_spec(scale)
+        t = spec.train
+        tokens = t["max_tokens"] * t.get("update_freq", 1)
+        stop = f"{t['max_steps']:,} updates" if t.get("max_steps") else f"up to {t['max_epochs']} epochs (patience {t.get('patience')})"
+        if t.get("average_last") and t.get("valid_every"):
+            averaged = f"last {t['average_last']} checkpoints, {t['valid_every']:,} updates apart"
+        else:
+            averaged = "last 5 epochs' checkpoints (the paper)"
+        rows.append({"scale": scale, "d": preset(spec.preset("can")).d_model, "corpus": f"{spec.corpus} ({spec.corpus_scale})",
+                     "peak lr": f"{t['lr']:g}", "warm-up updates": f"{t['warmup']:,}",
+                     "tokens per update": f"{tokens:,}" + (f" ({t['max_tokens']:,} x {t['update_freq']})" if t.get("update_freq") else ""),
+                     "stops after": stop, "weights averaged": averaged,
+                     "label smoothing": t.get("label_smoothing", 0.1)})
+    return rows
+
+
+def runs_line(scale: str, systems: tuple[str, ...], *, root: Path | None = None) -> str:
+    """One line per system for under a figure of several seeds: its seeds, and the devices, commits and dates that
+    trained them (at tiny: the seed-1 run trained on this machine)."""
+    from canlib.model.config import LABELS
+    from canlib.studies.quality import run_result, stored_seeds
+
+    lines = []
+    for system in systems:
+        seeds = [1] if scale == "tiny" and root is None else stored_seeds(system, scale, root=root)
+        provs = [run_result(system, scale, seed, root=root)[1] for seed in seeds]
+        devices = ", ".join(sorted({p["device"] for p in provs}))
+        commits = ", ".join(sorted({str(p["commit"])[:7] for p in provs}))
+        dates = ", ".join(sorted({str(p["date"])[:10] for p in provs}))
+        lines.append(f"{LABELS[system]}: seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}, "
+                     f"trained on {devices} at commit {commits}, {dates} (scale={scale})")
+    return "\n".join(lines)

@@ -10,20 +10,19 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 from canlib.model.config import ALL_SYSTEMS
-from canlib.studies.runs import RunSpec, corpora, plan, prepared, training_device
+from canlib.studies.runs import ANALYSIS_RUNS, RunSpec, corpora, default_jobs, plan, prepared, training_device
 from canlib.studies.scales import SCALES, scale_spec
 
-STUDIES = ("runs", "similarity", "errors", "attention", "conversion", "speed")
-DEFAULT_STUDIES = ("runs", "similarity", "errors", "attention", "conversion")
-# the seed-1 runs on the main corpus that each analysis reads
-NEEDS = {"similarity": ("baseline",), "errors": ("balanced", "can"), "attention": ("balanced", "can"),
-         "conversion": ("balanced", "can")}
+BEYOND = ("budget", "distill", "can-6-6")  # canlib.studies.beyond: why CAN loses BLEU here (after the plan's runs)
+STUDIES = ("runs", "similarity", "errors", "attention", "conversion", *BEYOND, "speed")
+DEFAULT_STUDIES = ("runs", "similarity", "errors", "attention", "conversion", *BEYOND)
+NEEDS = ANALYSIS_RUNS  # the seed-1 runs on the main corpus that each analysis reads
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,11 +40,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"comma-separated, from {', '.join(STUDIES)} (runs: train and score every run, which gives Table 2, "
                              "the depth and the ablation BLEU; speed: the shared speed studies, book/results only)")
     parser.add_argument("--jobs", type=int, default=None,
-                        help="training processes at once (default: on CUDA min(runs, 2 x CPU cores), on CPU 1)")
+                        help="training processes at once (default: on CUDA min(runs, CPU cores, GPU memory / 4.5 GiB), on CPU 1)")
     parser.add_argument("--max-steps", type=int, default=None,
                         help="reduced training budget for end-to-end tests (recorded in the provenance; needs --out)")
     parser.add_argument("--out", default=None, help="results folder instead of book/results (files go to OUT/<scale>/)")
     parser.add_argument("--status-every", type=float, default=60.0, help="seconds between status lines (default 60)")
+    parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                        help="start a queued run only if it can finish within SECONDS of the start (judged by the longest "
+                             "finished run; see canlib.studies.concurrency); the rest waits for the next call. Default: "
+                             "until $CANLIB_DEADLINE (UNIX seconds) where set, as scripts/gpu_small.sh sets it")
     parser.add_argument("--rescore", default=None, metavar="DIR",
                         help="recompute sacreBLEU of every stored run under DIR from its hypotheses; fail on a difference")
 
@@ -69,11 +72,18 @@ def _seeds(value: str | None) -> list[int] | None:
     return [int(n) for n in names]
 
 
-def default_jobs(runs: int, device: str) -> int:
-    """Concurrent training processes: the GPU is launch-bound, so up to two per CPU core; one on a CPU."""
-    if device != "cuda":
-        return 1
-    return max(1, min(runs, 2 * (os.cpu_count() or 1)))
+def time_limit(seconds: float | None, deadline: str | None = None) -> float | None:
+    """``--time-limit``, else the seconds until ``$CANLIB_DEADLINE`` (a UNIX time; at least a microsecond, so
+    the first runs still start), else None: no limit."""
+    if seconds is not None:
+        return seconds
+    deadline = deadline if deadline is not None else os.environ.get("CANLIB_DEADLINE")
+    if not deadline:
+        return None
+    try:
+        return max(float(deadline) - time.time(), 1e-6)
+    except ValueError:
+        raise ValueError(f"CANLIB_DEADLINE={deadline!r}: not a UNIX time in seconds") from None
 
 
 def _worker_init(threads: int) -> None:
@@ -97,45 +107,61 @@ def _line(done: int, total: int, spec: RunSpec, summary: dict[str, Any]) -> str:
 
 
 def train_all(scale: str, runs: list[RunSpec], root: Path | None, max_steps: int | None, jobs: int,
-              status_every: float = 60.0) -> None:
+              status_every: float = 60.0, time_limit: float | None = None) -> None:
     """Train and store ``runs`` with ``jobs`` processes; one line per finished run, a status line every
-    ``status_every`` seconds; a failed run does not stop the others and is reported at the end."""
+    ``status_every`` seconds; a failed run does not stop the others and is reported at the end. With
+    ``time_limit``, runs that could not finish in the time left are not started (``canlib.studies.concurrency``)."""
+    from canlib.studies.concurrency import Deadline, summary_line
+
     total, done, failed = len(runs), 0, []
+    deadline, skipped = Deadline(time_limit), []
     if jobs <= 1:
-        for spec in runs:
+        for i, spec in enumerate(runs):
+            if not deadline.may_start():
+                skipped = runs[i:]
+                break
+            tic = time.monotonic()
             done += 1
             try:
                 print(_line(done, total, spec, run_one(scale, spec, root, max_steps)), flush=True)
             except Exception as exc:  # noqa: BLE001 - reported with the run's name, the others go on
                 failed.append(f"{spec.name}: {type(exc).__name__}: {exc}")
                 print(f"[{done}/{total}] {spec.name} FAILED: {exc}", flush=True)
+            deadline.record(time.monotonic() - tic)
     else:
-        _train_concurrently(scale, runs, root, max_steps, jobs, status_every, failed)
+        skipped = _train_concurrently(scale, runs, root, max_steps, jobs, status_every, failed, deadline)
+    if runs:
+        print(summary_line(len(runs) - len(skipped) - len(failed), time.monotonic() - deadline.start, skipped), flush=True)
     if failed:
         raise RuntimeError(f"{len(failed)} run(s) failed (run the command again to retry):\n" + "\n".join(failed))
 
 
 def _train_concurrently(scale: str, runs: list[RunSpec], root: Path | None, max_steps: int | None, jobs: int,
-                        status_every: float, failed: list[str]) -> None:
-    """``train_all`` with spawned worker processes (CUDA is not fork-safe); failures go to ``failed``."""
+                        status_every: float, failed: list[str], deadline: Any = None) -> list[RunSpec]:
+    """``train_all`` with spawned worker processes (CUDA is not fork-safe); failures go to ``failed``.
+    Returns the runs the deadline did not start (``canlib.studies.concurrency.run_queue``)."""
+    from canlib.studies.concurrency import Deadline, run_queue
+
     total, done = len(runs), 0
-    start = time.monotonic()
+    deadline = deadline or Deadline(None)
     threads = max(1, (os.cpu_count() or 1) // jobs)
+
+    def finished(spec: RunSpec, future: Future) -> None:
+        nonlocal done
+        done += 1
+        try:
+            print(_line(done, total, spec, future.result()), flush=True)
+        except Exception as exc:  # noqa: BLE001 - reported with the run's name, the others go on
+            failed.append(f"{spec.name}: {type(exc).__name__}: {exc}")
+            print(f"[{done}/{total}] {spec.name} FAILED: {exc}", flush=True)
+
+    def idle(count: int, waiting: int) -> None:
+        print(f"status: {count}/{total} runs finished after {time.monotonic() - deadline.start:.0f} s, "
+              f"{waiting} in progress or queued", flush=True)
+
     with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_worker_init, initargs=(threads,)) as pool:
-        pending: dict[Future, RunSpec] = {pool.submit(run_one, scale, spec, root, max_steps): spec for spec in runs}
-        while pending:
-            finished, _ = wait(pending, timeout=status_every, return_when=FIRST_COMPLETED)
-            for future in finished:
-                spec = pending.pop(future)
-                done += 1
-                try:
-                    print(_line(done, total, spec, future.result()), flush=True)
-                except Exception as exc:  # noqa: BLE001 - reported with the run's name, the others go on
-                    failed.append(f"{spec.name}: {type(exc).__name__}: {exc}")
-                    print(f"[{done}/{total}] {spec.name} FAILED: {exc}", flush=True)
-            if not finished:
-                print(f"status: {done}/{total} runs finished after {time.monotonic() - start:.0f} s, "
-                      f"{len(pending)} in progress or queued", flush=True)
+        return run_queue(runs, lambda spec: pool.submit(run_one, scale, spec, root, max_steps), jobs, deadline,
+                         finished, idle, status_every)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -147,6 +173,11 @@ def run(args: argparse.Namespace) -> int:
     if args.rescore:
         rows = rescore(Path(args.rescore))
         print(f"{len(rows)} stored sacreBLEU scores of {len({r['file'] for r in rows})} runs reproduced from their hypotheses")
+        from canlib.studies.beyond import recheck
+
+        quoted = recheck(Path(args.rescore))
+        if quoted:
+            print(f"{quoted} scores quoted by the beyond studies' summaries equal their stored runs'")
         return 0
     if args.scale is None:
         raise ValueError("--scale is required (or --rescore DIR)")
@@ -182,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
         jobs = args.jobs or default_jobs(len(todo), device)
         print(f"{scale}: {len(runs)} runs, {len(runs) - len(todo)} already stored, {len(todo)} to train on {device} "
               f"with {jobs} process(es)", flush=True)
-        train_all(scale, todo, root, args.max_steps, jobs, args.status_every)
+        train_all(scale, todo, root, args.max_steps, jobs, args.status_every, time_limit(getattr(args, "time_limit", None)))
     main_runs = {r.system for r in runs if r.seed == 1 and r.corpus == scale_spec(scale).corpus}
     for name in NEEDS:
         if name not in studies:
@@ -194,6 +225,16 @@ def run(args: argparse.Namespace) -> int:
               "conversion": analyses.conversion_study}[name]
         fn(scale, store=True, root=root, max_steps=args.max_steps)
         print(f"{name}: stored", flush=True)
+    beyond = [name for name in BEYOND if name in studies]
+    if beyond:
+        from canlib.studies.beyond import run_studies
+
+        prepared(scale)
+        failed = run_studies(scale, beyond, seeds=_seeds(args.seeds), max_steps=args.max_steps, root=root,
+                             jobs=args.jobs)
+        if failed:
+            raise RuntimeError(f"{len(failed)} model(s) of the beyond studies failed (run the command again to retry):\n"
+                               + "\n".join(failed))
     if "speed" in studies:
         if root is not None:
             raise ValueError("--studies speed stores into book/results only (it takes no --out)")

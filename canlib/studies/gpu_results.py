@@ -222,6 +222,28 @@ def available_runs() -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
 
 
+def speed_runs() -> list[str]:
+    """The stored GPU runs that hold a speed measurement (``speed.json``), in folder-name order."""
+    return [run for run in available_runs() if (gpu_dir(run) / "speed.json").exists()]
+
+
+def speed_summary(run: str = DEFAULT_RUN) -> dict[str, Any]:
+    """One GPU run's Table 2 speed in a row: device, commit, date, eager and CUDA-graph ratios (medians of
+    the timed repeats) and how many systems' captured decoding returned the eager tokens."""
+    eager, prov = gpu_speed("eager", run)
+    graphs, _ = gpu_speed("captured", run)
+    same = prov["captured_matches_eager"]
+
+    def ratio(rows: dict[str, dict[str, float]], a: str, b: str) -> float:
+        return rows[a]["tok_per_s"] / rows[b]["tok_per_s"] if a in rows and b in rows else float("nan")
+
+    return {"device": prov["device"], "commit": str(prov["commit"])[:7], "date": prov["date"],
+            "Balanced / Baseline eager": ratio(eager, "balanced", "baseline"),
+            "CAN / Balanced eager": ratio(eager, "can", "balanced"),
+            "CAN / Balanced graphs": ratio(graphs, "can", "balanced"),
+            "captured == eager": f"{sum(map(bool, same.values()))} of {len(same)} systems"}
+
+
 def load(kind: str, run: str = DEFAULT_RUN) -> tuple[dict[str, Any], dict[str, Any]]:
     """(result, provenance) of one stored file of a GPU run (``speed``, ``breakdown``, ``batch``, ``training_4k``...)."""
     if kind not in FILES.values():

@@ -1,4 +1,5 @@
-"""Figures from training logs: the paper's Figure 8 (train and valid loss of several systems)."""
+"""The reproduction chapters' figures drawn from stored results: Figure 8 (loss curves, one run or the spread of
+several seeds), Figure 2 (sub-layer similarity, drawn as the paper draws it) and Figure 6 (BLEU per bucket)."""
 from __future__ import annotations
 
 import json
@@ -45,3 +46,94 @@ def plot_loss_curves(runs: dict[str, str | os.PathLike | list[dict[str, Any]]], 
     ax.set_ylabel("label-smoothed loss (nats/token)")
     ax.legend(fontsize="small")
     return ax
+
+
+def plot_seed_curves(curves: dict[str, dict[str, dict[str, Any]]], ax=None):
+    """Train loss (line: mean over seeds, band: min to max) and validation loss (dots with bars: min to max) per
+    update. ``curves[label]`` holds ``"train"`` and ``"valid"``, each from
+    :func:`canlib.studies.analyses.seed_curves`."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4))
+    for i, (label, c) in enumerate(curves.items()):
+        color, train, valid = f"C{i}", c["train"], c["valid"]
+        seeds = train["seeds"]
+        ax.plot(train["step"], train["mean"], color=color, label=f"{label} train ({seeds} seed{'s' if seeds > 1 else ''})")
+        if seeds > 1:
+            ax.fill_between(train["step"], train["min"], train["max"], color=color, alpha=0.2, linewidth=0)
+        ax.errorbar(valid["step"], valid["mean"], yerr=[valid["mean"] - valid["min"], valid["max"] - valid["mean"]],
+                    color=color, linestyle="--", marker="o", ms=4, capsize=3, label=f"{label} valid")
+    ax.set_xlabel("update")
+    ax.set_ylabel("label-smoothed loss (nats/token)")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_similarity(paper: dict[str, Any], ours: dict[str, Any], label: str = "ours", vmin: float = 0.7,
+                    vmax: float = 0.95):
+    """Figure 2 as the paper draws it, the paper's matrices above ours on one colour scale: layer 1 at the bottom,
+    x labels on top, black at ``vmin`` and below, white at ``vmax`` and above (the paper's pgfplots settings).
+
+    ``paper[key][x][y]`` is stored as the paper's table (x: the second-named sub-layer's layer); ``ours[key][i][j]``
+    has the first-named sub-layer's layer i, so the paper's matrix is transposed to draw both alike."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    panels = [("self_vs_cross", "Self-attention input (layer)", "Cross-attention input (layer)"),
+              ("cross_vs_ffn", "Cross-attention input (layer)", "FFN input (layer)")]
+    fig, axes = plt.subplots(2, 2, figsize=(8, 7.8), constrained_layout=True)
+    image = None
+    for col, (key, ylabel, xlabel) in enumerate(panels):
+        for row, (matrix, who) in enumerate([(np.array(paper[key]).T, "paper (WMT14 En-De)"), (np.array(ours[key]), label)]):
+            ax = axes[row, col]
+            image = ax.imshow(matrix, origin="lower", vmin=vmin, vmax=vmax, cmap="gray")
+            n = matrix.shape[0]
+            ax.set_xticks(range(n), range(1, n + 1))
+            ax.set_yticks(range(n), range(1, n + 1))
+            ax.xaxis.set_label_position("top")
+            ax.xaxis.tick_top()
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"{who}: {key.replace('_', ' ')}", fontsize=10, pad=28)
+            for i in range(n):
+                for j in range(n):
+                    bright = matrix[i, j] > (vmin + vmax) / 2
+                    ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                            color="black" if bright else "white")
+    fig.colorbar(image, ax=axes, shrink=0.6, label=f"cosine similarity (clipped to {vmin}-{vmax}, as the paper)")
+    return fig
+
+
+def plot_error_buckets(rows: dict[str, list[dict[str, Any]]], paper: dict[str, Any], labels: tuple[str, str],
+                       title: str = "ours"):
+    """Figure 6: our BLEU per bucket (top; only the rows marked ``shown``, the others named under the axis) above
+    the paper's (bottom). ``rows[key]`` is :func:`canlib.studies.analyses.bucket_rows`; ``labels`` name its two
+    systems; ``paper`` is ``paper_numbers()["fig6_error_en-de"]``."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7), constrained_layout=True)
+    systems = [k for k in rows["frequency"][0] if k not in ("bucket", "sentences", "delta", "shown")]
+    for col, (key, paper_key) in enumerate((("frequency", "word_freq_x1e5"), ("length", "length"))):
+        ax = axes[0, col]
+        shown = [r for r in rows[key] if r["shown"]]
+        hidden = [r for r in rows[key] if not r["shown"]]
+        ticks = [f"{r['bucket']}\n(n={r['sentences']})" for r in shown]
+        for system, label in zip(systems, labels):
+            ax.plot(ticks, [r[system] for r in shown], "o-", label=label)
+        ax.set_title(f"{title}: by source {'subword frequency (quantiles)' if key == 'frequency' else 'length (words)'}",
+                     fontsize=10)
+        ax.set_ylabel("tokenized BLEU")
+        if hidden:
+            ax.set_xlabel("not drawn (too few sentences): " + ", ".join(f"{r['bucket']} (n={r['sentences']})" for r in hidden),
+                          fontsize=8)
+        ax.legend()
+        ax = axes[1, col]
+        series = paper[paper_key]
+        for label in ("Balanced", "CAN"):
+            ax.plot(series["x"], series[label], "s--", label=label)
+        ax.set_title(f"paper (Fig. 6, WMT14 En-De): by {'word frequency (x1e5)' if key == 'frequency' else 'translation length'}",
+                     fontsize=10)
+        ax.set_ylabel("BLEU")
+        ax.legend()
+    return fig

@@ -8,10 +8,16 @@ text files beside it (``<system>-seed<k>.<split>.hyp``, one line per source sent
 
 BLEU follows :mod:`canlib.bleu`: sacreBLEU (13a) and the paper's tokenized BLEU, with the Moses
 tokenizer of the corpus's target language.
+
+Where small trains here (a CUDA device, :func:`canlib.studies.store.trains_here`), the functions the
+chapters call (:func:`default_scale`, :func:`bleu_by_seed`, :func:`seed_table`, :func:`describe_runs`)
+first train and store the small runs they read that are missing (:func:`train_missing`); on a CPU
+they only read, and a missing result names the command that stores it.
 """
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from canlib.model.seq2seq import Seq2Seq
-from canlib.studies.runs import (Run, RunSpec, budget, check_corpus, check_systems, plan, prepared,
-                                 target_lang, test_splits, trained, training_device)
+from canlib.studies.runs import (ANALYSIS_RUNS, Run, RunSpec, budget, check_corpus, check_systems, default_jobs, plan,
+                                 prepared, run_dir, target_lang, test_splits, trained, training_device)
 from canlib.studies.scales import scale_spec
-from canlib.studies.store import result_path, stored_path, study
+from canlib.studies.store import result_path, stored_path, study, trains_here
 
 SCORE_KEYS = ("bleu", "tok_bleu", "signature")
 COMPLETE = "complete"  # the stored result that marks a scale's plan as fully run
@@ -161,6 +167,7 @@ def bleu_by_seed(scale: str, systems: Sequence[str], corpus: str | None = None, 
     if metric not in ("bleu", "tok_bleu"):
         raise ValueError(f"metric={metric!r}: choose bleu (sacreBLEU) or tok_bleu (the paper's tokenized BLEU)")
     check_systems(systems)
+    fill_in(scale, systems, corpus, root)
     out: dict[str, list[float]] = {}
     for system in systems:
         seeds = [1] if scale == "tiny" and root is None else stored_seeds(system, scale, corpus, root)
@@ -234,7 +241,10 @@ def default_scale(systems: Sequence[str] | None = None, analyses: Sequence[str] 
     ``<results>/small/complete.json``). With ``systems`` and/or ``analyses``: once every planned small run
     of those systems (on the main corpus, or on ``corpora``; all their seeds, or ``seeds``) and those stored
     analyses exist, so a chapter shows real models as soon as its own runs are in, and never a half-finished
-    set of them."""
+    set of them. Where small trains here (:func:`canlib.studies.store.trains_here`: a CUDA device) and
+    ``root`` is the default results folder, the missing runs are trained now (:func:`train_missing`) and
+    the answer is "small"; the missing analyses are then computed by their loaders. The whole plan (no
+    arguments) is never trained here: that is ``canlib experiment --scale small``."""
     if stored_path(COMPLETE, "small", root).exists():
         return "small"
     if systems is None and not analyses:
@@ -242,7 +252,90 @@ def default_scale(systems: Sequence[str] | None = None, analyses: Sequence[str] 
     runs = plan("small", systems, seeds, corpora or [scale_spec("small").corpus]) if systems else []
     if systems and not runs:
         raise ValueError(f"default_scale: the small plan has no run of {list(systems)} with seeds {seeds} on {corpora}")
-    return "tiny" if missing_results("small", runs, analyses, root) else "small"
+    if not missing_results("small", runs, analyses, root):
+        return "small"
+    if root is None and trains_here("small"):
+        train_missing("small", runs, analyses)
+        return "small"
+    return "tiny"
+
+
+def fill_in(scale: str, systems: Sequence[str], corpus: str | None = None, root: Path | None = None) -> list[str]:
+    """Where ``scale`` trains here and ``root`` is the default results folder, train the planned runs of
+    ``systems`` on ``corpus`` that are not stored yet (what a reader's ``SCALE = "small"`` reads on a GPU);
+    elsewhere nothing. Returns the names trained."""
+    if root is not None or not trains_here(scale):
+        return []
+    return train_missing(scale, plan(scale, systems, corpora_=[check_corpus(scale, corpus)]))
+
+
+def train_missing(scale: str, runs: Sequence[RunSpec], analyses: Sequence[str] = (), root: Path | None = None, *,
+                  max_steps: int | None = None, jobs: int | None = None) -> list[str]:
+    """Train, evaluate and store (as ``canlib experiment`` does) the runs of ``runs`` not yet stored under
+    ``<results>/<scale>/``, and the seed-1 runs that the missing ``analyses`` read (``ANALYSIS_RUNS``; their
+    loaders then compute them from these runs): concurrently on a GPU (``jobs``, default as the command's),
+    one at a time on a CPU, with a progress bar on stderr. Returns the names it trained; [] (and no bar)
+    when nothing is missing. A failed run is a RuntimeError naming it; the runs already stored stay."""
+    from tqdm import tqdm
+
+    if max_steps is not None and root is None:
+        raise ValueError("train_missing: a reduced budget (max_steps) needs a results folder `root` "
+                         "(book/results holds full-budget results only)")
+    todo = [r for r in runs if not stored_path(f"runs/{r.name}", scale, root).exists()]
+    main = scale_spec(scale).corpus
+    for name in analyses:
+        if stored_path(name, scale, root).exists():
+            continue
+        for system in ANALYSIS_RUNS.get(name, ()):  # another study's loader trains what it reads itself
+            spec = RunSpec(system, 1, main)
+            cached = (run_dir(system, scale, main, budget(scale, 1, max_steps)) / "result.json").exists()
+            stored = stored_path(f"runs/{spec.name}", scale, root).exists()
+            if not (cached and stored) and spec not in todo:
+                todo.append(spec)
+    if not todo:
+        return []
+    for corpus in dict.fromkeys(r.corpus for r in todo):
+        prepared(scale, corpus)  # once, here: concurrent workers must not prepare the same folder at once
+    device = training_device(scale)
+    jobs = jobs or default_jobs(len(todo), device)
+    bar = tqdm(total=len(todo), unit="run", desc=f"training {len(todo)} {scale} run(s) on {device}, {jobs} at a time")
+    try:
+        if jobs <= 1:
+            for spec in todo:
+                bar.set_postfix_str(spec.name)
+                try:
+                    _train_and_store(scale, spec, root, max_steps)
+                except Exception as exc:
+                    raise RuntimeError(f"{scale} run {spec.name} failed: {type(exc).__name__}: {exc}") from exc
+                bar.update()
+        else:
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+            from multiprocessing import get_context
+
+            threads = max(1, (os.cpu_count() or 1) // jobs)
+            with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_set_threads,
+                                     initargs=(threads,)) as pool:
+                futures = {pool.submit(_train_and_store, scale, spec, root, max_steps): spec for spec in todo}
+                for future in as_completed(futures):
+                    if future.exception() is not None:
+                        exc = future.exception()
+                        raise RuntimeError(f"{scale} run {futures[future].name} failed: {type(exc).__name__}: {exc}") from exc
+                    bar.update()
+    finally:
+        bar.close()
+    return [spec.name for spec in todo]
+
+
+def _set_threads(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def _train_and_store(scale: str, spec: RunSpec, root: Path | None, max_steps: int | None) -> None:
+    """One run of :func:`train_missing`: trained (or resumed) in the cache, then evaluated and stored."""
+    trained(spec.system, scale, spec.seed, spec.corpus, train_now=True, max_steps=max_steps)
+    run_result(spec.system, scale, spec.seed, spec.corpus, store=True, root=root, max_steps=max_steps)
 
 
 def missing_results(scale: str, runs: Sequence[RunSpec], analyses: Sequence[str], root: Path | None = None) -> list[str]:
@@ -259,6 +352,7 @@ def seed_table(scale: str, systems: Sequence[str], corpus: str | None = None, me
     import pandas as pd
 
     corpus = check_corpus(scale, corpus)
+    fill_in(scale, systems, corpus, root)
     if splits is None:
         trains_now = scale == "tiny" and root is None
         first = next((s for s in systems if trains_now or stored_seeds(s, scale, corpus, root)), None)
@@ -274,17 +368,34 @@ def seed_table(scale: str, systems: Sequence[str], corpus: str | None = None, me
     return pd.DataFrame(columns)
 
 
+def format_budget(budget: dict[str, Any] | None) -> str:
+    """A training budget in words ("1,200 updates x 8,192 tokens, lr 0.001, ...") instead of a raw dict."""
+    if not budget:
+        return "budget not recorded"
+    b = budget
+    steps = f"{b['max_steps']:,} updates" if b.get("max_steps") else f"up to {b.get('max_epochs')} epochs"
+    parts = [f"{steps} x {b.get('max_tokens', 0) * b.get('update_freq', 1):,} tokens", f"lr {b.get('lr'):g}",
+             f"warm-up {b.get('warmup', 0):,}"]
+    if b.get("label_smoothing"):
+        parts.append(f"label smoothing {b['label_smoothing']:g}")
+    if b.get("average_last"):
+        parts.append(f"last {b['average_last']} checkpoints averaged")
+    return ", ".join(parts)
+
+
 def describe_runs(scale: str, systems: Sequence[str], corpus: str | None = None, root: Path | None = None) -> str:
     """One line saying where the runs' numbers come from: scale, corpus, devices, commits, dates, budget."""
     corpus = check_corpus(scale, corpus)
+    fill_in(scale, systems, corpus, root)
     provs = []
     for system in systems:
         for seed in ([1] if scale == "tiny" and root is None else stored_seeds(system, scale, corpus, root)):
             provs.append(run_result(system, scale, seed, corpus, root=root)[1])
     if not provs:
-        return f"scale={scale} · {corpus}: no stored runs"
+        return (f"scale={scale} · {corpus}: no stored runs; train them with `python -m canlib experiment --scale {scale} "
+                f"--systems {','.join(systems)} --corpora {corpus}` (on a GPU a chapter trains them itself)")
     dates = sorted(p["date"][:10] for p in provs)
     reduced = " · REDUCED BUDGET (end-to-end test)" if any(p.get("reduced_budget") for p in provs) else ""
     return (f"scale={scale} · {corpus} · {len(provs)} runs · device={', '.join(sorted({p['device'] for p in provs}))} · "
             f"commit={', '.join(sorted({str(p['commit'])[:12] for p in provs}))} · dates {dates[0]}..{dates[-1]} · "
-            f"budget {provs[0].get('budget')}{reduced}")
+            f"budget: {format_budget(provs[0].get('budget'))}{reduced}")

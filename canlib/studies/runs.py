@@ -11,6 +11,7 @@ interrupted ``canlib experiment`` resumes them from their checkpoints after a co
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,9 @@ from canlib.studies.scales import DIRECTION_SYSTEMS, scale_spec
 from canlib.studies.store import code_version, key
 
 SEEDED_SYSTEMS = tuple(dict.fromkeys(PAPER_SYSTEMS + ABLATION_SYSTEMS))  # trained with ScaleSpec.seeds seeds
+# the seed-1 runs on a scale's main corpus that each stored analysis reads (canlib.studies.analyses)
+ANALYSIS_RUNS = {"similarity": ("baseline",), "errors": ("balanced", "can"), "attention": ("balanced", "can"),
+                 "conversion": ("balanced", "can")}
 
 
 def check_systems(systems: Sequence[str]) -> list[str]:
@@ -154,6 +158,14 @@ def model_config(system: str, scale: str, corpus_name: str | None = None) -> Mod
 def training_device(scale: str) -> str:
     """CUDA where there is one, except at tiny (CI's scale, CPU by definition)."""
     return "cuda" if scale != "tiny" and torch.cuda.is_available() else "cpu"
+
+
+def default_jobs(runs: int, device: str) -> int:
+    """Concurrent training processes: one per CPU core as the GPU's memory allows; one on a CPU
+    (the rule: ``canlib.studies.concurrency.device_jobs``)."""
+    from canlib.studies.concurrency import device_jobs
+
+    return device_jobs(runs, device)
 
 
 def budget(scale: str, seed: int = 1, max_steps: int | None = None) -> dict[str, Any]:

@@ -1,0 +1,176 @@
+"""The tables and the figure of the results, ablation and depths chapters, built from the stored runs.
+
+Each table keeps to the columns one claim needs (a system's seeds, its BLEU with the seed spread, its
+difference to Balanced, the paper's). :func:`stored_means` reads the run files with ``json`` alone, a path
+independent of :mod:`canlib.studies.quality`, so a chapter can assert that what it shows is what is stored.
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+from canlib.model.config import LABELS
+from canlib.studies.findings import split_name
+
+
+def seed_cell(values: Sequence[float]) -> str:
+    """"mean ± sd" over seeds; "mean (1 seed)" where a spread does not exist."""
+    if len(values) == 1:
+        return f"{values[0]:.2f} (1 seed)"
+    return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def _scores(scale: str, systems: Sequence[str], split: str, metric: str, corpus: str | None,
+            root: Path | None) -> dict[str, list[float]]:
+    from canlib.studies.quality import bleu_by_seed
+
+    return bleu_by_seed(scale, list(systems), corpus, split, metric, root, full_budget=scale != "tiny")
+
+
+def bleu_table(scale: str, systems: Sequence[str], paper: dict[str, float] | None = None, *, against: str = "balanced",
+               split: str = "test", corpus: str | None = None, root: Path | None = None,
+               labels: dict[str, str] | None = None):
+    """One row per system: seeds, tokenized BLEU (mean ± sd), sacreBLEU (mean), the difference to
+    ``against``, and the paper's BLEU and difference (``paper``: {system: BLEU}) when given."""
+    import pandas as pd
+
+    labels = labels or LABELS
+    tok = _scores(scale, systems, split, "tok_bleu", corpus, root)
+    sacre = _scores(scale, systems, split, "bleu", corpus, root)
+    name = split_name(split)
+    rows = []
+    for s in systems:
+        if s not in tok:
+            continue
+        row = {"system": labels.get(s, s), "seeds": len(tok[s]), f"{name} tok-BLEU": seed_cell(tok[s]),
+               "sacreBLEU": statistics.fmean(sacre[s]),
+               f"Δ to {labels.get(against, against)}": statistics.fmean(tok[s]) - statistics.fmean(tok[against])
+               if against in tok else math.nan}
+        if paper is not None:
+            row["paper BLEU"] = paper[s]
+            row["paper Δ"] = paper[s] - paper[against]
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("system").round(2)
+
+
+def splits_table(scale: str, systems: Sequence[str], splits: Sequence[str], *, corpus: str | None = None,
+                 root: Path | None = None):
+    """Tokenized BLEU (mean ± sd over seeds) of each system on each of ``splits``, and CAN's rank."""
+    import pandas as pd
+
+    columns = {}
+    for split in splits:
+        tok = _scores(scale, systems, split, "tok_bleu", corpus, root)
+        columns[split_name(split)] = {LABELS.get(s, s): seed_cell(v) for s, v in tok.items()}
+    frame = pd.DataFrame(columns)
+    frame.index.name = "system"
+    return frame
+
+
+def stored_test_splits(scale: str, system: str = "balanced", corpus: str | None = None,
+                       root: Path | None = None) -> list[str]:
+    """The test splits a scale's runs were scored on ("test" is test2016; small adds the two test2017 sets)."""
+    from canlib.studies.quality import run_result, stored_seeds
+
+    seeds = [1] if scale == "tiny" and root is None else stored_seeds(system, scale, corpus, root)
+    return list(run_result(system, scale, seeds[0], corpus, root=root)[0]["test_splits"]) if seeds else []
+
+
+def stored_means(scale: str, systems: Sequence[str], split: str = "test", metric: str = "tok_bleu",
+                 corpus: str = "multi30k-en-de", root: Path | None = None) -> dict[str, list[float]]:
+    """{system: [score per stored seed]} read straight from ``<results>/<scale>/runs/<corpus>/*.json``
+    with ``json`` (no canlib loader): what a chapter's assertion compares its table with."""
+    from canlib.io import results_dir
+
+    folder = (Path(root) if root is not None else results_dir()) / scale / "runs" / corpus
+    out: dict[str, list[float]] = {}
+    for path in sorted(folder.glob("*-seed*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        result = data["result"]
+        if result["system"] in systems and not data["provenance"].get("reduced_budget"):
+            out.setdefault(result["system"], []).append(float(result["scores"][split][metric]))
+    return out
+
+
+def check_shown(table, scale: str, systems: Sequence[str], split: str = "test", against: str = "balanced",
+                root: Path | None = None, labels: dict[str, str] | None = None) -> int:
+    """Assert that a :func:`bleu_table` shows the stored runs: seeds, mean ± sd and the difference to
+    ``against`` recomputed from the raw files; returns the number of rows checked."""
+    stored = stored_means(scale, systems, split, "tok_bleu", root=root)
+    sacre = stored_means(scale, systems, split, "bleu", root=root)
+    name, labels = split_name(split), labels or LABELS
+    for s in systems:
+        row = table.loc[labels.get(s, s)]
+        assert int(row["seeds"]) == len(stored[s]), (s, row["seeds"], len(stored[s]))
+        assert row[f"{name} tok-BLEU"] == seed_cell(stored[s]), (s, row[f"{name} tok-BLEU"], stored[s])
+        assert abs(row["sacreBLEU"] - statistics.fmean(sacre[s])) < 0.006, (s, row["sacreBLEU"])
+        delta = statistics.fmean(stored[s]) - statistics.fmean(stored[against])
+        assert abs(row[f"Δ to {labels.get(against, against)}"] - delta) < 0.006, (s, delta)
+    return len(systems)
+
+
+def speed_ratio_table(systems: Sequence[str], paper: dict[str, float], cpu: dict[str, dict[str, float]] | None,
+                      cpu_label: str, against: str = "balanced"):
+    """Decoding speed relative to ``against``, one row per measurement, each labelled with its device and
+    regime: the paper's GPU, every stored GPU run (eager fp16 and CUDA graphs, device and commit), and
+    this machine's CPU (random d=512 weights, not the paper's regime)."""
+    import pandas as pd
+
+    from canlib.studies import gpu_results
+
+    rows = {"paper (its GPU, Table 2)": {s: paper[s] / paper[against] for s in systems}}
+    for run in gpu_results.speed_runs():
+        for mode, words in (("eager", "eager fp16"), ("captured", "CUDA graphs fp16")):
+            speed, prov = gpu_results.gpu_speed(mode, run)
+            if against in speed:
+                rows[f"{prov['device']}, {words} (commit {str(prov['commit'])[:7]})"] = {
+                    s: speed[s]["tok_per_s"] / speed[against]["tok_per_s"] for s in systems if s in speed}
+    if cpu:
+        rows[cpu_label] = {s: cpu[s]["tok_per_s"] / cpu[against]["tok_per_s"] for s in systems if s in cpu}
+    frame = pd.DataFrame.from_dict(rows, orient="index")[[s for s in systems if s != against]]
+    frame.columns = [f"{LABELS.get(s, s)} / {LABELS.get(against, against)}" for s in frame.columns]
+    frame.index.name = "measurement (tokens/s ratio, beam 4, batch 1)"
+    return frame.round(2)
+
+
+def bleu_figure(scale: str, systems: Sequence[str], paper: dict[str, float], *, against: str = "balanced",
+                split: str = "test", root: Path | None = None):
+    """Left: tokenized BLEU per system, every seed as a dot and the mean with its sd as an error bar.
+    Right: each system's difference to ``against``, ours (± 2 standard errors over seeds) beside the paper's."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    tok = _scores(scale, systems, split, "tok_bleu", None, root)
+    shown = [s for s in systems if s in tok]
+    names = [LABELS.get(s, s) for s in shown]
+    x = np.arange(len(shown))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8), constrained_layout=True)
+    for i, s in enumerate(shown):
+        left.scatter([i] * len(tok[s]), tok[s], color="tab:gray", s=12, zorder=2)
+    means = [statistics.fmean(tok[s]) for s in shown]
+    sds = [statistics.stdev(tok[s]) if len(tok[s]) > 1 else 0.0 for s in shown]
+    left.errorbar(x, means, yerr=sds, fmt="o", color="tab:blue", capsize=4, zorder=3, label="mean ± sd over seeds")
+    left.set_xticks(x, names)
+    left.set_ylabel(f"{split_name(split)} tokenized BLEU")
+    left.set_title(f"ours ({scale}, Multi30k En-De)")
+    left.legend(fontsize=8)
+    others = [s for s in shown if s != against]
+    xo = np.arange(len(others))
+    ours, err = [], []
+    for s in others:
+        a, b = tok[s], tok[against]
+        ours.append(statistics.fmean(a) - statistics.fmean(b))
+        err.append(2 * math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
+                   if len(a) > 1 and len(b) > 1 else 0.0)
+    right.bar(xo - 0.2, ours, 0.4, yerr=err, capsize=4, color="tab:blue", label="ours (± 2 s.e. over seeds)")
+    right.bar(xo + 0.2, [paper[s] - paper[against] for s in others], 0.4, color="tab:gray",
+              label="paper (Table 2, WMT14 En-De, average of 3 runs)")
+    right.axhline(0, color="black", linewidth=0.8)
+    right.set_xticks(xo, [LABELS.get(s, s) for s in others])
+    right.set_ylabel(f"BLEU minus {LABELS.get(against, against)}")
+    right.set_title(f"difference to {LABELS.get(against, against)}")
+    right.legend(fontsize=8)
+    return fig
