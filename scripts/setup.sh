@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
+if ! .venv/bin/python -m pip --version >/dev/null 2>&1; then  # absent, or left half-made by an interrupted setup
+  rm -rf .venv
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
