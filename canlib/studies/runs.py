@@ -11,7 +11,6 @@ interrupted ``canlib experiment`` resumes them from their checkpoints after a co
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
