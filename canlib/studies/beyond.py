@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from canlib.studies.quality import check_stored_budget, evaluate, target_lang
-from canlib.studies.runs import Run, budget, model_config, prepared, training_device
+from canlib.studies.runs import Run, budget, model_config, prepared, set_worker_threads, training_device
 from canlib.studies.scales import scale_spec
 from canlib.studies.store import code_version, key, result_path, stored_path, study
 
@@ -298,12 +298,6 @@ def beyond_study(name: str, scale: str, *, seeds: Sequence[int] | None = None, m
                  extra={"reduced_budget": max_steps is not None})
 
 
-def _worker_init(threads: int) -> None:
-    import torch
-
-    torch.set_num_threads(threads)
-
-
 def _task(scale: str, run: BeyondRun, root: Path | None, max_steps: int | None) -> str:
     run_result(scale, run, store=True, root=root, max_steps=max_steps)
     return run.name
@@ -351,7 +345,7 @@ def run_studies(scale: str, names: Sequence[str], *, seeds: Sequence[int] | None
         ready = [r for r in teacher_first if r.tag != "kd"]
         teacher_pending = any(r.tag == "teacher" for r in ready)
         threads = max(1, (os.cpu_count() or 1) // jobs)
-        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_worker_init,
+        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=set_worker_threads,
                                  initargs=(threads,)) as pool:
             pending = {pool.submit(_task, scale, r, root, max_steps): r for r in ready}
             if not teacher_pending:

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from canlib.model.config import ALL_SYSTEMS
-from canlib.studies.runs import ANALYSIS_RUNS, RunSpec, corpora, default_jobs, plan, prepared, training_device
+from canlib.studies.runs import (ANALYSIS_RUNS, RunSpec, corpora, default_jobs, plan, prepared, set_worker_threads,
+                                 training_device)
 from canlib.studies.scales import SCALES, scale_spec
 
 BEYOND = ("budget", "distill", "can-6-6")  # canlib.studies.beyond: why CAN loses BLEU here (after the plan's runs)
@@ -86,12 +87,6 @@ def time_limit(seconds: float | None, deadline: str | None = None) -> float | No
         raise ValueError(f"CANLIB_DEADLINE={deadline!r}: not a UNIX time in seconds") from None
 
 
-def _worker_init(threads: int) -> None:
-    import torch
-
-    torch.set_num_threads(threads)
-
-
 def run_one(scale: str, spec: RunSpec, root: Path | None, max_steps: int | None) -> dict[str, Any]:
     """Train (or resume), evaluate and store one run; a summary line's numbers."""
     from canlib.studies.quality import run_result
@@ -159,7 +154,7 @@ def _train_concurrently(scale: str, runs: list[RunSpec], root: Path | None, max_
         print(f"status: {count}/{total} runs finished after {time.monotonic() - deadline.start:.0f} s, "
               f"{waiting} in progress or queued", flush=True)
 
-    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_worker_init, initargs=(threads,)) as pool:
+    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=set_worker_threads, initargs=(threads,)) as pool:
         return run_queue(runs, lambda spec: pool.submit(run_one, scale, spec, root, max_steps), jobs, deadline,
                          finished, idle, status_every)
 

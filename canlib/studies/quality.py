@@ -26,7 +26,7 @@ import numpy as np
 
 from canlib.model.seq2seq import Seq2Seq
 from canlib.studies.runs import (ANALYSIS_RUNS, Run, RunSpec, budget, check_corpus, check_systems, default_jobs, plan,
-                                 prepared, run_dir, target_lang, test_splits, trained, training_device)
+                                 prepared, run_dir, set_worker_threads, target_lang, test_splits, trained, training_device)
 from canlib.studies.scales import scale_spec
 from canlib.studies.store import result_path, stored_path, study, trains_here
 
@@ -313,7 +313,7 @@ def train_missing(scale: str, runs: Sequence[RunSpec], analyses: Sequence[str] =
             from multiprocessing import get_context
 
             threads = max(1, (os.cpu_count() or 1) // jobs)
-            with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_set_threads,
+            with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=set_worker_threads,
                                      initargs=(threads,)) as pool:
                 futures = {pool.submit(_train_and_store, scale, spec, root, max_steps): spec for spec in todo}
                 for future in as_completed(futures):
@@ -324,12 +324,6 @@ def train_missing(scale: str, runs: Sequence[RunSpec], analyses: Sequence[str] =
     finally:
         bar.close()
     return [spec.name for spec in todo]
-
-
-def _set_threads(threads: int) -> None:
-    import torch
-
-    torch.set_num_threads(threads)
 
 
 def _train_and_store(scale: str, spec: RunSpec, root: Path | None, max_steps: int | None) -> None:

@@ -159,6 +159,14 @@ def training_device(scale: str) -> str:
     return "cuda" if scale != "tiny" and torch.cuda.is_available() else "cpu"
 
 
+def set_worker_threads(threads: int) -> None:
+    """Initializer of a spawned training worker: its share of the CPU threads, so concurrent runs do not
+    oversubscribe the cores."""
+    import torch
+
+    torch.set_num_threads(threads)
+
+
 def default_jobs(runs: int, device: str) -> int:
     """Concurrent training processes: one per CPU core as the GPU's memory allows; one on a CPU
     (the rule: ``canlib.studies.concurrency.device_jobs``)."""
