@@ -16,18 +16,25 @@ import re
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-import sacrebleu
-from sacrebleu.metrics import BLEU
-from sacremoses import MosesTokenizer
+from canlib.io import require
+
+if TYPE_CHECKING:
+    from sacremoses import MosesTokenizer
 
 _COMPOUND = re.compile(r"(\S)-(\S)")
 
 
+def _bleu(**options: Any) -> Any:
+    """A ``sacrebleu.metrics.BLEU`` scorer; sacreBLEU is imported here so that the speed benchmarks and the
+    trainer, which import this package's CLI, run on a machine without it."""
+    return require("sacrebleu.metrics", "BLEU").BLEU(**options)
+
+
 @lru_cache(maxsize=None)
-def _tokenizer(lang: str) -> MosesTokenizer:
-    return MosesTokenizer(lang=lang)
+def _tokenizer(lang: str) -> "MosesTokenizer":
+    return require("sacremoses", "tokenized BLEU (the Moses tokenizer)").MosesTokenizer(lang=lang)
 
 
 def moses_tokenize(lines: list[str], lang: str) -> list[str]:
@@ -45,10 +52,10 @@ def corpus_scores(hyps: list[str], refs: list[str], lang: str = "de") -> dict:
         raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
     if not hyps:
         raise ValueError("no sentences to score: the hypotheses and references are empty")
-    detok = BLEU()
+    detok = _bleu()
     score = detok.corpus_score(hyps, [refs])
     tok_hyps, tok_refs = moses_tokenize(hyps, lang), moses_tokenize(refs, lang)
-    tok = BLEU(tokenize="none", force=True)
+    tok = _bleu(tokenize="none", force=True)
     tok_score = tok.corpus_score(tok_hyps, [tok_refs])
     compound = tok.corpus_score([split_compounds(h) for h in tok_hyps], [[split_compounds(r) for r in tok_refs]])
     return {
@@ -67,7 +74,7 @@ def corpus_scores(hyps: list[str], refs: list[str], lang: str = "de") -> dict:
 
 def sentence_bleu(hyp: str, ref: str) -> float:
     """Smoothed sentence-level sacreBLEU (for per-sentence error analysis, not for reporting)."""
-    return sacrebleu.sentence_bleu(hyp, [ref]).score
+    return require("sacrebleu", "sentence BLEU").sentence_bleu(hyp, [ref]).score
 
 
 def read_text(path: Path | str) -> list[str]:

@@ -9,6 +9,8 @@ import argparse
 import importlib
 import sys
 
+from canlib.io import MissingDependency
+
 # command name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("canlib.info", "list the model presets with their parameter counts"),
@@ -32,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(modules[args.command].run(args) or 0)
-    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+    except (ValueError, FileNotFoundError, RuntimeError, MissingDependency) as exc:
         print(f"canlib {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

@@ -1,17 +1,21 @@
 """Files and where they come from: atomic writes, provenance, and the data, cache and results folders.
 
 The bottom of the library: every other part may import it, it imports no other part, so writing a
-file or recording where a number came from never pulls in the model.
+file or recording where a number came from never pulls in the model. It also imports the optional
+third-party packages for the rest (``require``, ``tqdm``): see the end of this file.
 """
 from __future__ import annotations
 
 import datetime as _dt
+import importlib
 import os
 import platform
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from types import ModuleType
+from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 CHECKOUT_DIR = PACKAGE_DIR.parent  # the repository root when canlib runs from a checkout
@@ -105,3 +109,83 @@ def origin(device: Any = "cpu") -> dict[str, Any]:
         "torch": torch.__version__,
         "python": platform.python_version(),
     }
+
+
+# -- optional packages ------------------------------------------------------------------------------------
+# A GPU machine may hold nothing but PyTorch and NumPy, and the speed benchmarks, the training smoke test and
+# the profiler must still import there. So BLEU (sacrebleu, sacremoses), the subword vocabulary
+# (sentencepiece) and CTranslate2 are imported inside the functions that use them, through ``require``, which
+# names the package and its pip command when it is missing; and progress bars use ``tqdm``: tqdm's bar where
+# tqdm is installed, otherwise a stand-in that counts and draws nothing.
+
+PIP_NAMES = {"sacremoses": "sacremoses", "sacrebleu": "sacrebleu", "sentencepiece": "sentencepiece",
+             "ctranslate2": "ctranslate2", "tqdm": "tqdm", "pandas": "pandas", "matplotlib": "matplotlib"}
+
+
+class MissingDependency(ImportError):
+    """An optional package that this use needs is not installed (the message says which and how to get it)."""
+
+
+def require(module: str, purpose: str) -> ModuleType:
+    """Import ``module`` (e.g. ``"sacremoses"`` or ``"sacrebleu.metrics"``) or fail naming the package to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        top = module.split(".")[0]
+        package = PIP_NAMES.get(top, top)
+        raise MissingDependency(f"{purpose} needs the {package!r} package, which is not installed here "
+                                f"({exc}): pip install {package}") from exc
+
+
+class _NoBar:
+    """Stands in for ``tqdm.tqdm`` where tqdm is not installed: iterates and counts, draws nothing.
+
+    The first bar that was asked to show (``disable=False``) says once, on stderr, why none appears."""
+
+    told = False
+
+    def __init__(self, iterable: Iterable[Any] | None = None, *args: Any, disable: bool = False, total: float | None = None,
+                 initial: float = 0, **kwargs: Any) -> None:
+        self.iterable, self.disable, self.total, self.n = iterable, disable, total, initial
+        if not disable and not _NoBar.told:
+            _NoBar.told = True
+            print("canlib: no progress bar: tqdm is not installed (pip install tqdm)", file=sys.stderr)
+
+    def __iter__(self) -> Iterator[Any]:
+        for item in self.iterable if self.iterable is not None else ():
+            yield item
+            self.n += 1
+
+    def __len__(self) -> int:
+        return len(self.iterable) if self.iterable is not None else int(self.total or 0)  # type: ignore[arg-type]
+
+    def __enter__(self) -> "_NoBar":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def update(self, n: float = 1) -> None:
+        self.n += n
+
+    def set_postfix(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def set_description(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def refresh(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    @staticmethod
+    def write(text: str, file: Any = None, **kwargs: Any) -> None:
+        print(text, file=file or sys.stdout)
+
+
+try:
+    from tqdm import tqdm
+except ImportError:
+    tqdm = _NoBar  # type: ignore[misc,assignment]

@@ -7,7 +7,8 @@ Cases (random weights, synthetic tokens; bf16 training, fp16 decoding, as the pr
 
 - ``train_small-can``: one ``small-can`` update of 8,192 tokens (a 10,000-piece vocabulary, Multi30k-like lengths);
 - ``train_baseline``, ``train_can``: one d=512 update of 32,768 tokens (32k vocabulary), the shapes where
-  ``scripts/gpu_check.sh`` measured Baseline three times slower than CAN;
+  ``scripts/gpu_check.sh`` measured Baseline three times slower than CAN (token budgets are padded tokens; each
+  case replays one batch, its epoch's fullest, and reports its target tokens);
 - ``decode_balanced``, ``decode_can``: beam search (beam 4, batch 1, 30 forced tokens), reported per step.
 
 For each case, ``DIR/<case>.txt`` (case = the names above) holds the operator table sorted by GPU time (CPU time on a CPU), and
@@ -104,23 +105,37 @@ def profiled(fn: Callable[[], Any], device: torch.device, per: int, out: Path, n
     }
 
 
-def train_case(label: str, name: str, vocab: int, tokens: int, max_len: int, device: torch.device, out: Path, warmup: int,
-               repeats: int) -> dict[str, Any]:
-    """Profile one update of preset ``name`` at ``tokens`` tokens (after ``warmup`` untimed ones)."""
+def profile_trainer(name: str, vocab: int, tokens: int, max_len: int, device: torch.device, run: str,
+                    pairs: int | None = None) -> tuple[Trainer, list[list[int]], int]:
+    """A trainer for preset ``name`` on synthetic pairs (``pairs``, default enough for several full batches of
+    ``tokens`` padded tokens) and the one update every timing of it replays: the epoch's group with the most
+    target tokens, with that count. Replaying one group means a case never runs out of batches (an epoch of
+    4,000 pairs at 32,768 tokens holds six, fewer than the warm-up, timed and profiled updates together) and
+    every case and attention backend times the same tokens."""
     precision = "bf16" if device.type == "cuda" else "fp32"
-    split = synthetic_split(max(4000, 4 * tokens // max_len), vocab, max_len)
+    split = synthetic_split(pairs or max(4000, 16 * tokens // max_len), vocab, max_len)
     cfg = TrainConfig(max_tokens=tokens, max_steps=10**6, warmup=4000, device=str(device), precision=precision,
                       progress=False, keep_last=1, average_last=1)
+    trainer = Trainer(preset(name, vocab_size=vocab), cfg, split, None, run)
+    target = lambda group: sum(int(split.tgt_lens[i]) + 1 for batch in group for i in batch)  # noqa: E731  (+1: EOS)
+    group = max(trainer._groups(), key=target)
+    return trainer, group, target(group)
+
+
+def train_case(label: str, name: str, vocab: int, tokens: int, max_len: int, device: torch.device, out: Path, warmup: int,
+               repeats: int, pairs: int | None = None) -> dict[str, Any]:
+    """Profile one update of preset ``name`` on a batch of at most ``tokens`` padded tokens (after ``warmup``
+    untimed ones); tokens per second count the batch's target tokens (EOS included)."""
     with tempfile.TemporaryDirectory() as run:
-        trainer = Trainer(preset(name, vocab_size=vocab), cfg, split, None, run)
-        groups = trainer._groups()
-        step = lambda: trainer._update(next(groups))  # noqa: E731
+        trainer, group, target_tokens = profile_trainer(name, vocab, tokens, max_len, device, run, pairs)
+        step = lambda: trainer._update(group)  # noqa: E731
         for _ in range(warmup):
             step()
         wall = wall_ms(step, device, repeats)
         summary = profiled(step, device, 1, out, label, wall)
-    summary.update(preset=name, tokens=tokens, precision=precision,
-                   target_tokens_per_sec=round(tokens / (wall / 1e3)) if wall else None)
+        precision = trainer.cfg.precision
+    summary.update(preset=name, tokens=tokens, target_tokens=target_tokens, precision=precision,
+                   target_tokens_per_sec=round(target_tokens / (wall / 1e3)) if wall else None)
     return summary
 
 
@@ -150,20 +165,15 @@ def sdpa_backends(names: list[str], vocab: int, tokens: int, max_len: int, devic
 
     backends = {"default": None, "flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
                 "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
-    precision = "bf16" if device.type == "cuda" else "fp32"
-    split = synthetic_split(max(4000, 4 * tokens // max_len), vocab, max_len)
     out: dict[str, Any] = {}
     for name in names:
-        cfg = TrainConfig(max_tokens=tokens, max_steps=10**6, warmup=4000, device=str(device), precision=precision,
-                          progress=False, keep_last=1, average_last=1)
         with tempfile.TemporaryDirectory() as run:
-            trainer = Trainer(preset(name, vocab_size=vocab), cfg, split, None, run)
-            groups = trainer._groups()
+            trainer, group, _ = profile_trainer(name, vocab, tokens, max_len, device, run)
             row: dict[str, Any] = {}
             for label, backend in backends.items():
                 def step() -> None:
                     with nullcontext() if backend is None else sdpa_kernel([backend]):
-                        trainer._update(next(groups))
+                        trainer._update(group)
                 try:
                     for _ in range(warmup):
                         step()

@@ -116,6 +116,30 @@ def test_beam_rows_share_source_and_reorder_within_sentence(kind):
     assert (torch.stack(out[2:], 1) - expected[:, 2:]).abs().max().item() < 1e-5
 
 
+@pytest.mark.parametrize("kind", DECODER_KINDS)
+def test_reordering_rows_moves_each_buffer_of_every_layer_with_its_row(kind):
+    """The beam search's in-place reorder (the prefix of every buffer, no reallocation) against each
+    buffer indexed on its own."""
+    torch.manual_seed(0)
+    model = Seq2Seq(tiny_config(kind)).eval()
+    src, _ = mixed_batch()
+    with torch.no_grad():
+        cache = model.init_cache(model.encode(src[:2], beam=2), max_len=6)
+    g = torch.Generator().manual_seed(1)
+    before = [{name: torch.randn(buf.shape, generator=g) for name, buf in rows.items()} for rows in cache.rows]
+    for rows, values in zip(cache.rows, before):
+        for name, buf in rows.items():
+            buf.copy_(values[name])
+    # no two buffers share memory: each still holds what was written to it
+    assert all(torch.equal(buf, values[name]) for rows, values in zip(cache.rows, before) for name, buf in rows.items())
+    cache.step = 6
+    index = torch.tensor([1, 0, 3, 2])  # every row moves, within its sentence
+    model.reorder_rows(cache, index)
+    for rows, old in zip(cache.rows, before):
+        for name, buf in rows.items():
+            assert torch.equal(buf, old[name].index_select(0, index)), name
+
+
 def test_reorder_across_sentences_with_beams_is_refused():
     model = Seq2Seq(tiny_config("can")).eval()
     src, _ = mixed_batch()
@@ -203,7 +227,8 @@ def test_can_values_are_ffn_wide_and_split_across_heads():
     cfg = tiny_config("can")
     layer = Seq2Seq(cfg).decoder_layers[0]
     cache = layer.new_cache(rows=2, max_len=5, like=torch.zeros(1))
-    assert cache["v"].shape == (2, cfg.heads, 5, cfg.ffn_dim // cfg.heads)
+    # keys d/heads wide, values ffn_dim/heads wide, side by side in one buffer
+    assert cache["kv"].shape == (2, cfg.heads, 5, (cfg.d_model + cfg.ffn_dim) // cfg.heads)
     assert layer.h_proj.out_features == cfg.d_model + cfg.ffn_dim
 
 

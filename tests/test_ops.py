@@ -48,8 +48,9 @@ def test_a_search_step_on_the_gpu_path_never_reads_back_to_the_host(system):
 def test_the_step_splits_into_decoder_output_and_search_bookkeeping():
     counts = search_step_ops(_model("balanced"))
     by_name = counts["by_name"]
-    # the search's own operators: one top-k, no softmax (the decoder's two and the output's log-softmax are elsewhere)
-    assert by_name["aten.topk"] == 1 and by_name["aten._log_softmax"] == 1
+    # the search's own operators: the best of each piece of a row of beam x V scores, then the best of those
+    # (two top-k's), no softmax (the output's log-softmax is counted there)
+    assert by_name["aten.topk"] == 2 and by_name["aten._log_softmax"] == 1
     assert counts["decoder"]["kernel_operators"] == 2 * counts["per_layer"]["kernel_operators"] + counts["embedding"]["kernel_operators"]
     whole = counts["step"]["operators"]
     assert whole == counts["decoder"]["operators"] + counts["output"]["operators"] + counts["search"]["operators"]

@@ -1,13 +1,15 @@
 """Beam search: greedy equivalence, exact scores, batching independence, every decoder kind."""
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
 from canlib import DECODER_KINDS, ModelConfig, Seq2Seq
 from canlib.model.config import BOS_ID, EOS_ID, PAD_ID
-from canlib.decoding.search import (BeamSearch, EagerDecoder, ForcedLength, FreeLength, GraphedDecoder, StepGraphs,
-                                   beam_search, greedy_search, make_batch, timed_search)
+from canlib.decoding.search import (BeamSearch, ChunkedTopK, EagerDecoder, ForcedLength, FreeLength, GraphedDecoder,
+                                   StepGraphs, beam_search, greedy_search, make_batch, timed_search)
 
 
 @pytest.fixture(autouse=True)
@@ -149,25 +151,72 @@ def test_static_buffer_paths_match_eager_across_searches(kind):
     model = tiny_model(kind, seed=8)
     decoder = GraphedDecoder(model, capture=False)
     steps = StepGraphs(model, capture=False)
+    split = StepGraphs(model, capture=False, parts=True)  # each step in three parts, as the timed breakdown runs it
     for seed, lengths in ((8, (6,)), (9, (6,)), (10, (6,)), (11, (6, 2, 9)), (12, (4, 8, 3))):
         batch = make_batch(sources(seed, lengths=lengths), PAD_ID, EOS_ID)
         for options in (dict(forced_length=9), dict(len_penalty=0.6, return_all=True)):
             eager = beam_search(model, batch, beam=4, **options)
             for static in (beam_search(model, batch, beam=4, decoder=decoder, **options),
-                           beam_search(model, batch, beam=4, graphs=steps, **options)):
+                           beam_search(model, batch, beam=4, graphs=steps, **options),
+                           timed_search(split, batch, beam=4, **options)[0]):
                 assert static.tokens == eager.tokens
                 assert static.scores == pytest.approx(eager.scores, abs=1e-5)
                 if eager.hypotheses:  # the static path never drops sentences: float sums may differ in the last bits
                     assert [[h[0] for h in x] for x in static.hypotheses] == [[h[0] for h in x] for x in eager.hypotheses]
 
 
+@pytest.mark.parametrize("width, picks", [(2048, 4), (2048, 8), (3000, 8), (128_000, 4)])
+def test_chunked_topk_returns_each_rows_best_scores_best_first(width, picks):
+    g = torch.Generator().manual_seed(width + picks)
+    scores = torch.randn(3, width, generator=g)
+    scores[1, : width // 2] = float("-inf")  # half a row banned, as dead beams are at the first step
+    top = ChunkedTopK(width, picks, torch.device("cpu"))
+    assert top.chunk is not None and top.chunks >= 2
+    values, index = top(scores)
+    best = scores.sort(dim=1, descending=True)  # brute force; random floats have no ties
+    assert torch.equal(values, best.values[:, :picks])
+    assert torch.equal(index, best.indices[:, :picks])
+
+
+def test_chunked_topk_falls_back_to_one_topk_when_rows_do_not_cut_evenly():
+    top = ChunkedTopK(1009, 4, torch.device("cpu"))  # a prime width
+    assert top.chunk is None
+    scores = torch.randn(2, 1009, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(top(scores)[1], scores.topk(4, dim=1).indices)
+
+
+@pytest.mark.parametrize("kind", DECODER_KINDS)
+def test_search_with_chunked_topk_equals_search_with_one_topk(kind):
+    """The search's candidates from pieces of the row give the same hypotheses and scores as one top-k
+    over the whole row (VOCAB x beam = 160 is cut here into pieces of 40, as 128,000 is into 1,024)."""
+    model = tiny_model(kind, seed=13)
+    batch = make_batch(sources(13, lengths=(6, 2, 9)), PAD_ID, EOS_ID)
+    for policy in (ForcedLength(9), FreeLength(), FreeLength(stop="exact")):
+        outputs = []
+        for longest, shortest in ((1024, 128), (64, 8)):  # no piece of 128 to 1024 fits 160 twice: one plain top-k
+            with torch.no_grad():
+                search = BeamSearch(model, batch, 4, policy, len_penalty=0.6, return_all=True)
+                search.top = ChunkedTopK(4 * VOCAB, search.top.picks, torch.device("cpu"), longest, shortest)
+                assert (search.top.chunk is None) == (longest == 1024)
+                search.run()
+                outputs.append(search.result())
+        plain, chunked = outputs
+        assert chunked.tokens == plain.tokens and chunked.scores == plain.scores
+        assert chunked.hypotheses == plain.hypotheses
+
+
 def test_timed_search_reports_every_part_and_the_same_tokens():
     model = tiny_model(seed=9)
     batch = make_batch(sources(9), PAD_ID, EOS_ID)
-    result, parts = timed_search(EagerDecoder(model), batch, beam=2)
-    assert result.tokens == beam_search(model, batch, beam=2).tokens
-    assert all(parts[p] >= 0 for p in ("encode", "layers", "output", "search"))
-    assert parts["total"] == pytest.approx(sum(parts[p] for p in ("encode", "layers", "output", "search")))
+    for path in (EagerDecoder(model), StepGraphs(model, capture=False, parts=True)):
+        start = time.perf_counter()
+        result, parts = timed_search(path, batch, beam=2)
+        elapsed = time.perf_counter() - start
+        assert result.tokens == beam_search(model, batch, beam=2).tokens
+        assert all(parts[p] > 0 for p in ("encode", "layers", "output", "search"))
+        # the parts tile the search: their sum is the search's time, less only the timer's own set-up
+        assert parts["total"] == pytest.approx(sum(parts[p] for p in ("encode", "layers", "output", "search")))
+        assert 0.5 * elapsed < parts["total"] <= elapsed
 
 
 class _HostReads(torch.utils._python_dispatch.TorchDispatchMode):

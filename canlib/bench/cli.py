@@ -5,14 +5,16 @@ The JSON file holds ``BenchResult.to_json()``: ``{"systems": {name: figures}, "m
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import torch
 
 from canlib.bench.settings import BenchResult, BenchSettings
 from canlib.bench.speed import PARTS, STUDIES, run_study
-from canlib.io import atomic_write_bytes
+from canlib.io import atomic_write_bytes, require
 from canlib.model.config import SCALES
 
 
@@ -102,7 +104,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes((json.dumps(result.to_json(), indent=1) + "\n").encode(), args.json)
-        plot(args.study, result, args.plot or str(Path(args.json).with_suffix(".png")))
+        if args.plot or importlib.util.find_spec("matplotlib") is not None:
+            plot(args.study, result, args.plot or str(Path(args.json).with_suffix(".png")))
+        else:  # a GPU machine may hold torch and numpy alone: the JSON is the result, the plot a view of it
+            print(f"canlib bench: no plot beside {args.json}: matplotlib is not installed (pip install matplotlib)",
+                  file=sys.stderr)
     elif args.plot:
         plot(args.study, result, args.plot)
     return 0
@@ -129,7 +135,7 @@ def print_table(study: str, result: BenchResult) -> None:
 def plot(study: str, result: BenchResult, path: str) -> None:
     """Save the study's plot. Uses matplotlib's object API, never pyplot, so running the bench
     inside a notebook leaves the notebook's backend (and its inline figures) alone."""
-    from matplotlib.figure import Figure
+    Figure = require("matplotlib.figure", "the bench's plot").Figure
 
     rows = result.systems
     series_keys = sorted({k for row in rows.values() for k in row if k.startswith("by_")})

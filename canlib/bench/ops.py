@@ -89,12 +89,16 @@ def search_step_ops(model: Any, beam: int = 4, batch: int = 1, src_len: int = 27
     parts: dict[str, OpCounter] = {}
 
     class Counted(EagerDecoder):
-        def decode_step(self, tokens, cache):
+        def decode_hidden(self, tokens, cache):
             with OpCounter() as layers:
                 hidden = self.model.decode_hidden(tokens, cache)
+            parts["decoder"] = layers
+            return hidden
+
+        def output_log_probs(self, hidden):
             with OpCounter() as output:
                 out = self.model.output_log_probs(hidden)
-            parts.update(decoder=layers, output=output)
+            parts["output"] = output
             return out
 
     with torch.no_grad():

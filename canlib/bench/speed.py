@@ -33,14 +33,13 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-from tqdm import tqdm
 
 from canlib.model.checkpoint import load_model
 from canlib.bench.settings import BenchResult, BenchSettings
 from canlib.model.config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS, preset, scaled_preset
 from canlib.model.seq2seq import Seq2Seq
-from canlib.io import device_name, git_commit
-from canlib.decoding.search import EagerDecoder, GraphedDecoder, StepGraphs, beam_search, make_batch, timed_search
+from canlib.io import device_name, git_commit, tqdm
+from canlib.decoding.search import EagerDecoder, StepGraphs, beam_search, make_batch, timed_search
 
 STUDIES = {
     "speed": PAPER_SYSTEMS,
@@ -229,36 +228,44 @@ def time_systems(systems: list[System], sources: list[list[int]], beam: int, for
 def breakdown(system: System, sources: list[list[int]], beam: int, batch: int, forced: int | None,
               repeats: int, len_penalty: float, graphs: bool = False) -> dict[str, float]:
     """Median time per sentence of each part (encoder, decoder layers, output projection + softmax, search
-    bookkeeping) from synchronised timers around the decoder (:class:`canlib.decoding.search.TimedDecoder`),
-    and, interleaved in the same repeats, the same search untimed (``end_to_end_ms``): the parts are
-    only worth reading when their sum agrees with it (:func:`breakdown_gap`). ``graphs``: the decoder
-    layers and the output projection replayed from CUDA graphs (two per step, so they can be timed apart;
-    the bookkeeping then runs eagerly between them). One untimed pass first warms the path up (and
-    captures the graphs)."""
+    bookkeeping), marked on one timeline without synchronising (:func:`canlib.decoding.search.timed_search`:
+    CUDA events on a GPU), and, interleaved in the same repeats, the same search untimed
+    (``end_to_end_ms``): the parts are only worth reading when their sum agrees with it
+    (:func:`breakdown_gap`).
+
+    ``graphs``: each step replayed as three CUDA graphs (layers, output, search; :class:`StepGraphs`
+    with ``parts=True``) against whole steps replayed as one graph each, untimed, which is what the
+    benchmark's "graphs" speed measures. One untimed pass of each first warms up (and captures)."""
     model = system.model
     device = model.embed.weight.device
-    decoder = GraphedDecoder(model, capture=device.type == "cuda") if graphs else EagerDecoder(model)
+    capture = device.type == "cuda"
+    timed_path = StepGraphs(model, capture=capture, parts=True) if graphs else EagerDecoder(model)
+    whole_path = dict(graphs=StepGraphs(model, capture=capture)) if graphs else {}
     parts = PARTS + ("total",)
     batches = [make_batch(sources[start : start + batch], model.cfg.pad_id, model.cfg.eos_id, device)
                for start in range(0, len(sources), batch)]
+    options = dict(beam=beam, len_penalty=len_penalty, forced_length=forced)
 
     def untimed() -> float:
         sync(device)
         start = time.perf_counter()
         for src in batches:
-            beam_search(model, src, beam=beam, len_penalty=len_penalty, forced_length=forced, decoder=decoder)
+            beam_search(model, src, **options, **whole_path)
         sync(device)
         return time.perf_counter() - start
 
-    untimed()  # warm-up (and, with graphs, the captures)
-    runs, whole = [], []
-    for _ in range(repeats):
+    def timed() -> dict[str, float]:
         totals = dict.fromkeys(parts, 0.0)
         for src in batches:
-            _, timing = timed_search(decoder, src, beam=beam, len_penalty=len_penalty, forced_length=forced)
+            _, timing = timed_search(timed_path, src, **options)
             for part in totals:
                 totals[part] += timing[part]
-        runs.append(totals)
+        return totals
+
+    untimed(), timed()  # warm-up (and, with graphs, the captures)
+    runs, whole = [], []
+    for _ in range(repeats):
+        runs.append(timed())
         whole.append(untimed())
     median = {part: statistics.median(r[part] for r in runs) for part in parts}
     result = {f"{part}_ms": 1000 * median[part] / len(sources) for part in parts}

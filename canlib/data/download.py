@@ -28,9 +28,7 @@ import urllib.request
 import zlib
 from pathlib import Path
 
-from tqdm import tqdm
-
-from canlib.io import atomic_write_bytes, cache_dir
+from canlib.io import atomic_write_bytes, cache_dir, tqdm
 from canlib.data.corpora import Remote
 
 CHUNK = 1 << 20

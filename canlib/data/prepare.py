@@ -18,12 +18,11 @@ from itertools import chain
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from canlib.data.vocab import Vocabulary
 from canlib.data.binarized import FORMAT_VERSION, Encoded, token_dtype, write_side, write_text
 from canlib.data.corpora import Corpus, Remote, get_corpus
-from canlib.io import data_dir
+from canlib.io import data_dir, tqdm
 from canlib.data.download import cache_dir, download_mirror, extract_members, fetch, sha256_file
 from canlib.data.text import drop_empty, read_parallel
 

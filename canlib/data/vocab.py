@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-import sentencepiece as spm
+from canlib.io import require
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3  # the models' special token ids (the model config takes them from here)
 
@@ -24,7 +24,7 @@ class Vocabulary:
     def __init__(self, model_proto: bytes, source: str = "<memory>") -> None:
         self.proto = model_proto
         self.source = source
-        self.sp = spm.SentencePieceProcessor()
+        self.sp = require("sentencepiece", "a subword vocabulary").SentencePieceProcessor()
         try:
             self.sp.LoadFromSerializedProto(model_proto)
         except Exception as exc:
@@ -73,7 +73,7 @@ class Vocabulary:
         if seed_sentences:
             options.update(input_sentence_size=seed_sentences, shuffle_input_sentence=True)
         try:
-            spm.SentencePieceTrainer.train(**options)
+            require("sentencepiece", "training a subword vocabulary").SentencePieceTrainer.train(**options)
         except RuntimeError as exc:
             raise ValueError(f"SentencePiece training failed with vocab_size={vocab_size}: {exc}") from exc
         return cls(out.getvalue())

@@ -41,8 +41,9 @@ Structure (fairseq keeps its search apart from the loss; this module keeps the s
 from how the decoder is run and timed):
 
 * a *decoder* runs the model: :class:`EagerDecoder` (the default), :class:`GraphedDecoder`
-  (decode steps replayed from CUDA graphs) or :class:`TimedDecoder` (wraps either and
-  times encoder, decoder layers and output projection with synchronised clocks);
+  (decode steps replayed from CUDA graphs) or :class:`TimedDecoder` (wraps either and marks
+  encoder, decoder layers and output projection on a :class:`PartClock`, CUDA events that need
+  no synchronisation, so the parts add up to the search's own time);
 * a *length policy* decides what a step may emit and when a hypothesis ends:
   :class:`FreeLength` (EOS, maximum lengths, finished hypotheses, stopping rules) or
   :class:`ForcedLength` (exactly N tokens, no EOS: speed measurement with random weights);
@@ -51,8 +52,13 @@ from how the decoder is run and timed):
   hypotheses, length penalty, EOS handling and reordering stay on the device. The host looks
   at the state only every ``check_every`` steps (is every sentence done? then stop, and drop
   finished sentences from the batch); on the CPU that look is free and happens every step;
+* a step has three parts, :meth:`BeamSearch.hidden` (decoder layers), :meth:`BeamSearch.log_probs`
+  (output projection) and :meth:`BeamSearch.select` (the search proper: masks, top-k, finished
+  hypotheses, reorder); the top-k of a row of beam x V scores is taken in two rounds of short
+  top-k's (:class:`ChunkedTopK`), a handful of GPU kernels instead of PyTorch's multi-block select;
 * :class:`StepGraphs` replays whole steps (decoder, output projection, log-softmax, top-k,
-  bookkeeping, cache reorder) from one CUDA graph per step index.
+  bookkeeping, cache reorder) from one CUDA graph per step index, or, with ``parts=True``, each
+  step's three parts from three graphs, timed apart.
 
 On CUDA, run the model in half precision (``model.half()``). On CPU the model stays in float32.
 """
@@ -239,27 +245,52 @@ class GraphedDecoder:
         return self.output_log_probs(self.decode_hidden(tokens, cache))
 
 
+class PartClock:
+    """One timeline cut into labelled parts: ``mark(part)`` means "from here on, the time is
+    ``part``'s", and :meth:`seconds` adds up each part's intervals, so the parts sum exactly to the
+    time from the first mark to the last.
+
+    On CUDA a mark is an event recorded on the stream, with no synchronisation: the search runs as
+    it does untimed (the host still runs ahead of the GPU), and each part gets the GPU timeline
+    between its marks, idle waits for the host included. Elsewhere a mark reads the host's clock."""
+
+    def __init__(self, cuda: bool) -> None:
+        self.cuda = cuda
+        self.marks: list[tuple[str, object]] = []
+
+    def mark(self, part: str) -> None:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.marks.append((part, event))
+        else:
+            self.marks.append((part, time.perf_counter()))
+
+    def seconds(self) -> dict[str, float]:
+        """Seconds per part, from the marks so far (waits for the GPU once)."""
+        if self.cuda:
+            torch.cuda.synchronize()
+        totals: dict[str, float] = {}
+        for (part, a), (_, b) in zip(self.marks, self.marks[1:]):
+            totals[part] = totals.get(part, 0.0) + (a.elapsed_time(b) / 1000 if self.cuda else b - a)
+        return totals
+
+
 class TimedDecoder:
-    """Wraps a decoder and adds up synchronised wall time per part: ``encode`` (encoder and cache
+    """Wraps a decoder and marks its parts on a :class:`PartClock`: ``encode`` (encoder and cache
     set-up), ``layers`` (decoder layers) and ``output`` (final norm, projection, log-softmax).
-    What a search takes beyond them is its own bookkeeping (``search``, see :func:`timed_search`)."""
+    Whatever runs between them is the search's own bookkeeping (``search``)."""
 
     PARTS = ("encode", "layers", "output")
 
-    def __init__(self, inner: Decoder) -> None:
-        self.inner = inner
+    def __init__(self, inner: Decoder, clock: PartClock) -> None:
+        self.inner, self.clock = inner, clock
         self.model = inner.model
-        self.totals = dict.fromkeys(self.PARTS, 0.0)
-        self.cuda = inner.model.embed.weight.device.type == "cuda"
 
     def _timed(self, part: str, fn, *args):
-        if self.cuda:
-            torch.cuda.synchronize()
-        start = time.perf_counter()
+        self.clock.mark(part)
         out = fn(*args)
-        if self.cuda:
-            torch.cuda.synchronize()
-        self.totals[part] += time.perf_counter() - start
+        self.clock.mark("search")
         return out
 
     def encode(self, src: Tensor, beam: int) -> SourceMemory:
@@ -268,23 +299,34 @@ class TimedDecoder:
     def init_cache(self, memory: SourceMemory, max_len: int) -> DecoderCache:
         return self._timed("encode", self.inner.init_cache, memory, max_len)
 
-    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
-        hidden = self._timed("layers", self.inner.decode_hidden, tokens, cache)
+    def decode_hidden(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
+        return self._timed("layers", self.inner.decode_hidden, tokens, cache)
+
+    def output_log_probs(self, hidden: Tensor) -> Tensor:
         return self._timed("output", self.inner.output_log_probs, hidden)
 
+    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
+        return self.output_log_probs(self.decode_hidden(tokens, cache))
 
-def timed_search(decoder: Decoder, src: Tensor, **options) -> tuple[SearchResult, dict[str, float]]:
-    """One search with ``decoder`` wrapped in a :class:`TimedDecoder`: the result and seconds per
-    part (encode, layers, output, search = the rest of the total, total)."""
-    timed = TimedDecoder(decoder)
-    if timed.cuda:
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    result = beam_search(decoder.model, src, decoder=timed, **options)
-    if timed.cuda:
-        torch.cuda.synchronize()
-    totals = dict(timed.totals, total=time.perf_counter() - start)
-    totals["search"] = totals["total"] - sum(totals[p] for p in TimedDecoder.PARTS)
+
+def timed_search(decoder: Decoder | StepGraphs, src: Tensor, **options) -> tuple[SearchResult, dict[str, float]]:
+    """One search, its parts marked on a :class:`PartClock`: the result and seconds per part
+    (encode, layers, output, search = the bookkeeping between them, total = their sum, the whole
+    search). ``decoder`` is a decoder (wrapped in a :class:`TimedDecoder`) or a :class:`StepGraphs`
+    built with ``parts=True`` (each step replayed as three graphs, the clock marked between them)."""
+    clock = PartClock(decoder.model.embed.weight.device.type == "cuda")
+    clock.mark("search")
+    if isinstance(decoder, StepGraphs):
+        options = dict(options)
+        policy = length_policy(**{key: options.pop(key) for key in POLICY_OPTIONS if key in options})
+        with torch.no_grad():
+            result = decoder.search(src, options.pop("beam", 4), policy, clock=clock, **options)
+    else:
+        result = beam_search(decoder.model, src, decoder=TimedDecoder(decoder, clock), **options)
+    clock.mark("end")
+    seconds = clock.seconds()
+    totals = {part: seconds.get(part, 0.0) for part in TimedDecoder.PARTS + ("search",)}
+    totals["total"] = sum(totals.values())
     return result, totals
 
 
@@ -322,6 +364,46 @@ class FreeLength:
     def __post_init__(self) -> None:
         if self.stop not in STOP_RULES:
             raise ValueError(f"stop={self.stop!r}: choose one of {', '.join(STOP_RULES)}")
+
+
+class ChunkedTopK:
+    """The ``picks`` best of each row of an (m, width) score matrix, in two rounds of short top-k's.
+
+    One top-k over a whole row (beam x V = 128,000 scores at V=32k) runs on a GPU as PyTorch's
+    multi-block radix select, about 15 kernels, a fifth of a decode step's GPU time at batch 1
+    (``scripts/gpu_profile.sh``). Cut the row into ``chunks`` pieces of ``chunk`` scores, take the
+    ``picks`` best of every piece (one kernel over many short slices, unsorted), then the ``picks``
+    best of those (one more, sorted): a score among the row's best is among its piece's best, so the
+    same values come out in the same order; among equal scores the index picked may differ, as
+    it may between any two top-k kernels. Rows that cannot be cut evenly into pieces of 128 to 1024
+    scores use one plain top-k.
+    """
+
+    def __init__(self, width: int, picks: int, device: torch.device, longest: int = 1024, shortest: int = 128) -> None:
+        self.width, self.picks = width, picks
+        self.chunk = next((w for w in range(longest, shortest - 1, -1)
+                           if width % w == 0 and width // w >= 2 and w >= 2 * picks), None)
+        self.chunks = width // self.chunk if self.chunk else 1
+        # where each piece starts in the row, as (1, chunks, 1) for a broadcast add
+        self.starts = (torch.arange(self.chunks, device=device) * (self.chunk or 0)).view(1, -1, 1)
+
+    def __call__(self, scores: Tensor) -> tuple[Tensor, Tensor]:
+        """Values (m, picks), best first, and their column indices in ``scores`` (m, width)."""
+        if self.chunk is None:
+            return scores.topk(self.picks, dim=1)
+        m, c, k = scores.size(0), self.chunks, self.picks
+        piece_s, piece_i = scores.view(m * c, self.chunk).topk(k, dim=1, sorted=False)
+        top_s, where = piece_s.view(m, c * k).topk(k, dim=1)
+        return top_s, (piece_i.view(m, c, k) + self.starts).view(m, c * k).gather(1, where)
+
+
+POLICY_OPTIONS = ("forced_length", "max_len_a", "max_len_b", "min_len", "stop")
+
+
+def length_policy(forced_length: int | None = None, max_len_a: float = 1.2, max_len_b: float = 10, min_len: int = 1,
+                  stop: str = "fairseq") -> ForcedLength | FreeLength:
+    """The policy :func:`beam_search`'s length options describe."""
+    return ForcedLength(forced_length) if forced_length is not None else FreeLength(max_len_a, max_len_b, min_len, stop)
 
 
 # -- the search --------------------------------------------------------------------------------
@@ -365,6 +447,7 @@ class BeamSearch:
         self.cache = self.decoder.init_cache(memory, self.steps)
         self.base = torch.arange(n, device=device)[:, None] * k
         self.rank = torch.arange(2 * k, device=device)
+        self.top = ChunkedTopK(k * cfg.vocab_size, k if self.forced else 2 * k, device)
         self.never = torch.tensor([cfg.pad_id, cfg.bos_id], device=device)  # never generated
         self.no_eos = torch.tensor([cfg.pad_id, cfg.bos_id, cfg.eos_id], device=device)
         self.tokens = torch.empty(n * k, self.steps + 1, dtype=torch.long, device=device)
@@ -408,9 +491,17 @@ class BeamSearch:
             self.best_len.zero_()
             self.all_score.fill_(NEG_INF)
 
-    def _log_probs(self, t: int) -> Tensor:
+    def hidden(self, t: int) -> Tensor:
+        """Part 1 of a step: the decoder layers on the tokens of step t (rows, d)."""
+        return self.decoder.decode_hidden(self.tokens[:, t], self.cache)
+
+    def log_probs(self, hidden: Tensor) -> Tensor:
+        """Part 2: final norm, output projection and log-softmax (rows, V)."""
+        return self.decoder.output_log_probs(hidden)
+
+    def _mask(self, t: int, logp: Tensor) -> Tensor:
+        """Remove the tokens step t may not emit (in place), renormalise if asked."""
         cfg = self.cfg
-        logp = self.decoder.decode_step(self.tokens[:, t], self.cache)
         if self.forced or t < self.policy.min_len:
             logp.index_fill_(1, self.no_eos, NEG_INF)
             return logp.log_softmax(dim=-1) if self.renormalize else logp
@@ -432,15 +523,20 @@ class BeamSearch:
 
     def step(self, t: int) -> None:
         """Advance every sentence by one token (sentences already done run on, ignored)."""
+        self.select(t, self.log_probs(self.hidden(t)))
+
+    def select(self, t: int, logp: Tensor) -> None:
+        """Part 3 of a step, the search proper: choose the continuations from ``logp`` (rows, V),
+        record finished hypotheses, reorder tokens, scores and cache."""
         m, k, vocab = self.cum.size(0), self.k, self.cfg.vocab_size
-        logp = self._log_probs(t)
+        logp = self._mask(t, logp)
         cand = (self.cum[:, :, None] + logp.view(m, k, vocab)).view(m, k * vocab)
         if self.forced:
-            top_s, top_i = cand.topk(k, dim=1)
+            top_s, top_i = self.top(cand)
             index = (self.base[:m] + torch.div(top_i, vocab, rounding_mode="floor")).view(-1)
             self._advance(t, index, top_i % vocab, top_s)
             return
-        top_s, top_i = cand.topk(2 * k, dim=1)
+        top_s, top_i = self.top(cand)
         top_beam = torch.div(top_i, vocab, rounding_mode="floor")
         top_tok = top_i % vocab
         is_eos = top_tok.eq(self.cfg.eos_id)
@@ -546,20 +642,30 @@ class StepGraphs:
     is copied into that state. Before a capture, the step runs once for real on a side stream
     (CUDA's warm-up); the state is saved before and restored after it, so that nothing runs
     twice. ``capture=False`` runs the same static path without graphs (how it is tested on CPU).
+
+    ``parts=True`` captures each step as three graphs, the decoder layers, the output projection
+    and the search proper, replayed back to back, so that a :class:`PartClock` passed to
+    :meth:`search` can mark the time between them (:func:`timed_search`): the benchmark's
+    breakdown of the graphed search, whose parts add up to what a whole-step graph takes plus
+    two graph launches per step.
     """
 
-    def __init__(self, model: Seq2Seq, capture: bool = True, max_shapes: int = 8) -> None:
+    def __init__(self, model: Seq2Seq, capture: bool = True, max_shapes: int = 8, parts: bool = False) -> None:
         self.model = model
         self.capture = capture
         self.max_shapes = max_shapes
+        self.parts = parts
         self.entries: dict[tuple, dict] = {}
 
     def search(self, src: Tensor, beam: int, policy: ForcedLength | FreeLength, len_penalty: float = 1.0,
-               renormalize: bool = False, return_all: bool = False, check_every: int | None = None) -> SearchResult:
+               renormalize: bool = False, return_all: bool = False, check_every: int | None = None,
+               clock: PartClock | None = None) -> SearchResult:
         model = self.model
         src = src.to(model.embed.weight.device)
         key = (tuple(src.shape), beam, policy, len_penalty, renormalize, return_all, model.embed.weight.dtype)
         entry = self.entries.get(key)
+        if clock is not None:
+            clock.mark("encode")
         if entry is None:
             if len(self.entries) >= self.max_shapes:
                 self.entries.pop(next(iter(self.entries)))
@@ -576,26 +682,58 @@ class StepGraphs:
                                          model.cfg.max_len - 1)
                 if max(lengths) + 1 != search.steps:  # another step count: not this shape after all
                     self.entries.pop(key)
-                    return self.search(src, beam, policy, len_penalty, renormalize, return_all, check_every)
+                    return self.search(src, beam, policy, len_penalty, renormalize, return_all, check_every, clock)
                 search.ending_steps = set(lengths)
                 search.reset(lengths)
+        mark = clock.mark if clock is not None else (lambda part: None)
+        mark("search")
+
+        def whole(t: int) -> None:
+            search.cache.step = t
+            search.step(t)
+
+        def capture(t: int) -> None:
+            """The graph(s) of step t; the warm-ups ran the step for real: undo that."""
+            saved = [x.clone() for x in search.state()]
+            if not self.parts:
+                graph, _ = _capture(lambda: whole(t), entry["pool"])
+                graphs = [graph]
+            else:
+                def layers() -> Tensor:
+                    search.cache.step = t
+                    return search.hidden(t)
+
+                g1, hidden = _capture(layers, entry["pool"])
+                g1.replay()  # the next warm-up reads real hidden states
+                g2, logp = _capture(lambda: search.log_probs(hidden), g1.pool())
+                g2.replay()
+                g3, _ = _capture(lambda: search.select(t, logp), g1.pool())
+                graphs = [g1, g2, g3]
+                entry.setdefault("between", {})[t] = (hidden, logp)  # alive: the graphs pass them on
+            for x, s in zip(search.state(), saved):
+                x.copy_(s)
+            entry["graphs"][t], entry["pool"] = graphs, graphs[0].pool()
 
         def replay(t: int) -> None:
-            if not self.capture:
-                search.step(t)
-                return
-            if t not in entry["graphs"]:
-                saved = [x.clone() for x in search.state()]
-
-                def step() -> None:
-                    search.cache.step = t
-                    search.step(t)
-
-                graph, _ = _capture(step, entry["pool"])  # the warm-up ran the step: undo it
-                for x, s in zip(search.state(), saved):
-                    x.copy_(s)
-                entry["graphs"][t], entry["pool"] = graph, graph.pool()
-            entry["graphs"][t].replay()
+            if self.capture and t not in entry["graphs"]:
+                capture(t)
+            if not self.parts:
+                if self.capture:
+                    entry["graphs"][t][0].replay()
+                else:
+                    whole(t)
+            elif self.capture:
+                for part, graph in zip(("layers", "output", "search"), entry["graphs"][t]):
+                    mark(part)
+                    graph.replay()
+            else:
+                search.cache.step = t
+                mark("layers")
+                hidden = search.hidden(t)
+                mark("output")
+                logp = search.log_probs(hidden)
+                mark("search")
+                search.select(t, logp)
             search.cache.step = t + 1
 
         search.run(check_every, step=replay)
@@ -639,8 +777,7 @@ def beam_search(
     :class:`GraphedDecoder`, :class:`TimedDecoder`); ``graphs`` replays whole steps from CUDA
     graphs instead. See the module docstring for the scoring, length and stopping conventions.
     """
-    policy: ForcedLength | FreeLength = (
-        ForcedLength(forced_length) if forced_length is not None else FreeLength(max_len_a, max_len_b, min_len, stop))
+    policy = length_policy(forced_length, max_len_a, max_len_b, min_len, stop)
     if beam < 1:
         raise ValueError(f"beam={beam}: must be at least 1")
     with torch.no_grad():
@@ -670,6 +807,6 @@ def make_batch(sentences: list[list[int]], pad_id: int, eos_id: int, device: tor
 
 __all__ = [
     "SearchResult", "beam_search", "greedy_search", "BeamSearch", "ForcedLength", "FreeLength", "Decoder",
-    "EagerDecoder", "GraphedDecoder", "TimedDecoder", "StepGraphs", "timed_search", "make_batch",
-    "output_lengths", "STOP_RULES",
+    "EagerDecoder", "GraphedDecoder", "TimedDecoder", "PartClock", "StepGraphs", "ChunkedTopK", "timed_search",
+    "make_batch", "output_lengths", "length_policy", "STOP_RULES",
 ]

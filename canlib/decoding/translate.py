@@ -13,8 +13,8 @@ import warnings
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
+from canlib.io import tqdm
 from canlib.model.checkpoint import model_from_checkpoint, safe_load
 from canlib.model.seq2seq import Seq2Seq
 from canlib.decoding.search import beam_search, make_batch

@@ -27,8 +27,10 @@ from canlib.model.attention import (
     FeedForward,
     SelfAttention,
     SourceMemory,
+    append_kv,
     init_linear,
     joint_attention,
+    kv_cache,
     merge_heads,
     project_source,
     self_scores,
@@ -37,11 +39,6 @@ from canlib.model.attention import (
 from canlib.model.config import ModelConfig
 
 Cache = dict[str, Tensor]
-
-
-def _prefix_buffers(rows: int, heads: int, max_len: int, widths: dict[str, int], like: Tensor) -> Cache:
-    """Zeroed (rows, heads, max_len, width) buffers: the target prefix is written in place."""
-    return {name: like.new_zeros(rows, heads, max_len, w) for name, w in widths.items()}
 
 
 class StandardDecoderLayer(nn.Module):
@@ -182,18 +179,22 @@ class SANDecoderLayer(nn.Module):
         return self._cross_then_ffn(x, memory, source, shared, stepping=False)
 
     def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
-        d = self.v.in_features
-        widths = {"k": d // self.heads, "v": d // self.heads} if self.leader else {"v": d // self.heads}
-        return _prefix_buffers(rows, self.heads, max_len, widths, like)
+        w = self.v.in_features // self.heads
+        if self.leader:
+            return kv_cache(rows, self.heads, max_len, w, w, like)
+        return {"v": like.new_zeros(rows, self.heads, max_len, w)}  # followers reuse the leader's probabilities
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
         z = self.self_norm(x)
+        v = split_heads(self.v(z), self.heads)
         if self.leader:
             q, k = (split_heads(u, self.heads) for u in self.qk(z).chunk(2, dim=-1))
-            cache["k"][:, :, t : t + 1] = k
-            shared["self_probs"] = torch.softmax(self_scores(q, cache["k"][:, :, : t + 1], None), dim=-1)
-        cache["v"][:, :, t : t + 1] = split_heads(self.v(z), self.heads)
-        mixed = torch.matmul(self.attn_drop(shared["self_probs"]), cache["v"][:, :, : t + 1])
+            prefix_k, prefix_v = append_kv(cache, t, k, v)
+            shared["self_probs"] = torch.softmax(self_scores(q, prefix_k, None), dim=-1)
+        else:
+            cache["v"][:, :, t : t + 1] = v
+            prefix_v = cache["v"][:, :, : t + 1]
+        mixed = torch.matmul(self.attn_drop(shared["self_probs"]), prefix_v)
         x = x + self.drop(self.self_out(merge_heads(mixed)))
         return self._cross_then_ffn(x, memory, source, shared, stepping=True)
 
@@ -250,14 +251,11 @@ class CANDecoderLayer(nn.Module):
         return self._output(x, hidden, joint_attention(q, k, v, blocked, memory, source, self.attn_drop))
 
     def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
-        widths = {"k": self.d // self.heads, "v": self.f // self.heads}
-        return _prefix_buffers(rows, self.heads, max_len, widths, like)
+        return kv_cache(rows, self.heads, max_len, self.d // self.heads, self.f // self.heads, like)
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
         q, k, v, hidden = self._project(x)
-        cache["k"][:, :, t : t + 1] = k
-        cache["v"][:, :, t : t + 1] = v
-        prefix_k, prefix_v = cache["k"][:, :, : t + 1], cache["v"][:, :, : t + 1]
+        prefix_k, prefix_v = append_kv(cache, t, k, v)
         return self._output(x, hidden, joint_attention(q, prefix_k, prefix_v, None, memory, source, self.attn_drop))
 
 
@@ -298,13 +296,11 @@ class CANAttnDecoderLayer(nn.Module):
 
     def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
         w = self.d // self.heads
-        return _prefix_buffers(rows, self.heads, max_len, {"k": w, "v": w}, like)
+        return kv_cache(rows, self.heads, max_len, w, w, like)
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
         q, k, v = self._project(x)
-        cache["k"][:, :, t : t + 1] = k
-        cache["v"][:, :, t : t + 1] = v
-        prefix_k, prefix_v = cache["k"][:, :, : t + 1], cache["v"][:, :, : t + 1]
+        prefix_k, prefix_v = append_kv(cache, t, k, v)
         return self._output(x, joint_attention(q, prefix_k, prefix_v, None, memory, source, self.attn_drop))
 
 

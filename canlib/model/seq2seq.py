@@ -101,9 +101,10 @@ class Seq2Seq(nn.Module):
         return self.drop(x)
 
     def output_log_probs(self, hidden: Tensor) -> Tensor:
-        """Final LayerNorm, tied output projection, log-softmax in float32."""
+        """Final LayerNorm, tied output projection, log-softmax in float32 (the cast inside the
+        softmax's kernel on a GPU, not a separate copy of the logits)."""
         logits = rows_linear(self.decoder_norm(hidden), self.embed.weight)
-        return F.log_softmax(logits.float(), dim=-1)
+        return F.log_softmax(logits, dim=-1, dtype=torch.float32)
 
     # -- teacher forcing ---------------------------------------------------------
     def encode(self, src: Tensor, beam: int = 1) -> SourceMemory:

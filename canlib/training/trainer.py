@@ -26,10 +26,9 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from tqdm import tqdm
 
 from canlib.data.batching import Split, TokenBatchSampler, collate, sorted_batches
-from canlib.io import atomic_write_bytes, origin
+from canlib.io import atomic_write_bytes, origin, tqdm
 from canlib.model.checkpoint import CheckpointError, atomic_save, model_payload, safe_load, save_model
 from canlib.model.config import ModelConfig
 from canlib.model.seq2seq import Seq2Seq

@@ -1,0 +1,82 @@
+"""What the GPU machine runs imports with PyTorch, NumPy and the standard library alone.
+
+The device's python3 has torch and numpy but not sacremoses or ctranslate2 (a gpu_check run at e19dd56
+lost three of its six steps to ``from sacremoses import MosesTokenizer`` at the top of canlib/bleu.py).
+A subprocess refuses the optional packages with a meta-path finder, then parses ``canlib bench
+speed|breakdown|ops --help`` and imports the GPU scripts and tests/test_search.py. Optional packages are
+imported inside the functions that need them (``canlib.io.require``); progress bars come from
+``canlib.io.tqdm``, a stand-in where tqdm is missing.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OPTIONAL = ("sacremoses", "sacrebleu", "sentencepiece", "ctranslate2", "tqdm", "pandas", "matplotlib")
+
+PROBE = textwrap.dedent("""
+    import importlib.util, json, sys, traceback
+    from pathlib import Path
+
+    BLOCKED = set(sys.argv[1].split(","))
+
+    class Refuse:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in BLOCKED:
+                raise ModuleNotFoundError(f"No module named {name!r} (refused by the test)", name=name)
+            return None
+
+    for name in list(sys.modules):  # anything a site hook loaded before us
+        if name.split(".")[0] in BLOCKED:
+            del sys.modules[name]
+    sys.meta_path.insert(0, Refuse())
+    find_spec = importlib.util.find_spec  # and "is it installed?" answers no, as for a package that is not
+    importlib.util.find_spec = lambda name, package=None: None if name.split(".")[0] in BLOCKED else find_spec(name, package)
+    repo = Path(sys.argv[2])
+    sys.path[:0] = [str(repo), str(repo / "scripts")]
+    results = {}
+    try:
+        import sacremoses  # noqa: F401  the refusal itself must work, or the rest proves nothing
+        results["refusal"] = "sacremoses imported: the finder does not refuse"
+    except ModuleNotFoundError:
+        results["refusal"] = "ok"
+
+    def attempt(label, fn):
+        try:
+            fn()
+            results[label] = "ok"
+        except SystemExit as exc:
+            results[label] = "ok" if exc.code in (0, None) else f"exit {exc.code}"
+        except BaseException:
+            results[label] = traceback.format_exc()[-1500:]
+
+    def cli(*argv):
+        from canlib.cli import main
+        sys.exit(main(list(argv)))
+
+    def load(path):
+        spec = importlib.util.spec_from_file_location(Path(path).stem + "_under_test", repo / path)
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+    for command in ("speed", "breakdown", "ops"):
+        attempt(f"canlib bench {command} --help", lambda c=command: cli("bench", c, "--help"))
+    for path in ("scripts/gpu_bench.py", "scripts/gpu_profile.py", "scripts/gpu_smoke_train.py", "tests/test_search.py"):
+        attempt(f"import {path}", lambda p=path: load(p))
+    print("RESULTS " + json.dumps(results))
+""")
+
+
+def test_device_commands_and_gpu_scripts_import_without_the_optional_packages():
+    done = subprocess.run([sys.executable, "-c", PROBE, ",".join(OPTIONAL), str(REPO)], capture_output=True, text=True,
+                          timeout=240, cwd=REPO)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULTS ")]
+    assert lines, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads(lines[-1].removeprefix("RESULTS "))
+    assert results.pop("refusal") == "ok"
+    assert len(results) == 7, results
+    failed = {label: why for label, why in results.items() if why != "ok"}
+    assert not failed, "\n\n".join(f"{label}:\n{why}" for label, why in failed.items())
