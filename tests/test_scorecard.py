@@ -95,16 +95,19 @@ def test_every_stored_gpu_run_gives_its_own_table2_speed_verdicts(monkeypatch):
     results = Path(__file__).resolve().parents[1] / "book" / "results"
     monkeypatch.setenv("CANLIB_RESULTS_DIR", str(results))
     rows = by_name(sc.scorecard("tiny", cpu=False), "Balanced 12/2 decodes about 2x faster than Baseline 6/6")
-    for run, commit in (("h100-2026-11-26", "e471a2a"), ("h200-2026-11-26", "df024e7")):
-        speed = json.loads((results / "gpu" / run / "speed.json").read_text())
-        device = speed["provenance"]["device"]
+    stored = sorted((results / "gpu").glob("*/speed.json"))
+    assert {p.parent.name for p in stored} >= {"h100-2026-11-26", "h100-2026-11-26-e19dd56", "h200-2026-11-26"}
+    for path in stored:  # every stored run, two of them on the same GPU model: one row each, told apart by commit
+        speed = json.loads(path.read_text())
+        device, commit = speed["provenance"]["device"], speed["provenance"]["commit"][:7]
         eager = {s: r["eager"]["tok_per_s"] for s, r in speed["result"]["systems"].items()}
-        row = [r for r in rows if device in r.evidence]
-        assert len(row) == 1 and commit in row[0].evidence, (run, [r.evidence for r in rows])
+        row = [r for r in rows if f"{device}, commit {commit}," in r.evidence]
+        assert len(row) == 1, (path, [r.evidence for r in rows])
         assert row[0].ours.startswith(f"{eager['balanced'] / eager['baseline']:.2f}x")
+    assert len([r for r in rows if r.evidence.startswith("GPU")]) == len(stored)
     h200 = [r for r in rows if "H200" in r.evidence][0]
     assert h200.verdict == sc.HELD and h200.ours.startswith("2.28x")
-    h100 = [r for r in rows if "H100" in r.evidence][0]
+    h100 = [r for r in rows if "H100" in r.evidence and "e471a2a" in r.evidence][0]
     assert h100.verdict == sc.NOISE  # its Baseline repeats span 141-238 tok/s: 1.66-3.83x straddles 1.8x
 
 

@@ -820,3 +820,92 @@ def speed_findings(root: Path | None = None) -> list[Finding]:
         "shrinks as the batch grows. One run with two repeats per point, so the differences between batch sizes carry no spread.",
         b, ("gpu/h200-2026-11-26/batch.json", "canlib/resources/paper_numbers.json")))
     return out
+
+
+# -- the speed chapter: the decode step under the profiler, and the eager ratio across runs -----------------
+
+def decode_profile_findings(root: Path | None = None) -> list[Finding]:
+    """What ``scripts/gpu_profile.sh``'s decoding cases show (one beam-search step of Balanced and CAN, eager,
+    beam 4, batch 1, fp16, d=512): how much of a step the GPU is busy, and the Balanced/CAN ratios of host CPU
+    time, counted kernel operators, profiled launches, wall and kernel time; then how far the eager CAN/Balanced
+    speed ratio of ``scripts/gpu_bench.py`` moved between stored runs on the same GPU model. ``root``: the
+    results folder of the counted operators (``cpu/ops.json``)."""
+    from canlib.studies import gpu_results as gpu
+    from canlib.studies.scorecard import ratio_range
+    from canlib.studies.speed import stored_ops
+
+    ops, ops_prov = stored_ops(root=root)
+    counted = {s: ops["systems"][s]["cuda"]["step"]["kernel_operators"] for s in ("balanced", "can")}
+    names = {"cpu": "host CPU time", "counted": "counted kernel operators", "launches": "profiled launches",
+            "wall": "wall time", "kernel": "GPU kernel time"}
+    out = []
+    for run in gpu.profile_runs():
+        cases, prov = gpu.gpu_profile(run)
+        if not {"decode_balanced", "decode_can"} <= set(cases):
+            continue
+        bal, can = cases["decode_balanced"], cases["decode_can"]
+        v = {f"{run}_{key}_{s}": row[key] for s, row in (("balanced", bal), ("can", can))
+             for key in ("wall_ms", "cpu_ms", "gpu_kernel_ms", "gpu_busy_share", "kernel_launches")}
+        r = {"cpu": bal["cpu_ms"] / can["cpu_ms"], "counted": counted["balanced"] / counted["can"],
+             "launches": bal["kernel_launches"] / can["kernel_launches"], "wall": bal["wall_ms"] / can["wall_ms"],
+             "kernel": bal["gpu_kernel_ms"] / can["gpu_kernel_ms"]}
+        v |= {f"{run}_ratio_{k}": x for k, x in r.items()}
+        busiest = max(bal["gpu_busy_share"], can["gpu_busy_share"])
+        bound = ("host-bound: the GPU waits for the host most of each step" if busiest < 0.5 else
+                 "not host-bound by this measure: the GPU is busy for most of each step")
+        smallest = min(r, key=r.get)
+        out.append(Finding(
+            f"**One eager decoding step on the {gpu.run_label(prov)} run is {bound}** (`{prov['config']['command']}`, "
+            f"beam 4, batch 1, fp16, d=512, per step over {bal['per']} forced steps). The GPU ran kernels for "
+            f"{bal['gpu_kernel_ms']:.3f} ms of Balanced's {bal['wall_ms']:.2f} ms and {can['gpu_kernel_ms']:.3f} ms of "
+            f"CAN's {can['wall_ms']:.2f} ms: busy {100 * bal['gpu_busy_share']:.0f} % and {100 * can['gpu_busy_share']:.0f} % "
+            f"of the step. Balanced over CAN, per step: host CPU time {r['cpu']:.2f}x ({bal['cpu_ms']:.2f} against "
+            f"{can['cpu_ms']:.2f} ms under the profiler), kernel operators {r['counted']:.2f}x as counted at commit "
+            f"{ops_prov['commit'][:7]} ({counted['balanced']} against {counted['can']}), kernel launches "
+            f"{r['launches']:.2f}x as profiled ({bal['kernel_launches']:.1f} against {can['kernel_launches']:.1f}), "
+            f"wall time {r['wall']:.2f}x, GPU kernel time {r['kernel']:.2f}x. The host's time falls "
+            f"{'more' if r['cpu'] > r['counted'] else 'less'} than the kernel count, so the count alone does not "
+            f"predict it; the smallest of these ratios is the {names[smallest]}.",
+            v, (f"gpu/{run}/profile.json", "cpu/ops.json")))
+    by_device: dict[str, list[tuple[str, dict]]] = {}
+    for run in gpu.speed_runs():
+        eager, prov = gpu.gpu_speed("eager", run)
+        by_device.setdefault(prov["device"], []).append((run, prov))
+    for device, runs in by_device.items():
+        if len(runs) < 2:
+            continue
+        w, parts = {}, []
+        for run, prov in runs:
+            eager, _ = gpu.gpu_speed("eager", run)
+            graphs, _ = gpu.gpu_speed("captured", run)
+            med, low, high = ratio_range(eager, "can", "balanced")
+            w |= {f"{run}_eager": med, f"{run}_eager_low": low, f"{run}_eager_high": high,
+                  f"{run}_balanced_eager": eager["balanced"]["tok_per_s"],
+                  f"{run}_balanced_graphs": graphs["balanced"]["tok_per_s"]}
+            parts.append((run, prov))
+        bal_e = [w[f"{run}_balanced_eager"] for run, _ in parts]
+        bal_g = [w[f"{run}_balanced_graphs"] for run, _ in parts]
+        w["eager_spread"] = max(bal_e) / min(bal_e)
+        w["graphs_spread"] = max(bal_g) / min(bal_g)
+        listed = "; ".join(f"{w[f'{run}_eager']:.3f}x at commit {gpu.commit_label(prov)} (its repeats "
+                           f"{w[f'{run}_eager_low']:.2f}-{w[f'{run}_eager_high']:.2f}x)" for run, prov in parts)
+        session = [(run, gpu.gpu_profile(run)[0]) for run, _ in parts if run in gpu.profile_runs()]
+        same = "".join(
+            f" In the session at commit {gpu.commit_label(gpu.gpu_profile(run)[1])}, the profile timed one step alone at "
+            f"{c['decode_balanced']['wall_ms'] / c['decode_can']['wall_ms']:.2f}x, against the bench's "
+            f"{w[f'{run}_eager']:.3f}x for whole sentences, "
+            f"{'more' if w[f'{run}_eager'] > counted['balanced'] / counted['can'] else 'less'} than the "
+            f"{counted['balanced'] / counted['can']:.2f}x that the counted kernels would allow if each cost the same."
+            for run, c in session if {"decode_balanced", "decode_can"} <= set(c))
+        out.append(Finding(
+            f"**The eager CAN/Balanced ratio is not stable across runs on one GPU model** ({device}, "
+            f"`scripts/gpu_bench.py`, medians of the timed repeats): {listed}. Balanced decoded "
+            + " and ".join(f"{x:,.0f}" for x in bal_e) + " tok/s eagerly, "
+            f"{w['eager_spread']:.2f}x apart, but " + " and ".join(f"{x:,.0f}" for x in bal_g)
+            + f" from CUDA graphs, {w['graphs_spread']:.2f}x apart: graphs replay a step without the host dispatching "
+            "its kernels, so the eager difference points to the host side (another machine behind the same GPU model, "
+            "or its load), as far as these runs can say. They also differ in commit (the model code changed between them), and one session "
+            "each cannot separate the two causes: an eager ratio measured once on one machine does not pin the "
+            f"systems' ratio to the second decimal.{same}",
+            w, tuple(f"gpu/{run}/speed.json" for run, _ in parts)))
+    return out

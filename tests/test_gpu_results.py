@@ -1,0 +1,269 @@
+"""GPU runs whose raw files the repository keeps (``measurements/<run>/``, which CI's ``../shared`` lacks):
+every stored figure equals its raw file, every stored run has raw files to check it against, and one
+command adds a device call's output. Expected values are recomputed here from the raw files."""
+from __future__ import annotations
+
+import filecmp
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from canlib.studies import gpu_results as gpu
+from canlib.studies.results import load_result
+from conftest import MEASUREMENTS, missing
+
+REPO = Path(__file__).resolve().parents[1]
+IN_REPO = REPO / "measurements"
+STORED = REPO / "book" / "results" / "gpu"
+RUN = "h100-2026-11-26-e19dd56"  # the session's own H100 call, kept in the repository
+IN_REPO_RUNS = sorted(p.name for p in IN_REPO.iterdir() if p.is_dir())
+STORED_RUNS = sorted(p.name for p in STORED.iterdir() if p.is_dir())
+
+
+@pytest.fixture
+def results_here(monkeypatch):
+    monkeypatch.setenv("CANLIB_RESULTS_DIR", str(REPO / "book" / "results"))
+
+
+def median(xs: list[float]) -> float:
+    s, n = sorted(xs), len(xs)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def raw_json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def raw_folder(run: str) -> Path:
+    """The raw files of a stored run: in the repository, else in the shared measurements folder."""
+    if (IN_REPO / run).is_dir():
+        return IN_REPO / run
+    if not (MEASUREMENTS / run).is_dir():
+        missing(f"raw files of {run}: neither {IN_REPO / run} nor {MEASUREMENTS / run}")
+    return MEASUREMENTS / run
+
+
+def test_the_repository_keeps_the_raw_files_of_the_e19dd56_h100_call():
+    raw = IN_REPO / RUN
+    bench = raw_json(raw / "gpu_check" / "gpu_bench.json")["meta"]
+    assert bench["git_commit"].startswith("e19dd56") and bench["device"] == "NVIDIA H100 80GB HBM3"
+    assert raw_json(raw / "profile" / "summary.json")["device"]["commit"] == bench["git_commit"]
+    readme = (raw / "README.md").read_text()
+    assert "e19dd56" in readme and "work tree clean" in readme
+    assert "`LIMIT=150 bash scripts/gpu_profile.sh`" in readme and "`bash scripts/gpu_check.sh`" in readme
+    for step in ("breakdown", "cpu", "ops"):
+        assert f"step `{step}`: FAILED (exit 1)" in readme and "No module named 'sacremoses'" in readme
+    for case in ("train_baseline", "train_can", "sdpa_backends"):
+        assert f"case `{case}`: FAILED: StopIteration" in readme
+
+
+@pytest.mark.parametrize("run", IN_REPO_RUNS)
+def test_each_run_kept_in_the_repository_is_stored_under_its_own_name(run):
+    assert (STORED / run).is_dir(), f"measurements/{run} has no book/results/gpu/{run}"
+    assert (IN_REPO / run / "README.md").is_file()
+
+
+@pytest.mark.parametrize("run", STORED_RUNS)
+def test_converting_each_stored_runs_raw_files_again_gives_its_stored_results(run, tmp_path):
+    written = gpu.convert_measurements(raw_folder(run), tmp_path)
+    for path in written:
+        assert load_result(path)[0] == load_result(STORED / run / path.name)[0], (run, path.name)
+        assert load_result(path)[1]["commit"] == load_result(STORED / run / path.name)[1]["commit"]
+    # translation_small needs the test set (main() converts it); nothing else may be stored without raw files
+    assert {p.name for p in (STORED / run).glob("*.json")} - {p.name for p in written} <= {"translation_small.json"}
+
+
+@pytest.mark.parametrize("run", IN_REPO_RUNS)
+def test_stored_speeds_are_tokens_over_the_median_repeat_of_the_raw_bench(run):
+    if not (IN_REPO / run / "gpu_check" / "gpu_bench.json").is_file():  # the bench step failed on that call
+        assert not (STORED / run / "speed.json").exists()
+        return
+    raw = raw_json(IN_REPO / run / "gpu_check" / "gpu_bench.json")
+    systems, meta = raw["systems"], raw["meta"]
+    tokens = meta["settings"]["sentences"] * meta["settings"]["forced_length"]
+    stored, prov = load_result(STORED / run / "speed.json")
+    assert (prov["commit"], prov["date"], prov["device"]) == (meta["git_commit"], meta["date"][:10], meta["device"])
+    assert set(stored["systems"]) == set(systems)
+    for system, row in systems.items():
+        for mode in ("eager", "captured"):
+            expected = tokens / median(row[f"{mode}_seconds"])
+            assert stored["systems"][system][mode]["tok_per_s"] == pytest.approx(expected, rel=1e-12)
+            assert expected == pytest.approx(row[f"{mode}_tok_per_s"], rel=1e-9)
+    assert stored["captured_matches_eager"] == meta["captured_matches_eager"]
+
+
+@pytest.mark.parametrize("run", IN_REPO_RUNS)
+def test_stored_training_throughput_is_the_raw_smoke_file(run):
+    if not (IN_REPO / run / "gpu_check" / "smoke_32k.json").is_file():
+        assert not (STORED / run / "training_32k.json").exists()
+        return
+    raw = raw_json(IN_REPO / run / "gpu_check" / "smoke_32k.json")
+    stored, prov = load_result(STORED / run / "training_32k.json")
+    assert stored["runs"] == raw["runs"] and stored["max_tokens"] == raw["max_tokens"] == 32768
+    assert prov["device"] == raw["device"]
+
+
+@pytest.mark.parametrize("run", IN_REPO_RUNS)
+def test_the_stored_profile_is_each_cases_own_raw_file(run):
+    """Each case's figures equal its own raw file (profile/<case>.json, written apart from summary.json), and
+    its busy share is its kernel time over its wall time."""
+    folder = IN_REPO / run / "profile"
+    if not (folder / "summary.json").is_file():
+        assert not (STORED / run / "profile.json").exists()
+        return
+    stored, prov = load_result(STORED / run / "profile.json")
+    summary = raw_json(folder / "summary.json")
+    assert prov["commit"] == summary["device"]["commit"] and prov["device"] == summary["device"]["device"]
+    for case in summary["cases"]:
+        raw = raw_json(folder / f"{case}.json")
+        if "error" in raw:
+            assert stored["errors"][case] == raw["error"] and case not in stored["cases"]
+            continue
+        row = stored["cases"][case]
+        for key in ("wall_ms", "cpu_ms", "gpu_kernel_ms", "gpu_busy_share", "kernel_launches", "host_syncs", "per"):
+            assert row[key] == raw[key], (case, key)
+        assert row["gpu_busy_share"] == pytest.approx(raw["gpu_kernel_ms"] / raw["wall_ms"], abs=0.001)
+    sdpa = raw_json(folder / "sdpa_backends.json")
+    assert stored["sdpa_backends"] == sdpa and (stored["errors"].get("sdpa_backends") == sdpa.get("error"))
+    assert set(stored["cases"]) | set(stored["errors"]) == set(summary["cases"]) | ({"sdpa_backends"} & set(stored["errors"]))
+
+
+def test_the_readme_table_gives_each_stored_file_its_command():
+    commands = gpu.readme_commands(IN_REPO / RUN / "README.md")
+    status = (IN_REPO / RUN / "gpu_check" / "status.txt").read_text().splitlines()
+    bench_line = [line for line in status if line.startswith("bench: ok")][0]
+    for kind, raw_file, command in (("speed", "gpu_check/gpu_bench.json", bench_line.split(": ", 2)[2]),
+                                    ("profile", "profile/summary.json", "LIMIT=150 bash scripts/gpu_profile.sh")):
+        _, prov = load_result(STORED / RUN / f"{kind}.json")
+        assert commands[raw_file] == command == prov["config"]["command"]
+        assert prov["config"]["raw_file"] == raw_file
+
+
+def _tampered_profile(tmp_path: Path, change) -> Path:
+    source = tmp_path / "m"
+    (source / "profile").mkdir(parents=True)
+    summary = raw_json(IN_REPO / RUN / "profile" / "summary.json")
+    change(summary)
+    (source / "profile" / "summary.json").write_text(json.dumps(summary))
+    return source
+
+
+def test_a_profile_whose_busy_share_disagrees_with_its_times_is_refused(tmp_path):
+    def halve(summary):
+        summary["cases"]["decode_can"]["gpu_busy_share"] /= 2
+    with pytest.raises(ValueError, match="decode_can: gpu_kernel_ms / wall_ms"):
+        gpu.convert_measurements(_tampered_profile(tmp_path, halve), tmp_path / "out")
+
+
+def test_a_dry_run_profile_is_refused(tmp_path):
+    def dry(summary):
+        summary["dry_run"] = True
+    with pytest.raises(ValueError, match="dry-run"):
+        gpu.convert_measurements(_tampered_profile(tmp_path, dry), tmp_path / "out")
+
+
+def _device_output(tmp_path: Path, archives: bool = False) -> Path:
+    """What a device call returns (this run's own files): gpu_check.tar.gz and profile.tar.gz as the device
+    sends them (``archives``) or the two folders unpacked; nvidia_smi.txt and the calls' logs beside them."""
+    import tarfile
+
+    device = tmp_path / "x"
+    device.mkdir()
+    for sub in ("gpu_check", "profile"):
+        if archives:
+            with tarfile.open(device / f"{sub}.tar.gz", "w:gz") as tar:
+                tar.add(IN_REPO / RUN / sub, arcname=sub)
+        else:
+            shutil.copytree(IN_REPO / RUN / sub, device / sub)
+    for name in ("nvidia_smi.txt", "check_run.log", "profile_run.log"):
+        shutil.copy(IN_REPO / RUN / name, device / name)
+    return device
+
+
+def test_one_command_keeps_a_device_output_unchanged_and_stores_it(tmp_path, monkeypatch):
+    device = _device_output(tmp_path, archives=True)
+    (device / "huge.log").write_bytes(b"x" * (gpu.RAW_MAX_BYTES + 1))
+    monkeypatch.setattr(gpu, "MEASUREMENTS_DIR", tmp_path / "measurements")
+    monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path / "results"))
+    assert gpu.main(["--from-device", str(device), "--profile-command", "LIMIT=150 bash scripts/gpu_profile.sh"]) == 0
+    original = IN_REPO / RUN  # what went into the archives, file for file
+    env = dict(line.split(": ", 1) for line in (original / "gpu_check" / "environment.txt").read_text().splitlines()
+               if ": " in line)
+    run = f"h100-{env['date'][:10]}-{env['commit'][:7]}"
+    kept = tmp_path / "measurements" / run
+    copied = sorted(p.relative_to(original) for p in original.rglob("*") if p.is_file() and p.name != "README.md")
+    assert sorted(p.relative_to(kept) for p in kept.rglob("*") if p.is_file() and p.name != "README.md") == copied
+    assert all(filecmp.cmp(original / p, kept / p, shallow=False) for p in copied)
+    readme = (kept / "README.md").read_text()
+    assert "`huge.log`" in readme and not (kept / "huge.log").exists()
+    commands = gpu.readme_commands(kept / "README.md")
+    for line in (original / "gpu_check" / "status.txt").read_text().splitlines():
+        m = re.match(r"^(\w+): (.+) in (\d+)s: (.+)$", line)
+        if not m:
+            continue  # notes and the total
+        step, outcome, seconds, command = m.groups()
+        assert f"| `{command}` | step `{step}`: {outcome} in {seconds} s" in readme, line
+        assert commands[f"gpu_check/{step}.log"] == command
+        if outcome.startswith("FAILED"):
+            last = (original / "gpu_check" / f"{step}.log").read_text().strip().splitlines()[-1].strip()
+            assert f"{outcome} in {seconds} s: {last} |" in readme
+    for path in sorted((tmp_path / "results" / "gpu" / run).glob("*.json")):
+        assert load_result(path)[0] == load_result(STORED / RUN / path.name)[0], path.name
+    assert {p.name for p in (tmp_path / "results" / "gpu" / run).glob("*.json")} == \
+        {p.name for p in (STORED / RUN).glob("*.json")}
+    with pytest.raises(FileExistsError, match=run):
+        gpu.store_device_run(device)
+
+
+def test_a_changed_work_tree_names_the_run_and_its_commit_dirty(tmp_path, monkeypatch):
+    device = _device_output(tmp_path)
+    env = device / "gpu_check" / "environment.txt"
+    env.write_text(env.read_text().replace("dirty: 0 changed files", "dirty: 3 changed files"))
+    raw_dir, written = gpu.store_device_run(device, measurements=tmp_path / "m", results=tmp_path / "r")
+    assert raw_dir.name.endswith("e19dd56-dirty")
+    monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path / "r"))
+    assert gpu.speed_summary(raw_dir.name)["commit"] == "e19dd56+dirty"
+    assert "3 changed files (not clean)" in (raw_dir / "README.md").read_text()
+
+
+def test_a_device_output_that_records_no_commit_is_refused_and_nothing_is_written(tmp_path):
+    device = tmp_path / "x"
+    (device / "gpu_check").mkdir(parents=True)
+    (device / "gpu_check" / "smoke_32k.json").write_text(json.dumps({"device": "GPU X", "runs": {}}))
+    with pytest.raises(ValueError, match="no commit, date"):
+        gpu.store_device_run(device, measurements=tmp_path / "m", results=tmp_path / "r")
+    assert not (tmp_path / "m").exists() and not (tmp_path / "r").exists()
+
+
+def test_the_speed_summary_has_one_row_per_stored_run_with_device_commit_and_date(results_here):
+    rows = [gpu.speed_summary(run) for run in gpu.speed_runs()]
+    assert [r["run"] for r in rows] == sorted(p.parent.name for p in STORED.glob("*/speed.json"))
+    for row in rows:
+        prov = raw_json(STORED / row["run"] / "speed.json")["provenance"]
+        assert (row["device"], row["date"]) == (prov["device"], prov["date"]) and row["commit"] == prov["commit"][:7]
+
+
+def test_the_decode_profile_finding_quotes_the_raw_profile_counts_and_benches(results_here):
+    from canlib.studies.findings import decode_profile_findings
+
+    findings = decode_profile_findings()
+    values = {k: v for f in findings for k, v in f.values.items()}
+    text = " ".join(f.text for f in findings)
+    bal, can = (raw_json(IN_REPO / RUN / "profile" / f"decode_{s}.json") for s in ("balanced", "can"))
+    ops = raw_json(REPO / "book" / "results" / "cpu" / "ops.json")["result"]["systems"]
+    assert bal["gpu_busy_share"] < 0.5 and can["gpu_busy_share"] < 0.5 and "is host-bound" in text
+    assert values[f"{RUN}_gpu_busy_share_balanced"] == bal["gpu_busy_share"]
+    assert values[f"{RUN}_ratio_cpu"] == pytest.approx(bal["cpu_ms"] / can["cpu_ms"], rel=1e-12)
+    assert values[f"{RUN}_ratio_launches"] == pytest.approx(bal["kernel_launches"] / can["kernel_launches"], rel=1e-12)
+    counted = ops["balanced"]["cuda"]["step"]["kernel_operators"] / ops["can"]["cuda"]["step"]["kernel_operators"]
+    assert values[f"{RUN}_ratio_counted"] == pytest.approx(counted, rel=1e-12)
+    assert f"host CPU time {bal['cpu_ms'] / can['cpu_ms']:.2f}x" in text and f"kernel operators {counted:.2f}x" in text
+    bench = raw_json(IN_REPO / RUN / "gpu_check" / "gpu_bench.json")["systems"]
+    here = bench["can"]["eager_tok_per_s"] / bench["balanced"]["eager_tok_per_s"]
+    assert values[f"{RUN}_eager"] == pytest.approx(here, rel=1e-9)
+    # the first H100 run's eager CAN/Balanced, as its measurement README gives it
+    assert round(values["h100-2026-11-26_eager"], 3) == 1.114
+    assert "1.114x at commit e471a2a" in text and f"{here:.3f}x at commit e19dd56" in text
