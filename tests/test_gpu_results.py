@@ -267,3 +267,24 @@ def test_the_decode_profile_finding_quotes_the_raw_profile_counts_and_benches(re
     # the first H100 run's eager CAN/Balanced, as its measurement README gives it
     assert round(values["h100-2026-11-26_eager"], 3) == 1.114
     assert "1.114x at commit e471a2a" in text and f"{here:.3f}x at commit e19dd56" in text
+
+
+def test_the_ab_finding_quotes_the_medians_of_the_raw_bench_files():
+    """The A/B sentence of the speed chapter against the device's own gpu_bench.py files, read here directly."""
+    import statistics
+
+    from canlib.studies.findings import speed_ab_findings
+
+    raw = Path(__file__).resolve().parents[1] / "measurements" / "h100-2026-11-26-2edd3fd" / "ab"
+    tok = {side: {system: [json.loads(p.read_text())["systems"][system]["captured_tok_per_s"]
+                           for p in sorted(raw.glob(f"{prefix}_*.json"))] for system in ("balanced", "can")}
+           for side, prefix in (("before", "base"), ("after", "new"))}
+    finding = next(f for f in speed_ab_findings() if f.sources == ("gpu/h100-2026-11-26-2edd3fd/ab.json",))
+    for side in ("before", "after"):
+        assert len(tok[side]["balanced"]) == 2
+        for system in ("balanced", "can"):
+            assert finding.values[f"{side}_{system}_graphs"] == pytest.approx(statistics.median(tok[side][system]))
+    gain = statistics.median(tok["after"]["can"]) / statistics.median(tok["before"]["can"])
+    assert f"({gain:.2f}x)" in finding.text
+    first_after = tok["after"]["can"][0] / tok["after"]["balanced"][0]
+    assert f"{first_after:.3f}" in finding.text

@@ -243,6 +243,8 @@ def convert_measurements(source: str | Path, out: str | Path, *, commit: str | N
         if (tree := profile_work_tree(source)) is not None:
             prov["environment"] = {"dirty": tree}
         written.append(save_result(out / "profile.json", _convert_profile(raw, str(profile)), prov))
+    if (source / AB_FOLDER).is_dir():
+        written.append(convert_ab(source, out, note))
     return written
 
 
@@ -302,6 +304,57 @@ def convert_translation(source: str | Path, out: str | Path, sources: list[str],
     prov = {"commit": commit, "date": date, "device": device, "scale": scale,
             "config": {"command": command, "raw_files": list(TRANSLATION.values())}, "source": note}
     return save_result(Path(out) / "translation_small.json", result, prov)
+
+
+AB_FOLDER = "ab"  # in a measurement folder: gpu_bench.py run alternately at two commits in one device call
+
+
+def convert_ab(source: str | Path, out: str | Path, note: str = SOURCE) -> Path:
+    """An A/B of one device call -> ``out/ab.json``: ``scripts/gpu_bench.py`` run alternately at two commits on
+    the same warm GPU (``source/ab/base_N.json`` before, ``source/ab/new_N.json`` after). Per side: its commit
+    and, per run in the order they ran, each system's tok/s (the bench's median of its repeats) eager and from
+    CUDA graphs, and whether captured decoding returned the eager tokens. A before/after ratio is only worth
+    as much as the runs of one side agree with each other, which is why every run is kept."""
+    source, out = Path(source), Path(out)
+    files = sorted((source / AB_FOLDER).glob("*.json"))
+    sides: dict[str, dict[str, Any]] = {}
+    for path in files:
+        side = "before" if path.name.startswith("base_") else "after" if path.name.startswith("new_") else None
+        if side is None:
+            raise ValueError(f"{path}: an A/B file is named base_N.json (before) or new_N.json (after)")
+        raw = flat(json.loads(path.read_text(encoding="utf-8")))
+        converted = _convert_gpu_bench(raw)
+        entry = sides.setdefault(side, {"commit": raw["_git_commit"], "runs": []})
+        if raw["_git_commit"] != entry["commit"]:
+            raise ValueError(f"{path}: commit {raw['_git_commit']}, but the other {side} files are at {entry['commit']}")
+        entry["runs"].append({"file": f"{AB_FOLDER}/{path.name}", "measured_at": raw["_date"], "device": raw["_device"],
+                              "tok_per_s": {name: {mode: row[mode]["tok_per_s"] for mode in row}
+                                            for name, row in converted["systems"].items()},
+                              "captured_matches_eager": converted["captured_matches_eager"]})
+    if set(sides) != {"before", "after"}:
+        raise FileNotFoundError(f"{source / AB_FOLDER}: needs base_N.json and new_N.json files, found {[p.name for p in files]}")
+    runs = [run for side in sides.values() for run in side["runs"]]
+    if len({run["device"] for run in runs}) != 1:
+        raise ValueError(f"{source / AB_FOLDER}: the runs name different devices; an A/B needs one machine")
+    for side in sides.values():
+        side["runs"].sort(key=lambda run: run["measured_at"])
+    after = sides["after"]["runs"][-1]
+    raw = flat(json.loads((source / after["file"]).read_text(encoding="utf-8")))
+    prov = {"commit": sides["after"]["commit"], "date": after["measured_at"][:10], "device": after["device"],
+            "scale": "full", "torch": raw.get("_torch"), "source": note,
+            "config": {"command": raw.get("_command", ""), "settings": raw.get("_settings"),
+                       "order": [run["file"] for run in sorted(runs, key=lambda run: run["measured_at"])]}}
+    return save_result(out / "ab.json", sides, prov)
+
+
+def gpu_ab(run: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(result, provenance) of a stored A/B (:func:`convert_ab`)."""
+    return load_result(gpu_dir(run) / "ab.json")
+
+
+def ab_runs() -> list[str]:
+    """The stored GPU runs that hold an A/B (``ab.json``)."""
+    return [run for run in available_runs() if (gpu_dir(run) / "ab.json").exists()]
 
 
 # -- loaders --------------------------------------------------------------------------------------
