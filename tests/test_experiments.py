@@ -207,5 +207,13 @@ def test_the_stored_small_results_rescore_from_their_hypotheses(shared_data, mon
     assert runs == sorted([f"{s}-seed{k}" for s in seeded for k in (1, 2, 3)] + ["depth-9-4-seed1", "depth-14-1-seed1"])
     for name in ("similarity", "errors", "attention"):
         assert json.loads((small / f"{name}.json").read_text())["provenance"]["scale"] == "small"
+    beyond = sorted(p.stem for p in (small / "beyond" / "runs" / "multi30k-en-de").glob("*.json"))
+    assert beyond == sorted(  # the H100 call at 26a17f1 (measurements/h100-2026-11-27): 20 models
+        [f"budget-{s}-x2-seed{k}" for s in ("balanced", "can") for k in (1, 2)]
+        + [f"can-6-6-can-6-6-seed{k}" for k in (1, 2, 3)] + ["distill-balanced-teacher-seed1"]
+        + [f"distill-{s}-kd-seed{k}" for s in ("balanced", "san", "aan", "can") for k in (1, 2, 3)])
     assert main(["experiment", "--rescore", str(small)]) == 0
-    assert "92 stored sacreBLEU scores of 23 runs reproduced" in capsys.readouterr().out  # 4 splits x 23 runs
+    out = capsys.readouterr().out
+    assert "172 stored sacreBLEU scores of 43 runs reproduced" in out  # 4 splits x (23 plan runs + 20 beyond models)
+    # distill: 13 runs, can-6-6: 3 runs, each with its 4 splits x (bleu, tok_bleu) quoted in the summary
+    assert f"{(13 + 3) * 4 * 2} scores quoted by the beyond studies' summaries equal their stored runs'" in out

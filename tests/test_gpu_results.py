@@ -60,10 +60,26 @@ def test_the_repository_keeps_the_raw_files_of_the_e19dd56_h100_call():
         assert f"case `{case}`: FAILED: StopIteration" in readme
 
 
-@pytest.mark.parametrize("run", IN_REPO_RUNS)
+TRAINING_RUNS = {"h100-2026-11-27": REPO / "book" / "results" / "small" / "beyond"}  # raw call -> its stored results
+
+
+@pytest.mark.parametrize("run", [r for r in IN_REPO_RUNS if r not in TRAINING_RUNS])
 def test_each_run_kept_in_the_repository_is_stored_under_its_own_name(run):
     assert (STORED / run).is_dir(), f"measurements/{run} has no book/results/gpu/{run}"
     assert (IN_REPO / run / "README.md").is_file()
+
+
+@pytest.mark.parametrize("run", sorted(TRAINING_RUNS))
+def test_each_training_call_kept_in_the_repository_made_the_results_stored_from_it(run):
+    """A device call that trained models: every stored result file of it names the commit and device of the call."""
+    env = (IN_REPO / run / "env.txt").read_text()
+    commit = re.search(r"^commit: (\w+)", env, re.M).group(1)
+    device = re.search(r"^(NVIDIA [^,]+),", env, re.M).group(1)
+    stored = sorted(TRAINING_RUNS[run].rglob("*.json"))
+    assert len(stored) >= 20, stored
+    for path in stored:
+        prov = raw_json(path)["provenance"]
+        assert (prov["commit"], prov["device"]) == (commit, device), path
 
 
 @pytest.mark.parametrize("run", STORED_RUNS)
@@ -78,10 +94,14 @@ def test_converting_each_stored_runs_raw_files_again_gives_its_stored_results(ru
 
 @pytest.mark.parametrize("run", IN_REPO_RUNS)
 def test_stored_speeds_are_tokens_over_the_median_repeat_of_the_raw_bench(run):
-    if not (IN_REPO / run / "gpu_check" / "gpu_bench.json").is_file():  # the bench step failed on that call
+    bench = gpu.raw_path(IN_REPO / run, "gpu_bench.json")
+    if bench is None:  # the bench step failed on that call, or the call trained models only
         assert not (STORED / run / "speed.json").exists()
         return
-    raw = raw_json(IN_REPO / run / "gpu_check" / "gpu_bench.json")
+    raw = raw_json(bench)
+    if "systems" not in raw:  # gpu_bench.py's first format (the H200 call): systems at the top, meta as "_" keys
+        raw = {"systems": {k: v for k, v in raw.items() if not k.startswith("_")},
+               "meta": {k[1:]: v for k, v in raw.items() if k.startswith("_")}}
     systems, meta = raw["systems"], raw["meta"]
     tokens = meta["settings"]["sentences"] * meta["settings"]["forced_length"]
     stored, prov = load_result(STORED / run / "speed.json")
@@ -97,10 +117,11 @@ def test_stored_speeds_are_tokens_over_the_median_repeat_of_the_raw_bench(run):
 
 @pytest.mark.parametrize("run", IN_REPO_RUNS)
 def test_stored_training_throughput_is_the_raw_smoke_file(run):
-    if not (IN_REPO / run / "gpu_check" / "smoke_32k.json").is_file():
+    smoke = gpu.raw_path(IN_REPO / run, "smoke_32k.json")
+    if smoke is None:
         assert not (STORED / run / "training_32k.json").exists()
         return
-    raw = raw_json(IN_REPO / run / "gpu_check" / "smoke_32k.json")
+    raw = raw_json(smoke)
     stored, prov = load_result(STORED / run / "training_32k.json")
     assert stored["runs"] == raw["runs"] and stored["max_tokens"] == raw["max_tokens"] == 32768
     assert prov["device"] == raw["device"]
