@@ -118,8 +118,9 @@ def test_beam_rows_share_source_and_reorder_within_sentence(kind):
 
 @pytest.mark.parametrize("kind", DECODER_KINDS)
 def test_reordering_rows_moves_each_buffer_of_every_layer_with_its_row(kind):
-    """The beam search's in-place reorder (the prefix of every buffer, no reallocation) against each
-    buffer indexed on its own."""
+    """The beam search's in-place reorder (the written prefix of every layer's state, no reallocation)
+    against each layer's state indexed on its own; a joint layer's source part (the same for a
+    sentence's rows) stays where it is."""
     torch.manual_seed(0)
     model = Seq2Seq(tiny_config(kind)).eval()
     src, _ = mixed_batch()
@@ -130,14 +131,18 @@ def test_reordering_rows_moves_each_buffer_of_every_layer_with_its_row(kind):
     for rows, values in zip(cache.rows, before):
         for name, buf in rows.items():
             buf.copy_(values[name])
-    # no two buffers share memory: each still holds what was written to it
+    # no two layers' states share memory: each still holds what was written to it
     assert all(torch.equal(buf, values[name]) for rows, values in zip(cache.rows, before) for name, buf in rows.items())
-    cache.step = 6
+    cache.step = 4
     index = torch.tensor([1, 0, 3, 2])  # every row moves, within its sentence
     model.reorder_rows(cache, index)
-    for rows, old in zip(cache.rows, before):
+    for layer, rows, old in zip(model.decoder_layers, cache.rows, before):
+        lead = cache.lead if layer.joint else 0
         for name, buf in rows.items():
-            assert torch.equal(buf, old[name].index_select(0, index)), name
+            expected = old[name].clone()
+            expected[lead : lead + 4] = old[name][lead : lead + 4, index]  # positions 0..3 of the prefix
+            assert torch.equal(buf, expected), name
+    assert (kind in ("can", "can_attn")) == (cache.lead == src.size(1))
 
 
 def test_reorder_across_sentences_with_beams_is_refused():
@@ -227,8 +232,8 @@ def test_can_values_are_ffn_wide_and_split_across_heads():
     cfg = tiny_config("can")
     layer = Seq2Seq(cfg).decoder_layers[0]
     cache = layer.new_cache(rows=2, max_len=5, like=torch.zeros(1))
-    # keys d/heads wide, values ffn_dim/heads wide, side by side in one buffer
-    assert cache["kv"].shape == (2, cfg.heads, 5, (cfg.d_model + cfg.ffn_dim) // cfg.heads)
+    # per position and row: keys d wide, values ffn_dim wide, side by side in one buffer
+    assert cache["kv"].shape == (5, 2, cfg.d_model + cfg.ffn_dim)
     assert layer.h_proj.out_features == cfg.d_model + cfg.ffn_dim
 
 

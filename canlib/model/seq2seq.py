@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from canlib.model.attention import (FeedForward, SelfAttention, SourceMemory, causal_mask, cpu_fast_linears,
                                     reorder_moved_rows, rows_linear, sinusoidal_table)
 from canlib.model.config import ModelConfig
-from canlib.model.layers import build_decoder_layers
+from canlib.model.layers import build_decoder_layers, carve, fill_sources, row_caches
 
 
 class EncoderLayer(nn.Module):
@@ -49,7 +49,9 @@ class DecoderCache:
     """Decoding state of ``memory.sentences * memory.beam`` rows.
 
     ``sources[i]`` holds layer i's per-sentence tensors (never copied per beam);
-    ``rows[i]`` holds its per-row buffers, preallocated for ``max_len`` steps.
+    ``rows[i]`` holds its per-row state, views of ``buffer`` (lead + max_len, rows, width), the
+    one time-major buffer of every layer (:func:`canlib.model.layers.row_caches`): prefix position t
+    of every layer lies at ``buffer[lead + t]``, so one gather and one copy reorder them all.
     """
 
     memory: SourceMemory
@@ -57,6 +59,8 @@ class DecoderCache:
     rows: list[dict[str, Tensor]]
     max_len: int
     step: int = 0
+    buffer: Tensor | None = None
+    lead: int = 0  # positions in front of the prefix: a joint layer's source keys|values
 
     @property
     def num_rows(self) -> int:
@@ -94,11 +98,12 @@ class Seq2Seq(nn.Module):
 
     # -- shared pieces ---------------------------------------------------------
     def embed_tokens(self, tokens: Tensor, offset: int = 0) -> Tensor:
+        """sqrt(d) * embedding + position, the scale and the sum in one kernel."""
         length = tokens.size(1)
         if offset + length > self.cfg.max_len:
             raise ValueError(f"sequence length {offset + length} exceeds max_len={self.cfg.max_len} of the position table")
-        x = self.embed(tokens) * math.sqrt(self.cfg.d_model) + self.positions[offset : offset + length].to(self.embed.weight.dtype)
-        return self.drop(x)
+        positions = self.positions[offset : offset + length].to(self.embed.weight.dtype)
+        return self.drop(torch.add(positions, self.embed(tokens), alpha=math.sqrt(self.cfg.d_model)))
 
     def output_log_probs(self, hidden: Tensor) -> Tensor:
         """Final LayerNorm, tied output projection, log-softmax in float32 (the cast inside the
@@ -138,14 +143,26 @@ class Seq2Seq(nn.Module):
         max_len = max_len or self.cfg.max_len
         if max_len > self.cfg.max_len:
             raise ValueError(f"max_len={max_len} exceeds the model's position table ({self.cfg.max_len})")
-        rows = memory.sentences * memory.beam
-        like = memory.states
-        return DecoderCache(
-            memory=memory,
-            sources=self.project_sources(memory),
-            rows=[layer.new_cache(rows, max_len, like) for layer in self.decoder_layers],
-            max_len=max_len,
-        )
+        sources = self.project_sources(memory)
+        buffer, rows, lead = row_caches(self.decoder_layers, memory, sources, max_len)
+        return DecoderCache(memory=memory, sources=sources, rows=rows, max_len=max_len, buffer=buffer, lead=lead)
+
+    @torch.no_grad()
+    def load_memory(self, cache: DecoderCache, memory: SourceMemory) -> None:
+        """Reuse ``cache`` (built for the same shapes) for a new batch's ``memory``, in place (a CUDA graph
+        reads these buffers at fixed addresses): its encoder output, source projections and source part,
+        and a cleared prefix."""
+        cache.memory.states.copy_(memory.states)
+        cache.memory.pad_mask.copy_(memory.pad_mask)
+        cache.memory.bias.copy_(memory.score_bias(cache.memory.bias.dtype))
+        if cache.memory.row_bias is not None:
+            cache.memory.row_bias.copy_(memory.joint_bias(cache.memory.row_bias.size(-1), cache.memory.row_bias.dtype))
+        for source, values in zip(cache.sources, self.project_sources(cache.memory)):
+            for name, value in values.items():
+                source[name].copy_(value)
+        cache.buffer[cache.lead :].zero_()
+        fill_sources(cache.rows, self.decoder_layers, cache.sources, cache.memory)
+        cache.step = 0
 
     def project_sources(self, memory: SourceMemory) -> list[dict[str, Tensor]]:
         """Every decoder layer's per-sentence source tensors (cross-attention keys and values)."""
@@ -192,15 +209,18 @@ class Seq2Seq(nn.Module):
             raise ValueError("reorder_cache: a group of beam rows mixes sentences; rows may only move within their sentence")
         sentences = groups[:, 0]
         keep_all = sentences.numel() == cache.memory.sentences
-        if not (keep_all and bool((sentences == torch.arange(sentences.numel(), device=index.device)).all())):
-            cache.memory = cache.memory.select(sentences)
-            cache.sources = [{k: v.index_select(0, sentences) for k, v in src.items()} for src in cache.sources]
-        if same_rows:
-            self.reorder_rows(cache, index)
+        if keep_all and bool((sentences == torch.arange(sentences.numel(), device=index.device)).all()):
+            self.reorder_rows(cache, index)  # rows move within their sentences: the source part stays
             return
-        for rows in cache.rows:
-            for name, buf in rows.items():
-                rows[name] = buf.index_select(0, index)
+        cache.memory = cache.memory.select(sentences)
+        cache.sources = [{k: v.index_select(0, sentences) for k, v in src.items()} for src in cache.sources]
+        if same_rows:  # sentences moved: their source parts too
+            cache.buffer.copy_(cache.buffer.index_select(1, index))
+        else:
+            cache.buffer = cache.buffer.index_select(1, index)
+            cache.rows = carve(cache.buffer, self.decoder_layers, cache.lead)
+        if cache.lead:
+            cache.memory.joint_bias(cache.buffer.size(0), cache.buffer.dtype)
 
     @torch.no_grad()
     def reorder_rows(self, cache: DecoderCache, index: Tensor) -> None:
@@ -208,14 +228,13 @@ class Seq2Seq(nn.Module):
 
         The beam search's hot path: ``index`` keeps the number of rows and moves rows only within
         their sentence (unchecked), nothing is reallocated and nothing is read back to the host,
-        so the call can be captured in a CUDA graph.
+        so the call can be captured in a CUDA graph. Every layer's prefix lies in one buffer: one gather
+        and one copy whatever the depth (the source part in front is the same for a sentence's rows).
         """
-        if index.device.type == "cpu" and reorder_moved_rows(cache.rows, index, cache.step):
+        prefix = cache.buffer[cache.lead : cache.lead + cache.step]
+        if index.device.type == "cpu" and reorder_moved_rows(prefix, index):
             return
-        for rows in cache.rows:
-            for buf in rows.values():
-                part = buf[:, :, : cache.step] if buf.dim() == 4 else buf  # (rows, heads, max_len, w)
-                part.copy_(part.index_select(0, index))
+        prefix.copy_(prefix.index_select(1, index))
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
