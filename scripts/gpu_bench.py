@@ -31,7 +31,8 @@ from canlib.io import device_name, git_commit  # noqa: E402
 from canlib.bench.settings import BenchSettings  # noqa: E402
 from canlib.bench.speed import canlib_system, source_sentences, system_model, time_systems  # noqa: E402
 from canlib.model.config import PAPER_SYSTEMS  # noqa: E402
-from canlib.decoding.search import GraphedDecoder, StepGraphs, beam_search, make_batch  # noqa: E402
+from canlib.decoding.runners import GraphedDecoder, StepGraphs  # noqa: E402
+from canlib.decoding.search import beam_search, make_batch  # noqa: E402
 
 GOALS = {"eager can/balanced": 1.3, "captured balanced tok/s": 5000.0, "captured can/balanced": 1.25}  # issue 23
 

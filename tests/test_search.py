@@ -8,8 +8,11 @@ import torch
 
 from canlib import DECODER_KINDS, ModelConfig, Seq2Seq
 from canlib.model.config import BOS_ID, EOS_ID, PAD_ID
-from canlib.decoding.search import (BeamSearch, ChunkedTopK, EagerDecoder, ForcedLength, FreeLength, GraphedDecoder,
-                                   StepGraphs, beam_search, greedy_search, make_batch, timed_search)
+from canlib.bench.timing import PartClock, TimedDecoder, timed_search
+from canlib.decoding.decoder import EagerDecoder
+from canlib.decoding.runners import GraphedDecoder, StepGraphs
+from canlib.decoding.search import (BeamSearch, ChunkedTopK, ForcedLength, FreeLength, beam_search, greedy_search,
+                                   make_batch)
 
 
 @pytest.fixture(autouse=True)

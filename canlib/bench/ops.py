@@ -9,9 +9,13 @@ value read by Python: ``.item()``, ``.tolist()``, ``bool(tensor)``) is counted a
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 # operators that only describe memory (no kernel on a GPU)
@@ -27,16 +31,66 @@ HOST_SYNC = "aten._local_scalar_dense"
 _DATA_DEPENDENT = {"aten.nonzero", "aten.masked_select", "aten._unique2", "aten.unique_dim", "aten.unique_consecutive"}
 
 
+# calls that a GPU runs as one kernel but PyTorch's meta device (and, for some shapes, a CPU) breaks into
+# many: attention (CUDA's flash or memory-efficient kernel; on meta the "math" composite of ~8 operators),
+# and a log-softmax from float16 logits to float32 (one CUDA kernel reads half and writes float; on meta a
+# cast, then the softmax). With ``gpu=True`` each counts as the one operator named here.
+GPU_FUSED = {F.scaled_dot_product_attention: "aten._scaled_dot_product_efficient_attention",
+             F.log_softmax: "aten._log_softmax"}
+
+
+class _OneKernelOnGPU(TorchFunctionMode):
+    def __init__(self, counter: "OpCounter") -> None:
+        super().__init__()
+        self.counter = counter
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        name = GPU_FUSED.get(func)
+        if name is None:
+            return func(*args, **(kwargs or {}))
+        self.counter.by_name[name] += 1
+        with self.counter.paused():
+            out = func(*args, **(kwargs or {}))
+            if func is F.scaled_dot_product_attention:  # laid out as CUDA's kernels write it: (N, L, heads, E)
+                out = out.transpose(1, 2).contiguous().transpose(1, 2)
+            return out
+
+
 class OpCounter(TorchDispatchMode):
     """``with OpCounter() as ops: step()`` then ``ops.total``, ``ops.kernels`` (operators that launch a
-    kernel: views, allocations and host reads excluded), ``ops.host_syncs`` and ``ops.by_name``."""
+    kernel: views, allocations and host reads excluded), ``ops.host_syncs`` and ``ops.by_name``.
 
-    def __init__(self) -> None:
+    ``gpu=True`` counts as a GPU runs them the calls of :data:`GPU_FUSED` (one kernel each), whatever
+    device the code runs on."""
+
+    def __init__(self, gpu: bool = False) -> None:
         super().__init__()
         self.by_name: Counter[str] = Counter()
+        self._functions = _OneKernelOnGPU(self) if gpu else None
+        self._paused = False
+
+    def __enter__(self) -> "OpCounter":
+        super().__enter__()
+        if self._functions is not None:
+            self._functions.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._functions is not None:
+            self._functions.__exit__(*exc)
+        super().__exit__(*exc)
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        self._paused = True
+        try:
+            yield
+        finally:
+            self._paused = False
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        self.by_name[str(func.overloadpacket).replace("aten::", "aten.")] += 1
+        if not self._paused:
+            self.by_name[str(func.overloadpacket).replace("aten::", "aten.")] += 1
         return func(*args, **(kwargs or {}))
 
     @property
@@ -78,7 +132,8 @@ def search_step_ops(model: Any, beam: int = 4, batch: int = 1, src_len: int = 27
     """Operators of beam-search step ``warmup`` (after ``warmup`` steps) of ``model`` on its own device,
     forced length ``steps``: the whole step, its decoder stack (``decode_hidden``), the embedding inside
     it, the output projection, per decoder layer, and the search's own bookkeeping (the rest)."""
-    from canlib.decoding.search import BeamSearch, EagerDecoder, ForcedLength
+    from canlib.decoding.decoder import EagerDecoder
+    from canlib.decoding.search import BeamSearch, ForcedLength
 
     if not 0 <= warmup < steps:
         raise ValueError(f"warmup={warmup}: must be in [0, steps={steps})")
@@ -87,16 +142,17 @@ def search_step_ops(model: Any, beam: int = 4, batch: int = 1, src_len: int = 27
     src = torch.randint(4, model.cfg.vocab_size, (batch, src_len), generator=g)
     src[:, -1] = model.cfg.eos_id
     parts: dict[str, OpCounter] = {}
+    gpu = device.type == "meta"  # the GPU's code path: count its fused calls as the GPU launches them
 
     class Counted(EagerDecoder):
         def decode_hidden(self, tokens, cache):
-            with OpCounter() as layers:
+            with OpCounter(gpu) as layers:
                 hidden = self.model.decode_hidden(tokens, cache)
             parts["decoder"] = layers
             return hidden
 
         def output_log_probs(self, hidden):
-            with OpCounter() as output:
+            with OpCounter(gpu) as output:
                 out = self.model.output_log_probs(hidden)
             parts["output"] = output
             return out
@@ -105,10 +161,10 @@ def search_step_ops(model: Any, beam: int = 4, batch: int = 1, src_len: int = 27
         search = BeamSearch(model, src.to(device), beam, ForcedLength(steps), decoder=Counted(model))
         for t in range(warmup):
             search.step(t)
-        with OpCounter() as embed:  # the embedding inside decode_hidden, counted apart (it is pure)
-            model.embed_tokens(search.tokens[:, warmup, None], offset=warmup)
+        with OpCounter(gpu) as embed:  # the embedding inside decode_hidden, counted apart (it is pure)
+            model.embed_tokens(search.inputs(warmup)[:, None], offset=warmup)
         parts["embed"] = embed
-        with OpCounter() as whole:
+        with OpCounter(gpu) as whole:
             search.step(warmup)
     n = model.cfg.dec_layers
     step, decoder, embed, output = (_counts(c) for c in (whole, parts["decoder"], parts["embed"], parts["output"]))

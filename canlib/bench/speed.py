@@ -39,7 +39,10 @@ from canlib.bench.settings import BenchResult, BenchSettings
 from canlib.model.config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS, preset, scaled_preset
 from canlib.model.seq2seq import Seq2Seq
 from canlib.io import device_name, git_commit, tqdm
-from canlib.decoding.search import EagerDecoder, StepGraphs, beam_search, make_batch, timed_search
+from canlib.bench.timing import timed_search
+from canlib.decoding.decoder import EagerDecoder
+from canlib.decoding.runners import StepGraphs
+from canlib.decoding.search import beam_search, make_batch
 
 STUDIES = {
     "speed": PAPER_SYSTEMS,
@@ -228,7 +231,7 @@ def time_systems(systems: list[System], sources: list[list[int]], beam: int, for
 def breakdown(system: System, sources: list[list[int]], beam: int, batch: int, forced: int | None,
               repeats: int, len_penalty: float, graphs: bool = False) -> dict[str, float]:
     """Median time per sentence of each part (encoder, decoder layers, output projection + softmax, search
-    bookkeeping), marked on one timeline without synchronising (:func:`canlib.decoding.search.timed_search`:
+    bookkeeping), marked on one timeline without synchronising (:func:`canlib.bench.timing.timed_search`:
     CUDA events on a GPU), and, interleaved in the same repeats, the same search untimed
     (``end_to_end_ms``): the parts are only worth reading when their sum agrees with it
     (:func:`breakdown_gap`).
