@@ -301,3 +301,29 @@ def test_fused_teacher_forcing_equals_explicit_attention(kind, monkeypatch):
     first = noisy(src, tgt)
     first.sum().backward()
     assert not torch.equal(first, noisy(src, tgt))
+
+
+def test_inference_ffn_with_bias_and_relu_in_the_gemm_equals_the_layers_written_out():
+    from canlib.model.attention import FeedForward, linear_relu
+
+    torch.manual_seed(3)
+    ffn = FeedForward(8, 32, relu_dropout=0.0).eval()
+    with torch.no_grad():
+        ffn.w1.bias.normal_()  # a zero bias would hide a missing one
+        x = torch.randn(3, 2, 8)
+        expected = torch.relu(x @ ffn.w1.weight.T + ffn.w1.bias) @ ffn.w2.weight.T + ffn.w2.bias
+        assert torch.allclose(linear_relu(x, ffn.w1), torch.relu(x @ ffn.w1.weight.T + ffn.w1.bias), atol=1e-6)
+        assert torch.allclose(ffn(x), expected, atol=1e-6)
+
+
+def test_score_biases_hide_padded_positions_and_keep_their_rows_aligned_to_16():
+    from canlib.model.attention import SourceMemory
+
+    pad = torch.tensor([[False, False, True], [False, False, False]])
+    memory = SourceMemory(torch.zeros(2, 3, 4), pad, beam=2)
+    bias = memory.score_bias(torch.float32)
+    assert bias.shape == (2, 1, 1, 3) and bias.stride(0) % 16 == 0
+    assert bias.view(2, 3).tolist() == [[0, 0, float("-inf")], [0, 0, 0]]
+    joint = memory.joint_bias(3 + 5, torch.float32)  # each row: its sentence's source, then 5 prefix positions
+    assert joint.shape == (4, 1, 1, 8) and joint.stride(0) % 16 == 0
+    assert joint.view(4, 8).isinf().tolist() == [[False, False, True] + [False] * 5] * 2 + [[False] * 8] * 2

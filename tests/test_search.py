@@ -208,18 +208,63 @@ def test_search_with_chunked_topk_equals_search_with_one_topk(kind):
         assert chunked.hypotheses == plain.hypotheses
 
 
-def test_timed_search_reports_every_part_and_the_same_tokens():
+class _FakeTime:
+    """A clock that moves only when told to: each part of a search takes a known time."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_timed_search_gives_each_part_the_time_it_took(monkeypatch):
+    """Encode, init_cache, layers, output and the search's reorders take 7, 11, 3, 5 and 2 units on a
+    fake clock: the parts must come out as those durations times how often each ran."""
+    import canlib.bench.timing
+
+    clock = _FakeTime()
+    monkeypatch.setattr(canlib.bench.timing.time, "perf_counter", clock)
     model = tiny_model(seed=9)
+
+    class Slow(EagerDecoder):
+        def encode(self, src, beam):
+            clock.now += 7
+            return super().encode(src, beam)
+
+        def init_cache(self, memory, max_len):
+            clock.now += 11
+            return super().init_cache(memory, max_len)
+
+        def decode_hidden(self, tokens, cache):
+            clock.now += 3
+            return super().decode_hidden(tokens, cache)
+
+        def output_log_probs(self, hidden):
+            clock.now += 5
+            return super().output_log_probs(hidden)
+
+        def reorder(self, cache, index):
+            clock.now += 2
+            super().reorder(cache, index)
+
     batch = make_batch(sources(9), PAD_ID, EOS_ID)
-    for path in (EagerDecoder(model), StepGraphs(model, capture=False, parts=True)):
-        start = time.perf_counter()
-        result, parts = timed_search(path, batch, beam=2)
-        elapsed = time.perf_counter() - start
-        assert result.tokens == beam_search(model, batch, beam=2).tokens
-        assert all(parts[p] > 0 for p in ("encode", "layers", "output", "search"))
-        # the parts tile the search: their sum is the search's time, less only the timer's own set-up
-        assert parts["total"] == pytest.approx(sum(parts[p] for p in ("encode", "layers", "output", "search")))
-        assert 0.5 * elapsed < parts["total"] <= elapsed
+    steps = 6
+    result, parts = timed_search(Slow(model), batch, beam=2, forced_length=steps)
+    assert result.tokens == beam_search(model, batch, beam=2, forced_length=steps).tokens
+    assert parts == {"encode": 18, "layers": 3 * steps, "output": 5 * steps, "search": 2 * (steps - 1),
+                     "total": 18 + 10 * steps - 2}
+
+
+def test_graphed_parts_mark_every_part_of_every_step_and_give_the_eager_tokens():
+    model = tiny_model(seed=9)
+    batch = make_batch(sources(9)[:1], PAD_ID, EOS_ID)
+    graphs = StepGraphs(model, capture=False, parts=True)
+    clock = PartClock(cuda=False)
+    with torch.no_grad():
+        result = graphs.search(batch, 2, ForcedLength(5), clock=clock)
+    assert result.tokens == beam_search(model, batch, beam=2, forced_length=5).tokens
+    assert [part for part, _ in clock.marks] == ["encode", "search"] + ["layers", "output", "search"] * 5
 
 
 class _HostReads(torch.utils._python_dispatch.TorchDispatchMode):
@@ -388,3 +433,13 @@ def test_cpu_inference_output_projection_equals_plain_product_and_follows_weight
         reference = model.output_log_probs(h)  # the plain F.linear path
     assert (after - reference).abs().max().item() < 1e-5
     assert (before - after).abs().max().item() > 1e-3
+
+
+def test_graph_cache_keeps_at_most_max_shapes_and_drops_the_oldest():
+    from canlib.decoding.runners import GraphCache
+
+    cache = GraphCache(max_shapes=2)
+    for key in ("a", "b", "c"):
+        cache.add((key,), value=key)
+    assert [e["value"] for e in cache.values()] == ["b", "c"]
+    assert cache.get(("a",)) is None and cache.get(("c",))["graphs"] == {}

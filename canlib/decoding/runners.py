@@ -77,10 +77,6 @@ class GraphCache:
         return graph, out
 
 
-def _buffers(cache: DecoderCache) -> list[int]:
-    return [cache.buffer.data_ptr()]
-
-
 class GraphedDecoder:
     """Decode steps replayed from CUDA graphs: per step index, one graph for the decoder layers
     and, per shape, one for the output projection and log-softmax (two, so that
@@ -109,11 +105,11 @@ class GraphedDecoder:
     def init_cache(self, memory: SourceMemory, max_len: int) -> DecoderCache:
         key = (tuple(memory.states.shape), memory.beam, max_len, memory.states.dtype)
         entry = self.graphs.get(key)
-        if entry is None or _buffers(entry["cache"]) != entry["ptrs"]:
+        if entry is None or entry["cache"].buffer is not entry["buffer"]:
             cache = static_cache(self.model, memory, max_len)
             device = memory.states.device
             self.graphs.add(
-                key, cache=cache, ptrs=_buffers(cache), output=None,
+                key, cache=cache, buffer=cache.buffer, output=None,  # the buffer its graphs read and write
                 tokens=torch.zeros(cache.num_rows, dtype=torch.long, device=device),
                 hidden=torch.zeros(cache.num_rows, self.model.cfg.d_model, dtype=memory.states.dtype, device=device),
             )
@@ -123,7 +119,7 @@ class GraphedDecoder:
 
     def _entry(self, cache: DecoderCache) -> dict | None:
         entry = next((e for e in self.graphs.values() if e["cache"] is cache), None)
-        return entry if entry is not None and _buffers(cache) == entry["ptrs"] else None
+        return entry if entry is not None and cache.buffer is entry["buffer"] else None
 
     def decode_hidden(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
         entry = self._entry(cache)
