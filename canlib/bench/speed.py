@@ -107,10 +107,11 @@ def system_model(name: str, settings: BenchSettings, device: torch.device, half:
     return model.half() if half else model
 
 
-def canlib_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, graphs: bool) -> System:
+def canlib_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, graphs: bool, max_shapes: int = 8) -> System:
+    """``graphs``: whole search steps replayed from CUDA graphs on CUDA (elsewhere the same static path,
+    eagerly), keeping the graphs of up to ``max_shapes`` shapes (source lengths) at once."""
     device = model.embed.weight.device
-    # graphs: whole search steps replayed from CUDA graphs on CUDA; elsewhere the same static path, eagerly
-    graphed = StepGraphs(model, capture=device.type == "cuda") if graphs else None
+    graphed = StepGraphs(model, capture=device.type == "cuda", max_shapes=max_shapes) if graphs else None
 
     def run(sources: list[list[int]], beam: int, forced: int | None) -> int:
         produced = 0
