@@ -89,6 +89,21 @@ def captured_matches_eager(model, sources: list[list[int]], beam: int, forced: i
     return True
 
 
+def fused_matches_eager(model, sources: list[list[int]], beam: int, forced: int) -> bool:
+    """Same tokens from the fused select step (eager, and whole steps as graphs) as from the PyTorch one."""
+    device = model.embed.weight.device
+    steps = StepGraphs(model, capture=device.type == "cuda", fused=True)
+    for ids in sources:
+        src = make_batch([ids], model.cfg.pad_id, model.cfg.eos_id, device)
+        want = beam_search(model, src, beam=beam, forced_length=forced).tokens
+        for _ in range(2):  # the second call replays graphs captured by the first
+            if beam_search(model, src, beam=beam, forced_length=forced, fused=True).tokens != want:
+                return False
+            if beam_search(model, src, beam=beam, forced_length=forced, fused=True, graphs=steps).tokens != want:
+                return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", default="gpu_bench.json")
@@ -96,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", "--dry-run", dest="quick", action="store_true",
                         help="CPU, tiny presets, few short sentences: a check of the script")
     parser.add_argument("--sources", choices=("test2016", "random"), default="test2016")
+    parser.add_argument("--fused", action="store_true",
+                        help="also time both modes with the fused select step (two Triton kernels): eager_fused, captured_fused")
     parser.add_argument("--data-dir", default=os.environ.get("CANLIB_DATA_DIR", "../shared/data"),
                         help="folder holding multi30k-en-de/ (default: $CANLIB_DATA_DIR)")
     parser.add_argument("--systems", default=",".join(PAPER_SYSTEMS), help="systems to time")
@@ -128,10 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     ratios: dict[str, dict] = {}
     results: dict = {name: {} for name in names}
     errors: dict[str, str] = {}
-    for mode in ("eager", "captured"):
+    modes = ("eager", "captured") + (("eager_fused", "captured_fused") if args.fused else ())
+    for mode in modes:
         try:
-            systems = [canlib_system(name, models[name], 1, 1.0, graphs=(mode == "captured"), max_shapes=len(sources))
-                       for name in names]
+            systems = [canlib_system(name, models[name], 1, 1.0, graphs=mode.startswith("captured"),
+                                     max_shapes=len(sources), fused=mode.endswith("fused")) for name in names]
             rows = time_systems(systems, sources, args.beam, args.forced_length, args.repeats, 1, device, mode)
             if "balanced" in rows:  # per repeat: the same tokens in both, so the ratio of the times
                 ratios[mode] = {name: spread([b / x for b, x in zip(rows["balanced"]["seconds"], row["seconds"])])
@@ -150,17 +168,25 @@ def main(argv: list[str] | None = None) -> int:
         }
     except Exception as exc:
         errors["check"] = f"{type(exc).__name__}: {exc}"
+    if args.fused:
+        try:
+            meta["fused_matches_eager"] = {name: fused_matches_eager(models[name], sources[:2], args.beam, args.forced_length)
+                                           for name in names}
+        except Exception as exc:
+            errors["fused_check"] = f"{type(exc).__name__}: {exc}"
     bal, can = results.get("balanced", {}), results.get("can", {})
-    values = {
-        "eager can/balanced": ratios.get("eager", {}).get("can", {}).get("median"),
-        "captured balanced tok/s": bal.get("captured_tok_per_s"),
-        "captured can tok/s": can.get("captured_tok_per_s"),
-        "captured can/balanced": ratios.get("captured", {}).get("can", {}).get("median"),
-    }
-    meta["goals"] = {
-        k: {"value": values[k], "target": target, "met": values[k] is not None and values[k] >= target}
-        for k, target in GOALS.items()
-    }
+    meta["goals"] = {}
+    for suffix in ("", "_fused") if args.fused else ("",):
+        values = {
+            "eager can/balanced": ratios.get(f"eager{suffix}", {}).get("can", {}).get("median"),
+            "captured balanced tok/s": bal.get(f"captured{suffix}_tok_per_s"),
+            "captured can tok/s": can.get(f"captured{suffix}_tok_per_s"),
+            "captured can/balanced": ratios.get(f"captured{suffix}", {}).get("can", {}).get("median"),
+        }
+        meta["goals"].update({
+            k + (" (fused select)" if suffix else ""): {"value": values[k], "target": target,
+                                                        "met": values[k] is not None and values[k] >= target}
+            for k, target in GOALS.items()})
     meta["ratios"] = ratios  # {mode: {system: spread of its per-repeat ratio to Balanced}}
     meta["sources"] = {"kind": args.sources, "lengths": [len(s) for s in sources],
                        "file": str(TEST2016) if args.sources == "test2016" else None}
@@ -176,8 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.json).write_text(json.dumps({"systems": results, "meta": meta}, indent=1) + "\n")
     for name in names:
         row = results[name]
-        print(f"{name:<10} eager {row.get('eager_tok_per_s', float('nan')):8.1f} tok/s   "
-              f"captured {row.get('captured_tok_per_s', float('nan')):8.1f} tok/s")
+        print(f"{name:<10} " + "   ".join(f"{mode} {row.get(f'{mode}_tok_per_s', float('nan')):8.1f} tok/s" for mode in modes))
     for mode, by_system in ratios.items():
         for name, r in by_system.items():
             print(f"{mode} {name}/balanced over {r['repeats']} repeats: median {r['median']:.3f} "

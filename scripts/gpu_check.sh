@@ -12,8 +12,10 @@
 #   1. bench:      eager and whole-step-graph tok/s of Baseline, Balanced and CAN (fp16, batch 1, beam 4, forced
 #                  length 30, d=512, V=32k) on the first 50 test2016 sources at their real lengths, 10 interleaved
 #                  repeats (A, B, A, B ...) per mode, the ratios' median and spread over the repeats, and
-#                  captured == eager tokens for all nine systems                        -> gpu_bench.json
-#   2. profile:    kernel launches per eager decode step of Balanced and CAN under torch.profiler -> profile/
+#                  captured == eager tokens for all nine systems; where triton is installed, both modes again
+#                  with the fused select step (two Triton kernels) and its tokens against the PyTorch step -> gpu_bench.json
+#   2. profile:    kernel launches per eager decode step of Balanced and CAN under torch.profiler, with the
+#                  PyTorch and the fused select step                                     -> profile/
 #   3. breakdown:  encoder / decoder layers / output projection / search, eager and graphs -> breakdown.json
 #   4. cuda tests: the sync-free step loop and graphs == eager, as pytest tests        -> cuda_tests.log
 #   5. ops:        kernel operators per step of the nine systems, counted on the GPU's code path (CPU) -> ops.json
@@ -44,6 +46,15 @@ else
   echo "bench: no multi30k-en-de/test_2016_flickr.en found (carry .gpu_data); random sources instead" | tee -a "$STATUS"
 fi
 
+FUSED=()
+PROFILE_CASES=decode_balanced,decode_can
+if "$PY" -c "import triton" 2>/dev/null; then
+  FUSED=(--fused)
+  PROFILE_CASES=$PROFILE_CASES,decode_balanced_fused,decode_can_fused
+else
+  echo "bench, profile: triton is not installed here; the fused select step is not measured" | tee -a "$STATUS"
+fi
+
 if [ "$DRY" = 1 ]; then
   BENCH=(--dry-run --systems baseline,balanced,can --check-systems "$NINE" --repeats 3 --sentences 3 --forced-length 4)
   PROFILE=(--dry-run)
@@ -55,7 +66,7 @@ else
   PROFILE=()
   BREAK=(--device cuda --sentences 5 --repeats 3 --graphs)
   OPS=()
-  T1=140 T2=40 T3=40 T4=35 T5=35
+  T1=150 T2=45 T3=35 T4=30 T5=30
 fi
 
 step() {  # step NAME SECONDS COMMAND...: run under a timeout, log its output, record its status
@@ -82,8 +93,8 @@ print('cpu_threads:', torch.get_num_threads())" 2>&1
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null
 } > "$DIR/environment.txt"
 
-step bench "$T1" "$PY" scripts/gpu_bench.py "${BENCH[@]}" "${SOURCES[@]}" --json "$DIR/gpu_bench.json"
-step profile "$T2" "$PY" scripts/gpu_profile.py --out "$DIR/profile" --cases decode_balanced,decode_can "${PROFILE[@]}"
+step bench "$T1" "$PY" scripts/gpu_bench.py "${BENCH[@]}" "${SOURCES[@]}" "${FUSED[@]}" --json "$DIR/gpu_bench.json"
+step profile "$T2" "$PY" scripts/gpu_profile.py --out "$DIR/profile" --cases "$PROFILE_CASES" "${PROFILE[@]}"
 step breakdown "$T3" "$PY" -m canlib bench breakdown --systems balanced,can "${BREAK[@]}" --no-progress \
   --json "$DIR/breakdown.json"
 if "$PY" -c "import pytest" 2>/dev/null; then
@@ -134,11 +145,14 @@ if bench:
 else:
     rows.append(("bench", "", "not measured"))
 profile = load("profile/summary.json")
-for name, goal in (("balanced", 40), ("can", 30)):
-    case = (profile or {}).get("cases", {}).get(f"decode_{name}", {})
-    rows.append((f"{name} kernel launches per eager decode step (profiler)", f"<= {goal}",
-                 f"{case['kernel_launches']} ({case.get('wall_ms')} ms a step)" if "kernel_launches" in case
-                 else case.get("error", "not measured")))
+for suffix, how in (("", "PyTorch select"), ("_fused", "fused select")):
+    for name, goal in (("balanced", 40), ("can", 30)):
+        case = (profile or {}).get("cases", {}).get(f"decode_{name}{suffix}", {})
+        rows.append((f"{name} kernel launches per eager decode step, {how} (profiler)", f"<= {goal}",
+                     f"{case['kernel_launches']} ({case.get('wall_ms')} ms a step)" if "kernel_launches" in case
+                     else case.get("error", "not measured")))
+if bench and "fused_matches_eager" in bench["meta"]:
+    rows.append(("fused select == PyTorch select tokens", "all true", str(bench["meta"]["fused_matches_eager"])))
 brk = load("breakdown.json")
 if brk:
     for name, row in brk["systems"].items():

@@ -88,17 +88,27 @@ SEARCH = ["ban PAD/BOS/EOS (index_fill_)", "running score + log p (add)", "top-k
           "cache reorder: gather", "cache reorder: copy"]
 
 
-@pytest.mark.parametrize("system,layer", [("balanced", STANDARD_LAYER), ("can", CAN_LAYER)])
-def test_a_decode_step_launches_the_kernels_listed_by_hand(system, layer):
+# with the fused select (canlib.decoding.fused): the log-softmax, top-k's and back-pointers in two Triton kernels
+OUTPUT_FUSED = ["final layer_norm", "output mm (the logits)"]
+SEARCH_FUSED = ["row partials: piece max, sum of exp, k best (Triton)", "merge: k best per sentence (Triton)",
+                "cache reorder: gather", "cache reorder: copy"]
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["pytorch-select", "fused-select"])
+@pytest.mark.parametrize("system,layer,goal", [("balanced", STANDARD_LAYER, 40), ("can", CAN_LAYER, 30)])
+def test_a_decode_step_launches_the_kernels_listed_by_hand(system, layer, goal, fused):
     torch.manual_seed(0)
     with torch.device("meta"):
         model = Seq2Seq(preset(system))
-    counts = search_step_ops(model.half().eval())
+    counts = search_step_ops(model.half().eval(), fused=fused)
+    output, search = (OUTPUT_FUSED, SEARCH_FUSED) if fused else (OUTPUT, SEARCH)
     assert counts["per_layer"]["kernel_operators"] == len(layer)
     assert counts["embedding"]["kernel_operators"] == len(EMBEDDING)
-    assert counts["output"]["kernel_operators"] == len(OUTPUT)
-    assert counts["search"]["kernel_operators"] == len(SEARCH)
-    assert counts["step"]["kernel_operators"] == len(EMBEDDING) + 2 * len(layer) + len(OUTPUT) + len(SEARCH)
+    assert counts["output"]["kernel_operators"] == len(output)
+    assert counts["search"]["kernel_operators"] == len(search)
+    step = counts["step"]["kernel_operators"]
+    assert step == len(EMBEDDING) + 2 * len(layer) + len(output) + len(search)
+    assert (step <= goal) == (fused or system == "can")  # issue 33's goal: met with the fused select (CAN: without too)
 
 
 def test_sdpa_counts_as_one_kernel_on_the_gpu_path_and_as_what_it_dispatches_otherwise():
@@ -116,7 +126,7 @@ def test_ops_study_records_where_it_was_counted():
     result = ops_study(["can"], scale="tiny", vocab_size=50, paths=("cuda",))
     assert set(result["result"]["systems"]["can"]) == {"cuda"}
     check_provenance(result["provenance"], "ops_study")
-    assert result["provenance"]["config"]["paths"] == {"cuda": {"device": "meta", "dtype": "float16"}}
+    assert result["provenance"]["config"]["paths"] == {"cuda": {"device": "meta", "dtype": "float16", "fused_select": False}}
     with pytest.raises(ValueError, match="paths"):
         ops_study(["can"], scale="tiny", paths=("tpu",))
 

@@ -443,3 +443,55 @@ def test_graph_cache_keeps_at_most_max_shapes_and_drops_the_oldest():
         cache.add((key,), value=key)
     assert [e["value"] for e in cache.values()] == ["b", "c"]
     assert cache.get(("a",)) is None and cache.get(("c",))["graphs"] == {}
+
+
+needs_triton = pytest.mark.skipif(not __import__("canlib.decoding.fused", fromlist=["available"]).available(),
+                                  reason="needs triton (its interpreter runs the fused kernels on a CPU)")
+
+
+@needs_triton
+@pytest.mark.parametrize("kind", ["standard", "can"])
+def test_fused_select_gives_the_pytorch_steps_tokens_and_scores(kind):
+    """The two Triton kernels (in the interpreter here) against the PyTorch select: three sentences of a
+    batch, beam 3, every path (eager, whole-step static graphs)."""
+    model = tiny_model(kind, seed=21)
+    batch = make_batch(sources(21, lengths=(6, 2, 9)), PAD_ID, EOS_ID)
+    want = beam_search(model, batch, beam=3, forced_length=7, len_penalty=0.6, return_all=True)
+    for got in (beam_search(model, batch, beam=3, forced_length=7, len_penalty=0.6, return_all=True, fused=True),
+                beam_search(model, batch, beam=3, forced_length=7, len_penalty=0.6, return_all=True, fused=True,
+                            graphs=StepGraphs(model, capture=False, fused=True))):
+        assert got.tokens == want.tokens
+        assert got.scores == pytest.approx(want.scores, abs=1e-5)
+        assert [[h[0] for h in x] for x in got.hypotheses] == [[h[0] for h in x] for x in want.hypotheses]
+
+
+@needs_triton
+def test_fused_kernels_choose_a_reference_top_k_over_pieces_of_a_long_row():
+    """A vocabulary wider than one piece (1,024 logits): the log-sum-exp from pieces and the candidates
+    across pieces, against log_softmax and one top-k over each sentence's beam x V scores."""
+    from canlib.decoding.fused import FusedSelect
+
+    g = torch.Generator().manual_seed(5)
+    sentences, k, vocab = 2, 4, 2500
+    logits = torch.randn(sentences * k, vocab, generator=g) * 4
+    logits[:, [PAD_ID, BOS_ID, EOS_ID]] = 20.0  # the likeliest tokens, and banned: they count in the log-sum-exp only
+    cum = torch.randn(sentences, k, generator=g)
+    cum[1, 2:] = float("-inf")  # dead beams never continue
+    scores, pointers = cum.clone(), torch.empty(2, sentences * k, dtype=torch.long)
+    FusedSelect(sentences * k, vocab, k, torch.device("cpu"), PAD_ID, BOS_ID, EOS_ID)(logits, scores, pointers)
+    logp = torch.log_softmax(logits.double(), dim=-1)
+    logp[:, [PAD_ID, BOS_ID, EOS_ID]] = float("-inf")  # banned, not renormalised
+    top_s, top_i = (cum.double()[:, :, None] + logp.view(sentences, k, vocab)).view(sentences, -1).topk(k, dim=1)
+    assert torch.allclose(scores.double(), top_s, atol=1e-5)
+    assert pointers[0].tolist() == (torch.arange(sentences)[:, None] * k + top_i // vocab).view(-1).tolist()
+    assert pointers[1].tolist() == (top_i % vocab).view(-1).tolist()
+    assert set(pointers[0, k:].tolist()) <= {k, k + 1}  # sentence 1 continues only its live beams
+
+
+def test_fused_select_is_refused_where_it_does_not_apply():
+    model = tiny_model(seed=2)
+    batch = make_batch(sources(2), PAD_ID, EOS_ID)
+    with pytest.raises(ValueError, match="fused"):
+        beam_search(model, batch, beam=2, fused=True)  # free length: EOS handling stays in PyTorch
+    with pytest.raises(ValueError, match="fused"):
+        beam_search(model, batch, beam=2, forced_length=3, fused=True, graphs=StepGraphs(model, capture=False))

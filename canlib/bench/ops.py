@@ -121,6 +121,9 @@ class OpCounter(TorchDispatchMode):
 # branch that tests ``device.type != "cpu"`` goes the GPU's way.
 
 PATHS = {"cuda": ("meta", torch.float16), "cpu": ("cpu", torch.float32)}
+# a path's search: "cuda-fused" is the GPU's code path with the forced-length select as two Triton kernels
+# (canlib.decoding.fused), each one registered operator: what a GPU launches, counted without running them
+FUSED_PATHS = {"cuda-fused": "cuda"}
 
 
 def _counts(ops: OpCounter) -> dict[str, int]:
@@ -128,7 +131,7 @@ def _counts(ops: OpCounter) -> dict[str, int]:
 
 
 def search_step_ops(model: Any, beam: int = 4, batch: int = 1, src_len: int = 27, steps: int = 30,
-                    warmup: int = 5, seed: int = 0) -> dict[str, Any]:
+                    warmup: int = 5, seed: int = 0, fused: bool = False) -> dict[str, Any]:
     """Operators of beam-search step ``warmup`` (after ``warmup`` steps) of ``model`` on its own device,
     forced length ``steps``: the whole step, its decoder stack (``decode_hidden``), the embedding inside
     it, the output projection, per decoder layer, and the search's own bookkeeping (the rest)."""
@@ -157,8 +160,14 @@ def search_step_ops(model: Any, beam: int = 4, batch: int = 1, src_len: int = 27
             parts["output"] = output
             return out
 
+        def output_logits(self, hidden):
+            with OpCounter(gpu) as output:
+                out = self.model.output_logits(hidden)
+            parts["output"] = output
+            return out
+
     with torch.no_grad():
-        search = BeamSearch(model, src.to(device), beam, ForcedLength(steps), decoder=Counted(model))
+        search = BeamSearch(model, src.to(device), beam, ForcedLength(steps), decoder=Counted(model), fused=fused)
         for t in range(warmup):
             search.step(t)
         with OpCounter(gpu) as embed:  # the embedding inside decode_hidden, counted apart (it is pure)
@@ -179,7 +188,7 @@ def search_step_ops(model: Any, beam: int = 4, batch: int = 1, src_len: int = 27
 
 
 def ops_study(systems: Any = None, scale: str = "full", vocab_size: int = 32000, beam: int = 4, batch: int = 1,
-              warmup: int = 5, paths: Any = ("cuda", "cpu"), seed: int = 0) -> dict[str, Any]:
+              warmup: int = 5, paths: Any = ("cuda", "cuda-fused", "cpu"), seed: int = 0) -> dict[str, Any]:
     """:func:`search_step_ops` for each system (default: the nine) and path (``"cuda"``: the GPU's code
     path in float16, counted on the meta device; ``"cpu"``: float32 on this CPU), as a stored result:
     ``{"result": {"systems": {system: {path: counts}}}, "provenance": {commit, date, device, scale, config}}``."""
@@ -190,23 +199,25 @@ def ops_study(systems: Any = None, scale: str = "full", vocab_size: int = 32000,
     from canlib.model.seq2seq import Seq2Seq
 
     systems = tuple(systems or ALL_SYSTEMS)
-    unknown = [p for p in paths if p not in PATHS]
+    unknown = [p for p in paths if p not in PATHS and p not in FUSED_PATHS]
     if unknown:
-        raise ValueError(f"paths={unknown}: choose from {', '.join(PATHS)}")
+        raise ValueError(f"paths={unknown}: choose from {', '.join([*PATHS, *FUSED_PATHS])}")
     out: dict[str, Any] = {}
     for system in systems:
         cfg = preset(scaled_preset(system, scale), vocab_size=vocab_size)
         out[system] = {}
         for path in paths:
-            device, dtype = PATHS[path]
+            device, dtype = PATHS[FUSED_PATHS.get(path, path)]
             torch.manual_seed(seed)
             with torch.device(device):
                 model = Seq2Seq(cfg)
             model = model.to(dtype).eval()
-            out[system][path] = search_step_ops(model, beam=beam, batch=batch, warmup=warmup, seed=seed)
+            out[system][path] = search_step_ops(model, beam=beam, batch=batch, warmup=warmup, seed=seed,
+                                                fused=path in FUSED_PATHS)
     config = {"study": "ops", "command": " ".join(sys.argv), "threads": torch.get_num_threads(), "systems": list(systems),
               "vocab_size": vocab_size, "beam": beam, "batch": batch, "warmup_steps": warmup, "forced_length": 30,
               "source_length": 27,
-              "paths": {p: {"device": PATHS[p][0], "dtype": str(PATHS[p][1]).removeprefix("torch.")} for p in paths}}
+              "paths": {p: {"device": PATHS[FUSED_PATHS.get(p, p)][0], "fused_select": p in FUSED_PATHS,
+                            "dtype": str(PATHS[FUSED_PATHS.get(p, p)][1]).removeprefix("torch.")} for p in paths}}
     # the stored-result format of canlib.studies.results: the result and its provenance
     return {"result": {"systems": out}, "provenance": origin("cpu") | {"scale": scale, "config": config}}

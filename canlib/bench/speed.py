@@ -107,17 +107,20 @@ def system_model(name: str, settings: BenchSettings, device: torch.device, half:
     return model.half() if half else model
 
 
-def canlib_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, graphs: bool, max_shapes: int = 8) -> System:
+def canlib_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, graphs: bool, max_shapes: int = 8,
+                  fused: bool = False) -> System:
     """``graphs``: whole search steps replayed from CUDA graphs on CUDA (elsewhere the same static path,
-    eagerly), keeping the graphs of up to ``max_shapes`` shapes (source lengths) at once."""
+    eagerly), keeping the graphs of up to ``max_shapes`` shapes (source lengths) at once; ``fused``: the
+    forced-length select step as two Triton kernels (:mod:`canlib.decoding.fused`)."""
     device = model.embed.weight.device
-    graphed = StepGraphs(model, capture=device.type == "cuda", max_shapes=max_shapes) if graphs else None
+    graphed = StepGraphs(model, capture=device.type == "cuda", max_shapes=max_shapes, fused=fused) if graphs else None
 
     def run(sources: list[list[int]], beam: int, forced: int | None) -> int:
         produced = 0
         for start in range(0, len(sources), batch):
             src = make_batch(sources[start : start + batch], model.cfg.pad_id, model.cfg.eos_id, device)
-            result = beam_search(model, src, beam=beam, len_penalty=len_penalty, forced_length=forced, graphs=graphed)
+            result = beam_search(model, src, beam=beam, len_penalty=len_penalty, forced_length=forced, graphs=graphed,
+                                 fused=fused)
             produced += sum(len(t) for t in result.tokens)
         sync(device)
         return produced

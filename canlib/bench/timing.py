@@ -74,6 +74,9 @@ class TimedDecoder:
     def output_log_probs(self, hidden: Tensor) -> Tensor:
         return self._timed("output", self.inner.output_log_probs, hidden)
 
+    def output_logits(self, hidden: Tensor) -> Tensor:
+        return self._timed("output", self.inner.output_logits, hidden)
+
     def reorder(self, cache: DecoderCache, index: Tensor) -> None:
         self.inner.reorder(cache, index)  # the search's own time
 

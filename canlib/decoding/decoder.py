@@ -1,6 +1,6 @@
 """What the beam search calls to run the model: the :class:`Decoder` protocol and the plain eager decoder.
 
-The search (:mod:`canlib.decoding.search`) touches the model only through these five calls, so a runner
+The search (:mod:`canlib.decoding.search`) touches the model only through these calls, so a runner
 can replay them from CUDA graphs (:mod:`canlib.decoding.runners`) or time them
 (:mod:`canlib.bench.timing`) without the search knowing.
 """
@@ -23,6 +23,7 @@ class Decoder(Protocol):
     def init_cache(self, memory: SourceMemory, max_len: int) -> DecoderCache: ...
     def decode_hidden(self, tokens: Tensor, cache: DecoderCache) -> Tensor: ...
     def output_log_probs(self, hidden: Tensor) -> Tensor: ...
+    def output_logits(self, hidden: Tensor) -> Tensor: ...
     def reorder(self, cache: DecoderCache, index: Tensor) -> None: ...
     def compact(self, cache: DecoderCache, rows: Tensor) -> None: ...
 
@@ -46,6 +47,10 @@ class EagerDecoder:
     def output_log_probs(self, hidden: Tensor) -> Tensor:
         """Final norm, output projection, log-softmax: (rows, d) -> (rows, V)."""
         return self.model.output_log_probs(hidden)
+
+    def output_logits(self, hidden: Tensor) -> Tensor:
+        """Final norm and output projection only (the fused search takes the log-softmax itself)."""
+        return self.model.output_logits(hidden)
 
     def reorder(self, cache: DecoderCache, index: Tensor) -> None:
         """Row i continues row ``index[i]``, within its sentence (the hot path: no check, no host read)."""

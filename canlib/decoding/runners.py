@@ -151,6 +151,9 @@ class GraphedDecoder:
         graph.replay()
         return out
 
+    def output_logits(self, hidden: Tensor) -> Tensor:
+        return self.model.output_logits(hidden)  # the fused search: eager here, whole-step graphs in StepGraphs
+
     def reorder(self, cache: DecoderCache, index: Tensor) -> None:
         self.model.reorder_rows(cache, index)
 
@@ -178,10 +181,12 @@ class StepGraphs:
     two graph launches per step.
     """
 
-    def __init__(self, model: Seq2Seq, capture: bool = True, max_shapes: int = 8, parts: bool = False) -> None:
+    def __init__(self, model: Seq2Seq, capture: bool = True, max_shapes: int = 8, parts: bool = False,
+                 fused: bool = False) -> None:
         self.model = model
         self.capture = capture
         self.parts = parts
+        self.fused = fused  # the forced-length select step as two Triton kernels (canlib.decoding.fused)
         self.graphs = GraphCache(max_shapes)
 
     def search(self, src: Tensor, beam: int, policy: ForcedLength | FreeLength, len_penalty: float = 1.0,
@@ -195,7 +200,8 @@ class StepGraphs:
         if clock is not None:
             clock.mark("encode")
         if entry is None:
-            search = BeamSearch(model, src, beam, policy, len_penalty, renormalize, return_all, static=True)
+            search = BeamSearch(model, src, beam, policy, len_penalty, renormalize, return_all, static=True,
+                                fused=self.fused)
             search.cache.memory.score_bias(search.cache.memory.states.dtype)
             entry = self.graphs.add(key, search=search, src=src.clone(), encode=None)
         else:

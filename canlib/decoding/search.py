@@ -69,6 +69,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from canlib.decoding import fused as fused_step
 from canlib.decoding.decoder import Decoder, EagerDecoder
 from canlib.model.seq2seq import Seq2Seq
 
@@ -179,9 +180,13 @@ class BeamSearch:
 
     def __init__(self, model: Seq2Seq, src: Tensor, beam: int, policy: ForcedLength | FreeLength,
                  len_penalty: float = 1.0, renormalize: bool = False, return_all: bool = False,
-                 decoder: Decoder | None = None, static: bool = False) -> None:
+                 decoder: Decoder | None = None, static: bool = False, fused: bool = False) -> None:
         if beam < 1:
             raise ValueError(f"beam={beam}: must be at least 1")
+        if fused and (not isinstance(policy, ForcedLength) or renormalize):
+            raise ValueError("fused=True: the fused select step serves forced-length searches without renormalize")
+        if fused and not fused_step.available() and model.embed.weight.device.type != "meta":  # meta: counted, not run
+            raise ValueError("fused=True needs the triton package (PyTorch's CUDA wheels bring it)")
         cfg = model.cfg
         self.model, self.cfg, self.policy = model, cfg, policy
         self.decoder = decoder or EagerDecoder(model)
@@ -209,6 +214,7 @@ class BeamSearch:
         self.never = torch.tensor([cfg.pad_id, cfg.bos_id], device=device)  # never generated
         self.no_eos = torch.tensor([cfg.pad_id, cfg.bos_id, cfg.eos_id], device=device)
         self.cum = torch.empty(n, k, device=device)
+        self.fused = fused_step.FusedSelect(n * k, cfg.vocab_size, k, device, cfg.pad_id, cfg.bos_id, cfg.eos_id) if fused else None
         if self.forced:
             # history[t] = (the row each row's prefix came from, the token it read at step t): back-pointers,
             # written at once by one gather from ``pairs`` (candidate j of a sentence -> (j // V, j % V))
@@ -269,8 +275,9 @@ class BeamSearch:
         return self.decoder.decode_hidden(self.inputs(t), self.cache)
 
     def log_probs(self, hidden: Tensor) -> Tensor:
-        """Part 2: final norm, output projection and log-softmax (rows, V)."""
-        return self.decoder.output_log_probs(hidden)
+        """Part 2: final norm, output projection and log-softmax (rows, V); with ``fused``, the logits (the
+        fused select takes the log-softmax itself)."""
+        return self.decoder.output_logits(hidden) if self.fused else self.decoder.output_log_probs(hidden)
 
     def _mask(self, t: int, logp: Tensor) -> Tensor:
         """Remove the tokens step t may not emit (in place), renormalise if asked."""
@@ -302,6 +309,11 @@ class BeamSearch:
         """Part 3 of a step, the search proper: choose the continuations from ``logp`` (rows, V),
         record finished hypotheses, reorder tokens, scores and cache."""
         m, k, vocab = self.cum.size(0), self.k, self.cfg.vocab_size
+        if self.fused:  # two kernels from the logits: canlib.decoding.fused
+            self.fused(logp, self.cum, self.history[t + 1])
+            if t + 1 < self.steps:
+                self.decoder.reorder(self.cache, self.history[t + 1, 0])
+            return
         logp = self._mask(t, logp)
         cand = (self.cum[:, :, None] + logp.view(m, k, vocab)).view(m, k * vocab)
         if self.forced:  # the best k of each sentence: scores straight into cum, back-pointers into history
@@ -428,6 +440,7 @@ def beam_search(
     decoder: Decoder | None = None,
     graphs=None,
     check_every: int | None = None,
+    fused: bool = False,
 ) -> SearchResult:
     """Translate a right-padded batch ``src`` (B, S) of source ids (each ending in EOS).
 
@@ -435,8 +448,9 @@ def beam_search(
     measurement with random weights). ``decoder`` runs the model (default
     :class:`~canlib.decoding.decoder.EagerDecoder`; :class:`~canlib.decoding.runners.GraphedDecoder`,
     :class:`~canlib.bench.timing.TimedDecoder`); ``graphs``, a :class:`~canlib.decoding.runners.StepGraphs`,
-    replays whole steps from CUDA graphs instead. See the module docstring for the scoring, length and
-    stopping conventions.
+    replays whole steps from CUDA graphs instead. ``fused=True`` (forced length only) takes each step's
+    log-softmax, top-k and back-pointers in two Triton kernels (:mod:`canlib.decoding.fused`). See the
+    module docstring for the scoring, length and stopping conventions.
     """
     policy = length_policy(forced_length, max_len_a, max_len_b, min_len, stop)
     if beam < 1:
@@ -445,8 +459,10 @@ def beam_search(
         if graphs is not None:
             if decoder is not None:
                 raise ValueError("beam_search: pass either decoder or graphs (a graph replays the decoder too)")
+            if fused != graphs.fused:
+                raise ValueError(f"beam_search: fused={fused} but the graphs were built with fused={graphs.fused}")
             return graphs.search(src, beam, policy, len_penalty, renormalize, return_all, check_every)
-        search = BeamSearch(model, src, beam, policy, len_penalty, renormalize, return_all, decoder)
+        search = BeamSearch(model, src, beam, policy, len_penalty, renormalize, return_all, decoder, fused=fused)
         search.run(check_every)
         return search.result()
 

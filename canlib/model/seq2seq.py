@@ -105,11 +105,14 @@ class Seq2Seq(nn.Module):
         positions = self.positions[offset : offset + length].to(self.embed.weight.dtype)
         return self.drop(torch.add(positions, self.embed(tokens), alpha=math.sqrt(self.cfg.d_model)))
 
+    def output_logits(self, hidden: Tensor) -> Tensor:
+        """Final LayerNorm and tied output projection: the logits, in the model's precision."""
+        return rows_linear(self.decoder_norm(hidden), self.embed.weight)
+
     def output_log_probs(self, hidden: Tensor) -> Tensor:
-        """Final LayerNorm, tied output projection, log-softmax in float32 (the cast inside the
-        softmax's kernel on a GPU, not a separate copy of the logits)."""
-        logits = rows_linear(self.decoder_norm(hidden), self.embed.weight)
-        return F.log_softmax(logits, dim=-1, dtype=torch.float32)
+        """:meth:`output_logits`, then log-softmax in float32 (the cast inside the softmax's kernel on a
+        GPU, not a separate copy of the logits)."""
+        return F.log_softmax(self.output_logits(hidden), dim=-1, dtype=torch.float32)
 
     # -- teacher forcing ---------------------------------------------------------
     def encode(self, src: Tensor, beam: int = 1) -> SourceMemory:
