@@ -118,30 +118,32 @@ def test_beam_rows_share_source_and_reorder_within_sentence(kind):
 
 @pytest.mark.parametrize("kind", DECODER_KINDS)
 def test_reordering_rows_moves_each_buffer_of_every_layer_with_its_row(kind):
-    """The beam search's in-place reorder (the written prefix of every layer's state, no reallocation)
-    against each layer's state indexed on its own; a joint layer's source part (the same for a
-    sentence's rows) stays where it is."""
+    """The beam search's reorder (the written prefix of every layer's state gathered into the other buffer,
+    no reallocation) against each layer's state indexed on its own; a joint layer's source part (the same
+    for a sentence's rows) is there in both buffers."""
     torch.manual_seed(0)
     model = Seq2Seq(tiny_config(kind)).eval()
     src, _ = mixed_batch()
     with torch.no_grad():
         cache = model.init_cache(model.encode(src[:2], beam=2), max_len=6)
     g = torch.Generator().manual_seed(1)
-    before = [{name: torch.randn(buf.shape, generator=g) for name, buf in rows.items()} for rows in cache.rows]
-    for rows, values in zip(cache.rows, before):
+    leads = [cache.lead if layer.joint else 0 for layer in model.decoder_layers]
+    before = [{name: buf.clone() for name, buf in rows.items()} for rows in cache.rows]
+    for rows, values, lead in zip(cache.rows, before, leads):
         for name, buf in rows.items():
+            values[name][lead:] = torch.randn(values[name][lead:].shape, generator=g)  # the prefix: random
             buf.copy_(values[name])
     # no two layers' states share memory: each still holds what was written to it
     assert all(torch.equal(buf, values[name]) for rows, values in zip(cache.rows, before) for name, buf in rows.items())
     cache.step = 4
     index = torch.tensor([1, 0, 3, 2])  # every row moves, within its sentence
+    current = cache.buffer
     model.reorder_rows(cache, index)
-    for layer, rows, old in zip(model.decoder_layers, cache.rows, before):
-        lead = cache.lead if layer.joint else 0
+    assert cache.buffer is not current and cache.spare is current  # gathered into the other buffer
+    for rows, old, lead in zip(cache.rows, before, leads):
         for name, buf in rows.items():
-            expected = old[name].clone()
-            expected[lead : lead + 4] = old[name][lead : lead + 4, index]  # positions 0..3 of the prefix
-            assert torch.equal(buf, expected), name
+            assert torch.equal(buf[:lead], old[name][:lead]), name  # the source part
+            assert torch.equal(buf[lead : lead + 4], old[name][lead : lead + 4, index]), name  # prefix positions 0..3
     assert (kind in ("can", "can_attn")) == (cache.lead == src.size(1))
 
 

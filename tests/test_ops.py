@@ -85,13 +85,13 @@ EMBEDDING = ["embedding", "sqrt(d) * embedding + position (add)"]
 OUTPUT = ["final layer_norm", "output mm", "log_softmax (half -> float in one kernel)"]
 SEARCH = ["ban PAD/BOS/EOS (index_fill_)", "running score + log p (add)", "top-k of each piece", "top-k of the pieces",
           "piece start + index (add)", "gather", "(row, token) back-pointers (index_select)",
-          "cache reorder: gather", "cache reorder: copy"]
+          "cache reorder: one gather into the other buffer"]
 
 
 # with the fused select (canlib.decoding.fused): the log-softmax, top-k's and back-pointers in two Triton kernels
 OUTPUT_FUSED = ["final layer_norm", "output mm (the logits)"]
 SEARCH_FUSED = ["row partials: piece max, sum of exp, k best (Triton)", "merge: k best per sentence (Triton)",
-                "cache reorder: gather", "cache reorder: copy"]
+                "cache reorder: one gather into the other buffer"]
 
 
 @pytest.mark.parametrize("fused", [False, True], ids=["pytorch-select", "fused-select"])

@@ -115,10 +115,9 @@ class OpCounter(TorchDispatchMode):
 # -- the operator-count study: one beam-search step per decoder kind --------------------------------------
 #
 # On a GPU an eager step costs host time per dispatched operator (Python, dispatcher, launch), so its
-# operators are what the paper's launch-bound speed argument is about. A CPU takes other code paths than
-# a GPU in two places (``rows_linear``'s few-row products and ``reorder_moved_rows``'s cache copies), so
-# the CUDA path is counted on PyTorch's ``meta`` device, in float16: no data, no arithmetic, and every
-# branch that tests ``device.type != "cpu"`` goes the GPU's way.
+# operators are what the paper's launch-bound speed argument is about. A CPU takes another code path than
+# a GPU (``rows_linear``'s few-row products), so the CUDA path is counted on PyTorch's ``meta`` device, in
+# float16: no data, no arithmetic, and every branch that tests ``device.type != "cpu"`` goes the GPU's way.
 
 PATHS = {"cuda": ("meta", torch.float16), "cpu": ("cpu", torch.float32)}
 # a path's search: "cuda-fused" is the GPU's code path with the forced-length select as two Triton kernels

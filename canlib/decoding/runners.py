@@ -105,11 +105,11 @@ class GraphedDecoder:
     def init_cache(self, memory: SourceMemory, max_len: int) -> DecoderCache:
         key = (tuple(memory.states.shape), memory.beam, max_len, memory.states.dtype)
         entry = self.graphs.get(key)
-        if entry is None or entry["cache"].buffer is not entry["buffer"]:
+        if entry is None or entry["cache"].buffers is not entry["buffers"]:
             cache = static_cache(self.model, memory, max_len)
             device = memory.states.device
             self.graphs.add(
-                key, cache=cache, buffer=cache.buffer, output=None,  # the buffer its graphs read and write
+                key, cache=cache, buffers=cache.buffers, output=None,  # the buffers its graphs read and write
                 tokens=torch.zeros(cache.num_rows, dtype=torch.long, device=device),
                 hidden=torch.zeros(cache.num_rows, self.model.cfg.d_model, dtype=memory.states.dtype, device=device),
             )
@@ -119,7 +119,7 @@ class GraphedDecoder:
 
     def _entry(self, cache: DecoderCache) -> dict | None:
         entry = next((e for e in self.graphs.values() if e["cache"] is cache), None)
-        return entry if entry is not None and cache.buffer is entry["buffer"] else None
+        return entry if entry is not None and cache.buffers is entry["buffers"] else None
 
     def decode_hidden(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
         entry = self._entry(cache)
@@ -220,8 +220,13 @@ class StepGraphs:
         mark = clock.mark if clock is not None else (lambda part: None)
         mark("search")
 
+        def at(t: int, step: int | None = None) -> None:
+            """The host's view of the cache at step t: every step reorders once, so after t steps the current
+            buffer is the (t % 2)-th (a replayed graph changes the buffers, not these Python numbers)."""
+            search.cache.step, search.cache.flips = (t if step is None else step), t % 2
+
         def whole(t: int) -> None:
-            search.cache.step = t
+            at(t)
             search.step(t)
 
         def capture(t: int) -> None:
@@ -231,14 +236,18 @@ class StepGraphs:
                 graphs = [self.graphs.capture(entry, lambda: whole(t))[0]]
             else:
                 def layers() -> Tensor:
-                    search.cache.step = t
+                    at(t)
                     return search.hidden(t)
+
+                def select() -> None:
+                    at(t, step=t + 1)  # after the layers' step, before the reorder
+                    search.select(t, logp)
 
                 g1, hidden = self.graphs.capture(entry, layers)
                 g1.replay()  # the next warm-up reads real hidden states
                 g2, logp = self.graphs.capture(entry, lambda: search.log_probs(hidden))
                 g2.replay()
-                g3, _ = self.graphs.capture(entry, lambda: search.select(t, logp))
+                g3, _ = self.graphs.capture(entry, select)
                 graphs = [g1, g2, g3]
                 entry.setdefault("between", {})[t] = (hidden, logp)  # alive: the graphs pass them on
             for x, s in zip(search.state(), saved):
@@ -258,7 +267,7 @@ class StepGraphs:
                     mark(part)
                     graph.replay()
             else:
-                search.cache.step = t
+                at(t)
                 mark("layers")
                 hidden = search.hidden(t)
                 mark("output")

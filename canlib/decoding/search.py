@@ -244,7 +244,7 @@ class BeamSearch:
         """Every tensor a step writes (the search's and the cache's), e.g. to save and restore it."""
         names = ("history", "cum") if self.forced else (
             "tokens", "cum", "done", "count", "best_score", "best_tokens", "best_len", "all_tokens", "all_score", "all_len")
-        return [getattr(self, name) for name in names] + [self.cache.buffer]
+        return [getattr(self, name) for name in names] + list(self.cache.buffers)
 
     def reset(self, lengths: list[int]) -> None:
         """Start state (in place): BOS, one live beam per sentence, nothing finished."""

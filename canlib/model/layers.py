@@ -75,10 +75,14 @@ def carve(buffer: Tensor, layers: Sequence[DecoderLayer], lead: int) -> list[Cac
 
 
 def fill_sources(caches: list[Cache], layers: Sequence[DecoderLayer], sources: list[Cache], memory: SourceMemory) -> None:
-    """Write each joint layer's per-sentence source keys|values into the lead positions of its rows' state."""
+    """Write each joint layer's per-sentence source keys and values (B, h, S, w) into the lead positions of its
+    rows' state (S, B * beam, keys | values), each sentence's into its ``beam`` rows."""
     for cache, layer, source in zip(caches, layers, sources):
         if layer.joint:
-            cache["kv"][: memory.states.size(1)] = source["kv"].transpose(0, 1).repeat_interleave(memory.beam, dim=1)
+            lead, width = memory.states.size(1), source["k"].size(1) * source["k"].size(3)
+            for part, (start, stop) in (("k", (0, width)), ("v", (width, cache["kv"].size(-1)))):
+                per_sentence = merge_heads(source[part]).transpose(0, 1)  # (S, B, heads * w)
+                cache["kv"][:lead, :, start:stop] = per_sentence.repeat_interleave(memory.beam, dim=1)
 
 
 def row_caches(layers: Sequence[DecoderLayer], memory: SourceMemory, sources: list[Cache],
@@ -98,19 +102,11 @@ def row_caches(layers: Sequence[DecoderLayer], memory: SourceMemory, sources: li
     return buffer, caches, lead
 
 
-def joint_source(proj: nn.Linear, memory: SourceMemory, heads: int) -> Cache:
-    """:func:`project_source` plus ``"kv"``, the same projection as it is (B, S, width): what a joint layer
-    copies in front of each row's prefix."""
-    kv = proj(memory.states)
-    k, v = kv.split([proj.in_features, proj.out_features - proj.in_features], dim=-1)
-    return {"k": split_heads(k, heads), "v": split_heads(v, heads), "kv": kv}
-
-
 def joint_step(q: Tensor, kv: Tensor, state: Tensor, memory: SourceMemory, source: Cache, t: int, heads: int,
                dropout: nn.Module) -> Tensor:
     """A joint layer's decode step: write position t's keys|values ``kv`` (rows, width) behind the source
     part of ``state``, then one attention call of ``q`` (rows, 1, d) over [source ; prefix 0..t]."""
-    lead = source["kv"].size(1)
+    lead = source["k"].size(2)
     state[lead + t] = kv
     length = lead + t + 1
     mask = memory.joint_bias(state.size(0), state.dtype)[..., :length]
@@ -320,7 +316,7 @@ class CANDecoderLayer(DecoderLayer):
         self.drop = nn.Dropout(cfg.dropout)
 
     def project_source(self, memory: SourceMemory) -> Cache:
-        return joint_source(self.h_proj, memory, self.heads)
+        return project_source(self.h_proj, memory, self.heads)
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         q, k, v, hidden = self.x_proj(self.norm(x)).split([self.d, self.d, self.f, self.f], dim=-1)
@@ -372,7 +368,7 @@ class CANAttnDecoderLayer(DecoderLayer):
         self.drop = nn.Dropout(cfg.dropout)
 
     def project_source(self, memory: SourceMemory) -> Cache:
-        return joint_source(self.h_proj, memory, self.heads)
+        return project_source(self.h_proj, memory, self.heads)
 
     def _project(self, x: Tensor) -> tuple[Tensor, ...]:
         return tuple(split_heads(t, self.heads) for t in self.x_proj(self.norm(x)).chunk(3, dim=-1))

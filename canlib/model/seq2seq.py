@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from canlib.model.attention import (FeedForward, SelfAttention, SourceMemory, causal_mask, cpu_fast_linears,
-                                    reorder_moved_rows, rows_linear, sinusoidal_table)
+                                    rows_linear, sinusoidal_table)
 from canlib.model.config import ModelConfig
 from canlib.model.layers import build_decoder_layers, carve, fill_sources, row_caches
 
@@ -51,20 +51,37 @@ class DecoderCache:
     ``sources[i]`` holds layer i's per-sentence tensors (never copied per beam);
     ``rows[i]`` holds its per-row state, views of ``buffer`` (lead + max_len, rows, width), the
     one time-major buffer of every layer (:func:`canlib.model.layers.row_caches`): prefix position t
-    of every layer lies at ``buffer[lead + t]``, so one gather and one copy reorder them all.
+    of every layer lies at ``buffer[lead + t]``. There are two such buffers: a reorder gathers the
+    current one's rows into the other, in one kernel, and the other becomes current (``flips`` counts
+    the reorders; :meth:`Seq2Seq.reorder_rows`).
     """
 
     memory: SourceMemory
     sources: list[dict[str, Tensor]]
-    rows: list[dict[str, Tensor]]
     max_len: int
-    step: int = 0
-    buffer: Tensor | None = None
+    buffers: tuple[Tensor, Tensor]
+    views: tuple[list[dict[str, Tensor]], list[dict[str, Tensor]]]  # the layers' views of each buffer
     lead: int = 0  # positions in front of the prefix: a joint layer's source keys|values
+    step: int = 0
+    flips: int = 0
 
     @property
     def num_rows(self) -> int:
         return self.memory.sentences * self.memory.beam
+
+    @property
+    def buffer(self) -> Tensor:
+        """The current buffer: what the next step reads and writes."""
+        return self.buffers[self.flips % 2]
+
+    @property
+    def spare(self) -> Tensor:
+        return self.buffers[(self.flips + 1) % 2]
+
+    @property
+    def rows(self) -> list[dict[str, Tensor]]:
+        """Each layer's state in the current buffer."""
+        return self.views[self.flips % 2]
 
 
 class Seq2Seq(nn.Module):
@@ -148,7 +165,14 @@ class Seq2Seq(nn.Module):
             raise ValueError(f"max_len={max_len} exceeds the model's position table ({self.cfg.max_len})")
         sources = self.project_sources(memory)
         buffer, rows, lead = row_caches(self.decoder_layers, memory, sources, max_len)
-        return DecoderCache(memory=memory, sources=sources, rows=rows, max_len=max_len, buffer=buffer, lead=lead)
+        return self._cache(memory, sources, max_len, buffer, lead)
+
+    def _cache(self, memory: SourceMemory, sources: list[dict[str, Tensor]], max_len: int, buffer: Tensor,
+               lead: int) -> DecoderCache:
+        """A cache around ``buffer`` and a copy of it (the reorder's target, same source part)."""
+        buffers = (buffer, buffer.clone())
+        views = tuple(carve(b, self.decoder_layers, lead) for b in buffers)
+        return DecoderCache(memory=memory, sources=sources, max_len=max_len, buffers=buffers, views=views, lead=lead)
 
     @torch.no_grad()
     def load_memory(self, cache: DecoderCache, memory: SourceMemory) -> None:
@@ -163,9 +187,10 @@ class Seq2Seq(nn.Module):
         for source, values in zip(cache.sources, self.project_sources(cache.memory)):
             for name, value in values.items():
                 source[name].copy_(value)
-        cache.buffer[cache.lead :].zero_()
-        fill_sources(cache.rows, self.decoder_layers, cache.sources, cache.memory)
-        cache.step = 0
+        cache.step = cache.flips = 0
+        for buffer, views in zip(cache.buffers, cache.views):
+            buffer[cache.lead :].zero_()
+            fill_sources(views, self.decoder_layers, cache.sources, cache.memory)
 
     def project_sources(self, memory: SourceMemory) -> list[dict[str, Tensor]]:
         """Every decoder layer's per-sentence source tensors (cross-attention keys and values)."""
@@ -217,11 +242,14 @@ class Seq2Seq(nn.Module):
             return
         cache.memory = cache.memory.select(sentences)
         cache.sources = [{k: v.index_select(0, sentences) for k, v in src.items()} for src in cache.sources]
-        if same_rows:  # sentences moved: their source parts too
-            cache.buffer.copy_(cache.buffer.index_select(1, index))
+        moved = cache.buffer.index_select(1, index)  # sentences moved or dropped: their source parts too
+        if same_rows:
+            for buffer in cache.buffers:
+                buffer.copy_(moved)
         else:
-            cache.buffer = cache.buffer.index_select(1, index)
-            cache.rows = carve(cache.buffer, self.decoder_layers, cache.lead)
+            step = cache.step
+            replaced = self._cache(cache.memory, cache.sources, cache.max_len, moved, cache.lead)
+            cache.buffers, cache.views, cache.flips, cache.step = replaced.buffers, replaced.views, 0, step
         if cache.lead:
             cache.memory.joint_bias(cache.buffer.size(0), cache.buffer.dtype)
 
@@ -231,13 +259,13 @@ class Seq2Seq(nn.Module):
 
         The beam search's hot path: ``index`` keeps the number of rows and moves rows only within
         their sentence (unchecked), nothing is reallocated and nothing is read back to the host,
-        so the call can be captured in a CUDA graph. Every layer's prefix lies in one buffer: one gather
-        and one copy whatever the depth (the source part in front is the same for a sentence's rows).
+        so the call can be captured in a CUDA graph. Every layer's prefix lies in one buffer, gathered
+        into the other buffer in one kernel whatever the depth, which then becomes current (the source
+        part in front is the same for a sentence's rows and in both buffers).
         """
-        prefix = cache.buffer[cache.lead : cache.lead + cache.step]
-        if index.device.type == "cpu" and reorder_moved_rows(prefix, index):
-            return
-        prefix.copy_(prefix.index_select(1, index))
+        span = slice(cache.lead, cache.lead + cache.step)
+        torch.index_select(cache.buffer[span], 1, index, out=cache.spare[span])
+        cache.flips += 1
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
