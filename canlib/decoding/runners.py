@@ -221,9 +221,12 @@ class StepGraphs:
         mark("search")
 
         def at(t: int, step: int | None = None) -> None:
-            """The host's view of the cache at step t: every step reorders once, so after t steps the current
-            buffer is the (t % 2)-th (a replayed graph changes the buffers, not these Python numbers)."""
-            search.cache.step, search.cache.flips = (t if step is None else step), t % 2
+            """The host's view of the cache at step t. On a GPU every step gathers the cache into the other
+            buffer, so after t steps the current one is the (t % 2)-th; a replayed graph changes the buffers,
+            not these Python numbers, so they are set here. Without graphs the eager steps keep them."""
+            search.cache.step = t if step is None else step
+            if self.capture:
+                search.cache.flips = t % 2
 
         def whole(t: int) -> None:
             at(t)

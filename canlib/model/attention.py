@@ -243,6 +243,19 @@ def cpu_fast_linears(linears: Sequence[nn.Linear], device: torch.device) -> Iter
             m.__dict__.pop("forward", None)
 
 
+def reorder_moved_rows(prefix: Tensor, index: Tensor) -> bool:
+    """CPU inference: make row i of ``prefix`` (positions, rows, width) continue row ``index[i]`` in place,
+    copying only the rows that change (beams often keep their rows, and CAN's prefix values are 4d wide,
+    so this saves memory traffic). Returns False when every row moves and a gather into the other buffer
+    is the better choice. On a GPU the test below would read back to the host, so it is CPU-only."""
+    moved = index.ne(torch.arange(index.numel())).nonzero().squeeze(1)
+    if moved.numel() == index.numel():
+        return False
+    if moved.numel():
+        prefix.index_copy_(1, moved, prefix.index_select(1, index.index_select(0, moved)))
+    return True
+
+
 def init_linear(linear: nn.Linear, splits: list[int] | None = None) -> None:
     """Xavier-uniform weights, zero bias; a fused projection is initialised slice by slice
     so each logical matrix gets the scale it would have on its own."""

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from canlib.model.attention import (FeedForward, SelfAttention, SourceMemory, causal_mask, cpu_fast_linears,
-                                    rows_linear, sinusoidal_table)
+                                    reorder_moved_rows, rows_linear, sinusoidal_table)
 from canlib.model.config import ModelConfig
 from canlib.model.layers import build_decoder_layers, carve, fill_sources, row_caches
 
@@ -264,6 +264,8 @@ class Seq2Seq(nn.Module):
         part in front is the same for a sentence's rows and in both buffers).
         """
         span = slice(cache.lead, cache.lead + cache.step)
+        if index.device.type == "cpu" and reorder_moved_rows(cache.buffer[span], index):
+            return  # a CPU copies the few moved rows in place (no graphs there to keep in step)
         torch.index_select(cache.buffer[span], 1, index, out=cache.spare[span])
         cache.flips += 1
 
