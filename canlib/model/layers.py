@@ -11,8 +11,8 @@ never look at the kind:
   also keep their sentence's source keys|values in front of the prefix: :func:`row_caches`);
 * ``step(x, memory, source, cache, t, shared)``: one target position, updating the cache.
 
-Every layer's per-row state lives in ONE time-major buffer (positions, rows, width) that the beam
-search reorders with one gather and one copy per step, whatever the depth (:func:`row_caches`).
+Every layer's per-row state lives in ONE time-major buffer (positions, rows, width), so that the beam
+search reorders every layer's state with one gather per step, whatever the depth (:func:`row_caches`).
 
 ``shared`` is a dict that lives for one pass through the decoder stack: SAN's
 followers read the attention maps and cross-attention output their group leader
