@@ -41,7 +41,7 @@ Structure (fairseq keeps its search apart from the loss; canlib keeps the search
 decoder is run and timed):
 
 * a *decoder* runs the model (:class:`canlib.decoding.decoder.Decoder`: encode, init_cache,
-  decode_hidden, output_log_probs, reorder, compact): :class:`~canlib.decoding.decoder.EagerDecoder`
+  decode_hidden, output_log_probs or output_logits, reorder, compact): :class:`~canlib.decoding.decoder.EagerDecoder`
   by default; :mod:`canlib.decoding.runners` replays steps from CUDA graphs and
   :mod:`canlib.bench.timing` times their parts;
 * a *length policy* decides what a step may emit and when a hypothesis ends:
@@ -57,7 +57,8 @@ decoder is run and timed):
   hypotheses, reorder); the top-k of a row of beam x V scores is taken in two rounds of short
   top-k's (:class:`ChunkedTopK`), a handful of GPU kernels instead of PyTorch's multi-block select.
   With a forced length the step keeps no token matrix: each step writes its (row, token) back-pointers
-  with one gather from a lookup table, and :meth:`BeamSearch.result` follows them back once at the end.
+  with one gather from a lookup table, and :meth:`BeamSearch.result` follows them back once at the end;
+  ``fused=True`` takes that select step from the raw logits in two Triton kernels (:mod:`canlib.decoding.fused`).
 
 On CUDA, run the model in half precision (``model.half()``). On CPU the model stays in float32.
 """
