@@ -176,11 +176,14 @@ else:
 ops = load("ops.json")
 if ops:
     for name, paths in ops["result"]["systems"].items():
-        c = paths["cuda"]
-        rows.append((f"{name} kernel operators per step / per layer / search (GPU path, counted)",
-                     "<= 40" if name == "balanced" else "<= 30" if name == "can" else "",
-                     f"{c['step']['kernel_operators']} / {c['per_layer']['kernel_operators']:.1f} / {c['search']['kernel_operators']}"
-                     f", host syncs {c['step']['host_syncs']}"))
+        for path, how in (("cuda", "GPU path"), ("cuda-fused", "GPU path, fused select")):
+            if path not in paths:
+                continue
+            c = paths[path]
+            rows.append((f"{name} kernel operators per step / per layer / search ({how}, counted)",
+                         "<= 40" if name == "balanced" else "<= 30" if name == "can" else "",
+                         f"{c['step']['kernel_operators']} / {c['per_layer']['kernel_operators']:.1f} / "
+                         f"{c['search']['kernel_operators']}, host syncs {c['step']['host_syncs']}"))
     counted = ops["result"]["systems"]
     if "can" in counted and "balanced" in counted:
         can, bal = (counted[k]["cuda"]["per_layer"]["kernel_operators"] for k in ("can", "balanced"))
