@@ -495,3 +495,53 @@ def test_fused_select_is_refused_where_it_does_not_apply():
         beam_search(model, batch, beam=2, fused=True)  # free length: EOS handling stays in PyTorch
     with pytest.raises(ValueError, match="fused"):
         beam_search(model, batch, beam=2, forced_length=3, fused=True, graphs=StepGraphs(model, capture=False))
+
+
+@pytest.mark.parametrize("parts", [False, True])
+@pytest.mark.parametrize("kind", ["standard", "can"])
+def test_replayed_steps_read_and_write_the_buffers_their_capture_recorded(kind, parts, monkeypatch):
+    """CUDA graphs, emulated on the CPU: a "graph" replays what its capture run did with the host's view of
+    the cache as it was then (step, buffer parity), and the capture run's Python effects stay while its
+    tensor writes do not (StepGraphs undoes them). Replayed searches must still give eager's outputs: the
+    two cache buffers alternate step by step, so each step's graph must have been captured on the right one."""
+    import canlib.decoding.runners as runners
+    import canlib.model.seq2seq
+
+    model = tiny_model(kind, seed=31)
+    steps = StepGraphs(model, capture=True, parts=parts)
+
+    class Replay:
+        def __init__(self, fn, caches, states):
+            self.fn, self.caches, self.states, self.out = fn, caches, states, None
+
+        def replay(self):
+            outer = [(c.step, c.flips) for c in self.caches]
+            for c, (step, flips) in zip(self.caches, self.states):
+                c.step, c.flips = step, flips
+            out = self.fn()
+            if isinstance(out, torch.Tensor):  # a graph's output lives where the capture put it
+                self.out.copy_(out)
+            for c, (step, flips) in zip(self.caches, outer):
+                c.step, c.flips = step, flips
+
+        def pool(self):
+            return None
+
+    def fake_capture(fn, pool):
+        fn()  # the warm-up
+        caches = [entry["search"].cache for entry in steps.graphs.values()]
+        states = [(c.step, c.flips) for c in caches]
+        graph = Replay(fn, caches, states)
+        graph.out = fn()  # the capture run
+        return graph, graph.out
+
+    monkeypatch.setattr(runners, "capture", fake_capture)
+    monkeypatch.setattr(canlib.model.seq2seq, "reorder_moved_rows", lambda *args: False)  # a GPU's reorder
+    for seed in (31, 32, 33):  # the first search captures, the next ones replay
+        batch = make_batch(sources(seed, lengths=(6,)), PAD_ID, EOS_ID)
+        for options in (dict(forced_length=8), dict(len_penalty=0.6)):
+            with torch.no_grad():
+                eager = beam_search(model, batch, beam=3, **options)
+                replayed = beam_search(model, batch, beam=3, graphs=steps, **options)
+            assert replayed.tokens == eager.tokens
+            assert replayed.scores == pytest.approx(eager.scores, abs=1e-5)
