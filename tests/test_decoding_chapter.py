@@ -16,6 +16,7 @@ def test_values_quote_the_stored_counts_and_the_cache_widths_of_the_configs():
     for system in ("balanced", "can", "baseline"):
         assert values[f"{system}_kernels"] == raw[system]["cuda"]["step"]["kernel_operators"]
         assert values[f"{system}_search_kernels"] == raw[system]["cuda"]["search"]["kernel_operators"]
+        assert values[f"{system}_fused_kernels"] == raw[system]["cuda-fused"]["step"]["kernel_operators"]
     cfg = preset("tiny-can")
     assert values["balanced_layer_width_d"] == 2  # a key and a value, d wide each
     assert values["can_layer_width_d"] == (cfg.d_model + cfg.ffn_dim) / cfg.d_model  # d-wide keys, 4d-wide values

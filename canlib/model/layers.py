@@ -102,15 +102,17 @@ def row_caches(layers: Sequence[DecoderLayer], memory: SourceMemory, sources: li
     return buffer, caches, lead
 
 
-def joint_step(q: Tensor, kv: Tensor, state: Tensor, memory: SourceMemory, source: Cache, t: int, heads: int,
-               dropout: nn.Module) -> Tensor:
-    """A joint layer's decode step: write position t's keys|values ``kv`` (rows, width) behind the source
-    part of ``state``, then one attention call of ``q`` (rows, 1, d) over [source ; prefix 0..t]."""
-    lead = source["k"].size(2)
+def joint_step(q: Tensor, kv: Tensor, state: Tensor, memory: SourceMemory, source: Cache,
+               t: int, heads: int, dropout: nn.Module) -> Tensor:
+    """A joint layer's decode step: write position t's keys|values ``kv`` (rows, width)
+    behind the source part of ``state`` (lead + steps, rows, width), then one attention
+    call of ``q`` (rows, 1, d) over [source ; prefix 0..t]."""
+    lead = source["k"].size(2)  # the source positions in front of the prefix
     state[lead + t] = kv
     length = lead + t + 1
-    mask = memory.joint_bias(state.size(0), state.dtype)[..., :length]
-    return attend_prefix(split_heads(q, heads), state, length, q.size(-1), heads, mask, dropout)
+    mask = memory.joint_bias(state.size(0), state.dtype)[..., :length]  # -inf: padding
+    q = split_heads(q, heads)  # (rows, heads, 1, d / heads)
+    return attend_prefix(q, state, length, q.size(-1) * heads, heads, mask, dropout)
 
 
 class StandardDecoderLayer(DecoderLayer):
@@ -336,12 +338,13 @@ class CANDecoderLayer(DecoderLayer):
     def cache_layout(self) -> dict[str, int]:
         return {"kv": self.d + self.f}
 
-    def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
+    def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int,
+             shared: dict) -> Tensor:
         d, f = self.d, self.f
-        proj = self.x_proj(self.norm(x))  # (rows, 1, 2d + 2f): [q | k1 | v1 | hidden], k1 and v1 side by side
-        mixed = joint_step(proj[..., :d], proj[:, 0, d : 2 * d + f], cache["kv"], memory, source, t, self.heads,
-                           self.attn_drop)
-        return self._merged_output(x, proj[..., 2 * d + f :], mixed)
+        proj = self.x_proj(self.norm(x))  # (rows, 1, 2d + 2f): [q | k1 | v1 | hidden]
+        q, kv, hidden = proj[..., :d], proj[:, 0, d : 2 * d + f], proj[..., 2 * d + f :]
+        mixed = joint_step(q, kv, cache["kv"], memory, source, t, self.heads, self.attn_drop)
+        return self._merged_output(x, hidden, mixed)  # x + W2 ReLU(hidden + mixed)
 
 
 class CANAttnDecoderLayer(DecoderLayer):

@@ -131,13 +131,19 @@ def ops_table() -> tuple[pd.DataFrame, dict[str, Any]]:
     result, prov = load_result(results_dir() / OPS)
     rows = []
     for system in ALL_SYSTEMS:
-        c = result["systems"][system]["cuda"]
-        rows.append({"system": LABELS[system], "decoder layers": c["decoder_layers"],
-                     "kernels per step": c["step"]["kernel_operators"],
-                     "per decoder layer": c["per_layer"]["kernel_operators"],
-                     "embedding": c["embedding"]["kernel_operators"], "output": c["output"]["kernel_operators"],
-                     "search": c["search"]["kernel_operators"]})
-    return pd.DataFrame(rows).set_index("system"), prov
+        paths = result["systems"][system]
+        c = paths["cuda"]
+        row = {"system": LABELS[system], "decoder layers": c["decoder_layers"],
+               "kernels per step": c["step"]["kernel_operators"]}
+        if "cuda-fused" in paths:
+            row["with the fused select"] = paths["cuda-fused"]["step"]["kernel_operators"]
+        row.update({"per decoder layer": c["per_layer"]["kernel_operators"],
+                    "embedding": c["embedding"]["kernel_operators"], "output": c["output"]["kernel_operators"],
+                    "search": c["search"]["kernel_operators"]})
+        rows.append(row)
+    table = pd.DataFrame(rows).set_index("system")
+    table.index.name = None
+    return table, prov
 
 
 def values() -> dict[str, Any]:
@@ -153,6 +159,8 @@ def values() -> dict[str, Any]:
     for system, key in (("Balanced", "balanced"), ("CAN", "can"), ("Baseline", "baseline")):
         row = table.loc[system]
         out[f"{key}_kernels"] = int(row["kernels per step"])
+        if "with the fused select" in row:
+            out[f"{key}_fused_kernels"] = int(row["with the fused select"])
         out[f"{key}_layer_kernels"] = float(row["per decoder layer"])
         out[f"{key}_search_kernels"] = int(row["search"])
     out["can_over_balanced_kernels"] = out["can_kernels"] / out["balanced_kernels"]
