@@ -1,26 +1,39 @@
-"""The GPU speed check, as one command (under 8 minutes on one H100, no network).
+"""The GPU speed check, as one command (no network), built to give a verdict (issue 33).
 
-Times the paper's Table 2 systems (baseline, balanced, san, aan, can) with random
-weights at the d=512 presets, in float16, beam 4, batch 1, forced output length 30,
-once eagerly and once with whole search steps replayed from CUDA graphs; checks that the
-captured path gives the same outputs as the eager one; writes one JSON file with the
-tokens/s, ratios to Balanced, the goals (eager CAN/Balanced >= 1.3, captured Balanced
->= 5000 tok/s and captured CAN/Balanced >= 1.25, issue 23) and metadata, as ``{"systems": {name: figures}, "meta": {...}}`` like the bench.
+Times the paper's Table 2 systems (baseline, balanced, san, aan, can) with random weights at the
+d=512 presets, in float16, beam 4, batch 1, forced output length 30, once eagerly and once with whole
+search steps replayed from CUDA graphs; checks that the captured path gives the same outputs as the
+eager one; writes one JSON file, ``{"systems": {name: figures}, "meta": {...}}`` like the bench.
 
-    python scripts/gpu_bench.py --json gpu_bench.json
-    python scripts/gpu_bench.py --quick --device cpu --json /tmp/q.json   # tiny smoke test
+Sources: ``--sources test2016`` takes the first ``--sentences`` English sources of Multi30k's test2016
+(``$CANLIB_DATA_DIR/multi30k-en-de/test_2016_flickr.en``) at their real lengths, one token per word or
+punctuation mark (ids from a checksum of the word: the weights are random, only the lengths matter);
+``--sources random`` draws 25-30 random ids per sentence (the older runs).
 
-``--quick`` uses the tiny presets and a few short sentences; on a CPU the "captured"
-rows run the same static-buffer path without graphs (only the plumbing is exercised).
+Every repeat times every system once, in turn (A, B, A, B ...), so a drift of the machine hits all of
+them alike. Per system: the median of the repeats; per repeat, each system's ratio to Balanced (the same
+tokens, so the ratio of the times), whose median and spread (min, quartiles, max) ``meta["ratios"]``
+holds. The goals (``meta["goals"]``): captured Balanced >= 6,000 tok/s and CAN >= 8,000, captured
+CAN/Balanced >= 1.35, eager CAN/Balanced >= 1.30 (medians over the repeats).
+
+    python scripts/gpu_bench.py --sources test2016 --sentences 50 --repeats 10 --json gpu_bench.json
+    python scripts/gpu_bench.py --dry-run --json /tmp/q.json   # CPU, tiny presets: a check of the script
+
+``--dry-run`` (or ``--quick``) uses the tiny presets on a CPU, a few sentences and short outputs; the
+"captured" rows then run the same static-buffer path without graphs (only the plumbing is exercised).
 """
 from __future__ import annotations
 
 import argparse
 import datetime
 import json
+import os
+import re
+import statistics
 import sys
 import time
 import traceback
+import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -31,9 +44,31 @@ from canlib.io import device_name, git_commit  # noqa: E402
 from canlib.bench.settings import BenchSettings  # noqa: E402
 from canlib.bench.speed import canlib_system, source_sentences, system_model, time_systems  # noqa: E402
 from canlib.model.config import PAPER_SYSTEMS  # noqa: E402
-from canlib.decoding.search import GraphedDecoder, StepGraphs, beam_search, make_batch  # noqa: E402
+from canlib.decoding.runners import GraphedDecoder, StepGraphs  # noqa: E402
+from canlib.decoding.search import beam_search, make_batch  # noqa: E402
 
-GOALS = {"eager can/balanced": 1.3, "captured balanced tok/s": 5000.0, "captured can/balanced": 1.25}  # issue 23
+GOALS = {"eager can/balanced": 1.30, "captured balanced tok/s": 6000.0, "captured can tok/s": 8000.0,
+         "captured can/balanced": 1.35}  # issue 33
+TEST2016 = Path("multi30k-en-de") / "test_2016_flickr.en"
+
+
+def test2016_sources(count: int, vocab_size: int, data_dir: Path) -> list[list[int]]:
+    """The first ``count`` test2016 English sources at their real lengths: one id per word or punctuation
+    mark, from a checksum of it (random weights: only the lengths matter)."""
+    path = data_dir / TEST2016
+    if not path.is_file():
+        raise SystemExit(f"gpu_bench: {path}: no such file (set CANLIB_DATA_DIR to the folder holding multi30k-en-de)")
+    lines = path.read_text(encoding="utf-8").splitlines()[:count]
+    if len(lines) < count:
+        raise SystemExit(f"gpu_bench: {path} has {len(lines)} lines, fewer than --sentences {count}")
+    return [[4 + zlib.crc32(w.encode()) % (vocab_size - 4) for w in re.findall(r"\w+|[^\w\s]", line)] for line in lines]
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    """Median, quartiles and range of per-repeat values."""
+    q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    return {"median": statistics.median(values), "q1": q[0], "q3": q[2], "min": min(values), "max": max(values),
+            "repeats": len(values)}
 
 
 def captured_matches_eager(model, sources: list[list[int]], beam: int, forced: int) -> bool:
@@ -54,26 +89,47 @@ def captured_matches_eager(model, sources: list[list[int]], beam: int, forced: i
     return True
 
 
+def fused_matches_eager(model, sources: list[list[int]], beam: int, forced: int) -> bool:
+    """Same tokens from the fused select step (eager, and whole steps as graphs) as from the PyTorch one."""
+    device = model.embed.weight.device
+    steps = StepGraphs(model, capture=device.type == "cuda", fused=True)
+    for ids in sources:
+        src = make_batch([ids], model.cfg.pad_id, model.cfg.eos_id, device)
+        want = beam_search(model, src, beam=beam, forced_length=forced).tokens
+        for _ in range(2):  # the second call replays graphs captured by the first
+            if beam_search(model, src, beam=beam, forced_length=forced, fused=True).tokens != want:
+                return False
+            if beam_search(model, src, beam=beam, forced_length=forced, fused=True, graphs=steps).tokens != want:
+                return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", default="gpu_bench.json")
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--quick", action="store_true", help="tiny presets, few short sentences (smoke test)")
+    parser.add_argument("--quick", "--dry-run", dest="quick", action="store_true",
+                        help="CPU, tiny presets, few short sentences: a check of the script")
+    parser.add_argument("--sources", choices=("test2016", "random"), default="test2016")
+    parser.add_argument("--fused", action="store_true",
+                        help="also time both modes with the fused select step (two Triton kernels): eager_fused, captured_fused")
+    parser.add_argument("--data-dir", default=os.environ.get("CANLIB_DATA_DIR", "../shared/data"),
+                        help="folder holding multi30k-en-de/ (default: $CANLIB_DATA_DIR)")
     parser.add_argument("--systems", default=",".join(PAPER_SYSTEMS), help="systems to time")
     parser.add_argument("--check-systems", help="systems whose captured and eager tokens are compared (default: --systems)")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--sentences", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--sentences", type=int, default=50)
     parser.add_argument("--forced-length", type=int, default=30)
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: 1 with --quick, else torch's default)")
     args = parser.parse_args(argv)
     if args.threads or args.quick:
         torch.set_num_threads(args.threads or 1)
-    device = torch.device(args.device)
+    device = torch.device("cpu" if args.quick else args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("gpu_bench: no CUDA device; use --device cpu --quick for the smoke test")
+        raise SystemExit("gpu_bench: no CUDA device; use --dry-run for the smoke test")
     if args.quick:
-        args.repeats, args.sentences, args.forced_length = min(args.repeats, 2), min(args.sentences, 2), min(args.forced_length, 6)
+        args.repeats, args.sentences, args.forced_length = min(args.repeats, 3), min(args.sentences, 3), min(args.forced_length, 6)
     size, vocab_size = ("tiny", 1000) if args.quick else ("full", 32000)
     half = device.type == "cuda"
     names = args.systems.split(",")
@@ -82,13 +138,22 @@ def main(argv: list[str] | None = None) -> int:
     settings = BenchSettings(scale=size, vocab_size=vocab_size, seed=0)
     checked = args.check_systems.split(",") if args.check_systems else names
     models = {name: system_model(name, settings, device, half) for name in dict.fromkeys(names + checked)}
-    sources = source_sentences(args.sentences, vocab_size, seed=0)
+    if args.sources == "test2016":
+        sources = test2016_sources(args.sentences, vocab_size, Path(args.data_dir))
+    else:
+        sources = source_sentences(args.sentences, vocab_size, seed=0)
+    ratios: dict[str, dict] = {}
     results: dict = {name: {} for name in names}
     errors: dict[str, str] = {}
-    for mode in ("eager", "captured"):
+    modes = ("eager", "captured") + (("eager_fused", "captured_fused") if args.fused else ())
+    for mode in modes:
         try:
-            systems = [canlib_system(name, models[name], 1, 1.0, graphs=(mode == "captured")) for name in names]
+            systems = [canlib_system(name, models[name], 1, 1.0, graphs=mode.startswith("captured"),
+                                     max_shapes=len(sources), fused=mode.endswith("fused")) for name in names]
             rows = time_systems(systems, sources, args.beam, args.forced_length, args.repeats, 1, device, mode)
+            if "balanced" in rows:  # per repeat: the same tokens in both, so the ratio of the times
+                ratios[mode] = {name: spread([b / x for b, x in zip(rows["balanced"]["seconds"], row["seconds"])])
+                                for name, row in rows.items() if name != "balanced"}
             for name, row in rows.items():
                 results[name][f"{mode}_tok_per_s"] = row["tok_per_s"]
                 results[name][f"{mode}_seconds"] = row["seconds"]
@@ -103,30 +168,45 @@ def main(argv: list[str] | None = None) -> int:
         }
     except Exception as exc:
         errors["check"] = f"{type(exc).__name__}: {exc}"
+    if args.fused:
+        try:
+            meta["fused_matches_eager"] = {name: fused_matches_eager(models[name], sources[:2], args.beam, args.forced_length)
+                                           for name in names}
+        except Exception as exc:
+            errors["fused_check"] = f"{type(exc).__name__}: {exc}"
     bal, can = results.get("balanced", {}), results.get("can", {})
-    values = {
-        "eager can/balanced": can.get("eager_tok_per_s", 0) / bal["eager_tok_per_s"] if bal.get("eager_tok_per_s") else None,
-        "captured balanced tok/s": bal.get("captured_tok_per_s"),
-        "captured can/balanced": (can.get("captured_tok_per_s", 0) / bal["captured_tok_per_s"]
-                                  if bal.get("captured_tok_per_s") else None),
-    }
-    meta["goals"] = {
-        k: {"value": values[k], "target": target, "met": values[k] is not None and values[k] >= target}
-        for k, target in GOALS.items()
-    }
+    meta["goals"] = {}
+    for suffix in ("", "_fused") if args.fused else ("",):
+        values = {
+            "eager can/balanced": ratios.get(f"eager{suffix}", {}).get("can", {}).get("median"),
+            "captured balanced tok/s": bal.get(f"captured{suffix}_tok_per_s"),
+            "captured can tok/s": can.get(f"captured{suffix}_tok_per_s"),
+            "captured can/balanced": ratios.get(f"captured{suffix}", {}).get("can", {}).get("median"),
+        }
+        meta["goals"].update({
+            k + (" (fused select)" if suffix else ""): {"value": values[k], "target": target,
+                                                        "met": values[k] is not None and values[k] >= target}
+            for k, target in GOALS.items()})
+    meta["ratios"] = ratios  # {mode: {system: spread of its per-repeat ratio to Balanced}}
+    meta["sources"] = {"kind": args.sources, "lengths": [len(s) for s in sources],
+                       "file": str(TEST2016) if args.sources == "test2016" else None}
     meta.update({
         "device": device_name(device), "dtype": "float16" if half else "float32", "torch": torch.__version__,
         "threads": torch.get_num_threads(), "git_commit": git_commit(), "command": " ".join(sys.argv),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "settings": {"beam": args.beam, "batch": 1, "forced_length": args.forced_length, "sentences": args.sentences,
-                     "repeats": args.repeats, "scale": size, "vocab_size": vocab_size},
+        "settings": {"beam": args.beam, "batch": 1, "forced_length": args.forced_length, "sentences": len(sources),
+                     "repeats": args.repeats, "scale": size, "vocab_size": vocab_size, "sources": args.sources,
+                     "interleaved": True},
         "errors": errors, "wall_seconds": round(time.time() - started, 1),
     })
     Path(args.json).write_text(json.dumps({"systems": results, "meta": meta}, indent=1) + "\n")
     for name in names:
         row = results[name]
-        print(f"{name:<10} eager {row.get('eager_tok_per_s', float('nan')):8.1f} tok/s   "
-              f"captured {row.get('captured_tok_per_s', float('nan')):8.1f} tok/s")
+        print(f"{name:<10} " + "   ".join(f"{mode} {row.get(f'{mode}_tok_per_s', float('nan')):8.1f} tok/s" for mode in modes))
+    for mode, by_system in ratios.items():
+        for name, r in by_system.items():
+            print(f"{mode} {name}/balanced over {r['repeats']} repeats: median {r['median']:.3f} "
+                  f"(quartiles {r['q1']:.3f}-{r['q3']:.3f}, range {r['min']:.3f}-{r['max']:.3f})")
     for k, goal in meta["goals"].items():
         print(f"goal {k} >= {goal['target']}: {goal['value']} ({'met' if goal['met'] else 'NOT met'})")
     if errors:

@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
-# Issue 13's goals, measured in one run of under 5 minutes on one H100/H200 (no network, no install:
-# the device's python3 and torch, canlib from this checkout).
+# Issue 33's goals, measured in one call of under 5 minutes on one H100/H200 (no network, no install: the
+# device's python3 and torch, canlib from this checkout, the Multi30k folder carried as .gpu_data/).
 #
 #   bash scripts/gpu_check.sh              # on the GPU machine; everything lands in $OUT/gpu_check/
 #   bash scripts/gpu_check.sh --dry-run    # on a CPU: tiny models, few sentences; checks the script gets to the end
 #
-# Steps, most valuable first, each under its own timeout (a step that fails or times out is
+# Prepare here, then run with carry [".gpu_data"]:  mkdir -p .gpu_data && cp -r ../shared/data/multi30k-en-de .gpu_data/
+#
+# Steps, most valuable first, each under its own timeout (their sum is 290 s; a step that fails or times out is
 # recorded in status.txt and the next one runs):
-#   1. bench:     eager and graphs tok/s of the Table 2 systems (fp16, batch 1, beam 4, forced length 30,
-#                 d=512, V=32k) and captured == eager tokens for all nine systems  -> gpu_bench.json
-#   2. breakdown: encoder / decoder layers / output projection / search per sentence, eager and graphs,
-#                 for Balanced and CAN (search share of Balanced's eager time)       -> breakdown.json
-#   3. cuda tests: the sync-free step loop and graphs == eager, as pytest tests        -> pytest.txt
-#   4. training:  scripts/gpu_smoke_train.py --max-tokens 32768, Baseline and CAN (MFU) -> smoke_32k.json
-#   5. cpu:       canlib vs CTranslate2 fp32 on the CPU, standard systems             -> cpu_ct2.json
-#   6. ops:       operators per beam-search step of the nine systems, counted (CPU)   -> ops.json
+#   1. bench:      eager and whole-step-graph tok/s of Baseline, Balanced and CAN (fp16, batch 1, beam 4, forced
+#                  length 30, d=512, V=32k) on the first 50 test2016 sources at their real lengths, 10 interleaved
+#                  repeats (A, B, A, B ...) per mode, the ratios' median and spread over the repeats, and
+#                  captured == eager tokens for all nine systems; where triton is installed, both modes again
+#                  with the fused select step (two Triton kernels) and its tokens against the PyTorch step -> gpu_bench.json
+#   2. profile:    kernel launches per eager decode step of Balanced and CAN under torch.profiler, with the
+#                  PyTorch and the fused select step                                     -> profile/
+#   3. breakdown:  encoder / decoder layers / output projection / search, eager and graphs -> breakdown.json
+#   4. cuda tests: the sync-free step loop and graphs == eager, as pytest tests        -> cuda_tests.log
+#   5. ops:        kernel operators per step of the nine systems, counted on the GPU's code path (CPU) -> ops.json
 # then summary.txt (every goal, target and value) and ONE archive $OUT/gpu_check.tar.gz.
 set -u
 
@@ -30,26 +34,39 @@ PY="${PYTHON:-python3}"
 STATUS="$DIR/status.txt"
 : > "$STATUS"
 START=$(date +%s)
+NINE=baseline,depth-9-4,balanced,depth-14-1,san,aan,can,can_attn,can_ffn
+# the test2016 sources: .gpu_data/ (carried to the device), else CANLIB_DATA_DIR or ../shared/data
+for candidate in "$ROOT/.gpu_data" "${CANLIB_DATA_DIR:-}" "$ROOT/../shared/data"; do
+  if [ -n "$candidate" ] && [ -f "$candidate/multi30k-en-de/test_2016_flickr.en" ]; then DATA="$candidate"; break; fi
+done
+if [ -n "${DATA:-}" ]; then
+  SOURCES=(--sources test2016 --data-dir "$DATA")
+else
+  SOURCES=(--sources random)
+  echo "bench: no multi30k-en-de/test_2016_flickr.en found (carry .gpu_data); random sources instead" | tee -a "$STATUS"
+fi
+
+FUSED=()
+PROFILE_CASES=decode_balanced,decode_can
+if "$PY" -c "import triton" 2>/dev/null; then
+  FUSED=(--fused)
+  PROFILE_CASES=$PROFILE_CASES,decode_balanced_fused,decode_can_fused
+else
+  echo "bench, profile: triton is not installed here; the fused select step is not measured" | tee -a "$STATUS"
+fi
 
 if [ "$DRY" = 1 ]; then
-  DEVICE=cpu
-  BENCH=(--quick --device cpu --systems baseline,balanced,can
-         --check-systems baseline,depth-9-4,balanced,depth-14-1,san,aan,can,can_attn,can_ffn
-         --repeats 1 --sentences 2 --forced-length 4)
+  BENCH=(--dry-run --systems balanced,can --check-systems "$NINE" --repeats 3 --sentences 2 --forced-length 3)
+  PROFILE=(--dry-run)
   BREAK=(--scale tiny --vocab-size 200 --device cpu --sentences 1 --repeats 1 --forced-length 4)
-  TRAIN=(--tiny --presets baseline,can --steps 3 --skip 1 --device cpu --max-tokens 512)
-  CPU=(--scale tiny --vocab-size 200 --sentences 1 --repeats 1 --forced-length 4)
-  T1=120 T2=60 T3=60 T4=60 T5=60 T6=120
   OPS=(--systems balanced,can --scale tiny --vocab-size 200)
+  T1=300 T2=120 T3=60 T4=60 T5=60  # a CPU runs the Triton kernels in its interpreter: slow
 else
-  DEVICE=cuda
-  BENCH=(--device cuda --repeats 3 --sentences 8
-         --check-systems baseline,depth-9-4,balanced,depth-14-1,san,aan,can,can_attn,can_ffn)
-  BREAK=(--device cuda --sentences 5 --repeats 5 --graphs)
-  TRAIN=(--presets baseline,can --steps 25 --skip 8 --max-tokens 32768)
-  CPU=(--sentences 4 --repeats 2)
-  T1=110 T2=60 T3=25 T4=70 T5=35 T6=60
+  BENCH=(--device cuda --systems baseline,balanced,can --check-systems "$NINE" --repeats 10 --sentences 50)
+  PROFILE=()
+  BREAK=(--device cuda --sentences 5 --repeats 3 --graphs)
   OPS=()
+  T1=150 T2=45 T3=35 T4=30 T5=30
 fi
 
 step() {  # step NAME SECONDS COMMAND...: run under a timeout, log its output, record its status
@@ -76,26 +93,18 @@ print('cpu_threads:', torch.get_num_threads())" 2>&1
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null
 } > "$DIR/environment.txt"
 
-step bench "$T1" "$PY" scripts/gpu_bench.py "${BENCH[@]}" --json "$DIR/gpu_bench.json"
-step breakdown "$T2" "$PY" -m canlib bench breakdown --systems balanced,can "${BREAK[@]}" --no-progress \
+step bench "$T1" "$PY" scripts/gpu_bench.py "${BENCH[@]}" "${SOURCES[@]}" "${FUSED[@]}" --json "$DIR/gpu_bench.json"
+step profile "$T2" "$PY" scripts/gpu_profile.py --out "$DIR/profile" --cases "$PROFILE_CASES" "${PROFILE[@]}"
+step breakdown "$T3" "$PY" -m canlib bench breakdown --systems balanced,can "${BREAK[@]}" --no-progress \
   --json "$DIR/breakdown.json"
 if "$PY" -c "import pytest" 2>/dev/null; then
-  step cuda_tests "$T3" "$PY" -m pytest -q -p no:cacheprovider tests/test_search.py -k "cuda or static_buffer"
+  step cuda_tests "$T4" "$PY" -m pytest -q -p no:cacheprovider tests/test_search.py -k "cuda or static_buffer"
 else
   echo "cuda_tests: skipped (no pytest on this machine)" | tee -a "$STATUS"
 fi
-step training "$T4" "$PY" scripts/gpu_smoke_train.py "${TRAIN[@]}" --out "$DIR/smoke_32k.json"
-if "$PY" -c "import ctranslate2" 2>/dev/null; then
-  SYSTEMS=baseline,balanced,ct2:baseline,ct2:balanced
-else
-  SYSTEMS=baseline,balanced
-  echo "cpu: ctranslate2 is not installed here; timing canlib only" | tee -a "$STATUS"
-fi
-step cpu "$T5" "$PY" -m canlib bench speed --systems "$SYSTEMS" --device cpu "${CPU[@]}" --no-progress \
-  --json "$DIR/cpu_ct2.json"
-step ops "$T6" "$PY" -m canlib bench ops "${OPS[@]}" --json "$DIR/ops.json"
+step ops "$T5" "$PY" -m canlib bench ops "${OPS[@]}" --json "$DIR/ops.json"
 
-# every goal of issue 13 with its value (missing files give "not measured")
+# every goal of issue 33 with its value (missing files give "not measured")
 "$PY" - "$DIR" > "$DIR/summary.txt" 2>&1 <<'EOF'
 import json, sys
 from pathlib import Path
@@ -111,24 +120,39 @@ def load(name):
 
 
 rows = []
+nan = float("nan")
 bench = load("gpu_bench.json")
 if bench:
     s, meta = bench["systems"], bench["meta"]
     for name, row in s.items():
-        rows.append((f"{name} tok/s eager / graphs", "", f"{row.get('eager_tok_per_s', float('nan')):.1f} / "
-                     f"{row.get('captured_tok_per_s', float('nan')):.1f}"))
-    bal = s.get("balanced", {})
-    rows.append(("whole-step graphs Balanced tok/s", ">= 5000", f"{bal.get('captured_tok_per_s', float('nan')):.1f}"))
-    if "captured_tok_per_s" in s.get("can", {}) and "captured_tok_per_s" in bal:
-        rows.append(("whole-step graphs CAN/Balanced", ">= 1.25", f"{s['can']['captured_tok_per_s'] / bal['captured_tok_per_s']:.3f}"))
-    if "eager_tok_per_s" in s.get("can", {}) and "eager_tok_per_s" in bal:
-        rows.append(("eager CAN/Balanced", ">= 1.30", f"{s['can']['eager_tok_per_s'] / bal['eager_tok_per_s']:.3f}"))
+        rows.append((f"{name} tok/s eager / graphs (median of repeats)", "",
+                     f"{row.get('eager_tok_per_s', nan):.1f} / {row.get('captured_tok_per_s', nan):.1f}"))
+    for key, goal in meta.get("goals", {}).items():
+        value = goal["value"]
+        shown = "not measured" if value is None else f"{value:.3f}" if value < 100 else f"{value:.1f}"
+        rows.append((f"{key} ({'met' if goal['met'] else 'NOT met'})", f">= {goal['target']}", shown))
+    for mode, by_system in meta.get("ratios", {}).items():
+        for name, r in by_system.items():
+            rows.append((f"{mode} {name}/balanced over {r['repeats']} interleaved repeats", "",
+                         f"median {r['median']:.3f}, quartiles {r['q1']:.3f}-{r['q3']:.3f}, range {r['min']:.3f}-{r['max']:.3f}"))
+    src = meta.get("sources", {})
+    if src.get("lengths"):
+        rows.append(("sources", "", f"{len(src['lengths'])} {src.get('kind')}, {sum(src['lengths']) / len(src['lengths']):.1f} tokens on average"))
     same = meta.get("captured_matches_eager", {})
     rows.append(("captured == eager (all nine)", "all true", f"{all(same.values()) if same else 'not measured'} {same}"))
     if meta.get("errors"):
         rows.append(("bench errors", "none", json.dumps(meta["errors"])[:300]))
 else:
     rows.append(("bench", "", "not measured"))
+profile = load("profile/summary.json")
+for suffix, how in (("", "PyTorch select"), ("_fused", "fused select")):
+    for name, goal in (("balanced", 40), ("can", 30)):
+        case = (profile or {}).get("cases", {}).get(f"decode_{name}{suffix}", {})
+        rows.append((f"{name} kernel launches per eager decode step, {how} (profiler)", f"<= {goal}",
+                     f"{case['kernel_launches']} ({case.get('wall_ms')} ms a step)" if "kernel_launches" in case
+                     else case.get("error", "not measured")))
+if bench and "fused_matches_eager" in bench["meta"]:
+    rows.append(("fused select == PyTorch select tokens", "all true", str(bench["meta"]["fused_matches_eager"])))
 brk = load("breakdown.json")
 if brk:
     for name, row in brk["systems"].items():
@@ -149,35 +173,17 @@ if brk:
                      f"{b['layers_ms'] / c['layers_ms']:.3f} ({b['layers_ms']:.2f} vs {c['layers_ms']:.2f} ms)"))
 else:
     rows.append(("breakdown", "", "not measured"))
-smoke = load("smoke_32k.json")
-if smoke:
-    for name, run in smoke.get("runs", {}).items():
-        mfu = f"{100 * run['mfu']:.1f}%" if run.get("mfu") is not None else "n/a (no peak known for this device)"
-        rows.append((f"training MFU {name} at {smoke.get('max_tokens')} tokens", ">= 30%",
-                     f"{mfu} ({run['target_tokens_per_sec']:.0f} tok/s, {run['peak_memory_gib']} GiB)"))
-else:
-    rows.append(("training MFU", ">= 30%", "not measured"))
-cpu = load("cpu_ct2.json")
-if cpu:
-    s = cpu["systems"]
-    for name in ("baseline", "balanced"):
-        if name in s and f"ct2:{name}" in s:
-            rows.append((f"CPU canlib / CTranslate2 {name}", ">= 1.0",
-                         f"{s[name]['tok_per_s'] / s['ct2:' + name]['tok_per_s']:.3f} "
-                         f"({s[name]['tok_per_s']:.1f} vs {s['ct2:' + name]['tok_per_s']:.1f} tok/s)"))
-        elif name in s:
-            rows.append((f"CPU canlib {name} tok/s (no CTranslate2 here)", "", f"{s[name]['tok_per_s']:.1f}"))
-    if cpu["meta"].get("busy_warning"):
-        rows.append(("CPU busy warning", "", cpu["meta"]["busy_warning"]))
-else:
-    rows.append(("CPU canlib vs CTranslate2", ">= 1.0", "not measured"))
 ops = load("ops.json")
 if ops:
     for name, paths in ops["result"]["systems"].items():
-        c = paths["cuda"]
-        rows.append((f"{name} kernel operators per step / per layer / search (CUDA path)", "",
-                     f"{c['step']['kernel_operators']} / {c['per_layer']['kernel_operators']:.1f} / {c['search']['kernel_operators']}"
-                     f", host syncs {c['step']['host_syncs']}"))
+        for path, how in (("cuda", "GPU path"), ("cuda-fused", "GPU path, fused select")):
+            if path not in paths:
+                continue
+            c = paths[path]
+            rows.append((f"{name} kernel operators per step / per layer / search ({how}, counted)",
+                         "<= 40" if name == "balanced" else "<= 30" if name == "can" else "",
+                         f"{c['step']['kernel_operators']} / {c['per_layer']['kernel_operators']:.1f} / "
+                         f"{c['search']['kernel_operators']}, host syncs {c['step']['host_syncs']}"))
     counted = ops["result"]["systems"]
     if "can" in counted and "balanced" in counted:
         can, bal = (counted[k]["cuda"]["per_layer"]["kernel_operators"] for k in ("can", "balanced"))

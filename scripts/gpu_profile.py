@@ -9,7 +9,8 @@ Cases (random weights, synthetic tokens; bf16 training, fp16 decoding, as the pr
 - ``train_baseline``, ``train_can``: one d=512 update of 32,768 tokens (32k vocabulary), the shapes where
   ``scripts/gpu_check.sh`` measured Baseline three times slower than CAN (token budgets are padded tokens; each
   case replays one batch, its epoch's fullest, and reports its target tokens);
-- ``decode_balanced``, ``decode_can``: beam search (beam 4, batch 1, 30 forced tokens), reported per step.
+- ``decode_balanced``, ``decode_can``: beam search (beam 4, batch 1, 30 forced tokens), reported per step;
+  ``decode_balanced_fused``, ``decode_can_fused``: the same with the select step as two Triton kernels.
 
 For each case, ``DIR/<case>.txt`` (case = the names above) holds the operator table sorted by GPU time (CPU time on a CPU), and
 ``DIR/<case>.json`` the summary: wall milliseconds per update or step (timed without the profiler), CPU and GPU
@@ -139,8 +140,10 @@ def train_case(label: str, name: str, vocab: int, tokens: int, max_len: int, dev
     return summary
 
 
-def decode_case(label: str, name: str, vocab: int, steps: int, device: torch.device, out: Path, repeats: int) -> dict[str, Any]:
-    """Profile a beam search (beam 4, batch 1, ``steps`` forced tokens); times per step."""
+def decode_case(label: str, name: str, vocab: int, steps: int, device: torch.device, out: Path, repeats: int,
+                fused: bool = False) -> dict[str, Any]:
+    """Profile a beam search (beam 4, batch 1, ``steps`` forced tokens; ``fused``: the select step as two
+    Triton kernels); times per step."""
     from canlib.decoding.search import beam_search
     from canlib.model import Seq2Seq
 
@@ -149,12 +152,12 @@ def decode_case(label: str, name: str, vocab: int, steps: int, device: torch.dev
     model = Seq2Seq(preset(name, vocab_size=vocab)).to(device=device, dtype=dtype).eval()
     src = torch.randint(4, vocab, (1, 27), device=device)
     src[:, -1] = model.cfg.eos_id
-    search = lambda: beam_search(model, src, beam=4, forced_length=steps)  # noqa: E731
+    search = lambda: beam_search(model, src, beam=4, forced_length=steps, fused=fused)  # noqa: E731
     with torch.inference_mode():
         search()
         wall = wall_ms(search, device, repeats) / steps
         summary = profiled(search, device, steps, out, label, wall)
-    summary.update(preset=name, beam=4, batch=1, forced_length=steps, dtype=str(dtype).replace("torch.", ""))
+    summary.update(preset=name, beam=4, batch=1, forced_length=steps, dtype=str(dtype).replace("torch.", ""), fused=fused)
     return summary
 
 
@@ -189,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="folder for the tables and summaries")
     p.add_argument("--dry-run", action="store_true", help="CPU, tiny presets and sizes: a check of the script")
     p.add_argument("--device", default=None, help="default: cuda (cpu with --dry-run)")
+    p.add_argument("--cases", default=None, help="comma-separated case names to run (default: all, and the SDPA backends)")
     args = p.parse_args(argv)
 
     device = torch.device(args.device or ("cpu" if args.dry_run else "cuda"))
@@ -209,7 +213,17 @@ def main(argv: list[str] | None = None) -> int:
         ("train_can", lambda: train_case("train_can", f"{prefix}can", vocab_big, big_tokens, 64, device, out, warmup, repeats)),
         ("decode_balanced", lambda: decode_case("decode_balanced", f"{prefix}balanced", vocab_big, steps, device, out, repeats)),
         ("decode_can", lambda: decode_case("decode_can", f"{prefix}can", vocab_big, steps, device, out, repeats)),
+        ("decode_balanced_fused", lambda: decode_case("decode_balanced_fused", f"{prefix}balanced", vocab_big, steps, device,
+                                                      out, repeats, fused=True)),
+        ("decode_can_fused", lambda: decode_case("decode_can_fused", f"{prefix}can", vocab_big, steps, device, out, repeats,
+                                                 fused=True)),
     ]
+    if args.cases:
+        wanted = args.cases.split(",")
+        unknown = sorted(set(wanted) - {label for label, _ in cases})
+        if unknown:
+            raise SystemExit(f"--cases: unknown case(s) {', '.join(unknown)}; choose from {', '.join(l for l, _ in cases)}")
+        cases = [(label, run) for label, run in cases if label in wanted]
     for label, run in cases:
         start = time.perf_counter()
         try:
@@ -222,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
             {k: c.get(k) for k in ("wall_ms", "gpu_kernel_ms", "cpu_ms", "kernel_launches", "host_syncs", "error") if k in c}),
             flush=True)
     try:
+        if args.cases:
+            raise RuntimeError("not run (--cases)")
         summary["sdpa_backends"] = sdpa_backends([f"{prefix}baseline", f"{prefix}can"], vocab_big, big_tokens, 64, device,
                                                  1 if tiny else 2, repeats)
     except Exception as exc:

@@ -20,7 +20,7 @@ import torch
 
 from canlib import ModelConfig
 from canlib.model.attention import SourceMemory
-from canlib.model.layers import CANDecoderLayer
+from canlib.model.layers import CANDecoderLayer, row_caches
 
 D, HEADS, FFN = 16, 4, 64  # 4d-wide values, as the paper's W~v
 
@@ -102,9 +102,9 @@ def test_can_decode_steps_compute_the_papers_equations(beam):
     x, h, src_pad = inputs(7)
     memory = SourceMemory(h, src_pad, beam)
     rows = x.repeat_interleave(beam, dim=0)
-    cache = layer.new_cache(rows.size(0), x.size(1), rows)
     with torch.no_grad():
         source = layer.project_source(memory)
+        _, (cache,), _ = row_caches([layer], memory, [source], x.size(1))
         out = torch.cat([layer.step(rows[:, t : t + 1], memory, source, cache, t, {}) for t in range(x.size(1))], dim=1)
     expected = reference_layer(layer, x, h, src_pad).repeat_interleave(beam, dim=0)
     assert (out - expected).abs().max().item() < 1e-10

@@ -118,26 +118,33 @@ def test_beam_rows_share_source_and_reorder_within_sentence(kind):
 
 @pytest.mark.parametrize("kind", DECODER_KINDS)
 def test_reordering_rows_moves_each_buffer_of_every_layer_with_its_row(kind):
-    """The beam search's in-place reorder (the prefix of every buffer, no reallocation) against each
-    buffer indexed on its own."""
+    """The beam search's reorder (the written prefix of every layer's state gathered into the other buffer,
+    no reallocation) against each layer's state indexed on its own; a joint layer's source part (the same
+    for a sentence's rows) is there in both buffers."""
     torch.manual_seed(0)
     model = Seq2Seq(tiny_config(kind)).eval()
     src, _ = mixed_batch()
     with torch.no_grad():
         cache = model.init_cache(model.encode(src[:2], beam=2), max_len=6)
     g = torch.Generator().manual_seed(1)
-    before = [{name: torch.randn(buf.shape, generator=g) for name, buf in rows.items()} for rows in cache.rows]
-    for rows, values in zip(cache.rows, before):
+    leads = [cache.lead if layer.joint else 0 for layer in model.decoder_layers]
+    before = [{name: buf.clone() for name, buf in rows.items()} for rows in cache.rows]
+    for rows, values, lead in zip(cache.rows, before, leads):
         for name, buf in rows.items():
+            values[name][lead:] = torch.randn(values[name][lead:].shape, generator=g)  # the prefix: random
             buf.copy_(values[name])
-    # no two buffers share memory: each still holds what was written to it
+    # no two layers' states share memory: each still holds what was written to it
     assert all(torch.equal(buf, values[name]) for rows, values in zip(cache.rows, before) for name, buf in rows.items())
-    cache.step = 6
+    cache.step = 4
     index = torch.tensor([1, 0, 3, 2])  # every row moves, within its sentence
+    current = cache.buffer
     model.reorder_rows(cache, index)
-    for rows, old in zip(cache.rows, before):
+    assert cache.buffer is not current and cache.spare is current  # gathered into the other buffer
+    for rows, old, lead in zip(cache.rows, before, leads):
         for name, buf in rows.items():
-            assert torch.equal(buf, old[name].index_select(0, index)), name
+            assert torch.equal(buf[:lead], old[name][:lead]), name  # the source part
+            assert torch.equal(buf[lead : lead + 4], old[name][lead : lead + 4, index]), name  # prefix positions 0..3
+    assert (kind in ("can", "can_attn")) == (cache.lead == src.size(1))
 
 
 def test_reorder_across_sentences_with_beams_is_refused():
@@ -227,8 +234,8 @@ def test_can_values_are_ffn_wide_and_split_across_heads():
     cfg = tiny_config("can")
     layer = Seq2Seq(cfg).decoder_layers[0]
     cache = layer.new_cache(rows=2, max_len=5, like=torch.zeros(1))
-    # keys d/heads wide, values ffn_dim/heads wide, side by side in one buffer
-    assert cache["kv"].shape == (2, cfg.heads, 5, (cfg.d_model + cfg.ffn_dim) // cfg.heads)
+    # per position and row: keys d wide, values ffn_dim wide, side by side in one buffer
+    assert cache["kv"].shape == (5, 2, cfg.d_model + cfg.ffn_dim)
     assert layer.h_proj.out_features == cfg.d_model + cfg.ffn_dim
 
 
@@ -296,3 +303,29 @@ def test_fused_teacher_forcing_equals_explicit_attention(kind, monkeypatch):
     first = noisy(src, tgt)
     first.sum().backward()
     assert not torch.equal(first, noisy(src, tgt))
+
+
+def test_inference_ffn_with_bias_and_relu_in_the_gemm_equals_the_layers_written_out():
+    from canlib.model.attention import FeedForward, linear_relu
+
+    torch.manual_seed(3)
+    ffn = FeedForward(8, 32, relu_dropout=0.0).eval()
+    with torch.no_grad():
+        ffn.w1.bias.normal_()  # a zero bias would hide a missing one
+        x = torch.randn(3, 2, 8)
+        expected = torch.relu(x @ ffn.w1.weight.T + ffn.w1.bias) @ ffn.w2.weight.T + ffn.w2.bias
+        assert torch.allclose(linear_relu(x, ffn.w1), torch.relu(x @ ffn.w1.weight.T + ffn.w1.bias), atol=1e-6)
+        assert torch.allclose(ffn(x), expected, atol=1e-6)
+
+
+def test_score_biases_hide_padded_positions_and_keep_their_rows_aligned_to_16():
+    from canlib.model.attention import SourceMemory
+
+    pad = torch.tensor([[False, False, True], [False, False, False]])
+    memory = SourceMemory(torch.zeros(2, 3, 4), pad, beam=2)
+    bias = memory.score_bias(torch.float32)
+    assert bias.shape == (2, 1, 1, 3) and bias.stride(0) % 16 == 0
+    assert bias.view(2, 3).tolist() == [[0, 0, float("-inf")], [0, 0, 0]]
+    joint = memory.joint_bias(3 + 5, torch.float32)  # each row: its sentence's source, then 5 prefix positions
+    assert joint.shape == (4, 1, 1, 8) and joint.stride(0) % 16 == 0
+    assert joint.view(4, 8).isinf().tolist() == [[False, False, True] + [False] * 5] * 2 + [[False] * 8] * 2

@@ -8,8 +8,11 @@ import torch
 
 from canlib import DECODER_KINDS, ModelConfig, Seq2Seq
 from canlib.model.config import BOS_ID, EOS_ID, PAD_ID
-from canlib.decoding.search import (BeamSearch, ChunkedTopK, EagerDecoder, ForcedLength, FreeLength, GraphedDecoder,
-                                   StepGraphs, beam_search, greedy_search, make_batch, timed_search)
+from canlib.bench.timing import PartClock, TimedDecoder, timed_search
+from canlib.decoding.decoder import EagerDecoder
+from canlib.decoding.runners import GraphedDecoder, StepGraphs
+from canlib.decoding.search import (BeamSearch, ChunkedTopK, ForcedLength, FreeLength, beam_search, greedy_search,
+                                   make_batch)
 
 
 @pytest.fixture(autouse=True)
@@ -205,18 +208,63 @@ def test_search_with_chunked_topk_equals_search_with_one_topk(kind):
         assert chunked.hypotheses == plain.hypotheses
 
 
-def test_timed_search_reports_every_part_and_the_same_tokens():
+class _FakeTime:
+    """A clock that moves only when told to: each part of a search takes a known time."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_timed_search_gives_each_part_the_time_it_took(monkeypatch):
+    """Encode, init_cache, layers, output and the search's reorders take 7, 11, 3, 5 and 2 units on a
+    fake clock: the parts must come out as those durations times how often each ran."""
+    import canlib.bench.timing
+
+    clock = _FakeTime()
+    monkeypatch.setattr(canlib.bench.timing.time, "perf_counter", clock)
     model = tiny_model(seed=9)
+
+    class Slow(EagerDecoder):
+        def encode(self, src, beam):
+            clock.now += 7
+            return super().encode(src, beam)
+
+        def init_cache(self, memory, max_len):
+            clock.now += 11
+            return super().init_cache(memory, max_len)
+
+        def decode_hidden(self, tokens, cache):
+            clock.now += 3
+            return super().decode_hidden(tokens, cache)
+
+        def output_log_probs(self, hidden):
+            clock.now += 5
+            return super().output_log_probs(hidden)
+
+        def reorder(self, cache, index):
+            clock.now += 2
+            super().reorder(cache, index)
+
     batch = make_batch(sources(9), PAD_ID, EOS_ID)
-    for path in (EagerDecoder(model), StepGraphs(model, capture=False, parts=True)):
-        start = time.perf_counter()
-        result, parts = timed_search(path, batch, beam=2)
-        elapsed = time.perf_counter() - start
-        assert result.tokens == beam_search(model, batch, beam=2).tokens
-        assert all(parts[p] > 0 for p in ("encode", "layers", "output", "search"))
-        # the parts tile the search: their sum is the search's time, less only the timer's own set-up
-        assert parts["total"] == pytest.approx(sum(parts[p] for p in ("encode", "layers", "output", "search")))
-        assert 0.5 * elapsed < parts["total"] <= elapsed
+    steps = 6
+    result, parts = timed_search(Slow(model), batch, beam=2, forced_length=steps)
+    assert result.tokens == beam_search(model, batch, beam=2, forced_length=steps).tokens
+    assert parts == {"encode": 18, "layers": 3 * steps, "output": 5 * steps, "search": 2 * (steps - 1),
+                     "total": 18 + 10 * steps - 2}
+
+
+def test_graphed_parts_mark_every_part_of_every_step_and_give_the_eager_tokens():
+    model = tiny_model(seed=9)
+    batch = make_batch(sources(9)[:1], PAD_ID, EOS_ID)
+    graphs = StepGraphs(model, capture=False, parts=True)
+    clock = PartClock(cuda=False)
+    with torch.no_grad():
+        result = graphs.search(batch, 2, ForcedLength(5), clock=clock)
+    assert result.tokens == beam_search(model, batch, beam=2, forced_length=5).tokens
+    assert [part for part, _ in clock.marks] == ["encode", "search"] + ["layers", "output", "search"] * 5
 
 
 class _HostReads(torch.utils._python_dispatch.TorchDispatchMode):
@@ -385,3 +433,115 @@ def test_cpu_inference_output_projection_equals_plain_product_and_follows_weight
         reference = model.output_log_probs(h)  # the plain F.linear path
     assert (after - reference).abs().max().item() < 1e-5
     assert (before - after).abs().max().item() > 1e-3
+
+
+def test_graph_cache_keeps_at_most_max_shapes_and_drops_the_oldest():
+    from canlib.decoding.runners import GraphCache
+
+    cache = GraphCache(max_shapes=2)
+    for key in ("a", "b", "c"):
+        cache.add((key,), value=key)
+    assert [e["value"] for e in cache.values()] == ["b", "c"]
+    assert cache.get(("a",)) is None and cache.get(("c",))["graphs"] == {}
+
+
+needs_triton = pytest.mark.skipif(not __import__("canlib.decoding.fused", fromlist=["available"]).available(),
+                                  reason="needs triton (its interpreter runs the fused kernels on a CPU)")
+
+
+@needs_triton
+@pytest.mark.parametrize("kind", ["standard", "can"])
+def test_fused_select_gives_the_pytorch_steps_tokens_and_scores(kind):
+    """The two Triton kernels (in the interpreter here) against the PyTorch select: three sentences of a
+    batch, beam 3, every path (eager, whole-step static graphs)."""
+    model = tiny_model(kind, seed=21)
+    batch = make_batch(sources(21, lengths=(6, 2, 9)), PAD_ID, EOS_ID)
+    want = beam_search(model, batch, beam=3, forced_length=7, len_penalty=0.6, return_all=True)
+    for got in (beam_search(model, batch, beam=3, forced_length=7, len_penalty=0.6, return_all=True, fused=True),
+                beam_search(model, batch, beam=3, forced_length=7, len_penalty=0.6, return_all=True, fused=True,
+                            graphs=StepGraphs(model, capture=False, fused=True))):
+        assert got.tokens == want.tokens
+        assert got.scores == pytest.approx(want.scores, abs=1e-5)
+        assert [[h[0] for h in x] for x in got.hypotheses] == [[h[0] for h in x] for x in want.hypotheses]
+
+
+@needs_triton
+def test_fused_kernels_choose_a_reference_top_k_over_pieces_of_a_long_row():
+    """A vocabulary wider than one piece (1,024 logits): the log-sum-exp from pieces and the candidates
+    across pieces, against log_softmax and one top-k over each sentence's beam x V scores."""
+    from canlib.decoding.fused import FusedSelect
+
+    g = torch.Generator().manual_seed(5)
+    sentences, k, vocab = 2, 4, 2500
+    logits = torch.randn(sentences * k, vocab, generator=g) * 4
+    logits[:, [PAD_ID, BOS_ID, EOS_ID]] = 20.0  # the likeliest tokens, and banned: they count in the log-sum-exp only
+    cum = torch.randn(sentences, k, generator=g)
+    cum[1, 2:] = float("-inf")  # dead beams never continue
+    scores, pointers = cum.clone(), torch.empty(2, sentences * k, dtype=torch.long)
+    FusedSelect(sentences * k, vocab, k, torch.device("cpu"), PAD_ID, BOS_ID, EOS_ID)(logits, scores, pointers)
+    logp = torch.log_softmax(logits.double(), dim=-1)
+    logp[:, [PAD_ID, BOS_ID, EOS_ID]] = float("-inf")  # banned, not renormalised
+    top_s, top_i = (cum.double()[:, :, None] + logp.view(sentences, k, vocab)).view(sentences, -1).topk(k, dim=1)
+    assert torch.allclose(scores.double(), top_s, atol=1e-5)
+    assert pointers[0].tolist() == (torch.arange(sentences)[:, None] * k + top_i // vocab).view(-1).tolist()
+    assert pointers[1].tolist() == (top_i % vocab).view(-1).tolist()
+    assert set(pointers[0, k:].tolist()) <= {k, k + 1}  # sentence 1 continues only its live beams
+
+
+def test_fused_select_is_refused_where_it_does_not_apply():
+    model = tiny_model(seed=2)
+    batch = make_batch(sources(2), PAD_ID, EOS_ID)
+    with pytest.raises(ValueError, match="fused"):
+        beam_search(model, batch, beam=2, fused=True)  # free length: EOS handling stays in PyTorch
+    with pytest.raises(ValueError, match="fused"):
+        beam_search(model, batch, beam=2, forced_length=3, fused=True, graphs=StepGraphs(model, capture=False))
+
+
+@pytest.mark.parametrize("parts", [False, True])
+@pytest.mark.parametrize("kind", ["standard", "can"])
+def test_replayed_steps_read_and_write_the_buffers_their_capture_recorded(kind, parts, monkeypatch):
+    """CUDA graphs, emulated on the CPU: a "graph" replays what its capture run did with the host's view of
+    the cache as it was then (step, buffer parity), and the capture run's Python effects stay while its
+    tensor writes do not (StepGraphs undoes them). Replayed searches must still give eager's outputs: the
+    two cache buffers alternate step by step, so each step's graph must have been captured on the right one."""
+    import canlib.decoding.runners as runners
+    import canlib.model.seq2seq
+
+    model = tiny_model(kind, seed=31)
+    steps = StepGraphs(model, capture=True, parts=parts)
+
+    class Replay:
+        def __init__(self, fn, caches, states):
+            self.fn, self.caches, self.states, self.out = fn, caches, states, None
+
+        def replay(self):
+            outer = [(c.step, c.flips) for c in self.caches]
+            for c, (step, flips) in zip(self.caches, self.states):
+                c.step, c.flips = step, flips
+            out = self.fn()
+            if isinstance(out, torch.Tensor):  # a graph's output lives where the capture put it
+                self.out.copy_(out)
+            for c, (step, flips) in zip(self.caches, outer):
+                c.step, c.flips = step, flips
+
+        def pool(self):
+            return None
+
+    def fake_capture(fn, pool):
+        fn()  # the warm-up
+        caches = [entry["search"].cache for entry in steps.graphs.values()]
+        states = [(c.step, c.flips) for c in caches]
+        graph = Replay(fn, caches, states)
+        graph.out = fn()  # the capture run
+        return graph, graph.out
+
+    monkeypatch.setattr(runners, "capture", fake_capture)
+    monkeypatch.setattr(canlib.model.seq2seq, "reorder_moved_rows", lambda *args: False)  # a GPU's reorder
+    for seed in (31, 32, 33):  # the first search captures, the next ones replay
+        batch = make_batch(sources(seed, lengths=(6,)), PAD_ID, EOS_ID)
+        for options in (dict(forced_length=8), dict(len_penalty=0.6)):
+            with torch.no_grad():
+                eager = beam_search(model, batch, beam=3, **options)
+                replayed = beam_search(model, batch, beam=3, graphs=steps, **options)
+            assert replayed.tokens == eager.tokens
+            assert replayed.scores == pytest.approx(eager.scores, abs=1e-5)

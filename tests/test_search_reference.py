@@ -146,3 +146,31 @@ def test_exact_stop_finds_the_same_best_as_running_to_the_end(alpha):
     if alpha >= 1.0:  # the check has teeth: stopping at k finished hypotheses (fairseq) misses something
         fairseq = [reference_beam(model, s, 3, alpha, max_output_length(s)) for s in srcs]
         assert fairseq != to_the_end
+
+
+def reference_forced(model: Seq2Seq, src_ids: list[int], k: int, length: int, alpha: float) -> tuple[list[int], float]:
+    """Exactly ``length`` tokens, EOS/PAD/BOS never: at each step the k best (prefix, token) candidates of
+    every live prefix; the best final prefix scored sum(log p) / length ** alpha."""
+    beams: list[tuple[float, list[int]]] = [(0.0, [])]
+    for _ in range(length):
+        logp = next_log_probs(model, src_ids, [p for _, p in beams])
+        candidates = [(score + lp, prefix + [tok]) for (score, prefix), row in zip(beams, logp.tolist())
+                      for tok, lp in enumerate(row) if tok not in (PAD, BOS, EOS)]
+        candidates.sort(key=lambda c: -c[0])
+        beams = candidates[:k]
+    score, best = beams[0]
+    return best, score / length**alpha
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_forced_length_search_follows_its_back_pointers_to_the_reference_beam(seed):
+    """The forced-length search keeps no token matrix, only (row, token) back-pointers per step: the
+    outputs it rebuilds from them, for three sentences in one batch, are the reference's."""
+    model = toy_model(seed)
+    sources = toy_sources(seed)
+    batch = make_batch(sources, PAD, EOS)
+    result = beam_search(model, batch, beam=3, forced_length=5, len_penalty=0.6)
+    for ids, tokens, score in zip(sources, result.tokens, result.scores):
+        want_tokens, want_score = reference_forced(model, ids, 3, 5, 0.6)
+        assert tokens == want_tokens
+        assert score == pytest.approx(want_score, abs=1e-5)

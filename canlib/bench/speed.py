@@ -39,7 +39,10 @@ from canlib.bench.settings import BenchResult, BenchSettings
 from canlib.model.config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS, preset, scaled_preset
 from canlib.model.seq2seq import Seq2Seq
 from canlib.io import device_name, git_commit, tqdm
-from canlib.decoding.search import EagerDecoder, StepGraphs, beam_search, make_batch, timed_search
+from canlib.bench.timing import timed_search
+from canlib.decoding.decoder import EagerDecoder
+from canlib.decoding.runners import StepGraphs
+from canlib.decoding.search import beam_search, make_batch
 
 STUDIES = {
     "speed": PAPER_SYSTEMS,
@@ -104,16 +107,20 @@ def system_model(name: str, settings: BenchSettings, device: torch.device, half:
     return model.half() if half else model
 
 
-def canlib_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, graphs: bool) -> System:
+def canlib_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, graphs: bool, max_shapes: int = 8,
+                  fused: bool = False) -> System:
+    """``graphs``: whole search steps replayed from CUDA graphs on CUDA (elsewhere the same static path,
+    eagerly), keeping the graphs of up to ``max_shapes`` shapes (source lengths) at once; ``fused``: the
+    forced-length select step as two Triton kernels (:mod:`canlib.decoding.fused`)."""
     device = model.embed.weight.device
-    # graphs: whole search steps replayed from CUDA graphs on CUDA; elsewhere the same static path, eagerly
-    graphed = StepGraphs(model, capture=device.type == "cuda") if graphs else None
+    graphed = StepGraphs(model, capture=device.type == "cuda", max_shapes=max_shapes, fused=fused) if graphs else None
 
     def run(sources: list[list[int]], beam: int, forced: int | None) -> int:
         produced = 0
         for start in range(0, len(sources), batch):
             src = make_batch(sources[start : start + batch], model.cfg.pad_id, model.cfg.eos_id, device)
-            result = beam_search(model, src, beam=beam, len_penalty=len_penalty, forced_length=forced, graphs=graphed)
+            result = beam_search(model, src, beam=beam, len_penalty=len_penalty, forced_length=forced, graphs=graphed,
+                                 fused=fused)
             produced += sum(len(t) for t in result.tokens)
         sync(device)
         return produced
@@ -228,7 +235,7 @@ def time_systems(systems: list[System], sources: list[list[int]], beam: int, for
 def breakdown(system: System, sources: list[list[int]], beam: int, batch: int, forced: int | None,
               repeats: int, len_penalty: float, graphs: bool = False) -> dict[str, float]:
     """Median time per sentence of each part (encoder, decoder layers, output projection + softmax, search
-    bookkeeping), marked on one timeline without synchronising (:func:`canlib.decoding.search.timed_search`:
+    bookkeeping), marked on one timeline without synchronising (:func:`canlib.bench.timing.timed_search`:
     CUDA events on a GPU), and, interleaved in the same repeats, the same search untimed
     (``end_to_end_ms``): the parts are only worth reading when their sum agrees with it
     (:func:`breakdown_gap`).

@@ -37,13 +37,13 @@ masking logits before the softmax. With it, our beam search returns CTranslate2'
 the same weights, except where a hypothesis reaches the maximum length: CTranslate2 ends it
 there without an EOS, we force one (``tests/test_ctranslate.py`` checks this).
 
-Structure (fairseq keeps its search apart from the loss; this module keeps the search apart
-from how the decoder is run and timed):
+Structure (fairseq keeps its search apart from the loss; canlib keeps the search apart from how the
+decoder is run and timed):
 
-* a *decoder* runs the model: :class:`EagerDecoder` (the default), :class:`GraphedDecoder`
-  (decode steps replayed from CUDA graphs) or :class:`TimedDecoder` (wraps either and marks
-  encoder, decoder layers and output projection on a :class:`PartClock`, CUDA events that need
-  no synchronisation, so the parts add up to the search's own time);
+* a *decoder* runs the model (:class:`canlib.decoding.decoder.Decoder`: encode, init_cache,
+  decode_hidden, output_log_probs or output_logits, reorder, compact): :class:`~canlib.decoding.decoder.EagerDecoder`
+  by default; :mod:`canlib.decoding.runners` replays steps from CUDA graphs and
+  :mod:`canlib.bench.timing` times their parts;
 * a *length policy* decides what a step may emit and when a hypothesis ends:
   :class:`FreeLength` (EOS, maximum lengths, finished hypotheses, stopping rules) or
   :class:`ForcedLength` (exactly N tokens, no EOS: speed measurement with random weights);
@@ -55,25 +55,24 @@ from how the decoder is run and timed):
 * a step has three parts, :meth:`BeamSearch.hidden` (decoder layers), :meth:`BeamSearch.log_probs`
   (output projection) and :meth:`BeamSearch.select` (the search proper: masks, top-k, finished
   hypotheses, reorder); the top-k of a row of beam x V scores is taken in two rounds of short
-  top-k's (:class:`ChunkedTopK`), a handful of GPU kernels instead of PyTorch's multi-block select;
-* :class:`StepGraphs` replays whole steps (decoder, output projection, log-softmax, top-k,
-  bookkeeping, cache reorder) from one CUDA graph per step index, or, with ``parts=True``, each
-  step's three parts from three graphs, timed apart.
+  top-k's (:class:`ChunkedTopK`), a handful of GPU kernels instead of PyTorch's multi-block select.
+  With a forced length the step keeps no token matrix: each step writes its (row, token) back-pointers
+  with one gather from a lookup table, and :meth:`BeamSearch.result` follows them back once at the end;
+  ``fused=True`` takes that select step from the raw logits in two Triton kernels (:mod:`canlib.decoding.fused`).
 
 On CUDA, run the model in half precision (``model.half()``). On CPU the model stays in float32.
 """
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
-from typing import Protocol
 
 import torch
 from torch import Tensor
 
-from canlib.model.attention import SourceMemory
-from canlib.model.seq2seq import DecoderCache, Seq2Seq
+from canlib.decoding import fused as fused_step
+from canlib.decoding.decoder import Decoder, EagerDecoder
+from canlib.model.seq2seq import Seq2Seq
 
 STOP_RULES = ("fairseq", "exact")
 NEG_INF = float("-inf")
@@ -86,248 +85,6 @@ class SearchResult:
     tokens: list[list[int]]
     scores: list[float]
     hypotheses: list[list[tuple[list[int], float]]] | None = None  # every finished one, best first
-
-
-# -- decoders: how the model is run ---------------------------------------------------------------
-
-
-class Decoder(Protocol):
-    """What the search needs from the model; wrappers add graphs or timing around it."""
-
-    model: Seq2Seq
-
-    def encode(self, src: Tensor, beam: int) -> SourceMemory: ...
-    def init_cache(self, memory: SourceMemory, max_len: int) -> DecoderCache: ...
-    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor: ...
-
-
-class EagerDecoder:
-    """The model as it is: every step launches its kernels one by one."""
-
-    def __init__(self, model: Seq2Seq) -> None:
-        self.model = model
-
-    def encode(self, src: Tensor, beam: int) -> SourceMemory:
-        return self.model.encode(src, beam=beam)
-
-    def init_cache(self, memory: SourceMemory, max_len: int) -> DecoderCache:
-        return self.model.init_cache(memory, max_len=max_len)
-
-    def decode_hidden(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
-        return self.model.decode_hidden(tokens, cache)
-
-    def output_log_probs(self, hidden: Tensor) -> Tensor:
-        return self.model.output_log_probs(hidden)
-
-    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
-        return self.model.decode_step(tokens, cache)
-
-
-def load_memory(model: Seq2Seq, cache: DecoderCache, memory: SourceMemory) -> None:
-    """Copy a new batch's encoder output into a cache built for the same shape, in place (a CUDA
-    graph reads these buffers at fixed addresses), and clear its per-row state."""
-    cache.memory.states.copy_(memory.states)
-    cache.memory.pad_mask.copy_(memory.pad_mask)
-    cache.memory.bias.copy_(memory.score_bias(cache.memory.bias.dtype))
-    for source, values in zip(cache.sources, model.project_sources(cache.memory)):
-        for name, value in values.items():
-            source[name].copy_(value)
-    for rows in cache.rows:
-        for buf in rows.values():
-            buf.zero_()
-    cache.step = 0
-
-
-def static_cache(model: Seq2Seq, memory: SourceMemory, max_len: int) -> DecoderCache:
-    """A cache whose every tensor (the score bias included) exists before any graph is captured."""
-    cache = model.init_cache(memory, max_len=max_len)
-    cache.memory.score_bias(memory.states.dtype)
-    return cache
-
-
-def _buffers(cache: DecoderCache) -> list[int]:
-    return [buf.data_ptr() for rows in cache.rows for buf in rows.values()]
-
-
-def _capture(fn, pool):
-    """Warm ``fn`` up on a side stream (cuBLAS workspaces), then capture it as a CUDA graph."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, pool=pool):
-        out = fn()
-    return graph, out
-
-
-class GraphedDecoder:
-    """Decode steps replayed from CUDA graphs: per step index, one graph for the decoder layers
-    and, per shape, one for the output projection and log-softmax (two, so that
-    :class:`TimedDecoder` can time them apart).
-
-    A CUDA graph replays fixed kernels on fixed memory, so the cache a graph reads and writes
-    must outlive one search: this object keeps one cache (and its graphs, in their own memory
-    pool) per shape (sentences, beam, source length, steps), for at most ``max_shapes`` shapes,
-    and copies each new batch's encoder output into it. When a search drops finished sentences
-    the buffers change, and the rest of that search runs eagerly. ``capture=False`` runs the
-    same static-buffer path without graphs (how it is tested on CPU).
-
-    The warm-up before a capture really runs the step; the decoder layers' steps are therefore
-    written to be repeatable (a step reads positions < t and writes position t of its cache, so
-    running it twice leaves the same state: ``tests/test_model.py`` pins this for every kind).
-    """
-
-    def __init__(self, model: Seq2Seq, capture: bool = True, max_shapes: int = 32) -> None:
-        self.model = model
-        self.capture = capture
-        self.max_shapes = max_shapes
-        self.entries: dict[tuple, dict] = {}
-
-    def encode(self, src: Tensor, beam: int) -> SourceMemory:
-        return self.model.encode(src, beam=beam)
-
-    def init_cache(self, memory: SourceMemory, max_len: int) -> DecoderCache:
-        key = (tuple(memory.states.shape), memory.beam, max_len, memory.states.dtype)
-        entry = self.entries.get(key)
-        if entry is None or _buffers(entry["cache"]) != entry["ptrs"]:
-            if len(self.entries) >= self.max_shapes:
-                self.entries.pop(next(iter(self.entries)))
-            cache = static_cache(self.model, memory, max_len)
-            device = memory.states.device
-            self.entries[key] = dict(
-                cache=cache, ptrs=_buffers(cache), graphs={}, output=None, pool=None,
-                tokens=torch.zeros(cache.num_rows, dtype=torch.long, device=device),
-                hidden=torch.zeros(cache.num_rows, self.model.cfg.d_model, dtype=memory.states.dtype, device=device),
-            )
-            return cache
-        load_memory(self.model, entry["cache"], memory)
-        return entry["cache"]
-
-    def _entry(self, cache: DecoderCache) -> dict | None:
-        entry = next((e for e in self.entries.values() if e["cache"] is cache), None)
-        return entry if entry is not None and _buffers(cache) == entry["ptrs"] else None
-
-    def decode_hidden(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
-        entry = self._entry(cache)
-        if entry is None:
-            return self.model.decode_hidden(tokens, cache)
-        t = cache.step
-        entry["tokens"].copy_(tokens)
-        if not self.capture:
-            return self.model.decode_hidden(entry["tokens"], cache)
-        if t not in entry["graphs"]:
-            def step() -> Tensor:
-                cache.step = t
-                return self.model.decode_hidden(entry["tokens"], cache)
-
-            entry["graphs"][t] = _capture(step, entry["pool"])
-            entry["pool"] = entry["graphs"][t][0].pool()
-        graph, out = entry["graphs"][t]
-        graph.replay()  # rewrites position t of the cache, exactly what the eager step writes
-        cache.step = t + 1
-        return out
-
-    def output_log_probs(self, hidden: Tensor) -> Tensor:
-        entry = next((e for e in self.entries.values() if e["hidden"].shape == hidden.shape), None)
-        if entry is None or not self.capture:
-            return self.model.output_log_probs(hidden)
-        entry["hidden"].copy_(hidden)
-        if entry["output"] is None:
-            entry["output"] = _capture(lambda: self.model.output_log_probs(entry["hidden"]), entry["pool"])
-            entry["pool"] = entry["output"][0].pool()
-        graph, out = entry["output"]
-        graph.replay()
-        return out
-
-    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
-        return self.output_log_probs(self.decode_hidden(tokens, cache))
-
-
-class PartClock:
-    """One timeline cut into labelled parts: ``mark(part)`` means "from here on, the time is
-    ``part``'s", and :meth:`seconds` adds up each part's intervals, so the parts sum exactly to the
-    time from the first mark to the last.
-
-    On CUDA a mark is an event recorded on the stream, with no synchronisation: the search runs as
-    it does untimed (the host still runs ahead of the GPU), and each part gets the GPU timeline
-    between its marks, idle waits for the host included. Elsewhere a mark reads the host's clock."""
-
-    def __init__(self, cuda: bool) -> None:
-        self.cuda = cuda
-        self.marks: list[tuple[str, object]] = []
-
-    def mark(self, part: str) -> None:
-        if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            self.marks.append((part, event))
-        else:
-            self.marks.append((part, time.perf_counter()))
-
-    def seconds(self) -> dict[str, float]:
-        """Seconds per part, from the marks so far (waits for the GPU once)."""
-        if self.cuda:
-            torch.cuda.synchronize()
-        totals: dict[str, float] = {}
-        for (part, a), (_, b) in zip(self.marks, self.marks[1:]):
-            totals[part] = totals.get(part, 0.0) + (a.elapsed_time(b) / 1000 if self.cuda else b - a)
-        return totals
-
-
-class TimedDecoder:
-    """Wraps a decoder and marks its parts on a :class:`PartClock`: ``encode`` (encoder and cache
-    set-up), ``layers`` (decoder layers) and ``output`` (final norm, projection, log-softmax).
-    Whatever runs between them is the search's own bookkeeping (``search``)."""
-
-    PARTS = ("encode", "layers", "output")
-
-    def __init__(self, inner: Decoder, clock: PartClock) -> None:
-        self.inner, self.clock = inner, clock
-        self.model = inner.model
-
-    def _timed(self, part: str, fn, *args):
-        self.clock.mark(part)
-        out = fn(*args)
-        self.clock.mark("search")
-        return out
-
-    def encode(self, src: Tensor, beam: int) -> SourceMemory:
-        return self._timed("encode", self.inner.encode, src, beam)
-
-    def init_cache(self, memory: SourceMemory, max_len: int) -> DecoderCache:
-        return self._timed("encode", self.inner.init_cache, memory, max_len)
-
-    def decode_hidden(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
-        return self._timed("layers", self.inner.decode_hidden, tokens, cache)
-
-    def output_log_probs(self, hidden: Tensor) -> Tensor:
-        return self._timed("output", self.inner.output_log_probs, hidden)
-
-    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
-        return self.output_log_probs(self.decode_hidden(tokens, cache))
-
-
-def timed_search(decoder: Decoder | StepGraphs, src: Tensor, **options) -> tuple[SearchResult, dict[str, float]]:
-    """One search, its parts marked on a :class:`PartClock`: the result and seconds per part
-    (encode, layers, output, search = the bookkeeping between them, total = their sum, the whole
-    search). ``decoder`` is a decoder (wrapped in a :class:`TimedDecoder`) or a :class:`StepGraphs`
-    built with ``parts=True`` (each step replayed as three graphs, the clock marked between them)."""
-    clock = PartClock(decoder.model.embed.weight.device.type == "cuda")
-    clock.mark("search")
-    if isinstance(decoder, StepGraphs):
-        options = dict(options)
-        policy = length_policy(**{key: options.pop(key) for key in POLICY_OPTIONS if key in options})
-        with torch.no_grad():
-            result = decoder.search(src, options.pop("beam", 4), policy, clock=clock, **options)
-    else:
-        result = beam_search(decoder.model, src, decoder=TimedDecoder(decoder, clock), **options)
-    clock.mark("end")
-    seconds = clock.seconds()
-    totals = {part: seconds.get(part, 0.0) for part in TimedDecoder.PARTS + ("search",)}
-    totals["total"] = sum(totals.values())
-    return result, totals
 
 
 # -- length policies: what a step may emit, when a hypothesis ends ----------------------------
@@ -387,13 +144,16 @@ class ChunkedTopK:
         # where each piece starts in the row, as (1, chunks, 1) for a broadcast add
         self.starts = (torch.arange(self.chunks, device=device) * (self.chunk or 0)).view(1, -1, 1)
 
-    def __call__(self, scores: Tensor) -> tuple[Tensor, Tensor]:
-        """Values (m, picks), best first, and their column indices in ``scores`` (m, width)."""
+    def __call__(self, scores: Tensor, values: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Values (m, picks), best first, and their column indices in ``scores`` (m, width); ``values``:
+        an (m, picks) tensor to write the values into (no copy)."""
         if self.chunk is None:
-            return scores.topk(self.picks, dim=1)
+            top_s, top_i = scores.topk(self.picks, dim=1)
+            return (values.copy_(top_s) if values is not None else top_s), top_i
         m, c, k = scores.size(0), self.chunks, self.picks
         piece_s, piece_i = scores.view(m * c, self.chunk).topk(k, dim=1, sorted=False)
-        top_s, where = piece_s.view(m, c * k).topk(k, dim=1)
+        where = torch.empty(m, k, dtype=torch.long, device=scores.device)
+        top_s = torch.topk(piece_s.view(m, c * k), k, dim=1, out=(values if values is not None else piece_s.new_empty(m, k), where))[0]
         return top_s, (piece_i.view(m, c, k) + self.starts).view(m, c * k).gather(1, where)
 
 
@@ -416,14 +176,18 @@ class BeamSearch:
     reads a value back to the host, so a step can be replayed from a CUDA graph and a loop of
     steps runs ahead of the GPU. ``check()`` is the only place the host looks at the state.
     ``static=True`` keeps the shapes fixed (no sentence is dropped) and treats every step the
-    same whatever the batch (what :class:`StepGraphs` needs).
+    same whatever the batch (what :class:`~canlib.decoding.runners.StepGraphs` needs).
     """
 
     def __init__(self, model: Seq2Seq, src: Tensor, beam: int, policy: ForcedLength | FreeLength,
                  len_penalty: float = 1.0, renormalize: bool = False, return_all: bool = False,
-                 decoder: Decoder | None = None, static: bool = False) -> None:
+                 decoder: Decoder | None = None, static: bool = False, fused: bool = False) -> None:
         if beam < 1:
             raise ValueError(f"beam={beam}: must be at least 1")
+        if fused and (not isinstance(policy, ForcedLength) or renormalize):
+            raise ValueError("fused=True: the fused select step serves forced-length searches without renormalize")
+        if fused and not fused_step.available() and model.embed.weight.device.type != "meta":  # meta: counted, not run
+            raise ValueError("fused=True needs the triton package (PyTorch's CUDA wheels bring it)")
         cfg = model.cfg
         self.model, self.cfg, self.policy = model, cfg, policy
         self.decoder = decoder or EagerDecoder(model)
@@ -450,9 +214,17 @@ class BeamSearch:
         self.top = ChunkedTopK(k * cfg.vocab_size, k if self.forced else 2 * k, device)
         self.never = torch.tensor([cfg.pad_id, cfg.bos_id], device=device)  # never generated
         self.no_eos = torch.tensor([cfg.pad_id, cfg.bos_id, cfg.eos_id], device=device)
-        self.tokens = torch.empty(n * k, self.steps + 1, dtype=torch.long, device=device)
         self.cum = torch.empty(n, k, device=device)
-        if not self.forced:
+        self.fused = fused_step.FusedSelect(n * k, cfg.vocab_size, k, device, cfg.pad_id, cfg.bos_id, cfg.eos_id) if fused else None
+        if self.forced:
+            # history[t] = (the row each row's prefix came from, the token it read at step t): back-pointers,
+            # written at once by one gather from ``pairs`` (candidate j of a sentence -> (j // V, j % V))
+            self.history = torch.empty(self.steps + 1, 2, n * k, dtype=torch.long, device=device)
+            j = torch.arange(k * cfg.vocab_size, device=device)
+            self.pairs = torch.stack([torch.div(j, cfg.vocab_size, rounding_mode="floor"), j % cfg.vocab_size])
+            self.first_row = self.base.view(-1).repeat_interleave(k)  # each sentence's first row, per row
+        else:
+            self.tokens = torch.empty(n * k, self.steps + 1, dtype=torch.long, device=device)
             width = self.steps
             slots = (2 * k if policy.stop == "fairseq" else k * self.steps) if return_all else 0
             self.alive = torch.arange(n, device=device)  # original index of each sentence in the batch
@@ -471,17 +243,21 @@ class BeamSearch:
 
     def state(self) -> list[Tensor]:
         """Every tensor a step writes (the search's and the cache's), e.g. to save and restore it."""
-        names = ("tokens", "cum") if self.forced else (
+        names = ("history", "cum") if self.forced else (
             "tokens", "cum", "done", "count", "best_score", "best_tokens", "best_len", "all_tokens", "all_score", "all_len")
-        return [getattr(self, name) for name in names] + [b for rows in self.cache.rows for b in rows.values()]
+        return [getattr(self, name) for name in names] + list(self.cache.buffers)
 
     def reset(self, lengths: list[int]) -> None:
         """Start state (in place): BOS, one live beam per sentence, nothing finished."""
-        self.tokens.fill_(self.cfg.pad_id)
-        self.tokens[:, 0] = self.cfg.bos_id
         self.cum.zero_()
         self.cum[:, 1:] = NEG_INF  # at the first step only one beam per sentence is live
-        if not self.forced:
+        if self.forced:
+            self.history.zero_()
+            self.history[0, 0] = torch.arange(self.history.size(2), device=self.device)
+            self.history[0, 1] = self.cfg.bos_id
+        else:
+            self.tokens.fill_(self.cfg.pad_id)
+            self.tokens[:, 0] = self.cfg.bos_id
             self.lengths.copy_(torch.tensor(lengths))
             self.len_norm.copy_(torch.tensor([(n + 1) ** self.len_penalty for n in lengths], dtype=torch.float64))
             self.done.zero_()
@@ -491,13 +267,18 @@ class BeamSearch:
             self.best_len.zero_()
             self.all_score.fill_(NEG_INF)
 
+    def inputs(self, t: int) -> Tensor:
+        """The token each row reads at step t (rows,)."""
+        return self.history[t, 1] if self.forced else self.tokens[:, t]
+
     def hidden(self, t: int) -> Tensor:
         """Part 1 of a step: the decoder layers on the tokens of step t (rows, d)."""
-        return self.decoder.decode_hidden(self.tokens[:, t], self.cache)
+        return self.decoder.decode_hidden(self.inputs(t), self.cache)
 
     def log_probs(self, hidden: Tensor) -> Tensor:
-        """Part 2: final norm, output projection and log-softmax (rows, V)."""
-        return self.decoder.output_log_probs(hidden)
+        """Part 2: final norm, output projection and log-softmax (rows, V); with ``fused``, the logits (the
+        fused select takes the log-softmax itself)."""
+        return self.decoder.output_logits(hidden) if self.fused else self.decoder.output_log_probs(hidden)
 
     def _mask(self, t: int, logp: Tensor) -> Tensor:
         """Remove the tokens step t may not emit (in place), renormalise if asked."""
@@ -519,7 +300,7 @@ class BeamSearch:
         self.tokens[:, t + 1] = new_tokens.view(-1)
         self.cum.copy_(scores)
         if t + 1 < self.steps:
-            self.model.reorder_rows(self.cache, index)
+            self.decoder.reorder(self.cache, index)
 
     def step(self, t: int) -> None:
         """Advance every sentence by one token (sentences already done run on, ignored)."""
@@ -529,12 +310,20 @@ class BeamSearch:
         """Part 3 of a step, the search proper: choose the continuations from ``logp`` (rows, V),
         record finished hypotheses, reorder tokens, scores and cache."""
         m, k, vocab = self.cum.size(0), self.k, self.cfg.vocab_size
+        if self.fused:  # two kernels from the logits: canlib.decoding.fused
+            self.fused(logp, self.cum, self.history[t + 1])
+            if t + 1 < self.steps:
+                self.decoder.reorder(self.cache, self.history[t + 1, 0])
+            return
         logp = self._mask(t, logp)
         cand = (self.cum[:, :, None] + logp.view(m, k, vocab)).view(m, k * vocab)
-        if self.forced:
-            top_s, top_i = self.top(cand)
-            index = (self.base[:m] + torch.div(top_i, vocab, rounding_mode="floor")).view(-1)
-            self._advance(t, index, top_i % vocab, top_s)
+        if self.forced:  # the best k of each sentence: scores straight into cum, back-pointers into history
+            _, top_i = self.top(cand, values=self.cum)
+            pointers = torch.index_select(self.pairs, 1, top_i.view(-1), out=self.history[t + 1])
+            if self.n > 1:  # candidate j of sentence s continues row s * k + j // V
+                pointers[0].add_(self.first_row)
+            if t + 1 < self.steps:
+                self.decoder.reorder(self.cache, pointers[0])
             return
         top_s, top_i = self.top(cand)
         top_beam = torch.div(top_i, vocab, rounding_mode="floor")
@@ -592,7 +381,7 @@ class BeamSearch:
             self.tokens = self.tokens.index_select(0, rows)
             self.cum, self.alive, self.lengths, self.len_norm, self.done = (
                 x.index_select(0, keep) for x in (self.cum, self.alive, self.lengths, self.len_norm, self.done))
-            self.model.reorder_cache(self.cache, rows, validate=False)
+            self.decoder.compact(self.cache, rows)
         return False
 
     def run(self, check_every: int | None = None, step=None) -> None:
@@ -610,7 +399,13 @@ class BeamSearch:
         """Copy the hypotheses to the host (once, after the loop); best first, ties in the order found."""
         if self.forced:
             steps = self.steps
-            texts = self.tokens[:, 1 : steps + 1].tolist()
+            history, texts = self.history.tolist(), []
+            for row in range(self.history.size(2)):  # follow the back-pointers from the last step to the first
+                text = []
+                for t in range(steps, 0, -1):
+                    text.append(history[t][1][row])
+                    row = history[t][0][row]
+                texts.append(text[::-1])
             scores = (self.cum / steps**self.len_penalty).view(-1).tolist()
             hyps = [[] for _ in range(self.n)]
             for row, (text, score) in enumerate(zip(texts, scores)):
@@ -631,129 +426,6 @@ class BeamSearch:
         return result
 
 
-class StepGraphs:
-    """Whole search steps (decoder, output projection, log-softmax, top-k, bookkeeping and cache
-    reorder) replayed from one CUDA graph per step index, and the encoder (with the source
-    projections) from one more.
-
-    Graphs replay fixed kernels on fixed memory, so this object keeps, per shape of search
-    (sentences, beam, source length, steps, policy, ...), one :class:`BeamSearch` whose tensors
-    persist across searches, and its graphs, for at most ``max_shapes`` shapes. Each new batch
-    is copied into that state. Before a capture, the step runs once for real on a side stream
-    (CUDA's warm-up); the state is saved before and restored after it, so that nothing runs
-    twice. ``capture=False`` runs the same static path without graphs (how it is tested on CPU).
-
-    ``parts=True`` captures each step as three graphs, the decoder layers, the output projection
-    and the search proper, replayed back to back, so that a :class:`PartClock` passed to
-    :meth:`search` can mark the time between them (:func:`timed_search`): the benchmark's
-    breakdown of the graphed search, whose parts add up to what a whole-step graph takes plus
-    two graph launches per step.
-    """
-
-    def __init__(self, model: Seq2Seq, capture: bool = True, max_shapes: int = 8, parts: bool = False) -> None:
-        self.model = model
-        self.capture = capture
-        self.max_shapes = max_shapes
-        self.parts = parts
-        self.entries: dict[tuple, dict] = {}
-
-    def search(self, src: Tensor, beam: int, policy: ForcedLength | FreeLength, len_penalty: float = 1.0,
-               renormalize: bool = False, return_all: bool = False, check_every: int | None = None,
-               clock: PartClock | None = None) -> SearchResult:
-        model = self.model
-        src = src.to(model.embed.weight.device)
-        key = (tuple(src.shape), beam, policy, len_penalty, renormalize, return_all, model.embed.weight.dtype)
-        entry = self.entries.get(key)
-        if clock is not None:
-            clock.mark("encode")
-        if entry is None:
-            if len(self.entries) >= self.max_shapes:
-                self.entries.pop(next(iter(self.entries)))
-            search = BeamSearch(model, src, beam, policy, len_penalty, renormalize, return_all, static=True)
-            search.cache.memory.score_bias(search.cache.memory.states.dtype)
-            entry = self.entries[key] = dict(search=search, graphs={}, pool=None, src=src.clone(), encode=None)
-        else:
-            search = entry["search"]
-            self._encode(entry, src, beam)
-            if search.forced:
-                search.reset([policy.length] * src.size(0))
-            else:
-                lengths = output_lengths(src, model.cfg.pad_id, policy.max_len_a, policy.max_len_b, policy.min_len,
-                                         model.cfg.max_len - 1)
-                if max(lengths) + 1 != search.steps:  # another step count: not this shape after all
-                    self.entries.pop(key)
-                    return self.search(src, beam, policy, len_penalty, renormalize, return_all, check_every, clock)
-                search.ending_steps = set(lengths)
-                search.reset(lengths)
-        mark = clock.mark if clock is not None else (lambda part: None)
-        mark("search")
-
-        def whole(t: int) -> None:
-            search.cache.step = t
-            search.step(t)
-
-        def capture(t: int) -> None:
-            """The graph(s) of step t; the warm-ups ran the step for real: undo that."""
-            saved = [x.clone() for x in search.state()]
-            if not self.parts:
-                graph, _ = _capture(lambda: whole(t), entry["pool"])
-                graphs = [graph]
-            else:
-                def layers() -> Tensor:
-                    search.cache.step = t
-                    return search.hidden(t)
-
-                g1, hidden = _capture(layers, entry["pool"])
-                g1.replay()  # the next warm-up reads real hidden states
-                g2, logp = _capture(lambda: search.log_probs(hidden), g1.pool())
-                g2.replay()
-                g3, _ = _capture(lambda: search.select(t, logp), g1.pool())
-                graphs = [g1, g2, g3]
-                entry.setdefault("between", {})[t] = (hidden, logp)  # alive: the graphs pass them on
-            for x, s in zip(search.state(), saved):
-                x.copy_(s)
-            entry["graphs"][t], entry["pool"] = graphs, graphs[0].pool()
-
-        def replay(t: int) -> None:
-            if self.capture and t not in entry["graphs"]:
-                capture(t)
-            if not self.parts:
-                if self.capture:
-                    entry["graphs"][t][0].replay()
-                else:
-                    whole(t)
-            elif self.capture:
-                for part, graph in zip(("layers", "output", "search"), entry["graphs"][t]):
-                    mark(part)
-                    graph.replay()
-            else:
-                search.cache.step = t
-                mark("layers")
-                hidden = search.hidden(t)
-                mark("output")
-                logp = search.log_probs(hidden)
-                mark("search")
-                search.select(t, logp)
-            search.cache.step = t + 1
-
-        search.run(check_every, step=replay)
-        return search.result()
-
-    def _encode(self, entry: dict, src: Tensor, beam: int) -> None:
-        """Encode ``src`` into the entry's cache: the encoder, the source projections and the
-        cache reset replayed as one more graph."""
-        model, cache = self.model, entry["search"].cache
-        if not self.capture:
-            load_memory(model, cache, model.encode(src, beam=beam))
-            return
-        entry["src"].copy_(src)
-        if entry["encode"] is None:
-            entry["encode"], _ = _capture(lambda: load_memory(model, cache, model.encode(entry["src"], beam=beam)), entry["pool"])
-            entry["pool"] = entry["encode"].pool()
-        entry["encode"].replay()
-        cache.step = 0
-
-
 def beam_search(
     model: Seq2Seq,
     src: Tensor,
@@ -767,15 +439,19 @@ def beam_search(
     stop: str = "fairseq",
     renormalize: bool = False,
     decoder: Decoder | None = None,
-    graphs: StepGraphs | None = None,
+    graphs=None,
     check_every: int | None = None,
+    fused: bool = False,
 ) -> SearchResult:
     """Translate a right-padded batch ``src`` (B, S) of source ids (each ending in EOS).
 
     ``forced_length=N`` generates exactly N tokens per sentence with EOS disallowed (speed
-    measurement with random weights). ``decoder`` runs the model (default :class:`EagerDecoder`;
-    :class:`GraphedDecoder`, :class:`TimedDecoder`); ``graphs`` replays whole steps from CUDA
-    graphs instead. See the module docstring for the scoring, length and stopping conventions.
+    measurement with random weights). ``decoder`` runs the model (default
+    :class:`~canlib.decoding.decoder.EagerDecoder`; :class:`~canlib.decoding.runners.GraphedDecoder`,
+    :class:`~canlib.bench.timing.TimedDecoder`); ``graphs``, a :class:`~canlib.decoding.runners.StepGraphs`,
+    replays whole steps from CUDA graphs instead. ``fused=True`` (forced length only) takes each step's
+    log-softmax, top-k and back-pointers in two Triton kernels (:mod:`canlib.decoding.fused`). See the
+    module docstring for the scoring, length and stopping conventions.
     """
     policy = length_policy(forced_length, max_len_a, max_len_b, min_len, stop)
     if beam < 1:
@@ -784,8 +460,10 @@ def beam_search(
         if graphs is not None:
             if decoder is not None:
                 raise ValueError("beam_search: pass either decoder or graphs (a graph replays the decoder too)")
+            if fused != graphs.fused:
+                raise ValueError(f"beam_search: fused={fused} but the graphs were built with fused={graphs.fused}")
             return graphs.search(src, beam, policy, len_penalty, renormalize, return_all, check_every)
-        search = BeamSearch(model, src, beam, policy, len_penalty, renormalize, return_all, decoder)
+        search = BeamSearch(model, src, beam, policy, len_penalty, renormalize, return_all, decoder, fused=fused)
         search.run(check_every)
         return search.result()
 
@@ -806,7 +484,6 @@ def make_batch(sentences: list[list[int]], pad_id: int, eos_id: int, device: tor
 
 
 __all__ = [
-    "SearchResult", "beam_search", "greedy_search", "BeamSearch", "ForcedLength", "FreeLength", "Decoder",
-    "EagerDecoder", "GraphedDecoder", "TimedDecoder", "PartClock", "StepGraphs", "ChunkedTopK", "timed_search",
-    "make_batch", "output_lengths", "length_policy", "STOP_RULES",
+    "SearchResult", "beam_search", "greedy_search", "BeamSearch", "ForcedLength", "FreeLength", "ChunkedTopK",
+    "make_batch", "output_lengths", "length_policy", "POLICY_OPTIONS", "STOP_RULES",
 ]

@@ -59,6 +59,7 @@ class SourceMemory:
     pad_mask: Tensor  # (B, S) bool
     beam: int = 1
     bias: Tensor | None = field(default=None, repr=False)  # score_bias, built once, not per layer and step
+    row_bias: Tensor | None = field(default=None, repr=False)  # joint_bias, likewise
 
     @property
     def sentences(self) -> int:
@@ -67,9 +68,16 @@ class SourceMemory:
     def score_bias(self, dtype: torch.dtype) -> Tensor:
         """Additive (B, 1, 1, S) bias: -inf on padded source positions (cached)."""
         if self.bias is None or self.bias.dtype != dtype:
-            bias = torch.zeros(self.pad_mask.shape, dtype=dtype, device=self.pad_mask.device)
-            self.bias = bias.masked_fill_(self.pad_mask, float("-inf"))[:, None, None, :]
+            self.bias = padded_bias(self.pad_mask, 0, dtype)
         return self.bias
+
+    def joint_bias(self, length: int, dtype: torch.dtype) -> Tensor:
+        """Additive (B * beam, 1, 1, S + steps) bias over a decoder row's [source ; prefix] keys
+        (``length`` = S + steps): -inf on its sentence's padded source positions, 0 on the prefix (cached)."""
+        bias = self.row_bias
+        if bias is None or bias.dtype != dtype or bias.size(-1) != length:
+            self.row_bias = padded_bias(self.pad_mask.repeat_interleave(self.beam, dim=0), length - self.pad_mask.size(1), dtype)
+        return self.row_bias
 
     def scores(self, q: Tensor, keys: Tensor, prescaled: bool = False) -> Tensor:
         """Scaled scores of row queries q (B*beam, h, T, w) against shared keys (B, h, S, w)
@@ -105,6 +113,16 @@ class SourceMemory:
     def select(self, index: Tensor) -> "SourceMemory":
         """Keep sentences ``index`` (used when a search drops finished sentences)."""
         return SourceMemory(self.states.index_select(0, index), self.pad_mask.index_select(0, index), self.beam)
+
+
+def padded_bias(pad_mask: Tensor, extra: int, dtype: torch.dtype) -> Tensor:
+    """(N, 1, 1, S + extra) additive bias, -inf where ``pad_mask`` (N, S) is True, 0 elsewhere, in rows
+    allocated to a multiple of 16 entries: a GPU's memory-efficient attention kernel reads such a mask
+    as it is, where an unaligned one is first copied into a padded buffer (one more kernel per call)."""
+    rows, width = pad_mask.size(0), pad_mask.size(1) + extra
+    store = torch.zeros(rows, -(-width // 16) * 16, dtype=dtype, device=pad_mask.device)
+    store[:, : pad_mask.size(1)].masked_fill_(pad_mask, float("-inf"))
+    return store[:, None, None, :width]
 
 
 def project_source(proj: nn.Linear, memory: SourceMemory, heads: int) -> dict[str, Tensor]:
@@ -203,6 +221,11 @@ def _rows_forward(linear: nn.Linear, x: Tensor) -> Tensor:
     return rows_linear(x, linear.weight, linear.bias)
 
 
+def routed(linear: nn.Linear) -> bool:
+    """Whether ``linear`` computes through :func:`rows_linear` now (inside :func:`cpu_fast_linears`)."""
+    return "forward" in linear.__dict__
+
+
 @contextmanager
 def cpu_fast_linears(linears: Sequence[nn.Linear], device: torch.device) -> Iterator[None]:
     """While inside, ``linears`` compute through :func:`rows_linear` (CPU and no autograd only;
@@ -220,20 +243,16 @@ def cpu_fast_linears(linears: Sequence[nn.Linear], device: torch.device) -> Iter
             m.__dict__.pop("forward", None)
 
 
-def reorder_moved_rows(caches: list[dict[str, Tensor]], index: Tensor, step: int) -> bool:
-    """CPU inference: make row i continue row ``index[i]`` by copying only the rows that change
-    (beams often keep their rows, and CAN's prefix values are 4d wide, so this saves memory
-    traffic). Returns False when most rows move and a plain full copy is the better choice.
-    On a GPU the test below would read back to the host, so it is CPU-only."""
+def reorder_moved_rows(prefix: Tensor, index: Tensor) -> bool:
+    """CPU inference: make row i of ``prefix`` (positions, rows, width) continue row ``index[i]`` in place,
+    copying only the rows that change (beams often keep their rows, and CAN's prefix values are 4d wide,
+    so this saves memory traffic). Returns False when every row moves and a gather into the other buffer
+    is the better choice. On a GPU the test below would read back to the host, so it is CPU-only."""
     moved = index.ne(torch.arange(index.numel())).nonzero().squeeze(1)
     if moved.numel() == index.numel():
         return False
     if moved.numel():
-        source = index.index_select(0, moved)
-        for rows in caches:
-            for buf in rows.values():
-                part = buf[:, :, :step] if buf.dim() == 4 else buf
-                part.index_copy_(0, moved, part.index_select(0, source))
+        prefix.index_copy_(1, moved, prefix.index_select(1, index.index_select(0, moved)))
     return True
 
 
@@ -247,25 +266,22 @@ def init_linear(linear: nn.Linear, splits: list[int] | None = None) -> None:
             linear.bias.zero_()
 
 
-def kv_cache(rows: int, heads: int, max_len: int, key_width: int, value_width: int, like: Tensor) -> dict[str, Tensor]:
-    """A decoder layer's prefix keys and values side by side in one zeroed buffer ``"kv"``
-    (rows, heads, max_len, key_width + value_width), written in place one position per step.
-
-    One buffer rather than two because the beam search reorders every buffer after every step:
-    one index_select and one copy per layer instead of two of each (on a GPU at batch 1 each kernel
-    costs microseconds whatever its size). The keys and values are views of it whose rows and heads
-    fold into one batch dimension, so the attention products read them without a copy."""
-    return {"kv": like.new_zeros(rows, heads, max_len, key_width + value_width)}
+def prefix_heads(state: Tensor, length: int, heads: int) -> Tensor:
+    """The first ``length`` positions of a time-major decoder state (positions, rows, heads * w), as the
+    (rows, heads, length, w) view an attention kernel reads: no copy."""
+    rows, width = state.size(1), state.size(2)
+    return state[:length].view(length, rows, heads, width // heads).permute(1, 2, 0, 3)
 
 
-def append_kv(cache: dict[str, Tensor], t: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-    """Write step t's keys and values (rows, heads, 1, width) into ``cache["kv"]`` (a
-    :func:`kv_cache`); return the prefix keys and values of positions 0..t, as views."""
-    kv, w = cache["kv"], k.size(-1)
-    kv[:, :, t : t + 1, :w] = k
-    kv[:, :, t : t + 1, w:] = v
-    prefix = kv[:, :, : t + 1]
-    return prefix[..., :w], prefix[..., w:]
+def attend_prefix(q: Tensor, state: Tensor, length: int, key_width: int, heads: int, mask: Tensor | None,
+                  dropout: nn.Module) -> Tensor:
+    """One decode step's attention over the first ``length`` positions of a time-major key|value state
+    (positions, rows, key_width + value_width): ``q`` (rows, heads, 1, w) -> (rows, 1, heads * v), one
+    ``scaled_dot_product_attention`` call reading keys and values where they lie."""
+    prefix = state[:length]
+    keys = prefix_heads(prefix[..., :key_width], length, heads)
+    values = prefix_heads(prefix[..., key_width:], length, heads)
+    return merge_heads(fused_attention(q, keys, values, mask, dropout))
 
 
 class SelfAttention(nn.Module):
@@ -285,14 +301,17 @@ class SelfAttention(nn.Module):
         return self.out(merge_heads(fused_attention(q, k, v, ~blocked, self.drop)))
 
     def step(self, x: Tensor, cache: dict[str, Tensor], t: int) -> Tensor:
-        q, k, v = (split_heads(z, self.heads) for z in self.qkv(x).chunk(3, dim=-1))
-        prefix_k, prefix_v = append_kv(cache, t, k, v)
-        probs = torch.softmax(self_scores(q, prefix_k, None), dim=-1)
-        return self.out(merge_heads(torch.matmul(probs, prefix_v)))
+        """One position: its keys and values written to ``cache["kv"]`` (positions, rows, 2d) as one copy,
+        then one attention call over positions 0..t."""
+        d = self.out.in_features
+        qkv = self.qkv(x)  # (rows, 1, 3d): [q | k | v], k and v side by side as the cache keeps them
+        cache["kv"][t] = qkv[:, 0, d:]
+        return self.out(attend_prefix(split_heads(qkv[..., :d], self.heads), cache["kv"], t + 1, d, self.heads,
+                                      None, self.drop))
 
-    def new_cache(self, rows: int, max_len: int, like: Tensor) -> dict[str, Tensor]:
-        w = self.out.in_features // self.heads
-        return kv_cache(rows, self.heads, max_len, w, w, like)
+    def cache_layout(self) -> dict[str, int]:
+        """The per-row decoding state: its name and width per position (keys and values side by side)."""
+        return {"kv": 2 * self.out.in_features}
 
 
 class CrossAttention(nn.Module):
@@ -318,10 +337,8 @@ class CrossAttention(nn.Module):
         return self.out(merge_heads(memory.attend(q, source["k"], source["v"], self.drop)))
 
     def step(self, x: Tensor, memory: SourceMemory, source: dict[str, Tensor]) -> Tensor:
-        """A decode step: explicit scores and mixing (a single query row)."""
-        q = split_heads(self.q(x), self.heads)
-        probs = self.drop(torch.softmax(memory.scores(q, source["k"]), dim=-1))
-        return self.out(merge_heads(memory.mix(probs, source["v"])))
+        """A decode step: the same single attention call (the beam's queries against their sentence's keys)."""
+        return self(x, memory, source)
 
 
 class FeedForward(nn.Module):
@@ -336,4 +353,13 @@ class FeedForward(nn.Module):
         init_linear(self.w2)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w2(self.drop(F.relu(self.w1(x))))
+        if torch.is_grad_enabled() or routed(self.w1):  # training, or the CPU's few-row products
+            return self.w2(self.drop(F.relu(self.w1(x))))
+        return self.w2(linear_relu(x, self.w1))
+
+
+def linear_relu(x: Tensor, linear: nn.Linear) -> Tensor:
+    """``relu(linear(x))`` as one GEMM whose epilogue adds the bias and applies the ReLU
+    (``torch._addmm_activation``: cuBLASLt's RELU_BIAS epilogue on a GPU), for inference."""
+    flat = torch._addmm_activation(linear.bias, x.reshape(-1, linear.in_features), linear.weight.t())
+    return flat.view(*x.shape[:-1], linear.out_features)

@@ -7,8 +7,12 @@ never look at the kind:
 * ``project_source(memory)``: per-sentence tensors computed once from the encoder
   output (cross-attention keys and values; for CAN the 4d-wide ``H W~v2``);
 * ``forward(x, memory, source, blocked, shared)``: teacher-forced, whole target;
-* ``new_cache(rows, max_len, like)``: preallocated per-row decoding state;
+* ``cache_layout()``: the per-row decoding state, by name and width per position (``joint`` layers
+  also keep their sentence's source keys|values in front of the prefix: :func:`row_caches`);
 * ``step(x, memory, source, cache, t, shared)``: one target position, updating the cache.
+
+Every layer's per-row state lives in ONE time-major buffer (positions, rows, width), so that the beam
+search reorders every layer's state with one gather per step, whatever the depth (:func:`row_caches`).
 
 ``shared`` is a dict that lives for one pass through the decoder stack: SAN's
 followers read the attention maps and cross-attention output their group leader
@@ -17,6 +21,8 @@ probabilities (``attn_dropout``), on the ReLU hidden layer (``relu_dropout``) an
 each sub-layer output before the residual add (``dropout``).
 """
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -27,11 +33,11 @@ from canlib.model.attention import (
     FeedForward,
     SelfAttention,
     SourceMemory,
-    append_kv,
+    attend_prefix,
     init_linear,
     joint_attention,
-    kv_cache,
     merge_heads,
+    prefix_heads,
     project_source,
     self_scores,
     split_heads,
@@ -41,7 +47,75 @@ from canlib.model.config import ModelConfig
 Cache = dict[str, Tensor]
 
 
-class StandardDecoderLayer(nn.Module):
+class DecoderLayer(nn.Module):
+    """What every decoder-layer kind shares: how its per-row decoding state is laid out."""
+
+    joint = False  # keeps its sentence's source keys|values in front of the prefix (one attention over both)
+
+    def cache_layout(self) -> dict[str, int]:
+        raise NotImplementedError
+
+    def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
+        """Zeroed prefix buffers (max_len, rows, width) of :meth:`cache_layout` alone (what a target position
+        costs); decoding uses :func:`row_caches`, which adds a joint layer's source part."""
+        return {name: like.new_zeros(max_len, rows, width) for name, width in self.cache_layout().items()}
+
+
+def carve(buffer: Tensor, layers: Sequence[DecoderLayer], lead: int) -> list[Cache]:
+    """Each layer's state as views of ``buffer`` (lead + max_len, rows, total width), side by side along the
+    last axis; a joint layer's view spans the ``lead`` source positions too, the others start after them."""
+    caches, start = [], 0
+    for layer in layers:
+        cache = {}
+        for name, width in layer.cache_layout().items():
+            cache[name] = buffer[0 if layer.joint else lead :, :, start : start + width]
+            start += width
+        caches.append(cache)
+    return caches
+
+
+def fill_sources(caches: list[Cache], layers: Sequence[DecoderLayer], sources: list[Cache], memory: SourceMemory) -> None:
+    """Write each joint layer's per-sentence source keys and values (B, h, S, w) into the lead positions of its
+    rows' state (S, B * beam, keys | values), each sentence's into its ``beam`` rows."""
+    for cache, layer, source in zip(caches, layers, sources):
+        if layer.joint:
+            lead, width = memory.states.size(1), source["k"].size(1) * source["k"].size(3)
+            for part, (start, stop) in (("k", (0, width)), ("v", (width, cache["kv"].size(-1)))):
+                per_sentence = merge_heads(source[part]).transpose(0, 1)  # (S, B, heads * w)
+                cache["kv"][:lead, :, start:stop] = per_sentence.repeat_interleave(memory.beam, dim=1)
+
+
+def row_caches(layers: Sequence[DecoderLayer], memory: SourceMemory, sources: list[Cache],
+               max_len: int) -> tuple[Tensor, list[Cache], int]:
+    """Every layer's per-row decoding state as views of ONE zeroed time-major buffer
+    (lead + max_len, sentences * beam, width), and ``lead``: the source length when a layer is joint
+    (its rows keep their sentence's source keys|values there, so that one attention call reads
+    [source ; prefix]), else 0. Returns (buffer, per-layer caches, lead)."""
+    rows = memory.sentences * memory.beam
+    lead = memory.states.size(1) if any(layer.joint for layer in layers) else 0
+    width = sum(w for layer in layers for w in layer.cache_layout().values())
+    buffer = memory.states.new_zeros(lead + max_len, rows, width)
+    caches = carve(buffer, layers, lead)
+    fill_sources(caches, layers, sources, memory)
+    if lead:
+        memory.joint_bias(lead + max_len, memory.states.dtype)  # built before any graph capture
+    return buffer, caches, lead
+
+
+def joint_step(q: Tensor, kv: Tensor, state: Tensor, memory: SourceMemory, source: Cache,
+               t: int, heads: int, dropout: nn.Module) -> Tensor:
+    """A joint layer's decode step: write position t's keys|values ``kv`` (rows, width)
+    behind the source part of ``state`` (lead + steps, rows, width), then one attention
+    call of ``q`` (rows, 1, d) over [source ; prefix 0..t]."""
+    lead = source["k"].size(2)  # the source positions in front of the prefix
+    state[lead + t] = kv
+    length = lead + t + 1
+    mask = memory.joint_bias(state.size(0), state.dtype)[..., :length]  # -inf: padding
+    q = split_heads(q, heads)  # (rows, heads, 1, d / heads)
+    return attend_prefix(q, state, length, q.size(-1) * heads, heads, mask, dropout)
+
+
+class StandardDecoderLayer(DecoderLayer):
     """Self-attention, cross-attention, FFN: the Transformer decoder layer (Baseline, Balanced)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
@@ -63,8 +137,8 @@ class StandardDecoderLayer(nn.Module):
         x = x + self.drop(self.cross_attn(self.cross_norm(x), memory, source))
         return x + self.drop(self.ffn(self.ffn_norm(x)))
 
-    def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
-        return self.self_attn.new_cache(rows, max_len, like)
+    def cache_layout(self) -> dict[str, int]:
+        return self.self_attn.cache_layout()
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
         x = x + self.drop(self.self_attn.step(self.self_norm(x), cache, t))
@@ -72,7 +146,7 @@ class StandardDecoderLayer(nn.Module):
         return x + self.drop(self.ffn(self.ffn_norm(x)))
 
 
-class AANDecoderLayer(nn.Module):
+class AANDecoderLayer(DecoderLayer):
     """Average Attention Network layer (Zhang, Xiong, Su 2018) in place of self-attention.
 
     The self-attention sub-layer becomes a cumulative average of the (normalised) inputs,
@@ -112,24 +186,24 @@ class AANDecoderLayer(nn.Module):
         x = x + self.drop(self._gated(z, z.cumsum(dim=1) / counts))
         return self._rest(x, memory, source, stepping=False)
 
-    def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
-        """Prefix sums, one per position: ``sum[:, 0, t]`` = z_0 + ... + z_t.
+    def cache_layout(self) -> dict[str, int]:
+        """Prefix sums, one per position: ``sum[t]`` = z_0 + ... + z_t.
 
         Not one running sum updated with ``+=``: a step must be repeatable (CUDA graph capture
         runs it once to warm up, then the graph replays it), and ``+=`` added z_t twice, which
         made AAN's captured outputs differ from eager ones. Step t reads position t-1 and writes
         position t, as the attention layers' key/value caches do."""
-        return {"sum": like.new_zeros(rows, 1, max_len, self.gate.in_features // 2)}
+        return {"sum": self.gate.in_features // 2}
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
         z = self.avg_norm(x)
-        total = z[:, 0] + cache["sum"][:, 0, t - 1] if t else z[:, 0]
-        cache["sum"][:, 0, t] = total
+        total = z[:, 0] + cache["sum"][t - 1] if t else z[:, 0]
+        cache["sum"][t] = total
         x = x + self.drop(self._gated(z, total[:, None] / (t + 1)))
         return self._rest(x, memory, source, stepping=True)
 
 
-class SANDecoderLayer(nn.Module):
+class SANDecoderLayer(DecoderLayer):
     """Sharing Attention Network layer (Xiao et al. 2019).
 
     Within a sharing group, the first layer (the leader) computes self-attention
@@ -178,28 +252,29 @@ class SANDecoderLayer(nn.Module):
         x = x + self.drop(self.self_out(merge_heads(torch.matmul(self.attn_drop(shared["self_probs"]), v))))
         return self._cross_then_ffn(x, memory, source, shared, stepping=False)
 
-    def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
-        w = self.v.in_features // self.heads
-        if self.leader:
-            return kv_cache(rows, self.heads, max_len, w, w, like)
-        return {"v": like.new_zeros(rows, self.heads, max_len, w)}  # followers reuse the leader's probabilities
+    def cache_layout(self) -> dict[str, int]:
+        d = self.v.in_features
+        return {"kv": 2 * d} if self.leader else {"v": d}  # followers reuse the leader's probabilities
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
         z = self.self_norm(x)
-        v = split_heads(self.v(z), self.heads)
+        v, d = self.v(z), self.v.in_features
         if self.leader:
-            q, k = (split_heads(u, self.heads) for u in self.qk(z).chunk(2, dim=-1))
-            prefix_k, prefix_v = append_kv(cache, t, k, v)
-            shared["self_probs"] = torch.softmax(self_scores(q, prefix_k, None), dim=-1)
+            q, k = self.qk(z).chunk(2, dim=-1)
+            state = cache["kv"]
+            state[t, :, :d], state[t, :, d:] = k[:, 0], v[:, 0]
+            keys = prefix_heads(state[..., :d], t + 1, self.heads)
+            shared["self_probs"] = torch.softmax(self_scores(split_heads(q, self.heads), keys, None), dim=-1)
+            prefix_v = prefix_heads(state[..., d:], t + 1, self.heads)
         else:
-            cache["v"][:, :, t : t + 1] = v
-            prefix_v = cache["v"][:, :, : t + 1]
+            cache["v"][t] = v[:, 0]
+            prefix_v = prefix_heads(cache["v"], t + 1, self.heads)
         mixed = torch.matmul(self.attn_drop(shared["self_probs"]), prefix_v)
         x = x + self.drop(self.self_out(merge_heads(mixed)))
         return self._cross_then_ffn(x, memory, source, shared, stepping=True)
 
 
-class CANDecoderLayer(nn.Module):
+class CANDecoderLayer(DecoderLayer):
     """Compressed-Attention layer: self-attention, cross-attention and FFN as ONE sub-layer.
 
     Paper Eq. 11 (the single softmax) and Eq. 13 (the merged FFN), with z = LayerNorm(x)::
@@ -219,7 +294,13 @@ class CANDecoderLayer(nn.Module):
     * ``z W_q``, ``z W_k1``, ``z W~v1`` and ``z W1`` are one fused matrix product
       (``x_proj``), ``H W_k2`` and ``H W~v2`` another (``h_proj``), computed once per
       sentence and shared by its beams.
+
+    Decoding keeps, per row, its sentence's ``[H Wk2 | H W~v2]`` in front of the prefix's
+    ``[z Wk1 | z W~v1]`` in one buffer, so that a step writes one position (one copy) and attends
+    over [source ; prefix] in one call.
     """
+
+    joint = True
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -244,25 +325,34 @@ class CANDecoderLayer(nn.Module):
         return split_heads(q, self.heads), split_heads(k, self.heads), split_heads(v, self.heads), hidden
 
     def _output(self, x: Tensor, hidden: Tensor, mixed: Tensor) -> Tensor:
-        return x + self.drop(self.w2(self.relu_drop(F.relu(hidden + merge_heads(mixed)))))
+        """``mixed`` (rows, heads, length, f/h): each head's values."""
+        return self._merged_output(x, hidden, merge_heads(mixed))
+
+    def _merged_output(self, x: Tensor, hidden: Tensor, merged: Tensor) -> Tensor:
+        return x + self.drop(self.w2(self.relu_drop(F.relu(hidden + merged))))
 
     def forward(self, x: Tensor, memory: SourceMemory, source: Cache, blocked: Tensor, shared: dict) -> Tensor:
         q, k, v, hidden = self._project(x)
         return self._output(x, hidden, joint_attention(q, k, v, blocked, memory, source, self.attn_drop))
 
-    def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
-        return kv_cache(rows, self.heads, max_len, self.d // self.heads, self.f // self.heads, like)
+    def cache_layout(self) -> dict[str, int]:
+        return {"kv": self.d + self.f}
 
-    def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
-        q, k, v, hidden = self._project(x)
-        prefix_k, prefix_v = append_kv(cache, t, k, v)
-        return self._output(x, hidden, joint_attention(q, prefix_k, prefix_v, None, memory, source, self.attn_drop))
+    def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int,
+             shared: dict) -> Tensor:
+        d, f = self.d, self.f
+        proj = self.x_proj(self.norm(x))  # (rows, 1, 2d + 2f): [q | k1 | v1 | hidden]
+        q, kv, hidden = proj[..., :d], proj[:, 0, d : 2 * d + f], proj[..., 2 * d + f :]
+        mixed = joint_step(q, kv, cache["kv"], memory, source, t, self.heads, self.attn_drop)
+        return self._merged_output(x, hidden, mixed)  # x + W2 ReLU(hidden + mixed)
 
 
-class CANAttnDecoderLayer(nn.Module):
+class CANAttnDecoderLayer(DecoderLayer):
     """"Compress Attention" ablation (paper Table 5): self- and cross-attention merged into one
     attention (shared queries, one softmax over [prefix ; source], d-wide values, output
     projection, residual), followed by an ordinary FFN sub-layer."""
+
+    joint = True
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -286,25 +376,25 @@ class CANAttnDecoderLayer(nn.Module):
     def _project(self, x: Tensor) -> tuple[Tensor, ...]:
         return tuple(split_heads(t, self.heads) for t in self.x_proj(self.norm(x)).chunk(3, dim=-1))
 
-    def _output(self, x: Tensor, mixed: Tensor) -> Tensor:
-        x = x + self.drop(self.out(merge_heads(mixed)))
+    def _output(self, x: Tensor, merged: Tensor) -> Tensor:
+        """``merged`` (rows, length, d): the heads' values, merged."""
+        x = x + self.drop(self.out(merged))
         return x + self.drop(self.ffn(self.ffn_norm(x)))
 
     def forward(self, x: Tensor, memory: SourceMemory, source: Cache, blocked: Tensor, shared: dict) -> Tensor:
         q, k, v = self._project(x)
-        return self._output(x, joint_attention(q, k, v, blocked, memory, source, self.attn_drop))
+        return self._output(x, merge_heads(joint_attention(q, k, v, blocked, memory, source, self.attn_drop)))
 
-    def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
-        w = self.d // self.heads
-        return kv_cache(rows, self.heads, max_len, w, w, like)
+    def cache_layout(self) -> dict[str, int]:
+        return {"kv": 2 * self.d}
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
-        q, k, v = self._project(x)
-        prefix_k, prefix_v = append_kv(cache, t, k, v)
-        return self._output(x, joint_attention(q, prefix_k, prefix_v, None, memory, source, self.attn_drop))
+        proj = self.x_proj(self.norm(x))  # (rows, 1, 3d): [q | k1 | v1]
+        return self._output(x, joint_step(proj[..., : self.d], proj[:, 0, self.d :], cache["kv"], memory, source, t,
+                                          self.heads, self.attn_drop))
 
 
-class CANFFNDecoderLayer(nn.Module):
+class CANFFNDecoderLayer(DecoderLayer):
     """"Compress FFN" ablation (paper Table 5): an ordinary self-attention sub-layer, then
     cross-attention merged into the FFN: ``y = x + ReLU(z W1 + A_h H W~v2 + b1) W2 + b2``
     with ``A_h = SoftMax(z Wq (H Wk2)^T)`` per head and 4d/h-wide value slices per head."""
@@ -329,26 +419,21 @@ class CANFFNDecoderLayer(nn.Module):
     def project_source(self, memory: SourceMemory) -> Cache:
         return project_source(self.h_proj, memory, self.heads)
 
-    def _merged_ffn(self, x: Tensor, memory: SourceMemory, source: Cache, stepping: bool) -> Tensor:
+    def _merged_ffn(self, x: Tensor, memory: SourceMemory, source: Cache) -> Tensor:
         q, hidden = self.x_proj(self.norm(x)).split([self.d, self.f], dim=-1)
-        q = split_heads(q, self.heads)
-        if stepping:
-            probs = self.attn_drop(torch.softmax(memory.scores(q, source["k"]), dim=-1))
-            mixed = merge_heads(memory.mix(probs, source["v"]))
-        else:  # teacher forcing: one fused kernel
-            mixed = merge_heads(memory.attend(q, source["k"], source["v"], self.attn_drop))
+        mixed = merge_heads(memory.attend(split_heads(q, self.heads), source["k"], source["v"], self.attn_drop))
         return x + self.drop(self.w2(self.relu_drop(F.relu(hidden + mixed))))
 
     def forward(self, x: Tensor, memory: SourceMemory, source: Cache, blocked: Tensor, shared: dict) -> Tensor:
         x = x + self.drop(self.self_attn(self.self_norm(x), blocked))
-        return self._merged_ffn(x, memory, source, stepping=False)
+        return self._merged_ffn(x, memory, source)
 
-    def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
-        return self.self_attn.new_cache(rows, max_len, like)
+    def cache_layout(self) -> dict[str, int]:
+        return self.self_attn.cache_layout()
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
         x = x + self.drop(self.self_attn.step(self.self_norm(x), cache, t))
-        return self._merged_ffn(x, memory, source, stepping=True)
+        return self._merged_ffn(x, memory, source)
 
 
 def build_decoder_layers(cfg: ModelConfig) -> nn.ModuleList:

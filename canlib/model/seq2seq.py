@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from canlib.model.attention import (FeedForward, SelfAttention, SourceMemory, causal_mask, cpu_fast_linears,
                                     reorder_moved_rows, rows_linear, sinusoidal_table)
 from canlib.model.config import ModelConfig
-from canlib.model.layers import build_decoder_layers
+from canlib.model.layers import build_decoder_layers, carve, fill_sources, row_caches
 
 
 class EncoderLayer(nn.Module):
@@ -49,18 +49,39 @@ class DecoderCache:
     """Decoding state of ``memory.sentences * memory.beam`` rows.
 
     ``sources[i]`` holds layer i's per-sentence tensors (never copied per beam);
-    ``rows[i]`` holds its per-row buffers, preallocated for ``max_len`` steps.
+    ``rows[i]`` holds its per-row state, views of ``buffer`` (lead + max_len, rows, width), the
+    one time-major buffer of every layer (:func:`canlib.model.layers.row_caches`): prefix position t
+    of every layer lies at ``buffer[lead + t]``. There are two such buffers: a reorder gathers the
+    current one's rows into the other, in one kernel, and the other becomes current (``flips`` counts
+    the reorders; :meth:`Seq2Seq.reorder_rows`).
     """
 
     memory: SourceMemory
     sources: list[dict[str, Tensor]]
-    rows: list[dict[str, Tensor]]
     max_len: int
+    buffers: tuple[Tensor, Tensor]
+    views: tuple[list[dict[str, Tensor]], list[dict[str, Tensor]]]  # the layers' views of each buffer
+    lead: int = 0  # positions in front of the prefix: a joint layer's source keys|values
     step: int = 0
+    flips: int = 0
 
     @property
     def num_rows(self) -> int:
         return self.memory.sentences * self.memory.beam
+
+    @property
+    def buffer(self) -> Tensor:
+        """The current buffer: what the next step reads and writes."""
+        return self.buffers[self.flips % 2]
+
+    @property
+    def spare(self) -> Tensor:
+        return self.buffers[(self.flips + 1) % 2]
+
+    @property
+    def rows(self) -> list[dict[str, Tensor]]:
+        """Each layer's state in the current buffer."""
+        return self.views[self.flips % 2]
 
 
 class Seq2Seq(nn.Module):
@@ -94,17 +115,21 @@ class Seq2Seq(nn.Module):
 
     # -- shared pieces ---------------------------------------------------------
     def embed_tokens(self, tokens: Tensor, offset: int = 0) -> Tensor:
+        """sqrt(d) * embedding + position, the scale and the sum in one kernel."""
         length = tokens.size(1)
         if offset + length > self.cfg.max_len:
             raise ValueError(f"sequence length {offset + length} exceeds max_len={self.cfg.max_len} of the position table")
-        x = self.embed(tokens) * math.sqrt(self.cfg.d_model) + self.positions[offset : offset + length].to(self.embed.weight.dtype)
-        return self.drop(x)
+        positions = self.positions[offset : offset + length].to(self.embed.weight.dtype)
+        return self.drop(torch.add(positions, self.embed(tokens), alpha=math.sqrt(self.cfg.d_model)))
+
+    def output_logits(self, hidden: Tensor) -> Tensor:
+        """Final LayerNorm and tied output projection: the logits, in the model's precision."""
+        return rows_linear(self.decoder_norm(hidden), self.embed.weight)
 
     def output_log_probs(self, hidden: Tensor) -> Tensor:
-        """Final LayerNorm, tied output projection, log-softmax in float32 (the cast inside the
-        softmax's kernel on a GPU, not a separate copy of the logits)."""
-        logits = rows_linear(self.decoder_norm(hidden), self.embed.weight)
-        return F.log_softmax(logits, dim=-1, dtype=torch.float32)
+        """:meth:`output_logits`, then log-softmax in float32 (the cast inside the softmax's kernel on a
+        GPU, not a separate copy of the logits)."""
+        return F.log_softmax(self.output_logits(hidden), dim=-1, dtype=torch.float32)
 
     # -- teacher forcing ---------------------------------------------------------
     def encode(self, src: Tensor, beam: int = 1) -> SourceMemory:
@@ -138,14 +163,34 @@ class Seq2Seq(nn.Module):
         max_len = max_len or self.cfg.max_len
         if max_len > self.cfg.max_len:
             raise ValueError(f"max_len={max_len} exceeds the model's position table ({self.cfg.max_len})")
-        rows = memory.sentences * memory.beam
-        like = memory.states
-        return DecoderCache(
-            memory=memory,
-            sources=self.project_sources(memory),
-            rows=[layer.new_cache(rows, max_len, like) for layer in self.decoder_layers],
-            max_len=max_len,
-        )
+        sources = self.project_sources(memory)
+        buffer, rows, lead = row_caches(self.decoder_layers, memory, sources, max_len)
+        return self._cache(memory, sources, max_len, buffer, lead)
+
+    def _cache(self, memory: SourceMemory, sources: list[dict[str, Tensor]], max_len: int, buffer: Tensor,
+               lead: int) -> DecoderCache:
+        """A cache around ``buffer`` and a copy of it (the reorder's target, same source part)."""
+        buffers = (buffer, buffer.clone())
+        views = tuple(carve(b, self.decoder_layers, lead) for b in buffers)
+        return DecoderCache(memory=memory, sources=sources, max_len=max_len, buffers=buffers, views=views, lead=lead)
+
+    @torch.no_grad()
+    def load_memory(self, cache: DecoderCache, memory: SourceMemory) -> None:
+        """Reuse ``cache`` (built for the same shapes) for a new batch's ``memory``, in place (a CUDA graph
+        reads these buffers at fixed addresses): its encoder output, source projections and source part,
+        and a cleared prefix."""
+        cache.memory.states.copy_(memory.states)
+        cache.memory.pad_mask.copy_(memory.pad_mask)
+        cache.memory.bias.copy_(memory.score_bias(cache.memory.bias.dtype))
+        if cache.memory.row_bias is not None:
+            cache.memory.row_bias.copy_(memory.joint_bias(cache.memory.row_bias.size(-1), cache.memory.row_bias.dtype))
+        for source, values in zip(cache.sources, self.project_sources(cache.memory)):
+            for name, value in values.items():
+                source[name].copy_(value)
+        cache.step = cache.flips = 0
+        for buffer, views in zip(cache.buffers, cache.views):
+            buffer[cache.lead :].zero_()
+            fill_sources(views, self.decoder_layers, cache.sources, cache.memory)
 
     def project_sources(self, memory: SourceMemory) -> list[dict[str, Tensor]]:
         """Every decoder layer's per-sentence source tensors (cross-attention keys and values)."""
@@ -192,15 +237,21 @@ class Seq2Seq(nn.Module):
             raise ValueError("reorder_cache: a group of beam rows mixes sentences; rows may only move within their sentence")
         sentences = groups[:, 0]
         keep_all = sentences.numel() == cache.memory.sentences
-        if not (keep_all and bool((sentences == torch.arange(sentences.numel(), device=index.device)).all())):
-            cache.memory = cache.memory.select(sentences)
-            cache.sources = [{k: v.index_select(0, sentences) for k, v in src.items()} for src in cache.sources]
-        if same_rows:
-            self.reorder_rows(cache, index)
+        if keep_all and bool((sentences == torch.arange(sentences.numel(), device=index.device)).all()):
+            self.reorder_rows(cache, index)  # rows move within their sentences: the source part stays
             return
-        for rows in cache.rows:
-            for name, buf in rows.items():
-                rows[name] = buf.index_select(0, index)
+        cache.memory = cache.memory.select(sentences)
+        cache.sources = [{k: v.index_select(0, sentences) for k, v in src.items()} for src in cache.sources]
+        moved = cache.buffer.index_select(1, index)  # sentences moved or dropped: their source parts too
+        if same_rows:
+            for buffer in cache.buffers:
+                buffer.copy_(moved)
+        else:
+            step = cache.step
+            replaced = self._cache(cache.memory, cache.sources, cache.max_len, moved, cache.lead)
+            cache.buffers, cache.views, cache.flips, cache.step = replaced.buffers, replaced.views, 0, step
+        if cache.lead:
+            cache.memory.joint_bias(cache.buffer.size(0), cache.buffer.dtype)
 
     @torch.no_grad()
     def reorder_rows(self, cache: DecoderCache, index: Tensor) -> None:
@@ -208,14 +259,15 @@ class Seq2Seq(nn.Module):
 
         The beam search's hot path: ``index`` keeps the number of rows and moves rows only within
         their sentence (unchecked), nothing is reallocated and nothing is read back to the host,
-        so the call can be captured in a CUDA graph.
+        so the call can be captured in a CUDA graph. Every layer's prefix lies in one buffer, gathered
+        into the other buffer in one kernel whatever the depth, which then becomes current (the source
+        part in front is the same for a sentence's rows and in both buffers).
         """
-        if index.device.type == "cpu" and reorder_moved_rows(cache.rows, index, cache.step):
-            return
-        for rows in cache.rows:
-            for buf in rows.values():
-                part = buf[:, :, : cache.step] if buf.dim() == 4 else buf  # (rows, heads, max_len, w)
-                part.copy_(part.index_select(0, index))
+        span = slice(cache.lead, cache.lead + cache.step)
+        if index.device.type == "cpu" and reorder_moved_rows(cache.buffer[span], index):
+            return  # a CPU copies the few moved rows in place (no graphs there to keep in step)
+        torch.index_select(cache.buffer[span], 1, index, out=cache.spare[span])
+        cache.flips += 1
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,35 @@
+"""The decoding chapter's numbers: from the stored operator counts and the models' own caches."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from canlib.io import results_dir
+from canlib.model.config import preset
+from canlib.studies.chapters import decoding
+
+
+def test_values_quote_the_stored_counts_and_the_cache_widths_of_the_configs():
+    raw = json.loads((results_dir() / "cpu" / "ops.json").read_text())["result"]["systems"]
+    values = decoding.values()
+    for system in ("balanced", "can", "baseline"):
+        assert values[f"{system}_kernels"] == raw[system]["cuda"]["step"]["kernel_operators"]
+        assert values[f"{system}_search_kernels"] == raw[system]["cuda"]["search"]["kernel_operators"]
+        assert values[f"{system}_fused_kernels"] == raw[system]["cuda-fused"]["step"]["kernel_operators"]
+    cfg = preset("tiny-can")
+    assert values["balanced_layer_width_d"] == 2  # a key and a value, d wide each
+    assert values["can_layer_width_d"] == (cfg.d_model + cfg.ffn_dim) / cfg.d_model  # d-wide keys, 4d-wide values
+    assert values["balanced_width_d"] == 2 * 2 and values["can_width_d"] == 2 * 5  # two decoder layers each
+    assert values["can_lead"] == 5  # the chapter's five source tokens, in front of every CAN row's prefix
+    assert values["balanced_floor_us"] == pytest.approx(values["balanced_step_mb"] * 1e6 / 3.35e12 * 1e6)
+
+
+def test_the_toy_step_keeps_the_best_candidates_and_points_at_their_beams():
+    search = decoding.toy_search(steps=3, beam=2)
+    decoding.step_table(search, 0)
+    candidates, kept = decoding.step_table(search, 1)
+    best = candidates.head(2)  # the table is sorted best first: the search must keep exactly these
+    assert kept["score"].tolist() == best["score"].tolist()
+    assert kept["word"].tolist() == best["next word"].tolist()
+    assert kept["continues beam"].tolist() == best["beam"].tolist()
