@@ -31,7 +31,7 @@ def test_the_full_recipe_hours_are_tokens_times_epochs_over_eight_measured_rates
         assert values[key] == pytest.approx(hours, rel=1e-12), key
     # the H100 Baseline at 62,347 tok/s: 114.5M x 21 / (8 x 62,347) s = 1.34 h, as the chapter's table shows it
     table = cost_frame().reset_index()
-    row = table[(table["run"] == "h100-2026-11-26") & (table["system"] == "Baseline")].iloc[0]
+    row = table[(table["run"] == "H100 e471a2a") & (table["system"] == "Baseline")].iloc[0]
     assert f"{row['target tok/s (one GPU)']:,.0f}" == "62,347" and f"{row['hours on 8 GPUs']:.2f}" == "1.34"
 
 

@@ -79,17 +79,17 @@ def plot_budget_curves(curves: dict[str, dict[str, dict[str, Any]]], paper: dict
     :func:`canlib.studies.analyses.seed_curves`; ``paper`` is ``paper_numbers()["fig8_curves_en-de"]``."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), constrained_layout=True)
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), constrained_layout=True)
     for i, (label, c) in enumerate(curves.items()):
         for ax, key in zip(axes, ("bleu", "loss")):
             r = c[key]
             ax.errorbar(r["step"], r["mean"], yerr=[r["mean"] - r["min"], r["max"] - r["mean"]], color=f"C{i}",
                         marker="o", ms=4, capsize=3, label=f"{label} 2x ({r['seeds']} seeds)")
-    for ax, ylabel in zip(axes, ("greedy valid BLEU", "valid loss (nats/token, label-smoothed)")):
+    for ax, ylabel in zip(axes, ("greedy valid BLEU", "valid loss (nats/token)")):
         for step in averaged:
             ax.axvline(step, color="gray", linestyle=":", linewidth=1)
         ax.axvline(stop, color="gray", linewidth=1)
-        ax.set_xlabel("update (dotted: the checkpoints a 1x run averages; solid: where it stops)")
+        ax.set_xlabel("update")
         ax.set_ylabel(ylabel)
         ax.legend(fontsize="small")
     for label in ("Baseline", "Balanced", "CAN"):
@@ -154,7 +154,7 @@ def plot_layer_similarity(ours: dict[str, Any], label: str, vmin: float = 0.7, v
     image = None
     for ax, (key, ylabel, xlabel) in zip(axes, SIMILARITY_PANELS):
         image = _draw_similarity(ax, np.array(ours[key]), xlabel, ylabel, f"{label}: {key.replace('_', ' ')}", vmin, vmax)
-    fig.colorbar(image, ax=axes, shrink=0.8, label=f"cosine similarity (clipped to {vmin}-{vmax})")
+    fig.colorbar(image, ax=axes, shrink=0.8, label=f"cosine ({vmin}-{vmax})")
     return fig
 
 

@@ -50,8 +50,8 @@ def whole_set_gap(scale: str, root: Path | None = None) -> dict[str, Any]:
     tok = bleu_by_seed(scale, ["balanced", "can"], metric="tok_bleu", root=root)
     gaps = [c - b for b, c in zip(tok["balanced"], tok["can"])]
     if min(len(v) for v in tok.values()) < MIN_SEEDS:
-        return {"seeds": len(gaps), "CAN − Balanced": gaps[0], "verdict": NOT_TESTED}
+        return {"seeds": len(gaps), "CAN − Balanced": gaps[0], "CAN below Balanced?": NOT_TESTED}
     diff, se = seed_difference(tok["can"], tok["balanced"])
     return {"seeds": len(gaps), "CAN − Balanced": diff, f"± {K_SPREAD:g} s.e.": K_SPREAD * se,
             "seed pairs from": min(gaps), "seed pairs to": max(gaps),
-            "verdict": interval_verdict(diff - K_SPREAD * se, diff + K_SPREAD * se, lambda d: d < 0)}
+            "CAN below Balanced?": interval_verdict(diff - K_SPREAD * se, diff + K_SPREAD * se, lambda d: d < 0)}

@@ -122,7 +122,7 @@ def _graph_values(ops: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_rows() -> list[dict[str, Any]]:
-    """One row per stored GPU speed run: device, commit, date, eager CAN/Balanced (median and the repeats' range),
+    """One row per stored GPU speed run (its folder and its label: GPU, commit, date): eager CAN/Balanced (median and the repeats' range),
     whether CAN is faster than Balanced by the book's interval rule over the repeats, SAN/Balanced and CAN/Balanced
     from CUDA graphs (medians)."""
     rows = []
@@ -130,8 +130,8 @@ def run_rows() -> list[dict[str, Any]]:
         eager, prov = gpu.gpu_speed("eager", run)
         graphs, _ = gpu.gpu_speed("captured", run)
         med, low, high = ratio_range(eager, "can", "balanced")
-        rows.append({"run": run, "GPU": prov["device"].removeprefix("NVIDIA "), "commit": gpu.commit_label(prov),
-                     "date": prov["date"], "CAN / Balanced eager": med, "repeats from": low, "repeats to": high,
+        rows.append({"run": run, "stored run": gpu.run_label(prov), "GPU": prov["device"].removeprefix("NVIDIA "),
+                     "CAN / Balanced eager": med, "repeats from": low, "repeats to": high,
                      "CAN faster than Balanced?": interval_verdict(low, high, lambda r: r > 1),
                      "SAN / Balanced eager": ratio_range(eager, "san", "balanced")[0],
                      "CAN / Balanced graphs": ratio_range(graphs, "can", "balanced")[0]})

@@ -237,10 +237,10 @@ def cost_frame(gpus: int = GPUS):
     import pandas as pd
 
     c = full_cost(gpus)
-    rows = [{"GPU": r["device"].removeprefix("NVIDIA "), "run": r["run"], "commit": r["commit"],
-             "tokens per update": r["batch"], "system": LABELS.get(r["system"], r["system"]),
-             "target tok/s (one GPU)": r["tok_s"], f"hours on {gpus} GPUs": r["hours"]} for r in c["rows"]]
-    return pd.DataFrame(rows).set_index(["GPU", "run", "tokens per update", "system"])
+    rows = [{"run": f"{device_name(r['device'])} {r['commit']}", "tokens per update": r["batch"],
+             "system": LABELS.get(r["system"], r["system"]), "target tok/s (one GPU)": round(r["tok_s"]),
+             f"hours on {gpus} GPUs": r["hours"]} for r in c["rows"]]
+    return pd.DataFrame(rows).set_index(["run", "tokens per update", "system"])
 
 
 def device_name(device: str) -> str:
