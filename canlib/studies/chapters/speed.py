@@ -21,7 +21,7 @@ from canlib.studies.speed import stored_ops
 H100_BANDWIDTH = 3.35e12  # bytes/s: HBM3 of the H100 SXM5 80GB (NVIDIA H100 Tensor Core GPU data sheet)
 FP16 = 2  # bytes per weight in half precision, the paper's regime
 PARTS = ("encode", "layers", "output", "search")
-SEARCH_KERNELS = 5  # exercise 2's fused search step
+SEARCH_KERNELS = 5  # exercise 3: the search's bookkeeping fused into this many kernels
 
 
 def latest_run(kind: str, need: str | None = None) -> str:
@@ -38,7 +38,11 @@ def latest_run(kind: str, need: str | None = None) -> str:
     runs = [run for run in gpu.available_runs() if has(run)]
     if not runs:
         raise FileNotFoundError(f"no stored GPU run holds {kind}.json" + (f" with {need}" if need else ""))
-    return max(runs, key=lambda run: (lambda p: str(p.get("measured_at") or p["date"]))(gpu.load(kind, run)[1]))
+    def measured(run: str) -> str:
+        prov = gpu.load(kind, run)[1]
+        return str(prov.get("measured_at") or prov["date"])
+
+    return max(runs, key=measured)
 
 
 def weights_mb(system: str) -> float:
@@ -47,7 +51,7 @@ def weights_mb(system: str) -> float:
     return bytes_per_decode_step(Seq2Seq(preset(system)), bytes_per_weight=FP16)["total"] / 1e6
 
 
-def kernels(ops: dict[str, Any], system: str, part: str) -> float:
+def kernels(ops: dict[str, Any], system: str, part: str) -> int | float:
     """Kernel-launching operators of one part (``step``, ``decoder``, ``per_layer``, ``search``, ``output``,
     ``embedding``) of one beam-search step on the GPU's code path."""
     return ops["systems"][system]["cuda"][part]["kernel_operators"]
@@ -71,12 +75,12 @@ def values() -> dict[str, Any]:
     out["kernel_ratio_layer"] = out["can_kernels_per_layer"] / out["balanced_kernels_per_layer"]
     out["kernel_ratio_step"] = out["balanced_kernels_step"] / out["can_kernels_step"]
     out["common_kernels"] = out["balanced_kernels_step"] - out["balanced_kernels_decoder"]
-    for system in ("balanced", "can"):  # exercise 2: the search's bookkeeping cut to SEARCH_KERNELS kernels
+    for system in ("balanced", "can"):  # exercise 3: the search's bookkeeping cut to SEARCH_KERNELS kernels
         out[f"search5_{system}"] = out[f"{system}_kernels_step"] - out[f"{system}_kernels_search"] + SEARCH_KERNELS
     out["search5_ceiling"] = out["search5_balanced"] / out["search5_can"]
     out["san_kernels_per_layer"] = kernels(ops, "san", "per_layer")
     out["san_kernels_step"] = kernels(ops, "san", "step")
-    out |= _profile_values(ops) | _graph_values(ops) | _runs_values()
+    out |= _profile_values() | _graph_values(ops) | _runs_values()
     for system in ("balanced", "can"):
         out[f"graph_{system}_us_per_kernel"] = out[f"graph_step_us_{system}"] / out[f"{system}_kernels_step"]
         out[f"graph_{system}_over_floor"] = out[f"graph_step_us_{system}"] / out[f"{system}_floor_us"]
@@ -84,7 +88,7 @@ def values() -> dict[str, Any]:
     return out
 
 
-def _profile_values(ops: dict[str, Any]) -> dict[str, Any]:
+def _profile_values() -> dict[str, Any]:
     """One eager step under ``torch.profiler`` in the last profiled run: wall, host and kernel time, busy share."""
     run = latest_run("profile")
     cases, prov = gpu.gpu_profile(run)
