@@ -152,7 +152,7 @@ def test_alpha_histogram_counts_every_value_once_including_the_ends():
     assert hist["counts"] == [[2, 0, 1, 2], [0, 2, 0, 0]]
 
 
-def test_plot_pair_maps_draws_stored_nested_lists_like_tensors():
+def test_plot_pair_maps_draws_every_layers_three_maps_from_stored_nested_lists():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -160,13 +160,17 @@ def test_plot_pair_maps_draws_stored_nested_lists_like_tensors():
 
     std, can = am.attention_maps(model("standard"), SRC, TGT_IN), am.attention_maps(model("can"), SRC, TGT_IN)
     stored = [[{k: v.tolist() for k, v in layer.items() if k != "heads"} for layer in maps] for maps in (std, can)]
-    fig = am.plot_pair_maps(*stored, [f"s{i}" for i in range(5)], ["<s>", "a", "b"])
-    from_tensors = am.plot_pair_maps(std, can, [f"s{i}" for i in range(5)], ["<s>", "a", "b"])
-    for ax, ref in zip(fig.axes, from_tensors.axes):
-        if ax.images:
-            np.testing.assert_allclose(ax.images[0].get_array(), ref.images[0].get_array(), rtol=1e-6)
+    src_tokens, tgt_tokens = [f"s{i}" for i in range(5)], ["<s>", "a", "b"]
+    fig = am.plot_pair_maps(*stored, src_tokens, tgt_tokens)
+    drawn = [ax for ax in fig.axes if ax.images]
+    assert len(drawn) == 3 * 2  # self, cross and joint of both decoder layers, each drawn once
+    expected = [m for i in range(2) for m in (std[i]["self"], std[i]["cross"], can[i]["joint"])]
+    for ax, probs in zip(drawn, expected):  # the image is the map itself, queries down and keys across
+        np.testing.assert_allclose(ax.images[0].get_array(), probs.numpy(), rtol=1e-6)
+        assert [t.get_text() for t in ax.get_yticklabels()] == tgt_tokens
+    assert [t.get_text() for t in drawn[2].get_xticklabels()] == tgt_tokens + src_tokens
+    assert all(t.get_fontsize() >= 10 for ax in drawn for t in ax.get_xticklabels())  # readable at page width
     plt.close(fig)
-    plt.close(from_tensors)
 
 
 def test_the_attention_study_stores_what_the_chapter_draws(shared_data, tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from canlib.studies.findings import full_cost, full_cost_findings
+from canlib.studies.chapters.training import cost_frame, full_cost
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,17 +25,19 @@ def test_the_full_recipe_hours_are_tokens_times_epochs_over_eight_measured_rates
     assert expected, "no stored d=512 training rate to cost"
     cost = full_cost()
     assert cost["tokens_per_epoch"] == tokens and cost["epochs"] == epochs
-    values = {k: v for f in full_cost_findings() for k, v in f.values.items() if k.endswith("_hours")}
+    values = {f"{r['run']}_{r['kind']}_{r['system']}_hours": r["hours"] for r in cost["rows"]}
     assert values.keys() == expected.keys()
     for key, hours in expected.items():
         assert values[key] == pytest.approx(hours, rel=1e-12), key
-    # the H100 Baseline at 62,347 tok/s: 114.5M x 21 / (8 x 62,347) s = 1.34 h, as the sentence says
-    text = " ".join(f.text for f in full_cost_findings())
-    assert "114.5M x 21 / (8 x 62,347/s) = 1.34 h" in text
+    # the H100 Baseline at 62,347 tok/s: 114.5M x 21 / (8 x 62,347) s = 1.34 h, as the chapter's table shows it
+    table = cost_frame().reset_index()
+    row = table[(table["run"] == "H100 e471a2a") & (table["system"] == "Baseline")].iloc[0]
+    assert f"{row['target tok/s (one GPU)']:,.0f}" == "62,347" and f"{row['hours on 8 GPUs']:.2f}" == "1.34"
 
 
 def test_more_gpus_or_fewer_epochs_cost_proportionally_less():
     base, more = full_cost(8), full_cost(16, epochs=7)
+    assert base["rows"] and len(base["rows"]) == len(more["rows"]), "no stored training rate to cost"
     for a, b in zip(base["rows"], more["rows"]):
         assert b["hours"] == pytest.approx(a["hours"] / 2 / 3, rel=1e-12)
 
@@ -43,6 +45,7 @@ def test_more_gpus_or_fewer_epochs_cost_proportionally_less():
 def test_the_readme_quotes_the_computed_costs():
     readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
     cost = full_cost()
+    assert cost["rows"], "no stored d=512 training rate: the README's costs would be checked against nothing"
     assert f"at least {cost['tokens_per_epoch'] / 1e6:.1f}M target tokens an epoch" in readme
     assert f"trains {cost['epochs']} epochs" in readme
     for r in cost["rows"]:

@@ -75,11 +75,31 @@ def test_stored_figures_equal_the_raw_measurements(results_here):
 
 
 @pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
-def test_converting_again_reproduces_the_stored_results(tmp_path):
+def test_converting_the_raw_folder_computes_each_figure_from_the_raw_seconds(tmp_path):
+    """Each converted figure against arithmetic done here on the raw files: tokens / median seconds, the repeats'
+    tokens / seconds, the batch sweep and training rates copied as measured, and a file per raw file."""
+    import statistics
+
     gpu.convert_measurements(RAW, tmp_path)
-    for kind in set(gpu.FILES.values()):
-        assert load_result(tmp_path / f"{kind}.json")[0] == load_result(STORED / f"{kind}.json")[0]
-    assert {p.stem for p in STORED.glob("*.json")} == set(gpu.FILES.values()) | {"translation_small"}
+    bench = raw_json("gpu_bench.json")
+    tokens = bench["_settings"]["sentences"] * bench["_settings"]["forced_length"]
+    speed, prov = load_result(tmp_path / "speed.json")
+    assert (prov["commit"], prov["device"]) == (bench["_git_commit"], bench["_device"])
+    for system in ("baseline", "balanced", "san", "aan", "can"):
+        for mode in ("eager", "captured"):
+            seconds = bench[system][f"{mode}_seconds"]
+            row = speed["systems"][system][mode]
+            assert row["tok_per_s"] == pytest.approx(tokens / statistics.median(seconds), rel=1e-12)
+            assert row["min"] == pytest.approx(tokens / max(seconds), rel=1e-12)
+            assert row["max"] == pytest.approx(tokens / min(seconds), rel=1e-12)
+    batch, _ = load_result(tmp_path / "batch.json")
+    for system, row in raw_json("bench_batch.json").items():
+        if not system.startswith("_"):
+            assert batch["systems"][system]["by_batch"] == row["by_batch"]
+    for kind, name in (("training_32k", "smoke_32k.json"), ("training_4k", "smoke_full.json")):
+        converted, _ = load_result(tmp_path / f"{kind}.json")
+        assert converted["runs"] == raw_json(name)["runs"]
+    assert {p.stem for p in tmp_path.glob("*.json")} == {kind for name, kind in gpu.FILES.items() if (RAW / name).exists()}
 
 
 @pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")

@@ -22,7 +22,7 @@ drafts their README and converts them (:func:`store_device_run`)::
 It names the run ``<gpu>-<date>-<commit>`` (``-dirty`` for a changed work tree), e.g. ``h100-2026-11-26-e19dd56``:
 the raw files go unchanged to ``measurements/<run>/`` and the stored results to ``book/results/gpu/<run>/``.
 Then edit the drafted README with what the files cannot say (why a step failed), and, when the run stored a
-training rate, add its full-recipe hours and rate (``canlib.studies.findings.full_cost()``, one row per stored
+training rate, add its full-recipe hours and rate (``canlib.studies.chapters.training.full_cost()``, one row per stored
 rate) to README.md's "What `full` costs" sentence: ``tests/test_full_cost.py`` checks that README.md quotes them.
 """
 from __future__ import annotations
@@ -732,7 +732,7 @@ def main(argv: list[str] | None = None) -> int:
             print(path)
         if any(path.name.startswith("training_") for path in written):
             print("a training rate was stored: README.md's full-cost sentence must quote its hours and tok/s "
-                  "(tests/test_full_cost.py; canlib.studies.findings.full_cost() computes them)")
+                  "(tests/test_full_cost.py; canlib.studies.chapters.training.full_cost() computes them)")
         return 0
     if not (args.source and args.out):
         parser.error("give SOURCE and OUT, or --from-device FOLDER")

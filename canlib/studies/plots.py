@@ -1,5 +1,6 @@
 """The reproduction chapters' figures drawn from stored results: Figure 8 (loss curves, one run or the spread of
-several seeds), Figure 2 (sub-layer similarity, drawn as the paper draws it) and Figure 6 (BLEU per bucket)."""
+several seeds; the 2x runs' learning curves beside it), Figure 2 (sub-layer similarity, drawn as the paper draws
+it, for the paper's 6/6 model and for Balanced's two layers) and Figure 6 (BLEU per bucket)."""
 from __future__ import annotations
 
 import json
@@ -70,6 +71,60 @@ def plot_seed_curves(curves: dict[str, dict[str, dict[str, Any]]], ax=None):
     return ax
 
 
+def plot_budget_curves(curves: dict[str, dict[str, dict[str, Any]]], paper: dict[str, Any], averaged: tuple[int, ...],
+                       stop: int):
+    """The 2x learning curves beside the paper's Figure 8: greedy validation BLEU and validation loss per update
+    (mean over seeds, bars from min to max), the updates a 1x run averages (dotted) and where it stops (solid),
+    and the paper's validation loss per epoch. ``curves[label]`` holds ``"bleu"`` and ``"loss"``, each from
+    :func:`canlib.studies.analyses.seed_curves`; ``paper`` is ``paper_numbers()["fig8_curves_en-de"]``."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), constrained_layout=True)
+    for i, (label, c) in enumerate(curves.items()):
+        for ax, key in zip(axes, ("bleu", "loss")):
+            r = c[key]
+            ax.errorbar(r["step"], r["mean"], yerr=[r["mean"] - r["min"], r["max"] - r["mean"]], color=f"C{i}",
+                        marker="o", ms=4, capsize=3, label=f"{label} 2x ({r['seeds']} seeds)")
+    for ax, ylabel in zip(axes, ("greedy valid BLEU", "valid loss (nats/token)")):
+        for step in averaged:
+            ax.axvline(step, color="gray", linestyle=":", linewidth=1)
+        ax.axvline(stop, color="gray", linewidth=1)
+        ax.set_xlabel("update")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize="small")
+    for label in ("Baseline", "Balanced", "CAN"):
+        axes[2].plot(paper["epochs"], paper["valid"][label], "--", label=label)
+    axes[2].set_xlabel("epoch")
+    axes[2].set_ylabel("valid loss (unit not stated)")
+    axes[2].set_title("paper (WMT14 En-De, Figure 8)", fontsize=10)
+    axes[2].legend(fontsize="small")
+    return fig
+
+
+SIMILARITY_PANELS = (("self_vs_cross", "Self-attention input (layer)", "Cross-attention input (layer)"),
+                     ("cross_vs_ffn", "Cross-attention input (layer)", "FFN input (layer)"))
+
+
+def _draw_similarity(ax, matrix, xlabel: str, ylabel: str, title: str, vmin: float, vmax: float):
+    """One similarity matrix as the paper draws it: layer 1 at the bottom, x labels on top, grey scale clipped to
+    [vmin, vmax], each cell's value written in it."""
+    image = ax.imshow(matrix, origin="lower", vmin=vmin, vmax=vmax, cmap="gray")
+    n = matrix.shape[0]
+    ax.set_xticks(range(n), range(1, n + 1))
+    ax.set_yticks(range(n), range(1, n + 1))
+    ax.xaxis.set_label_position("top")
+    ax.xaxis.tick_top()
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10, pad=28)
+    for i in range(n):
+        for j in range(n):
+            bright = matrix[i, j] > (vmin + vmax) / 2
+            ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=7 if n > 3 else 10,
+                    color="black" if bright else "white")
+    return image
+
+
 def plot_similarity(paper: dict[str, Any], ours: dict[str, Any], label: str = "ours", vmin: float = 0.7,
                     vmax: float = 0.95):
     """Figure 2 as the paper draws it, the paper's matrices above ours on one colour scale: layer 1 at the bottom,
@@ -80,28 +135,26 @@ def plot_similarity(paper: dict[str, Any], ours: dict[str, Any], label: str = "o
     import matplotlib.pyplot as plt
     import numpy as np
 
-    panels = [("self_vs_cross", "Self-attention input (layer)", "Cross-attention input (layer)"),
-              ("cross_vs_ffn", "Cross-attention input (layer)", "FFN input (layer)")]
     fig, axes = plt.subplots(2, 2, figsize=(8, 7.8), constrained_layout=True)
     image = None
-    for col, (key, ylabel, xlabel) in enumerate(panels):
+    for col, (key, ylabel, xlabel) in enumerate(SIMILARITY_PANELS):
         for row, (matrix, who) in enumerate([(np.array(paper[key]).T, "paper (WMT14 En-De)"), (np.array(ours[key]), label)]):
-            ax = axes[row, col]
-            image = ax.imshow(matrix, origin="lower", vmin=vmin, vmax=vmax, cmap="gray")
-            n = matrix.shape[0]
-            ax.set_xticks(range(n), range(1, n + 1))
-            ax.set_yticks(range(n), range(1, n + 1))
-            ax.xaxis.set_label_position("top")
-            ax.xaxis.tick_top()
-            ax.set_xlabel(xlabel)
-            ax.set_ylabel(ylabel)
-            ax.set_title(f"{who}: {key.replace('_', ' ')}", fontsize=10, pad=28)
-            for i in range(n):
-                for j in range(n):
-                    bright = matrix[i, j] > (vmin + vmax) / 2
-                    ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                            color="black" if bright else "white")
+            image = _draw_similarity(axes[row, col], matrix, xlabel, ylabel, f"{who}: {key.replace('_', ' ')}", vmin, vmax)
     fig.colorbar(image, ax=axes, shrink=0.6, label=f"cosine similarity (clipped to {vmin}-{vmax}, as the paper)")
+    return fig
+
+
+def plot_layer_similarity(ours: dict[str, Any], label: str, vmin: float = 0.7, vmax: float = 0.95):
+    """Both matrices of one model side by side (``ours[key][i][j]``, as :func:`plot_similarity` draws ours), on the
+    paper's colour scale: for a decoder the paper did not draw, such as Balanced's two layers."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.9), constrained_layout=True)
+    image = None
+    for ax, (key, ylabel, xlabel) in zip(axes, SIMILARITY_PANELS):
+        image = _draw_similarity(ax, np.array(ours[key]), xlabel, ylabel, f"{label}: {key.replace('_', ' ')}", vmin, vmax)
+    fig.colorbar(image, ax=axes, shrink=0.8, label=f"cosine ({vmin}-{vmax})")
     return fig
 
 

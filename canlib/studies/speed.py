@@ -227,35 +227,3 @@ def stored_ops(name: str = "ops.json", root: Any = None) -> tuple[dict[str, Any]
     if not path.exists():
         raise FileNotFoundError(f"{path}: no stored operator counts; run `{OPS_COMMAND}`")
     return load_result(path)
-
-
-def cpu_label(prov: dict[str, Any]) -> str:
-    """Which CPU and how many threads measured a CPU speed row (the device name carries both)."""
-    meta = prov.get("meta", {})
-    name = str(prov.get("device", "CPU"))
-    if "thread" not in name and meta.get("threads"):
-        name += f", {meta['threads']} threads"
-    return name
-
-
-def ops_frame(ops: dict[str, Any], systems: tuple[str, ...] | list[str],
-              gpu_eager: dict[str, dict[str, dict[str, float]]] | None = None):
-    """One row per system: kernel-launching operators per step, per decoder layer and in the search
-    bookkeeping on the GPU's code path, host syncs; then, per stored GPU run
-    (label -> rows), its eager tokens/s."""
-    import pandas as pd
-
-    rows = {}
-    for s in systems:
-        c = ops["systems"][s]["cuda"]
-        row = {"decoder layers": c["decoder_layers"], "kernels / step": c["step"]["kernel_operators"],
-               "kernels / layer": c["per_layer"]["kernel_operators"],
-               "search kernels / step": c["search"]["kernel_operators"], "host syncs / step": c["step"]["host_syncs"]}
-        for label, eager in (gpu_eager or {}).items():
-            if s in eager:
-                row[f"eager tok/s, {label}"] = eager[s]["tok_per_s"]
-        rows[LABELS.get(s, s)] = row
-    frame = pd.DataFrame(rows).T
-    frame.index.name = "system"
-    counts = ["decoder layers", "kernels / step", "search kernels / step", "host syncs / step"]
-    return frame.astype({c: int for c in counts})

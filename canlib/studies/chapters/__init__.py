@@ -1,1 +1,1 @@
-"""Per-chapter values and pictures: what each chapter's prose and figures read, computed from code."""
+"""Values the book's chapters glue into their prose: one module per chapter."""

@@ -1,0 +1,198 @@
+"""The speed chapter as a lesson: what bounds one decoding step at batch 1 on a GPU (the weights it must read
+against the kernels it launches one after another), the kernels each system launches per step (counted on the
+CPU, ``book/results/cpu/ops.json``), where a step's time goes (the stored ``scripts/gpu_profile.sh`` profile and
+the CUDA-graph breakdown) and what the stored GPU runs show, beside the paper's Table 2.
+
+Every number comes from a stored file, read by code; the one constant that is not measured here is the H100's
+memory bandwidth, from NVIDIA's data sheet.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from canlib.model.config import LABELS, preset
+from canlib.model.seq2seq import Seq2Seq
+from canlib.studies import gpu_results as gpu
+from canlib.studies.paper import paper_numbers
+from canlib.studies.probes import bytes_per_decode_step
+from canlib.studies.scorecard import interval_verdict, ratio_range
+from canlib.studies.speed import stored_ops
+
+H100_BANDWIDTH = 3.35e12  # bytes/s: HBM3 of the H100 SXM5 80GB (NVIDIA H100 Tensor Core GPU data sheet)
+FP16 = 2  # bytes per weight in half precision, the paper's regime
+PARTS = ("encode", "layers", "output", "search")
+SEARCH_KERNELS = 5  # exercise 3: the search's bookkeeping fused into this many kernels
+
+
+def latest_run(kind: str, need: str | None = None) -> str:
+    """The stored GPU run measured last (by its file's ``measured_at``, else its date) that holds ``kind``
+    (``speed``, ``breakdown``, ``profile``), and whose result holds the key ``need`` for some system when given."""
+    def has(run: str) -> bool:
+        if not (gpu.gpu_dir(run) / f"{kind}.json").exists():
+            return False
+        if need is None:
+            return True
+        result, _ = gpu.load(kind, run)
+        return any(need in row for row in result["systems"].values())
+
+    runs = [run for run in gpu.available_runs() if has(run)]
+    if not runs:
+        raise FileNotFoundError(f"no stored GPU run holds {kind}.json" + (f" with {need}" if need else ""))
+    def measured(run: str) -> str:
+        prov = gpu.load(kind, run)[1]
+        return str(prov.get("measured_at") or prov["date"])
+
+    return max(runs, key=measured)
+
+
+def weights_mb(system: str) -> float:
+    """Megabytes of fp16 weights one decoding step of ``system`` reads (decoder layers without the source-side
+    projections, and the tied output embedding), counted from the model at the paper's d=512, V=32k."""
+    return bytes_per_decode_step(Seq2Seq(preset(system)), bytes_per_weight=FP16)["total"] / 1e6
+
+
+def kernels(ops: dict[str, Any], system: str, part: str) -> int | float:
+    """Kernel-launching operators of one part (``step``, ``decoder``, ``per_layer``, ``search``, ``output``,
+    ``embedding``) of one beam-search step on the GPU's code path."""
+    return ops["systems"][system]["cuda"][part]["kernel_operators"]
+
+
+def values() -> dict[str, Any]:
+    """The numbers the chapter's prose quotes; see the module docstring."""
+    paper = paper_numbers()["table2_wmt14"]["en-de"]
+    ops, ops_prov = stored_ops()
+    out: dict[str, Any] = {
+        "paper_balanced": paper["Balanced"][2], "paper_can": paper["CAN"][2],
+        "paper_can_ratio": paper["CAN"][2] / paper["Balanced"][2],
+        "paper_san_pct": 100 * (paper["SAN"][2] / paper["Balanced"][2] - 1),
+        "bandwidth_tbs": H100_BANDWIDTH / 1e12, "ops_commit": str(ops_prov["commit"])[:7],
+    }
+    for system in ("balanced", "can"):
+        mb = weights_mb(system)
+        out |= {f"{system}_weights_mb": mb, f"{system}_floor_us": mb * 1e12 / H100_BANDWIDTH}
+        for part in ("step", "decoder", "per_layer", "search", "output", "embedding"):
+            out[f"{system}_kernels_{part}"] = kernels(ops, system, part)
+    out["kernel_ratio_layer"] = out["can_kernels_per_layer"] / out["balanced_kernels_per_layer"]
+    out["kernel_ratio_step"] = out["balanced_kernels_step"] / out["can_kernels_step"]
+    out["common_kernels"] = out["balanced_kernels_step"] - out["balanced_kernels_decoder"]
+    for system in ("balanced", "can"):  # exercise 3: the search's bookkeeping cut to SEARCH_KERNELS kernels
+        out[f"search5_{system}"] = out[f"{system}_kernels_step"] - out[f"{system}_kernels_search"] + SEARCH_KERNELS
+    out["search5_ceiling"] = out["search5_balanced"] / out["search5_can"]
+    out["san_kernels_per_layer"] = kernels(ops, "san", "per_layer")
+    out["san_kernels_step"] = kernels(ops, "san", "step")
+    out |= _profile_values() | _graph_values(ops) | _runs_values()
+    for system in ("balanced", "can"):
+        out[f"graph_{system}_us_per_kernel"] = out[f"graph_step_us_{system}"] / out[f"{system}_kernels_step"]
+        out[f"graph_{system}_over_floor"] = out[f"graph_step_us_{system}"] / out[f"{system}_floor_us"]
+        out[f"eager_{system}_over_floor"] = out[f"eager_step_us_{system}"] / out[f"{system}_floor_us"]
+    return out
+
+
+def _profile_values() -> dict[str, Any]:
+    """One eager step under ``torch.profiler`` in the last profiled run: wall, host and kernel time, busy share."""
+    run = latest_run("profile")
+    cases, prov = gpu.gpu_profile(run)
+    out: dict[str, Any] = {"profile_run": gpu.run_label(prov), "profile_device": prov["device"]}
+    for system in ("balanced", "can"):
+        case = cases[f"decode_{system}"]
+        out |= {f"profile_{system}_wall_us": 1000 * case["wall_ms"], f"profile_{system}_cpu_us": 1000 * case["cpu_ms"],
+                f"profile_{system}_kernel_us": 1000 * case["gpu_kernel_ms"],
+                f"profile_{system}_busy": case["gpu_busy_share"], f"profile_{system}_launches": case["kernel_launches"],
+                f"profile_{system}_us_per_launch": 1000 * case["cpu_ms"] / case["kernel_launches"]}
+    out["profile_cpu_ratio"] = out["profile_balanced_cpu_us"] / out["profile_can_cpu_us"]
+    out["profile_wall_ratio"] = out["profile_balanced_wall_us"] / out["profile_can_wall_us"]
+    out["profile_launch_ratio"] = out["profile_balanced_launches"] / out["profile_can_launches"]
+    return out
+
+
+def _graph_values(ops: dict[str, Any]) -> dict[str, Any]:
+    """A step replayed from CUDA graphs in the last run that broke it down: microseconds per generated token of
+    each part (the breakdown is per sentence of ``forced_length`` tokens), the part common to both systems, and
+    the CAN/Balanced ratio that the common part leaves at most."""
+    run = latest_run("breakdown", need="breakdown_graphs")
+    result, prov = gpu.load("breakdown", run)
+    per = result["settings"]["forced_length"]
+    out: dict[str, Any] = {"breakdown_run": gpu.run_label(prov)}
+    for system in ("balanced", "can"):
+        parts = result["systems"][system]["breakdown_graphs"]
+        for part in PARTS:
+            out[f"graph_{system}_{part}_us"] = 1000 * parts[f"{part}_ms"] / per
+        out[f"graph_{system}_layer_kernel_us"] = out[f"graph_{system}_layers_us"] / kernels(ops, system, "decoder")
+    common = sum(out[f"graph_balanced_{part}_us"] for part in ("encode", "output", "search"))
+    out["graph_common_us"] = common
+    out["graph_layer_ratio"] = out["graph_balanced_layers_us"] / out["graph_can_layers_us"]
+    out["graph_ceiling"] = (common + out["graph_balanced_layers_us"]) / (common + out["graph_can_layers_us"])
+    return out
+
+
+def run_rows() -> list[dict[str, Any]]:
+    """One row per stored GPU speed run (its folder and its label: GPU, commit, date): eager CAN/Balanced (median and the repeats' range),
+    whether CAN is faster than Balanced by the book's interval rule over the repeats, SAN/Balanced and CAN/Balanced
+    from CUDA graphs (medians)."""
+    rows = []
+    for run in gpu.speed_runs():
+        eager, prov = gpu.gpu_speed("eager", run)
+        graphs, _ = gpu.gpu_speed("captured", run)
+        med, low, high = ratio_range(eager, "can", "balanced")
+        rows.append({"run": run, "stored run": gpu.run_label(prov), "GPU": prov["device"].removeprefix("NVIDIA "),
+                     "CAN / Balanced eager": med, "repeats from": low, "repeats to": high,
+                     "CAN faster than Balanced?": interval_verdict(low, high, lambda r: r > 1),
+                     "SAN / Balanced eager": ratio_range(eager, "san", "balanced")[0],
+                     "CAN / Balanced graphs": ratio_range(graphs, "can", "balanced")[0]})
+    return rows
+
+
+def _runs_values() -> dict[str, Any]:
+    rows = run_rows()
+    eager = [r["CAN / Balanced eager"] for r in rows]
+    graphs = [r["CAN / Balanced graphs"] for r in rows]
+    san = [r["SAN / Balanced eager"] for r in rows]
+    devices = [r["GPU"] for r in rows]
+    latest = latest_run("speed")
+    graph_rows, prov = gpu.gpu_speed("captured", latest)
+    eager_rows, _ = gpu.gpu_speed("eager", latest)
+    settings = [gpu.gpu_speed("eager", run)[1]["settings"] for run in gpu.speed_runs()]
+    return {"sentences_min": min(x["sentences"] for x in settings), "sentences_max": max(x["sentences"] for x in settings),
+            "repeats_max": max(x["repeats"] for x in settings),
+            **{f"graph_step_us_{s}": 1e6 / graph_rows[s]["tok_per_s"] for s in ("balanced", "can")},
+            **{f"eager_step_us_{s}": 1e6 / eager_rows[s]["tok_per_s"] for s in ("balanced", "can")},
+            "latest_eager_ratio": eager_rows["can"]["tok_per_s"] / eager_rows["balanced"]["tok_per_s"],
+            "latest_graphs_ratio": graph_rows["can"]["tok_per_s"] / graph_rows["balanced"]["tok_per_s"],"runs": len(rows), "runs_h100": sum("H100" in d for d in devices), "runs_h200": sum("H200" in d for d in devices),
+            "eager_min": min(eager), "eager_max": max(eager), "graphs_min": min(graphs), "graphs_max": max(graphs),
+            "san_min": min(san), "san_max": max(san),
+            "san_beats_can": sum(r["SAN / Balanced eager"] > r["CAN / Balanced eager"] for r in rows),
+            "can_faster_held": sum(r["CAN faster than Balanced?"] == "held" for r in rows),
+            "latest_speed_run": gpu.run_label(prov),
+            "latest_graphs_balanced": graph_rows["balanced"]["tok_per_s"], "latest_graphs_can": graph_rows["can"]["tok_per_s"]}
+
+
+def ops_frame(systems: tuple[str, ...] | list[str]):
+    """One row per system: decoder layers and kernel-launching operators per step, per decoder layer, in the search
+    and host syncs, on the GPU's code path (``book/results/cpu/ops.json``)."""
+    import pandas as pd
+
+    ops, _ = stored_ops()
+    rows = {}
+    for s in systems:
+        c = ops["systems"][s]["cuda"]
+        rows[LABELS.get(s, s)] = {"decoder layers": c["decoder_layers"], "kernels / step": c["step"]["kernel_operators"],
+                                  "kernels in the decoder layers": c["decoder"]["kernel_operators"],
+                                  "kernels / layer": c["per_layer"]["kernel_operators"],
+                                  "search kernels / step": c["search"]["kernel_operators"],
+                                  "host syncs / step": c["step"]["host_syncs"]}
+    frame = pd.DataFrame(rows).T
+    frame.index.name = "system"
+    whole = ["decoder layers", "kernels / step", "kernels in the decoder layers", "search kernels / step", "host syncs / step"]
+    return frame.astype({c: int for c in whole})
+
+
+def bytes_frame(systems: tuple[str, ...] | list[str]):
+    """The fp16 weights a step reads per system (MB) and the time they take at the H100's bandwidth (microseconds)."""
+    import pandas as pd
+
+    rows = {}
+    for s in systems:
+        b = bytes_per_decode_step(Seq2Seq(preset(s)), bytes_per_weight=FP16)
+        rows[LABELS.get(s, s)] = {"decoder layers MB": b["layers"] / 1e6, "output embedding MB": b["output"] / 1e6,
+                                  "total MB": b["total"] / 1e6, "floor at the H100's bandwidth (us)": b["total"] / H100_BANDWIDTH * 1e6}
+    return pd.DataFrame(rows).T
