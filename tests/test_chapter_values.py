@@ -336,6 +336,13 @@ def test_the_profile_and_graph_values_are_the_last_runs_raw_figures():
     # what speed.md reads into these numbers; if a new run breaks one, rewrite the sentence
     assert v["graph_balanced_over_floor"] > 10, "'nowhere near that floor'"
     assert max(bal["gpu_busy_share"], can["gpu_busy_share"]) < 0.5, "'an eager step is host-bound'"
+    timed = raw(RESULTS / "cpu" / "ops_c9736eb.json")  # counted on the code 2edd3fd timed, not on today's
+    assert timed["provenance"]["commit"].startswith("c9736eb")
+    for s in ("balanced", "can"):
+        decoder = timed["result"]["systems"][s]["cuda"]["decoder"]["kernel_operators"]
+        assert v[f"graph_{s}_layer_kernel_us"] == pytest.approx(1000 * graphs[s]["layers_ms"] / per / decoder, rel=1e-12)
+        step = timed["result"]["systems"][s]["cuda"]["step"]["kernel_operators"]
+        assert v[f"graph_{s}_us_per_kernel"] == pytest.approx(1e6 / bench[s]["captured_tok_per_s"] / step, rel=1e-9)
     per_kernel = (v["graph_balanced_layer_kernel_us"], v["graph_can_layer_kernel_us"])
     assert max(per_kernel) / min(per_kernel) < 1.1, "'about the same time per layer kernel for both'"
 

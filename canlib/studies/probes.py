@@ -81,6 +81,7 @@ def sublayer_similarity(model: Seq2Seq, batches, pad_id: int, normalized: bool =
 
 # decoder-layer modules applied to the source once per sentence, not at every decoding step
 SOURCE_PROJECTIONS = ("cross_attn.kv", "h_proj")
+H100_BANDWIDTH = 3.35e12  # bytes/s: HBM3 of the H100 SXM5 80GB (NVIDIA's data sheet; an input, not a measurement)
 
 
 def bytes_per_decode_step(model: Seq2Seq, bytes_per_weight: int = 4) -> dict[str, int]:

@@ -14,11 +14,10 @@ from canlib.decoding.search import BeamSearch, ForcedLength, make_batch
 from canlib.io import results_dir
 from canlib.model.config import ALL_SYSTEMS, LABELS, ModelConfig, preset
 from canlib.model.seq2seq import DecoderCache, Seq2Seq
-from canlib.studies.probes import bytes_per_decode_step
+from canlib.studies.probes import H100_BANDWIDTH, bytes_per_decode_step
 from canlib.studies.results import load_result
 
 OPS = "cpu/ops.json"
-H100_BANDWIDTH = 3.35e12  # bytes/s of an H100 SXM's memory, from NVIDIA's data sheet (an input, not a measurement)
 TOY_WORDS = ["<pad>", "<unk>", "<s>", "</s>", "a", "dog", "runs", "."]  # ids 0-3 are canlib's special tokens
 
 
@@ -168,4 +167,5 @@ def values() -> dict[str, Any]:
         weights = bytes_per_decode_step(Seq2Seq(preset("balanced")), bytes_per_weight=2)["total"]
     out["balanced_step_mb"] = weights / 1e6
     out["balanced_floor_us"] = 1e6 * weights / H100_BANDWIDTH
+    out["bandwidth_tbs"] = H100_BANDWIDTH / 1e12
     return out

@@ -14,13 +14,15 @@ from canlib.model.config import LABELS, preset
 from canlib.model.seq2seq import Seq2Seq
 from canlib.studies import gpu_results as gpu
 from canlib.studies.paper import paper_numbers
-from canlib.studies.probes import bytes_per_decode_step
+from canlib.studies.probes import H100_BANDWIDTH, bytes_per_decode_step
 from canlib.studies.scorecard import interval_verdict, ratio_range
 from canlib.studies.speed import stored_ops
 
-H100_BANDWIDTH = 3.35e12  # bytes/s: HBM3 of the H100 SXM5 80GB (NVIDIA H100 Tensor Core GPU data sheet)
 FP16 = 2  # bytes per weight in half precision, the paper's regime
 PARTS = ("encode", "layers", "output", "search")
+# the operator counts of the code the stored GPU runs measured: counted at c9736eb, whose decoding and model code is
+# 2edd3fd's (the last run that profiled, broke down and benched); book/results/cpu/ops.json counts today's code
+MEASURED_OPS = "ops_c9736eb.json"
 SEARCH_KERNELS = 5  # exercise 3: the search's bookkeeping fused into this many kernels
 
 
@@ -61,12 +63,16 @@ def values() -> dict[str, Any]:
     """The numbers the chapter's prose quotes; see the module docstring."""
     paper = paper_numbers()["table2_wmt14"]["en-de"]
     ops, ops_prov = stored_ops()
+    measured, measured_prov = stored_ops(MEASURED_OPS)
     out: dict[str, Any] = {
         "paper_balanced": paper["Balanced"][2], "paper_can": paper["CAN"][2],
         "paper_can_ratio": paper["CAN"][2] / paper["Balanced"][2],
         "paper_san_pct": 100 * (paper["SAN"][2] / paper["Balanced"][2] - 1),
         "bandwidth_tbs": H100_BANDWIDTH / 1e12, "ops_commit": str(ops_prov["commit"])[:7],
+        "measured_ops_commit": str(measured_prov["commit"])[:7],
     }
+    for system in ("balanced", "can"):
+        out[f"measured_{system}_kernels_step"] = kernels(measured, system, "step")
     for system in ("balanced", "can"):
         mb = weights_mb(system)
         out |= {f"{system}_weights_mb": mb, f"{system}_floor_us": mb * 1e12 / H100_BANDWIDTH}
@@ -80,9 +86,9 @@ def values() -> dict[str, Any]:
     out["search5_ceiling"] = out["search5_balanced"] / out["search5_can"]
     out["san_kernels_per_layer"] = kernels(ops, "san", "per_layer")
     out["san_kernels_step"] = kernels(ops, "san", "step")
-    out |= _profile_values() | _graph_values(ops) | _runs_values()
-    for system in ("balanced", "can"):
-        out[f"graph_{system}_us_per_kernel"] = out[f"graph_step_us_{system}"] / out[f"{system}_kernels_step"]
+    out |= _profile_values() | _graph_values(measured) | _runs_values()
+    for system in ("balanced", "can"):  # per kernel of the code the runs measured, not of today's
+        out[f"graph_{system}_us_per_kernel"] = out[f"graph_step_us_{system}"] / out[f"measured_{system}_kernels_step"]
         out[f"graph_{system}_over_floor"] = out[f"graph_step_us_{system}"] / out[f"{system}_floor_us"]
         out[f"eager_{system}_over_floor"] = out[f"eager_step_us_{system}"] / out[f"{system}_floor_us"]
     return out
@@ -108,7 +114,7 @@ def _profile_values() -> dict[str, Any]:
 def _graph_values(ops: dict[str, Any]) -> dict[str, Any]:
     """A step replayed from CUDA graphs in the last run that broke it down: microseconds per generated token of
     each part (the breakdown is per sentence of ``forced_length`` tokens), the part common to both systems, and
-    the CAN/Balanced ratio that the common part leaves at most."""
+    the CAN/Balanced ratio that the common part leaves at most; ``ops`` counts the code that run measured."""
     run = latest_run("breakdown", need="breakdown_graphs")
     result, prov = gpu.load("breakdown", run)
     per = result["settings"]["forced_length"]
