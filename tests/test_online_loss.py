@@ -6,10 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from canlib.model import Seq2Seq
-from canlib.model.config import ModelConfig
 from canlib.training import label_smoothed_nll_loss, online_label_smoothed_loss
-from canlib.training.objective import LabelSmoothedObjective
 
 from test_training_throughput import LargeTensors
 
@@ -120,24 +117,3 @@ def test_online_loss_refuses_empty_tiles_and_mismatched_targets():
         online_label_smoothed_loss(hidden, weight, target, EPS, PAD, block=0)
     with pytest.raises(ValueError, match="300 hidden rows but 299 targets"):
         online_label_smoothed_loss(hidden, weight, target[1:], EPS, PAD)
-
-
-def test_objective_with_vocabulary_tiles_gives_the_token_chunked_loss_and_gradients_in_float64():
-    # the token-chunked objective is pinned to the model's full log-softmax in test_training_throughput.py
-    cfg = ModelConfig(vocab_size=60, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=2, dropout=0.0,
-                      attn_dropout=0.0, relu_dropout=0.0)
-    src, tgt = torch.randint(4, 60, (3, 7)), torch.randint(4, 60, (3, 6))
-    tgt[0, 4:] = cfg.pad_id
-    results = []
-    for chunk, block in ((5, 0), (5, 16)):
-        torch.manual_seed(0)
-        model = Seq2Seq(cfg).double()
-        loss, nll = LabelSmoothedObjective(model, 0.1, cfg.pad_id, chunk, vocab_block=block)(src, tgt, tgt)
-        loss.backward()
-        results.append((loss.detach(), nll.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
-    (l0, n0, g0), (l1, n1, g1) = results
-    assert abs(l0 - l1) / l0 < 1e-12 and abs(n0 - n1) / n0 < 1e-12
-    for name in g0:
-        assert torch.allclose(g0[name], g1[name], rtol=1e-9, atol=1e-12), name
-    with pytest.raises(ValueError, match="needs a chunked loss"):
-        LabelSmoothedObjective(Seq2Seq(cfg), 0.1, cfg.pad_id, 0, vocab_block=16)

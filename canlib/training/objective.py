@@ -114,6 +114,28 @@ class _ChunkedLoss(torch.autograd.Function):
         return grad_hidden * grad_loss.to(grad_hidden.dtype), grad_weight * grad_loss.to(grad_weight.dtype), None, None, None, None
 
 
+def _as_rows(hidden: Tensor, weight: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(tokens, d) hidden states, the weight and (tokens,) targets; under autocast, the first two in its dtype."""
+    h = hidden.reshape(-1, hidden.size(-1))
+    tgt = target.reshape(-1)
+    if h.size(0) != tgt.size(0):
+        raise ValueError(f"{h.size(0)} hidden rows but {tgt.size(0)} targets")
+    w = weight
+    if torch.is_autocast_enabled(h.device.type):
+        dtype = torch.get_autocast_dtype(h.device.type)
+        h, w = h.to(dtype), w.to(dtype)
+    return h, w, tgt
+
+
+def _summed(h: Tensor, tgt: Tensor, chunk: int, loss_of: Any) -> tuple[Tensor, Tensor]:
+    """Loss and NLL sums over chunks of rows, ``loss_of(rows, targets) -> (loss, nll)``, without gradients."""
+    loss_sum = nll_sum = h.new_zeros((), dtype=_softmax_dtype(h.dtype))
+    for start in range(0, h.size(0), chunk):
+        loss, nll = loss_of(h[start : start + chunk], tgt[start : start + chunk])
+        loss_sum, nll_sum = loss_sum + loss, nll_sum + nll
+    return loss_sum, nll_sum
+
+
 def chunked_label_smoothed_loss(hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, ignore_index: int,
                                 chunk: int = 4096) -> tuple[Tensor, Tensor]:
     """``label_smoothed_nll_loss(log_softmax(hidden @ weight.T), ...)`` without the (tokens x V) tensor.
@@ -125,22 +147,11 @@ def chunked_label_smoothed_loss(hidden: Tensor, weight: Tensor, target: Tensor, 
     """
     if chunk < 1:
         raise ValueError(f"chunk={chunk}: must be >= 1 target tokens")
-    h = hidden.reshape(-1, hidden.size(-1))
-    tgt = target.reshape(-1)
-    if h.size(0) != tgt.size(0):
-        raise ValueError(f"{h.size(0)} hidden rows but {tgt.size(0)} targets")
-    w = weight
-    if torch.is_autocast_enabled(h.device.type):
-        dtype = torch.get_autocast_dtype(h.device.type)
-        h, w = h.to(dtype), w.to(dtype)
+    h, w, tgt = _as_rows(hidden, weight, target)
     with torch.autocast(h.device.type, enabled=False):
         if torch.is_grad_enabled() and (h.requires_grad or w.requires_grad):
             return _ChunkedLoss.apply(h, w, tgt, float(epsilon), int(ignore_index), int(chunk))
-        loss_sum = nll_sum = h.new_zeros((), dtype=_softmax_dtype(h.dtype))
-        for start in range(0, h.size(0), chunk):
-            loss, nll, _ = _chunk_loss(h[start : start + chunk], w, tgt[start : start + chunk], epsilon, ignore_index, False)
-            loss_sum, nll_sum = loss_sum + loss, nll_sum + nll
-        return loss_sum, nll_sum
+        return _summed(h, tgt, chunk, lambda rows, t: _chunk_loss(rows, w, t, epsilon, ignore_index, False)[:2])
 
 
 def _block_stats(h: Tensor, w: Tensor, first: int, safe: Tensor, m: Tensor, s: Tensor, zsum: Tensor,
@@ -245,24 +256,13 @@ def online_label_smoothed_loss(hidden: Tensor, weight: Tensor, target: Tensor, e
     """
     if chunk < 1 or block < 1:
         raise ValueError(f"chunk={chunk}, block={block}: both must be >= 1 (target tokens, vocabulary columns)")
-    h = hidden.reshape(-1, hidden.size(-1))
-    tgt = target.reshape(-1)
-    if h.size(0) != tgt.size(0):
-        raise ValueError(f"{h.size(0)} hidden rows but {tgt.size(0)} targets")
-    w = weight
-    if torch.is_autocast_enabled(h.device.type):
-        dtype = torch.get_autocast_dtype(h.device.type)
-        h, w = h.to(dtype), w.to(dtype)
+    h, w, tgt = _as_rows(hidden, weight, target)
     stats, grads = _block_functions(compiled)
     with torch.autocast(h.device.type, enabled=False):
         if torch.is_grad_enabled() and (h.requires_grad or w.requires_grad):
             return _OnlineLoss.apply(h, w, tgt, float(epsilon), int(ignore_index), int(chunk), int(block), stats, grads)
-        loss_sum = nll_sum = h.new_zeros((), dtype=_softmax_dtype(h.dtype))
-        for start in range(0, h.size(0), chunk):
-            loss, nll, _, _ = _online_pass(h[start : start + chunk], w, tgt[start : start + chunk], epsilon,
-                                           ignore_index, block, stats, grads, False)
-            loss_sum, nll_sum = loss_sum + loss, nll_sum + nll
-        return loss_sum, nll_sum
+        return _summed(h, tgt, chunk, lambda rows, t: _online_pass(rows, w, t, epsilon, ignore_index, block, stats, grads,
+                                                                   False)[:2])
 
 
 class LabelSmoothedObjective(nn.Module):
