@@ -18,7 +18,7 @@ Parts (real Multi30k En-De lengths: the prepared ``small`` corpus, or ``tiny`` i
   whole-run and steady updates/s of all of them together, and each one's weights hash (with deterministic
   kernels, the same with and without MPS);
 - T3, 30 updates twice (the weights' hash) and a run interrupted at update 15 and resumed, against a straight
-  one, as-is and with deterministic kernels;
+  one, as-is and with deterministic kernels (``--variant`` one variant, e.g. compiled);
 - T4, d=512 Baseline and CAN at 32,768 tokens, fixed shape (every sentence 31 tokens) and real lengths: target
   tokens/s and MFU (``scripts/gpu_smoke_train.py``'s FLOP count and peak table), as-is and with the options;
 - T5, one T2 model's evaluation on the corpus's four sets: each set alone at 128 sentences a batch (today) and
@@ -67,6 +67,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "compile-bucket8": {"compile": True, "pad_multiple": 8},
     "fast": {"sdpa_backend": "efficient", "deterministic": True},
     "best": {"compile": True, "pad_multiple": 8, "sdpa_backend": "efficient", "loss_vocab_block": 2048},
+    "best-deterministic": {"compile": True, "pad_multiple": 8, "sdpa_backend": "efficient", "loss_vocab_block": 2048,
+                           "deterministic": True},
 }
 # the small scale's budget (canlib.studies.scales), what every small run trains with
 SMALL = dict(lr=1e-3, warmup=500, max_tokens=8192, label_smoothing=0.1)
@@ -239,7 +241,7 @@ def t3(args: argparse.Namespace, s: dict[str, Any], out: Path) -> dict[str, Any]
     data = corpus(s["scale"])
     name, steps = f"{s['prefix']}can", s["t3_steps"]
     cases = []
-    for variant in s["t3_variants"]:
+    for variant in (args.variant,) if args.chosen else s["t3_variants"]:
         hashes = {}
         with tempfile.TemporaryDirectory() as tmp:
             for label, stops in (("straight_1", [steps]), ("straight_2", [steps]), ("resumed", [steps // 2, steps])):
@@ -355,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run-dir", default=None)
     p.add_argument("--commit", default=None, help="gather: the commit to record (a clone's, when git is not here)")
     args = p.parse_args(argv)
+    args.chosen = args.variant is not None
     args.variant = args.variant or ("as-is" if args.part == "t1" else "fast")
     s = settings(args.dry_run)
     if args.dry_run:
@@ -370,7 +373,8 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(json.dumps(result) + "\n")
         return 0
     if args.part != "gather":
-        name = {"t1": f"t1_{args.preset}_{args.variant}", "t2": f"t2_{args.processes}_{args.mps}"}.get(args.part, args.part)
+        name = {"t1": f"t1_{args.preset}_{args.variant}", "t2": f"t2_{args.processes}_{args.mps}",
+                "t3": f"t3_{args.variant}" if args.chosen else "t3"}.get(args.part, args.part)
         result["seconds"] = round(time.perf_counter() - tic, 1)
         (folder / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k not in ("top_kernels", "cases")}), flush=True)

@@ -110,6 +110,7 @@ else
   part t4 150 t4                                                 # d=512 at 32,768 tokens: MFU
   part t1_can_compile-bucket8 180 t1 --preset can --variant compile-bucket8
   part t1_can_best 180 t1 --preset can --variant best
+  part t3_best-deterministic 240 t3 --variant best-deterministic  # compiled: bit-exact twice and on resume?
   part t1_balanced_as-is 90 t1 --preset balanced --variant as-is
   part t1_balanced_fast 60 t1 --preset balanced --variant fast
 fi

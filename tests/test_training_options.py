@@ -189,6 +189,38 @@ def test_the_kernel_settings_hold_inside_updates_and_validation_and_are_restored
     assert (torch.are_deterministic_algorithms_enabled(), torch.backends.cuda.flash_sdp_enabled()) == before == (False, True)
 
 
+def test_with_buckets_every_batch_the_model_sees_has_lengths_in_multiples_of_8(tmp_path):
+    lengths = []
+    run = trainer(tmp_path, pad_multiple=8, max_steps=4)
+    run.model.encoder_layers[0].register_forward_pre_hook(lambda module, args: lengths.append(args[0].size(1)))
+    run.model.decoder_layers[0].register_forward_pre_hook(lambda module, args: lengths.append(args[0].size(1)))
+    run.fit()
+    assert len(lengths) >= 16 and all(n % 8 == 0 for n in lengths), lengths
+
+
+@pytest.mark.parametrize("block", [0, 16])
+def test_with_vocabulary_tiles_no_update_holds_a_row_of_all_logits(block, tmp_path):
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Shapes(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.widths: set[int] = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor) and t.dim() == 2 and t.size(0) > 60:
+                    self.widths.add(t.size(1))  # (target tokens, columns) tensors
+            return out
+
+    run = trainer(tmp_path, dropout=0.0, loss_vocab_block=block, max_steps=1)
+    group = next(run._groups())
+    with Shapes() as probe:
+        run._update(group)
+    assert (60 in probe.widths) == (block == 0) and (16 in probe.widths) == (block == 16), probe.widths
+
+
 def test_an_unavailable_backend_is_refused_by_pytorch_inside_the_update(tmp_path):
     # on a CPU only math and flash exist: asking for cuDNN's kernels proves the choice reaches the attention
     if torch.cuda.is_available():

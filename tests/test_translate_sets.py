@@ -62,3 +62,21 @@ def test_a_batch_size_below_one_is_refused(trained):
     model, vocab, _ = trained
     with pytest.raises(ValueError, match="batch_size=0"):
         translate_sets(model, vocab, {"a": ["a dog"]}, batch_size=0)
+
+
+def test_the_pass_cuts_its_batches_from_length_sorted_sentences_of_all_sets(trained, monkeypatch):
+    import canlib.decoding.translate as translate
+
+    model, vocab, sets = trained
+    widths = []
+    real = translate.beam_search
+
+    def recorded(model, src, **kw):
+        widths.append((src.size(0), src.size(1)))
+        return real(model, src, **kw)
+
+    monkeypatch.setattr(translate, "beam_search", recorded)
+    translate.translate_sets(model, vocab, sets, beam=2, batch_size=64)
+    total = sum(len(v) for v in sets.values())
+    assert [rows for rows, _ in widths] == [64] * (total // 64) + ([total % 64] if total % 64 else [])
+    assert [w for _, w in widths] == sorted((w for _, w in widths), reverse=True)  # longest first, across the sets

@@ -50,7 +50,7 @@ class TrainConfig:
     # Throughput options (issue 32), off by default; each changes the last bits of the numbers, none the recipe:
     pad_multiple: int = 1  # shape buckets: padded lengths rounded up to a multiple of this (8 or 16 on a GPU); 1 = off
     sdpa_backend: str = "default"  # attention kernels while training: default | math | efficient | flash | cudnn
-    deterministic: bool = False  # deterministic kernels only (torch.use_deterministic_algorithms): bit-exact resume on a GPU
+    deterministic: bool = False  # deterministic kernels only: bit-exact resume on a GPU, compiled too (training/kernels.py)
     loss_vocab_block: int = 0  # vocabulary columns per tile of the chunked loss (online logsumexp); 0 = whole rows
 
     def __post_init__(self) -> None:

@@ -4,8 +4,11 @@
 Why: on a GPU, cuDNN's attention builds a plan for every new batch shape (milliseconds of host time each)
 and its backward is not deterministic, so a resumed run drifts from an uninterrupted one in the last
 bits. With ``deterministic`` PyTorch refuses operators that have no deterministic kernel and never picks
-cuDNN's attention (the memory-efficient and flash kernels then run their deterministic backward);
-``sdpa_backend`` pins one family. On a CPU both change nothing but the kernel PyTorch picks.
+cuDNN's attention (the memory-efficient and flash kernels then run their deterministic backward), and
+torch.compile's Inductor benchmarks no kernel variants (a benchmark's pick could differ between a run
+and its resumption). One operator of canlib's models has no deterministic CUDA kernel: AAN's cumulative
+average (``torch.cumsum``), for which PyTorch raises. ``sdpa_backend`` pins one attention family. On a
+CPU both change nothing but the kernel PyTorch picks.
 """
 from __future__ import annotations
 
