@@ -34,10 +34,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-def label_smoothed_nll_loss(log_probs: Tensor, target: Tensor, epsilon: float, ignore_index: int) -> tuple[Tensor, Tensor]:
+def label_smoothed_nll_loss(log_probs: Tensor, target: Tensor, epsilon: float,
+                            ignore_index: int) -> tuple[Tensor, Tensor]:
     """Summed label-smoothed loss and summed NLL over non-padding targets.
 
-    ``F.cross_entropy(label_smoothing=eps)`` computes the same loss on log-probs (tests pin this).
+    ``F.cross_entropy(label_smoothing=eps)`` computes the same loss on
+    log-probs (tests pin this).
     """
     lp = log_probs.reshape(-1, log_probs.size(-1))
     tgt = target.reshape(-1)

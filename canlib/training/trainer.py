@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.nn.utils import clip_grad_norm_
 
 from canlib.data.batching import Split, TokenBatchSampler, collate, sorted_batches
 from canlib.io import atomic_write_bytes, origin, tqdm
@@ -339,23 +340,26 @@ class Trainer:
         self._bad_value = torch.where(first, loss_sum, self._bad_value)
 
     def _update(self, group: list[list[int]]) -> tuple[Tensor, Tensor, int | Tensor]:
-        """One optimizer update over ``group`` micro-batches; returns (loss sum, nll sum, target tokens),
-        the sums as device tensors (summed over ranks), without waiting for the device."""
+        """One optimizer update over ``group`` micro-batches. Returns the loss and NLL sums
+        (device tensors, summed over ranks) and the target tokens: nothing here waits for
+        the device."""
         with self._kernels():
             self.ddp.train()
             batches = [self._batch_to_device(b, self.train_split, "train") for b in group]
             scale, tokens = self._token_scale(batches)
             sums = torch.zeros(2, dtype=torch.float64, device=self.device)
             for i, batch in enumerate(batches):
+                # the label-smoothed loss and the NLL, each summed over the target tokens
                 with self._no_sync(last=i == len(batches) - 1), self._autocast():
-                    loss, nll = self.ddp(batch["src"], batch["tgt_in"], batch["tgt_out"])  # label-smoothed, summed
-                self.scaler.scale(loss * scale).backward()  # gradients of the mean loss per target token
+                    loss, nll = self.ddp(batch["src"], batch["tgt_in"], batch["tgt_out"])
+                # gradients of the mean loss per target token of the whole update
+                self.scaler.scale(loss * scale).backward()
                 sums += torch.stack([loss.detach(), nll.detach()]).double()
             sums = all_sum(sums, self.world_size)
             self._flag_nonfinite(sums[0])
             if self.cfg.clip_norm > 0:
                 self.scaler.unscale_(self.optimizer)
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
+                clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
             self.scaler.step(self.optimizer)  # Adam
             self.scaler.update()
             self.optimizer.zero_grad(set_to_none=True)
