@@ -57,8 +57,8 @@ def load_translator(
     return model.eval(), vocabulary
 
 
-# sentences per batch for evaluating a run: 32 on a CPU (what the stored tiny results used), more on a GPU,
-# where a beam-search step costs about the same host time for 128 sentences as for 1,024
+# sentences per batch for evaluating a run: 32 on a CPU (what the stored tiny results used); more on a GPU, whose
+# eager search steps wait on the host, so fewer, larger batches mean fewer steps (scripts/gpu_throughput.sh T5)
 EVALUATION_BATCH = {"cpu": 32, "cuda": 1024}
 
 

@@ -5,7 +5,7 @@ fairseq's label_smoothed_cross_entropy, as of the paper::
     loss = (1 - eps) * nll + eps / V * sum_v -log p(v)
 
 i.e. cross-entropy against (1 - eps) * onehot + eps / V * uniform, summed over the
-non-padding targets. Two ways to compute it give the same numbers:
+non-padding targets. Three ways to compute it give the same numbers:
 
 - ``label_smoothed_nll_loss`` on the model's (tokens x V) float32 log-probabilities;
 - ``chunked_label_smoothed_loss`` on the decoder's hidden states: output projection,
