@@ -47,6 +47,11 @@ fi
 SCALE_DIR="$RESULTS/$([ "$DRY" = 1 ] && echo tiny || echo small)"
 
 { command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; date -u; git rev-parse HEAD 2>/dev/null; } > "$LOG"
+# CUDA MPS where the device allows: the concurrent runs' kernels overlap instead of taking turns (scripts/mps.sh)
+. "$ROOT/scripts/mps.sh"
+trap mps_stop EXIT
+mps_start
+echo "MPS: $MPS_STATE" | tee -a "$LOG"
 START=$(date +%s)
 # every `canlib experiment` below starts a run only if it can finish before START + LIMIT (the rest waits for the
 # next call; canlib.studies.concurrency), and a run the timeout stops anyway resumes from its checkpoints
@@ -82,5 +87,17 @@ ELAPSED=$(( $(date +%s) - START ))
 echo "throughput: $(( PLAN_RUNS + BEYOND_RUNS )) runs ($PLAN_RUNS of the plan, $BEYOND_RUNS of the beyond studies) trained \
 and evaluated in $ELAPSED s: $(awk -v n="$(( PLAN_RUNS + BEYOND_RUNS ))" -v s="$ELAPSED" \
   'BEGIN { printf "%.2f", (s > 0 ? 60 * n / s : 0) }') runs per minute" | tee -a "$LOG"
+# the plan's cost from this call's rate, an estimate: the plan's runs and the beyond studies' models in runs of the
+# 1x budget's updates (a 4x model counts 4), at the 2x budget twice as many (evaluation counted twice: an upper bound)
+PLAN_SIZE=$("$PY" -c "from canlib.studies.runs import budget, plan; from canlib.studies.beyond import STUDIES, study_runs, train_config
+print(round(len(plan('small')) + sum(train_config('small', r)['max_steps'] for s in STUDIES for r in study_runs(s)) / budget('small')['max_steps']))" 2>/dev/null)
+DONE=$(( PLAN_RUNS + BEYOND_RUNS ))
+if [ -n "$PLAN_SIZE" ] && [ "$DONE" -gt 0 ]; then
+  awk -v n="$PLAN_SIZE" -v done="$DONE" -v s="$ELAPSED" -v mps="$MPS_STATE" 'BEGIN { rate = 60 * done / s;
+    printf "plan cost (estimate at this call'"'"'s %.2f runs per GPU-minute, MPS %s): %d runs of 1x, %.1f GPU-minutes at the 1x budget, %.1f at 2x\n",
+      rate, mps, n, n / rate, 2 * n / rate }' | tee -a "$LOG"
+else
+  echo "plan cost: no rate measured in this call (${DONE} runs trained)" | tee -a "$LOG"
+fi
 tar czf "$OUT/small.tar.gz" -C "$RESULTS" "$(basename "$SCALE_DIR")" -C "$OUT" "$(basename "$LOG")"
 echo "archive: $OUT/small.tar.gz ($(du -h "$OUT/small.tar.gz" | cut -f1))"

@@ -144,21 +144,24 @@ def test_the_chunked_loss_holds_one_chunk_by_vocabulary_tensor_at_a_time(chunk):
         assert probe.largest == rows * vocab and probe.peak >= 2
 
 
-def test_objective_module_gives_the_models_loss_and_gradients_chunked_or_not():
+def test_objective_module_gives_the_models_loss_and_gradients_chunked_tiled_or_not():
     cfg = tiny()
     src, tgt = torch.randint(4, 60, (3, 7)), torch.randint(4, 60, (3, 6))
     tgt[0, 4:] = cfg.pad_id
     results = []
-    for chunk in (0, 5):
+    for chunk, vocab_block in ((0, 0), (5, 0), (5, 16)):  # full log-softmax, token chunks, vocabulary tiles
         torch.manual_seed(0)
         model = Seq2Seq(cfg)
-        loss, nll = LabelSmoothedObjective(model, 0.1, cfg.pad_id, chunk)(src, tgt, tgt)
+        loss, nll = LabelSmoothedObjective(model, 0.1, cfg.pad_id, chunk, vocab_block=vocab_block)(src, tgt, tgt)
         loss.backward()
         results.append((loss.detach(), nll.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
-    (l0, n0, g0), (l1, n1, g1) = results
-    assert abs(l0 - l1) / l0 < 1e-6 and abs(n0 - n1) / n0 < 1e-6
-    for name in g0:
-        assert torch.allclose(g0[name], g1[name], rtol=1e-4, atol=1e-6), name
+    (l0, n0, g0), *others = results
+    for l1, n1, g1 in others:
+        assert abs(l0 - l1) / l0 < 1e-6 and abs(n0 - n1) / n0 < 1e-6
+        for name in g0:
+            assert torch.allclose(g0[name], g1[name], rtol=1e-4, atol=1e-6), name
+    with pytest.raises(ValueError, match="needs a chunked loss"):
+        LabelSmoothedObjective(Seq2Seq(cfg), 0.1, cfg.pad_id, 0, vocab_block=16)
 
 
 # -- no host reads of tensors inside the step loop ------------------------------------------------------

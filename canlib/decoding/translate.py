@@ -3,13 +3,20 @@
 Sentences are tokenized with the model's SentencePiece vocabulary, translated in
 batches of similar length (sorted longest first, so padding stays small), detokenized
 and written back in input order. :func:`translate_lines` is the same thing as a
-function, for the trainer's validation BLEU and the book.
+function, for the trainer's validation BLEU and the book; :func:`translate_sets` translates
+several sets (a run's validation and test sets) in one length-sorted pass, in the larger
+batches of :func:`evaluation_batch_size` on a GPU.
+
+Batching changes no output: the search treats the sentences of a batch independently (each has
+its own beams, maximum length and stopping point; padding is masked), so a sentence gets the same
+tokens in any batch, up to the last bits of the float sums (tests check the tokens).
 """
 from __future__ import annotations
 
 import argparse
 import sys
 import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -50,29 +57,36 @@ def load_translator(
     return model.eval(), vocabulary
 
 
-def translate_lines(
-    model: Seq2Seq,
-    vocab: Vocabulary,
-    lines: list[str],
-    beam: int = 4,
-    batch_size: int = 32,
-    progress: bool = False,
-    **search_options,
-) -> list[str]:
-    """Translations of ``lines`` in order; empty lines give empty outputs.
+# sentences per batch for evaluating a run: 32 on a CPU (what the stored tiny results used); more on a GPU, whose
+# eager search steps wait on the host, so fewer, larger batches mean fewer steps (scripts/gpu_throughput.sh T5)
+EVALUATION_BATCH = {"cpu": 32, "cuda": 1024}
 
-    Inputs longer than the model's position table are truncated with a warning.
-    ``search_options`` go to :func:`canlib.decoding.search.beam_search` (len_penalty, max_len_a, ...).
-    """
-    if batch_size < 1:
-        raise ValueError(f"batch_size={batch_size}: must be at least 1")
+
+def evaluation_batch_size(device: str | torch.device) -> int:
+    """Sentences per batch when a run's sets are translated for its scores on ``device``."""
+    return EVALUATION_BATCH.get(torch.device(device).type, EVALUATION_BATCH["cpu"])
+
+
+def source_ids(model: Seq2Seq, vocab: Vocabulary, lines: Sequence[str], names: Sequence[str] | None = None) -> list[list[int]]:
+    """Subword ids of each line; a line longer than the model's position table is truncated with a
+    warning naming it (``names[i]``, default "input line i+1")."""
     limit = model.cfg.max_len - 1  # room for the source EOS
     ids = vocab.encode_batch([line.strip() for line in lines])
-    for number, piece_ids in enumerate(ids, start=1):
+    for i, piece_ids in enumerate(ids):
         if len(piece_ids) > limit:
-            warnings.warn(f"input line {number}: {len(piece_ids)} subwords, truncated to the model's limit of {limit}")
-            ids[number - 1] = piece_ids[:limit]
-    outputs = [""] * len(lines)
+            name = names[i] if names is not None else f"input line {i + 1}"
+            warnings.warn(f"{name}: {len(piece_ids)} subwords, truncated to the model's limit of {limit}")
+            ids[i] = piece_ids[:limit]
+    return ids
+
+
+def translate_ids(model: Seq2Seq, vocab: Vocabulary, ids: list[list[int]], beam: int = 4, batch_size: int = 32,
+                  progress: bool = False, **search_options) -> list[str]:
+    """Translations of tokenized sentences in order: sorted longest first, cut into batches of
+    ``batch_size``, searched, detokenized, put back in order. Empty sentences give empty outputs."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size}: must be at least 1")
+    outputs = [""] * len(ids)
     order = sorted((i for i, x in enumerate(ids) if x), key=lambda i: -len(ids[i]))
     device = model.embed.weight.device
     was_training = model.training
@@ -88,6 +102,44 @@ def translate_lines(
     bar.close()
     model.train(was_training)
     return outputs
+
+
+def translate_lines(
+    model: Seq2Seq,
+    vocab: Vocabulary,
+    lines: list[str],
+    beam: int = 4,
+    batch_size: int = 32,
+    progress: bool = False,
+    **search_options,
+) -> list[str]:
+    """Translations of ``lines`` in order; empty lines give empty outputs.
+
+    Inputs longer than the model's position table are truncated with a warning.
+    ``search_options`` go to :func:`canlib.decoding.search.beam_search` (len_penalty, max_len_a, ...).
+    """
+    return translate_ids(model, vocab, source_ids(model, vocab, lines), beam, batch_size, progress, **search_options)
+
+
+def translate_sets(model: Seq2Seq, vocab: Vocabulary, sets: Mapping[str, Sequence[str]], beam: int = 4,
+                   batch_size: int | None = None, progress: bool = False, **search_options) -> dict[str, list[str]]:
+    """Translations of several sets of lines (e.g. a run's validation and test sets), each in its own order.
+
+    All their lines are sorted by length together and cut into batches of ``batch_size`` sentences
+    (default: :func:`evaluation_batch_size` of the model's device), so that only the last batch is
+    part-filled; each line gets the tokens :func:`translate_lines` gives it.
+    """
+    device = model.embed.weight.device
+    names = [f"{name} line {i + 1}" for name, lines in sets.items() for i in range(len(lines))]
+    flat = [line for lines in sets.values() for line in lines]
+    outputs = translate_ids(model, vocab, source_ids(model, vocab, flat, names), beam,
+                            evaluation_batch_size(device) if batch_size is None else batch_size, progress,
+                            **search_options)
+    result, start = {}, 0
+    for name, lines in sets.items():
+        result[name] = outputs[start : start + len(lines)]
+        start += len(lines)
+    return result
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from canlib.data import load_prepared
 from canlib.model.config import preset
-from canlib.training.config import OPTIMIZERS, TrainConfig
+from canlib.training.config import OPTIMIZERS, SDPA_BACKENDS, TrainConfig
 from canlib.training.trainer import Trainer
 
 
@@ -38,6 +38,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"target tokens per chunk of the output layer and loss (default {d.loss_chunk}); 0 = unchunked")
     parser.add_argument("--optimizer", choices=OPTIMIZERS, default=d.optimizer,
                         help="Adam's implementation: fused (default; one operator per update), foreach, or loop (per tensor)")
+    fast = parser.add_argument_group("throughput (each changes the last bits of the numbers, not the recipe)")
+    fast.add_argument("--pad-multiple", type=int, default=d.pad_multiple,
+                      help="shape buckets: round padded lengths up to a multiple of this (8 or 16 on a GPU); 1 = off")
+    fast.add_argument("--sdpa-backend", choices=SDPA_BACKENDS, default=d.sdpa_backend,
+                      help="attention kernels while training (default: PyTorch picks per call)")
+    fast.add_argument("--deterministic", action="store_true",
+                      help="deterministic kernels only, so that a resumed GPU run equals an uninterrupted one bit for bit")
+    fast.add_argument("--loss-vocab-block", type=int, default=d.loss_vocab_block,
+                      help="vocabulary columns per tile of the chunked loss (online logsumexp); 0 = whole rows")
     parser.add_argument("--seed", type=int, default=d.seed)
     parser.add_argument("--no-progress", action="store_true", help="no tqdm bar")
     mode = parser.add_mutually_exclusive_group()
@@ -53,7 +62,8 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         update_freq=args.update_freq, clip_norm=args.clip_norm, max_epochs=args.max_epochs, max_steps=args.max_steps,
         patience=args.patience, valid_every=args.valid_every, keep_last=args.keep_last, average_last=args.average_last,
         seed=args.seed, device=args.device, precision=precision, log_every=args.log_every, progress=not args.no_progress,
-        compile=args.compile, loss_chunk=args.loss_chunk, optimizer=args.optimizer,
+        compile=args.compile, loss_chunk=args.loss_chunk, optimizer=args.optimizer, pad_multiple=args.pad_multiple,
+        sdpa_backend=args.sdpa_backend, deterministic=args.deterministic, loss_vocab_block=args.loss_vocab_block,
     )
 
 

@@ -16,6 +16,8 @@ from typing import Any
 # few multi-tensor (foreach) operators, or as about nine operators per parameter tensor (the CPU's
 # default before issue 22, with a host read of each parameter's step count)
 OPTIMIZERS = ("fused", "foreach", "loop")
+# scaled_dot_product_attention's kernels (torch.nn.attention.SDPBackend); "default" lets PyTorch choose per call
+SDPA_BACKENDS = ("default", "math", "efficient", "flash", "cudnn")
 
 
 @dataclass
@@ -45,6 +47,11 @@ class TrainConfig:
     compile: bool = False  # torch.compile the model and loss (the first updates of each new shape compile)
     loss_chunk: int = 4096  # target tokens per chunk of the output layer + loss; 0 = one (tokens x V) log-softmax
     optimizer: str = "fused"  # Adam's implementation: fused (one operator per update, CPU and CUDA) | foreach | loop
+    # Throughput options (issue 32), off by default; each changes the last bits of the numbers, none the recipe:
+    pad_multiple: int = 1  # shape buckets: padded lengths rounded up to a multiple of this (8 or 16 on a GPU); 1 = off
+    sdpa_backend: str = "default"  # attention kernels while training: default | math | efficient | flash | cudnn
+    deterministic: bool = False  # deterministic kernels only: bit-exact resume on a GPU, compiled too (training/kernels.py)
+    loss_vocab_block: int = 0  # vocabulary columns per tile of the chunked loss (online logsumexp); 0 = whole rows
 
     def __post_init__(self) -> None:
         self.betas = tuple(self.betas)
@@ -54,16 +61,21 @@ class TrainConfig:
             raise ValueError(f"warmup={self.warmup}: must be >= 1 (the schedule is lr*min(n/warmup, sqrt(warmup/n)))")
         if not 0 <= self.label_smoothing < 1:
             raise ValueError(f"label_smoothing={self.label_smoothing}: must be in [0, 1)")
-        for name in ("max_tokens", "update_freq", "log_every"):
+        for name in ("max_tokens", "update_freq", "log_every", "pad_multiple"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)}: must be >= 1")
-        for name in ("clip_norm", "max_epochs", "max_steps", "patience", "valid_every", "keep_last", "average_last", "loss_chunk"):
+        for name in ("clip_norm", "max_epochs", "max_steps", "patience", "valid_every", "keep_last", "average_last", "loss_chunk",
+                     "loss_vocab_block"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}={getattr(self, name)}: must be >= 0")
         if self.keep_last < 1:
             raise ValueError(f"keep_last={self.keep_last}: must keep at least one checkpoint to resume from")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer={self.optimizer!r}: choose {', '.join(OPTIMIZERS)}")
+        if self.sdpa_backend not in SDPA_BACKENDS:
+            raise ValueError(f"sdpa_backend={self.sdpa_backend!r}: choose {', '.join(SDPA_BACKENDS)}")
+        if self.loss_vocab_block and not self.loss_chunk:
+            raise ValueError(f"loss_vocab_block={self.loss_vocab_block} needs loss_chunk > 0 (it tiles the chunked loss)")
         if self.precision not in ("fp32", "bf16", "fp16"):
             raise ValueError(f"precision={self.precision!r}: choose fp32, bf16 or fp16")
         if self.precision != "fp32" and not self.device.startswith("cuda"):

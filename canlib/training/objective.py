@@ -5,14 +5,25 @@ fairseq's label_smoothed_cross_entropy, as of the paper::
     loss = (1 - eps) * nll + eps / V * sum_v -log p(v)
 
 i.e. cross-entropy against (1 - eps) * onehot + eps / V * uniform, summed over the
-non-padding targets. Two ways to compute it give the same numbers:
+non-padding targets. Three ways to compute it give the same numbers:
 
 - ``label_smoothed_nll_loss`` on the model's (tokens x V) float32 log-probabilities;
 - ``chunked_label_smoothed_loss`` on the decoder's hidden states: output projection,
   log-softmax, loss and their gradients one chunk of target tokens at a time, in place, so
   no more than one (chunk x V) float32 tensor exists at any moment (at 32k tokens x 32k vocabulary the
   first way holds 4 GiB of log-probabilities for the backward pass, the second 0.5 GiB
-  transiently at the default chunk of 4096 tokens).
+  transiently at the default chunk of 4096 tokens);
+- ``online_label_smoothed_loss``, the same with the vocabulary cut into blocks as well: a first
+  pass over the blocks keeps a running maximum and sum of exponentials (an online logsumexp),
+  the sum of the logits and the target's logit, a second pass turns each block's logits into its
+  gradient. No more than one (chunk x block) float32 tensor exists, small enough to stay in a GPU's
+  L2 cache, at the price of a fourth (tokens x d x V) matrix product (the logits are computed twice).
+
+With label smoothing eps over V classes, per target token t with logits z and z_t the target's::
+
+    nll = logsumexp(z) - z_t
+    loss = (1 - eps) * nll + eps / V * sum_v (logsumexp(z) - z_v) = logsumexp(z) - (1 - eps) * z_t - eps / V * sum_v z_v
+    d loss / d z_v = softmax(z)_v - (1 - eps) * [v = t] - eps / V
 """
 from __future__ import annotations
 
@@ -23,10 +34,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-def label_smoothed_nll_loss(log_probs: Tensor, target: Tensor, epsilon: float, ignore_index: int) -> tuple[Tensor, Tensor]:
+def label_smoothed_nll_loss(log_probs: Tensor, target: Tensor, epsilon: float,
+                            ignore_index: int) -> tuple[Tensor, Tensor]:
     """Summed label-smoothed loss and summed NLL over non-padding targets.
 
-    ``F.cross_entropy(label_smoothing=eps)`` computes the same loss on log-probs (tests pin this).
+    ``F.cross_entropy(label_smoothing=eps)`` computes the same loss on
+    log-probs (tests pin this).
     """
     lp = log_probs.reshape(-1, log_probs.size(-1))
     tgt = target.reshape(-1)
@@ -103,6 +116,28 @@ class _ChunkedLoss(torch.autograd.Function):
         return grad_hidden * grad_loss.to(grad_hidden.dtype), grad_weight * grad_loss.to(grad_weight.dtype), None, None, None, None
 
 
+def _as_rows(hidden: Tensor, weight: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(tokens, d) hidden states, the weight and (tokens,) targets; under autocast, the first two in its dtype."""
+    h = hidden.reshape(-1, hidden.size(-1))
+    tgt = target.reshape(-1)
+    if h.size(0) != tgt.size(0):
+        raise ValueError(f"{h.size(0)} hidden rows but {tgt.size(0)} targets")
+    w = weight
+    if torch.is_autocast_enabled(h.device.type):
+        dtype = torch.get_autocast_dtype(h.device.type)
+        h, w = h.to(dtype), w.to(dtype)
+    return h, w, tgt
+
+
+def _summed(h: Tensor, tgt: Tensor, chunk: int, loss_of: Any) -> tuple[Tensor, Tensor]:
+    """Loss and NLL sums over chunks of rows, ``loss_of(rows, targets) -> (loss, nll)``, without gradients."""
+    loss_sum = nll_sum = h.new_zeros((), dtype=_softmax_dtype(h.dtype))
+    for start in range(0, h.size(0), chunk):
+        loss, nll = loss_of(h[start : start + chunk], tgt[start : start + chunk])
+        loss_sum, nll_sum = loss_sum + loss, nll_sum + nll
+    return loss_sum, nll_sum
+
+
 def chunked_label_smoothed_loss(hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, ignore_index: int,
                                 chunk: int = 4096) -> tuple[Tensor, Tensor]:
     """``label_smoothed_nll_loss(log_softmax(hidden @ weight.T), ...)`` without the (tokens x V) tensor.
@@ -114,37 +149,143 @@ def chunked_label_smoothed_loss(hidden: Tensor, weight: Tensor, target: Tensor, 
     """
     if chunk < 1:
         raise ValueError(f"chunk={chunk}: must be >= 1 target tokens")
-    h = hidden.reshape(-1, hidden.size(-1))
-    tgt = target.reshape(-1)
-    if h.size(0) != tgt.size(0):
-        raise ValueError(f"{h.size(0)} hidden rows but {tgt.size(0)} targets")
-    w = weight
-    if torch.is_autocast_enabled(h.device.type):
-        dtype = torch.get_autocast_dtype(h.device.type)
-        h, w = h.to(dtype), w.to(dtype)
+    h, w, tgt = _as_rows(hidden, weight, target)
     with torch.autocast(h.device.type, enabled=False):
         if torch.is_grad_enabled() and (h.requires_grad or w.requires_grad):
             return _ChunkedLoss.apply(h, w, tgt, float(epsilon), int(ignore_index), int(chunk))
-        loss_sum = nll_sum = h.new_zeros((), dtype=_softmax_dtype(h.dtype))
-        for start in range(0, h.size(0), chunk):
-            loss, nll, _ = _chunk_loss(h[start : start + chunk], w, tgt[start : start + chunk], epsilon, ignore_index, False)
-            loss_sum, nll_sum = loss_sum + loss, nll_sum + nll
+        return _summed(h, tgt, chunk, lambda rows, t: _chunk_loss(rows, w, t, epsilon, ignore_index, False)[:2])
+
+
+def _block_stats(h: Tensor, w: Tensor, first: int, safe: Tensor, m: Tensor, s: Tensor, zsum: Tensor,
+                 zt: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """One vocabulary block (columns ``first`` ...) folded into the running maximum ``m``, the sum of
+    exponentials ``s`` (relative to ``m``), the sum of logits and the target's logit, per row."""
+    z = F.linear(h, w).to(m.dtype)
+    top = torch.maximum(m, z.amax(dim=-1))
+    s = s * torch.exp(m - top) + torch.exp(z - top[:, None]).sum(-1)
+    local = safe - first
+    inside = (local >= 0) & (local < z.size(1))
+    zt = zt + torch.where(inside, z.gather(-1, local.clamp(0, z.size(1) - 1)[:, None]).squeeze(-1), 0.0)
+    return top, s, zsum + z.sum(-1), zt
+
+
+def _block_grad(h: Tensor, w: Tensor, first: int, safe: Tensor, keep: Tensor, lse: Tensor, epsilon: float,
+                vocab: int) -> Tensor:
+    """d loss / d logits of one vocabulary block, zero on padding rows, in the products' dtype."""
+    z = F.linear(h, w).to(lse.dtype)
+    grad = torch.exp(z - lse[:, None]) - epsilon / vocab
+    is_target = torch.arange(first, first + z.size(1), device=z.device) == safe[:, None]
+    grad = torch.where(is_target, grad - (1.0 - epsilon), grad)
+    return torch.where(keep[:, None], grad, 0.0).to(h.dtype)
+
+
+def _online_pass(h: Tensor, weight: Tensor, tgt: Tensor, epsilon: float, ignore_index: int, block: int, stats: Any,
+                 grads: Any, with_grads: bool) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+    """Loss sum, NLL sum and (if ``with_grads``) d loss / d h and d loss / d weight for one chunk of rows."""
+    acc = _softmax_dtype(h.dtype)
+    vocab = weight.size(0)
+    keep, safe = tgt.ne(ignore_index), tgt.clamp(min=0)
+    m = h.new_full((h.size(0),), float("-inf"), dtype=acc)
+    s, zsum, zt = (h.new_zeros(h.size(0), dtype=acc) for _ in range(3))
+    for first in range(0, vocab, block):
+        m, s, zsum, zt = stats(h, weight[first : first + block], first, safe, m, s, zsum, zt)
+    lse = m + s.log()
+    loss = lse - (1.0 - epsilon) * zt - (epsilon / vocab) * zsum
+    loss_sum, nll_sum = loss.masked_fill(~keep, 0.0).sum(), (lse - zt).masked_fill(~keep, 0.0).sum()
+    if not with_grads:
+        return loss_sum, nll_sum, None, None
+    grad_h = torch.zeros(h.shape, dtype=acc, device=h.device)
+    grad_w = torch.empty(weight.shape, dtype=acc, device=h.device)
+    for first in range(0, vocab, block):
+        w = weight[first : first + block]
+        g = grads(h, w, first, safe, keep, lse, epsilon, vocab)
+        grad_h += g @ w
+        grad_w[first : first + block] = g.t() @ h
+    return loss_sum, nll_sum, grad_h, grad_w
+
+
+class _OnlineLoss(torch.autograd.Function):
+    """As :class:`_ChunkedLoss`, with the vocabulary in blocks: per chunk of target tokens, an online
+    logsumexp over the blocks, then each block's gradient from its recomputed logits."""
+
+    @staticmethod
+    def forward(ctx: Any, hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, ignore_index: int,
+                chunk: int, block: int, stats: Any, grads: Any) -> tuple[Tensor, Tensor]:
+        acc = _softmax_dtype(hidden.dtype)
+        grad_hidden = torch.empty_like(hidden)
+        grad_weight = torch.zeros_like(weight, dtype=acc)
+        loss_sum = hidden.new_zeros((), dtype=acc)
+        nll_sum = hidden.new_zeros((), dtype=acc)
+        for start in range(0, hidden.size(0), chunk):
+            rows = slice(start, start + chunk)
+            loss, nll, grad_h, grad_w = _online_pass(hidden[rows], weight, target[rows], epsilon, ignore_index, block,
+                                                     stats, grads, True)
+            loss_sum += loss
+            nll_sum += nll
+            grad_hidden[rows] = grad_h
+            grad_weight += grad_w
+        ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
+        ctx.mark_non_differentiable(nll_sum)
         return loss_sum, nll_sum
+
+    @staticmethod
+    def backward(ctx: Any, grad_loss: Tensor, grad_nll: Tensor) -> tuple[Tensor | None, ...]:
+        grad_hidden, grad_weight = ctx.saved_tensors
+        return (grad_hidden * grad_loss.to(grad_hidden.dtype), grad_weight * grad_loss.to(grad_weight.dtype),
+                None, None, None, None, None, None, None)
+
+
+_COMPILED: dict[str, Any] = {}
+
+
+def _block_functions(compiled: bool) -> tuple[Any, Any]:
+    """The two per-block functions, eager or through torch.compile (made once per process)."""
+    if not compiled:
+        return _block_stats, _block_grad
+    if not _COMPILED:
+        _COMPILED.update(stats=torch.compile(_block_stats, dynamic=True), grads=torch.compile(_block_grad, dynamic=True))
+    return _COMPILED["stats"], _COMPILED["grads"]
+
+
+def online_label_smoothed_loss(hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, ignore_index: int,
+                               chunk: int = 4096, block: int = 2048, compiled: bool = False) -> tuple[Tensor, Tensor]:
+    """``label_smoothed_nll_loss(log_softmax(hidden @ weight.T), ...)`` over (chunk x block) tiles of the
+    logits: an online logsumexp over the vocabulary blocks, never a (tokens x V) tensor (module docstring).
+
+    Arguments and results as :func:`chunked_label_smoothed_loss`; ``block`` = vocabulary columns per tile;
+    ``compiled`` runs the per-block arithmetic through torch.compile (a fused kernel or two per block
+    on a GPU instead of about ten).
+    """
+    if chunk < 1 or block < 1:
+        raise ValueError(f"chunk={chunk}, block={block}: both must be >= 1 (target tokens, vocabulary columns)")
+    h, w, tgt = _as_rows(hidden, weight, target)
+    stats, grads = _block_functions(compiled)
+    with torch.autocast(h.device.type, enabled=False):
+        if torch.is_grad_enabled() and (h.requires_grad or w.requires_grad):
+            return _OnlineLoss.apply(h, w, tgt, float(epsilon), int(ignore_index), int(chunk), int(block), stats, grads)
+        return _summed(h, tgt, chunk, lambda rows, t: _online_pass(rows, w, t, epsilon, ignore_index, block, stats, grads,
+                                                                   False)[:2])
 
 
 class LabelSmoothedObjective(nn.Module):
     """Model + loss as one module, so DDP's hooks see the whole training forward.
 
     ``forward(src, tgt_in, tgt_out) -> (loss sum, nll sum)``; ``chunk`` = 0 uses the model's
-    full log-probabilities and ``label_smoothed_nll_loss``, else ``chunked_label_smoothed_loss``
-    on the final-normed decoder states. ``compile`` runs the model part through torch.compile;
-    the chunked loss stays eager (its big products are single matrix multiplies already, and its
-    loop over chunks would make the compiled graph depend on the number of tokens).
+    full log-probabilities and ``label_smoothed_nll_loss``, else, on the final-normed decoder states,
+    ``chunked_label_smoothed_loss`` (``vocab_block`` = 0) or ``online_label_smoothed_loss`` with
+    vocabulary blocks of ``vocab_block`` columns. ``compile`` runs the model part through
+    torch.compile, and the online loss's per-block arithmetic; the token-chunked loss stays eager (its
+    big products are single matrix multiplies already, and its loop over chunks would make the
+    compiled graph depend on the number of tokens).
     """
 
-    def __init__(self, model: nn.Module, epsilon: float, ignore_index: int, chunk: int, compile: bool = False) -> None:
+    def __init__(self, model: nn.Module, epsilon: float, ignore_index: int, chunk: int, compile: bool = False,
+                 vocab_block: int = 0) -> None:
         super().__init__()
+        if vocab_block and not chunk:
+            raise ValueError(f"vocab_block={vocab_block} needs a chunked loss (chunk > 0, not the full log-softmax)")
         self.model, self.epsilon, self.ignore_index, self.chunk = model, epsilon, ignore_index, chunk
+        self.vocab_block, self.compile = vocab_block, compile
         run = self.features if chunk else model.forward
         self._run = torch.compile(run) if compile else run
 
@@ -157,4 +298,8 @@ class LabelSmoothedObjective(nn.Module):
         out = self._run(src, tgt_in)
         if not self.chunk:
             return label_smoothed_nll_loss(out, tgt_out, self.epsilon, self.ignore_index)
-        return chunked_label_smoothed_loss(out, self.model.embed.weight, tgt_out, self.epsilon, self.ignore_index, self.chunk)
+        weight = self.model.embed.weight
+        if self.vocab_block:
+            return online_label_smoothed_loss(out, weight, tgt_out, self.epsilon, self.ignore_index, self.chunk,
+                                              self.vocab_block, self.compile)
+        return chunked_label_smoothed_loss(out, weight, tgt_out, self.epsilon, self.ignore_index, self.chunk)

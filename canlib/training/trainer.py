@@ -20,12 +20,13 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
+from torch.nn.utils import clip_grad_norm_
 
 from canlib.data.batching import Split, TokenBatchSampler, collate, sorted_batches
 from canlib.io import atomic_write_bytes, origin, tqdm
@@ -34,6 +35,7 @@ from canlib.model.config import ModelConfig
 from canlib.model.seq2seq import Seq2Seq
 from canlib.training.config import TrainConfig
 from canlib.training.distributed import all_sum, barrier, dist_env, init_process_group
+from canlib.training.kernels import kernel_choices, prepare_deterministic_cuda
 from canlib.training.objective import LabelSmoothedObjective, label_smoothed_nll_loss
 from canlib.training.schedule import inverse_sqrt_lr, inverse_sqrt_scheduler
 from canlib.training.state import (
@@ -51,6 +53,10 @@ __all__ = [
 ADAM_OPTIONS: dict[str, dict[str, bool | None]] = {
     "fused": {"fused": True, "foreach": None}, "foreach": {"fused": None, "foreach": True}, "loop": {"fused": None, "foreach": False},
 }
+
+
+# fields that change the last bits of an update but not the recipe: a resume that changes one warns
+NUMERICS_FIELDS = ("compile", "loss_chunk", "loss_vocab_block", "sdpa_backend", "deterministic")
 
 
 class NonFiniteLossError(RuntimeError):
@@ -99,7 +105,8 @@ class Trainer:
         if self.rank:
             seed_everything(cfg.seed + self.rank)  # different dropout masks per rank
         # model + loss in one module, so DDP's hooks see the whole forward
-        self.objective = LabelSmoothedObjective(self.model, cfg.label_smoothing, model_cfg.pad_id, cfg.loss_chunk, cfg.compile)
+        self.objective = LabelSmoothedObjective(self.model, cfg.label_smoothing, model_cfg.pad_id, cfg.loss_chunk, cfg.compile,
+                                                cfg.loss_vocab_block)
         self.ddp: torch.nn.Module = self.objective
         if self.world_size > 1:
             from torch.nn.parallel import DistributedDataParallel
@@ -115,7 +122,7 @@ class Trainer:
         self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
         self.sampler = TokenBatchSampler(
             train_split.src_lens, train_split.tgt_lens, cfg.max_tokens, seed=cfg.seed,
-            rank=self.rank, world_size=self.world_size,
+            rank=self.rank, world_size=self.world_size, pad_multiple=cfg.pad_multiple,
         )
         if len(self.sampler) == 0:
             raise ValueError(f"the training split{self._data_name()} makes fewer batches than world_size={self.world_size}")
@@ -152,6 +159,8 @@ class Trainer:
             torch.cuda.set_device(dev)
             if self.cfg.precision == "bf16" and not torch.cuda.is_bf16_supported():
                 raise ValueError(f"precision=bf16 is not supported on {torch.cuda.get_device_name(dev)}; use fp16")
+            if self.cfg.deterministic:
+                prepare_deterministic_cuda()
         init_process_group(dev, self.world_size)
         return dev
 
@@ -244,6 +253,11 @@ class Trainer:
         state = safe_load(path)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])  # restores the saved implementation flags too
+        saved_cfg, now = state.get("train_config", {}), self.cfg.to_dict()
+        changed = {k: (saved_cfg[k], now[k]) for k in NUMERICS_FIELDS if k in saved_cfg and saved_cfg[k] != now[k]}
+        if changed:
+            warnings.warn(f"{path}: resumed with other kernel settings (field: (run, now)) {changed}; "
+                          f"the parameters will differ in the last bits from an uninterrupted run's")
         wanted = ADAM_OPTIONS[self.cfg.optimizer]
         saved = {k: self.optimizer.param_groups[0].get(k) for k in wanted}
         if saved != wanted:
@@ -278,7 +292,7 @@ class Trainer:
     # -- one update -------------------------------------------------------------------------------
     def _batch_to_device(self, indices: list[int], split: Split, name: str) -> dict[str, Any]:
         cfg = self.model_cfg
-        batch = collate(split, indices, cfg.pad_id, cfg.bos_id, cfg.eos_id)
+        batch = collate(split, indices, cfg.pad_id, cfg.bos_id, cfg.eos_id, self.cfg.pad_multiple)
         for key in ("src", "tgt_out"):  # checked on the host copy (NumPy): no device round trip
             ids = batch[key].numpy()
             bad = (ids < 0) | (ids >= cfg.vocab_size)
@@ -296,42 +310,61 @@ class Trainer:
             batch[key] = (t.pin_memory() if pin else t).to(self.device, non_blocking=True)
         return batch
 
-    def _autocast(self):
+    def _autocast(self) -> AbstractContextManager:
         if self.autocast_dtype is None:
             return nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
 
-    def _update(self, group: list[list[int]]) -> tuple[Tensor, Tensor, int | Tensor]:
-        """One optimizer update over ``group`` micro-batches; returns (loss sum, nll sum, target tokens),
-        the sums as device tensors (summed over ranks), without waiting for the device."""
-        self.ddp.train()
-        batches = [self._batch_to_device(b, self.train_split, "train") for b in group]
-        local_tokens = sum(b["ntokens"] for b in batches)
-        tokens: int | Tensor = local_tokens
+    def _kernels(self) -> ExitStack:
+        """The kernel choices of TrainConfig: the attention backend, deterministic algorithms."""
+        return kernel_choices(self.cfg.sdpa_backend, self.cfg.deterministic)
+
+    def _no_sync(self, last: bool) -> AbstractContextManager:
+        """With several ranks, DDP averages the gradients during the last micro-batch's backward only."""
+        return nullcontext() if last or self.world_size == 1 else self.ddp.no_sync()
+
+    def _token_scale(self, batches: list[dict[str, Any]]) -> tuple[Tensor | float, int | Tensor]:
+        """(the factor that turns summed losses into the mean per target token of the whole update, its tokens).
+
+        DDP averages gradients over ranks; scaling by world_size / global tokens makes the update the
+        per-token mean over the whole effective batch (fairseq's normalisation)."""
+        tokens: int | Tensor = sum(b["ntokens"] for b in batches)
         if self.world_size > 1:
-            tokens = all_sum(torch.full((), float(local_tokens), dtype=torch.float64, device=self.device), self.world_size)
-        # DDP averages gradients over ranks; scaling by world_size/global_tokens makes the
-        # update the per-token mean over the whole effective batch (fairseq's normalisation).
-        scale = self.world_size / tokens
-        sums = torch.zeros(2, dtype=torch.float64, device=self.device)
-        for i, batch in enumerate(batches):
-            sync = i == len(batches) - 1 or self.world_size == 1
-            with (nullcontext() if sync else self.ddp.no_sync()), self._autocast():
-                loss, nll = self.ddp(batch["src"], batch["tgt_in"], batch["tgt_out"])
-            self.scaler.scale(loss * scale).backward()
-            sums += torch.stack([loss.detach(), nll.detach()]).double()
-        sums = all_sum(sums, self.world_size)
-        first = ~torch.isfinite(sums[0]) & self._bad_step.eq(0)
+            tokens = all_sum(torch.full((), float(tokens), dtype=torch.float64, device=self.device), self.world_size)
+        return self.world_size / tokens, tokens
+
+    def _flag_nonfinite(self, loss_sum: Tensor) -> None:
+        """Remember the first update whose loss is not finite, on the device (read at the next log point)."""
+        first = ~torch.isfinite(loss_sum) & self._bad_step.eq(0)
         self._bad_step = torch.where(first, self.step + 1, self._bad_step)
-        self._bad_value = torch.where(first, sums[0], self._bad_value)
-        if self.cfg.clip_norm > 0:
-            self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.scheduler.step()
-        self.step += 1
+        self._bad_value = torch.where(first, loss_sum, self._bad_value)
+
+    def _update(self, group: list[list[int]]) -> tuple[Tensor, Tensor, int | Tensor]:
+        """One optimizer update over ``group`` micro-batches. Returns the loss and NLL sums
+        (device tensors, summed over ranks) and the target tokens: nothing here waits for
+        the device."""
+        with self._kernels():
+            self.ddp.train()
+            batches = [self._batch_to_device(b, self.train_split, "train") for b in group]
+            scale, tokens = self._token_scale(batches)
+            sums = torch.zeros(2, dtype=torch.float64, device=self.device)
+            for i, batch in enumerate(batches):
+                # the label-smoothed loss and the NLL, each summed over the target tokens
+                with self._no_sync(last=i == len(batches) - 1), self._autocast():
+                    loss, nll = self.ddp(batch["src"], batch["tgt_in"], batch["tgt_out"])
+                # gradients of the mean loss per target token of the whole update
+                self.scaler.scale(loss * scale).backward()
+                sums += torch.stack([loss.detach(), nll.detach()]).double()
+            sums = all_sum(sums, self.world_size)
+            self._flag_nonfinite(sums[0])
+            if self.cfg.clip_norm > 0:
+                self.scaler.unscale_(self.optimizer)
+                clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
+            self.scaler.step(self.optimizer)  # Adam
+            self.scaler.update()
+            self.optimizer.zero_grad(set_to_none=True)
+            self.scheduler.step()  # the learning rate of the next update
+            self.step += 1
         return sums[0], sums[1], tokens
 
     def _raise_if_nonfinite(self) -> None:
@@ -370,11 +403,11 @@ class Trainer:
         out: dict[str, Any] = {}
         if self.valid_split is not None and len(self.valid_split):
             self.model.eval()
-            batches = sorted_batches(self.valid_split, self.cfg.max_tokens)
+            batches = sorted_batches(self.valid_split, self.cfg.max_tokens, self.cfg.pad_multiple)
             sums = torch.zeros(3, dtype=torch.float64, device=self.device)
             for indices in batches[self.rank :: self.world_size]:
                 batch = self._batch_to_device(indices.tolist(), self.valid_split, "valid")
-                with self._autocast():
+                with self._kernels(), self._autocast():
                     loss, nll = self.objective(batch["src"], batch["tgt_in"], batch["tgt_out"])
                 sums += torch.stack([loss.double(), nll.double(), loss.new_tensor(batch["ntokens"], dtype=torch.float64)])
             loss_sum, nll_sum, tokens = all_sum(sums, self.world_size).tolist()
