@@ -119,7 +119,7 @@ def standard_weights(layer: StandardDecoderLayer, dtype: torch.dtype = torch.flo
     sa, ca = layer.self_attn, layer.cross_attn
     q1, k1, v1 = _affines(sa.qkv, 3, dtype)
     k2, v2 = _affines(ca.kv, 2, dtype)
-    (o1,), (q2,), (o2,), (w1,), (w2,) = (_affines(m, 1, dtype) for m in (sa.out, ca.q, ca.out, layer.ffn.w1, layer.ffn.w2))
+    o1, q2, o2, w1, w2 = (_affines(m, 1, dtype)[0] for m in (sa.out, ca.q, ca.out, layer.ffn.w1, layer.ffn.w2))
     norm_s, norm_c, norm_f = (_norm(n, dtype) for n in (layer.self_norm, layer.cross_norm, layer.ffn_norm))
     return StandardWeights(sa.heads, norm_s, norm_c, norm_f, q1, k1, v1, o1, q2, k2, v2, o2, w1, w2)
 
