@@ -55,6 +55,16 @@ def test_chapter_runs_under_nbval(chapter: Path, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
 
 
+def script_sources(page: str) -> list[str]:
+    """The ``src`` of every ``<script>`` of an HTML page."""
+    return re.findall(r"<script[^>]*\ssrc=\"([^\"]+)\"", page)
+
+
+def remote_mathjax(page: str) -> list[str]:
+    """The scripts of a built page that load MathJax from another host (a CDN): none when MathJax is bundled."""
+    return [src for src in script_sources(page) if "mathjax" in src.lower() and re.match(r"(https?:)?//", src)]
+
+
 def jupyter_book() -> str:
     exe = Path(sys.executable).with_name("jupyter-book")
     found = str(exe) if exe.exists() else shutil.which("jupyter-book")
@@ -71,16 +81,25 @@ def test_book_builds_with_rendered_math_and_plots(tmp_path: Path) -> None:
     result = subprocess.run([jupyter_book(), "build", "--all", "-W", str(repo), "--path-output", str(tmp_path / "out")],
                             env=book_env(), capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
-    html = (tmp_path / "out" / "_build" / "html" / "book" / "compress.html").read_text(encoding="utf-8")
+    pages = tmp_path / "out" / "_build" / "html" / "book"
+    html = (pages / "compress.html").read_text(encoding="utf-8")
     assert "mathjax" in html.lower()
+    mathjax = [src for src in script_sources(html) if "mathjax" in src.lower()]  # the book's own copy, offline
+    assert mathjax and all((pages / src.split("?")[0]).is_file() for src in mathjax), f"no bundled MathJax: {mathjax}"
+    css = re.findall(r'<link[^>]+href="([^"?]*outputs\.css)', html)  # long output lines wrap (book/_static)
+    assert css and (pages / css[0]).is_file(), "book/_static/outputs.css is not linked from the compress chapter"
     assert re.search(r'class="math[^"]*"', html), "no rendered math in the compress chapter"
     assert "W_{v1}" in html
+    shown = set(re.findall(r'<span class="nf">(\w+)</span>', html))  # functions whose source the chapter shows
+    assert {"forward", "residual_stream", "compressed_layer", "compression_steps", "fill_can_layer"} <= shown, shown
     assert re.search(r'<img[^>]+src="[^"]+\.png"', html), "no plot image in the compress chapter"
     assert "Traceback" not in html
     for chapter in PLOTTING_CHAPTERS:  # every figure of the reproduction chapters reaches the HTML
         page = (tmp_path / "out" / "_build" / "html" / "book" / f"{chapter}.html").read_text(encoding="utf-8")
         assert re.search(r'<img[^>]+src="[^"]+\.png"', page), f"no plot image in the {chapter} chapter"
         assert "Traceback" not in page, f"a traceback in the {chapter} chapter"
-    for page in (tmp_path / "out" / "_build" / "html" / "book").glob("*.html"):  # progress bars belong in terminals
-        assert not re.search(r"\d+/\d+ \[[0-9:<?]+", page.read_text(encoding="utf-8")), f"a progress bar in {page.name}"
+    for page in pages.glob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        assert not re.search(r"\d+/\d+ \[[0-9:<?]+", text), f"a progress bar in {page.name}"  # they belong in terminals
+        assert not remote_mathjax(text), f"{page.name} loads MathJax from the network: {remote_mathjax(text)}"
     assert "Polosukhin" in (tmp_path / "out" / "_build" / "html" / "book" / "references.html").read_text(encoding="utf-8")

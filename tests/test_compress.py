@@ -1,6 +1,8 @@
 """The compression algebra: exact steps hold to 1e-10 in float64, approximations are measured, converters run."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -53,11 +55,26 @@ def case(request):
     return layer, C.standard_weights(layer), *inputs(cfg.d_model)
 
 
-def test_residual_stream_sums_to_the_standard_layer_output(case):
+def test_residual_stream_parts_are_what_the_layers_sublayers_read_and_write(case):
     layer, w, x, h, pad = case
+    seen = {}
+
+    def record(name):
+        def hook(module, args, out):  # returns None: the layer's output is left alone
+            seen[name] = (args[0], out)
+        return hook
+
+    hooks = [getattr(layer, name).register_forward_hook(record(name))
+             for name in ("self_attn", "cross_norm", "cross_attn", "ffn_norm", "ffn")]
+    y = run_layer(layer, x, h, pad)
+    for hook in hooks:
+        hook.remove()
     parts = C.residual_stream(w, x, h, pad)
-    C.assert_close(parts["y"], run_layer(layer, x, h, pad), TOL, "X + S + C + F vs layer.forward")
-    C.assert_close(parts["x_cross"], x + parts["self"], TOL, "X' = X + Self(X)")
+    C.assert_close(parts["y"], y, TOL, "X + S + C + F vs layer.forward")
+    C.assert_close(parts["x_cross"], seen["cross_norm"][0], TOL, "X': what the cross-attention's LayerNorm reads")
+    C.assert_close(parts["x_ffn"], seen["ffn_norm"][0], TOL, "X'': what the FFN's LayerNorm reads")
+    for name, key in (("self_attn", "self"), ("cross_attn", "cross"), ("ffn", "ffn")):
+        C.assert_close(parts[key], seen[name][1], TOL, f"{key}: the output of layer.{name}")
 
 
 def test_joint_values_equal_self_plus_cross_under_identical_inputs(case):
@@ -99,24 +116,37 @@ def test_merged_ffn_with_wide_values_reproduces_the_reference_for_every_exact_qu
         C.assert_close(C.compressed_layer(w, x, h, pad, query=query), ref, TOL, f"Eq. 13 wide, query={query}")
 
 
-def test_wide_module_reproduces_standard_layer_without_the_dropped_terms(case):
+def test_merged_ffn_reference_is_the_layers_own_ffn_reading_ln_f_x_plus_both_attentions(case):
     layer, w, x, h, pad = case
-    wide = C.standard_to_wide(layer)
-    C.assert_close(wide(x, h, pad), C.merged_ffn_reference(w, x, h, pad), TOL, "wide layer")
-    # the reference itself is the standard layer's pieces recombined: X + FFN(LN_f(X) + S + C)
-    sc = C.self_attention(w, x) + C.cross_attention(w, x, h, pad)
-    manual = x + layer.ffn(layer.ffn_norm(x) + sc)
-    C.assert_close(wide(x, h, pad), manual, TOL, "wide layer vs the standard layer's own FFN")
+    memory = SourceMemory(h, pad, 1)
+    with torch.no_grad():  # X + FFN(LN_f(X) + S + C), from the nn sub-layers, not from compress
+        sc = (layer.self_attn(layer.self_norm(x), causal_mask(x.size(1)))
+              + layer.cross_attn(layer.cross_norm(x), memory, layer.project_source(memory)))
+        want = x + layer.ffn(layer.ffn_norm(x) + sc)
+    C.assert_close(C.merged_ffn_reference(w, x, h, pad), want, TOL, "merged FFN reference vs the nn sub-layers")
 
 
 def test_check_detects_a_perturbed_weight(case):
-    layer, w, x, h, pad = case
-    wide = C.standard_to_wide(layer)
+    _, w, x, h, pad = case
     ref = C.merged_ffn_reference(w, x, h, pad)
-    with torch.no_grad():
-        wide.value_h.weight[3, 5] += 1e-6
+    W = w.v2.W.clone()
+    W[3, 5] += 1e-6
+    perturbed = dataclasses.replace(w, v2=C.Affine(W, w.v2.b))
+    C.assert_close(C.compressed_layer(w, x, h, pad), ref, TOL, "wide layer")
     with pytest.raises(AssertionError, match="wide layer"):
-        C.assert_close(wide(x, h, pad), ref, TOL, "wide layer")
+        C.assert_close(C.compressed_layer(perturbed, x, h, pad), ref, TOL, "wide layer")
+
+
+def test_unknown_options_are_refused_with_their_values(case):
+    layer, w, x, h, pad = case
+    with pytest.raises(ValueError, match="softmax='three'"):
+        C.compressed_layer(w, x, h, pad, softmax="three")
+    with pytest.raises(ValueError, match="values='narrow'"):
+        C.compressed_layer(w, x, h, pad, values="narrow")
+    with pytest.raises(ValueError, match="method='median'"):
+        C.compressed_layer(w, x, h, pad, query="median")
+    with pytest.raises(ValueError, match=r"value_scale=\(1.0, 2.0, 3.0\)"):
+        C.standard_to_can(layer, value_scale=(1.0, 2.0, 3.0))
 
 
 def test_can_layer_filled_by_converter_computes_the_papers_form(case):

@@ -39,6 +39,14 @@ class Affine:
     def __call__(self, x: Tensor) -> Tensor:
         return x @ self.W + self.b
 
+    def then(self, M: Tensor) -> Affine:
+        """The map ``(x W + b) M``: a product of learnable matrices is one learnable matrix."""
+        return Affine(self.W @ M, self.b @ M)
+
+    def __rmul__(self, c: float) -> Affine:
+        """``c * f``: the map scaled by the number c."""
+        return Affine(c * self.W, c * self.b)
+
 
 @dataclass
 class Norm:
@@ -62,11 +70,10 @@ def fold(norm: Norm, f: Affine) -> Affine:
     return Affine(norm.g[:, None] * f.W, norm.beta @ f.W + f.b)
 
 
-def _affine(linear: nn.Linear, part: int = 0, parts: int = 1, dtype: torch.dtype = torch.float64) -> Affine:
-    """Block ``part`` of ``parts`` equal row blocks of a fused nn.Linear, in row-vector form."""
-    W = linear.weight.detach().to(dtype).chunk(parts, dim=0)[part]
-    b = linear.bias.detach().to(dtype).chunk(parts, dim=0)[part]
-    return Affine(W.T.contiguous(), b.clone())
+def _affines(linear: nn.Linear, parts: int, dtype: torch.dtype) -> list[Affine]:
+    """The ``parts`` equal row blocks of a (fused) nn.Linear, each in row-vector form."""
+    Ws, bs = (t.detach().to(dtype).chunk(parts, dim=0) for t in (linear.weight, linear.bias))
+    return [Affine(W.T.contiguous(), b.clone()) for W, b in zip(Ws, bs)]
 
 
 def _norm(ln: nn.LayerNorm, dtype: torch.dtype) -> Norm:
@@ -110,15 +117,11 @@ def standard_weights(layer: StandardDecoderLayer, dtype: torch.dtype = torch.flo
     if len(eps) != 1:
         raise ValueError(f"the layer's three LayerNorms use different eps {sorted(eps)}; one n(x) cannot feed them all")
     sa, ca = layer.self_attn, layer.cross_attn
-    return StandardWeights(
-        heads=sa.heads,
-        norm_s=_norm(layer.self_norm, dtype), norm_c=_norm(layer.cross_norm, dtype), norm_f=_norm(layer.ffn_norm, dtype),
-        q1=_affine(sa.qkv, 0, 3, dtype), k1=_affine(sa.qkv, 1, 3, dtype), v1=_affine(sa.qkv, 2, 3, dtype),
-        o1=_affine(sa.out, dtype=dtype),
-        q2=_affine(ca.q, dtype=dtype), k2=_affine(ca.kv, 0, 2, dtype), v2=_affine(ca.kv, 1, 2, dtype),
-        o2=_affine(ca.out, dtype=dtype),
-        w1=_affine(layer.ffn.w1, dtype=dtype), w2=_affine(layer.ffn.w2, dtype=dtype),
-    )
+    q1, k1, v1 = _affines(sa.qkv, 3, dtype)
+    k2, v2 = _affines(ca.kv, 2, dtype)
+    o1, q2, o2, w1, w2 = (_affines(m, 1, dtype)[0] for m in (sa.out, ca.q, ca.out, layer.ffn.w1, layer.ffn.w2))
+    norm_s, norm_c, norm_f = (_norm(n, dtype) for n in (layer.self_norm, layer.cross_norm, layer.ffn_norm))
+    return StandardWeights(sa.heads, norm_s, norm_c, norm_f, q1, k1, v1, o1, q2, k2, v2, o2, w1, w2)
 
 
 # ---------------------------------------------------------------------------
@@ -248,11 +251,16 @@ def self_share(s_x: Tensor, s_h: Tensor) -> Tensor:
     return torch.sigmoid(torch.logsumexp(s_x, dim=-1) - torch.logsumexp(s_h, dim=-1))[..., None]
 
 
-def self_cross_values(w: StandardWeights, z: Tensor, h: Tensor, out: Tensor, out_h: Tensor) -> Tensor:
-    """[X W_v1 Out_1 ; H W_v2 Out_2] per head: (B, h, T+S, o), the output maps absorbed."""
-    vx = split_heads(head_value_map(fold(w.norm_s, w.v1), out, w.heads)(z), w.heads)
-    vh = split_heads(head_value_map(w.v2, out_h, w.heads)(h), w.heads)
-    return torch.cat([vx, vh], dim=-2)
+def head_values(w: StandardWeights, out_x: Tensor, out_h: Tensor) -> tuple[Affine, Affine]:
+    """Per-head value maps of n(X) and of H with the maps after the heads absorbed (``Wv^i Out^i``, see
+    :func:`head_value_map`): ``out = Wo`` for Eq. 8, ``Wo W1`` for the exact (wide) merge of Eq. 13."""
+    return head_value_map(fold(w.norm_s, w.v1), out_x, w.heads), head_value_map(w.v2, out_h, w.heads)
+
+
+def self_cross_values(w: StandardWeights, z: Tensor, h: Tensor, out_x: Tensor, out_h: Tensor) -> Tensor:
+    """[z W_v1 Out_1 ; H W_v2 Out_2] per head: (B, h, T+S, o), the output maps absorbed."""
+    vx, vh = head_values(w, out_x, out_h)
+    return torch.cat([split_heads(vx(z), w.heads), split_heads(vh(h), w.heads)], dim=-2)
 
 
 def joint_self_cross(w: StandardWeights, x: Tensor, h: Tensor, pad: Tensor | None = None) -> Tensor:
@@ -271,6 +279,11 @@ def joint_self_cross(w: StandardWeights, x: Tensor, h: Tensor, pad: Tensor | Non
 # Eq. 9: one query for both attentions
 
 
+def per_head(a: Affine, heads: int) -> Tensor:
+    """``[W; b]`` (bias as an extra input row) split by output columns into heads: (in+1, h, out/h)."""
+    return torch.cat([a.W, a.b[None]]).view(a.W.size(0) + 1, heads, -1)
+
+
 def interleave_heads(a: Affine, b: Affine, heads: int) -> Affine:
     """Head i of the result is [a^i | b^i] (width 2w): two query maps side by side, per head."""
     def cat(x: Tensor, y: Tensor) -> Tensor:
@@ -280,8 +293,18 @@ def interleave_heads(a: Affine, b: Affine, heads: int) -> Affine:
     return Affine(cat(a.W, b.W), cat(a.b, b.b))
 
 
-def zeros_like(a: Affine) -> Affine:
-    return Affine(torch.zeros_like(a.W), torch.zeros_like(a.b))
+def query_key_maps(w: StandardWeights) -> tuple[Affine, Affine, Affine, Affine]:
+    """W_q1, W_k1 and W_q2 as maps of n(X) (LayerNorm folded in, X' := X), and W_k2 of H."""
+    return fold(w.norm_s, w.q1), fold(w.norm_s, w.k1), fold(w.norm_c, w.q2), w.k2
+
+
+def concat_query(w: StandardWeights) -> tuple[Affine, Affine, Affine]:
+    """Eq. 9 made exact by width: maps of n(X) to the query ``[q1^i | q2^i]`` (2d/h per head) and to the
+    prefix keys ``[k1^i | 0]``, and of H to the source keys ``[0 | k2^i]``: each query half meets only its keys."""
+    q1, k1, q2, k2 = query_key_maps(w)
+    zero = lambda a: Affine(torch.zeros_like(a.W), torch.zeros_like(a.b))  # noqa: E731
+    return (interleave_heads(q1, q2, w.heads), interleave_heads(k1, zero(k1), w.heads),
+            interleave_heads(zero(k2), k2, w.heads))
 
 
 def shared_query(q1: Affine, k1: Affine, q2: Affine, k2: Affine, heads: int, method: str = "gram") -> Affine:
@@ -296,14 +319,12 @@ def shared_query(q1: Affine, k1: Affine, q2: Affine, k2: Affine, heads: int, met
         return Affine((q1.W + q2.W) / 2, (q1.b + q2.b) / 2)
     if method != "gram":
         raise ValueError(f"shared_query: method={method!r}; choose 'gram' or 'mean'")
-    d, w = q1.W.size(0), q1.W.size(1) // heads
-    Q1 = torch.cat([q1.W, q1.b[None]]).view(d + 1, heads, w).transpose(0, 1)  # (h, d+1, w)
-    Q2 = torch.cat([q2.W, q2.b[None]]).view(d + 1, heads, w).transpose(0, 1)
-    K1, K2 = k1.W.view(d, heads, w).transpose(0, 1), k2.W.view(d, heads, w).transpose(0, 1)  # (h, d, w)
+    Q1, Q2 = (per_head(q, heads).transpose(0, 1) for q in (q1, q2))  # (h, d+1, w): [Wq^i; bq^i]
+    K1, K2 = (per_head(k, heads)[:-1].transpose(0, 1) for k in (k1, k2))  # (h, d, w): Wk^i
     G1, G2 = K1.transpose(1, 2) @ K1, K2.transpose(1, 2) @ K2
     Q = torch.linalg.solve(G1 + G2, (Q1 @ G1 + Q2 @ G2).transpose(1, 2)).transpose(1, 2)  # G symmetric
-    Q = Q.transpose(0, 1).reshape(d + 1, heads * w)
-    return Affine(Q[:d].contiguous(), Q[d].contiguous())
+    Q = Q.transpose(0, 1).flatten(1)  # (d+1, h*w)
+    return Affine(Q[:-1].contiguous(), Q[-1].contiguous())
 
 
 def absorbed_scores(q: Affine, k: Affine, zq: Tensor, zk: Tensor, heads: int, width: int) -> Tensor:
@@ -313,11 +334,8 @@ def absorbed_scores(q: Affine, k: Affine, zq: Tensor, zk: Tensor, heads: int, wi
     ``M^i = [Wq^i; bq^i][Wk^i; bk^i]^T``: every head and both attentions read the same
     query, paid for with (d+1)-wide keys per head instead of d/h.
     """
-    d, w = q.W.size(0), q.W.size(1) // heads
-    Qa = torch.cat([q.W, q.b[None]]).view(d + 1, heads, w)
-    Ka = torch.cat([k.W, k.b[None]]).view(d + 1, heads, w)
     ones = lambda z: torch.cat([z, z.new_ones(*z.shape[:-1], 1)], dim=-1)  # noqa: E731
-    keys = torch.einsum("ble,ehw,fhw->bhlf", ones(zk), Ka, Qa)  # (B, h, L, d+1)
+    keys = torch.einsum("ble,ehw,fhw->bhlf", ones(zk), per_head(k, heads), per_head(q, heads))  # (B, h, L, d+1)
     return torch.einsum("btf,bhlf->bhtl", ones(zq), keys) * width**-0.5
 
 
@@ -331,14 +349,13 @@ def attention_scores(
     ``absorb`` (see :func:`absorbed_scores`, exact), ``gram`` or ``mean`` (one d/h-wide
     W_q, Eq. 9, approximate; see :func:`shared_query`).
     """
-    q1, k1, q2, k2 = fold(w.norm_s, w.q1), fold(w.norm_s, w.k1), fold(w.norm_c, w.q2), w.k2
+    q1, k1, q2, k2 = query_key_maps(w)
     heads, width = w.heads, w.width
     if query == "separate":
         s_x, s_h = head_scores(q1(z), k1(z), heads, width), head_scores(q2(z), k2(h), heads, width)
     elif query == "concat":
-        q = interleave_heads(q1, q2, heads)(z)
-        s_x = head_scores(q, interleave_heads(k1, zeros_like(k1), heads)(z), heads, width)
-        s_h = head_scores(q, interleave_heads(zeros_like(k2), k2, heads)(h), heads, width)
+        q, key_x, key_h = concat_query(w)
+        s_x, s_h = head_scores(q(z), key_x(z), heads, width), head_scores(q(z), key_h(h), heads, width)
     elif query == "absorb":
         s_x, s_h = absorbed_scores(q1, k1, z, z, heads, width), absorbed_scores(q2, k2, z, h, heads, width)
     else:
@@ -362,6 +379,18 @@ def merged_ffn_reference(w: StandardWeights, x: Tensor, h: Tensor, pad: Tensor |
     return x + ffn(w, w.norm_f(x) + sc)
 
 
+def merged_values(w: StandardWeights) -> tuple[Affine, Affine]:
+    """Eq. 12's ``W~v1 = Wv1 Wo1 W1`` of n(X) and ``W~v2 = Wv2 Wo2 W1`` of H (d x 4d each, biases carried)."""
+    return fold(w.norm_s, w.v1).then(w.o1.W @ w.w1.W), w.v2.then(w.o2.W @ w.w1.W)
+
+
+def merged_hidden(w: StandardWeights) -> Affine:
+    """The FFN's own product of n(X), ``LN_f(X) W1 + b1``, plus ``(bo1 + bo2) W1``: the attentions' output
+    biases reach W1 unchanged, because every attention row sums to one."""
+    hidden = fold(w.norm_f, w.w1)
+    return Affine(hidden.W, hidden.b + (w.o1.b + w.o2.b) @ w.w1.W)
+
+
 def compressed_layer(
     w: StandardWeights,
     x: Tensor,
@@ -383,19 +412,18 @@ def compressed_layer(
     attend alike). ``softmax="one"`` is Eq. 11; ``value_scale`` multiplies the values
     (2 makes one softmax match two when the self/cross partitions are equal).
     """
+    if softmax not in ("two", "one") or values not in ("wide", "split"):
+        raise ValueError(f"compressed_layer: softmax={softmax!r} (choose 'two' or 'one'), values={values!r} "
+                         "(choose 'wide' or 'split')")
     z = normalize(x, w.eps)
     s_x, s_h = attention_scores(w, z, h, pad, query)
     probs = two_softmax(s_x, s_h) if softmax == "two" else one_softmax(s_x, s_h)
-    w1 = w.w1.W
-    hidden = fold(w.norm_f, w.w1)(z) + (w.o1.b + w.o2.b) @ w1
-    if values == "wide":
-        mixed = (probs @ self_cross_values(w, z, h, w.o1.W @ w1, w.o2.W @ w1)).sum(1)
-    else:
-        v1, v2 = fold(w.norm_s, w.v1), w.v2
-        vx = Affine(v1.W @ w.o1.W @ w1, v1.b @ w.o1.W @ w1)(z)
-        vh = Affine(v2.W @ w.o2.W @ w1, v2.b @ w.o2.W @ w1)(h)
-        mixed = merge_heads(probs @ split_heads(torch.cat([vx, vh], dim=1), w.heads))
-    return x + w.w2(F.relu(hidden + value_scale * mixed))
+    if values == "wide":  # head i has its own 4d-wide map Wv^i Wo^i W1; the head outputs are summed
+        mixed = (probs @ self_cross_values(w, z, h, w.o1.W @ w.w1.W, w.o2.W @ w.w1.W)).sum(1)
+    else:  # CAN: one d x 4d map per block, head i mixing its 4d/h-wide slice
+        vx, vh = merged_values(w)
+        mixed = merge_heads(probs @ split_heads(torch.cat([vx(z), vh(h)], dim=1), w.heads))
+    return x + w.w2(F.relu(merged_hidden(w)(z) + value_scale * mixed))
 
 
 @dataclass
@@ -458,66 +486,14 @@ def assert_close(a: Tensor, b: Tensor, tol: float = 1e-10, what: str = "tensors"
 
 
 # ---------------------------------------------------------------------------
-# Converters: a trained standard layer -> the exact wide form, or the paper's CAN layer
+# The converter: a trained standard layer or model -> the paper's CAN form
 
 
-class WideCompressedLayer(nn.Module):
-    """The exact merged layer: ``X + FFN(LN_f(X) + Self(X) + Cross(X, H))`` as ONE attention.
-
-    Per head: query [q1^i | q2^i] (2d/h wide) against keys [k1^i | 0] and [0 | k2^i],
-    two softmaxes (rows sum to 2), and 4d-wide values ``Wv^i Wo^i W1`` whose head outputs
-    are summed. Exact under X' := X with the residual S + C dropped and the FFN reading
-    LN_f(X) + S + C (see :func:`merged_ffn_reference`). The price: 2 h d 4d value weights
-    where CAN has 2 d 4d.
-    """
-
-    def __init__(self, d: int, heads: int, ffn_dim: int, eps: float = 1e-5) -> None:
-        super().__init__()
-        self.heads, self.width, self.eps = heads, d // heads, eps
-        self.query = nn.Linear(d, 2 * d)
-        self.key_x = nn.Linear(d, 2 * d)
-        self.key_h = nn.Linear(d, 2 * d)
-        self.value_x = nn.Linear(d, heads * ffn_dim)
-        self.value_h = nn.Linear(d, heads * ffn_dim)
-        self.hidden = nn.Linear(d, ffn_dim)
-        self.w2 = nn.Linear(ffn_dim, d)
-
-    def forward(self, x: Tensor, h: Tensor, pad: Tensor | None = None) -> Tensor:
-        z = normalize(x, self.eps)
-        q = self.query(z)
-        s_x = head_scores(q, self.key_x(z), self.heads, self.width) + causal_bias(x.size(1), x)
-        s_h = head_scores(q, self.key_h(h), self.heads, self.width) + source_bias(pad, x)
-        values = torch.cat([split_heads(self.value_x(z), self.heads), split_heads(self.value_h(h), self.heads)], dim=-2)
-        return x + self.w2(F.relu(self.hidden(z) + (two_softmax(s_x, s_h) @ values).sum(1)))
-
-
-def _set(linear: nn.Linear, f: Affine) -> None:
-    """Write a row-vector map into an nn.Linear."""
+def _set(linear: nn.Linear, *blocks: Affine) -> None:
+    """Write row-vector maps into an nn.Linear, side by side (a fused projection takes several, in order)."""
     with torch.no_grad():
-        linear.weight.copy_(f.W.T)
-        linear.bias.copy_(f.b)
-
-
-def _set_rows(linear: nn.Linear, blocks: list[Affine]) -> None:
-    """Fill a fused nn.Linear from its row blocks, in order."""
-    _set(linear, Affine(torch.cat([f.W for f in blocks], dim=1), torch.cat([f.b for f in blocks])))
-
-
-def standard_to_wide(layer: StandardDecoderLayer) -> WideCompressedLayer:
-    """The exact wide form of a trained standard layer (float64)."""
-    w = standard_weights(layer)
-    d, f = w.q1.W.size(0), w.w1.W.size(1)
-    wide = WideCompressedLayer(d, w.heads, f, w.eps).double()
-    q1, k1, q2 = fold(w.norm_s, w.q1), fold(w.norm_s, w.k1), fold(w.norm_c, w.q2)
-    _set(wide.query, interleave_heads(q1, q2, w.heads))
-    _set(wide.key_x, interleave_heads(k1, zeros_like(k1), w.heads))
-    _set(wide.key_h, interleave_heads(zeros_like(w.k2), w.k2, w.heads))
-    _set(wide.value_x, head_value_map(fold(w.norm_s, w.v1), w.o1.W @ w.w1.W, w.heads))
-    _set(wide.value_h, head_value_map(w.v2, w.o2.W @ w.w1.W, w.heads))
-    hidden = fold(w.norm_f, w.w1)
-    _set(wide.hidden, Affine(hidden.W, hidden.b + (w.o1.b + w.o2.b) @ w.w1.W))
-    _set(wide.w2, w.w2)
-    return wide
+        linear.weight.copy_(torch.cat([f.W for f in blocks], dim=1).T)
+        linear.bias.copy_(torch.cat([f.b for f in blocks]))
 
 
 ValueScale = float | tuple[float, float]
@@ -535,14 +511,6 @@ def alpha_value_scale(alpha: float) -> tuple[float, float]:
     return 1.0 / alpha, 1.0 / (1.0 - alpha)
 
 
-def _block_scales(value_scale: ValueScale) -> tuple[float, float]:
-    if isinstance(value_scale, (int, float)):
-        return float(value_scale), float(value_scale)
-    if len(value_scale) != 2:
-        raise ValueError(f"value_scale={value_scale!r}: give one number or a (prefix, source) pair")
-    return float(value_scale[0]), float(value_scale[1])
-
-
 def fill_can_layer(can: CANDecoderLayer, layer: StandardDecoderLayer, value_scale: ValueScale = 2.0, query: str = "gram") -> None:
     """Write the paper's CAN form of ``layer`` into ``can`` (x_proj = [Wq | Wk1 | W~v1 | W1], h_proj = [Wk2 | W~v2]).
 
@@ -554,20 +522,17 @@ def fill_can_layer(can: CANDecoderLayer, layer: StandardDecoderLayer, value_scal
     the three original LayerNorm gains and biases are folded into the projections.
     ``value_scale`` may be a (prefix, source) pair, e.g. ``alpha_value_scale(measured mean alpha)``.
     """
-    scale_x, scale_h = _block_scales(value_scale)
+    scales = (value_scale, value_scale) if isinstance(value_scale, (int, float)) else tuple(value_scale)
+    if len(scales) != 2:
+        raise ValueError(f"value_scale={value_scale!r}: give one number or a (prefix, source) pair")
+    scale_x, scale_h = scales
     w = standard_weights(layer)
     if (can.d, can.heads, can.f) != (w.q1.W.size(0), w.heads, w.w1.W.size(1)):
         raise ValueError(f"CAN layer (d, heads, ffn)={(can.d, can.heads, can.f)} does not match the standard layer's")
-    q1, k1, v1, q2 = fold(w.norm_s, w.q1), fold(w.norm_s, w.k1), fold(w.norm_s, w.v1), fold(w.norm_c, w.q2)
-    o1w1, o2w1 = w.o1.W @ w.w1.W, w.o2.W @ w.w1.W
-    hidden = fold(w.norm_f, w.w1)
-    _set_rows(can.x_proj, [
-        shared_query(q1, k1, q2, w.k2, w.heads, query),
-        k1,
-        Affine(scale_x * v1.W @ o1w1, scale_x * v1.b @ o1w1),
-        Affine(hidden.W, hidden.b + (w.o1.b + w.o2.b) @ w.w1.W),
-    ])
-    _set_rows(can.h_proj, [w.k2, Affine(scale_h * w.v2.W @ o2w1, scale_h * w.v2.b @ o2w1)])
+    q1, k1, q2, k2 = query_key_maps(w)
+    v1, v2 = merged_values(w)
+    _set(can.x_proj, shared_query(q1, k1, q2, k2, w.heads, query), k1, scale_x * v1, merged_hidden(w))
+    _set(can.h_proj, k2, scale_h * v2)
     _set(can.w2, w.w2)
     with torch.no_grad():
         can.norm.weight.fill_(1.0)
