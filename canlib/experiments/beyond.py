@@ -90,7 +90,7 @@ def summarise(name: str, scale: str, seeds: Sequence[int] | None = None, reduced
                    students=list(defined.STUDENTS if name == "distill" else defined.X2_STUDENTS))
     elif name in ("hybrid", "can-residual"):
         out["layers"] = {r.variant.tag or r.system: list(r.variant.decoder) for r in runs}
-    models = {key: sorted({str(prov[key])[:40 if key == "commit" else 10] for _, _, prov in loaded})
+    models = {key: sorted({str(prov[key])[:10] if key == "date" else prov[key] for _, _, prov in loaded})
               for key in ("commit", "device", "date")}
     config = {"study": name, "seeds": sorted({r.seed for r in runs if r.variant.tag != "teacher"}), "max_steps": reduced,
               "runs": [r.name.rsplit("/", 1)[1] for r in runs], "code_version": code_version()}
