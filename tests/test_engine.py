@@ -106,7 +106,8 @@ print(json.dumps({{"loaded": loaded, "systems": len(scores), "sums": len(sums), 
                          env={**__import__("os").environ, "CANLIB_RESULTS_DIR": str(REPO / "book" / "results")})
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
-    assert report["loaded"] > 100 and report["systems"] == 9 and report["sums"] == 3 and report["hyps"] == 1000
+    stored = len(list((REPO / "book" / "results").rglob("*.json")))
+    assert report["loaded"] == stored + 23 and report["systems"] == 9 and report["sums"] == 3 and report["hyps"] == 1000
     assert [m for m in report["modules"] if m.startswith(NEVER_LOADED)] == []
 
 
@@ -176,3 +177,79 @@ def test_a_plan_on_your_own_corpus_trains_the_systems_you_name(tmp_path, monkeyp
     assert isinstance(runs[0], Run) and runs[0].name == "runs/mine/can-seed1"
     with pytest.raises(ValueError, match="canlib data prepare NAME --files"):
         plan("tiny", ["can"], corpora_=["theirs"])
+
+
+# -- a researcher's own corpus, end to end ----------------------------------------------------------
+
+NOUNS = [("cat", "Katze"), ("dog", "Hund"), ("house", "Haus"), ("tree", "Baum"), ("car", "Auto"), ("bird", "Vogel"),
+         ("child", "Kind"), ("man", "Mann"), ("woman", "Frau"), ("ball", "Ball")]
+VERBS = [("sees", "sieht"), ("has", "hat"), ("likes", "mag"), ("finds", "findet")]
+
+
+def write_corpus(folder: Path, lines: dict[str, int]) -> Path:
+    """Plain parallel files ``<split>.en``/``<split>.de`` of made-up sentences, ``lines[split]`` pairs each."""
+    import random
+
+    rng = random.Random(0)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, count in lines.items():
+        pairs = [(rng.choice(NOUNS), rng.choice(VERBS), rng.choice(NOUNS)) for _ in range(count)]
+        (folder / f"{split}.en").write_text("".join(f"the {a[0]} {v[0]} the {b[0]} .\n" for a, v, b in pairs))
+        (folder / f"{split}.de").write_text("".join(f"die {a[1]} {v[1]} die {b[1]} .\n" for a, v, b in pairs))
+    return folder
+
+
+def test_your_own_corpus_of_plain_files_trains_and_evaluates_end_to_end_at_tiny(tmp_path, monkeypatch, capsys):
+    from canlib.cli import main
+    from canlib.experiments.rescore import rescore
+    from canlib.studies import quality
+
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
+    files = write_corpus(tmp_path / "my-en-de", {"train": 120, "valid": 12, "test": 10})
+    assert main(["data", "prepare", "toy", "--files", str(files), "--src", "en", "--tgt", "de", "--vocab-size", "60",
+                 "--scale", "tiny"]) == 0
+    assert "valid" in capsys.readouterr().out  # the Table 1 statistics of the prepared corpus
+    out = tmp_path / "out"
+    assert main(["experiment", "--scale", "tiny", "--corpora", "toy", "--systems", "can,balanced", "--seeds", "1",
+                 "--studies", "runs", "--max-steps", "3", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "2 runs, 0 already stored, 2 to train" in printed and printed.count("test sacreBLEU") == 2
+    for system in ("can", "balanced"):
+        result, prov = quality.run_result(system, "tiny", 1, "toy", root=out)
+        assert (result["corpus"], result["src_lang"], result["tgt_lang"], prov["corpus"]) == ("toy", "en", "de", "toy")
+        assert result["lengths"]["valid"]["sentences"] == 12 and result["lengths"]["test"]["sentences"] == 10
+        assert prov["budget"]["max_steps"] == result["training"]["step"] == 3
+        assert len(quality.hypotheses(system, "tiny", "test", 1, "toy", root=out)) == 10
+    assert len(rescore(out)) == 4  # 2 runs x (valid, test), rescored against the files' own references
+
+
+@pytest.mark.parametrize("break_it, message", [
+    (lambda f: (f / "train.de").write_text("".join((f / "train.de").read_text().splitlines(True)[:-1])),
+     r"train\.en has 120 lines but .*train\.de has 119: .*train\.en:120 has no partner"),
+    (lambda f: (f / "valid.en").write_text("\n".join(["x"] * 4 + [""] + ["y"] * 7) + "\n"),
+     r"valid\.en:5: empty line \(its partner .*valid\.de:5 is"),
+])
+def test_misaligned_or_empty_lines_of_your_files_are_named_by_file_and_line(tmp_path, monkeypatch, capsys,
+                                                                            break_it, message):
+    from canlib.cli import main
+
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
+    files = write_corpus(tmp_path / "bad", {"train": 120, "valid": 12, "test": 10})
+    break_it(files)
+    assert main(["data", "prepare", "bad", "--files", str(files), "--src", "en", "--tgt", "de", "--vocab-size", "60"]) == 2
+    err = capsys.readouterr().err
+    assert __import__("re").search(message, err), err
+    assert not (tmp_path / "cache" / "prepared").exists() or not any((tmp_path / "cache" / "prepared").iterdir())
+
+
+def test_a_corpus_of_files_needs_all_six_files_and_its_languages(tmp_path, monkeypatch, capsys):
+    from canlib.cli import main
+
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
+    files = write_corpus(tmp_path / "half", {"train": 20, "valid": 5})
+    assert main(["data", "prepare", "half", "--files", str(files), "--src", "en", "--tgt", "de"]) == 2
+    assert "no test.en, test.de" in capsys.readouterr().err
+    assert main(["data", "prepare", "half", "--files", str(files)]) == 2
+    assert "--files needs --src and --tgt" in capsys.readouterr().err
+    assert main(["data", "prepare", "multi30k-en-de", "--files", str(files), "--src", "en", "--tgt", "de"]) == 2
+    assert "not a registered corpus's name" in capsys.readouterr().err

@@ -135,21 +135,17 @@ def train_missing(scale: str, systems: Sequence[str] = (), *, analyses_: Sequenc
     (CPU minutes, cached per code version, silently); at small only where :func:`trains_here` (a GPU), one line
     per run on stderr; elsewhere a missing result is an error naming the command. Returns the names it stored."""
     selected = [*(["runs"] if systems else []), *analyses_, *studies]
-    if not selected:
+    corpora = corpora or ([scale_spec(scale).corpus] if systems else None)
+    wanted = [r.name for r in plan(scale, systems, seeds, corpora, reduced=reduced)] if systems else []
+    missing = missing_results(scale, [*wanted, *analyses_, *(f"beyond/{n}" for n in studies)], default_root(scale, reduced))
+    if not missing:
         return []
     if not trains_here(scale):
-        root = default_root(scale, reduced)
-        wanted = [r.name for r in plan(scale, systems, seeds, corpora or [scale_spec(scale).corpus])] if systems else []
-        wanted += [*analyses_, *(f"beyond/{n}" for n in studies)]
-        missing = missing_results(scale, wanted, root)
-        if missing:
-            raise FileNotFoundError(f"{scale}: {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} not stored; "
-                                    f"`python -m canlib experiment --scale {scale} --studies {','.join(selected)}` on a "
-                                    f"GPU stores them ({TRAIN_HERE_ENV}=1 trains them on this device)")
-        return []
+        raise FileNotFoundError(f"{scale}: {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} not stored; "
+                                f"`python -m canlib experiment --scale {scale} --studies {','.join(selected)}` on a "
+                                f"GPU stores them ({TRAIN_HERE_ENV}=1 trains them on this device)")
     log = None if scale == "tiny" else (lambda line: print(line, file=sys.stderr, flush=True))
-    outcome = experiment(scale, systems=list(systems) or None, seeds=seeds,
-                         corpora=corpora or ([scale_spec(scale).corpus] if systems else None), studies=selected,
+    outcome = experiment(scale, systems=list(systems) or None, seeds=seeds, corpora=corpora, studies=selected,
                          reduced=reduced, jobs=1 if scale == "tiny" else None, log=log)
     if outcome.failed:
         raise RuntimeError(f"{len(outcome.failed)} run(s) failed:\n" + "\n".join(outcome.failed))
