@@ -52,8 +52,9 @@ def test_the_next_experiments_train_at_2x_with_their_decoders_and_the_stronger_t
     for run in engine.study_runs("distill-x2", "small"):
         assert run.steps == 2400 and run.variant.targets == "distilled" and run.variant.parent == x2_teacher
         assert run.config["distilled"]["teacher_run"] == "beyond/runs/multi30k-en-de/budget-balanced-x2-seed1"
-    layers = {r.variant.tag: r.variant.decoder for r in engine.study_runs("hybrid", "small")}
-    assert layers == {"std-can": ("standard", "can"), "can-std": ("can", "standard")}
+    hybrids = engine.study_runs("hybrid", "small")
+    assert {r.variant.tag: r.variant.decoder for r in hybrids} == {"std-can": ("standard", "can"), "can-std": ("can", "standard")}
+    assert {(r.system, r.steps) for r in hybrids} == {("balanced", 2400)}
     residual = engine.study_runs("can-residual", "small")
     assert {(r.system, r.steps, r.variant.decoder) for r in residual} == {("can", 2400, ("can_residual", "can_residual"))}
 

@@ -6,7 +6,7 @@ from concurrent.futures import Future
 import pytest
 
 from canlib.experiments import cli, pool
-from canlib.experiments.pool import Deadline, device_jobs, run_queue, runs_per_minute, train_all
+from canlib.experiments.pool import Deadline, device_jobs, needs_of, run_queue, runs_per_minute, train_all
 from canlib.experiments.run import Run, Variant, run
 
 
@@ -128,3 +128,17 @@ def test_the_time_limit_is_the_flag_else_the_seconds_to_canlib_deadline(monkeypa
     monkeypatch.setenv("CANLIB_DEADLINE", "soon")
     with pytest.raises(ValueError, match="CANLIB_DEADLINE='soon': not a UNIX time"):
         cli.time_limit(None)
+
+
+def test_two_processes_never_train_one_folder_and_a_student_never_starts_before_its_teacher():
+    """With two jobs the queue [student, teacher, teacher's own row] starts the teacher alone: the row trains the
+    same folder and the student reads the teacher's weights, so both wait for it to finish."""
+    teacher = run("balanced", "tiny", 1, reduced=4)
+    row = run("balanced", "tiny", 1, reduced=4, variant=Variant("distill", "teacher"))
+    student = run("can", "tiny", 1, reduced=4, variant=Variant("distill", "kd", targets="distilled", parent=teacher))
+    other = run("san", "tiny", 1, reduced=4)
+    queue = [student, teacher, row, other]
+    clock, started = FakeTime(), []
+    run_queue(queue, lambda r: (started.append(r), clock.submit(1.0))[1], 2, Deadline(None, clock), lambda *a: None,
+              needs=needs_of(queue))
+    assert started[:2] == [teacher, other] and set(started[2:]) == {student, row}

@@ -149,6 +149,22 @@ def train_and_store(run: Run, root: Path | None, store: bool = True) -> dict[str
             "train_s": result["training"].get("wall_s"), "device": prov["device"]}
 
 
+def needs_of(queue: Sequence[Run]) -> Callable[[Run], Run | None]:
+    """What a queued run waits for: an earlier run of the queue training the same folder (two processes must never
+    train one folder: the distillation teacher's row is the main run itself), else the run training its parent's
+    folder (a student's teacher, a fine-tune's starting model); None when neither is queued."""
+    folders = [q.folder for q in queue]
+
+    def needs(run: Run) -> Run | None:
+        here = next(i for i, q in enumerate(queue) if q is run)
+        if folders[here] in folders[:here]:
+            return queue[folders.index(folders[here])]
+        parent = run.variant.parent
+        return queue[folders.index(parent.folder)] if parent is not None and parent.folder in folders else None
+
+    return needs
+
+
 @dataclass
 class Outcome:
     """What one call of :func:`train_all` did: runs stored, failures (named), runs the deadline left for later."""
@@ -191,17 +207,6 @@ def train_all(runs: Sequence[Run], root: Path | None, *, jobs: int = 1, time_lim
         say(f"status: {count}/{total} runs finished after {deadline.clock() - deadline.start:.0f} s, "
             f"{waiting} in progress or queued")
 
-    folders = [q.folder for q in queue]
-
-    def needs(run: Run) -> Run | None:
-        """An earlier run training the same folder (the distillation teacher's row and the main run it is), else
-        the run training its parent's folder."""
-        here = next(i for i, q in enumerate(queue) if q is run)
-        if folders[here] in folders[:here]:
-            return queue[folders.index(folders[here])]
-        parent = run.variant.parent
-        return queue[folders.index(parent.folder)] if parent is not None and parent.folder in folders else None
-
     if jobs <= 1:
         pool: Executor = InProcess()
     else:
@@ -209,7 +214,7 @@ def train_all(runs: Sequence[Run], root: Path | None, *, jobs: int = 1, time_lim
                                    initargs=(max(1, (os.cpu_count() or 1) // jobs),))
     with pool:
         outcome.skipped = run_queue(queue, lambda r: pool.submit(train_and_store, r, root, id(r) not in only_weights),
-                                    jobs, deadline, done, idle, status_every, needs)
+                                    jobs, deadline, done, idle, status_every, needs_of(queue))
     outcome.seconds = deadline.clock() - deadline.start
     return outcome
 
