@@ -74,7 +74,7 @@ def experiment(scale: str, *, systems: Sequence[str] | None = None, seeds: Seque
     if jobs < 1:
         raise ValueError(f"--jobs {jobs}: must be >= 1")
     say(f"{scale}: {len(runs)} runs, {len(runs) - len(todo)} already stored, {len(todo)} to train"
-        + (f" (+ {len(train_only)} trained again for their weights)" if train_only else "")
+        + (f" (+ {len(train_only)} trained for their weights only)" if train_only else "")
         + f" on {device} with {jobs} process(es)")
     outcome = train_all(todo, root, jobs=jobs, time_limit=time_limit, status_every=status_every, log=log,
                         train_only=train_only)

@@ -198,7 +198,7 @@ def train_all(runs: Sequence[Run], root: Path | None, *, jobs: int = 1, time_lim
         outcome.stored.append(run)
         s = future.result()
         if id(run) in only_weights:
-            say(f"[{count}/{total}] {run.label}: trained again for its weights ({s['trained']} s on {s['device']})")
+            say(f"[{count}/{total}] {run.label}: trained for its weights only ({s['trained']} s on {s['device']})")
         else:
             say(f"[{count}/{total}] {run.label}: test sacreBLEU {s['test']:.2f}, valid {s['valid']:.2f}, "
                 f"{s['train_s']} s of training ({s['device']})")
