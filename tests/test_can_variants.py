@@ -23,8 +23,7 @@ from canlib import ModelConfig
 from canlib.model.attention import SourceMemory, causal_mask
 from canlib.model.layers import CANDecoderLayer, CANResidualDecoderLayer, StandardDecoderLayer
 from canlib.model.seq2seq import Seq2Seq
-
-D, HEADS, FFN = 16, 4, 64
+from test_can_reference import D, FFN, HEADS, inputs  # the same shapes and inputs as CAN's own reference test
 
 
 def config(**changes) -> ModelConfig:
@@ -33,12 +32,10 @@ def config(**changes) -> ModelConfig:
 
 
 def random_residual_layer(seed: int) -> CANResidualDecoderLayer:
+    """The layer with every parameter random (biases and the norm's gain around 1 included), in float64."""
     torch.manual_seed(seed)
     layer = CANResidualDecoderLayer(config()).double().eval()
-    with torch.no_grad():
-        for p in layer.parameters():
-            p.copy_(torch.randn_like(p) * 0.5)
-        layer.norm.weight.add_(1.0)
+    layer.load_state_dict({k: torch.randn_like(v) * 0.5 + (k == "norm.weight") for k, v in layer.state_dict().items()})
     return layer
 
 
@@ -73,13 +70,6 @@ def reference(layer: CANResidualDecoderLayer, x: torch.Tensor, h: torch.Tensor, 
     return y
 
 
-def inputs(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(3, 5, D, generator=g, dtype=torch.float64)
-    h = torch.randn(3, 6, D, generator=g, dtype=torch.float64)
-    return x, h, torch.arange(6)[None, :] >= torch.tensor([6, 3, 1])[:, None]
-
-
 @pytest.mark.parametrize("seed", [0, 1])
 def test_can_with_the_attention_residual_is_eq_13_plus_s_plus_c(seed):
     layer = random_residual_layer(seed)
@@ -95,13 +85,12 @@ def test_can_with_the_attention_residual_is_eq_13_plus_s_plus_c(seed):
 def test_can_residual_decode_steps_compute_the_same_equations(beam):
     layer = random_residual_layer(5)
     x, h, src_pad = inputs(5)
-    memory = SourceMemory(h, src_pad, beam)
-    rows = x.repeat_interleave(beam, dim=0)
-    cache = layer.new_cache(rows.size(0), x.size(1), rows)
+    rows, memory = x.repeat_interleave(beam, dim=0), SourceMemory(h, src_pad, beam)
+    cache, steps = layer.new_cache(rows.size(0), x.size(1), rows), []
     with torch.no_grad():
-        source = layer.project_source(memory)
-        out = torch.cat([layer.step(rows[:, t:t + 1], memory, source, cache, t, {}) for t in range(x.size(1))], dim=1)
-    assert (out - reference(layer, x, h, src_pad).repeat_interleave(beam, dim=0)).abs().max().item() < 1e-10
+        for t in range(x.size(1)):  # one position at a time through the cache, each sentence read by `beam` rows
+            steps.append(layer.step(rows[:, t:t + 1], memory, layer.project_source(memory), cache, t, {}))
+    assert (torch.cat(steps, dim=1) - reference(layer, x, h, src_pad).repeat_interleave(beam, dim=0)).abs().max() < 1e-10
 
 
 def test_the_residual_term_is_what_separates_the_variant_from_can():
