@@ -26,12 +26,11 @@ from canlib.model.config import BOS_ID, EOS_ID
 from canlib.model.seq2seq import Seq2Seq
 from canlib.studies import attention_maps as am
 from canlib.studies.probes import sublayer_similarity
-from canlib.studies.quality import hypotheses
+from canlib.studies.quality import ANALYSES, hypotheses
 from canlib.studies.scales import scale_spec
 from canlib.studies.store import study
 from canlib.training.objective import label_smoothed_nll_loss
 
-ANALYSES = tuple(ANALYSIS_RUNS)
 
 
 def runs_needed(name: str, scale: str, reduced: int | None = None) -> tuple[list[Run], list[Run]]:
