@@ -19,7 +19,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("canlib.training.cli", "train a model preset on a prepared corpus (resumable; CPU or CUDA)"),
     "translate": ("canlib.decoding.translate", "translate raw sentences with a checkpoint (beam search)"),
     "bench": ("canlib.bench.cli", "decoding-speed studies of the paper (JSON and plots)"),
-    "experiment": ("canlib.studies.cli", "train (concurrently), evaluate and store every run and study of a scale under book/results/"),
+    "experiment": ("canlib.experiments.cli", "train (concurrently), evaluate and store every run and study of a scale under book/results/"),
+    "ingest": ("canlib.experiments.ingest", "store a GPU device call's raw measurements as results with provenance"),
 }
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The `small` scale on one H100/H200: train every run (Table 2 systems and ablations x 3 seeds, the depth
-# systems x 1, Baseline/Balanced/CAN x 2 seeds on five more Multi30k directions, and the 24 models of the
-# beyond studies: budget, distillation, CAN on 6/6), evaluate them with beam 4,
+# systems x 1, Baseline/Balanced/CAN x 2 seeds on five more Multi30k directions, the models of the beyond
+# studies: budget (1x, 2x), distillation, CAN on 6/6, and the next experiments at 2x: distillation from the
+# 2x Balanced, the two 12/2 hybrids, CAN keeping its attention residual), evaluate them with beam 4,
 # run the studies on the trained models, check that sacreBLEU recomputed from the stored hypotheses equals
 # the stored scores, and pack book/results/small/ into ONE archive for the repository.
 #
@@ -39,7 +40,7 @@ if [ "$DRY" = 1 ]; then
   LIMIT=600
 else
   RESULTS="$ROOT/book/results"
-  RUN=(--scale small ${JOBS:+--jobs "$JOBS"})  # default: one process per CPU core as GPU memory allows (canlib.studies.concurrency)
+  RUN=(--scale small ${JOBS:+--jobs "$JOBS"})  # default: one process per CPU core as GPU memory allows (canlib.experiments.pool)
   REST=()
   BEYOND_SEEDS=()
   LIMIT="${LIMIT:-540}"
@@ -54,7 +55,7 @@ mps_start
 echo "MPS: $MPS_STATE" | tee -a "$LOG"
 START=$(date +%s)
 # every `canlib experiment` below starts a run only if it can finish before START + LIMIT (the rest waits for the
-# next call; canlib.studies.concurrency), and a run the timeout stops anyway resumes from its checkpoints
+# next call; canlib.experiments.pool), and a run the timeout stops anyway resumes from its checkpoints
 export CANLIB_DEADLINE=$(( START + LIMIT ))
 # 1. Seed 1 of every system on the main corpus and the analyses that only read them: the most valuable part
 #    first (each chapter switches to small as soon as its own runs are stored). The conversion study trains
@@ -62,9 +63,11 @@ export CANLIB_DEADLINE=$(( START + LIMIT ))
 timeout "$LIMIT" "$PY" -m canlib experiment "${RUN[@]}" --seeds 1 --corpora multi30k-en-de \
   --studies runs,similarity,errors,attention 2>&1 | tee -a "$LOG"
 echo "experiment (seed 1, main corpus): exit ${PIPESTATUS[0]} after $(( $(date +%s) - START )) s" | tee -a "$LOG"
-# 2-4. The rest in the time left, by value (stored runs are skipped, interrupted ones resume): the missing
+# 2-5. The rest in the time left, by value (stored runs are skipped, interrupted ones resume): the missing
 #    seeds of the main systems (the verdicts need them), then the beyond studies (budget, distillation,
-#    CAN on 6/6: the "beyond" chapter), then the five further directions and the conversion study.
+#    CAN on 6/6: the "beyond" chapter), then the next experiments that would sharpen its answer (their
+#    GPU-minutes printed first, from the rate the stored 2x runs measured), then the five further directions
+#    and the conversion study.
 phase() {  # phase NAME ARGS...: one `canlib experiment` call in the time left
   local name="$1"; shift
   local left=$(( LIMIT - ($(date +%s) - START) ))
@@ -77,12 +80,15 @@ phase() {  # phase NAME ARGS...: one `canlib experiment` call in the time left
 }
 phase "main corpus, every seed" "${REST[@]}" --corpora multi30k-en-de --studies runs
 phase "beyond studies" "${BEYOND_SEEDS[@]}" --corpora multi30k-en-de --studies budget,distill,can-6-6
+"$PY" -m canlib experiment "${RUN[@]}" "${BEYOND_SEEDS[@]}" --studies distill-x2,hybrid,can-residual --estimate 2>&1 | tee -a "$LOG"
+phase "next experiments" "${BEYOND_SEEDS[@]}" --corpora multi30k-en-de --studies distill-x2,hybrid,can-residual
 phase "whole plan" "${REST[@]}" --studies runs,similarity,errors,attention,conversion
 timeout 120 "$PY" -m canlib experiment --rescore "$SCALE_DIR" 2>&1 | tee -a "$LOG"
 echo "rescore: exit ${PIPESTATUS[0]}" | tee -a "$LOG"
-# the plan's runs and the beyond studies' models (their x2/x4 budget runs count once each) stored by this call
-PLAN_RUNS=$(grep -cE '^\[[0-9]+/[0-9]+\] .* test sacreBLEU' "$LOG")
-BEYOND_RUNS=$(grep -cE '^\[beyond\] .*: stored$' "$LOG")
+# the runs stored by this call: the plan's, and the beyond studies' models (named with their study in brackets)
+ALL_RUNS=$(grep -cE '^\[[0-9]+/[0-9]+\] .*: test sacreBLEU' "$LOG")
+BEYOND_RUNS=$(grep -cE '^\[[0-9]+/[0-9]+\] .*\): test sacreBLEU' "$LOG")
+PLAN_RUNS=$(( ALL_RUNS - BEYOND_RUNS ))
 ELAPSED=$(( $(date +%s) - START ))
 echo "throughput: $(( PLAN_RUNS + BEYOND_RUNS )) runs ($PLAN_RUNS of the plan, $BEYOND_RUNS of the beyond studies) trained \
 and evaluated in $ELAPSED s: $(awk -v n="$(( PLAN_RUNS + BEYOND_RUNS ))" -v s="$ELAPSED" \

@@ -174,13 +174,15 @@ def test_plot_pair_maps_draws_every_layers_three_maps_from_stored_nested_lists()
 
 
 def test_the_attention_study_stores_what_the_chapter_draws(shared_data, tmp_path, monkeypatch):
-    from canlib.studies.analyses import attention_study
+    from canlib.experiments.experiment import experiment
+    from canlib.studies.results import load_result
 
     monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
     if not (shared_data / "multi30k-en-de").is_dir():
         pytest.skip("multi30k-en-de is not in the data folder")
-    study, prov = attention_study("tiny", store=True, root=tmp_path / "out", max_steps=2)
+    experiment("tiny", studies=["attention"], root=tmp_path / "out", reduced=2, log=None)
+    study, prov = load_result(tmp_path / "out" / "tiny" / "attention.json")
     assert (tmp_path / "out" / "tiny" / "attention.json").is_file() and prov["scale"] == "tiny"
     t, s = len(study["pair"]["tgt_tokens"]), len(study["pair"]["src_tokens"])
     assert 6 < t <= 13 and 6 < s <= 13 and study["pair"]["src_tokens"][-1] == "</s>"

@@ -1,5 +1,6 @@
-"""The beyond studies (training budget, distillation, CAN on 6/6): their plan, their end-to-end dry run at tiny,
-the rescore that covers them, and how the chapter judges and renders stored results."""
+"""The beyond studies (training budget, distillation, CAN on 6/6) and the next experiments (distillation from the 2x
+Balanced, 12/2 hybrids, CAN keeping its attention residual): their plan, their end-to-end dry run at tiny, the
+rescore that covers them, and how the chapter judges and renders stored results."""
 from __future__ import annotations
 
 import contextlib
@@ -13,6 +14,8 @@ import statistics
 import pytest
 
 from canlib.cli import main
+from canlib.experiments import beyond as engine
+from canlib.experiments.rescore import recheck, rescore
 from canlib.studies import beyond
 from canlib.studies.results import provenance, save_result
 from canlib.studies.store import stored_path
@@ -20,26 +23,40 @@ from canlib.studies.store import stored_path
 
 # -- the plan --------------------------------------------------------------------------------------
 
-def test_the_studies_train_24_models_with_the_teacher_before_its_students():
-    runs = {name: beyond.study_runs(name) for name in beyond.STUDIES}
-    assert [len(runs[n]) for n in ("budget", "distill", "can-6-6")] == [2 * 2 * 2, 1 + 4 * 3, 3]
-    assert runs["distill"][0].tag == "teacher" and runs["distill"][0].system == "balanced"
-    assert {r.system for r in runs["distill"][1:]} == {"balanced", "san", "aan", "can"}
-    assert {(r.system, r.tag) for r in runs["budget"]} == {(s, t) for s in ("balanced", "can") for t in ("x2", "x4")}
-    assert len({r.name for rs in runs.values() for r in rs}) == 24  # every model has its own stored name
+def test_the_studies_train_their_models_with_the_teacher_before_its_students():
+    runs = {name: beyond.study_models(name) for name in beyond.STUDIES}
+    assert [len(runs[n]) for n in beyond.STUDIES] == [2 * 3, 1 + 4 * 3, 3, 2 * 3, 2 * 3, 3]
+    assert runs["distill"][0] == ("balanced", "teacher", 1)
+    assert {s for s, _, _ in runs["distill"][1:]} == {"balanced", "san", "aan", "can"}
+    assert {(s, t) for s, t, _ in runs["budget"]} == {("balanced", "x2"), ("can", "x2")}  # 1x is the main plan; no 4x
+    assert {t for _, t, _ in runs["hybrid"]} == {"std-can", "can-std"}
+    names = [n for name in beyond.STUDIES for n in beyond.study_runs(name)]
+    assert len(set(names)) == len(names) == 37  # every model has its own stored name
     with pytest.raises(ValueError, match="choose from budget, distill, can-6-6"):
-        beyond.study_runs("telepathy")
+        beyond.study_models("telepathy")
 
 
 def test_budget_runs_multiply_the_updates_and_keep_the_schedule():
     small = {"lr": 1e-3, "warmup": 500, "max_steps": 1200, "valid_every": 400}  # the measured small recipe
-    for tag, steps in (("x2", 2400), ("x4", 4800)):
-        cfg = beyond.train_config("small", beyond.BeyondRun("budget", "can", 2, tag))
-        assert (cfg["max_steps"], cfg["lr"], cfg["warmup"], cfg["valid_every"], cfg["seed"]) == (
-            steps, small["lr"], small["warmup"], small["valid_every"], 2)
-    assert beyond.train_config("small", beyond.BeyondRun("can-6-6", "can-6-6", 1))["max_steps"] == small["max_steps"]
-    reduced = beyond.train_config("tiny", beyond.BeyondRun("budget", "balanced", 1, "x4"), max_steps=3)
-    assert (reduced["max_steps"], reduced["valid_every"]) == (12, 3)  # 4 x 3 updates, validated 4 times
+    x2 = engine.study_runs("budget", "small", [2])[1]
+    cfg = x2.budget
+    assert (x2.system, cfg["max_steps"], cfg["lr"], cfg["warmup"], cfg["valid_every"], cfg["seed"]) == (
+        "can", 2400, small["lr"], small["warmup"], small["valid_every"], 2)
+    assert engine.study_runs("can-6-6", "small")[0].steps == small["max_steps"]
+    reduced = engine.study_runs("budget", "tiny", [1], reduced=3)[0].budget
+    assert (reduced["max_steps"], reduced["valid_every"]) == (6, 1)  # 2 x 3 updates, validated 4 times (every 6 // 4)
+
+
+def test_the_next_experiments_train_at_2x_with_their_decoders_and_the_stronger_teacher():
+    x2_teacher = engine.study_runs("budget", "small", [1])[0]
+    for run in engine.study_runs("distill-x2", "small"):
+        assert run.steps == 2400 and run.variant.targets == "distilled" and run.variant.parent == x2_teacher
+        assert run.config["distilled"]["teacher_run"] == "beyond/runs/multi30k-en-de/budget-balanced-x2-seed1"
+    hybrids = engine.study_runs("hybrid", "small")
+    assert {r.variant.tag: r.variant.decoder for r in hybrids} == {"std-can": ("standard", "can"), "can-std": ("can", "standard")}
+    assert {(r.system, r.steps) for r in hybrids} == {("balanced", 2400)}
+    residual = engine.study_runs("can-residual", "small")
+    assert {(r.system, r.steps, r.variant.decoder) for r in residual} == {("can", 2400, ("can_residual", "can_residual"))}
 
 
 def test_can_6_6_preset_is_the_baseline_depth_with_can_decoder_layers():
@@ -106,16 +123,15 @@ def _fake_small(root):
         for seed, v in enumerate(values, 1):
             _run(root, f"runs/multi30k-en-de/{system}-seed{seed}", v, seed)
     rows = {"budget": [], "distill": [], "can-6-6": []}
-    study_scores = {("budget", "balanced", "x2"): [35.0, 35.2], ("budget", "can", "x2"): [34.0, 34.2],
-                    ("budget", "balanced", "x4"): [35.5, 35.7], ("budget", "can", "x4"): [35.2, 35.4],
+    study_scores = {("budget", "balanced", "x2"): [35.0, 35.2], ("budget", "can", "x2"): [34.8, 35.0],
                     ("distill", "balanced", "teacher"): [34.6], ("distill", "balanced", "kd"): [35.0, 35.1, 35.2],
                     ("distill", "san", "kd"): [34.5, 34.6, 34.7], ("distill", "aan", "kd"): [34.6, 34.7, 34.8],
                     ("distill", "can", "kd"): [34.9, 35.0, 35.1], ("can-6-6", "can-6-6", ""): [33.9, 34.1, 34.3]}
     for (name, system, tag), values in study_scores.items():
         for seed, v in enumerate(values, 1):
-            run = beyond.BeyondRun(name, system, seed, tag)
-            _run(root, beyond.run_name("small", run), v, seed)
-            row = {"system": system, "seed": seed, "tag": tag, "file": beyond.run_name("small", run),
+            file = f"beyond/runs/multi30k-en-de/{beyond.model_name(name, system, tag, seed)}"
+            _run(root, file, v, seed)
+            row = {"system": system, "seed": seed, "tag": tag, "file": file,
                    "reduced_budget": False, "scores": {"valid": {"bleu": v, "tok_bleu": v}, "test": {"bleu": v - 1, "tok_bleu": v}}}
             if name == "budget":
                 f = int(tag[1:])
@@ -125,9 +141,9 @@ def _fake_small(root):
     teacher = {"teacher": "balanced", "teacher_seed": 1, "teacher_preset": "small-balanced", "teacher_bleu":
                {"valid": {"bleu": 36.0, "tok_bleu": 36.5}, "test": {"bleu": 34.0, "tok_bleu": 34.6}}, "beam": 4,
                "pairs": 28196, "empty": 0, "mean_subwords": {"distilled": 14.0, "real": 15.0}, "sha256": "0" * 64}
-    extras = {"budget": {"factors": [2, 4], "base_steps": 1200}, "distill": {"teacher": teacher, "students": list(beyond.STUDENTS)},
+    extras = {"budget": {"factors": [2], "base_steps": 1200}, "distill": {"teacher": teacher, "students": list(beyond.STUDENTS)},
               "can-6-6": {}}
-    for name in beyond.STUDIES:
+    for name in beyond.ORIGINAL:
         save_result(stored_path(f"beyond/{name}", "small", root), {"study": name, "runs": rows[name], **extras[name]},
                     provenance("small", {"study": name}))
     return main_scores, study_scores
@@ -149,7 +165,7 @@ def test_the_chapter_renders_stored_small_results_with_numbers_recomputed_from_t
     values = {k: v for f in findings for k, v in f.values.items()}
     mean = statistics.fmean
     assert values["gap"] == pytest.approx(mean(main_scores["can"]) - mean(main_scores["balanced"]))
-    assert values["gap_x4"] == pytest.approx(mean(study_scores["budget", "can", "x4"]) - mean(study_scores["budget", "balanced", "x4"]))
+    assert values["gap_x2"] == pytest.approx(mean(study_scores["budget", "can", "x2"]) - mean(study_scores["budget", "balanced", "x2"]))
     assert values["gap_kd"] == pytest.approx(mean(study_scores["distill", "can", "kd"]) - mean(study_scores["distill", "balanced", "kd"]))
     assert values["gap_66"] == pytest.approx(mean(study_scores["can-6-6", "can-6-6", ""]) - mean(main_scores["baseline"]))
     assert findings[0].text.startswith("**The question.**") and findings[1].text.startswith("**At `small`**")
@@ -158,7 +174,7 @@ def test_the_chapter_renders_stored_small_results_with_numbers_recomputed_from_t
     sums = beyond.summaries("small", tmp_path)
     refs = beyond.references("small", tmp_path)
     table = beyond.budget_table("small", sums["budget"][0], refs)
-    assert list(table.index) == [1200, 2400, 4800] and table.loc[4800, "CAN"].startswith(f"{mean([35.2, 35.4]):.2f}")
+    assert list(table.index) == [1200, 2400] and table.loc[2400, "CAN"].startswith(f"{mean([34.8, 35.0]):.2f}")
     kd = beyond.distill_table(sums["distill"][0], beyond.references("small", tmp_path, systems=beyond.STUDENTS))
     assert kd.loc["CAN", "paper: after KD"] == 28.08 and kd.loc["SAN", "ours: real targets"].startswith("33.60")
     six = beyond.can66_table(sums["can-6-6"][0], refs)
@@ -174,7 +190,7 @@ def test_the_chapter_renders_stored_small_results_with_numbers_recomputed_from_t
 
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory):
-    """``canlib experiment --scale tiny --studies budget,distill,can-6-6 --max-steps 2 --seeds 1``, once."""
+    """``canlib experiment --scale tiny --studies <every study> --max-steps 2 --seeds 1``, once."""
     from tests.conftest import SHARED_DATA
 
     if not (SHARED_DATA / "multi30k-en-de").is_dir():
@@ -186,7 +202,7 @@ def dry_run(tmp_path_factory):
     try:
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            assert main(["experiment", "--scale", "tiny", "--studies", "budget,distill,can-6-6", "--max-steps", "2",
+            assert main(["experiment", "--scale", "tiny", "--studies", ",".join(beyond.STUDIES), "--max-steps", "2",
                          "--seeds", "1", "--out", str(out)]) == 0
         yield out, printed.getvalue()
     finally:
@@ -197,53 +213,73 @@ def dry_run(tmp_path_factory):
                 os.environ[k] = v
 
 
+MODELS = 2 + 5 + 1 + 2 + 2 + 1  # budget, distill (teacher + 4), can-6-6, distill-x2, hybrid, can-residual at one seed
+
+
 def test_dry_run_stores_every_model_and_summary_with_provenance(dry_run):
     out, printed = dry_run
-    assert "10 models, 0 already stored, 10 to train" in printed
+    assert f"{MODELS} runs, 0 already stored, {MODELS} to train" in printed
     folder = out / "tiny" / "beyond"
     for name in beyond.STUDIES:
         summary = json.loads((folder / f"{name}.json").read_text())
         assert summary["provenance"]["commit"] and summary["provenance"]["date"] and summary["provenance"]["reduced_budget"]
+        assert [r["file"].rsplit("/", 1)[1] for r in summary["result"]["runs"]] == beyond.study_runs(name, [1])
         for row in summary["result"]["runs"]:
             stored = json.loads((out / "tiny" / f"{row['file']}.json").read_text())
             result, prov = stored["result"], stored["provenance"]
             assert prov["commit"] and prov["device"] and prov["reduced_budget"] and prov["seed"] == 1
-            steps = 2 * (int(row["tag"][1:]) if name == "budget" else 1)
+            steps = 2 * (2 if name in ("budget", *beyond.NEXT) else 1)
             assert prov["budget"]["max_steps"] == steps == result["training"]["step"]
             for split in ("valid", "test"):
                 hyps = (out / "tiny" / row["file"]).with_name(result["hyp_files"][split]).read_text().split("\n")[:-1]
                 assert len(hyps) == result["lengths"][split]["sentences"]
-            if name == "budget":  # validated 4 times, every steps // 4 updates, with greedy BLEU
+            if name in ("budget", *beyond.NEXT):  # validated 4 times, every steps // 4 updates, with greedy BLEU
                 assert [p["step"] for p in row["curve"]] == [steps // 4 * i for i in range(1, 5)]
                 assert all(p["valid_bleu"] is not None and p["valid_loss"] > 0 for p in row["curve"])
 
 
-def test_dry_run_records_the_distilled_corpus_and_its_teacher(dry_run):
+def test_dry_run_trains_each_next_experiment_with_its_own_decoder(dry_run):
     out, _ = dry_run
-    summary = json.loads((out / "tiny" / "beyond" / "distill.json").read_text())["result"]
-    teacher = summary["teacher"]
-    assert (teacher["teacher"], teacher["beam"], teacher["pairs"]) == ("balanced", 4, beyond.REDUCED_PAIRS)
-    assert len(teacher["sha256"]) == 64 and summary["corpora"] == [teacher["sha256"]]
-    # the BLEU recorded with the corpus is the teacher model's: the stored teacher run translated the same test set
-    teacher_run = json.loads((out / "tiny" / "beyond" / "runs" / "multi30k-en-de" /
-                              "distill-balanced-teacher-seed1.json").read_text())["result"]
-    assert teacher["teacher_bleu"]["test"]["bleu"] == pytest.approx(teacher_run["scores"]["test"]["bleu"])
+    runs = out / "tiny" / "beyond" / "runs" / "multi30k-en-de"
+    for name, layers in (("hybrid-balanced-std-can-seed1", ["standard", "can"]),
+                         ("hybrid-balanced-can-std-seed1", ["can", "standard"]),
+                         ("can-residual-can-seed1", ["can_residual", "can_residual"])):
+        stored = json.loads((runs / f"{name}.json").read_text())
+        assert stored["result"]["decoder_layers"] == stored["provenance"]["config"]["decoder_layers"] == layers
+    # a different decoder is a different model: the parameter counts say so
+    params = {n: json.loads((runs / f"{n}.json").read_text())["result"]["params"]
+              for n in ("hybrid-balanced-std-can-seed1", "can-residual-can-seed1", "budget-can-x2-seed1", "budget-balanced-x2-seed1")}
+    # a CAN layer holds more weights than a standard one (19 d^2 against 16 d^2 at ffn = 4d), so the hybrid lies between
+    assert params["budget-balanced-x2-seed1"] < params["hybrid-balanced-std-can-seed1"] < params["budget-can-x2-seed1"]
+    assert params["can-residual-can-seed1"] > params["budget-can-x2-seed1"]
+
+
+@pytest.mark.parametrize("study, teacher", [("distill", "distill-balanced-teacher-seed1"),
+                                            ("distill-x2", "budget-balanced-x2-seed1")])
+def test_dry_run_records_the_distilled_corpus_and_its_teacher(dry_run, study, teacher):
+    out, _ = dry_run
+    summary = json.loads((out / "tiny" / "beyond" / f"{study}.json").read_text())["result"]
+    record = summary["teacher"]
+    assert (record["teacher"], record["beam"], record["pairs"]) == ("balanced", 4, beyond.REDUCED_PAIRS)
+    assert len(record["sha256"]) == 64 and summary["corpora"] == [record["sha256"]]
+    # the BLEU recorded with the corpus is the teacher model's: its stored run translated the same test set
+    teacher_run = json.loads((out / "tiny" / "beyond" / "runs" / "multi30k-en-de" / f"{teacher}.json").read_text())["result"]
+    assert record["teacher_bleu"]["test"]["bleu"] == pytest.approx(teacher_run["scores"]["test"]["bleu"])
+    assert record["teacher_train"]["max_steps"] == teacher_run["training"]["step"]
     students = [r for r in summary["runs"] if r["tag"] == "kd"]
-    assert sorted(r["system"] for r in students) == sorted(beyond.STUDENTS)
+    assert sorted(r["system"] for r in students) == sorted(beyond.STUDENTS if study == "distill" else beyond.X2_STUDENTS)
 
 
 def test_rescore_recomputes_every_model_of_the_studies_and_rechecks_the_summaries(dry_run, tmp_path, capsys):
-    from canlib.studies.quality import rescore
-
     out = tmp_path / "out"
     shutil.copytree(dry_run[0], out)
-    assert len(rescore(out)) == 10 * 2  # 10 models x (valid, test), recomputed from their hypotheses
+    assert len(rescore(out)) == MODELS * 2  # (valid, test) of every model, recomputed from their hypotheses
     assert main(["experiment", "--rescore", str(out)]) == 0
-    assert "20 stored sacreBLEU scores of 10 runs reproduced" in capsys.readouterr().out
+    assert f"{MODELS * 2} stored sacreBLEU scores of {MODELS} runs reproduced" in capsys.readouterr().out
     path = out / "tiny" / "beyond" / "can-6-6.json"
     stored = json.loads(path.read_text())
     stored["result"]["runs"][0]["scores"]["test"]["bleu"] += 1.0  # a summary quoting another score than its run
     path.write_text(json.dumps(stored))
     with pytest.raises(ValueError, match="can-6-6.json: the scores of beyond/runs/multi30k-en-de/can-6-6-can-6-6-seed1"):
-        beyond.recheck(out)
+        recheck(out)
     assert main(["experiment", "--rescore", str(out)]) == 2

@@ -5,9 +5,9 @@ from concurrent.futures import Future
 
 import pytest
 
-from canlib.studies import cli
-from canlib.studies.concurrency import Deadline, device_jobs, run_queue, runs_per_minute
-from canlib.studies.runs import RunSpec
+from canlib.experiments import cli, pool
+from canlib.experiments.pool import Deadline, device_jobs, needs_of, run_queue, runs_per_minute, train_all
+from canlib.experiments.run import Run, Variant, run
 
 
 def test_jobs_are_one_per_core_as_memory_allows_and_one_on_a_cpu():
@@ -68,20 +68,53 @@ def test_a_time_limit_must_be_positive():
 def test_experiment_reports_runs_per_minute_and_leaves_what_does_not_fit(monkeypatch, capsys):
     calls: list[str] = []
 
-    def fake_run_one(scale, spec, root, max_steps):
-        calls.append(spec.name)
+    def fake(r: Run, root, store=True):
+        calls.append(r.name)
         return {"test": 1.0, "valid": 2.0, "train_s": 0.0, "device": "cpu"}
 
-    monkeypatch.setattr(cli, "run_one", fake_run_one)
-    runs = [RunSpec("can", seed, "multi30k-en-de") for seed in (1, 2, 3)]
-    cli.train_all("tiny", runs, None, 4, jobs=1, time_limit=None)
-    out = capsys.readouterr().out
-    assert len(calls) == 3 and "trained 3 run(s) in" in out and "runs per minute" in out
+    monkeypatch.setattr(pool, "train_and_store", fake)
+    runs = [run("can", "tiny", seed, reduced=4) for seed in (1, 2, 3)]
+    outcome = train_all(runs, None, jobs=1)
+    assert len(calls) == 3 and len(outcome.stored) == 3 and not outcome.skipped
+    assert pool.summary_line(3, 180, []) == "trained 3 run(s) in 180 s: 1.00 runs per minute"
     calls.clear()
-    cli.train_all("tiny", runs, None, 4, jobs=1, time_limit=1e-9)  # the first run uses up the time: the rest wait
-    out = capsys.readouterr().out
-    assert calls == ["multi30k-en-de/can-seed1"] and "trained 1 run(s)" in out and "2 not started" in out
+    outcome = train_all(runs, None, jobs=1, time_limit=1e-9)  # the first run uses up the time: the rest wait
+    assert calls == ["runs/multi30k-en-de/can-seed1"] and outcome.skipped == runs[1:]
+    assert "2 not started" in pool.summary_line(1, 1.0, outcome.skipped)
     assert runs_per_minute(18, 470) == pytest.approx(18 / (470 / 60))
+
+
+def test_a_student_waits_for_its_teacher_and_fails_with_it(monkeypatch):
+    """A run that needs another queued run (a distilled student, its teacher) starts only after it, even where the
+    student comes first in the queue; a run training the same folder waits too; a failed teacher fails its students."""
+    order: list[str] = []
+    teacher = run("balanced", "tiny", 1, reduced=4)
+    row = run("balanced", "tiny", 1, reduced=4, variant=Variant("distill", "teacher"))  # the same folder as teacher
+    student = run("can", "tiny", 1, reduced=4, variant=Variant("distill", "kd", targets="distilled", parent=teacher))
+    assert row.folder == teacher.folder and student.folder != teacher.folder
+
+    def fake(r: Run, root, store=True):
+        order.append(r.name)
+        if r is teacher and broken:
+            raise ValueError("diverged")
+        return {"test": 1.0, "valid": 2.0, "train_s": 0.0, "device": "cpu"}
+
+    monkeypatch.setattr(pool, "train_and_store", fake)
+    submitted: list[str] = []
+
+    class Recording(pool.InProcess):
+        def submit(self, fn, /, *args, **kwargs):
+            submitted.append(args[0].name)
+            return super().submit(fn, *args, **kwargs)
+
+    monkeypatch.setattr(pool, "InProcess", Recording)
+    broken = False
+    outcome = train_all([student, teacher, row], None, jobs=1)
+    assert submitted == [teacher.name, student.name, row.name] and not outcome.failed
+    order.clear(), submitted.clear()
+    broken = True
+    outcome = train_all([student, teacher], None, jobs=1)
+    assert order == [teacher.name] and len(outcome.failed) == 2 and "the run it needs failed" in outcome.failed[1]
 
 
 def test_the_time_limit_is_the_flag_else_the_seconds_to_canlib_deadline(monkeypatch):
@@ -95,3 +128,17 @@ def test_the_time_limit_is_the_flag_else_the_seconds_to_canlib_deadline(monkeypa
     monkeypatch.setenv("CANLIB_DEADLINE", "soon")
     with pytest.raises(ValueError, match="CANLIB_DEADLINE='soon': not a UNIX time"):
         cli.time_limit(None)
+
+
+def test_two_processes_never_train_one_folder_and_a_student_never_starts_before_its_teacher():
+    """With two jobs the queue [student, teacher, teacher's own row] starts the teacher alone: the row trains the
+    same folder and the student reads the teacher's weights, so both wait for it to finish."""
+    teacher = run("balanced", "tiny", 1, reduced=4)
+    row = run("balanced", "tiny", 1, reduced=4, variant=Variant("distill", "teacher"))
+    student = run("can", "tiny", 1, reduced=4, variant=Variant("distill", "kd", targets="distilled", parent=teacher))
+    other = run("san", "tiny", 1, reduced=4)
+    queue = [student, teacher, row, other]
+    clock, started = FakeTime(), []
+    run_queue(queue, lambda r: (started.append(r), clock.submit(1.0))[1], 2, Deadline(None, clock), lambda *a: None,
+              needs=needs_of(queue))
+    assert started[:2] == [teacher, other] and set(started[2:]) == {student, row}

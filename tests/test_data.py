@@ -133,7 +133,7 @@ def test_interrupted_prepare_leaves_no_folder(offline_env, tmp_path, monkeypatch
         return real_write(*args, **kwargs)
 
     real_write = binarized.write_side
-    monkeypatch.setattr(importlib.import_module("canlib.data.prepare"), "write_side", failing_write)
+    monkeypatch.setattr(importlib.import_module("canlib.data.preparation"), "write_side", failing_write)
     with pytest.raises(KeyboardInterrupt):
         prepare("multi30k-en-de", "tiny", tmp_path / "out" / "m", progress=False)
     assert list((tmp_path / "out").iterdir()) == []

@@ -1,10 +1,11 @@
-"""The study layer under the book: one function decides compute, cache or load, from its arguments."""
+"""The engine's plan and the readers' stored results: where results live, what the plan holds, what is refused."""
 from __future__ import annotations
 
 import pytest
 
 from canlib.cli import main
-from canlib.studies.runs import plan
+from canlib.experiments.experiment import mark_complete
+from canlib.experiments.run import plan
 from canlib.studies.scales import scale_spec
 from canlib.studies.store import stored_path, study
 
@@ -44,7 +45,6 @@ def test_store_never_recomputes_a_stored_result(tmp_path):
 
 def test_small_scale_without_stored_result_names_the_command(tmp_path, monkeypatch):
     monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path))
-    monkeypatch.setenv("CANLIB_TRAIN_SMALL", "0")  # a GPU machine would otherwise compute it (tests/test_train_small_here.py)
     with pytest.raises(FileNotFoundError, match="canlib experiment --scale small"):
         study("similarity", "small", {}, lambda: {"never": "computed"})
 
@@ -63,6 +63,7 @@ def test_small_plan_holds_the_seeded_grid():
     assert {r.seed for r in plan("small", systems=["can"], seeds=[2])} == {2}
     first = runs[:9]  # seed 1 of every main-corpus system comes first: a run cut short leaves whole sets
     assert {(r.corpus, r.seed) for r in first} == {("multi30k-en-de", 1)} and len({r.system for r in first}) == 9
+    assert len({r.name for r in runs}) == len(runs) and len({r.folder for r in runs}) == len(runs)
 
 
 def test_small_budget_is_the_measured_recipe(measurements):
@@ -89,7 +90,7 @@ def test_experiment_command_refuses_unknown_corpora(capsys):
 
 
 def test_reduced_budget_is_refused_for_the_default_results_folder(capsys):
-    assert main(["experiment", "--scale", "tiny", "--max-steps", "4"]) == 2
+    assert main(["experiment", "--scale", "small", "--max-steps", "4"]) == 2
     assert "--out" in capsys.readouterr().err
 
 
@@ -130,19 +131,17 @@ def test_verdicts_read_only_runs_trained_with_the_full_budget(tmp_path):
 
 
 def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
-    from canlib.studies.cli import mark_complete
     from canlib.studies.quality import default_scale
     from canlib.studies.results import provenance, save_result
-    from canlib.studies.runs import plan
 
     assert default_scale(root=tmp_path) == "tiny"
     runs = plan("small")
     for r in runs[:-1]:
-        save_result(stored_path(f"runs/{r.name}", "small", tmp_path), {"scores": {}}, provenance("small", {}))
+        save_result(stored_path(r.name, "small", tmp_path), {"scores": {}}, provenance("small", {}))
     for name in ("similarity", "errors", "attention", "conversion"):
         save_result(stored_path(name, "small", tmp_path), {}, provenance("small", {}))
     assert not mark_complete("small", tmp_path, None) and default_scale(root=tmp_path) == "tiny"  # one run missing
-    save_result(stored_path(f"runs/{runs[-1].name}", "small", tmp_path), {"scores": {}}, provenance("small", {}))
+    save_result(stored_path(runs[-1].name, "small", tmp_path), {"scores": {}}, provenance("small", {}))
     assert mark_complete("small", tmp_path, None) and default_scale(root=tmp_path) == "small"
 
 
@@ -156,10 +155,10 @@ def test_a_chapter_shows_small_once_every_seed_of_its_own_runs_is_stored(tmp_pat
     runs = plan("small", ["balanced", "can"], corpora_=["multi30k-en-de"])
     assert len(runs) == 6  # 3 seeds each
     for r in runs[:-1]:
-        store(f"runs/{r.name}")
+        store(r.name)
     assert default_scale(["balanced", "can"], root=tmp_path) == "tiny"  # one seed missing
     assert default_scale(["balanced", "can"], seeds=[1], root=tmp_path) == "small"
-    store(f"runs/{runs[-1].name}")
+    store(runs[-1].name)
     assert default_scale(["balanced", "can"], root=tmp_path) == "small"
     assert default_scale(["balanced", "can"], analyses=["errors"], root=tmp_path) == "tiny"
     store("errors")
@@ -178,20 +177,20 @@ def test_experiment_command_refuses_unknown_studies(capsys):
 
 
 def test_a_failed_run_is_named_and_does_not_stop_the_others(monkeypatch, capsys):
-    from canlib.studies import cli
-    from canlib.studies.runs import RunSpec
+    from canlib.experiments import pool
+    from canlib.experiments.run import run
 
-    def fake_run_one(scale, spec, root, max_steps):
-        if spec.system == "san":
+    def fake(r, root, store=True):
+        if r.system == "san":
             raise ValueError("diverged")
         return {"test": 1.0, "valid": 2.0, "train_s": 3.0, "device": "cpu"}
 
-    monkeypatch.setattr(cli, "run_one", fake_run_one)
-    runs = [RunSpec("san", 1, "multi30k-en-de"), RunSpec("can", 1, "multi30k-en-de")]
-    with pytest.raises(RuntimeError, match="multi30k-en-de/san-seed1: ValueError: diverged"):
-        cli.train_all("tiny", runs, None, None, jobs=1)
+    monkeypatch.setattr(pool, "train_and_store", fake)
+    outcome = pool.train_all([run("san", "tiny"), run("can", "tiny")], None, jobs=1)
+    assert outcome.failed == ["runs/multi30k-en-de/san-seed1: ValueError: diverged"]
     printed = capsys.readouterr().out
-    assert "san seed 1" not in printed and "[2/2] multi30k-en-de can seed 1: test sacreBLEU 1.00" in printed
+    assert "[1/2] multi30k-en-de san seed 1 FAILED: diverged" in printed
+    assert "[2/2] multi30k-en-de can seed 1: test sacreBLEU 1.00" in printed
 
 
 def test_the_stored_small_results_rescore_from_their_hypotheses(shared_data, monkeypatch, capsys):
@@ -215,5 +214,6 @@ def test_the_stored_small_results_rescore_from_their_hypotheses(shared_data, mon
     assert main(["experiment", "--rescore", str(small)]) == 0
     out = capsys.readouterr().out
     assert "172 stored sacreBLEU scores of 43 runs reproduced" in out  # 4 splits x (23 plan runs + 20 beyond models)
-    # distill: 13 runs, can-6-6: 3 runs, each with its 4 splits x (bleu, tok_bleu) quoted in the summary
-    assert f"{(13 + 3) * 4 * 2} scores quoted by the beyond studies' summaries equal their stored runs'" in out
+    # budget: 4 runs (2x, summarised here), distill: 13 runs, can-6-6: 3 runs, each with its 4 splits x (bleu, tok_bleu)
+    # quoted in the summary
+    assert f"{(4 + 13 + 3) * 4 * 2} scores quoted by the beyond studies' summaries equal their stored runs'" in out

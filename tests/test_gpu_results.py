@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from canlib.cli import main
+from canlib.experiments import ingest
 from canlib.studies import gpu_results as gpu
 from canlib.studies.results import load_result
 from conftest import MEASUREMENTS, missing
@@ -79,22 +81,99 @@ def test_each_training_call_kept_in_the_repository_made_the_results_stored_from_
     assert len(stored) >= 20, stored
     for path in stored:
         prov = raw_json(path)["provenance"]
-        assert (prov["commit"], prov["device"]) == (commit, device), path
+        if "models" in prov:  # a summary made later from the call's stored models (no training): it names them
+            assert (prov["models"]["commit"], prov["models"]["device"]) == ([commit], [device]), path
+        else:
+            assert (prov["commit"], prov["device"]) == (commit, device), path
+
+
+# stored kind -> the raw file it is made from (in the measurement folder or its gpu_check/ folder)
+RAW_OF = {"speed": "gpu_bench.json", "breakdown": "breakdown.json", "batch": "bench_batch.json",
+          "training_4k": "smoke_full.json", "training_32k": "smoke_32k.json", "training_small": "smoke_small.json",
+          "profile": "profile/summary.json", "ab": "ab", "translation_small": "multi30k_small-can_test2016.hyp.de"}
+
+
+def raw_file(folder: Path, name: str) -> Path:
+    found = [p for p in (folder / name, folder / "gpu_check" / name) if p.exists()]
+    assert found, f"{folder}: no raw {name}"
+    return found[0]
+
+
+def meta_of(raw: dict) -> dict:
+    """A raw bench file's metadata in either of gpu_bench.py's formats (``meta`` or ``_``-prefixed keys)."""
+    return raw["meta"] if "meta" in raw else {k[1:]: v for k, v in raw.items() if k.startswith("_")}
+
+
+def systems_of(raw: dict) -> dict:
+    return raw["systems"] if "systems" in raw else {k: v for k, v in raw.items() if not k.startswith("_")}
+
+
+def repeats(seconds: list[float], tokens: int) -> tuple[float, float, float, float]:
+    """(tokens / median seconds, min, median, max of tokens / seconds): the bench's figures written out here."""
+    per = sorted(tokens / s for s in seconds)
+    return tokens / median(seconds), per[0], median(per), per[-1]
 
 
 @pytest.mark.parametrize("run", STORED_RUNS)
-def test_converting_each_stored_runs_raw_files_again_gives_its_stored_results(run, tmp_path):
-    written = gpu.convert_measurements(raw_folder(run), tmp_path)
-    for path in written:
-        assert load_result(path)[0] == load_result(STORED / run / path.name)[0], (run, path.name)
-        assert load_result(path)[1]["commit"] == load_result(STORED / run / path.name)[1]["commit"]
-    # translation_small needs the test set (main() converts it); nothing else may be stored without raw files
-    assert {p.name for p in (STORED / run).glob("*.json")} - {p.name for p in written} <= {"translation_small.json"}
+def test_every_stored_gpu_figure_is_recomputed_from_its_raw_file(run):
+    """Each stored file of a GPU run has its raw file, names the raw file's commit and device, and its figures
+    are the raw figures or computed from them here (medians and spreads of the timed repeats)."""
+    raw_dir = raw_folder(run)
+    for path in sorted((STORED / run).glob("*.json")):
+        kind = path.stem
+        stored, prov = load_result(path)
+        source = raw_file(raw_dir, RAW_OF[kind])
+        if kind in ("speed", "breakdown", "batch"):
+            raw = raw_json(source)
+            meta, systems = meta_of(raw), systems_of(raw)
+            assert (prov["commit"], prov["device"]) == (meta["git_commit"], meta["device"]), (run, kind)
+            assert set(stored["systems"]) == set(systems)
+            for name, row in systems.items():
+                mine = stored["systems"][name]
+                if kind == "speed":
+                    tokens = meta["settings"]["sentences"] * meta["settings"]["forced_length"]
+                    for mode in ("eager", "captured"):
+                        expected = repeats(row[f"{mode}_seconds"], tokens)
+                        got = tuple(mine[mode][k] for k in ("tok_per_s", "min", "median", "max"))
+                        assert got == pytest.approx(expected, rel=1e-12), (run, name, mode)
+                elif kind == "breakdown":
+                    assert mine["breakdown"] == row["breakdown"] and mine["tok_per_s"] == row["tok_per_s"]
+                    _, low, mid, high = repeats(row["seconds"], row["tokens"])
+                    assert (mine["min"], mine["median"], mine["max"]) == pytest.approx((low, mid, high), rel=1e-12)
+                else:
+                    assert mine["by_batch"] == row["by_batch"]
+        elif kind.startswith("training"):
+            raw = raw_json(source)
+            assert stored["runs"] == raw["runs"] and prov["device"] == raw["device"]
+            assert stored.get("peak_flops") == raw.get("peak_flops", raw.get("peak_flops_assumed"))
+        elif kind == "profile":
+            where = raw_json(source)["device"]
+            assert (prov["commit"], prov["device"]) == (where["commit"], where["device"])
+        elif kind == "ab":
+            for side, prefix in (("before", "base"), ("after", "new")):
+                files = sorted(source.glob(f"{prefix}_*.json"))
+                assert [r["file"] for r in sorted(stored[side]["runs"], key=lambda r: r["file"])] == \
+                    [f"ab/{f.name}" for f in files]
+                for entry in stored[side]["runs"]:
+                    raw = raw_json(raw_dir / entry["file"])
+                    meta = meta_of(raw)
+                    assert stored[side]["commit"] == meta["git_commit"]
+                    tokens = meta["settings"]["sentences"] * meta["settings"]["forced_length"]
+                    for name, row in systems_of(raw).items():
+                        for mode in ("eager", "captured"):
+                            assert entry["tok_per_s"][name][mode] == pytest.approx(
+                                tokens / median(row[f"{mode}_seconds"]), rel=1e-12)
+        else:  # translation_small: the raw hypotheses and the scores the measurement's log recorded last
+            hyps = source.read_text(encoding="utf-8").split("\n")[:-1]
+            log = (raw_dir / "train_multi30k_small-can.txt").read_text(encoding="utf-8").strip().splitlines()
+            recorded = json.loads(log[-1])
+            assert stored["sentences"] == len(hyps) and stored["examples"][0]["hypothesis"] == hyps[0]
+            assert stored["recorded_scores"] == {k: recorded[k] for k in ("bleu", "tok_bleu")}
 
 
 @pytest.mark.parametrize("run", IN_REPO_RUNS)
 def test_stored_speeds_are_tokens_over_the_median_repeat_of_the_raw_bench(run):
-    bench = gpu.raw_path(IN_REPO / run, "gpu_bench.json")
+    bench = ingest.raw_path(IN_REPO / run, "gpu_bench.json")
     if bench is None:  # the bench step failed on that call, or the call trained models only
         assert not (STORED / run / "speed.json").exists()
         return
@@ -117,7 +196,7 @@ def test_stored_speeds_are_tokens_over_the_median_repeat_of_the_raw_bench(run):
 
 @pytest.mark.parametrize("run", IN_REPO_RUNS)
 def test_stored_training_throughput_is_the_raw_smoke_file(run):
-    smoke = gpu.raw_path(IN_REPO / run, "smoke_32k.json")
+    smoke = ingest.raw_path(IN_REPO / run, "smoke_32k.json")
     if smoke is None:
         assert not (STORED / run / "training_32k.json").exists()
         return
@@ -153,7 +232,7 @@ def test_the_stored_profile_is_each_cases_own_raw_file(run):
 
 
 def test_the_readme_table_gives_each_stored_file_its_command():
-    commands = gpu.readme_commands(IN_REPO / RUN / "README.md")
+    commands = ingest.readme_commands(IN_REPO / RUN / "README.md")
     status = (IN_REPO / RUN / "gpu_check" / "status.txt").read_text().splitlines()
     bench_line = [line for line in status if line.startswith("bench: ok")][0]
     for kind, raw_file, command in (("speed", "gpu_check/gpu_bench.json", bench_line.split(": ", 2)[2]),
@@ -176,14 +255,14 @@ def test_a_profile_whose_busy_share_disagrees_with_its_times_is_refused(tmp_path
     def halve(summary):
         summary["cases"]["decode_can"]["gpu_busy_share"] /= 2
     with pytest.raises(ValueError, match="decode_can: gpu_kernel_ms / wall_ms"):
-        gpu.convert_measurements(_tampered_profile(tmp_path, halve), tmp_path / "out")
+        ingest.convert_measurements(_tampered_profile(tmp_path, halve), tmp_path / "out")
 
 
 def test_a_dry_run_profile_is_refused(tmp_path):
     def dry(summary):
         summary["dry_run"] = True
     with pytest.raises(ValueError, match="dry-run"):
-        gpu.convert_measurements(_tampered_profile(tmp_path, dry), tmp_path / "out")
+        ingest.convert_measurements(_tampered_profile(tmp_path, dry), tmp_path / "out")
 
 
 def _device_output(tmp_path: Path, archives: bool = False) -> Path:
@@ -206,10 +285,10 @@ def _device_output(tmp_path: Path, archives: bool = False) -> Path:
 
 def test_one_command_keeps_a_device_output_unchanged_and_stores_it(tmp_path, monkeypatch):
     device = _device_output(tmp_path, archives=True)
-    (device / "huge.log").write_bytes(b"x" * (gpu.RAW_MAX_BYTES + 1))
-    monkeypatch.setattr(gpu, "MEASUREMENTS_DIR", tmp_path / "measurements")
+    (device / "huge.log").write_bytes(b"x" * (ingest.RAW_MAX_BYTES + 1))
+    monkeypatch.setattr(ingest, "MEASUREMENTS_DIR", tmp_path / "measurements")
     monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path / "results"))
-    assert gpu.main(["--from-device", str(device), "--profile-command", "LIMIT=150 bash scripts/gpu_profile.sh"]) == 0
+    assert main(["ingest", "--from-device", str(device), "--profile-command", "LIMIT=150 bash scripts/gpu_profile.sh"]) == 0
     original = IN_REPO / RUN  # what went into the archives, file for file
     env = dict(line.split(": ", 1) for line in (original / "gpu_check" / "environment.txt").read_text().splitlines()
                if ": " in line)
@@ -220,7 +299,7 @@ def test_one_command_keeps_a_device_output_unchanged_and_stores_it(tmp_path, mon
     assert all(filecmp.cmp(original / p, kept / p, shallow=False) for p in copied)
     readme = (kept / "README.md").read_text()
     assert "`huge.log`" in readme and not (kept / "huge.log").exists()
-    commands = gpu.readme_commands(kept / "README.md")
+    commands = ingest.readme_commands(kept / "README.md")
     for line in (original / "gpu_check" / "status.txt").read_text().splitlines():
         m = re.match(r"^(\w+): (.+) in (\d+)s: (.+)$", line)
         if not m:
@@ -236,14 +315,14 @@ def test_one_command_keeps_a_device_output_unchanged_and_stores_it(tmp_path, mon
     assert {p.name for p in (tmp_path / "results" / "gpu" / run).glob("*.json")} == \
         {p.name for p in (STORED / RUN).glob("*.json")}
     with pytest.raises(FileExistsError, match=run):
-        gpu.store_device_run(device)
+        ingest.store_device_run(device)
 
 
 def test_a_changed_work_tree_names_the_run_and_its_commit_dirty(tmp_path, monkeypatch):
     device = _device_output(tmp_path)
     env = device / "gpu_check" / "environment.txt"
     env.write_text(env.read_text().replace("dirty: 0 changed files", "dirty: 3 changed files"))
-    raw_dir, written = gpu.store_device_run(device, measurements=tmp_path / "m", results=tmp_path / "r")
+    raw_dir, written = ingest.store_device_run(device, measurements=tmp_path / "m", results=tmp_path / "r")
     assert raw_dir.name.endswith("e19dd56-dirty")
     monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path / "r"))
     assert gpu.speed_summary(raw_dir.name)["commit"] == "e19dd56+dirty"
@@ -255,7 +334,7 @@ def test_a_device_output_that_records_no_commit_is_refused_and_nothing_is_writte
     (device / "gpu_check").mkdir(parents=True)
     (device / "gpu_check" / "smoke_32k.json").write_text(json.dumps({"device": "GPU X", "runs": {}}))
     with pytest.raises(ValueError, match="no commit, date"):
-        gpu.store_device_run(device, measurements=tmp_path / "m", results=tmp_path / "r")
+        ingest.store_device_run(device, measurements=tmp_path / "m", results=tmp_path / "r")
     assert not (tmp_path / "m").exists() and not (tmp_path / "r").exists()
 
 

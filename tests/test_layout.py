@@ -1,6 +1,7 @@
 """The package's layering, as the folder tree states it: each part imports only the parts below it.
 
-io < bleu < data < model < decoding < training < bench < studies < the command line (cli, info, __main__).
+io < bleu < data < model < decoding < training < bench < studies < experiments < the command line (cli, info,
+__main__). The book's readers (studies) sit below the experiment engine: loading a result can never reach training.
 """
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "canlib"
-LAYERS = ["io", "bleu", "data", "model", "decoding", "training", "bench", "studies", "cli", "info", "__main__"]
+LAYERS = ["io", "bleu", "data", "model", "decoding", "training", "bench", "studies", "experiments", "cli", "info", "__main__"]
+# modules whose canlib imports all stand at their top (a cycle or an optional dependency would be the only excuse)
+TOP_IMPORTS = ["experiments", "data", "studies/quality.py", "studies/analyses.py", "studies/beyond.py", "studies/store.py",
+               "studies/scales.py", "studies/gpu_results.py"]
+MAX_LINES = 600
 
 
 def part(module: str) -> str:
@@ -29,13 +34,17 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def canlib_imports(path: Path) -> set[str]:
-    """Every canlib module ``path`` imports, at module level or inside functions."""
+def canlib_imports(path: Path, nested_only: bool = False) -> set[str]:
+    """Every canlib module ``path`` imports, at module level or inside functions (``nested_only``: inside functions
+    or classes only)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     here = module_name(path).split(".")
     package = here if path.name == "__init__.py" else here[:-1]
     found = set()
-    for node in ast.walk(tree):
+    nodes = ast.walk(tree)
+    if nested_only:
+        nodes = (n for top in tree.body if not isinstance(top, (ast.Import, ast.ImportFrom, ast.If)) for n in ast.walk(top))
+    for node in nodes:
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.split(".")[0] == "canlib"}
         elif isinstance(node, ast.ImportFrom):
@@ -106,3 +115,22 @@ def test_importing_a_lower_part_does_not_load_the_models(module):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=PACKAGE.parent).stdout.split()
     assert not [m for m in out if m.startswith("canlib.model")], out
+
+
+def owned(prefixes: list[str]) -> list[Path]:
+    return [p for p in all_modules() if any(p.relative_to(PACKAGE).as_posix().startswith(x) for x in prefixes)]
+
+
+def test_the_engine_and_the_readers_import_canlib_at_their_top():
+    nested = {module_name(p): sorted(canlib_imports(p, nested_only=True)) for p in owned(TOP_IMPORTS)}
+    assert {m: i for m, i in nested.items() if i} == {}
+
+
+def test_the_engine_and_the_readers_stay_under_600_lines():
+    long = {module_name(p): n for p in owned(TOP_IMPORTS) if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+def test_the_layer_list_names_every_part():
+    parts = {part(module_name(p)) for p in all_modules()} - {"__init__"}
+    assert parts <= set(LAYERS), parts - set(LAYERS)

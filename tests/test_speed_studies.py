@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from canlib.experiments import ingest
 from canlib.studies import gpu_results as gpu
-from conftest import MEASUREMENTS, REQUIRE_DATA
 from canlib.studies.results import ProvenanceError, load_result
+from conftest import MEASUREMENTS, REQUIRE_DATA
 
 REPO = Path(__file__).resolve().parents[1]
 STORED = REPO / "book" / "results" / "gpu" / gpu.DEFAULT_RUN
@@ -80,7 +81,7 @@ def test_converting_the_raw_folder_computes_each_figure_from_the_raw_seconds(tmp
     tokens / seconds, the batch sweep and training rates copied as measured, and a file per raw file."""
     import statistics
 
-    gpu.convert_measurements(RAW, tmp_path)
+    ingest.convert_measurements(RAW, tmp_path)
     bench = raw_json("gpu_bench.json")
     tokens = bench["_settings"]["sentences"] * bench["_settings"]["forced_length"]
     speed, prov = load_result(tmp_path / "speed.json")
@@ -108,7 +109,7 @@ def test_the_gpu_translation_is_rescored_from_its_hypotheses(tmp_path, shared_da
 
     folder = shared_data / "multi30k-en-de"
     sources, references = read_parallel(folder / "test_2016_flickr.en", folder / "test_2016_flickr.de")
-    written = gpu.convert_translation(RAW, tmp_path, sources, references, device="NVIDIA H200", commit="df024e7",
+    written = ingest.convert_translation(RAW, tmp_path, sources, references, device="NVIDIA H200", commit="df024e7",
                                       date="2026-11-26")
     result, prov = load_result(written)
     assert result == load_result(STORED / "translation_small.json")[0]
@@ -122,27 +123,27 @@ def _fake_measurement(folder: Path, hyps: list[str], refs: list[str], train_s: s
     folder.mkdir()
     final = {"stop_reason": "max_steps", "step": 10, "epoch": 1, "last_valid": {"valid_loss": 4.5}}
     log = [json.dumps(final), train_s, "translate_s 1 checkpoint average.pt", json.dumps(corpus_scores(hyps, refs))]
-    (folder / gpu.TRANSLATION["log"]).write_text("\n".join(log) + "\n")
-    (folder / gpu.TRANSLATION["hyps"]).write_text("\n".join(hyps) + "\n")
+    (folder / ingest.TRANSLATION["log"]).write_text("\n".join(log) + "\n")
+    (folder / ingest.TRANSLATION["hyps"]).write_text("\n".join(hyps) + "\n")
 
 
 def test_a_gpu_translation_scored_against_other_references_is_refused(tmp_path):
     refs = [f"Ein Hund läuft über die Wiese Nummer {i} ." for i in range(8)]
     hyps = [r.replace("läuft", "rennt") for r in refs]
     _fake_measurement(tmp_path / "m", hyps, refs)
-    written = gpu.convert_translation(tmp_path / "m", tmp_path / "out", refs, refs, device="GPU X", commit="abc", date="2026-01-01",
+    written = ingest.convert_translation(tmp_path / "m", tmp_path / "out", refs, refs, device="GPU X", commit="abc", date="2026-01-01",
                                       examples=3)
     result, _ = load_result(written)
     assert [e["index"] for e in result["examples"]] == [0, 4, 7] and result["train_s"] == 3 and result["valid_loss"] == 4.5
     with pytest.raises(ValueError, match="bleu recomputed here"):
-        gpu.convert_translation(tmp_path / "m", tmp_path / "out", refs, refs[::-1], device="GPU X", commit="abc", date="2026-01-01")
+        ingest.convert_translation(tmp_path / "m", tmp_path / "out", refs, refs[::-1], device="GPU X", commit="abc", date="2026-01-01")
 
 
 def test_a_malformed_line_of_the_gpu_training_log_is_named(tmp_path):
     refs = ["Ein Hund ."]
     _fake_measurement(tmp_path / "m", refs, refs, train_s="train_s fast")
     with pytest.raises(ValueError, match="line 2: 'train_s fast'"):
-        gpu.convert_translation(tmp_path / "m", tmp_path / "out", refs, refs, device="GPU X", commit="abc", date="2026-01-01")
+        ingest.convert_translation(tmp_path / "m", tmp_path / "out", refs, refs, device="GPU X", commit="abc", date="2026-01-01")
 
 
 @pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
@@ -157,8 +158,8 @@ def test_the_benchs_current_format_converts_to_the_same_results(tmp_path):
         split = {"systems": {k: v for k, v in raw.items() if not k.startswith("_")},
                  "meta": {k[1:]: v for k, v in raw.items() if k.startswith("_")}}
         (new / name).write_text(json.dumps(split))
-    gpu.convert_measurements(new, tmp_path / "from_new")
-    gpu.convert_measurements(RAW, tmp_path / "from_flat")
+    ingest.convert_measurements(new, tmp_path / "from_new")
+    ingest.convert_measurements(RAW, tmp_path / "from_flat")
     for kind in ("speed", "breakdown", "batch"):
         assert load_result(tmp_path / "from_new" / f"{kind}.json") == load_result(tmp_path / "from_flat" / f"{kind}.json")
 
@@ -171,20 +172,20 @@ def test_a_tampered_median_is_refused(tmp_path):
     data["can"]["eager_tok_per_s"] *= 1.1
     (tmp_path / "gpu_bench.json").write_text(json.dumps(data))
     with pytest.raises(ValueError, match="can eager"):
-        gpu.convert_measurements(tmp_path, tmp_path / "out")
+        ingest.convert_measurements(tmp_path, tmp_path / "out")
 
 
 def test_raw_files_without_commit_or_date_need_them_given(tmp_path):
     (tmp_path / "smoke_32k.json").write_text(json.dumps({"device": "GPU X", "runs": {}}))
     with pytest.raises(ValueError, match="_git_commit"):
-        gpu.convert_measurements(tmp_path, tmp_path / "out")
-    written = gpu.convert_measurements(tmp_path, tmp_path / "out", commit="abc1234", date="2026-01-01")
+        ingest.convert_measurements(tmp_path, tmp_path / "out")
+    written = ingest.convert_measurements(tmp_path, tmp_path / "out", commit="abc1234", date="2026-01-01")
     assert load_result(written[0])[1]["commit"] == "abc1234"
 
 
 def test_missing_gpu_run_names_the_converter(tmp_path, monkeypatch):
     monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="canlib.studies.gpu_results"):
+    with pytest.raises(FileNotFoundError, match="canlib ingest"):
         gpu.gpu_speed()
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from conftest import missing as missing_data
 from canlib.cli import main
-from canlib.studies.quality import rescore, seed_summary
+from canlib.experiments.rescore import rescore
+from canlib.studies.quality import seed_summary
 
 SYSTEMS, SEEDS = ("baseline", "can"), (1, 2)
 
@@ -110,12 +111,12 @@ def test_an_interrupted_run_resumes_from_its_checkpoints(tmp_path, monkeypatch, 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))
     base = ["experiment", "--scale", "tiny", "--systems", "can", "--seeds", "1", "--studies", "runs"]
-    from canlib.studies.runs import budget, run_dir
+    from canlib.experiments.run import run
 
     # the "interrupted" run: 2 of 4 updates, checkpoint at 2
     assert main([*base, "--max-steps", "2", "--out", str(tmp_path / "out2")]) == 0
-    first = run_dir("can", "tiny", "multi30k-en-de", budget("tiny", 1, 2))
-    second = run_dir("can", "tiny", "multi30k-en-de", budget("tiny", 1, 4))
+    first = run("can", "tiny", 1, reduced=2).folder
+    second = run("can", "tiny", 1, reduced=4).folder
     shutil.copytree(first / "checkpoints", second / "checkpoints")
     for name in ("config.json", "log.jsonl", "vocab.model"):
         shutil.copy(first / name, second / name)
@@ -133,7 +134,7 @@ def test_an_interrupted_and_resumed_experiment_equals_an_uninterrupted_one(tmp_p
     never stopped."""
     import torch
 
-    import canlib.studies.runs as runs
+    import canlib.experiments.run as runs
     from canlib.training.trainer import Trainer
 
     if not (shared_data / "multi30k-en-de").is_dir():
@@ -143,7 +144,7 @@ def test_an_interrupted_and_resumed_experiment_equals_an_uninterrupted_one(tmp_p
     budget = runs.budget
     monkeypatch.setattr(runs, "budget", lambda *a, **kw: {**budget(*a, **kw), "valid_every": 2})
     args = ["experiment", "--scale", "tiny", "--systems", "can", "--seeds", "1", "--studies", "runs", "--max-steps", "4"]
-    folder = runs.run_dir("can", "tiny", "multi30k-en-de", runs.budget("tiny", 1, 4))
+    folder = runs.run("can", "tiny", 1, reduced=4).folder
     stored = lambda out: tmp_path / out / "tiny" / "runs" / "multi30k-en-de"  # noqa: E731
 
     assert main([*args, "--out", str(tmp_path / "uninterrupted")]) == 0

@@ -3,7 +3,7 @@
 A corpus is a set of *local files* (``newstest2014.en``, ``train.de`` ...), each one the
 concatenation of one or more *members* of downloads (a file inside a .tgz, a .gz, an SGM
 test set). Local files are looked up first in ``$CANLIB_DATA_DIR`` (see
-:mod:`canlib.data.prepare`), so a machine without internet never downloads anything.
+:mod:`canlib.data.preparation`), so a machine without internet never downloads anything.
 
 Checksums: a ``Remote`` may carry a sha256 of its bytes, or (for a ``.gz``) of its
 decompressed bytes (``content_sha256``), which the downloader verifies before it keeps the
@@ -14,7 +14,12 @@ first download and checks every later use against that record.
 """
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from canlib.io import atomic_write_bytes, cache_dir
 
 STATMT = "http://www.statmt.org"
 WMT17 = "http://data.statmt.org/wmt17/translation-task"
@@ -89,7 +94,8 @@ class Corpus:
     """A translation direction ``src`` -> ``tgt``, its files and its scales.
 
     ``folder`` is the sub-folder of ``$CANLIB_DATA_DIR`` holding its files (default: ``name``);
-    a reversed direction shares its forward direction's folder and downloads.
+    a reversed direction shares its forward direction's folder and downloads. ``path``: a folder of
+    the corpus's own files, read from there only and strictly (a researcher's corpus, :func:`register_files`).
     """
 
     name: str
@@ -99,6 +105,7 @@ class Corpus:
     files: dict[str, tuple[Member, ...]] = field(default_factory=dict)
     scales: dict[str, Scale] = field(default_factory=dict)
     folder: str = ""
+    path: str = ""
 
     def __post_init__(self) -> None:
         if not self.folder:
@@ -269,7 +276,72 @@ REGISTRY: dict[str, Corpus] = {
 }
 
 
+# -- a researcher's own corpus: plain parallel files ---------------------------------------------------
+
+FILE_STEMS = ("train", "valid", "test")  # <folder>/<stem>.<lang>, plain text or .gz, one sentence a line
+_FILE_VOCAB = {"tiny": 2000, "small": 8000, "full": 32000}  # the registered corpora's sizes at each scale
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
+
+
+def files_corpus(name: str, folder: str | Path, src: str, tgt: str, vocab_size: int | None = None) -> Corpus:
+    """A corpus of plain parallel files ``<folder>/{train,valid,test}.{src,tgt}`` (or ``.gz``), prepared at
+    every scale like the registered ones: ``tiny`` takes a seeded 3,000 training pairs and the first 200
+    valid and test lines, ``small`` and ``full`` take every line; the joint vocabulary has ``vocab_size``
+    pieces (default as the registered corpora at each scale). Every line must have a partner with text."""
+    folder = Path(folder).expanduser().resolve()
+    if not _NAME.fullmatch(name) or name in REGISTRY:
+        raise ValueError(f"corpus name {name!r}: use lowercase letters, digits, '.', '-' or '_', "
+                         f"and not a registered corpus's name")
+    if src == tgt or not all(_NAME.fullmatch(lang) for lang in (src, tgt)):
+        raise ValueError(f"languages {src!r} -> {tgt!r}: two different file suffixes (e.g. en and de)")
+    missing = [f"{stem}.{lang}" for stem in FILE_STEMS for lang in (src, tgt)
+               if not (folder / f"{stem}.{lang}").is_file() and not (folder / f"{stem}.{lang}.gz").is_file()]
+    if missing:
+        raise FileNotFoundError(f"{folder}: no {', '.join(missing)} (a corpus of files needs train, valid and test "
+                                f"files for both languages, one sentence a line)")
+    if vocab_size is not None and vocab_size < 8:
+        raise ValueError(f"vocab_size={vocab_size}: too small for a subword vocabulary")
+
+    def scale(name_: str, **caps: int) -> Scale:
+        return Scale(("train",), ("valid",), ("test",), vocab_size=vocab_size or _FILE_VOCAB[name_],
+                     description=f"{folder}: " + ("3000 seeded training pairs, 200 valid, 200 test" if caps else "every line"),
+                     **caps)
+
+    scales = {"tiny": scale("tiny", train_pairs=3000, valid_pairs=200, test_pairs=200), "small": scale("small"),
+              "full": scale("full")}
+    return Corpus(name, src, tgt, f"files in {folder}, {src}->{tgt}", {}, scales, path=str(folder))
+
+
+def _files_registry() -> Path:
+    return cache_dir() / "corpora"
+
+
+def register_files(name: str, folder: str | Path, src: str, tgt: str, vocab_size: int | None = None) -> Corpus:
+    """Check a corpus of files (:func:`files_corpus`) and register it under ``name`` in ``$CANLIB_CACHE_DIR``,
+    so that every later command (``canlib data prepare NAME``, ``canlib experiment --corpora NAME``) finds it.
+    Registering the same name again with other files is an error (remove ``<cache>/corpora/NAME.json`` first)."""
+    corpus = files_corpus(name, folder, src, tgt, vocab_size)
+    record = {"name": name, "folder": corpus.path, "src": src, "tgt": tgt, "vocab_size": vocab_size}
+    path = _files_registry() / f"{name}.json"
+    if path.is_file() and json.loads(path.read_text(encoding="utf-8")) != record:
+        raise ValueError(f"{path}: corpus {name!r} is registered with other files or settings "
+                         f"({path.read_text(encoding='utf-8').strip()}); remove that file or choose another name")
+    atomic_write_bytes((json.dumps(record, indent=1) + "\n").encode(), path)
+    return corpus
+
+
+def registered_files() -> list[str]:
+    """The names of the corpora of files registered in this cache folder."""
+    return [path.stem for path in sorted(_files_registry().glob("*.json"))]
+
+
 def get_corpus(name: str) -> Corpus:
-    if name not in REGISTRY:
-        raise ValueError(f"unknown corpus {name!r}; known: {', '.join(REGISTRY)}")
-    return REGISTRY[name]
+    """A registered corpus, or a corpus of files registered with :func:`register_files`."""
+    if name in REGISTRY:
+        return REGISTRY[name]
+    path = _files_registry() / f"{name}.json"
+    if path.is_file():
+        record = json.loads(path.read_text(encoding="utf-8"))
+        return files_corpus(name, record["folder"], record["src"], record["tgt"], record.get("vocab_size"))
+    raise ValueError(f"unknown corpus {name!r}; known: {', '.join([*REGISTRY, *registered_files()])} "
+                     f"(a corpus of your own files: `canlib data prepare NAME --files FOLDER --src xx --tgt yy`)")

@@ -51,14 +51,24 @@ def read_lines(path: Path) -> list[str]:
     return lines
 
 
-def read_parallel(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:
-    """Normalised, line-aligned source and target lines; unequal line counts are an error."""
+def read_parallel(src_path: Path, tgt_path: Path, strict: bool = False) -> tuple[list[str], list[str]]:
+    """Normalised, line-aligned source and target lines; unequal line counts are an error naming the first
+    line without a partner. ``strict`` (a researcher's own files): an empty line on either side is an error
+    naming its file and line too, where a registered corpus's empty pairs are dropped and counted."""
     src = [normalize(s) for s in read_lines(src_path)]
     tgt = [normalize(t) for t in read_lines(tgt_path)]
     if len(src) != len(tgt):
-        raise ValueError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: the files are not aligned")
+        longer, shorter = (src_path, tgt_path) if len(src) > len(tgt) else (tgt_path, src_path)
+        raise ValueError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: the files are not aligned "
+                         f"({longer}:{min(len(src), len(tgt)) + 1} has no partner line in {shorter})")
     if not src:
         raise ValueError(f"{src_path}: empty corpus (no lines)")
+    if strict:
+        for number, (s, t) in enumerate(zip(src, tgt), 1):
+            if not s or not t:
+                empty, other = (src_path, tgt_path) if not s else (tgt_path, src_path)
+                raise ValueError(f"{empty}:{number}: empty line (its partner {other}:{number} is "
+                                 f"{(t or s)[:60]!r}); a parallel corpus needs text on both sides of every line")
     return src, tgt
 
 

@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from canlib.io import require
+from canlib.io import atomic_write_bytes, require
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3  # the models' special token ids (the model config takes them from here)
 
@@ -79,8 +79,6 @@ class Vocabulary:
         return cls(out.getvalue())
 
     def save(self, path: str | os.PathLike) -> None:
-        from canlib.io import atomic_write_bytes
-
         atomic_write_bytes(self.proto, path)
 
     @property

@@ -9,7 +9,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-DECODER_KINDS = ("standard", "aan", "san", "can", "can_attn", "can_ffn")
+# "can_residual": CAN keeping the attention's own residual S + C (a control on this library's reading of
+# the paper, which drops it)
+DECODER_KINDS = ("standard", "aan", "san", "can", "can_attn", "can_ffn", "can_residual")
+MIXED = "mixed"  # decoder_kind of a stack with one kind per layer (``ModelConfig.decoder_layer_kinds``)
+MIXABLE_KINDS = tuple(k for k in DECODER_KINDS if k != "san")  # SAN's groups share maps across layers
 
 # Special token ids shared by the vocabulary code and the model.
 from canlib.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
@@ -31,6 +35,7 @@ class ModelConfig:
     relu_dropout: float = 0.1  # on the FFN hidden layer (and CAN's 4d hidden)
     max_len: int = 1024  # length of the sinusoidal position table
     san_groups: tuple[int, ...] = ()  # SAN sharing groups (sizes); () = one group of all layers
+    decoder_layer_kinds: tuple[str, ...] = ()  # with decoder_kind="mixed": each decoder layer's kind, bottom first
     pad_id: int = PAD_ID
     bos_id: int = BOS_ID
     eos_id: int = EOS_ID
@@ -43,11 +48,12 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise bad(name, value, "must be a positive integer")
-        if self.decoder_kind not in DECODER_KINDS:
-            raise bad("decoder_kind", self.decoder_kind, f"unknown decoder kind; choose one of {', '.join(DECODER_KINDS)}")
+        if self.decoder_kind not in (*DECODER_KINDS, MIXED):
+            raise bad("decoder_kind", self.decoder_kind, f"unknown decoder kind; choose one of {', '.join(DECODER_KINDS)} "
+                      f"(or {MIXED!r} with decoder_layer_kinds)")
         if self.d_model % self.heads:
             raise bad("d_model", self.d_model, f"must be divisible by heads={self.heads}")
-        if self.decoder_kind in ("can", "can_ffn") and self.ffn_dim % self.heads:
+        if self.decoder_kind in ("can", "can_ffn", "can_residual") and self.ffn_dim % self.heads:
             raise bad("ffn_dim", self.ffn_dim, f"the {self.decoder_kind} values are ffn_dim wide and must split across heads={self.heads}")
         for name in ("dropout", "attn_dropout", "relu_dropout"):
             value = getattr(self, name)
@@ -63,6 +69,14 @@ class ModelConfig:
                 raise bad("san_groups", self.san_groups, "group sizes must be positive integers")
             if sum(self.san_groups) != self.dec_layers:
                 raise bad("san_groups", self.san_groups, f"group sizes must add up to dec_layers={self.dec_layers}")
+        object.__setattr__(self, "decoder_layer_kinds", tuple(self.decoder_layer_kinds))
+        kinds = self.decoder_layer_kinds
+        if (self.decoder_kind == MIXED) != bool(kinds):
+            raise bad("decoder_layer_kinds", kinds, f"give one kind per decoder layer exactly when decoder_kind={MIXED!r}")
+        if kinds and (len(kinds) != self.dec_layers or not set(kinds) <= set(MIXABLE_KINDS)):
+            raise bad("decoder_layer_kinds", kinds, f"give dec_layers={self.dec_layers} kinds from {', '.join(MIXABLE_KINDS)}")
+        if kinds and self.ffn_dim % self.heads and set(kinds) & {"can", "can_ffn", "can_residual"}:
+            raise bad("ffn_dim", self.ffn_dim, f"the CAN layers' values are ffn_dim wide and must split across heads={self.heads}")
 
     @property
     def head_dim(self) -> int:
@@ -72,9 +86,14 @@ class ModelConfig:
         """SAN sharing groups; the default is one group holding every decoder layer."""
         return self.san_groups or (self.dec_layers,)
 
+    def layer_kinds(self) -> tuple[str, ...]:
+        """The kind of each decoder layer, bottom first."""
+        return self.decoder_layer_kinds or (self.decoder_kind,) * self.dec_layers
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["san_groups"] = list(self.san_groups)
+        out["decoder_layer_kinds"] = list(self.decoder_layer_kinds)
         return out
 
     @classmethod
@@ -84,8 +103,9 @@ class ModelConfig:
         if unknown:
             raise ValueError(f"ModelConfig: unknown field(s) {', '.join(unknown)}")
         data = dict(data)
-        if "san_groups" in data:
-            data["san_groups"] = tuple(data["san_groups"])
+        for name in ("san_groups", "decoder_layer_kinds"):
+            if name in data:
+                data[name] = tuple(data[name])
         return cls(**data)
 
     def replace(self, **changes: Any) -> "ModelConfig":
@@ -156,6 +176,6 @@ def preset(name: str, vocab_size: int = 32000, **overrides: Any) -> ModelConfig:
 
 
 __all__ = [
-    "ModelConfig", "PRESETS", "preset", "DECODER_KINDS", "PAPER_SYSTEMS", "ABLATION_SYSTEMS",
+    "ModelConfig", "PRESETS", "preset", "DECODER_KINDS", "MIXED", "MIXABLE_KINDS", "PAPER_SYSTEMS", "ABLATION_SYSTEMS",
     "DEPTH_SYSTEMS", "SCALES", "SCALE_VOCAB", "scaled_preset", "PAD_ID", "UNK_ID", "BOS_ID", "EOS_ID",
 ]

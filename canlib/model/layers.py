@@ -436,17 +436,63 @@ class CANFFNDecoderLayer(DecoderLayer):
         return self._merged_ffn(x, memory, source)
 
 
+class CANResidualDecoderLayer(CANDecoderLayer):
+    """CAN keeping the attention's own residual: Eq. 13 plus ``S + C``, a control on the choice above.
+
+    The standard layer's output holds the attention's output ``S + C`` twice: through the FFN and
+    directly, on the residual stream. :class:`CANDecoderLayer` drops the direct term; this layer keeps it,
+    mixed by the same softmax from d-wide values and an output map::
+
+        y = x + concat_i(A_i [z Wr1_i ; H Wr2_i]) Wo + bo + ReLU(z W1 + b1 + concat_i(A_i [z W~v1_i ; H W~v2_i])) W2 + b2
+
+    Head i's values are its 4d/h-wide slice for the FFN and its d/h-wide slice for the residual, side by
+    side, so one attention per head serves both.
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        d, f = cfg.d_model, cfg.ffn_dim
+        self.x_proj = nn.Linear(d, 3 * d + 2 * f)  # [Wq | Wk1 | W~v1 | Wr1 | W1]
+        self.h_proj = nn.Linear(d, 2 * d + f)  # [Wk2 | W~v2 | Wr2]
+        self.out = nn.Linear(d, d)  # Wo of the residual S + C
+        init_linear(self.x_proj, [d, d, f, d, f])
+        init_linear(self.h_proj, [d, f, d])
+        init_linear(self.out)
+
+    def _values(self, ffn_part: Tensor, residual_part: Tensor) -> Tensor:
+        """Each head's FFN slice and residual slice side by side: (rows, heads, length, (f + d) / h)."""
+        return torch.cat([split_heads(ffn_part, self.heads), split_heads(residual_part, self.heads)], dim=-1)
+
+    def project_source(self, memory: SourceMemory) -> Cache:
+        k, v, r = self.h_proj(memory.states).split([self.d, self.f, self.d], dim=-1)
+        return {"k": split_heads(k, self.heads), "v": self._values(v, r)}
+
+    def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        q, k, v, r, hidden = self.x_proj(self.norm(x)).split([self.d, self.d, self.f, self.d, self.f], dim=-1)
+        return split_heads(q, self.heads), split_heads(k, self.heads), self._values(v, r), hidden
+
+    def _output(self, x: Tensor, hidden: Tensor, mixed: Tensor) -> Tensor:
+        to_ffn, residual = mixed.split([self.f // self.heads, self.d // self.heads], dim=-1)
+        ffn = self.w2(self.relu_drop(F.relu(hidden + merge_heads(to_ffn))))
+        return x + self.drop(self.out(merge_heads(residual))) + self.drop(ffn)
+
+    def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
+        return kv_cache(rows, self.heads, max_len, self.d // self.heads, (self.f + self.d) // self.heads, like)
+
+
 def build_decoder_layers(cfg: ModelConfig) -> nn.ModuleList:
-    """The decoder stack of ``cfg.decoder_kind`` (SAN: leaders at the start of each group)."""
+    """The decoder stack of ``cfg.decoder_kind``, or of ``cfg.decoder_layer_kinds`` one layer at a time
+    ("mixed"); SAN: leaders at the start of each group."""
     simple = {
         "standard": StandardDecoderLayer,
         "aan": AANDecoderLayer,
         "can": CANDecoderLayer,
         "can_attn": CANAttnDecoderLayer,
         "can_ffn": CANFFNDecoderLayer,
+        "can_residual": CANResidualDecoderLayer,
     }
-    if cfg.decoder_kind in simple:
-        return nn.ModuleList(simple[cfg.decoder_kind](cfg) for _ in range(cfg.dec_layers))
+    if cfg.decoder_kind != "san":
+        return nn.ModuleList(simple[kind](cfg) for kind in cfg.layer_kinds())
     layers = []
     for size in cfg.sharing_groups():
         layers += [SANDecoderLayer(cfg, leader=(i == 0)) for i in range(size)]

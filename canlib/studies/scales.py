@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from canlib.model.config import SCALES, scaled_preset
+from canlib.model.config import ABLATION_SYSTEMS, PAPER_SYSTEMS, SCALES, scaled_preset
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,7 @@ _SPECS = {
 
 
 DIRECTION_SYSTEMS = ("baseline", "balanced", "can")  # trained on every direction (paper Tables 2 and 3)
+SEEDED_SYSTEMS = tuple(dict.fromkeys(PAPER_SYSTEMS + ABLATION_SYSTEMS))  # trained with ScaleSpec.seeds seeds
 
 
 def scale_spec(scale: str) -> ScaleSpec:
@@ -76,3 +77,16 @@ def scale_spec(scale: str) -> ScaleSpec:
     if scale not in _SPECS:
         raise ValueError(f"SCALE={scale!r}: choose one of {', '.join(SCALES)}")
     return _SPECS[scale]
+
+
+def planned_seeds(scale: str, system: str, corpus: str | None = None) -> tuple[int, ...]:
+    """The seeds of ``system`` on ``corpus`` (default: the scale's own) in the plan of ``scale``
+    (``canlib.experiments.run.plan`` trains them): ``seeds`` for the Table 2 systems and ablations and
+    ``depth_seeds`` for the depth systems on the main corpus, ``direction_seeds`` for Baseline, Balanced and
+    CAN on the further directions; () for anything else."""
+    spec = scale_spec(scale)
+    if corpus in (None, spec.corpus):
+        count = spec.seeds if system in SEEDED_SYSTEMS else spec.depth_seeds if system.startswith("depth-") else 0
+    else:
+        count = spec.direction_seeds if corpus in spec.directions and system in DIRECTION_SYSTEMS else 0
+    return tuple(range(1, count + 1))

@@ -159,14 +159,15 @@ def _paired(scale: str, system: str, against: str, split: str, corpus: str | Non
     from sacrebleu.metrics import BLEU
     from sacrebleu.significance import PairedTest
 
+    from canlib.data.preparation import prepared
     from canlib.studies.quality import hypotheses, stored_seeds
-    from canlib.studies.runs import prepared
+    from canlib.studies.scales import scale_spec
 
     folder = Path(root) if root is not None else None
     common = sorted(set(stored_seeds(system, scale, corpus, folder)) & set(stored_seeds(against, scale, corpus, folder)))
     if not common:
         return ()
-    refs = list(prepared(scale, corpus).split(split).tgt_text)
+    refs = list(prepared(corpus or scale_spec(scale).corpus, scale_spec(scale).corpus_scale).split(split).tgt_text)
     gaps = []
     for seed in common:
         named = [(against, hypotheses(against, scale, split, seed, corpus, root=folder)),

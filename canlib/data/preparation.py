@@ -14,13 +14,14 @@ import os
 import shutil
 import tempfile
 from dataclasses import asdict
+from functools import lru_cache
 from itertools import chain
 from pathlib import Path
 
 import numpy as np
 
 from canlib.data.vocab import Vocabulary
-from canlib.data.binarized import FORMAT_VERSION, Encoded, token_dtype, write_side, write_text
+from canlib.data.binarized import FORMAT_VERSION, Encoded, PreparedCorpus, load_prepared, token_dtype, write_side, write_text
 from canlib.data.corpora import Corpus, Remote, get_corpus
 from canlib.io import data_dir, tqdm
 from canlib.data.download import cache_dir, download_mirror, extract_members, fetch, sha256_file
@@ -34,11 +35,15 @@ def offline() -> bool:
 
 
 def local_file(corpus: Corpus, filename: str) -> Path | None:
-    """``filename`` (or ``filename.gz``) in the data dir's corpus folder, if it is there."""
+    """``filename`` (or ``filename.gz``) in the corpus's own folder (a corpus of files), else in the data
+    dir's corpus folder, if it is there."""
     root = data_dir()
-    if root is None:
+    if corpus.path:
+        folders = [Path(corpus.path)]
+    elif root is None:
         return None
-    folders = [root / corpus.folder] + ([root] if root.name in (corpus.folder, corpus.name) else [])
+    else:
+        folders = [root / corpus.folder] + ([root] if root.name in (corpus.folder, corpus.name) else [])
     for folder in folders:
         for candidate in (folder / filename, folder / f"{filename}.gz"):
             if candidate.is_file():
@@ -90,7 +95,7 @@ def read_stems(corpus: Corpus, stems: tuple[str, ...], files: dict[str, list[Pat
         if len(src_paths) != len(tgt_paths):
             raise ValueError(f"{corpus.name}/{stem}: {len(src_paths)} source but {len(tgt_paths)} target files")
         for s_path, t_path in zip(src_paths, tgt_paths):
-            s, t = read_parallel(s_path, t_path)
+            s, t = read_parallel(s_path, t_path, strict=bool(corpus.path))
             src += s
             tgt += t
     return src, tgt
@@ -144,6 +149,18 @@ def format_statistics(meta: dict) -> str:
 
 def default_out_dir(corpus: str, scale: str) -> Path:
     return cache_dir() / "prepared" / f"{corpus}-{scale}"
+
+
+def prepared(corpus: str, scale: str, progress: bool = False) -> PreparedCorpus:
+    """The prepared ``corpus`` at ``scale``, prepared on first use, loaded once per data and cache folder (a
+    process that points ``CANLIB_CACHE_DIR`` or ``CANLIB_DATA_DIR`` elsewhere never gets one prepared under
+    the old ones)."""
+    return _prepared(corpus, scale, str(data_dir()), str(cache_dir()), progress)
+
+
+@lru_cache(maxsize=None)
+def _prepared(corpus: str, scale: str, data: str, cache: str, progress: bool) -> PreparedCorpus:
+    return load_prepared(prepare(corpus, scale, progress=progress))
 
 
 def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1, progress: bool = True) -> Path:

@@ -1,0 +1,13 @@
+"""The experiment engine: a run is a value, training is a verb, and one pool trains everything.
+
+``run`` (the frozen :class:`~canlib.experiments.run.Run` and :func:`~canlib.experiments.run.plan`; ``load(run)``,
+``trained(run)``) -> ``corpus`` (what a run reads, a split translated and scored) -> ``distill`` (a teacher's
+translations as targets) -> ``evaluate`` (``evaluate(run)``: beam search, BLEU, hypotheses, stored with provenance)
+-> ``train`` (``train(run)``) -> ``pool`` (the one process pool and deadline) -> ``analyses`` (the paper's analyses
+of trained runs) and ``beyond`` (the beyond studies as variants of the plan) -> ``rescore`` -> ``experiment`` (one
+call for a selection, and the explicit call a chapter makes) -> ``cli`` (``canlib experiment``); ``ingest``
+(``canlib ingest``) stores a GPU device call's measurements.
+
+The book's readers (:mod:`canlib.studies`) sit below and never import this package: loading a result cannot train.
+Nothing is imported here, so importing one module loads only what it needs.
+"""

@@ -1,0 +1,201 @@
+"""The paper's analyses, computed from the trained seed-1 runs of a scale's main corpus and stored.
+
+* ``similarity``: Figure 2, cosine similarity of the decoder sub-layer inputs of the 6/6 Baseline.
+* ``errors``: Figure 6, BLEU by source-word frequency and by sentence length.
+* ``attention``: one test pair's maps in Balanced and CAN, and CAN's target share alpha across the test split.
+* ``conversion``: beyond the paper, Balanced converted to CAN (:mod:`canlib.model.compress`) before and after a
+  short fine-tune, against CAN trained from scratch.
+
+Every model an analysis reads is a run of the plan (:func:`runs_needed`), trained by the pool before the analysis
+is computed; computing one trains nothing (:func:`canlib.experiments.run.trained` only loads). The chapters load the
+stored results with :mod:`canlib.studies.analyses`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from canlib.bleu import corpus_scores
+from canlib.experiments.corpus import batches, corpus_of, target_lang, teacher_forced_batches, translate_split
+from canlib.experiments.run import ANALYSIS_RUNS, Run, Variant, budget, run, trained
+from canlib.model.compress import standard_to_can
+from canlib.model.config import BOS_ID, EOS_ID
+from canlib.model.seq2seq import Seq2Seq
+from canlib.studies import attention_maps as am
+from canlib.studies.probes import sublayer_similarity
+from canlib.studies.quality import ANALYSES, hypotheses
+from canlib.studies.scales import scale_spec
+from canlib.studies.store import study
+from canlib.training.objective import label_smoothed_nll_loss
+
+
+
+def runs_needed(name: str, scale: str, reduced: int | None = None) -> tuple[list[Run], list[Run]]:
+    """(runs the analysis ``name`` reads, evaluated and stored like the plan's; further runs it trains for its own
+    use only: the conversion study's fine-tunes and its longer CAN)."""
+    reads = [run(s, scale, 1, reduced=reduced) for s in ANALYSIS_RUNS[name]]
+    if name != "conversion":
+        return reads, []
+    balanced = reads[0]
+    finetune, base = finetune_budget(scale, reduced), budget(scale, 1, reduced).get("max_steps") or None
+    own = [run("can", scale, 1, variant=Variant("conversion", init, init=init, parent=balanced), train=finetune)
+           for init in ("converted", "random-decoder")]
+    if base:
+        own.append(run("can", scale, 1, variant=Variant("conversion", "longer"),
+                       train=budget(scale, 1, base + finetune["max_steps"])))
+    return reads, own
+
+
+def finetune_budget(scale: str, reduced: int | None = None) -> dict[str, Any]:
+    """The conversion study's fine-tune: ``ScaleSpec.finetune_steps`` updates (``reduced`` when given), a tenth of
+    them warm-up, the scale's recipe otherwise."""
+    steps = reduced if reduced is not None else scale_spec(scale).finetune_steps
+    finetune = {**budget(scale, 1), "max_epochs": 0, "patience": 0, "max_steps": steps, "warmup": max(1, steps // 10)}
+    if finetune.get("valid_every"):
+        finetune["valid_every"] = min(finetune["valid_every"], steps)
+    return finetune
+
+
+def compute(name: str, scale: str, root: Path, reduced: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Compute (from the trained runs) and store the analysis ``name`` under ``root``; a stored one is returned."""
+    reads, _ = runs_needed(name, scale, reduced)
+    config = {"systems": [r.system for r in reads], **{r.system: r.config for r in reads}}
+    if name == "similarity":
+        return study(name, scale, reads[0].config, lambda: similarity(reads[0]), store=True, root=root)
+    if name == "errors":
+        return study(name, scale, config, lambda: error_buckets(reads, root), store=True, root=root)
+    if name == "attention":
+        return study(name, scale, config, lambda: attention(*reads), store=True, root=root)
+    if name == "conversion":
+        config = {**run("can", scale, 1, reduced=reduced).config, "finetune": finetune_budget(scale, reduced)}
+        return study(name, scale, config, lambda: conversion(scale, reduced), reads[0].device, store=True, root=root)
+    raise ValueError(f"analysis {name!r}: choose from {', '.join(ANALYSES)}")
+
+
+def similarity(baseline: Run) -> dict[str, Any]:
+    """Figure 2: cosine similarity of sub-layer inputs in the trained 6/6 Baseline (raw and LayerNorm'd), over
+    the validation split."""
+    model = trained(baseline).model()
+    data = corpus_of(baseline)
+    out = {}
+    for normalized in (False, True):
+        sims = sublayer_similarity(model, teacher_forced_batches(data, "valid", model.cfg), model.cfg.pad_id,
+                                   normalized=normalized)
+        out["normalized" if normalized else "residual"] = {k: v.tolist() for k, v in sims.items()}
+    return out
+
+
+def quantile_buckets(values: np.ndarray, n: int) -> tuple[np.ndarray, list[str]]:
+    """Bucket ids of ``values`` in ``n`` quantile buckets, and each bucket's range as a label."""
+    edges = np.quantile(values, np.linspace(0, 1, n + 1))
+    ids = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, n - 1)
+    return ids, [f"{edges[i]:.0f}-{edges[i + 1]:.0f}" for i in range(n)]
+
+
+def buckets_of(hyps: list[str], srcs: list[str], refs: list[str], data: Any, lang: str,
+               n_freq: int = 5) -> dict[str, dict[str, list]]:
+    """Tokenized corpus BLEU per bucket of average source-subword training frequency (quantile
+    buckets) and of source length in words (1-10, 11-20, 21-30, 31-40, 41+)."""
+    train_split = data.split("train")
+    counts = np.bincount(np.concatenate([train_split[i][0] for i in range(len(train_split))]), minlength=data.vocab.size)
+    freq = np.array([counts[data.vocab.encode(s)].mean() if s.strip() else 0.0 for s in srcs])
+    freq_ids, freq_labels = quantile_buckets(freq, n_freq)
+    lengths = np.array([len(s.split()) for s in srcs])
+    len_ids = np.minimum((np.maximum(lengths, 1) - 1) // 10, 4)
+    len_labels = ["1-10", "11-20", "21-30", "31-40", "41+"]
+    out = {}
+    for name, ids, labels in (("frequency", freq_ids, freq_labels), ("length", len_ids, len_labels)):
+        bleu, sizes = [], []
+        for b in range(len(labels)):
+            members = np.flatnonzero(ids == b)
+            sizes.append(int(members.size))
+            sub_h, sub_r = [hyps[i] for i in members], [refs[i] for i in members]
+            bleu.append(corpus_scores(sub_h, sub_r, lang=lang)["tok_bleu"] if members.size else float("nan"))
+        out[name] = {"labels": labels, "bleu": bleu, "sentences": sizes}
+    return out
+
+
+def error_buckets(runs: list[Run], root: Path) -> dict[str, Any]:
+    """Figure 6 for each run (seed 1, the test split, from its stored hypotheses): {system: {"frequency", "length"}}."""
+    data = corpus_of(runs[0])
+    test = data.split("test")
+    return {r.system: buckets_of(hypotheses(r.system, r.scale, "test", r.seed, r.corpus, root=root),
+                                 list(test.src_text), list(test.tgt_text), data, target_lang(data)) for r in runs}
+
+
+def attention(standard: Run, joint: Run) -> dict[str, Any]:
+    """The maps of one test pair (per layer, mean over heads) in a standard-decoder run and a joint-attention one,
+    and the joint run's alpha over the test split (summary, histogram, mean per target position against uniform
+    attention's i/(i+s))."""
+    runs = {r.system: trained(r) for r in (standard, joint)}
+    models = {s: r.model() for s, r in runs.items()}
+    data = corpus_of(standard)
+    test = data.split("test")
+    index = am.pick_pair(test)
+    src, tgt = (list(map(int, part)) for part in test[index])
+    src_in, tgt_in = src + [EOS_ID], [BOS_ID] + tgt
+    maps = {s: [{k: v.tolist() for k, v in layer.items() if k != "heads"} for layer in am.attention_maps(m, src_in, tgt_in)]
+            for s, m in models.items()}
+    cfg = models[joint.system].cfg
+    alphas, by_position = am.alpha_statistics(models[joint.system], teacher_forced_batches(data, "test", cfg), max_position=30)
+    return {
+        "systems": {"standard": standard.system, "joint": joint.system},
+        "pair": {"index": index, "source": data.vocab.decode(test[index][0]), "target": data.vocab.decode(test[index][1]),
+                 "src_tokens": [data.vocab.sp.IdToPiece(i) for i in src_in],
+                 "tgt_tokens": [data.vocab.sp.IdToPiece(i) for i in tgt_in]},
+        "maps": maps,
+        "test_sentences": len(test),
+        "alpha_summary": am.alpha_summary(alphas),
+        "alpha_histogram": am.alpha_histogram(alphas),
+        "alpha_by_position": {k: v.tolist() for k, v in by_position.items()},
+        "models": {s: {"enc_layers": m.cfg.enc_layers, "dec_layers": m.cfg.dec_layers, "decoder_kind": m.cfg.decoder_kind,
+                       "d_model": m.cfg.d_model, "heads": m.cfg.heads, "trained_s": runs[s].result.get("wall_s"),
+                       "trained_on": runs[s].result.get("provenance", {}).get("device")}
+                   for s, m in models.items()},
+    }
+
+
+@torch.no_grad()
+def valid_loss(model: Seq2Seq, data: Any, label_smoothing: float = 0.1) -> float:
+    """Label-smoothed cross entropy per target token on the validation split (as the trainer logs it)."""
+    split = data.split("valid")
+    cfg = model.cfg
+    device = next(model.parameters()).device
+    model.eval()
+    total, tokens = 0.0, 0
+    for batch in batches(split, cfg):
+        src, tgt_in, tgt_out = (batch[k].to(device) for k in ("src", "tgt_in", "tgt_out"))
+        loss, _ = label_smoothed_nll_loss(model(src, tgt_in), tgt_out, label_smoothing, cfg.pad_id)
+        total += float(loss)
+        tokens += int(tgt_out.ne(cfg.pad_id).sum())
+    return total / tokens
+
+
+def conversion(scale: str, reduced: int | None = None) -> dict[str, Any]:
+    """Balanced converted to CAN before and after a short fine-tune of n updates, against the rows a fair comparison
+    needs: CAN with Balanced's trained encoder and a random decoder fine-tuned for the same n updates (conversion
+    against random initialisation at an equal budget), and CAN from scratch for the scale's budget and for that
+    budget plus n (equal total updates). Each row states its updates."""
+    (balanced_run, can_run), own = runs_needed("conversion", scale, reduced)
+    finetune = finetune_budget(scale, reduced)
+    steps, base = finetune["max_steps"], balanced_run.steps or None  # None: the scale trains by epochs
+    data = corpus_of(balanced_run)
+    balanced = trained(balanced_run).model()
+    b = f"{base}" if base else "B"
+    models = [("Balanced (trained)", f"{b}", balanced),
+              ("converted, no training", f"{b} + 0", standard_to_can(balanced)),
+              ("converted + fine-tune", f"{b} + {steps}", trained(own[0]).model()),
+              ("Balanced encoder, random CAN decoder + fine-tune", f"{b} (encoder) + {steps}", trained(own[1]).model()),
+              ("CAN from scratch", f"{b}", trained(can_run).model())]
+    if base:
+        models.append((f"CAN from scratch, {base + steps} updates", f"{base + steps}", trained(own[2]).model()))
+    rows = []
+    for name, updates, model in models:
+        model = model.to(balanced_run.device).eval()
+        _, scores = translate_split(model, data, "test", scale_spec(scale).beam)
+        rows.append({"system": name, "updates": updates, "valid loss": valid_loss(model, data),
+                     "test BLEU": scores["bleu"], "test tok-BLEU": scores["tok_bleu"]})
+    return {"rows": rows, "finetune": finetune}

@@ -1,0 +1,255 @@
+"""The experiment engine: a run is a frozen value, loading never trains, and the engine asks for exactly what is
+stored; the readers find what the engine stores."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from canlib.experiments import beyond as engine_beyond
+from canlib.experiments.run import MAIN, Run, Variant, load, plan, run, trained
+from canlib.studies import beyond
+from canlib.studies.results import load_result
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = REPO / "book" / "results" / "small"
+# what loading must never import: the trainer, data preparation and downloads, decoding, the engine's verbs
+NEVER_LOADED = ("canlib.training", "canlib.data.preparation", "canlib.data.download", "canlib.decoding", "canlib.bench",
+                "canlib.experiments.train", "canlib.experiments.evaluate", "canlib.experiments.pool",
+                "canlib.experiments.distill", "canlib.experiments.corpus", "canlib.experiments.experiment",
+                "canlib.experiments.analyses")
+
+
+def test_a_run_is_a_frozen_value_with_its_paths():
+    r = run("can", "small", 2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.seed = 3  # type: ignore[misc]
+    assert r == run("can", "small", 2) and hash(r) == hash(run("can", "small", 2)) and r != run("can", "small", 3)
+    assert (r.preset, r.corpus, r.steps, r.variant) == ("small-can", "multi30k-en-de", 1200, MAIN)
+    assert r.name == "runs/multi30k-en-de/can-seed2" and r.result_path(SMALL.parent) == SMALL / "runs/multi30k-en-de/can-seed2.json"
+    x2 = run("can", "small", 2, variant=Variant("budget", "x2", budget_factor=2, valid_bleu=True))
+    assert x2.steps == 2400 and x2.budget["lr"] == r.budget["lr"] and x2.budget["warmup"] == r.budget["warmup"]
+    assert x2.name == "beyond/runs/multi30k-en-de/budget-can-x2-seed2" and x2.folder != r.folder
+    with pytest.raises(ValueError, match="parent run"):
+        Variant("distill", "kd", targets="distilled")
+
+
+def test_a_study_model_that_trains_like_a_plan_run_shares_its_training_folder():
+    """The distillation teacher's row is the main plan's Balanced seed 1: trained once, evaluated under both names."""
+    teacher_row, student = engine_beyond.study_runs("distill", "small")[:2]
+    main = run("balanced", "small", 1)
+    assert teacher_row.name != main.name and teacher_row.folder == main.folder
+    assert student.variant.parent == main and student.folder != main.folder
+    hybrid = engine_beyond.study_runs("hybrid", "small")[0]
+    cfg = hybrid.model_config(100)
+    assert (cfg.decoder_kind, cfg.layer_kinds(), cfg.enc_layers) == ("mixed", ("standard", "can"), 12)
+    residual = engine_beyond.study_runs("can-residual", "small")[0].model_config(100)
+    assert residual.layer_kinds() == ("can_residual", "can_residual")
+
+
+@pytest.mark.parametrize("name", beyond.STUDIES)
+def test_the_engine_trains_the_models_the_readers_name(name):
+    assert [r.name.rsplit("/", 1)[1] for r in engine_beyond.study_runs(name, "small")] == beyond.study_runs(name)
+
+
+def test_the_engine_asks_for_exactly_the_configuration_of_every_stored_run():
+    """Every stored small run (43: the plan's 23 and the beyond studies' 20) was stored with the configuration the
+    engine's Run value gives it today, so they load unchanged and `canlib experiment` skips them."""
+    runs = plan("small", corpora_=["multi30k-en-de"]) + [r for n in beyond.STUDIES for r in engine_beyond.study_runs(n, "small")]
+    stored = {r.name: r for r in runs if r.result_path(SMALL.parent).is_file()}
+    assert len(stored) == 43
+    on_disk = {str(p.relative_to(SMALL).with_suffix("")) for p in SMALL.rglob("runs/*/*.json")}
+    assert on_disk == set(stored)
+    for name, r in stored.items():
+        config = load(r, SMALL.parent)[1]["config"]
+        assert {k: v for k, v in config.items() if k != "code_version"} == json.loads(json.dumps(r.config)), name
+
+
+def test_loading_every_stored_result_imports_no_training_or_data_preparation(tmp_path):
+    """In a fresh interpreter: every stored JSON, every reader a chapter calls at small, and the engine's load verb
+    for every stored run. None of it may import the trainer, data preparation, decoding or the engine's verbs."""
+    code = f'''
+import json, sys
+from pathlib import Path
+from canlib.experiments.run import load, plan
+from canlib.studies import analyses, beyond, gpu_results, quality
+from canlib.studies.results import load_result
+from canlib.studies.scales import DIRECTION_SYSTEMS
+from canlib.model.config import ALL_SYSTEMS
+loaded = 0
+for path in sorted(Path({str(REPO / "book" / "results")!r}).rglob("*.json")):
+    load_result(path)
+    loaded += 1
+for r in plan("small", corpora_=["multi30k-en-de"]):
+    if r.result_path().is_file():
+        load(r)
+        loaded += 1
+scores = quality.bleu_by_seed("small", ALL_SYSTEMS)
+table = quality.seed_table("small", ALL_SYSTEMS)
+line = quality.describe_runs("small", ["balanced", "can"])
+hyps = quality.hypotheses("can", "small", "test", 1)
+scale = quality.default_scale(["balanced", "can"]), quality.default_scale(analyses=["errors"])
+studies = [analyses.similarity("small"), analyses.error_buckets("small"), analyses.attention_study("small")]
+sums = beyond.summaries("small")
+refs = beyond.references("small")
+answer = beyond.answer("small", sums, refs)
+claims = beyond.claims("small")
+gpu = [gpu_results.speed_summary(run) for run in gpu_results.speed_runs()]
+print(json.dumps({{"loaded": loaded, "systems": len(scores), "sums": len(sums), "hyps": len(hyps),
+                  "modules": sorted(m for m in sys.modules if m.startswith("canlib"))}}))
+'''
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                         env={**__import__("os").environ, "CANLIB_RESULTS_DIR": str(REPO / "book" / "results")})
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    stored = len(list((REPO / "book" / "results").rglob("*.json")))
+    assert report["loaded"] == stored + 23 and report["systems"] == 9 and report["sums"] == 3 and report["hyps"] == 1000
+    assert [m for m in report["modules"] if m.startswith(NEVER_LOADED)] == []
+
+
+def test_a_reader_never_trains_a_missing_result_it_names_the_call_that_stores_it(tmp_path, monkeypatch):
+    from canlib.studies import analyses, quality
+
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))  # an empty tiny folder: nothing trained here
+    with pytest.raises(FileNotFoundError, match="canlib experiment --scale tiny --systems can --seeds 1"):
+        quality.run_result("can", "tiny")
+    with pytest.raises(FileNotFoundError, match=r"train_missing\(SCALE, analyses=\['errors'\]\)"):
+        analyses.error_buckets("tiny")
+    with pytest.raises(FileNotFoundError, match="--studies budget"):
+        beyond.summaries("tiny", studies=["budget"])
+    with pytest.raises(FileNotFoundError, match="is not trained on this machine"):
+        trained(run("can", "tiny"))
+    assert not list(tmp_path.rglob("*.pt"))
+
+
+def test_the_budget_summary_is_the_stored_2x_runs_summarised(tmp_path):
+    """book/results/small/beyond/budget.json (no training: `canlib experiment --studies budget --summarise`) quotes
+    the stored 2x runs' scores and curves, and says which commit and device trained them; summarising the same runs
+    again gives the same rows."""
+    summary, prov = load_result(SMALL / "beyond" / "budget.json")
+    rows = {r["file"]: r for r in summary["runs"]}
+    assert sorted(rows) == [f"beyond/runs/multi30k-en-de/budget-{s}-x2-seed{k}" for s in ("balanced", "can") for k in (1, 2)]
+    for name, row in rows.items():
+        result, run_prov = load_result(SMALL / f"{name}.json")
+        assert row["scores"] == {s: {k: v[k] for k in ("bleu", "tok_bleu")} for s, v in result["scores"].items()}
+        assert row["curve"] == [{"step": p["step"], "valid_loss": p["valid_loss"], "valid_bleu": p["valid_bleu"]}
+                                for p in result["log"] if p.get("kind") == "valid"]
+        assert run_prov["commit"] in prov["models"]["commit"] and run_prov["device"] in prov["models"]["device"]
+    assert summary["factors"] == [2] and summary["base_steps"] == 1200 and prov["config"]["seeds"] == [1, 2]
+    assert prov["models"]["commit"] == ["26a17f1f2a23e2b6e29de4ceb5c0700a68bd5383"]
+    shutil_copy = __import__("shutil").copytree
+    shutil_copy(SMALL / "beyond" / "runs", tmp_path / "small" / "beyond" / "runs")
+    again, _ = engine_beyond.summarise("budget", "small", root=tmp_path)
+    assert again["runs"] == summary["runs"]
+
+
+def test_the_validation_loss_of_every_stored_2x_run_turns_up_before_2400_updates():
+    """Why the budget study stops at 2x (its docstring): in each stored 2x run the validation loss is lowest at
+    1,600 or 2,000 updates and higher at 2,400 than at 2,000, so a 4x run would train on past the turn."""
+    for path in sorted((SMALL / "beyond" / "runs" / "multi30k-en-de").glob("budget-*-x2-seed*.json")):
+        curve = {p["step"]: p["valid_loss"] for p in load_result(path)[0]["log"] if p.get("kind") == "valid"}
+        assert min(curve, key=curve.get) in (1600, 2000) and curve[2400] > curve[2000], path.name
+
+
+def test_the_gpu_minutes_come_from_the_measured_rate():
+    rate, where = engine_beyond.measured_rate(SMALL.parent)
+    runs = [load_result(p)[0]["training"] for p in (SMALL / "beyond" / "runs" / "multi30k-en-de").glob("budget-*-x2-*.json")]
+    assert rate == pytest.approx(sum(r["step"] for r in runs) / max(r["wall_s"] for r in runs))
+    lines = engine_beyond.estimate(["hybrid"], "small", rate=60.0)
+    assert lines == ["hybrid: 6 model(s) to train, 14,400 updates: ~4.0 GPU-minutes at 60 updates/s"]  # 6 x 2,400 / 60 / 60
+
+
+def test_a_plan_on_your_own_corpus_trains_the_systems_you_name(tmp_path, monkeypatch):
+    from canlib.data.corpora import register_files
+
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
+    for stem in ("train", "valid", "test"):
+        for lang in ("en", "de"):
+            (tmp_path / f"{stem}.{lang}").write_text("a b\n")
+    register_files("mine", tmp_path, "en", "de")
+    runs = plan("tiny", ["can", "balanced"], seeds=[1, 2], corpora_=["mine"])
+    assert [(r.system, r.seed, r.corpus) for r in runs] == [("can", 1, "mine"), ("balanced", 1, "mine"),
+                                                              ("can", 2, "mine"), ("balanced", 2, "mine")]
+    assert isinstance(runs[0], Run) and runs[0].name == "runs/mine/can-seed1"
+    with pytest.raises(ValueError, match="canlib data prepare NAME --files"):
+        plan("tiny", ["can"], corpora_=["theirs"])
+
+
+# -- a researcher's own corpus, end to end ----------------------------------------------------------
+
+NOUNS = [("cat", "Katze"), ("dog", "Hund"), ("house", "Haus"), ("tree", "Baum"), ("car", "Auto"), ("bird", "Vogel"),
+         ("child", "Kind"), ("man", "Mann"), ("woman", "Frau"), ("ball", "Ball")]
+VERBS = [("sees", "sieht"), ("has", "hat"), ("likes", "mag"), ("finds", "findet")]
+
+
+def write_corpus(folder: Path, lines: dict[str, int]) -> Path:
+    """Plain parallel files ``<split>.en``/``<split>.de`` of made-up sentences, ``lines[split]`` pairs each."""
+    import random
+
+    rng = random.Random(0)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, count in lines.items():
+        pairs = [(rng.choice(NOUNS), rng.choice(VERBS), rng.choice(NOUNS)) for _ in range(count)]
+        (folder / f"{split}.en").write_text("".join(f"the {a[0]} {v[0]} the {b[0]} .\n" for a, v, b in pairs))
+        (folder / f"{split}.de").write_text("".join(f"die {a[1]} {v[1]} die {b[1]} .\n" for a, v, b in pairs))
+    return folder
+
+
+def test_your_own_corpus_of_plain_files_trains_and_evaluates_end_to_end_at_tiny(tmp_path, monkeypatch, capsys):
+    from canlib.cli import main
+    from canlib.experiments.rescore import rescore
+    from canlib.studies import quality
+
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
+    files = write_corpus(tmp_path / "my-en-de", {"train": 120, "valid": 12, "test": 10})
+    assert main(["data", "prepare", "toy", "--files", str(files), "--src", "en", "--tgt", "de", "--vocab-size", "60",
+                 "--scale", "tiny"]) == 0
+    assert "valid" in capsys.readouterr().out  # the Table 1 statistics of the prepared corpus
+    out = tmp_path / "out"
+    assert main(["experiment", "--scale", "tiny", "--corpora", "toy", "--systems", "can,balanced", "--seeds", "1",
+                 "--studies", "runs", "--max-steps", "3", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "2 runs, 0 already stored, 2 to train" in printed and printed.count("test sacreBLEU") == 2
+    for system in ("can", "balanced"):
+        result, prov = quality.run_result(system, "tiny", 1, "toy", root=out)
+        assert (result["corpus"], result["src_lang"], result["tgt_lang"], prov["corpus"]) == ("toy", "en", "de", "toy")
+        assert result["lengths"]["valid"]["sentences"] == 12 and result["lengths"]["test"]["sentences"] == 10
+        assert prov["budget"]["max_steps"] == result["training"]["step"] == 3
+        assert len(quality.hypotheses(system, "tiny", "test", 1, "toy", root=out)) == 10
+    assert len(rescore(out)) == 4  # 2 runs x (valid, test), rescored against the files' own references
+
+
+@pytest.mark.parametrize("break_it, message", [
+    (lambda f: (f / "train.de").write_text("".join((f / "train.de").read_text().splitlines(True)[:-1])),
+     r"train\.en has 120 lines but .*train\.de has 119: .*train\.en:120 has no partner"),
+    (lambda f: (f / "valid.en").write_text("\n".join(["x"] * 4 + [""] + ["y"] * 7) + "\n"),
+     r"valid\.en:5: empty line \(its partner .*valid\.de:5 is"),
+])
+def test_misaligned_or_empty_lines_of_your_files_are_named_by_file_and_line(tmp_path, monkeypatch, capsys,
+                                                                            break_it, message):
+    from canlib.cli import main
+
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
+    files = write_corpus(tmp_path / "bad", {"train": 120, "valid": 12, "test": 10})
+    break_it(files)
+    assert main(["data", "prepare", "bad", "--files", str(files), "--src", "en", "--tgt", "de", "--vocab-size", "60"]) == 2
+    err = capsys.readouterr().err
+    assert __import__("re").search(message, err), err
+    assert not (tmp_path / "cache" / "prepared").exists() or not any((tmp_path / "cache" / "prepared").iterdir())
+
+
+def test_a_corpus_of_files_needs_all_six_files_and_its_languages(tmp_path, monkeypatch, capsys):
+    from canlib.cli import main
+
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
+    files = write_corpus(tmp_path / "half", {"train": 20, "valid": 5})
+    assert main(["data", "prepare", "half", "--files", str(files), "--src", "en", "--tgt", "de"]) == 2
+    assert "no test.en, test.de" in capsys.readouterr().err
+    assert main(["data", "prepare", "half", "--files", str(files)]) == 2
+    assert "--files needs --src and --tgt" in capsys.readouterr().err
+    assert main(["data", "prepare", "multi30k-en-de", "--files", str(files), "--src", "en", "--tgt", "de"]) == 2
+    assert "not a registered corpus's name" in capsys.readouterr().err
