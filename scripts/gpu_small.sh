@@ -61,7 +61,7 @@ export CANLIB_DEADLINE=$(( START + LIMIT ))
 #    first (each chapter switches to small as soon as its own runs are stored). The conversion study trains
 #    runs of its own, so it waits for phase 2, after the other seeds that the verdicts need.
 timeout "$LIMIT" "$PY" -m canlib experiment "${RUN[@]}" --seeds 1 --corpora multi30k-en-de \
-  --studies runs,similarity,errors,attention 2>&1 | tee -a "$LOG"
+  --studies runs,similarity,similarity-balanced,errors,attention 2>&1 | tee -a "$LOG"
 echo "experiment (seed 1, main corpus): exit ${PIPESTATUS[0]} after $(( $(date +%s) - START )) s" | tee -a "$LOG"
 # 2-5. The rest in the time left, by value (stored runs are skipped, interrupted ones resume): the missing
 #    seeds of the main systems (the verdicts need them), then the beyond studies (budget, distillation,
@@ -82,7 +82,7 @@ phase "main corpus, every seed" "${REST[@]}" --corpora multi30k-en-de --studies 
 phase "beyond studies" "${BEYOND_SEEDS[@]}" --corpora multi30k-en-de --studies budget,distill,can-6-6
 "$PY" -m canlib experiment "${RUN[@]}" "${BEYOND_SEEDS[@]}" --studies distill-x2,hybrid,can-residual --estimate 2>&1 | tee -a "$LOG"
 phase "next experiments" "${BEYOND_SEEDS[@]}" --corpora multi30k-en-de --studies distill-x2,hybrid,can-residual
-phase "whole plan" "${REST[@]}" --studies runs,similarity,errors,attention,conversion
+phase "whole plan" "${REST[@]}" --studies runs,similarity,similarity-balanced,errors,attention,conversion
 timeout 120 "$PY" -m canlib experiment --rescore "$SCALE_DIR" 2>&1 | tee -a "$LOG"
 echo "rescore: exit ${PIPESTATUS[0]}" | tee -a "$LOG"
 # the runs stored by this call: the plan's, and the beyond studies' models (named with their study in brackets)

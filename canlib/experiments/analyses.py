@@ -1,6 +1,7 @@
 """The paper's analyses, computed from the trained seed-1 runs of a scale's main corpus and stored.
 
-* ``similarity``: Figure 2, cosine similarity of the decoder sub-layer inputs of the 6/6 Baseline.
+* ``similarity``: Figure 2, cosine similarity of the decoder sub-layer inputs of the 6/6 Baseline;
+  ``similarity-balanced``: the same for the two decoder layers of Balanced, the decoder CAN replaces.
 * ``errors``: Figure 6, BLEU by source-word frequency and by sentence length.
 * ``attention``: one test pair's maps in Balanced and CAN, and CAN's target share alpha across the test split.
 * ``conversion``: beyond the paper, Balanced converted to CAN (:mod:`canlib.model.compress`) before and after a
@@ -63,7 +64,7 @@ def compute(name: str, scale: str, root: Path, reduced: int | None = None) -> tu
     """Compute (from the trained runs) and store the analysis ``name`` under ``root``; a stored one is returned."""
     reads, _ = runs_needed(name, scale, reduced)
     config = {"systems": [r.system for r in reads], **{r.system: r.config for r in reads}}
-    if name == "similarity":
+    if name in ("similarity", "similarity-balanced"):
         return study(name, scale, reads[0].config, lambda: similarity(reads[0]), store=True, root=root)
     if name == "errors":
         return study(name, scale, config, lambda: error_buckets(reads, root), store=True, root=root)
@@ -75,11 +76,11 @@ def compute(name: str, scale: str, root: Path, reduced: int | None = None) -> tu
     raise ValueError(f"analysis {name!r}: choose from {', '.join(ANALYSES)}")
 
 
-def similarity(baseline: Run) -> dict[str, Any]:
-    """Figure 2: cosine similarity of sub-layer inputs in the trained 6/6 Baseline (raw and LayerNorm'd), over
-    the validation split."""
-    model = trained(baseline).model()
-    data = corpus_of(baseline)
+def similarity(source: Run) -> dict[str, Any]:
+    """Figure 2: cosine similarity of sub-layer inputs in a trained standard decoder (the 6/6 Baseline, or
+    Balanced's two layers), raw and LayerNorm'd, over the validation split."""
+    model = trained(source).model()
+    data = corpus_of(source)
     out = {}
     for normalized in (False, True):
         sims = sublayer_similarity(model, teacher_forced_batches(data, "valid", model.cfg), model.cfg.pad_id,

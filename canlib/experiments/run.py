@@ -36,7 +36,7 @@ from canlib.studies.scales import DIRECTION_SYSTEMS, SEEDED_SYSTEMS, scale_spec
 from canlib.studies.store import code_version, default_root, key, stored_path
 
 # the seed-1 runs on a scale's main corpus that each stored analysis reads (canlib.experiments.analyses)
-ANALYSIS_RUNS = {"similarity": ("baseline",), "errors": ("balanced", "can"), "attention": ("balanced", "can"),
+ANALYSIS_RUNS = {"similarity": ("baseline",), "similarity-balanced": ("balanced",), "errors": ("balanced", "can"), "attention": ("balanced", "can"),
                  "conversion": ("balanced", "can")}
 
 

@@ -40,10 +40,16 @@ def stored_analysis(name: str, scale: str, root: Path | None = None) -> tuple[di
     return load_result(path)
 
 
-def similarity(scale: str, *, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def similarity(scale: str, system: str = "baseline", *, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Figure 2: cosine similarity of sub-layer inputs in the trained 6/6 Baseline (raw and LayerNorm'd), over
-    the validation split: {"residual": {...}, "normalized": {...}}."""
-    return stored_analysis("similarity", scale, root)
+    the validation split: {"residual": {...}, "normalized": {...}}; ``system="balanced"``: the same for Balanced's
+    two decoder layers (the study ``similarity-balanced``)."""
+    return stored_analysis(similarity_study(system), scale, root)
+
+
+def similarity_study(system: str) -> str:
+    """The stored name of a system's similarity study: ``similarity`` for the Baseline (the paper's model)."""
+    return "similarity" if system == "baseline" else f"similarity-{system}"
 
 
 def error_buckets(scale: str, *, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
