@@ -21,7 +21,7 @@ import torch
 
 from canlib import ModelConfig
 from canlib.model.attention import SourceMemory, causal_mask
-from canlib.model.layers import CANDecoderLayer, CANResidualDecoderLayer, StandardDecoderLayer
+from canlib.model.layers import CANDecoderLayer, CANResidualDecoderLayer, StandardDecoderLayer, row_caches
 from canlib.model.seq2seq import Seq2Seq
 from test_can_reference import D, FFN, HEADS, inputs  # the same shapes and inputs as CAN's own reference test
 
@@ -86,10 +86,12 @@ def test_can_residual_decode_steps_compute_the_same_equations(beam):
     layer = random_residual_layer(5)
     x, h, src_pad = inputs(5)
     rows, memory = x.repeat_interleave(beam, dim=0), SourceMemory(h, src_pad, beam)
-    cache, steps = layer.new_cache(rows.size(0), x.size(1), rows), []
+    steps = []
     with torch.no_grad():
+        source = layer.project_source(memory)
+        _, (cache,), _ = row_caches([layer], memory, [source], x.size(1))  # the decoding state, source part filled
         for t in range(x.size(1)):  # one position at a time through the cache, each sentence read by `beam` rows
-            steps.append(layer.step(rows[:, t:t + 1], memory, layer.project_source(memory), cache, t, {}))
+            steps.append(layer.step(rows[:, t:t + 1], memory, source, cache, t, {}))
     assert (torch.cat(steps, dim=1) - reference(layer, x, h, src_pad).repeat_interleave(beam, dim=0)).abs().max() < 1e-10
 
 

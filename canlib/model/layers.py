@@ -476,8 +476,15 @@ class CANResidualDecoderLayer(CANDecoderLayer):
         ffn = self.w2(self.relu_drop(F.relu(hidden + merge_heads(to_ffn))))
         return x + self.drop(self.out(merge_heads(residual))) + self.drop(ffn)
 
-    def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
-        return kv_cache(rows, self.heads, max_len, self.d // self.heads, (self.f + self.d) // self.heads, like)
+    def cache_layout(self) -> dict[str, int]:
+        return {"kv": 2 * self.d + self.f}
+
+    def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int,
+             shared: dict) -> Tensor:
+        q, k, v, hidden = self._project(x)  # values: each head's FFN slice and residual slice side by side
+        kv = torch.cat([merge_heads(k), merge_heads(v)], dim=-1)[:, 0]  # (rows, d + f + d), as fill_sources lays it
+        mixed = joint_step(merge_heads(q), kv, cache["kv"], memory, source, t, self.heads, self.attn_drop)
+        return self._output(x, hidden, split_heads(mixed, self.heads))
 
 
 def build_decoder_layers(cfg: ModelConfig) -> nn.ModuleList:
