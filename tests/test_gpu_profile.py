@@ -9,7 +9,10 @@ import tarfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-CASES = ("train_small-can", "train_baseline", "train_can", "decode_balanced", "decode_can")
+from canlib.decoding import fused
+
+CASES = ("train_small-can", "train_baseline", "train_can", "decode_balanced", "decode_can",
+         *(("decode_balanced_fused", "decode_can_fused") if fused.available() else ()))  # fused: needs triton
 
 
 def test_gpu_profile_dry_run_writes_one_archive_with_every_cases_table_and_summary(tmp_path):
