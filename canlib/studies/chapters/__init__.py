@@ -1,0 +1,1 @@
+"""Values the book's chapters glue into their prose: one module per chapter."""
