@@ -70,6 +70,7 @@ def values(scale: str, root: Path | None = None, refs: dict[str, list[str]] | No
     v |= {f"{k.replace('-', '')}_shown": ok for k, ok in shown.items()}
     j = beyond.judgements(scale, root, refs, s)
     v |= j["main"].values("gap")
+    v["gap_vs_paper"] = "larger than" if v["gap_test"] < v["paper_gap"] else "no larger than"
     v["can_test"], v["balanced_test"] = s.main["can"].mean("test"), s.main["balanced"].mean("test")
     v["main_seeds"] = len(s.main["can"].seeds)
     if shown["budget"]:
