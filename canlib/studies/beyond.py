@@ -497,14 +497,6 @@ def contrast_table(judged: dict[str, Any], columns: dict[str, str]):
     return frame
 
 
-def means_table(runs: dict[str, Any], split: str = "test"):
-    """Tokenized BLEU mean ± sd over seeds of each (label: Runs) on ``split``, with the seeds."""
-    import pandas as pd
-
-    return pd.DataFrame([{"": label, "tok-BLEU": f"{r.mean(split):.2f} ± {r.sd(split):.2f}", "seeds": len(r.seeds)}
-                         for label, r in runs.items() if r is not None]).set_index("")
-
-
 def curves(scale: str, factor: int, root: Path | None = None) -> dict[str, dict[str, list[float]]]:
     """{system: {"step", "valid_loss", "valid_bleu"}} of the budget study's ``factor``x models, each validation
     point averaged over seeds (greedy valid sacreBLEU and the label-smoothed validation loss, from their logs)."""

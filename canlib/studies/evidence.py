@@ -119,13 +119,6 @@ def budget_factors(scale: str, root: Path | None = None) -> list[int]:
     return [1, *sorted(f for f in found if all(budget_runs(scale, s, f, root) for s in ("balanced", "can")))]
 
 
-def provenance(runs: Runs, scale: str, root: Path | None = None) -> dict[str, Any]:
-    """The devices, commits and dates of ``runs``' stored files (sorted, distinct)."""
-    provs = [stored_result(scale, f, root)[1] for f in runs.files]
-    return {"device": sorted({p["device"] for p in provs}), "commit": sorted({str(p["commit"])[:7] for p in provs}),
-            "date": sorted({str(p["date"])[:10] for p in provs})}
-
-
 def references(scale: str, corpus: str | None = None, splits: Sequence[str] = EVAL_SPLITS) -> dict[str, list[str]]:
     """The reference translations of each evaluation set (what the stored hypotheses are scored against)."""
     from canlib.studies.runs import prepared, test_splits

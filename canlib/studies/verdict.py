@@ -94,7 +94,7 @@ class Judgement:
 
     @property
     def verdict(self) -> str:
-        return across_sets([s.verdict for s in self.sets])
+        return combine([s.verdict for s in self.sets])
 
     @property
     def detail(self) -> str:
@@ -130,13 +130,12 @@ def interval_verdict(low: float, high: float, ok: Callable[[float], bool]) -> st
 
 
 def combine(verdicts: Sequence[str]) -> str:
-    """held if every verdict held, did not hold if every one failed, else within noise."""
+    """held if every verdict held, did not hold if every one failed, else within noise: the rule that joins the
+    intervals of one set and the sets of one claim."""
     if not verdicts:
         raise ValueError("no verdict to combine")
     return HELD if all(v == HELD for v in verdicts) else FAILED if all(v == FAILED for v in verdicts) else NOISE
 
-
-across_sets = combine  # the same rule joins the intervals of one set and the sets of one claim
 
 
 def seed_difference(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:

@@ -26,9 +26,6 @@ WITHIN = {HELD: "holds", FAILED: "does not hold", NOISE: "is within noise"}  # C
 CLOSES = {HELD: "closes", FAILED: "does not close", NOISE: "does not close"}
 GAINS = {HELD: "adds BLEU", FAILED: "does not add BLEU", NOISE: "changes BLEU within noise",
          PARTLY_HELD: "adds BLEU on some sets"}
-NEXT = ("distillation from the 2x Balanced teacher", "12/2 hybrids with one standard and one CAN decoder layer, "
-        "in both orders", "CAN keeping the attention's S+C residual")
-
 
 
 def plan_values(scale: str) -> dict[str, Any]:
@@ -40,8 +37,7 @@ def plan_values(scale: str) -> dict[str, Any]:
             "budget_models": len(runs["budget"]), "distill_models": len(runs["distill"]),
             "can66_models": len(runs["can-6-6"]), "students": len(beyond.STUDENTS),
             "distill_seeds": len(beyond.SEEDS["distill"]), "budget_seeds": len(beyond.SEEDS["budget"]),
-            "updates_1x": scale_spec("small").train["max_steps"], "gpu_command": beyond.GPU_COMMAND,
-            "next_count": len(NEXT)}
+            "updates_1x": scale_spec("small").train["max_steps"], "gpu_command": beyond.GPU_COMMAND}
 
 
 def paper_values() -> dict[str, Any]:
