@@ -207,6 +207,10 @@ def test_the_depths_chapter_gives_no_verdict_on_one_seed(env):
     assert v["drop_verdict"] == NOT_RUN and v["drop_word"] == "is not judged yet"
     assert v["pair_low"] < v["pair_high"]
     assert "--systems depth-9-4,depth-14-1" in v["seeds_command"]
+    speeds = [json.loads(p.read_text())["result"]["systems"] for p in sorted((RESULTS / "gpu").glob("*/speed.json"))]
+    smaller = sum(s["balanced"]["captured"]["tok_per_s"] / s["baseline"]["captured"]["tok_per_s"]
+                  < s["balanced"]["eager"]["tok_per_s"] / s["baseline"]["eager"]["tok_per_s"] for s in speeds)
+    assert (v["graphs_smaller"], v["gpu_runs"]) == (smaller, len(speeds))
 
 
 def test_the_tasks_chapter_reads_the_papers_tables(env):

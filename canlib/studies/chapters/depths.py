@@ -15,6 +15,19 @@ DROP = {HELD: "reproduces", FAILED: "does not reproduce", NOISE: "is within nois
 SAMPLING = {True: "larger than the test set's sampling noise", False: "not clear of the test set's sampling noise"}
 
 
+def graphs_values() -> dict[str, int]:
+    """On how many stored GPU runs the 12/2-over-6/6 speed-up is smaller with CUDA graphs than eager."""
+    from canlib.studies import gpu_results as gpu
+
+    ratios = []
+    for run in gpu.speed_runs():
+        eager, _ = gpu.gpu_speed("eager", run)
+        graphs, _ = gpu.gpu_speed("captured", run)
+        ratios.append((eager["balanced"]["tok_per_s"] / eager["baseline"]["tok_per_s"],
+                       graphs["balanced"]["tok_per_s"] / graphs["baseline"]["tok_per_s"]))
+    return {"gpu_runs": len(ratios), "graphs_smaller": sum(g < e for e, g in ratios)}
+
+
 def values(scale: str, root: Path | None = None, refs: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """Everything the depths chapter's prose quotes at ``scale`` (a judged scale: the chapter presents stored
     runs; ``refs``: each evaluation set's references, read from the corpus when not given)."""
@@ -41,6 +54,7 @@ def values(scale: str, root: Path | None = None, refs: dict[str, list[str]] | No
     v["drop_verdict"] = claim.verdict
     v["drop_word"] = word(claim.verdict, DROP)
     v["seeds_command"] = experiment_command(scale, ["depth-9-4", "depth-14-1"])
+    v |= graphs_values()
     shared = sorted(set(runs["depth-14-1"].seeds) & set(runs["balanced"].seeds))
     pick = [runs[s].seeds.index(shared[0]) for s in ("depth-14-1", "balanced")]
     interval = central_95(bootstrap_contrast([(1.0, [runs["depth-14-1"].hyps["test"][pick[0]]]),
