@@ -1,6 +1,6 @@
 """The beyond studies (training budget, distillation, CAN on 6/6) and the next experiments (distillation from the 2x
 Balanced, 12/2 hybrids, CAN keeping its attention residual): their plan, their end-to-end dry run at tiny, the
-rescore that covers them, and how the chapter judges and renders stored results."""
+rescore that covers them (how the chapter judges and renders stored results: tests/test_beyond_reader.py)."""
 from __future__ import annotations
 
 import contextlib
@@ -69,121 +69,6 @@ def test_can_6_6_preset_is_the_baseline_depth_with_can_decoder_layers():
     model = Seq2Seq(preset("tiny-can-6-6", vocab_size=100))
     assert len(model.encoder_layers) == 6 and len(model.decoder_layers) == 6
     assert {type(layer).__name__ for layer in model.decoder_layers} == {"CANDecoderLayer"}
-
-
-# -- judging ---------------------------------------------------------------------------------------
-
-def test_a_gap_is_judged_against_two_standard_errors():
-    # a = [30, 31], b = [30.5, 31.5]: diff -0.5, se = sqrt(0.5/2 + 0.5/2) = sqrt(0.5)
-    g = beyond.gap([30.0, 31.0], [30.5, 31.5], [28.0, 29.0], [30.0, 31.0])
-    assert g.diff == pytest.approx(-0.5) and g.se == pytest.approx(math.sqrt(0.5))
-    assert g.change == pytest.approx(1.5) and g.change_se == pytest.approx(1.0)  # sqrt(0.5 + 0.5)
-    assert g.verdict() == "leaves the gap unchanged within noise"  # 1.5 - 2 x 1.0 < 0
-    tight = beyond.gap([31.0, 31.1, 31.2], [31.5, 31.6, 31.7], [29.0, 29.1, 29.2], [31.0, 31.1, 31.2])
-    assert tight.verdict() == "narrows the gap"  # -0.5 ± 0.16 is below -0.5 at its low end; the change +1.5 ± 0.23
-    assert beyond.gap([31.4, 31.5, 31.6], [31.5, 31.6, 31.7]).verdict() == "closes the gap"  # -0.1 ± 0.16 >= -0.5
-    worse = beyond.gap([27.0, 27.1, 27.2], [31.0, 31.1, 31.2], [29.0, 29.1, 29.2], [31.0, 31.1, 31.2])
-    assert worse.verdict() == "widens the gap"
-    assert beyond.gap([30.0], [31.0, 32.0]) is None  # one seed: no spread, no verdict
-
-
-def test_claims_judge_distillation_and_can_on_6_6_by_the_scorecard_rules():
-    from canlib.studies.scorecard import FAILED, HELD, NOT_RUN, NOT_TESTED
-
-    scores = {"kd:can": [28.0, 28.2, 28.1], "kd:balanced": [27.8, 27.9, 28.0],
-              "can-6-6": [27.3, 27.2, 27.4], "baseline": [27.4, 27.3, 27.5],
-              "can": [25.9, 26.0, 26.1], "balanced": [27.4, 27.5, 27.6]}
-    table4, six = beyond.claims("small", scores=scores)
-    assert table4.verdict == HELD and table4.ours.startswith("+0.20")
-    assert table4.paper.startswith("+0.26")  # 28.08 - 27.82, the paper's Table 4
-    # (-0.1) - (-1.5) = +1.4; se = sqrt(4 x 0.01 / 3) = 0.1155, so +1.4 ± 0.23 is above 0 throughout
-    assert six.verdict == HELD and six.ours.startswith("+1.40 ± 0.23")
-    swapped = dict(scores, can=[27.4, 27.5, 27.6], balanced=[25.9, 26.0, 26.1])
-    assert beyond.claims("small", scores=swapped)[1].verdict == FAILED
-    assert all(c.verdict == NOT_TESTED for c in beyond.claims("tiny", scores=scores))
-    missing = beyond.claims("small", scores={k: v for k, v in scores.items() if not k.startswith("kd:")})
-    assert missing[0].verdict == NOT_RUN and "--studies distill" in missing[0].evidence
-    assert missing[1].verdict == HELD  # the 6/6 row needs no distillation
-    no66 = beyond.claims("small", scores={k: v for k, v in scores.items() if k != "can-6-6"})
-    assert no66[1].verdict == NOT_RUN and "--studies can-6-6" in no66[1].evidence
-
-
-# -- a synthetic small results folder: the chapter's reading path ------------------------------------
-
-def _run(root, name, tok, seed, extra=None):
-    save_result(stored_path(name, "small", root),
-                {"scores": {"valid": {"bleu": tok, "tok_bleu": tok}, "test": {"bleu": tok - 1, "tok_bleu": tok}}, **(extra or {})},
-                provenance("small", {"seed": seed}, seed=seed, reduced_budget=False))
-
-
-def _fake_small(root):
-    main_scores = {"baseline": [34.0, 34.2, 34.4], "balanced": [34.5, 34.7, 34.9], "can": [33.0, 33.1, 33.2],
-                   "san": [33.5, 33.6, 33.7], "aan": [33.8, 33.9, 34.0]}
-    for system, values in main_scores.items():
-        for seed, v in enumerate(values, 1):
-            _run(root, f"runs/multi30k-en-de/{system}-seed{seed}", v, seed)
-    rows = {"budget": [], "distill": [], "can-6-6": []}
-    study_scores = {("budget", "balanced", "x2"): [35.0, 35.2], ("budget", "can", "x2"): [34.8, 35.0],
-                    ("distill", "balanced", "teacher"): [34.6], ("distill", "balanced", "kd"): [35.0, 35.1, 35.2],
-                    ("distill", "san", "kd"): [34.5, 34.6, 34.7], ("distill", "aan", "kd"): [34.6, 34.7, 34.8],
-                    ("distill", "can", "kd"): [34.9, 35.0, 35.1], ("can-6-6", "can-6-6", ""): [33.9, 34.1, 34.3]}
-    for (name, system, tag), values in study_scores.items():
-        for seed, v in enumerate(values, 1):
-            file = f"beyond/runs/multi30k-en-de/{beyond.model_name(name, system, tag, seed)}"
-            _run(root, file, v, seed)
-            row = {"system": system, "seed": seed, "tag": tag, "file": file,
-                   "reduced_budget": False, "scores": {"valid": {"bleu": v, "tok_bleu": v}, "test": {"bleu": v - 1, "tok_bleu": v}}}
-            if name == "budget":
-                f = int(tag[1:])
-                row.update(factor=f, steps=1200 * f, curve=[{"step": s, "valid_loss": 3.0 - s / 10000 + (system == "can") * 0.1,
-                                                              "valid_bleu": 30 + s / 1000} for s in range(400, 1200 * f + 1, 400)])
-            rows[name].append(row)
-    teacher = {"teacher": "balanced", "teacher_seed": 1, "teacher_preset": "small-balanced", "teacher_bleu":
-               {"valid": {"bleu": 36.0, "tok_bleu": 36.5}, "test": {"bleu": 34.0, "tok_bleu": 34.6}}, "beam": 4,
-               "pairs": 28196, "empty": 0, "mean_subwords": {"distilled": 14.0, "real": 15.0}, "sha256": "0" * 64}
-    extras = {"budget": {"factors": [2], "base_steps": 1200}, "distill": {"teacher": teacher, "students": list(beyond.STUDENTS)},
-              "can-6-6": {}}
-    for name in beyond.ORIGINAL:
-        save_result(stored_path(f"beyond/{name}", "small", root), {"study": name, "runs": rows[name], **extras[name]},
-                    provenance("small", {"study": name}))
-    return main_scores, study_scores
-
-
-def test_the_chapter_switches_to_small_once_the_studies_and_the_main_runs_are_stored(tmp_path):
-    assert beyond.default_scale(tmp_path) == "tiny"
-    _fake_small(tmp_path)
-    assert beyond.default_scale(tmp_path) == "small"
-    stored_path("beyond/distill", "small", tmp_path).unlink()
-    assert beyond.default_scale(tmp_path) == "tiny"
-
-
-def test_the_chapter_renders_stored_small_results_with_numbers_recomputed_from_them(tmp_path):
-    from canlib.studies.findings import beyond_findings
-
-    main_scores, study_scores = _fake_small(tmp_path)
-    findings = beyond_findings("small", tmp_path)
-    values = {k: v for f in findings for k, v in f.values.items()}
-    mean = statistics.fmean
-    assert values["gap"] == pytest.approx(mean(main_scores["can"]) - mean(main_scores["balanced"]))
-    assert values["gap_x2"] == pytest.approx(mean(study_scores["budget", "can", "x2"]) - mean(study_scores["budget", "balanced", "x2"]))
-    assert values["gap_kd"] == pytest.approx(mean(study_scores["distill", "can", "kd"]) - mean(study_scores["distill", "balanced", "kd"]))
-    assert values["gap_66"] == pytest.approx(mean(study_scores["can-6-6", "can-6-6", ""]) - mean(main_scores["baseline"]))
-    assert findings[0].text.startswith("**The question.**") and findings[1].text.startswith("**At `small`**")
-    text = " ".join(f.text for f in findings)
-    assert "**The answer:**" in text and "distillation" in text
-    sums = beyond.summaries("small", tmp_path)
-    refs = beyond.references("small", tmp_path)
-    table = beyond.budget_table("small", sums["budget"][0], refs)
-    assert list(table.index) == [1200, 2400] and table.loc[2400, "CAN"].startswith(f"{mean([34.8, 35.0]):.2f}")
-    kd = beyond.distill_table(sums["distill"][0], beyond.references("small", tmp_path, systems=beyond.STUDENTS))
-    assert kd.loc["CAN", "paper: after KD"] == 28.08 and kd.loc["SAN", "ours: real targets"].startswith("33.60")
-    six = beyond.can66_table(sums["can-6-6"][0], refs)
-    assert six.loc["6/6", "CAN decoder"].startswith("34.10") and six.loc["6/6", "paper (average)"] == -0.09
-    figure = beyond.budget_figure(sums["budget"][0], "small")
-    assert len(figure.axes) == 3
-    claims = beyond.claims("small", tmp_path)
-    assert [c.name for c in claims] == ["With distillation CAN is on par with Balanced (Table 4)",
-                                        "CAN on 6/6 hurts less than on 12/2 (Results)"]
 
 
 # -- the dry run: real training at tiny, a reduced budget -------------------------------------------

@@ -126,7 +126,10 @@ def test_verdicts_read_only_runs_trained_with_the_full_budget(tmp_path):
                                                                            "balanced": [30.0, 31.0, 32.0]}
     full = bleu_by_seed("small", ["can", "balanced"], root=tmp_path, full_budget=True)
     assert full == {"can": [31.0], "balanced": [30.0]}
-    claim = quality_claim("CAN within 0.5", "", "ΔBLEU >= -0.5", lambda d: d >= -0.5, "can", "balanced", "small", full)
+    from canlib.studies.evidence import main_runs
+
+    terms = [(1.0, "CAN", main_runs("small", "can", root=tmp_path)), (-1.0, "Balanced", main_runs("small", "balanced", root=tmp_path))]
+    claim = quality_claim("CAN within 0.5", "", "ΔBLEU >= -0.5", lambda d: d >= -0.5, "small", terms)
     assert claim.verdict == NOT_TESTED and "1 full-budget seed(s)" in claim.evidence
 
 

@@ -42,21 +42,16 @@ with its hypotheses beside it, so ``canlib experiment --rescore`` recomputes its
 """
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from canlib.model.config import LABELS
+from canlib.studies import evidence as ev
 from canlib.studies.paper import paper_numbers
-from canlib.studies.quality import bleu_by_seed, missing_results, planned_seeds
-from canlib.studies.results import load_result
-from canlib.studies.scales import scale_spec
-from canlib.studies.scorecard import (K_SPREAD, MIN_SEEDS, NOT_RUN, NOT_TESTED, QUALITY_SCALES, Claim, interval_verdict,
-                                      quality_claim, seed_difference)
-from canlib.studies.store import default_root, stored_path
+from canlib.studies.store import default_root
+from canlib.studies.verdict import MIN_SEEDS, judge, split_name
 
 ORIGINAL = ("budget", "distill", "can-6-6")  # the three explanations the chapter weighs
 NEXT = ("distill-x2", "hybrid", "can-residual")  # the next experiments (issue 34 item 5), queued in gpu_small.sh
@@ -132,151 +127,141 @@ def results_root(scale: str, root: Path | None = None) -> Path | None:
     return default_root("tiny", TINY_STEPS) if root is None and scale == "tiny" else root
 
 
-def default_scale(root: Path | None = None, studies: Sequence[str] = ORIGINAL) -> str:
-    """"small" once the summaries of ``studies`` and every seed of Baseline, Balanced and CAN are stored at small,
-    else "tiny"."""
-    corpus = scale_spec("small").corpus
-    runs = [f"runs/{corpus}/{s}-seed{k}" for s in REFERENCE_SYSTEMS for k in planned_seeds("small", s)]
-    return "tiny" if missing_results("small", runs + [f"beyond/{n}" for n in studies], root) else "small"
+# Each study is read from its stored models (through :mod:`canlib.studies.evidence`), as soon as they are
+# stored: the budget study's x2 models count before its summary exists. Every verdict is the rule of
+# :mod:`canlib.studies.verdict` on the four evaluation sets.
+
+CLOSE_MARGIN = 0.5  # "on par": the scorecard's criterion for CAN against Balanced (ΔBLEU >= -0.5)
 
 
-def summaries(scale: str, root: Path | None = None, studies: Sequence[str] = ORIGINAL
-              ) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
-    """{study: (summary, provenance)} of ``studies`` as stored (at tiny: by the chapter's explicit call, with
-    ``TINY_SEEDS`` and ``TINY_STEPS``); a missing one is an error naming the command that stores it."""
+@dataclass(frozen=True)
+class Stored:
+    """The stored runs a study compares (each None where not stored): the main plan's (``main``), the distilled
+    students (``kd``), CAN on 6/6 (``can66``), each budget factor's Balanced and CAN (``budget``, 1x = main)."""
+
+    main: dict[str, Any]
+    kd: dict[str, Any]
+    can66: Any
+    budget: dict[int, dict[str, Any]]
+
+    def shown(self) -> dict[str, bool]:
+        """Which study has its own models stored with at least two seeds of every system it compares."""
+        def enough(*runs: Any) -> bool:
+            return all(r is not None and len(r.seeds) >= MIN_SEEDS for r in runs)
+
+        main = enough(self.main.get("balanced"), self.main.get("can"))
+        return {"budget": main and any(enough(*b.values()) for f, b in self.budget.items() if f > 1),
+                "distill": main and enough(self.kd.get("balanced"), self.kd.get("can")),
+                "can-6-6": main and enough(self.can66, self.main.get("baseline"))}
+
+
+def stored(scale: str, root: Path | None = None) -> Stored:
+    """Every stored run the chapter compares, at a scale whose models are judged (small/full)."""
+    main = {s: ev.main_runs(scale, s, root=root) for s in ("baseline", *STUDENTS)}
+    kd = {s: ev.study_runs(scale, "distill", s, "kd", root, label=f"{s} distilled") for s in STUDENTS}
+    can66 = ev.study_runs(scale, "can-6-6", "can-6-6", root=root, label="can-6-6")
+    budget = {f: {s: ev.budget_runs(scale, s, f, root) for s in BUDGET_SYSTEMS} for f in ev.budget_factors(scale, root)}
+    return Stored(main, kd, can66, budget)
+
+
+def default_scale(root: Path | None = None) -> str:
+    """"small" once any study's own models (and the main runs it compares with) are stored at small, else
+    "tiny", where the chapter shows what each study does and its command, not numbers."""
+    return "small" if any(stored("small", root).shown().values()) else "tiny"
+
+
+def contrasts(s: Stored) -> dict[str, tuple[list[tuple[float, Any]], Callable[[float], bool]]]:
+    """The contrasts the chapter judges, each as (terms, criterion), where its runs are stored."""
+    m, kd = s.main, s.kd
+    gap = [(1.0, m["can"]), (-1.0, m["balanced"])]
+    out = {"main": (gap, lambda d: d >= -CLOSE_MARGIN)}
+    for f, runs in s.budget.items():
+        if f == 1:
+            continue
+        at = [(1.0, runs["can"]), (-1.0, runs["balanced"])]
+        out[f"budget_x{f}"] = (at, lambda d: d >= -CLOSE_MARGIN)
+        out[f"budget_x{f}_change"] = (at + [(-w, r) for w, r in gap], lambda d: d > 0)
+        for system in BUDGET_SYSTEMS:
+            out[f"budget_x{f}_gain_{system}"] = ([(1.0, runs[system]), (-1.0, s.budget[1][system])], lambda d: d > 0)
+    distilled = [(1.0, kd["can"]), (-1.0, kd["balanced"])]
+    out["kd"] = (distilled, lambda d: d >= -CLOSE_MARGIN)
+    out["kd_change"] = (distilled + [(-w, r) for w, r in gap], lambda d: d > 0)
+    for system in STUDENTS:
+        out[f"kd_gain_{system}"] = ([(1.0, kd[system]), (-1.0, m[system])], lambda d: d > 0)
+    six = [(1.0, s.can66), (-1.0, m["baseline"])]
+    out["can66"] = (six, lambda d: d >= -CLOSE_MARGIN)
+    out["can66_change"] = (six + [(-w, r) for w, r in gap], lambda d: d > 0)
+    return {k: v for k, v in out.items() if all(r is not None for _, r in v[0])}
+
+
+def judgements(scale: str, root: Path | None = None, refs: dict[str, list[str]] | None = None,
+               s: Stored | None = None) -> dict[str, Any]:
+    """{contrast: Judgement (None with fewer than two seeds)} of :func:`contrasts` (``refs``: each evaluation
+    set's references for the test-set intervals; read from the corpus when not given)."""
+    s = s or stored(scale, root)
+    refs = ev.references(scale) if refs is None else refs
+    return {k: judge(terms, ok, refs) for k, (terms, ok) in contrasts(s).items()}
+
+
+def contrast_table(judged: dict[str, Any], columns: dict[str, str]):
+    """One row per evaluation set, one column per contrast (``columns``: {contrast: heading}): the contrast
+    ± its seed interval (tokenized BLEU), the test-set interval and the set's verdict."""
+    import pandas as pd
+
+    rows = {}
+    for name, heading in columns.items():
+        j = judged.get(name)
+        if j is None:
+            continue
+        for on in j.sets:
+            row = rows.setdefault(split_name(on.split), {})
+            test = f" [{on.test_set.low:+.2f}, {on.test_set.high:+.2f}]" if on.test_set else ""
+            row[heading] = f"{on.value:+.2f} ± {on.half_width:.2f}{test}: {on.verdict}"
+    frame = pd.DataFrame.from_dict(rows, orient="index")
+    frame.index.name = "evaluation set"
+    return frame
+
+
+def curves(scale: str, factor: int, root: Path | None = None) -> dict[str, dict[str, list[float]]]:
+    """{system: {"step", "valid_loss", "valid_bleu"}} of the budget study's ``factor``x models, each validation
+    point averaged over seeds (greedy valid sacreBLEU and the label-smoothed validation loss, from their logs)."""
     out = {}
-    for name in studies:
-        path = stored_path(f"beyond/{name}", scale, results_root(scale, root))
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: the {name} study is not stored at {scale}; `python -m canlib experiment "
-                                    f"--scale {scale} --studies {name}` trains and stores it (or `{GPU_COMMAND}`)")
-        out[name] = load_result(path)
-    return out
-
-
-def _full(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in rows if not r["reduced_budget"]]
-
-
-def references(scale: str, root: Path | None = None, metric: str = "tok_bleu",
-               systems: Sequence[str] = REFERENCE_SYSTEMS) -> dict[str, list[float]]:
-    """Test BLEU per seed of the main plan's runs of ``systems`` (at tiny: seed 1 with ``TINY_STEPS`` updates, the
-    budget of this chapter's tiny studies)."""
-    return bleu_by_seed(scale, list(systems), split="test", metric=metric, root=results_root(scale, root),
-                        full_budget=scale != "tiny")
-
-
-def scores_by(rows: list[dict[str, Any]], group: Callable[[dict[str, Any]], Any], metric: str = "tok_bleu",
-              split: str = "test") -> dict[Any, list[float]]:
-    """{group(row): [score per seed]} over the rows of a summary."""
-    out: dict[Any, list[float]] = {}
-    for row in rows:
-        out.setdefault(group(row), []).append(float(row["scores"][split][metric]))
-    return out
-
-
-def _stats(values: list[float] | None) -> tuple[float, float, int]:
-    if not values:
-        return math.nan, math.nan, 0
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else math.nan, len(values)
-
-
-def _cell(values: list[float] | None) -> str:
-    mean, std, n = _stats(values)
-    if not n:
-        return "—"
-    return f"{mean:.2f} ± {std:.2f} (n={n})" if n > 1 else f"{mean:.2f} (n=1)"
-
-
-def _gap(a: list[float] | None, b: list[float] | None) -> str:
-    if not a or not b:
-        return "—"
-    diff = statistics.fmean(a) - statistics.fmean(b)
-    if len(a) > 1 and len(b) > 1:
-        se = math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
-        return f"{diff:+.2f} ± {2 * se:.2f}"
-    return f"{diff:+.2f}"
-
-
-def budget_table(scale: str, summary: dict[str, Any], refs: dict[str, list[float]], metric: str = "tok_bleu"):
-    """One row per budget (1x: the main plan's runs): Balanced and CAN test BLEU (mean ± std over seeds) and
-    CAN - Balanced (± 2 standard errors)."""
-    import pandas as pd
-
-    base = summary["base_steps"]
-    by = scores_by(summary["runs"], lambda r: (r["system"], r["factor"]), metric)
-    rows = [{"updates": base, "budget": "1x (main plan)", "Balanced": _cell(refs.get("balanced")),
-             "CAN": _cell(refs.get("can")), "CAN − Balanced": _gap(refs.get("can"), refs.get("balanced"))}]
-    for f in summary["factors"]:
-        rows.append({"updates": base * f, "budget": f"{f}x", "Balanced": _cell(by.get(("balanced", f))),
-                     "CAN": _cell(by.get(("can", f))), "CAN − Balanced": _gap(by.get(("can", f)), by.get(("balanced", f)))})
-    return pd.DataFrame(rows).set_index("updates")
-
-
-def distill_table(summary: dict[str, Any], real: dict[str, list[float]], metric: str = "tok_bleu"):
-    """One row per student: test BLEU trained on real targets (main plan) and on distilled ones, beside the
-    paper's Table 4 (before and after KD)."""
-    import pandas as pd
-
-    t4 = paper_numbers()["table4_kd_en-de"]
-    kd = scores_by(summary["runs"], lambda r: r["system"] if r["tag"] == "kd" else None, metric)
-    rows = []
-    for s in summary["students"]:
-        label = LABELS[s]
-        rows.append({"system": label, "ours: real targets": _cell(real.get(s)), "ours: distilled": _cell(kd.get(s)),
-                     "ours: distilled − real": _gap(kd.get(s), real.get(s)),
-                     "paper: before KD": t4[label][0], "paper: after KD": t4[label][1]})
-    return pd.DataFrame(rows).set_index("system")
-
-
-def can66_table(summary: dict[str, Any], refs: dict[str, list[float]], metric: str = "tok_bleu"):
-    """CAN against the model it compresses, on 6/6 and on 12/2: our test BLEU over seeds and the paper's average
-    differences."""
-    import pandas as pd
-
-    can66 = scores_by(summary["runs"], lambda r: r["system"], metric).get("can-6-6")
-    rows = [{"depth": "6/6", "standard decoder": _cell(refs.get("baseline")), "CAN decoder": _cell(can66),
-             "CAN − standard": _gap(can66, refs.get("baseline")), "paper (average)": PAPER_CAN_ON["6/6"]},
-            {"depth": "12/2", "standard decoder": _cell(refs.get("balanced")), "CAN decoder": _cell(refs.get("can")),
-             "CAN − standard": _gap(refs.get("can"), refs.get("balanced")), "paper (average)": PAPER_CAN_ON["12/2"]}]
-    return pd.DataFrame(rows).set_index("depth")
-
-
-def curves(summary: dict[str, Any]) -> dict[tuple[str, int], dict[str, list[float]]]:
-    """{(system, factor): {"step", "valid_loss", "valid_bleu"}}: each validation point averaged over seeds."""
-    grouped: dict[tuple[str, int], dict[int, list[dict[str, Any]]]] = {}
-    for row in summary["runs"]:
-        for point in row["curve"]:
-            grouped.setdefault((row["system"], row["factor"]), {}).setdefault(point["step"], []).append(point)
-    out = {}
-    for k, by_step in grouped.items():
+    for system in BUDGET_SYSTEMS:
+        runs = ev.budget_runs(scale, system, factor, root)
+        if runs is None:
+            continue
+        by_step: dict[int, list[dict[str, Any]]] = {}
+        for file in runs.files:
+            log = ev.stored_log(scale, file, root)
+            for point in log:
+                if point.get("kind") == "valid":
+                    by_step.setdefault(point["step"], []).append(point)
         steps = sorted(by_step)
-        out[k] = {"step": steps, **{m: [statistics.fmean(p[m] for p in by_step[s]) for s in steps]
-                                     for m in ("valid_loss", "valid_bleu")}}
+        out[system] = {"step": steps, **{m: [statistics.fmean(p[m] for p in by_step[k]) for k in steps]
+                                         for m in ("valid_loss", "valid_bleu")}}
     return out
 
 
-def budget_figure(summary: dict[str, Any], scale: str):
-    """Left: greedy validation BLEU of Balanced and CAN against updates (the longest runs, mean over seeds);
-    middle: CAN - Balanced validation loss against updates; right: the same gap in the paper's Fig. 8."""
+def budget_figure(scale: str, factor: int = 2, root: Path | None = None, averaged: Sequence[int] = ()):
+    """Left: greedy validation sacreBLEU of Balanced and CAN against updates (the ``factor``x models, mean over
+    seeds); middle: their validation losses; right: CAN - Balanced validation loss in the paper's Fig. 8.
+    ``averaged``: the updates whose checkpoints a 1x model averages, marked."""
     import matplotlib.pyplot as plt
 
-    c = curves(summary)
-    longest = max(summary["factors"])
+    c = curves(scale, factor, root)
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
     for system, colour in (("balanced", "tab:red"), ("can", "tab:blue")):
-        if (system, longest) in c:
-            axes[0].plot(c[system, longest]["step"], c[system, longest]["valid_bleu"], "o-", color=colour,
-                         label=f"{'Balanced' if system == 'balanced' else 'CAN'} ({longest}x)")
-    axes[0].set(xlabel="updates", ylabel="valid sacreBLEU (greedy)", title=f"ours ({scale})")
-    axes[0].legend(fontsize=8)
-    for f in summary["factors"]:
-        if ("can", f) in c and ("balanced", f) in c:
-            gap = [a - b for a, b in zip(c["can", f]["valid_loss"], c["balanced", f]["valid_loss"])]
-            axes[1].plot(c["can", f]["step"], gap, "o-", label=f"{f}x budget")
-    axes[1].axhline(0, color="grey", lw=0.8)
-    axes[1].set(xlabel="updates", ylabel="valid loss: CAN − Balanced", title=f"ours ({scale})")
-    axes[1].legend(fontsize=8)
+        if system in c:
+            label = f"{'Balanced' if system == 'balanced' else 'CAN'} ({factor}x)"
+            axes[0].plot(c[system]["step"], c[system]["valid_bleu"], "o-", color=colour, label=label)
+            axes[1].plot(c[system]["step"], c[system]["valid_loss"], "o-", color=colour, label=label)
+    for ax in axes[:2]:
+        for step in averaged:
+            ax.axvline(step, color="grey", lw=0.8, ls="--")
+        ax.set_xlabel("updates")
+        ax.legend(fontsize=8)
+    axes[0].set(ylabel="valid sacreBLEU (greedy)", title=f"ours ({scale})")
+    axes[1].set(ylabel="valid loss (label-smoothed)", title=f"ours ({scale})")
     f8 = paper_numbers()["fig8_curves_en-de"]
     axes[2].plot(f8["epochs"], [a - b for a, b in zip(f8["valid"]["CAN"], f8["valid"]["Balanced"])], "s-", color="black")
     axes[2].axhline(0, color="grey", lw=0.8)
@@ -287,112 +272,29 @@ def budget_figure(summary: dict[str, Any], scale: str):
 
 # -- the scorecard's rows --------------------------------------------------------------------------
 
-def study_scores(scale: str, root: Path | None = None, metric: str = "tok_bleu") -> dict[str, list[float]]:
-    """Full-budget test BLEU per seed: "kd:<system>" for the distilled students, "can-6-6", and the main plan's
-    Baseline, Balanced and CAN; empty at a scale whose models are not judged, or where nothing is stored."""
-    if scale not in QUALITY_SCALES:
-        return {}
-    out: dict[str, list[float]] = {}
-    for name, prefix in (("distill", "kd:"), ("can-6-6", "")):
-        path = stored_path(f"beyond/{name}", scale, root)
-        if path.is_file():
-            summary, _ = load_result(path)
-            for system, values in scores_by([r for r in _full(summary["runs"]) if r["tag"] != "teacher"],
-                                            lambda r: r["system"], metric).items():
-                out[prefix + system] = values
-    out.update(references(scale, root, metric))
-    return out
-
-
-def claims(scale: str, root: Path | None = None, scores: dict[str, list[float]] | None = None) -> list:
+def claims(scale: str, root: Path | None = None, refs: dict[str, list[str]] | None = None,
+           s: Stored | None = None) -> list:
     """The scorecard rows of these studies: Table 4 (with distillation CAN is on par with Balanced) and "CAN on
-    6/6 hurts less than on 12/2", judged by the scorecard's rules (two seeds or more, 2 standard errors)."""
-    def not_run(claim: Claim, study_name: str) -> Claim:
-        return replace(claim, verdict=NOT_RUN, evidence=f"scale {scale}: the {study_name} study is not stored: "
-                       f"`python -m canlib experiment --scale {scale} --studies {study_name}` (or `{GPU_COMMAND}`)")
+    6/6 hurts less than on 12/2", judged by the verdict rule on the four evaluation sets."""
+    from canlib.studies.scorecard import QUALITY_SCALES, quality_claim
 
-
-    scores = study_scores(scale, root) if scores is None else scores
     t4 = paper_numbers()["table4_kd_en-de"]
-    kd = {"can": scores.get("kd:can", []), "balanced": scores.get("kd:balanced", [])}
+    judged = scale in QUALITY_SCALES
+    s = s or (stored(scale, root) if judged else Stored({}, {}, None, {}))
+    refs = (ev.references(scale) if refs is None else refs) if judged else None
+
+    def command(study_name: str) -> str | None:
+        return f"python -m canlib experiment --scale {scale} --studies {study_name}" if judged else None
+
     table4 = quality_claim("With distillation CAN is on par with Balanced (Table 4)",
-                           f"{t4['CAN'][1] - t4['Balanced'][1]:+.2f} (Table 4, both distilled)", "ΔBLEU >= -0.5",
-                           lambda d: d >= -0.5, "can", "balanced", scale, kd)
-    if table4.verdict != NOT_TESTED:
-        table4 = replace(table4, evidence=table4.evidence.replace("(CAN - Balanced)", "(CAN - Balanced, both distilled)"))
-    elif scale in QUALITY_SCALES and not (kd["can"] or kd["balanced"]):
-        table4 = not_run(table4, "distill")
-    name = "CAN on 6/6 hurts less than on 12/2 (Results)"
-    paper = f"{PAPER_CAN_ON['6/6']:+.2f} vs {PAPER_CAN_ON['12/2']:+.2f} on average (Results)"
-    criterion = "(CAN 6/6 − Baseline) − (CAN − Balanced) > 0"
-    gate = [quality_claim(name, paper, criterion, lambda d: True, a, b, scale, scores)
-            for a, b in (("can-6-6", "baseline"), ("can", "balanced"))]
-    untested = next((g for g in gate if g.verdict == NOT_TESTED), None)
-    if untested is not None:
-        return [table4, not_run(untested, "can-6-6") if scale in QUALITY_SCALES and not scores.get("can-6-6") else untested]
-    d66, se66 = seed_difference(scores["can-6-6"], scores["baseline"])
-    d122, se122 = seed_difference(scores["can"], scores["balanced"])
-    diff, se = d66 - d122, math.hypot(se66, se122)
-    verdict = interval_verdict(diff - K_SPREAD * se, diff + K_SPREAD * se, lambda x: x > 0)
-    evidence = (f"tok-BLEU, scale {scale}: CAN 6/6 − Baseline {d66:+.2f}, CAN − Balanced {d122:+.2f} "
-                f"({len(scores['can-6-6'])}, {len(scores['baseline'])}, {len(scores['can'])}, {len(scores['balanced'])} seeds)")
-    return [table4, Claim(name, "quality", paper, f"{diff:+.2f} ± {K_SPREAD * se:.2f} ({K_SPREAD:g} s.e.)", criterion,
-                          evidence, verdict)]
-
-
-# -- the answer ------------------------------------------------------------------------------------
-
-CLOSE_MARGIN = 0.5  # "on par": the scorecard's criterion for CAN against Balanced (ΔBLEU >= -0.5)
-
-
-@dataclass(frozen=True)
-class Gap:
-    """CAN minus its reference over seeds (``diff`` ± ``se``), and its change against the gap it is compared
-    with (``change`` ± ``change_se``; NaN where there is none)."""
-
-    diff: float
-    se: float
-    change: float = math.nan
-    change_se: float = math.nan
-
-    def verdict(self) -> str:
-        """What this gap says about the explanation, by the scorecard's rule (2 standard errors)."""
-        k = 2.0
-        if self.diff - k * self.se >= -CLOSE_MARGIN:
-            return "closes the gap"
-        if math.isnan(self.change):
-            return "leaves the gap open"
-        if self.change - k * self.change_se > 0:
-            return "narrows the gap"
-        if self.change + k * self.change_se < 0:
-            return "widens the gap"
-        return "leaves the gap unchanged within noise"
-
-
-def gap(a: list[float], b: list[float], a0: list[float] | None = None, b0: list[float] | None = None) -> Gap | None:
-    """mean(a) - mean(b) with its standard error, and its change against mean(a0) - mean(b0); None with fewer
-    than two seeds of any of them (no spread, no verdict)."""
-    if any(v is not None and len(v) < MIN_SEEDS for v in (a, b, a0, b0)) or not a or not b:
-        return None
-    diff, se = seed_difference(a, b)
-    if a0 is None or b0 is None:
-        return Gap(diff, se)
-    diff0, se0 = seed_difference(a0, b0)
-    return Gap(diff, se, diff - diff0, math.hypot(se, se0))
-
-
-def answer(scale: str, sums: dict[str, tuple[dict[str, Any], dict[str, Any]]], refs: dict[str, list[float]],
-           metric: str = "tok_bleu") -> dict[str, Any]:
-    """The gaps each study measures (full-budget runs only), each against the main plan's CAN - Balanced:
-    {"main": Gap, "budget": {factor: Gap}, "distill": Gap, "can-6-6": Gap (CAN 6/6 - Baseline, its change
-    against CAN - Balanced)}; a Gap is None where fewer than two seeds are stored."""
-    can, bal = refs.get("can"), refs.get("balanced")
-    out: dict[str, Any] = {"main": gap(can, bal)}
-    budget_rows = scores_by(_full(sums["budget"][0]["runs"]), lambda r: (r["system"], r["factor"]), metric)
-    out["budget"] = {f: gap(budget_rows.get(("can", f), []), budget_rows.get(("balanced", f), []), can, bal)
-                     for f in sums["budget"][0]["factors"]}
-    kd = scores_by(_full([r for r in sums["distill"][0]["runs"] if r["tag"] == "kd"]), lambda r: r["system"], metric)
-    out["distill"] = gap(kd.get("can", []), kd.get("balanced", []), can, bal)
-    c66 = scores_by(_full(sums["can-6-6"][0]["runs"]), lambda r: r["system"], metric).get("can-6-6", [])
-    out["can-6-6"] = gap(c66, refs.get("baseline", []), can, bal)
-    return out
+                           f"{t4['CAN'][1] - t4['Balanced'][1]:+.2f} (Table 4, both distilled)", f"ΔBLEU >= -{CLOSE_MARGIN}",
+                           lambda d: d >= -CLOSE_MARGIN, scale,
+                           [(1.0, "CAN distilled", s.kd.get("can")), (-1.0, "Balanced distilled", s.kd.get("balanced"))],
+                           refs, command=command("distill"))
+    six = quality_claim("CAN on 6/6 hurts less than on 12/2 (Results)",
+                        f"{PAPER_CAN_ON['6/6']:+.2f} vs {PAPER_CAN_ON['12/2']:+.2f} on average (Results)",
+                        "(CAN 6/6 − Baseline) − (CAN − Balanced) > 0", lambda d: d > 0, scale,
+                        [(1.0, "CAN 6/6", s.can66), (-1.0, "Baseline", s.main.get("baseline")),
+                         (-1.0, "CAN", s.main.get("can")), (1.0, "Balanced", s.main.get("balanced"))],
+                        refs, command=command("can-6-6"))
+    return [replace(c, chapter="beyond") for c in (table4, six)]

@@ -1,0 +1,261 @@
+"""The numbers and verdict words the results, ablation, depths, beyond, tasks and glance pages glue into their
+prose, against the raw stored JSON (read here with json and statistics only) and the paper's numbers, and the
+README's "Results at a glance" section against what the code computes now."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+from pathlib import Path
+
+import pytest
+
+from canlib.studies.verdict import FAILED, HELD, NOISE, NOT_RUN
+
+from conftest import REPO, SHARED_DATA, missing
+
+RESULTS = REPO / "book" / "results"
+RUNS = RESULTS / "small" / "runs" / "multi30k-en-de"
+BEYOND = RESULTS / "small" / "beyond" / "runs" / "multi30k-en-de"
+PAPER = json.loads((REPO / "canlib" / "resources" / "paper_numbers.json").read_text(encoding="utf-8"))
+SPLITS = {"valid": "valid", "test": "test", "test2017_flickr": "flickr", "test2017_mscoco": "mscoco"}
+SYSTEMS = ("baseline", "balanced", "san", "aan", "can", "can_attn", "can_ffn", "depth-9-4", "depth-14-1")
+
+
+def raw(folder: Path, name: str) -> list[dict]:
+    """The results of ``<name>-seed<k>.json`` in ``folder``, by seed."""
+    paths = sorted(folder.glob(f"{name}-seed*.json"), key=lambda p: int(p.stem.rsplit("seed", 1)[1]))
+    return [json.loads(p.read_text(encoding="utf-8"))["result"] for p in paths if p.stem.rsplit("-seed", 1)[0] == name]
+
+
+def tok(folder: Path, name: str, split: str = "test", metric: str = "tok_bleu") -> list[float]:
+    return [r["scores"][split][metric] for r in raw(folder, name)]
+
+
+def contrast(terms: list[tuple[float, list[float]]]) -> tuple[float, float]:
+    """(value, two standard errors) of sum(weight x mean), written out here."""
+    value = sum(w * statistics.fmean(x) for w, x in terms)
+    return value, 2 * math.sqrt(sum(w * w * statistics.variance(x) / len(x) for w, x in terms))
+
+
+def consistent(verdict: str, intervals: list[tuple[float, float]], ok) -> None:
+    """A verdict is never stronger than the seed intervals allow: held needs every seed interval inside the
+    criterion, did not hold every one outside, and a straddling seed interval means within noise."""
+    inside = [ok(lo) and ok(hi) for lo, hi in intervals]
+    outside = [not ok(lo) and not ok(hi) for lo, hi in intervals]
+    assert verdict in (HELD, FAILED, NOISE)
+    if verdict == HELD:
+        assert all(inside)
+    if verdict == FAILED:
+        assert all(outside)
+    if any(not i and not o for i, o in zip(inside, outside)):  # a seed interval across the criterion
+        assert verdict == NOISE
+
+
+@pytest.fixture(scope="module")
+def env():
+    if not (SHARED_DATA / "multi30k-en-de").is_dir():
+        missing(f"real data {SHARED_DATA}/multi30k-en-de not present (the evaluation sets' references)")
+    saved = {k: os.environ.get(k) for k in ("CANLIB_DATA_DIR", "CANLIB_RESULTS_DIR")}
+    os.environ["CANLIB_DATA_DIR"], os.environ["CANLIB_RESULTS_DIR"] = str(SHARED_DATA), str(RESULTS)
+    yield
+    for k, value in saved.items():
+        if value is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = value
+
+
+@pytest.fixture(scope="module")
+def results(env):
+    from canlib.studies.chapters import results
+
+    return results.values("small")
+
+
+@pytest.fixture(scope="module")
+def beyond_values(env):
+    from canlib.studies.chapters import beyond
+
+    return beyond.values("small")
+
+
+def test_the_results_chapter_quotes_the_stored_runs(results):
+    t2 = PAPER["table2_wmt14"]["en-de"]
+    for s in ("baseline", "balanced", "san", "aan", "can"):
+        assert results[f"{s}_test"] == pytest.approx(statistics.fmean(tok(RUNS, s)), abs=1e-12)
+        assert results[f"{s}_test_sd"] == pytest.approx(statistics.stdev(tok(RUNS, s)), abs=1e-12)
+        assert results[f"{s}_test_sacre"] == pytest.approx(statistics.fmean(tok(RUNS, s, metric="bleu")), abs=1e-12)
+    assert results["metric_gap"] == pytest.approx(max(abs(statistics.fmean(tok(RUNS, s)) - statistics.fmean(
+        tok(RUNS, s, metric="bleu"))) for s in ("baseline", "balanced", "san", "aan", "can")), abs=1e-12)
+    # the two spreads issue 30 found printed without their metric: 0.55 (tokenized) and 0.54 (sacreBLEU)
+    assert (f"{results['can_test_sd']:.2f}", f"{results['can_test_sacre_sd']:.2f}") == ("0.55", "0.54")
+    for split, key in SPLITS.items():
+        value, pm = contrast([(1, tok(RUNS, "can", split)), (-1, tok(RUNS, "balanced", split))])
+        assert results[f"gap_can_{key}"] == pytest.approx(value, abs=1e-12)
+    assert results["gap_can_pm"] == pytest.approx(contrast([(1, tok(RUNS, "can")), (-1, tok(RUNS, "balanced"))])[1])
+    assert results["paper_gap_can"] == pytest.approx(t2["CAN"][0] - t2["Balanced"][0])
+    means = {split: {s: statistics.fmean(tok(RUNS, s, split)) for s in SYSTEMS} for split in SPLITS}
+    assert results["can_last"] == sum(min(m, key=m.get) == "can" for m in means.values())
+    assert results["systems"] == len(SYSTEMS)
+
+
+def test_the_results_chapters_verdicts_follow_the_seed_intervals(results):
+    for prefix, a, b in (("gap_can", "can", "balanced"), ("gap_balanced", "balanced", "baseline")):
+        intervals = []
+        for split in SPLITS:
+            value, pm = contrast([(1, tok(RUNS, a, split)), (-1, tok(RUNS, b, split))])
+            intervals.append((value - pm, value + pm))
+        consistent(results[f"{prefix}_verdict"], intervals, lambda d: d >= -0.5)
+    assert results["gap_can_verdict"] == FAILED and results["can_word"] == "does not hold"
+    assert results["gap_balanced_verdict"] == NOISE and results["balanced_word"] == "is within noise"
+
+
+def test_the_undertraining_numbers_are_the_x2_runs(results):
+    for s in ("balanced", "can"):
+        x2, x1 = tok(BEYOND, f"budget-{s}-x2"), tok(RUNS, s)
+        assert results[f"gain_{s}_test"] == pytest.approx(statistics.fmean(x2) - statistics.fmean(x1), abs=1e-12)
+        logs = [[p for p in r["log"] if p.get("kind") == "valid"] for r in raw(BEYOND, f"budget-{s}-x2")]
+        for step in (800, 1200, 2400):
+            want = statistics.fmean(p["valid_bleu"] for log in logs for p in log if p["step"] == step)
+            assert results[f"{s}_greedy_{step}"] == pytest.approx(want, abs=1e-12)
+    logs = [[p for p in r["log"] if p.get("kind") == "valid"] for s in ("balanced", "can")
+            for r in raw(BEYOND, f"budget-{s}-x2")]
+    assert results["loss_up"] == sum(log[-1]["valid_loss"] > log[-2]["valid_loss"] for log in logs)
+    assert results["runs_2x"] == len(logs) == 4
+    # each x2 run passes through its seed's 1x run: the same validation loss at update 1,200
+    through = sum(next(p for p in log if p["step"] == 1200)["valid_loss"] ==
+                  raw(RUNS, s)[k]["training"]["last_valid"]["valid_loss"]
+                  for s in ("balanced", "can") for k, log in enumerate(
+                      [[p for p in r["log"] if p.get("kind") == "valid"] for r in raw(BEYOND, f"budget-{s}-x2")]))
+    assert results["through_1x"] == through
+    assert (results["averaged_first"], results["updates_1x"]) == (800, 1200)  # the 1x average: its last 2 checkpoints
+
+
+def test_the_beyond_chapter_quotes_the_three_studies(beyond_values):
+    v = beyond_values
+    main = {s: tok(RUNS, s) for s in ("baseline", "balanced", "can")}
+    kd = {s: tok(BEYOND, f"distill-{s}-kd") for s in ("balanced", "san", "aan", "can")}
+    x2 = {s: tok(BEYOND, f"budget-{s}-x2") for s in ("balanced", "can")}
+    c66 = tok(BEYOND, "can-6-6-can-6-6")
+    assert v["gap_kd_test"] == pytest.approx(contrast([(1, kd["can"]), (-1, kd["balanced"])])[0], abs=1e-12)
+    assert v["gap_kd_pm"] == pytest.approx(contrast([(1, kd["can"]), (-1, kd["balanced"])])[1], abs=1e-12)
+    change = contrast([(1, kd["can"]), (-1, kd["balanced"]), (-1, main["can"]), (1, main["balanced"])])
+    assert v["change_kd_test"] == pytest.approx(change[0], abs=1e-12) and v["change_kd_pm"] == pytest.approx(change[1])
+    assert v["change_2x_test"] == pytest.approx(
+        contrast([(1, x2["can"]), (-1, x2["balanced"]), (-1, main["can"]), (1, main["balanced"])])[0], abs=1e-12)
+    assert v["gap_66_test"] == pytest.approx(statistics.fmean(c66) - statistics.fmean(main["baseline"]), abs=1e-12)
+    assert v["kd_gain_balanced_test"] == pytest.approx(statistics.fmean(kd["balanced"]) - statistics.fmean(main["balanced"]))
+    teacher = json.loads((RESULTS / "small" / "beyond" / "distill.json").read_text())["result"]["teacher"]
+    assert v["teacher_test"] == teacher["teacher_bleu"]["test"]["tok_bleu"] and v["teacher_pairs"] == teacher["pairs"]
+    assert v["teacher_minus_balanced"] == pytest.approx(teacher["teacher_bleu"]["test"]["tok_bleu"]
+                                                        - statistics.fmean(main["balanced"]))
+    for split, key in SPLITS.items():  # the budget's change on every set, from the raw files
+        want = contrast([(1, tok(BEYOND, "budget-can-x2", split)), (-1, tok(BEYOND, "budget-balanced-x2", split)),
+                         (-1, tok(RUNS, "can", split)), (1, tok(RUNS, "balanced", split))])[0]
+        assert v[f"change_2x_{key}"] == pytest.approx(want, abs=1e-12)
+    assert v["paper_kd_balanced"] == pytest.approx(PAPER["table4_kd_en-de"]["Balanced"][1] - PAPER["table4_kd_en-de"]["Balanced"][0])
+    assert v["budget_shown"] and v["distill_shown"] and v["can66_shown"]  # each study is shown once its models are stored
+
+
+def test_the_beyond_words_are_what_the_careful_reader_found(beyond_values):
+    """Issue 34's readings, now computed: test2016 alone does not move, the budget is not ruled out, distillation
+    narrows the gap (not closes it), the teacher is no better than its students."""
+    v = beyond_values
+    assert v["budget_test_word"] == "does not move beyond noise" and v["budget_word"].startswith("not ruled out")
+    assert v["change_2x_sets_held"] >= 1 and v["change_2x_sets_failed"] == 0
+    assert v["kd_word"].startswith("narrows the gap") and v["kd_closes_word"] == "does not close"
+    assert v["teacher_word"] == "no better than its students" and v["closed_count"] == 0
+
+
+def test_the_beyond_chapter_presents_no_number_at_tiny(env):
+    from canlib.studies.chapters import beyond
+
+    tiny = beyond.values("tiny")
+    ours = {k for k in tiny if k.startswith(("gap", "change", "kd_", "teacher", "gain"))}
+    assert not ours and tiny["gpu_command"] == "bash scripts/gpu_small.sh" and tiny["models"] >= 3
+
+
+def test_the_ablation_chapter_quotes_the_runs_and_the_kernel_counts(env):
+    from canlib.studies.chapters import ablation
+
+    v = ablation.values("small")
+    t5 = PAPER["table5_ablation_en-de"]
+    for system, key, row in (("can_attn", "attn", "Compress Attention"), ("can_ffn", "ffn", "Compress FFN"),
+                             ("can", "all", "Compress All")):
+        assert v[f"{key}_test"] == pytest.approx(contrast([(1, tok(RUNS, system)), (-1, tok(RUNS, "balanced"))])[0])
+        assert v[f"paper_{key}"] == pytest.approx(t5[row][0] - t5["Balanced"][0])
+    assert v["all_minus_attn_test"] == pytest.approx(statistics.fmean(tok(RUNS, "can")) - statistics.fmean(tok(RUNS, "can_attn")))
+    assert v["paper_all_minus_attn"] > 0 > v["all_minus_attn_test"]  # the reversal issue 30 asked the chapter to state
+    assert v["order_word"].startswith("reverses") or v["all_minus_attn_verdict"] == NOISE
+    ops = json.loads((RESULTS / "cpu" / "ops.json").read_text())["result"]["systems"]
+    for system, key in (("balanced", "balanced"), ("can_attn", "attn"), ("can_ffn", "ffn"), ("can", "all")):
+        assert v[f"kernels_{key}"] == ops[system]["cuda"]["per_layer"]["kernel_operators"]
+    assert v["kernels_saved_attn"] > v["kernels_saved_ffn"]  # the count that orders +20 % before +6 %
+    removed = ablation.kernels_removed()
+    assert removed.sum().to_dict() == {"Compress Attention": v["kernels_saved_attn"], "Compress FFN": v["kernels_saved_ffn"],
+                                       "Compress All": v["kernels_saved_all"]}
+
+
+def test_the_depths_chapter_gives_no_verdict_on_one_seed(env):
+    from canlib.studies.chapters import depths
+
+    v = depths.values("small")
+    assert (v["seeds_14_1"], v["seeds_9_4"]) == (len(tok(RUNS, "depth-14-1")), len(tok(RUNS, "depth-9-4"))) == (1, 1)
+    assert v["gap_14_1"] == pytest.approx(tok(RUNS, "depth-14-1")[0] - statistics.fmean(tok(RUNS, "balanced")))
+    assert v["drop_verdict"] == NOT_RUN and v["drop_word"] == "is not judged yet"
+    assert v["pair_low"] < v["pair_high"]
+    assert "--systems depth-9-4,depth-14-1" in v["seeds_command"]
+    speeds = [json.loads(p.read_text())["result"]["systems"] for p in sorted((RESULTS / "gpu").glob("*/speed.json"))]
+    smaller = sum(s["balanced"]["captured"]["tok_per_s"] / s["baseline"]["captured"]["tok_per_s"]
+                  < s["balanced"]["eager"]["tok_per_s"] / s["baseline"]["eager"]["tok_per_s"] for s in speeds)
+    assert (v["graphs_smaller"], v["gpu_runs"]) == (smaller, len(speeds))
+
+
+def test_the_tasks_chapter_reads_the_papers_tables(env):
+    from canlib.studies.chapters import tasks
+
+    v = tasks.values()
+    t2, t3 = PAPER["table2_wmt14"], PAPER["table3_wmt17"]
+    assert v["speed_wmt14_de_en"] == pytest.approx(t2["de-en"]["CAN"][2] / t2["de-en"]["Balanced"][2])
+    assert v["speed_wmt17_de_en"] == pytest.approx(t3["de-en"]["CAN"][2] / t3["de-en"]["Balanced"][2])
+    assert v["speed_wmt17_de_en"] < v["speed_wmt14_de_en"]  # the paper's own Table 3 against its length-ratio reading
+    assert (v["stored_directions"], v["missing_directions"]) == (1, 5) and v["cross_task_verdict"] == NOT_RUN
+
+
+def test_the_glance_tables_are_the_stored_runs(env):
+    from canlib.studies.chapters import glance
+
+    t = glance.tables("small")
+    for label, name in (("CAN", "can"), ("Balanced", "balanced")):
+        x = tok(RUNS, name)
+        assert t["table2"].loc[label, "ours tok-BLEU (seeds)"] == f"{statistics.fmean(x):.2f} ± {statistics.stdev(x):.2f} (3)"
+    kd = tok(BEYOND, "distill-can-kd")
+    assert t["table4"].loc["CAN", "ours distilled"] == f"{statistics.fmean(kd):.2f} ± {statistics.stdev(kd):.2f} (3)"
+    assert t["table5"].loc["Compress FFN", "paper BLEU"] == f"{PAPER['table5_ablation_en-de']['Compress FFN'][0]:.2f}"
+
+
+def test_the_readme_section_is_what_the_stored_results_give_now(env):
+    """README cannot glue: its section is generated (python -m canlib.studies.chapters.glance --readme), and this
+    fails when the stored results or the code give another table than README holds."""
+    from canlib.studies.chapters import glance
+
+    assert glance.readme_text(REPO / "README.md") == glance.readme_section("small") + "\n"
+
+
+@pytest.mark.parametrize("systems", [("baseline", "balanced", "san", "aan", "can"), ("balanced", "can_attn", "can_ffn", "can"),
+                                     ("baseline", "depth-9-4", "balanced", "depth-14-1")])
+def test_the_bleu_tables_show_the_stored_runs(env, systems):
+    """The table of the results, ablation and depths chapters: seeds, mean ± sd, sacreBLEU and the difference to
+    Balanced, recomputed from the raw files."""
+    from canlib.studies import tables
+
+    table = tables.bleu_table("small", systems, labels={s: s for s in systems})
+    for s in systems:
+        row, x = table.loc[s], tok(RUNS, s)
+        assert int(row["seeds"]) == len(x)
+        cell = f"{statistics.fmean(x):.2f} ± {statistics.stdev(x):.2f}" if len(x) > 1 else f"{x[0]:.2f} (1 seed)"
+        assert row["test2016 tok-BLEU"] == cell
+        assert row["sacreBLEU"] == pytest.approx(statistics.fmean(tok(RUNS, s, metric="bleu")), abs=0.006)
+        assert row["Δ to balanced"] == pytest.approx(statistics.fmean(x) - statistics.fmean(tok(RUNS, "balanced")), abs=0.006)
