@@ -33,9 +33,9 @@ def fake_main(root):
 
 def fake_study(root, name, system, tag, values):
     for seed, v in enumerate(values, 1):
-        run = beyond.BeyondRun(name, system, seed, tag)
         log = [{"kind": "valid", "step": s, "valid_loss": 3.0 - s / 1e4, "valid_bleu": 30 + s / 1e3} for s in (400, 800)]
-        store(root, beyond.run_name("small", run).rsplit("-seed", 1)[0], seed, v, log)
+        stem = beyond.model_name(name, system, tag, seed).rsplit("-seed", 1)[0]
+        store(root, f"beyond/runs/multi30k-en-de/{stem}", seed, v, log)
 
 
 def test_each_study_is_shown_as_soon_as_its_own_models_are_stored(tmp_path):

@@ -50,6 +50,7 @@ from typing import Any
 
 from canlib.studies import evidence as ev
 from canlib.studies.paper import paper_numbers
+from canlib.studies.scorecard import QUALITY_SCALES, quality_claim
 from canlib.studies.store import default_root
 from canlib.studies.verdict import MIN_SEEDS, judge, split_name
 
@@ -276,8 +277,6 @@ def claims(scale: str, root: Path | None = None, refs: dict[str, list[str]] | No
            s: Stored | None = None) -> list:
     """The scorecard rows of these studies: Table 4 (with distillation CAN is on par with Balanced) and "CAN on
     6/6 hurts less than on 12/2", judged by the verdict rule on the four evaluation sets."""
-    from canlib.studies.scorecard import QUALITY_SCALES, quality_claim
-
     t4 = paper_numbers()["table4_kd_en-de"]
     judged = scale in QUALITY_SCALES
     s = s or (stored(scale, root) if judged else Stored({}, {}, None, {}))
