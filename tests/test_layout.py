@@ -15,8 +15,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "canlib"
 LAYERS = ["io", "bleu", "data", "model", "decoding", "training", "bench", "studies", "experiments", "cli", "info", "__main__"]
 # modules whose canlib imports all stand at their top (a cycle or an optional dependency would be the only excuse)
-TOP_IMPORTS = ["experiments", "data", "studies/quality.py", "studies/analyses.py", "studies/beyond.py", "studies/store.py",
-               "studies/scales.py", "studies/gpu_results.py"]
+TOP_IMPORTS = ["experiments", "data", "studies"]  # the engine and every reader: dependencies read from the top
 MAX_LINES = 600
 
 
@@ -121,9 +120,15 @@ def owned(prefixes: list[str]) -> list[Path]:
     return [p for p in all_modules() if any(p.relative_to(PACKAGE).as_posix().startswith(x) for x in prefixes)]
 
 
+# the imports that stay inside a function, each for a reason: reading stored results never prepares data or runs the
+# bench, so a reader imports those only where it computes (a verdict's references, a measurement)
+LOCAL_IMPORTS = {"canlib.studies.evidence": ["canlib.data.preparation"],
+                 "canlib.studies.speed": ["canlib.bench", "canlib.decoding.ctranslate"]}
+
+
 def test_the_engine_and_the_readers_import_canlib_at_their_top():
     nested = {module_name(p): sorted(canlib_imports(p, nested_only=True)) for p in owned(TOP_IMPORTS)}
-    assert {m: i for m, i in nested.items() if i} == {}
+    assert {m: i for m, i in nested.items() if i} == LOCAL_IMPORTS
 
 
 def test_the_engine_and_the_readers_stay_under_600_lines():

@@ -19,7 +19,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 # operators that only describe memory (no kernel on a GPU)
-_NO_KERNEL = {"aten.view", "aten._unsafe_view", "aten.reshape", "aten.expand", "aten.permute", "aten.transpose",
+NO_KERNEL = {"aten.view", "aten._unsafe_view", "aten.reshape", "aten.expand", "aten.permute", "aten.transpose",
               "aten.t", "aten.unsqueeze", "aten.squeeze", "aten.slice", "aten.select", "aten.as_strided",
               "aten.alias", "aten.detach", "aten.split", "aten.split_with_sizes", "aten.unbind", "aten.chunk",
               "aten.narrow", "aten.diagonal", "aten.unflatten", "aten.flatten", "aten.lift_fresh",
@@ -99,7 +99,7 @@ class OpCounter(TorchDispatchMode):
 
     @property
     def kernels(self) -> int:
-        return sum(n for name, n in self.by_name.items() if name not in _NO_KERNEL)
+        return sum(n for name, n in self.by_name.items() if name not in NO_KERNEL)
 
     @property
     def host_syncs(self) -> int:

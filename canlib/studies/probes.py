@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from canlib.model.attention import SourceMemory
+from canlib.model.config import preset
 from canlib.model.layers import StandardDecoderLayer
 from canlib.model.seq2seq import Seq2Seq
 
@@ -102,9 +104,6 @@ def decoding_costs(system: str) -> dict[str, Any]:
     """What one decoder layer of ``system`` (a preset name; d=512 for the paper's) costs per decoding step,
     read from the layer class itself: the matrix weights a step reads (in d², source projections left
     out), and the numbers its cache holds per target position and per source position (in d)."""
-    from canlib.model.attention import SourceMemory
-    from canlib.model.config import preset
-
     cfg = preset(system, vocab_size=8)
     layer = Seq2Seq(cfg).decoder_layers[0]
     d = cfg.d_model

@@ -26,9 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from canlib.model.config import LABELS
+from canlib.studies import gpu_results, speed as sp
+from canlib.studies.evidence import main_runs, references
+from canlib.studies.paper import paper_numbers
+from canlib.studies.scales import DIRECTION_SYSTEMS, scale_spec
 from canlib.studies.speed import CPU_LABEL
-from canlib.studies.verdict import (FAILED, HELD, K_SPREAD, MIN_SEEDS, NOISE, NOT_RUN, QUALITY_SCALES,  # noqa: F401
-                                    Runs, describe, interval_verdict, judge, seed_difference, split_name)
+from canlib.studies.store import stored_path
+from canlib.studies.verdict import (FAILED, HELD, K_SPREAD, MIN_SEEDS, NOISE, NOT_RUN, QUALITY_SCALES, Runs, combine,  # noqa: F401
+                                    describe, interval_verdict, judge, seed_difference, split_name)
 
 NOT_TESTED, NO_VERDICT_CPU = "not tested here", "no verdict (CPU)"
 METRIC = "tok-BLEU"  # the seed intervals' metric: the paper's tokenized BLEU
@@ -62,8 +67,6 @@ Term = tuple[float, str, "Runs | None"]  # (weight, system label, its stored run
 def experiment_command(scale: str, systems: Sequence[str], corpora: Sequence[str] = ()) -> str:
     """The command that trains (every planned seed, at least two) and stores ``systems``' runs at ``scale``
     (on ``corpora``, else the main corpus); runs already stored are skipped, so it only adds what is missing."""
-    from canlib.studies.scales import scale_spec
-
     spec = scale_spec(scale)
     planned = spec.direction_seeds if corpora else max(spec.depth_seeds if s.startswith("depth-") else spec.seeds
                                                        for s in systems)
@@ -117,8 +120,6 @@ def cross_task_claim(scale: str, by_direction: dict[str, dict[str, Runs | None]]
     """"CAN is on par with Balanced across tasks": CAN at most ``margin`` below Balanced on every direction,
     each judged by the verdict rule; held when every direction holds, did not hold when every one fails,
     within noise otherwise. ``by_direction``: {corpus: {system: Runs}}; ``refs``: {corpus: references}."""
-    from canlib.studies.verdict import combine
-
     name = f"CAN stays within {margin} BLEU of Balanced across tasks (Tables 2-3)"
     criterion = f"ΔBLEU >= -{margin} on every direction"
     if scale not in QUALITY_SCALES:
@@ -128,8 +129,6 @@ def cross_task_claim(scale: str, by_direction: dict[str, dict[str, Runs | None]]
                             (refs or {}).get(c)) for c, runs in by_direction.items()}
     judged = {c: claim for c, claim in per.items() if claim.verdict != NOT_TESTED}
     if len(judged) < 2:
-        from canlib.studies.scales import DIRECTION_SYSTEMS
-
         why = f"{len(judged)} direction(s) with at least {MIN_SEEDS} seeds of CAN and Balanced; needs 2 or more"
         missing = [c for c in by_direction if c not in judged]
         if not missing:
@@ -185,8 +184,6 @@ def claims(scale: str, *, runs: dict[str, Runs | None] | None, gpus: Sequence[tu
     set's references (the test-set intervals); ``commands``: a quality claim whose seeds are missing is
     ``not run yet`` with its command.
     """
-    from canlib.studies.paper import paper_numbers
-
     paper = paper or paper_numbers()
     runs = runs or {}
     t2 = paper["table2_wmt14"]["en-de"]
@@ -261,8 +258,6 @@ SYSTEMS = ("baseline", "balanced", "can", "can_ffn", "depth-14-1")  # the system
 def stored_runs(scale: str, systems: Sequence[str] = SYSTEMS, corpus: str | None = None,
                 root: Path | None = None) -> dict[str, Runs | None]:
     """{system: its stored full-budget runs} at a scale whose models are judged; empty at tiny."""
-    from canlib.studies.evidence import main_runs
-
     if scale not in QUALITY_SCALES:
         return {}
     return {s: main_runs(scale, s, corpus, root) for s in systems}
@@ -277,8 +272,6 @@ def stored_scale(root: Path | None = None) -> str:
     """The scale the scorecard judges: ``small`` once any run is stored under ``<results>/small/runs``
     (each claim is then judged as soon as its own seeds are in, and says ``not run yet`` otherwise),
     else ``tiny``, where no quality claim is judged."""
-    from canlib.studies.store import stored_path
-
     return "small" if any(stored_path("runs/x", "small", root).parent.glob("*/*.json")) else "tiny"
 
 
@@ -288,10 +281,6 @@ def scorecard(scale: str, *, gpu_run: str | None = None, cpu: bool = True, test_
     ``test_sets=False``; ``refs``: each evaluation set's references, read when not given), every stored GPU run
     (speed, eager fp16; only ``gpu_run`` when given), and the shared CPU speed run (shown, not judged;
     ``cpu=False`` skips measuring it)."""
-    from canlib.studies import gpu_results
-    from canlib.studies import speed as sp
-    from canlib.studies.evidence import references
-
     gpus = []
     for run in ([gpu_run] if gpu_run else gpu_results.speed_runs()):
         rows, prov = gpu_results.gpu_speed("eager", run)
@@ -322,8 +311,6 @@ def scorecard(scale: str, *, gpu_run: str | None = None, cpu: bool = True, test_
 
 def paper_can_gap() -> str:
     """The paper's CAN - Balanced BLEU over its 14 tasks (Tables 2 and 3), as a range."""
-    from canlib.studies.paper import paper_numbers
-
     paper = paper_numbers()
     gaps = [v["CAN"][0] - v["Balanced"][0] for table in ("table2_wmt14", "table3_wmt17")
             for k, v in paper[table].items() if not k.startswith("_")]
@@ -334,7 +321,6 @@ def runs_by_direction(scale: str, root: Path | None = None) -> dict[str, dict[st
     """{corpus: {system: Runs}} of CAN and Balanced on every direction of the scale; empty at tiny."""
     if scale not in QUALITY_SCALES:
         return {}
-    from canlib.studies.scales import scale_spec
 
     spec = scale_spec(scale)
     return {c: stored_runs(scale, ("balanced", "can"), c, root) for c in (spec.corpus, *spec.directions)}

@@ -17,7 +17,10 @@ import statistics
 import warnings
 from typing import Any
 
+from canlib.io import results_dir
 from canlib.model.config import ABLATION_SYSTEMS, ALL_SYSTEMS, LABELS
+from canlib.studies.probes import decoding_costs
+from canlib.studies.results import load_result
 from canlib.studies.scales import scale_spec
 from canlib.studies.store import key, study
 
@@ -207,8 +210,6 @@ def breakdown_frame(parts: dict[str, dict[str, float]]):
 def weights_per_token() -> dict[str, float]:
     """Decoder-layer matrix weights read per generated token, in units of d² (source-side projections,
     computed once per sentence, left out), counted from the layer classes at the paper's d=512."""
-    from canlib.studies.probes import decoding_costs
-
     return {system: decoding_costs(system)["weights_per_step_d2"] for system in ABLATION_SYSTEMS}
 
 # -- operators per step (``canlib bench ops``, stored in book/results/cpu/) ------------------------------
@@ -219,9 +220,6 @@ OPS_COMMAND = "python -m canlib bench ops --json book/results/cpu/ops.json"
 def stored_ops(name: str = "ops.json", root: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(result, provenance) of the stored operator-count study: ``result["systems"][system][path]``."""
     from pathlib import Path
-
-    from canlib.io import results_dir
-    from canlib.studies.results import load_result
 
     path = Path(root or results_dir()) / "cpu" / name
     if not path.exists():

@@ -12,7 +12,10 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
+from canlib.io import results_dir
 from canlib.model.config import LABELS
+from canlib.studies import gpu_results
+from canlib.studies.quality import bleu_by_seed, run_result, stored_seeds
 from canlib.studies.verdict import split_name
 
 
@@ -25,8 +28,6 @@ def seed_cell(values: Sequence[float]) -> str:
 
 def _scores(scale: str, systems: Sequence[str], split: str, metric: str, corpus: str | None,
             root: Path | None) -> dict[str, list[float]]:
-    from canlib.studies.quality import bleu_by_seed
-
     return bleu_by_seed(scale, list(systems), corpus, split, metric, root, full_budget=scale != "tiny")
 
 
@@ -73,8 +74,6 @@ def splits_table(scale: str, systems: Sequence[str], splits: Sequence[str], *, c
 def stored_test_splits(scale: str, system: str = "balanced", corpus: str | None = None,
                        root: Path | None = None) -> list[str]:
     """The test splits a scale's runs were scored on ("test" is test2016; small adds the two test2017 sets)."""
-    from canlib.studies.quality import run_result, stored_seeds
-
     seeds = [1] if scale == "tiny" and root is None else stored_seeds(system, scale, corpus, root)
     return list(run_result(system, scale, seeds[0], corpus, root=root)[0]["test_splits"]) if seeds else []
 
@@ -83,8 +82,6 @@ def stored_means(scale: str, systems: Sequence[str], split: str = "test", metric
                  corpus: str = "multi30k-en-de", root: Path | None = None) -> dict[str, list[float]]:
     """{system: [score per stored seed]} read straight from ``<results>/<scale>/runs/<corpus>/*.json``
     with ``json`` (no canlib loader): what a chapter's assertion compares its table with."""
-    from canlib.io import results_dir
-
     folder = (Path(root) if root is not None else results_dir()) / scale / "runs" / corpus
     out: dict[str, list[float]] = {}
     for path in sorted(folder.glob("*-seed*.json")):
@@ -101,8 +98,6 @@ def speed_ratio_table(systems: Sequence[str], paper: dict[str, float], cpu: dict
     regime: the paper's GPU, every stored GPU run (eager fp16 and CUDA graphs, device and commit), and
     this machine's CPU (random d=512 weights, not the paper's regime)."""
     import pandas as pd
-
-    from canlib.studies import gpu_results
 
     rows = {"paper (its GPU, Table 2)": {s: paper[s] / paper[against] for s in systems}}
     for run in gpu_results.speed_runs():

@@ -30,6 +30,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from canlib.io import atomic_write_bytes, cache_dir
+
 HELD, FAILED, NOISE = "held", "did not hold", "within noise"
 # within noise over the sets, but decided one way on some of them and never the other (:attr:`Judgement.detail`)
 PARTLY_HELD, PARTLY_FAILED = "held on some sets, within noise on the others", "did not hold on some sets, within noise on the others"
@@ -193,8 +195,6 @@ def _resampled(hyps: tuple[str, ...], refs: tuple[str, ...], samples: int, seed:
     kept per process and on disk (``cache_dir()/bootstrap``, keyed by the sentences, the draw and sacreBLEU's
     version)."""
     import sacrebleu
-
-    from canlib.io import atomic_write_bytes, cache_dir
 
     digest = hashlib.sha256(json.dumps([hyps, refs, samples, seed, sacrebleu.__version__]).encode()).hexdigest()[:20]
     path = cache_dir() / "bootstrap" / f"{digest}.json"

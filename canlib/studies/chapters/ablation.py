@@ -7,7 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from canlib.bench.ops import NO_KERNEL  # the operators the counts treat as launching no kernel
 from canlib.studies import evidence as ev
+from canlib.studies.paper import paper_numbers
+from canlib.studies.speed import stored_ops
 from canlib.studies.verdict import FAILED, HELD, NOISE, PARTLY_FAILED, PARTLY_HELD, judge, word
 
 SYSTEMS = {"can_attn": "attn", "can_ffn": "ffn", "can": "all"}  # system -> key prefix
@@ -22,8 +25,6 @@ ORDER = {HELD: "keeps the paper's order", FAILED: "reverses the paper's order", 
 
 def kernel_values(root: Path | None = None) -> dict[str, Any]:
     """Kernels one decoder layer launches per step on the GPU's code path (counted, not timed) for each system."""
-    from canlib.studies.speed import stored_ops
-
     ops, prov = stored_ops(root=root)
     per_layer = {s: ops["systems"][s]["cuda"]["per_layer"]["kernel_operators"] for s in PAPER_ROWS}
     v = {f"kernels_{SYSTEMS.get(s, s)}": int(k) for s, k in per_layer.items()}
@@ -38,9 +39,6 @@ def kernels_removed(root: Path | None = None):
     (negative: adds), on the GPU's code path; operators that launch no kernel (views) left out."""
     import pandas as pd
 
-    from canlib.bench.ops import _NO_KERNEL  # the operators the counts treat as launching no kernel
-    from canlib.studies.speed import stored_ops
-
     ops, _ = stored_ops(root=root)
     systems = ops["systems"]
     layers = {s: systems[s]["cuda"]["decoder_layers"] for s in PAPER_ROWS}
@@ -49,7 +47,7 @@ def kernels_removed(root: Path | None = None):
     for s in SYSTEMS:
         counts = systems[s]["cuda"]["by_name"]
         for name in sorted(set(base) | set(counts)):
-            if name in _NO_KERNEL:
+            if name in NO_KERNEL:
                 continue
             diff = base.get(name, 0) / layers["balanced"] - counts.get(name, 0) / layers[s]
             if diff:
@@ -62,8 +60,6 @@ def kernels_removed(root: Path | None = None):
 def values(scale: str, root: Path | None = None, refs: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """Everything the ablation chapter's prose quotes at ``scale`` (a judged scale: the chapter presents stored
     runs; ``refs``: each evaluation set's references, read from the corpus when not given)."""
-    from canlib.studies.paper import paper_numbers
-
     ev.require_judged(scale, "the ablation chapter")
     t5 = paper_numbers()["table5_ablation_en-de"]
     refs = ev.references(scale) if refs is None else refs

@@ -11,9 +11,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from canlib.studies import beyond
+from canlib.studies import beyond, evidence as ev
 from canlib.studies.chapters import results as results_chapter
-from canlib.studies.verdict import FAILED, HELD, NOISE, PARTLY_HELD, gap_word, word
+from canlib.studies.chapters.results import provenance_values
+from canlib.studies.paper import paper_numbers
+from canlib.studies.scales import scale_spec
+from canlib.studies.store import stored_path
+from canlib.studies.verdict import FAILED, HELD, NOISE, PARTLY_HELD, QUALITY_SCALES, gap_word, word
 
 EXPLAINS = {HELD: "supported: the gap narrows on every set", FAILED: "ruled out: the gap widens on every set",
             NOISE: "not ruled out", PARTLY_HELD: "not ruled out: the gap narrows on some sets, within noise on the others"}
@@ -30,8 +34,6 @@ GAINS = {HELD: "adds BLEU", FAILED: "does not add BLEU", NOISE: "changes BLEU wi
 
 def plan_values(scale: str) -> dict[str, Any]:
     """What the studies train (true at every scale): models, seeds, updates and the commands."""
-    from canlib.studies.scales import scale_spec
-
     runs = {n: beyond.study_runs(n) for n in beyond.STUDIES}
     return {"scale": scale, "models": sum(len(r) for r in runs.values()),
             "budget_models": len(runs["budget"]), "distill_models": len(runs["distill"]),
@@ -41,8 +43,6 @@ def plan_values(scale: str) -> dict[str, Any]:
 
 
 def paper_values() -> dict[str, Any]:
-    from canlib.studies.paper import paper_numbers
-
     p = paper_numbers()
     t2, t4, f8 = p["table2_wmt14"]["en-de"], p["table4_kd_en-de"], p["fig8_curves_en-de"]["valid"]
     return {"paper_gap": t2["CAN"][0] - t2["Balanced"][0], "paper_can66": beyond.PAPER_CAN_ON["6/6"],
@@ -55,9 +55,6 @@ def values(scale: str, root: Path | None = None, refs: dict[str, list[str]] | No
     """Everything the beyond chapter's prose quotes at ``scale`` (``refs``: each evaluation set's references,
     read from the corpus when not given): the plan and the paper's numbers always, the studies' results
     where their models are stored at a judged scale."""
-    from canlib.studies import evidence as ev
-    from canlib.studies.verdict import QUALITY_SCALES
-
     v = plan_values(scale) | paper_values()
     if scale not in QUALITY_SCALES:
         return v | conversion_values(root)
@@ -117,8 +114,6 @@ def values(scale: str, root: Path | None = None, refs: dict[str, list[str]] | No
 
 def conversion_values(root: Path | None = None) -> dict[str, Any]:
     """Whether the conversion study is stored at small, and otherwise the command that stores it."""
-    from canlib.studies.store import stored_path
-
     stored_ = stored_path("conversion", "small", root).is_file()
     return {"conversion_stored": stored_, "conversion_status": "stored (the table below)" if stored_ else "not stored yet"}
 
@@ -126,8 +121,6 @@ def conversion_values(root: Path | None = None) -> dict[str, Any]:
 def _teacher(scale: str, root: Path | None) -> dict[str, Any]:
     """The distilled corpus's provenance (its teacher, BLEU, pairs, lengths): from the study's summary, else
     from a student's stored result (every student records the corpus it trained on)."""
-    from canlib.studies import evidence as ev
-
     files = ev.study_files(scale, "distill", root)
     summary = files[0].parents[2] / "distill.json"
     if summary.is_file():
@@ -137,6 +130,4 @@ def _teacher(scale: str, root: Path | None) -> dict[str, Any]:
 
 
 def _provenance(scale: str, runs: list[Any], root: Path | None, prefix: str) -> dict[str, Any]:
-    from canlib.studies.chapters.results import provenance_values
-
     return provenance_values(scale, runs, root, prefix)

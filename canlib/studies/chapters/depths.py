@@ -7,7 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from canlib.studies import evidence as ev
+from canlib.studies import evidence as ev, gpu_results as gpu
+from canlib.studies.paper import paper_numbers
+from canlib.studies.scorecard import experiment_command, pair, quality_claim
 from canlib.studies.verdict import FAILED, HELD, NOISE, NOT_RUN, bootstrap_contrast, central_95, word
 
 KEYS = {"baseline": "6_6", "depth-9-4": "9_4", "balanced": "12_2", "depth-14-1": "14_1"}
@@ -17,8 +19,6 @@ SAMPLING = {True: "larger than the test set's sampling noise", False: "not clear
 
 def graphs_values() -> dict[str, int]:
     """On how many stored GPU runs the 12/2-over-6/6 speed-up is smaller with CUDA graphs than eager."""
-    from canlib.studies import gpu_results as gpu
-
     ratios = []
     for run in gpu.speed_runs():
         eager, _ = gpu.gpu_speed("eager", run)
@@ -31,9 +31,6 @@ def graphs_values() -> dict[str, int]:
 def values(scale: str, root: Path | None = None, refs: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """Everything the depths chapter's prose quotes at ``scale`` (a judged scale: the chapter presents stored
     runs; ``refs``: each evaluation set's references, read from the corpus when not given)."""
-    from canlib.studies.paper import paper_numbers
-    from canlib.studies.scorecard import experiment_command, pair, quality_claim
-
     ev.require_judged(scale, "the depths chapter")
     f4 = paper_numbers()["fig4_balance_en-de"]
     paper = dict(zip(KEYS, f4["bleu"]))

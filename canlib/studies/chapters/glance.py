@@ -10,8 +10,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+from canlib.io import CHECKOUT_DIR
 from canlib.model.config import ALL_SYSTEMS, LABELS
-from canlib.studies import evidence as ev
+from canlib.studies import beyond, evidence as ev, gpu_results
+from canlib.studies.paper import paper_numbers
+from canlib.studies.quality import format_budget
+from canlib.studies.scorecard import OUTCOMES, headline, ratio_range, scorecard
+from canlib.studies.speed import stored_ops
 
 T2 = ("baseline", "balanced", "san", "aan", "can")
 T5 = {"balanced": "Balanced", "can_attn": "Compress Attention", "can_ffn": "Compress FFN", "can": "Compress All"}
@@ -28,9 +33,6 @@ def _cell(runs: Any, split: str = "test") -> str:
 def speed_run() -> tuple[str, dict[str, Any]] | None:
     """(run folder, provenance) of the stored GPU run that judges "CAN decodes faster than Balanced": the one
     whose timed repeats give the narrowest CAN/Balanced interval (the scorecard's one-verdict rule)."""
-    from canlib.studies import gpu_results
-    from canlib.studies.scorecard import ratio_range
-
     best = None
     for run in gpu_results.speed_runs():
         rows, prov = gpu_results.gpu_speed("eager", run)
@@ -43,10 +45,6 @@ def speed_run() -> tuple[str, dict[str, Any]] | None:
 def tables(scale: str, root: Path | None = None) -> dict[str, Any]:
     """The three tables (DataFrames) and their provenance: ``table2``, ``table4``, ``table5``, ``provenance``."""
     import pandas as pd
-
-    from canlib.studies import beyond, gpu_results
-    from canlib.studies.paper import paper_numbers
-    from canlib.studies.scorecard import ratio_range
 
     p = paper_numbers()
     t2, t4, t5 = p["table2_wmt14"]["en-de"], p["table4_kd_en-de"], p["table5_ablation_en-de"]
@@ -92,14 +90,10 @@ def _join(values: Any) -> str:
 
 
 def _budget(provs: list[dict[str, Any]]) -> str:
-    from canlib.studies.quality import format_budget
-
     return format_budget(provs[0].get("budget")) if provs else "none"
 
 
 def _kernels(root: Path | None) -> dict[str, int]:
-    from canlib.studies.speed import stored_ops
-
     ops, _ = stored_ops(root=root)
     return {s: int(ops["systems"][s]["cuda"]["per_layer"]["kernel_operators"]) for s in T5}
 
@@ -108,9 +102,6 @@ def verdicts(scale: str, root: Path | None = None, refs: dict[str, list[str]] | 
     """One verdict per claim (the scorecard's :func:`~canlib.studies.scorecard.headline` rule) for every claim the
     scorecard judges, the beyond chapter's two included: claim, the paper's figure, ours, the verdict, the chapter."""
     import pandas as pd
-
-    from canlib.studies import beyond
-    from canlib.studies.scorecard import OUTCOMES, headline, scorecard
 
     rows = headline(scorecard(scale, cpu=False, refs=refs) + beyond.claims(scale, root, refs))
     return pd.DataFrame([{"claim": r.name, "paper": r.paper, "ours": r.ours, "verdict": OUTCOMES[r.verdict],
@@ -185,8 +176,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     section = readme_section(args.scale)
     if args.readme:
-        from canlib.io import CHECKOUT_DIR
-
         changed = write_readme(CHECKOUT_DIR / "README.md", section)
         print("README.md: section rewritten" if changed else "README.md: section already current")
     else:

@@ -14,6 +14,9 @@ from typing import Any
 
 from canlib.model.config import ALL_SYSTEMS, PAPER_SYSTEMS
 from canlib.studies import evidence as ev
+from canlib.studies.paper import paper_numbers
+from canlib.studies.quality import format_budget
+from canlib.studies.scales import scale_spec
 from canlib.studies.verdict import EVAL_SPLITS, FAILED, HELD, NOISE, PARTLY_HELD, judge, word
 
 WITHIN = {HELD: "holds", FAILED: "does not hold", NOISE: "is within noise"}  # "CAN stays within 0.5 of Balanced ..."
@@ -27,8 +30,6 @@ MARGIN = 0.5
 def values(scale: str, root: Path | None = None, refs: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """Everything the results chapter's prose quotes at ``scale`` (``refs``: each evaluation set's references,
     read from the corpus when not given)."""
-    from canlib.studies.paper import paper_numbers
-
     t2 = paper_numbers()["table2_wmt14"]["en-de"]
     v: dict[str, Any] = {"scale": scale, "paper_gap_can": t2["CAN"][0] - t2["Balanced"][0],
                          "paper_gap_balanced": t2["Balanced"][0] - t2["Baseline"][0],
@@ -64,8 +65,6 @@ def budget_values(scale: str, runs: dict[str, Any], refs: dict[str, list[str]], 
     """Twice the updates (the budget study's x2 models against the 1x main-plan runs): each system's gain and the
     gap at 2x on every set, judged; the greedy valid BLEU of the x2 logs at the 1x run's averaged checkpoints; how
     many x2 validation losses turn up at the end; and whether the x2 logs pass through the 1x runs."""
-    from canlib.studies.scales import scale_spec
-
     train = scale_spec(scale).train
     steps, every, averaged = train["max_steps"], train["valid_every"], train["average_last"]
     x2 = {s: ev.budget_runs(scale, s, 2, root) for s in ("balanced", "can")}
@@ -114,8 +113,6 @@ def budget_values(scale: str, runs: dict[str, Any], refs: dict[str, list[str]], 
 
 def provenance_values(scale: str, runs: list[Any], root: Path | None = None, prefix: str = "runs") -> dict[str, Any]:
     """Where the runs come from, for the chapter's provenance line: how many, devices, commits, dates, budget."""
-    from canlib.studies.quality import format_budget
-
     provs = [ev.stored_result(scale, f, root)[1] for r in runs for f in r.files]
     return {f"{prefix}_count": len(provs), f"{prefix}_device": ", ".join(sorted({p["device"] for p in provs})),
             f"{prefix}_commit": ", ".join(sorted({str(p["commit"])[:7] for p in provs})),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from canlib.model.config import LABELS
 from canlib.studies import gpu_results as gpu
 from canlib.studies.scorecard import ratio_range
 from canlib.studies.speed import stored_ops
@@ -83,8 +84,6 @@ def ab_values() -> dict[str, Any]:
 def runs_frame():
     """Every stored GPU run's Table 2 speeds: one row per (run, system), eager and graph tok/s (median, min, max)."""
     import pandas as pd
-
-    from canlib.model.config import LABELS
 
     rows = []
     for run in gpu.speed_runs():

@@ -7,15 +7,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from canlib.studies.verdict import FAILED, HELD, NOISE, NOT_RUN, word
+from canlib.studies.evidence import references
+from canlib.studies.paper import paper_numbers
+from canlib.studies.scales import DIRECTION_SYSTEMS, scale_spec
+from canlib.studies.scorecard import (cross_task_claim, experiment_command, pair, paper_can_gap, quality_claim,
+                                      runs_by_direction)
+from canlib.studies.verdict import FAILED, HELD, K_SPREAD, MIN_SEEDS, NOISE, NOT_RUN, seed_difference, word
 
 WITHIN = {HELD: "holds", FAILED: "does not hold", NOISE: "is within noise", NOT_RUN: "is not run yet"}
 
 
 def paper_values() -> dict[str, Any]:
     """The paper's CAN/Balanced speed and BLEU gap over its 14 tasks, and the tasks its length-ratio argument names."""
-    from canlib.studies.paper import paper_numbers
-
     p = paper_numbers()
     speed = {f"{t.split('_')[1]}_{task}": rows["CAN"][2] / rows["Balanced"][2] for t in ("table2_wmt14", "table3_wmt17")
              for task, rows in p[t].items() if not task.startswith("_")}
@@ -34,10 +37,6 @@ def paper_values() -> dict[str, Any]:
 def values(root: Path | None = None, refs: dict[str, dict[str, list[str]]] | None = None) -> dict[str, Any]:
     """Everything the tasks chapter's prose quotes: the paper's numbers, the stored directions at small and the
     cross-task verdict (``refs``: {corpus: each evaluation set's references}, read when not given)."""
-    from canlib.studies.evidence import references
-    from canlib.studies.scales import DIRECTION_SYSTEMS, scale_spec
-    from canlib.studies.scorecard import cross_task_claim, experiment_command, pair, paper_can_gap, quality_claim
-
     spec = scale_spec("small")
     directions = (spec.corpus, *spec.directions)
     by, stored = stored_directions(root)
@@ -62,17 +61,12 @@ def values(root: Path | None = None, refs: dict[str, dict[str, list[str]]] | Non
 
 def stored_directions(root: Path | None = None) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """({direction: {system: Runs}} at small, the directions with at least two seeds of CAN and Balanced)."""
-    from canlib.studies.scorecard import runs_by_direction
-    from canlib.studies.verdict import MIN_SEEDS
-
     by = runs_by_direction("small", root)
     return by, [c for c, runs in by.items() if all(r is not None and len(r.seeds) >= MIN_SEEDS for r in runs.values())]
 
 
 def direction_gaps(by: dict[str, dict[str, Any]], stored: list[str]) -> dict[str, tuple[float, float]]:
     """{direction: (CAN − Balanced on its test2016, two standard errors over seeds)} of the stored directions."""
-    from canlib.studies.verdict import K_SPREAD, seed_difference
-
     out = {}
     for c in stored:
         diff, se = seed_difference(by[c]["can"].scores["test"], by[c]["balanced"].scores["test"])
