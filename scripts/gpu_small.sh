@@ -80,8 +80,8 @@ phase() {  # phase NAME ARGS...: one `canlib experiment` call in the time left
 }
 phase "main corpus, every seed" "${REST[@]}" --corpora multi30k-en-de --studies runs
 phase "beyond studies" "${BEYOND_SEEDS[@]}" --corpora multi30k-en-de --studies budget,distill,can-6-6
-"$PY" -m canlib experiment "${RUN[@]}" "${BEYOND_SEEDS[@]}" --studies distill-x2,hybrid,can-residual --estimate 2>&1 | tee -a "$LOG"
-phase "next experiments" "${BEYOND_SEEDS[@]}" --corpora multi30k-en-de --studies distill-x2,hybrid,can-residual
+"$PY" -m canlib experiment "${RUN[@]}" "${BEYOND_SEEDS[@]}" --studies distill-x2,hybrid,can-residual,averaging --estimate 2>&1 | tee -a "$LOG"
+phase "next experiments" "${BEYOND_SEEDS[@]}" --corpora multi30k-en-de --studies distill-x2,hybrid,can-residual,averaging
 phase "whole plan" "${REST[@]}" --studies runs,similarity,similarity-balanced,errors,attention,conversion
 timeout 120 "$PY" -m canlib experiment --rescore "$SCALE_DIR" 2>&1 | tee -a "$LOG"
 echo "rescore: exit ${PIPESTATUS[0]}" | tee -a "$LOG"

@@ -251,3 +251,34 @@ def test_a_corpus_of_files_needs_all_six_files_and_its_languages(tmp_path, monke
     assert "--files needs --src and --tgt" in capsys.readouterr().err
     assert main(["data", "prepare", "multi30k-en-de", "--files", str(files), "--src", "en", "--tgt", "de"]) == 2
     assert "not a registered corpus's name" in capsys.readouterr().err
+
+
+def test_the_averaging_variant_scores_the_last_checkpoint_alone_from_the_recipes_own_training(tmp_path, monkeypatch,
+                                                                                               shared_data):
+    """Variant(weights="last") trains in the main run's folder (training is the recipe's) and its model is the newest
+    step checkpoint's weights, read here straight from the file, not the average of the last two."""
+    import re
+
+    import torch
+
+    from canlib.experiments.run import budget
+    from canlib.experiments.train import train
+
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))
+    recipe = {**budget("tiny", 1, 4), "valid_every": 2, "keep_last": 2, "average_last": 2}  # checkpoints at 2 and 4
+    last = run("balanced", "tiny", 1, variant=Variant("averaging", "last", weights="last"), train=recipe)
+    averaged = run("balanced", "tiny", 1, train=recipe)
+    assert last.folder == averaged.folder and last.name != averaged.name
+    train(last)
+    steps = {int(m.group(1)): p for p in (last.folder / "checkpoints").iterdir()
+             if (m := re.fullmatch(r"step_(\d+)\.pt", p.name))}
+    assert sorted(steps) == [2, 4]
+    newest = torch.load(steps[4], map_location="cpu", weights_only=False)["model"]
+    older = torch.load(steps[2], map_location="cpu", weights_only=False)["model"]
+    got, avg = trained(last).model().state_dict(), trained(averaged).model().state_dict()
+    assert all(torch.equal(got[k], newest[k]) for k in newest)
+    assert all(torch.allclose(avg[k].float(), (newest[k].float() + older[k].float()) / 2, atol=1e-6) for k in newest)
+    assert any(not torch.equal(got[k], avg[k]) for k in newest)
+    with pytest.raises(ValueError, match="weights"):
+        Variant("averaging", "last", weights="best")

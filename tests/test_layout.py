@@ -122,7 +122,8 @@ def owned(prefixes: list[str]) -> list[Path]:
 
 # the imports that stay inside a function, each for a reason: reading stored results never prepares data or runs the
 # bench, so a reader imports those only where it computes (a verdict's references, a measurement)
-LOCAL_IMPORTS = {"canlib.studies.evidence": ["canlib.data.preparation"],
+LOCAL_IMPORTS = {"canlib.experiments.run": ["canlib.training.state"],  # a run's last checkpoint, read to evaluate it
+                 "canlib.studies.evidence": ["canlib.data.preparation"],
                  "canlib.studies.speed": ["canlib.bench", "canlib.decoding.ctranslate"]}
 
 

@@ -480,3 +480,18 @@ def test_the_2x_curves_are_drawn_with_the_papers_figure_8_beside_them():
     marks = [(line.get_xdata()[0], line.get_linestyle()) for line in fig.axes[1].lines if len(set(line.get_xdata())) == 1]
     assert marks == [(800, ":"), (1200, ":"), (1200, "-")]  # the averaged checkpoints, then where a 1x run stops
     plt.close(fig)
+
+
+def test_checkpoint_averaging_is_not_run_until_the_averaging_study_is_stored(tmp_path):
+    """training.md's averaging sentence is written for a study that is not stored: it flips to "stored" once both
+    systems have two seeds of it (fake files here), and the repository holds none yet (rewrite the text when it does)."""
+    assert training.averaging_status(RESULTS) == NOT_RUN
+    assert not list(BEYOND.glob("averaging-*.json")), "the averaging study is stored now: rewrite its sentences"
+    folder = tmp_path / "small" / "beyond" / "runs" / "multi30k-en-de"
+    folder.mkdir(parents=True)
+    for system in ("balanced", "can"):
+        for seed in (1, 2):
+            scores = {s: {"bleu": 30.0, "tok_bleu": 30.0} for s in ("valid", "test", "test2017_flickr", "test2017_mscoco")}
+            (folder / f"averaging-{system}-last-seed{seed}.json").write_text(json.dumps(
+                {"result": {"scores": scores}, "provenance": {"reduced_budget": False, "seed": seed}}))
+            assert training.averaging_status(tmp_path) == (NOT_RUN if (system, seed) != ("can", 2) else "stored")

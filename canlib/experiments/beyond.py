@@ -41,6 +41,8 @@ def variant(name: str, tag: str, scale: str, reduced: int | None = None) -> Vari
         return Variant(name, tag, decoder=defined.HYBRIDS[tag], **x2)
     if name == "can-residual":
         return Variant(name, tag, decoder=defined.RESIDUAL_LAYERS, **x2)
+    if name == "averaging":  # the main plan's training (the same folder), its last checkpoint scored alone
+        return Variant(name, tag, weights="last")
     return Variant(name, tag)  # can-6-6, and the distillation teacher's own row (the main plan's run itself)
 
 

@@ -27,7 +27,7 @@ import torch
 
 from canlib.data.corpora import registered_files
 from canlib.io import cache_dir
-from canlib.model.checkpoint import load_model
+from canlib.model.checkpoint import load_model, safe_load
 from canlib.model.config import ALL_SYSTEMS, MIXED, ModelConfig, preset
 from canlib.model.seq2seq import Seq2Seq
 from canlib.studies.results import load_result
@@ -49,7 +49,8 @@ class Variant:
     translations of the training set; ``init`` starts from ``parent``'s weights ("converted": turned into
     CAN by :func:`canlib.model.compress.standard_to_can`; "random-decoder": its encoder and a fresh CAN
     decoder); ``decoder`` replaces the system's decoder layer kinds (bottom first); ``valid_bleu`` logs
-    greedy validation BLEU at every validation (the budget study's curves)."""
+    greedy validation BLEU at every validation (the budget study's curves); ``weights="last"`` evaluates the last
+    step checkpoint alone instead of the average of the last ones (training is the recipe's: the same folder)."""
 
     study: str = ""
     tag: str = ""
@@ -59,9 +60,12 @@ class Variant:
     parent: Run | None = None
     decoder: tuple[str, ...] = ()
     valid_bleu: bool = False
+    weights: str = "average"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "decoder", tuple(self.decoder))
+        if self.weights not in ("average", "last"):
+            raise ValueError(f"Variant.weights={self.weights!r}: choose average or last")
         if self.targets not in ("real", "distilled"):
             raise ValueError(f"Variant.targets={self.targets!r}: choose real or distilled")
         if self.init not in ("", "converted", "random-decoder"):
@@ -285,8 +289,15 @@ class Trained:
     result: dict[str, Any] = field(hash=False)
 
     def model(self) -> Seq2Seq:
-        """The averaged model (the paper averages the last checkpoints), in eval mode."""
-        return load_model(self.folder / "average.pt").eval()
+        """The averaged model (the paper averages the last checkpoints), in eval mode; the last step checkpoint
+        alone where the run's variant asks for it (``weights="last"``)."""
+        model = load_model(self.folder / "average.pt")
+        if self.run.variant.weights == "last":
+            from canlib.training.state import list_checkpoints  # here only: loading a run never imports training
+
+            last = list_checkpoints(self.folder / "checkpoints")[-1]
+            model.load_state_dict(safe_load(last)["model"])
+        return model.eval()
 
     def log(self) -> list[dict[str, Any]]:
         """The rows of the run's log.jsonl."""

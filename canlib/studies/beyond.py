@@ -35,6 +35,13 @@ And the next experiments that would sharpen the answer, all at the 2x budget the
 * ``can-residual``: CAN keeping the attention's own residual S + C (``canlib.model.layers.CANResidualDecoderLayer``),
   a control on this library's interpretation, which drops it.
 
+And one at the 1x budget of the stored main plan, which no stored file can answer (the run folders and their
+checkpoints are not kept with the book):
+
+* ``averaging``: Balanced and CAN (3 seeds) trained with the scale's recipe and scored with the last step checkpoint
+  alone (``Variant(weights="last")``), read against the main plan's runs, which average the last two: whether
+  averaging a checkpoint taken while validation BLEU still rises costs BLEU, and costs CAN more.
+
 Every model is a run result like the main plan's, stored as ``beyond/runs/<corpus>/<study>-<system>[-<tag>]-seed<k>``
 with its hypotheses beside it, so ``canlib experiment --rescore`` recomputes its sacreBLEU; each study's summary
 (``beyond/<study>``) copies the scores a chapter shows, and the rescore rechecks those copies. The engine
@@ -55,7 +62,7 @@ from canlib.studies.store import default_root
 from canlib.studies.verdict import MIN_SEEDS, judge, split_name
 
 ORIGINAL = ("budget", "distill", "can-6-6")  # the three explanations the chapter weighs
-NEXT = ("distill-x2", "hybrid", "can-residual")  # the next experiments (issue 34 item 5), queued in gpu_small.sh
+NEXT = ("distill-x2", "hybrid", "can-residual", "averaging")  # the next experiments (issue 34 items 4-5), queued in gpu_small.sh
 STUDIES = ORIGINAL + NEXT
 BUDGET_SYSTEMS = ("balanced", "can")
 BUDGET_FACTORS = (2,)  # 1x is the main plan; 4x is not part of the design (see the module docstring)
@@ -69,7 +76,7 @@ REDUCED_PAIRS = 64  # an end-to-end test (a reduced budget) distils only the fir
 HYBRIDS = {"std-can": ("standard", "can"), "can-std": ("can", "standard")}  # decoder layer kinds, bottom first
 RESIDUAL_LAYERS = ("can_residual", "can_residual")
 SEEDS = {"budget": (1, 2, 3), "distill": (1, 2, 3), "can-6-6": (1, 2, 3), "distill-x2": (1, 2, 3), "hybrid": (1, 2, 3),
-         "can-residual": (1, 2, 3)}
+         "can-residual": (1, 2, 3), "averaging": (1, 2, 3)}
 REFERENCE_SYSTEMS = ("baseline", "balanced", "can")  # main-plan runs the chapter reads beside the studies
 # quoted from the paper's Results section (not in a table): "applying CAN on the standard baseline hurt the
 # performance less (-0.09 BLEU points on average) than on the balanced baseline (-0.25 BLEU points on average)"
@@ -92,6 +99,8 @@ def study_models(name: str, seeds: Sequence[int] | None = None) -> list[tuple[st
         return [(s, "kd", k) for k in seeds for s in X2_STUDENTS]
     if name == "hybrid":
         return [("balanced", tag, k) for k in seeds for tag in HYBRIDS]
+    if name == "averaging":
+        return [(s, "last", k) for k in seeds for s in BUDGET_SYSTEMS]
     return [("can" if name == "can-residual" else "can-6-6", "", k) for k in seeds]
 
 

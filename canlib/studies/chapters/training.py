@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from canlib.io import results_dir
+from canlib.studies import evidence as ev
 from canlib.model.config import LABELS
 from canlib.studies.gpu_results import available_runs, gpu_dir, gpu_training, gpu_translation
 from canlib.studies.paper import paper_numbers
@@ -156,8 +157,15 @@ def undertraining_values(root: Path | None = None) -> dict[str, Any]:
             continued.append(_losses(result["log"], steps_1x) == _losses(first["log"], steps_1x))
     out |= {"x2_last_step": valid_steps[-1], "x2_before_last_step": valid_steps[-2],
             "continued_runs": sum(continued), "budget_runs": len(continued), "margin": MARGIN,
-            "averaging_status": NOT_RUN}  # no stored run keeps its checkpoints: last-vs-average needs a GPU run
+            "averaging_status": averaging_status(root)}
     return out
+
+
+def averaging_status(root: Path | None = None) -> str:
+    """Whether the ``averaging`` study (each 1x run's last checkpoint scored alone) is stored for Balanced and CAN:
+    no stored run keeps its checkpoints, so last-against-average needs that GPU run."""
+    stored = [ev.study_runs("small", "averaging", s, "last", root) for s in ("balanced", "can")]
+    return "stored" if all(r is not None and len(r.seeds) >= MIN_SEEDS for r in stored) else NOT_RUN
 
 
 def budget_gaps(root: Path | None = None) -> list[dict[str, Any]]:
