@@ -25,13 +25,14 @@ from canlib.studies.store import stored_path
 
 def test_the_studies_train_their_models_with_the_teacher_before_its_students():
     runs = {name: beyond.study_models(name) for name in beyond.STUDIES}
-    assert [len(runs[n]) for n in beyond.STUDIES] == [2 * 3, 1 + 4 * 3, 3, 2 * 3, 2 * 3, 3]
+    assert [len(runs[n]) for n in beyond.STUDIES] == [2 * 3, 1 + 4 * 3, 3, 2 * 3, 2 * 3, 3, 2 * 3]
     assert runs["distill"][0] == ("balanced", "teacher", 1)
     assert {s for s, _, _ in runs["distill"][1:]} == {"balanced", "san", "aan", "can"}
     assert {(s, t) for s, t, _ in runs["budget"]} == {("balanced", "x2"), ("can", "x2")}  # 1x is the main plan; no 4x
     assert {t for _, t, _ in runs["hybrid"]} == {"std-can", "can-std"}
+    assert {(s, t) for s, t, _ in runs["averaging"]} == {("balanced", "last"), ("can", "last")}
     names = [n for name in beyond.STUDIES for n in beyond.study_runs(name)]
-    assert len(set(names)) == len(names) == 37  # every model has its own stored name
+    assert len(set(names)) == len(names) == 43  # every model has its own stored name
     with pytest.raises(ValueError, match="choose from budget, distill, can-6-6"):
         beyond.study_models("telepathy")
 
@@ -98,7 +99,8 @@ def dry_run(tmp_path_factory):
                 os.environ[k] = v
 
 
-MODELS = 2 + 5 + 1 + 2 + 2 + 1  # budget, distill (teacher + 4), can-6-6, distill-x2, hybrid, can-residual at one seed
+MODELS = 2 + 5 + 1 + 2 + 2 + 1 + 2  # budget, distill (teacher + 4), can-6-6, distill-x2, hybrid, can-residual, averaging
+TWICE = ("budget", "distill-x2", "hybrid", "can-residual")  # the studies trained at 2x the updates (averaging: 1x)
 
 
 def test_dry_run_stores_every_model_and_summary_with_provenance(dry_run):
@@ -113,12 +115,13 @@ def test_dry_run_stores_every_model_and_summary_with_provenance(dry_run):
             stored = json.loads((out / "tiny" / f"{row['file']}.json").read_text())
             result, prov = stored["result"], stored["provenance"]
             assert prov["commit"] and prov["device"] and prov["reduced_budget"] and prov["seed"] == 1
-            steps = 2 * (2 if name in ("budget", *beyond.NEXT) else 1)
+            steps = 2 * (2 if name in TWICE else 1)
             assert prov["budget"]["max_steps"] == steps == result["training"]["step"]
+            assert ("weights" in prov["config"]) == (name == "averaging")  # the scored weights are named where not averaged
             for split in ("valid", "test"):
                 hyps = (out / "tiny" / row["file"]).with_name(result["hyp_files"][split]).read_text().split("\n")[:-1]
                 assert len(hyps) == result["lengths"][split]["sentences"]
-            if name in ("budget", *beyond.NEXT):  # validated 4 times, every steps // 4 updates, with greedy BLEU
+            if name in TWICE:  # validated 4 times, every steps // 4 updates, with greedy BLEU
                 assert [p["step"] for p in row["curve"]] == [steps // 4 * i for i in range(1, 5)]
                 assert all(p["valid_bleu"] is not None and p["valid_loss"] > 0 for p in row["curve"])
 

@@ -158,6 +158,8 @@ class Run:
                 out["distilled"]["teacher_run"] = v.parent.name
         if v.decoder:
             out["decoder_layers"] = list(v.decoder)
+        if v.weights == "last":
+            out["weights"] = "the last step checkpoint alone, not the average of the last ones"
         if v.init:
             out["init"] = {"from": v.parent.name, "how": v.init}
         return out
