@@ -228,7 +228,7 @@ def contrast_table(judged: dict[str, Any], columns: dict[str, str]):
             test = f" [{on.test_set.low:+.2f}, {on.test_set.high:+.2f}]" if on.test_set else ""
             row[heading] = f"{on.value:+.2f} ± {on.half_width:.2f}{test}: {on.verdict}"
     frame = pd.DataFrame.from_dict(rows, orient="index")
-    frame.index.name = "evaluation set"
+    frame.columns.name = "evaluation set"  # in the header's corner: one header row, not two
     return frame
 
 
