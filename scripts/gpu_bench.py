@@ -14,7 +14,10 @@ Every repeat times every system once, in turn (A, B, A, B ...), so a drift of th
 them alike. Per system: the median of the repeats; per repeat, each system's ratio to Balanced (the same
 tokens, so the ratio of the times), whose median and spread (min, quartiles, max) ``meta["ratios"]``
 holds. The goals (``meta["goals"]``): captured Balanced >= 6,000 tok/s and CAN >= 8,000, captured
-CAN/Balanced >= 1.35, eager CAN/Balanced >= 1.30 (medians over the repeats).
+CAN/Balanced >= 1.35, eager CAN/Balanced >= 1.30 (medians over the repeats). ``--fused`` and ``--compiled``
+time the same two modes again with the fused select step or with the decoder layers and output compiled by
+``torch.compile`` (Inductor: the element-wise work of a step fused), and check their tokens against eager;
+``--only`` times only those variants (a separate call with its own time limit).
 
     python scripts/gpu_bench.py --sources test2016 --sentences 50 --repeats 10 --json gpu_bench.json
     python scripts/gpu_bench.py --dry-run --json /tmp/q.json   # CPU, tiny presets: a check of the script
@@ -44,6 +47,7 @@ from canlib.io import device_name, git_commit  # noqa: E402
 from canlib.bench.settings import BenchSettings  # noqa: E402
 from canlib.bench.speed import canlib_system, source_sentences, system_model, time_systems  # noqa: E402
 from canlib.model.config import PAPER_SYSTEMS  # noqa: E402
+from canlib.decoding.decoder import CompiledDecoder  # noqa: E402
 from canlib.decoding.runners import GraphedDecoder, StepGraphs  # noqa: E402
 from canlib.decoding.search import beam_search, make_batch  # noqa: E402
 
@@ -104,6 +108,21 @@ def fused_matches_eager(model, sources: list[list[int]], beam: int, forced: int)
     return True
 
 
+def compiled_matches_eager(model, sources: list[list[int]], beam: int, forced: int, backend: str) -> bool:
+    """Same tokens with the decoder layers and output compiled (eager, and whole steps as graphs) as eagerly."""
+    device = model.embed.weight.device
+    steps = StepGraphs(model, capture=device.type == "cuda", compiled=backend)
+    decoder = CompiledDecoder(model, backend=backend)
+    for ids in sources:
+        src = make_batch([ids], model.cfg.pad_id, model.cfg.eos_id, device)
+        want = beam_search(model, src, beam=beam, forced_length=forced).tokens
+        if beam_search(model, src, beam=beam, forced_length=forced, decoder=decoder).tokens != want:
+            return False
+        if beam_search(model, src, beam=beam, forced_length=forced, graphs=steps).tokens != want:
+            return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", default="gpu_bench.json")
@@ -113,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sources", choices=("test2016", "random"), default="test2016")
     parser.add_argument("--fused", action="store_true",
                         help="also time both modes with the fused select step (two Triton kernels): eager_fused, captured_fused")
+    parser.add_argument("--compiled", nargs="?", const="inductor", default=None, metavar="BACKEND",
+                        help="also time both modes with the decoder layers and output compiled by torch.compile "
+                             "(backend, default inductor): eager_compiled, captured_compiled")
+    parser.add_argument("--only", action="store_true",
+                        help="time only the --fused/--compiled variants (and compare only their tokens)")
     parser.add_argument("--data-dir", default=os.environ.get("CANLIB_DATA_DIR", "../shared/data"),
                         help="folder holding multi30k-en-de/ (default: $CANLIB_DATA_DIR)")
     parser.add_argument("--systems", default=",".join(PAPER_SYSTEMS), help="systems to time")
@@ -145,11 +169,15 @@ def main(argv: list[str] | None = None) -> int:
     ratios: dict[str, dict] = {}
     results: dict = {name: {} for name in names}
     errors: dict[str, str] = {}
-    modes = ("eager", "captured") + (("eager_fused", "captured_fused") if args.fused else ())
+    suffixes = ([] if args.only else [""]) + (["_fused"] if args.fused else []) + (["_compiled"] if args.compiled else [])
+    if not suffixes:
+        raise SystemExit("gpu_bench: --only times the --fused or --compiled variants: name one")
+    modes = tuple(f"{mode}{suffix}" for suffix in suffixes for mode in ("eager", "captured"))
     for mode in modes:
         try:
             systems = [canlib_system(name, models[name], 1, 1.0, graphs=mode.startswith("captured"),
-                                     max_shapes=len(sources), fused=mode.endswith("fused")) for name in names]
+                                     max_shapes=len(sources), fused=mode.endswith("fused"),
+                                     compiled=args.compiled if mode.endswith("compiled") else None) for name in names]
             rows = time_systems(systems, sources, args.beam, args.forced_length, args.repeats, 1, device, mode)
             if "balanced" in rows:  # per repeat: the same tokens in both, so the ratio of the times
                 ratios[mode] = {name: spread([b / x for b, x in zip(rows["balanced"]["seconds"], row["seconds"])])
@@ -162,21 +190,30 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # keep the other mode's numbers; say what failed
             errors[mode] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
     meta: dict = {}
-    try:
-        meta["captured_matches_eager"] = {
-            name: captured_matches_eager(models[name], sources[:2], args.beam, args.forced_length) for name in checked
-        }
-    except Exception as exc:
-        errors["check"] = f"{type(exc).__name__}: {exc}"
+    if not args.only:
+        try:
+            meta["captured_matches_eager"] = {
+                name: captured_matches_eager(models[name], sources[:2], args.beam, args.forced_length) for name in checked
+            }
+        except Exception as exc:
+            errors["check"] = f"{type(exc).__name__}: {exc}"
     if args.fused:
         try:
             meta["fused_matches_eager"] = {name: fused_matches_eager(models[name], sources[:2], args.beam, args.forced_length)
                                            for name in names}
         except Exception as exc:
             errors["fused_check"] = f"{type(exc).__name__}: {exc}"
+    if args.compiled:
+        try:
+            meta["compiled_matches_eager"] = {
+                name: compiled_matches_eager(models[name], sources[:2], args.beam, args.forced_length, args.compiled)
+                for name in names}
+        except Exception as exc:
+            errors["compiled_check"] = f"{type(exc).__name__}: {exc}"
     bal, can = results.get("balanced", {}), results.get("can", {})
     meta["goals"] = {}
-    for suffix in ("", "_fused") if args.fused else ("",):
+    labels = {"": "", "_fused": " (fused select)", "_compiled": f" (compiled, {args.compiled})"}
+    for suffix in suffixes:
         values = {
             "eager can/balanced": ratios.get(f"eager{suffix}", {}).get("can", {}).get("median"),
             "captured balanced tok/s": bal.get(f"captured{suffix}_tok_per_s"),
@@ -184,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             "captured can/balanced": ratios.get(f"captured{suffix}", {}).get("can", {}).get("median"),
         }
         meta["goals"].update({
-            k + (" (fused select)" if suffix else ""): {"value": values[k], "target": target,
+            k + labels[suffix]: {"value": values[k], "target": target,
                                                         "met": values[k] is not None and values[k] >= target}
             for k, target in GOALS.items()})
     meta["ratios"] = ratios  # {mode: {system: spread of its per-repeat ratio to Balanced}}
@@ -196,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "settings": {"beam": args.beam, "batch": 1, "forced_length": args.forced_length, "sentences": len(sources),
                      "repeats": args.repeats, "scale": size, "vocab_size": vocab_size, "sources": args.sources,
-                     "interleaved": True},
+                     "interleaved": True, "compiled": args.compiled},
         "errors": errors, "wall_seconds": round(time.time() - started, 1),
     })
     Path(args.json).write_text(json.dumps({"systems": results, "meta": meta}, indent=1) + "\n")

@@ -4,6 +4,7 @@
 #
 #   bash scripts/gpu_check.sh              # on the GPU machine; everything lands in $OUT/gpu_check/
 #   bash scripts/gpu_check.sh --dry-run    # on a CPU: tiny models, few sentences; checks the script gets to the end
+#   bash scripts/gpu_check.sh --compiled   # a second call of under 5 minutes: the compiled decode step (below)
 #
 # Prepare here, then run with carry [".gpu_data"]:  mkdir -p .gpu_data && cp -r ../shared/data/multi30k-en-de .gpu_data/
 #
@@ -20,10 +21,27 @@
 #   4. cuda tests: the sync-free step loop and graphs == eager, as pytest tests        -> cuda_tests.log
 #   5. ops:        kernel operators per step of the nine systems, counted on the GPU's code path (CPU) -> ops.json
 # then summary.txt (every goal, target and value) and ONE archive $OUT/gpu_check.tar.gz.
+#
+# With --compiled (issue 33 item 5; the decoder layers and output compiled by torch.compile's Inductor, which fuses
+# bias + ReLU and residual add + LayerNorm; compiling takes tens of seconds a system, so it has a call of its own):
+#   1. compiled bench:   Balanced and CAN as in bench 1, eager and graphs, with the compiled decoder, and their
+#                        tokens against eager                                           -> gpu_bench_compiled.json
+#   2. compiled profile: kernel launches per compiled eager decode step                   -> profile_compiled/
+# then summary_compiled.txt, status_compiled.txt and ONE archive $OUT/gpu_check_compiled.tar.gz (the same
+# gpu_check/ folder, its files named apart from the first call's, so both unpack into one folder).
 set -u
 
 DRY=0
-[ "${1:-}" = "--dry-run" ] && DRY=1
+COMPILED=0
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) DRY=1 ;;
+    --compiled) COMPILED=1 ;;
+    *) echo "gpu_check.sh: unknown option $arg (use --dry-run, --compiled)" >&2; exit 2 ;;
+  esac
+done
+TAG=""
+[ "$COMPILED" = 1 ] && TAG="_compiled"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT" || exit 2
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
@@ -31,7 +49,7 @@ OUT="${OUT:-$ROOT/.cache/gpu_check_out}"
 DIR="$OUT/gpu_check"
 mkdir -p "$DIR"
 PY="${PYTHON:-python3}"
-STATUS="$DIR/status.txt"
+STATUS="$DIR/status$TAG.txt"
 : > "$STATUS"
 START=$(date +%s)
 NINE=baseline,depth-9-4,balanced,depth-14-1,san,aan,can,can_attn,can_ffn
@@ -61,12 +79,18 @@ if [ "$DRY" = 1 ]; then
   BREAK=(--scale tiny --vocab-size 200 --device cpu --sentences 1 --repeats 1 --forced-length 4)
   OPS=(--systems balanced,can --scale tiny --vocab-size 200)
   T1=300 T2=120 T3=60 T4=60 T5=60  # a CPU runs the Triton kernels in its interpreter: slow
+  CBENCH=(--dry-run --repeats 3 --sentences 2 --forced-length 3)
+  BACKEND=aot_eager  # traces the compiled graphs without generating code (Inductor's C++ on a CPU is minutes)
+  C1=300 C2=120
 else
   BENCH=(--device cuda --systems baseline,balanced,can --check-systems "$NINE" --repeats 10 --sentences 50)
   PROFILE=()
   BREAK=(--device cuda --sentences 5 --repeats 3 --graphs)
   OPS=()
   T1=150 T2=45 T3=35 T4=30 T5=30
+  CBENCH=(--device cuda --repeats 10 --sentences 50)
+  BACKEND=inductor
+  C1=170 C2=100
 fi
 
 step() {  # step NAME SECONDS COMMAND...: run under a timeout, log its output, record its status
@@ -93,23 +117,30 @@ print('cpu_threads:', torch.get_num_threads())" 2>&1
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null
 } > "$DIR/environment.txt"
 
-step bench "$T1" "$PY" scripts/gpu_bench.py "${BENCH[@]}" "${SOURCES[@]}" "${FUSED[@]}" --json "$DIR/gpu_bench.json"
-step profile "$T2" "$PY" scripts/gpu_profile.py --out "$DIR/profile" --cases "$PROFILE_CASES" "${PROFILE[@]}"
-step breakdown "$T3" "$PY" -m canlib bench breakdown --systems balanced,can "${BREAK[@]}" --no-progress \
-  --json "$DIR/breakdown.json"
-if "$PY" -c "import pytest" 2>/dev/null; then
-  step cuda_tests "$T4" "$PY" -m pytest -q -p no:cacheprovider tests/test_search.py -k "cuda or static_buffer"
+if [ "$COMPILED" = 1 ]; then
+  step compiled_bench "$C1" "$PY" scripts/gpu_bench.py "${CBENCH[@]}" "${SOURCES[@]}" --systems balanced,can --compiled "$BACKEND" \
+    --only --json "$DIR/gpu_bench_compiled.json"
+  step compiled_profile "$C2" "$PY" scripts/gpu_profile.py --out "$DIR/profile_compiled" \
+    --cases decode_balanced_compiled,decode_can_compiled --compile-backend "$BACKEND" "${PROFILE[@]}"
 else
-  echo "cuda_tests: skipped (no pytest on this machine)" | tee -a "$STATUS"
+  step bench "$T1" "$PY" scripts/gpu_bench.py "${BENCH[@]}" "${SOURCES[@]}" "${FUSED[@]}" --json "$DIR/gpu_bench.json"
+  step profile "$T2" "$PY" scripts/gpu_profile.py --out "$DIR/profile" --cases "$PROFILE_CASES" "${PROFILE[@]}"
+  step breakdown "$T3" "$PY" -m canlib bench breakdown --systems balanced,can "${BREAK[@]}" --no-progress \
+    --json "$DIR/breakdown.json"
+  if "$PY" -c "import pytest" 2>/dev/null; then
+    step cuda_tests "$T4" "$PY" -m pytest -q -p no:cacheprovider tests/test_search.py -k "cuda or static_buffer"
+  else
+    echo "cuda_tests: skipped (no pytest on this machine)" | tee -a "$STATUS"
+  fi
+  step ops "$T5" "$PY" -m canlib bench ops "${OPS[@]}" --json "$DIR/ops.json"
 fi
-step ops "$T5" "$PY" -m canlib bench ops "${OPS[@]}" --json "$DIR/ops.json"
 
 # every goal of issue 33 with its value (missing files give "not measured")
-"$PY" - "$DIR" > "$DIR/summary.txt" 2>&1 <<'EOF'
+"$PY" - "$DIR" "$TAG" > "$DIR/summary$TAG.txt" 2>&1 <<'EOF'
 import json, sys
 from pathlib import Path
 
-d = Path(sys.argv[1])
+d, tag = Path(sys.argv[1]), sys.argv[2]  # tag: "" (the first call) or "_compiled"
 
 
 def load(name):
@@ -121,12 +152,14 @@ def load(name):
 
 rows = []
 nan = float("nan")
-bench = load("gpu_bench.json")
+bench = load(f"gpu_bench{tag}.json")
 if bench:
     s, meta = bench["systems"], bench["meta"]
     for name, row in s.items():
-        rows.append((f"{name} tok/s eager / graphs (median of repeats)", "",
-                     f"{row.get('eager_tok_per_s', nan):.1f} / {row.get('captured_tok_per_s', nan):.1f}"))
+        for suffix in ("", "_fused", "_compiled"):
+            if f"eager{suffix}_tok_per_s" in row or f"captured{suffix}_tok_per_s" in row:
+                rows.append((f"{name} tok/s eager{suffix} / graphs (median of repeats)", "",
+                             f"{row.get(f'eager{suffix}_tok_per_s', nan):.1f} / {row.get(f'captured{suffix}_tok_per_s', nan):.1f}"))
     for key, goal in meta.get("goals", {}).items():
         value = goal["value"]
         shown = "not measured" if value is None else f"{value:.3f}" if value < 100 else f"{value:.1f}"
@@ -138,14 +171,17 @@ if bench:
     src = meta.get("sources", {})
     if src.get("lengths"):
         rows.append(("sources", "", f"{len(src['lengths'])} {src.get('kind')}, {sum(src['lengths']) / len(src['lengths']):.1f} tokens on average"))
-    same = meta.get("captured_matches_eager", {})
-    rows.append(("captured == eager (all nine)", "all true", f"{all(same.values()) if same else 'not measured'} {same}"))
+    if not tag:
+        same = meta.get("captured_matches_eager", {})
+        rows.append(("captured == eager (all nine)", "all true", f"{all(same.values()) if same else 'not measured'} {same}"))
+    if "compiled_matches_eager" in meta:
+        rows.append(("compiled == eager tokens (eager and graphs)", "all true", str(meta["compiled_matches_eager"])))
     if meta.get("errors"):
         rows.append(("bench errors", "none", json.dumps(meta["errors"])[:300]))
 else:
     rows.append(("bench", "", "not measured"))
-profile = load("profile/summary.json")
-for suffix, how in (("", "PyTorch select"), ("_fused", "fused select")):
+profile = load("profile_compiled/summary.json" if tag else "profile/summary.json")
+for suffix, how in ((("_compiled", "compiled decoder"),) if tag else (("", "PyTorch select"), ("_fused", "fused select"))):
     for name, goal in (("balanced", 40), ("can", 30)):
         case = (profile or {}).get("cases", {}).get(f"decode_{name}{suffix}", {})
         rows.append((f"{name} kernel launches per eager decode step, {how} (profiler)", f"<= {goal}",
@@ -153,48 +189,49 @@ for suffix, how in (("", "PyTorch select"), ("_fused", "fused select")):
                      else case.get("error", "not measured")))
 if bench and "fused_matches_eager" in bench["meta"]:
     rows.append(("fused select == PyTorch select tokens", "all true", str(bench["meta"]["fused_matches_eager"])))
-brk = load("breakdown.json")
-if brk:
-    for name, row in brk["systems"].items():
-        for key in ("breakdown", "breakdown_graphs"):
-            if key in row:
-                b = row[key]
-                rows.append((f"{name} {b['mode']} ms/sentence: encode/layers/output/search", "",
-                             " / ".join(f"{b[p + '_ms']:.2f}" for p in ("encode", "layers", "output", "search"))))
-                if "end_to_end_ms" in b:
-                    rows.append((f"{name} {b['mode']} parts vs untimed end to end", "within 10%",
-                                 f"{100 * b['gap']:+.1f}% ({sum(b[p + '_ms'] for p in ('encode', 'layers', 'output', 'search')):.2f}"
-                                 f" vs {b['end_to_end_ms']:.2f} ms)"))
-    b = brk["systems"].get("balanced", {}).get("breakdown")
-    rows.append(("search share of Balanced's eager time", "< 10%", f"{100 * b['search_share']:.1f}%" if b else "not measured"))
-    c = brk["systems"].get("can", {}).get("breakdown")
-    if b and c:
-        rows.append(("eager decoder layers Balanced/CAN (ops.json predicts its kernel ratio)", "",
-                     f"{b['layers_ms'] / c['layers_ms']:.3f} ({b['layers_ms']:.2f} vs {c['layers_ms']:.2f} ms)"))
-else:
-    rows.append(("breakdown", "", "not measured"))
-ops = load("ops.json")
-if ops:
-    for name, paths in ops["result"]["systems"].items():
-        for path, how in (("cuda", "GPU path"), ("cuda-fused", "GPU path, fused select")):
-            if path not in paths:
-                continue
-            c = paths[path]
-            rows.append((f"{name} kernel operators per step / per layer / search ({how}, counted)",
-                         "<= 40" if name == "balanced" else "<= 30" if name == "can" else "",
-                         f"{c['step']['kernel_operators']} / {c['per_layer']['kernel_operators']:.1f} / "
-                         f"{c['search']['kernel_operators']}, host syncs {c['step']['host_syncs']}"))
-    counted = ops["result"]["systems"]
-    if "can" in counted and "balanced" in counted:
-        can, bal = (counted[k]["cuda"]["per_layer"]["kernel_operators"] for k in ("can", "balanced"))
-        rows.append(("CAN / standard kernel operators per layer-step", "<= 0.70", f"{can / bal:.3f}"))
-else:
-    rows.append(("operator counts", "", "not measured"))
+if not tag:
+    brk = load("breakdown.json")
+    if brk:
+        for name, row in brk["systems"].items():
+            for key in ("breakdown", "breakdown_graphs"):
+                if key in row:
+                    b = row[key]
+                    rows.append((f"{name} {b['mode']} ms/sentence: encode/layers/output/search", "",
+                                 " / ".join(f"{b[p + '_ms']:.2f}" for p in ("encode", "layers", "output", "search"))))
+                    if "end_to_end_ms" in b:
+                        rows.append((f"{name} {b['mode']} parts vs untimed end to end", "within 10%",
+                                     f"{100 * b['gap']:+.1f}% ({sum(b[p + '_ms'] for p in ('encode', 'layers', 'output', 'search')):.2f}"
+                                     f" vs {b['end_to_end_ms']:.2f} ms)"))
+        b = brk["systems"].get("balanced", {}).get("breakdown")
+        rows.append(("search share of Balanced's eager time", "< 10%", f"{100 * b['search_share']:.1f}%" if b else "not measured"))
+        c = brk["systems"].get("can", {}).get("breakdown")
+        if b and c:
+            rows.append(("eager decoder layers Balanced/CAN (ops.json predicts its kernel ratio)", "",
+                         f"{b['layers_ms'] / c['layers_ms']:.3f} ({b['layers_ms']:.2f} vs {c['layers_ms']:.2f} ms)"))
+    else:
+        rows.append(("breakdown", "", "not measured"))
+    ops = load("ops.json")
+    if ops:
+        for name, paths in ops["result"]["systems"].items():
+            for path, how in (("cuda", "GPU path"), ("cuda-fused", "GPU path, fused select")):
+                if path not in paths:
+                    continue
+                c = paths[path]
+                rows.append((f"{name} kernel operators per step / per layer / search ({how}, counted)",
+                             "<= 40" if name == "balanced" else "<= 30" if name == "can" else "",
+                             f"{c['step']['kernel_operators']} / {c['per_layer']['kernel_operators']:.1f} / "
+                             f"{c['search']['kernel_operators']}, host syncs {c['step']['host_syncs']}"))
+        counted = ops["result"]["systems"]
+        if "can" in counted and "balanced" in counted:
+            can, bal = (counted[k]["cuda"]["per_layer"]["kernel_operators"] for k in ("can", "balanced"))
+            rows.append(("CAN / standard kernel operators per layer-step", "<= 0.70", f"{can / bal:.3f}"))
+    else:
+        rows.append(("operator counts", "", "not measured"))
 width = max(len(r[0]) for r in rows)
 for goal, target, value in rows:
     print(f"{goal:<{width}}  {target:<24} {value}")
 EOF
 echo "total: $(( $(date +%s) - START ))s" | tee -a "$STATUS"
-cat "$DIR/summary.txt"
-tar -czf "$OUT/gpu_check.tar.gz" -C "$OUT" gpu_check
-echo "archive: $OUT/gpu_check.tar.gz"
+cat "$DIR/summary$TAG.txt"
+tar -czf "$OUT/gpu_check$TAG.tar.gz" -C "$OUT" gpu_check
+echo "archive: $OUT/gpu_check$TAG.tar.gz"

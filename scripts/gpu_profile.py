@@ -10,7 +10,9 @@ Cases (random weights, synthetic tokens; bf16 training, fp16 decoding, as the pr
   ``scripts/gpu_check.sh`` measured Baseline three times slower than CAN (token budgets are padded tokens; each
   case replays one batch, its epoch's fullest, and reports its target tokens);
 - ``decode_balanced``, ``decode_can``: beam search (beam 4, batch 1, 30 forced tokens), reported per step;
-  ``decode_balanced_fused``, ``decode_can_fused``: the same with the select step as two Triton kernels.
+  ``decode_balanced_fused``, ``decode_can_fused``: the same with the select step as two Triton kernels;
+  ``decode_balanced_compiled``, ``decode_can_compiled``: with the decoder layers and output compiled by
+  ``torch.compile`` (``--compile-backend``, default inductor; compiled by the warm-up search, not profiled).
 
 For each case, ``DIR/<case>.txt`` (case = the names above) holds the operator table sorted by GPU time (CPU time on a CPU), and
 ``DIR/<case>.json`` the summary: wall milliseconds per update or step (timed without the profiler), CPU and GPU
@@ -142,9 +144,10 @@ def train_case(label: str, name: str, vocab: int, tokens: int, max_len: int, dev
 
 
 def decode_case(label: str, name: str, vocab: int, steps: int, device: torch.device, out: Path, repeats: int,
-                fused: bool = False) -> dict[str, Any]:
+                fused: bool = False, compiled: str | None = None) -> dict[str, Any]:
     """Profile a beam search (beam 4, batch 1, ``steps`` forced tokens; ``fused``: the select step as two
-    Triton kernels); times per step."""
+    Triton kernels; ``compiled``: the decoder layers and output compiled with that backend); times per step."""
+    from canlib.decoding.decoder import CompiledDecoder
     from canlib.decoding.search import beam_search
     from canlib.model import Seq2Seq
 
@@ -153,12 +156,15 @@ def decode_case(label: str, name: str, vocab: int, steps: int, device: torch.dev
     model = Seq2Seq(preset(name, vocab_size=vocab)).to(device=device, dtype=dtype).eval()
     src = torch.randint(4, vocab, (1, 27), device=device)
     src[:, -1] = model.cfg.eos_id
-    search = lambda: beam_search(model, src, beam=4, forced_length=steps, fused=fused)  # noqa: E731
-    with torch.inference_mode():
+    decoder = CompiledDecoder(model, backend=compiled) if compiled else None
+    search = lambda: beam_search(model, src, beam=4, forced_length=steps, fused=fused, decoder=decoder)  # noqa: E731
+    # no_grad for the compiled cases: torch.compile's symbolic sizes refuse inference-mode tensors
+    with torch.no_grad() if compiled else torch.inference_mode():
         search()
         wall = wall_ms(search, device, repeats) / steps
         summary = profiled(search, device, steps, out, label, wall)
-    summary.update(preset=name, beam=4, batch=1, forced_length=steps, dtype=str(dtype).replace("torch.", ""), fused=fused)
+    summary.update(preset=name, beam=4, batch=1, forced_length=steps, dtype=str(dtype).replace("torch.", ""), fused=fused,
+                   compiled=compiled)
     return summary
 
 
@@ -193,7 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="folder for the tables and summaries")
     p.add_argument("--dry-run", action="store_true", help="CPU, tiny presets and sizes: a check of the script")
     p.add_argument("--device", default=None, help="default: cuda (cpu with --dry-run)")
-    p.add_argument("--cases", default=None, help="comma-separated case names to run (default: all, and the SDPA backends)")
+    p.add_argument("--compile-backend", default="inductor", help="torch.compile backend of the *_compiled cases")
+    p.add_argument("--cases", default=None,
+                   help="comma-separated case names to run (default: all but the compiled ones, and the SDPA backends)")
     args = p.parse_args(argv)
 
     device = torch.device(args.device or ("cpu" if args.dry_run else "cuda"))
@@ -215,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         ("decode_balanced", lambda: decode_case("decode_balanced", f"{prefix}balanced", vocab_big, steps, device, out, repeats)),
         ("decode_can", lambda: decode_case("decode_can", f"{prefix}can", vocab_big, steps, device, out, repeats)),
     ]
+    cases += [(f"decode_{system}_compiled", lambda system=system: decode_case(
+        f"decode_{system}_compiled", f"{prefix}{system}", vocab_big, steps, device, out, repeats, compiled=args.compile_backend))
+        for system in ("balanced", "can")]
     if fused.available():  # the select step as two Triton kernels: PyTorch's CUDA wheels bring triton, a CPU may not
         cases += [
             ("decode_balanced_fused", lambda: decode_case("decode_balanced_fused", f"{prefix}balanced", vocab_big, steps,
@@ -230,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             raise SystemExit(f"--cases: unknown case(s) {', '.join(unknown)}; choose from {', '.join(l for l, _ in cases)}")
         cases = [(label, run) for label, run in cases if label in wanted]
+    else:  # compiling takes tens of seconds a case: only where asked for (gpu_check.sh --compiled)
+        cases = [(label, run) for label, run in cases if not label.endswith("_compiled")]
     for label, run in cases:
         start = time.perf_counter()
         try:

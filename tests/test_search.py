@@ -9,7 +9,7 @@ import torch
 from canlib import DECODER_KINDS, ModelConfig, Seq2Seq
 from canlib.model.config import BOS_ID, EOS_ID, PAD_ID
 from canlib.bench.timing import PartClock, TimedDecoder, timed_search
-from canlib.decoding.decoder import EagerDecoder
+from canlib.decoding.decoder import CompiledDecoder, EagerDecoder
 from canlib.decoding.runners import GraphedDecoder, StepGraphs
 from canlib.decoding.search import (BeamSearch, ChunkedTopK, ForcedLength, FreeLength, beam_search, greedy_search,
                                    make_batch)
@@ -545,3 +545,37 @@ def test_replayed_steps_read_and_write_the_buffers_their_capture_recorded(kind, 
                 replayed = beam_search(model, batch, beam=3, graphs=steps, **options)
             assert replayed.tokens == eager.tokens
             assert replayed.scores == pytest.approx(eager.scores, abs=1e-5)
+
+
+# -- the compiled decoder (issue 33 item 5): Inductor on a GPU, the same graphs traced by aot_eager here ------
+
+@pytest.mark.parametrize("kind", ["standard", "can"])
+def test_a_compiled_decoder_gives_eager_tokens_alone_and_inside_static_steps(kind):
+    """The decoder layers and output through torch.compile (aot_eager: the graphs Inductor would generate code
+    for, traced the same way) give the eager search's tokens, free and forced length, eager and as static steps."""
+    torch._dynamo.reset()
+    model = tiny_model(kind, seed=13)
+    decoder = CompiledDecoder(model, backend="aot_eager")
+    steps = StepGraphs(model, capture=False, compiled="aot_eager")
+    batch = make_batch(sources(14, lengths=(6, 2, 9)), PAD_ID, EOS_ID)  # free length drops finished sentences
+    for options in (dict(forced_length=9), dict(len_penalty=0.6)):
+        eager = beam_search(model, batch, beam=4, **options)
+        for compiled in (beam_search(model, batch, beam=4, decoder=decoder, **options),
+                         beam_search(model, batch, beam=4, graphs=steps, **options)):
+            assert compiled.tokens == eager.tokens
+            assert compiled.scores == pytest.approx(eager.scores, abs=1e-5)
+
+
+def test_one_compiled_graph_of_the_decoder_serves_every_step_and_source_length():
+    """The step index and the shapes are symbolic: 12 steps compile the decoder layers once per buffer parity and
+    the output once, and a second sentence of another length compiles nothing more (a step index baked in as a
+    constant would compile 8 graphs, then give up and run eagerly)."""
+    torch._dynamo.reset()
+    model = tiny_model("can", seed=15)
+    decoder = CompiledDecoder(model, backend="aot_eager")
+    before, counted = torch._dynamo.utils.counters["stats"]["unique_graphs"], []
+    for seed, length in ((15, 5), (16, 8)):
+        batch = make_batch(sources(seed, lengths=(length,)), PAD_ID, EOS_ID)
+        beam_search(model, batch, beam=2, forced_length=12, decoder=decoder)
+        counted.append(torch._dynamo.utils.counters["stats"]["unique_graphs"] - before)
+    assert counted[0] <= 3 and counted[1] == counted[0]

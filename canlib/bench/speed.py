@@ -40,7 +40,7 @@ from canlib.model.config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS, 
 from canlib.model.seq2seq import Seq2Seq
 from canlib.io import device_name, git_commit, tqdm
 from canlib.bench.timing import timed_search
-from canlib.decoding.decoder import EagerDecoder
+from canlib.decoding.decoder import CompiledDecoder, EagerDecoder
 from canlib.decoding.runners import StepGraphs
 from canlib.decoding.search import beam_search, make_batch
 
@@ -108,19 +108,22 @@ def system_model(name: str, settings: BenchSettings, device: torch.device, half:
 
 
 def canlib_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, graphs: bool, max_shapes: int = 8,
-                  fused: bool = False) -> System:
+                  fused: bool = False, compiled: str | None = None) -> System:
     """``graphs``: whole search steps replayed from CUDA graphs on CUDA (elsewhere the same static path,
     eagerly), keeping the graphs of up to ``max_shapes`` shapes (source lengths) at once; ``fused``: the
-    forced-length select step as two Triton kernels (:mod:`canlib.decoding.fused`)."""
+    forced-length select step as two Triton kernels (:mod:`canlib.decoding.fused`); ``compiled``: the decoder
+    layers and output compiled with this ``torch.compile`` backend (:class:`CompiledDecoder`)."""
     device = model.embed.weight.device
-    graphed = StepGraphs(model, capture=device.type == "cuda", max_shapes=max_shapes, fused=fused) if graphs else None
+    graphed = StepGraphs(model, capture=device.type == "cuda", max_shapes=max_shapes, fused=fused,
+                         compiled=compiled) if graphs else None
+    decoder = CompiledDecoder(model, backend=compiled) if compiled and not graphs else None
 
     def run(sources: list[list[int]], beam: int, forced: int | None) -> int:
         produced = 0
         for start in range(0, len(sources), batch):
             src = make_batch(sources[start : start + batch], model.cfg.pad_id, model.cfg.eos_id, device)
             result = beam_search(model, src, beam=beam, len_penalty=len_penalty, forced_length=forced, graphs=graphed,
-                                 fused=fused)
+                                 fused=fused, decoder=decoder)
             produced += sum(len(t) for t in result.tokens)
         sync(device)
         return produced

@@ -1,13 +1,15 @@
 """What the beam search calls to run the model: the :class:`Decoder` protocol and the plain eager decoder.
 
 The search (:mod:`canlib.decoding.search`) touches the model only through these calls, so a runner
-can replay them from CUDA graphs (:mod:`canlib.decoding.runners`) or time them
-(:mod:`canlib.bench.timing`) without the search knowing.
+can replay them from CUDA graphs (:mod:`canlib.decoding.runners`), compile them
+(:class:`CompiledDecoder`) or time them (:mod:`canlib.bench.timing`) without the search knowing.
 """
 from __future__ import annotations
 
 from typing import Protocol
 
+import torch
+import torch.fx.experimental._config as shape_config
 from torch import Tensor
 
 from canlib.model.attention import SourceMemory
@@ -59,3 +61,41 @@ class EagerDecoder:
     def compact(self, cache: DecoderCache, rows: Tensor) -> None:
         """Keep only ``rows`` (whole sentences: the search drops the finished ones)."""
         self.model.reorder_cache(cache, rows, validate=False)
+
+
+class CompiledDecoder(EagerDecoder):
+    """The decoder layers and the output as ``torch.compile`` functions: a step's element-wise work (bias and
+    ReLU, residual add and LayerNorm, the embedding's scale and position) fused into fewer kernels.
+
+    On a GPU at batch 1 a step costs what it launches (the decoding chapter), so fewer kernels are the point.
+    The step index and the sizes are symbolic (``dynamic=True``), so one compiled graph per cache buffer (the
+    reorder alternates two) serves every step and every source length; a batch of several sentences compiles once
+    more (PyTorch specialises sizes of 1). Compiling happens at a call, so a runner that captures CUDA graphs
+    must warm each step up first (:class:`~canlib.decoding.runners.StepGraphs` does). Run it under
+    ``torch.no_grad`` (``beam_search`` does), not ``inference_mode``, whose tensors symbolic sizes refuse.
+    ``backend="aot_eager"`` traces the same graphs without generating code: how the CPU tests check the tokens.
+    """
+
+    def __init__(self, model: Seq2Seq, backend: str = "inductor") -> None:
+        super().__init__(model)
+        self.backend = backend
+        self._hidden = torch.compile(model.decode_hidden, backend=backend, dynamic=True)
+        self._log_probs = torch.compile(model.output_log_probs, backend=backend, dynamic=True)
+        self._logits = torch.compile(model.output_logits, backend=backend, dynamic=True)
+
+    def init_cache(self, memory: SourceMemory, max_len: int) -> DecoderCache:
+        cache = self.model.init_cache(memory, max_len=max_len)
+        cache.memory.score_bias(memory.states.dtype)  # made here: made inside a compiled step it forces a recompile
+        return cache
+
+    def decode_hidden(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
+        # no duck sizing: the tokens are a view into the search's history at a moving offset, which would otherwise
+        # be equated with whichever size it happens to match at the first call, and recompiled when it stops matching
+        with shape_config.patch(use_duck_shape=False):
+            return self._hidden(tokens, cache)
+
+    def output_log_probs(self, hidden: Tensor) -> Tensor:
+        return self._log_probs(hidden)
+
+    def output_logits(self, hidden: Tensor) -> Tensor:
+        return self._logits(hidden)

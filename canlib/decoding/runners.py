@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from canlib.decoding.decoder import CompiledDecoder
 from canlib.decoding.search import BeamSearch, ForcedLength, FreeLength, SearchResult, output_lengths
 from canlib.model.attention import SourceMemory
 from canlib.model.seq2seq import DecoderCache, Seq2Seq
@@ -174,6 +175,10 @@ class StepGraphs:
     (CUDA's warm-up); the state is saved before and restored after it, so that nothing runs
     twice. ``capture=False`` runs the same static path without graphs (how it is tested on CPU).
 
+    ``compiled="inductor"`` runs the decoder layers and the output through a
+    :class:`~canlib.decoding.decoder.CompiledDecoder` (compiled at the warm-up before each capture, so a
+    capture records the compiled kernels).
+
     ``parts=True`` captures each step as three graphs, the decoder layers, the output projection
     and the search proper, replayed back to back, so that a :class:`~canlib.bench.timing.PartClock`
     passed to :meth:`search` can mark the time between them (:func:`~canlib.bench.timing.timed_search`): the benchmark's
@@ -182,11 +187,13 @@ class StepGraphs:
     """
 
     def __init__(self, model: Seq2Seq, capture: bool = True, max_shapes: int = 8, parts: bool = False,
-                 fused: bool = False) -> None:
+                 fused: bool = False, compiled: str | None = None) -> None:
         self.model = model
         self.capture = capture
         self.parts = parts
         self.fused = fused  # the forced-length select step as two Triton kernels (canlib.decoding.fused)
+        # the decoder layers and output compiled with this torch.compile backend ("inductor"), their kernels captured
+        self.decoder = CompiledDecoder(model, backend=compiled) if compiled else None
         self.graphs = GraphCache(max_shapes)
 
     def search(self, src: Tensor, beam: int, policy: ForcedLength | FreeLength, len_penalty: float = 1.0,
@@ -200,8 +207,8 @@ class StepGraphs:
         if clock is not None:
             clock.mark("encode")
         if entry is None:
-            search = BeamSearch(model, src, beam, policy, len_penalty, renormalize, return_all, static=True,
-                                fused=self.fused)
+            search = BeamSearch(model, src, beam, policy, len_penalty, renormalize, return_all, self.decoder,
+                                static=True, fused=self.fused)
             search.cache.memory.score_bias(search.cache.memory.states.dtype)
             entry = self.graphs.add(key, search=search, src=src.clone(), encode=None)
         else:
