@@ -45,6 +45,9 @@ TAG=""
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT" || exit 2
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+# --compiled: Inductor's kernels kept in the checkout, so a later call that carries .cache/compile skips compiling
+export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$ROOT/.cache/compile/inductor}"
+export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$ROOT/.cache/compile/triton}"
 OUT="${OUT:-$ROOT/.cache/gpu_check_out}"
 DIR="$OUT/gpu_check"
 mkdir -p "$DIR"

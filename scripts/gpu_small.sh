@@ -2,7 +2,8 @@
 # The `small` scale on one H100/H200: train every run (Table 2 systems and ablations x 3 seeds, the depth
 # systems x 1, Baseline/Balanced/CAN x 2 seeds on five more Multi30k directions, the models of the beyond
 # studies: budget (1x, 2x), distillation, CAN on 6/6, and the next experiments at 2x: distillation from the
-# 2x Balanced, the two 12/2 hybrids, CAN keeping its attention residual), evaluate them with beam 4,
+# 2x Balanced, the two 12/2 hybrids, CAN keeping its attention residual; at 1x, Balanced and CAN scored with their
+# last checkpoint alone), evaluate them with beam 4,
 # run the studies on the trained models, check that sacreBLEU recomputed from the stored hypotheses equals
 # the stored scores, and pack book/results/small/ into ONE archive for the repository.
 #

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from canlib.io import results_dir
-from canlib.studies import evidence as ev
 from canlib.model.config import LABELS
+from canlib.studies import evidence as ev
 from canlib.studies.gpu_results import available_runs, gpu_dir, gpu_training, gpu_translation
 from canlib.studies.paper import paper_numbers
 from canlib.studies.quality import run_result, stored_seeds
