@@ -15,7 +15,7 @@ them alike. Per system: the median of the repeats; per repeat, each system's rat
 tokens, so the ratio of the times), whose median and spread (min, quartiles, max) ``meta["ratios"]``
 holds. The goals (``meta["goals"]``): captured Balanced >= 6,000 tok/s and CAN >= 8,000, captured
 CAN/Balanced >= 1.35, eager CAN/Balanced >= 1.30 (medians over the repeats). ``--fused`` and ``--compiled``
-time the same two modes again with the fused select step or with the decoder layers and output compiled by
+time the same two modes again with the fused select step or with the encoder, decoder layers and output compiled by
 ``torch.compile`` (Inductor: the element-wise work of a step fused), and check their tokens against eager;
 ``--only`` times only those variants (a separate call with its own time limit).
 
@@ -109,7 +109,7 @@ def fused_matches_eager(model, sources: list[list[int]], beam: int, forced: int)
 
 
 def compiled_matches_eager(model, sources: list[list[int]], beam: int, forced: int, backend: str) -> bool:
-    """Same tokens with the decoder layers and output compiled (eager, and whole steps as graphs) as eagerly."""
+    """Same tokens with the encoder, decoder layers and output compiled (eager, and whole steps as graphs) as eagerly."""
     device = model.embed.weight.device
     steps = StepGraphs(model, capture=device.type == "cuda", compiled=backend)
     decoder = CompiledDecoder(model, backend=backend)
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fused", action="store_true",
                         help="also time both modes with the fused select step (two Triton kernels): eager_fused, captured_fused")
     parser.add_argument("--compiled", nargs="?", const="inductor", default=None, metavar="BACKEND",
-                        help="also time both modes with the decoder layers and output compiled by torch.compile "
+                        help="also time both modes with the encoder, decoder layers and output compiled by torch.compile "
                              "(backend, default inductor): eager_compiled, captured_compiled")
     parser.add_argument("--only", action="store_true",
                         help="time only the --fused/--compiled variants (and compare only their tokens)")

@@ -22,7 +22,7 @@
 #   5. ops:        kernel operators per step of the nine systems, counted on the GPU's code path (CPU) -> ops.json
 # then summary.txt (every goal, target and value) and ONE archive $OUT/gpu_check.tar.gz.
 #
-# With --compiled (issue 33 item 5; the decoder layers and output compiled by torch.compile's Inductor, which fuses
+# With --compiled (issue 33 item 5; the encoder, decoder layers and output compiled by torch.compile's Inductor, which fuses
 # bias + ReLU and residual add + LayerNorm; compiling takes tens of seconds a system, so it has a call of its own):
 #   1. compiled bench:   Balanced and CAN as in bench 1, eager and graphs, with the compiled decoder, and their
 #                        tokens against eager                                           -> gpu_bench_compiled.json

@@ -11,7 +11,7 @@ Cases (random weights, synthetic tokens; bf16 training, fp16 decoding, as the pr
   case replays one batch, its epoch's fullest, and reports its target tokens);
 - ``decode_balanced``, ``decode_can``: beam search (beam 4, batch 1, 30 forced tokens), reported per step;
   ``decode_balanced_fused``, ``decode_can_fused``: the same with the select step as two Triton kernels;
-  ``decode_balanced_compiled``, ``decode_can_compiled``: with the decoder layers and output compiled by
+  ``decode_balanced_compiled``, ``decode_can_compiled``: with the encoder, decoder layers and output compiled by
   ``torch.compile`` (``--compile-backend``, default inductor; compiled by the warm-up search, not profiled).
 
 For each case, ``DIR/<case>.txt`` (case = the names above) holds the operator table sorted by GPU time (CPU time on a CPU), and
@@ -146,7 +146,7 @@ def train_case(label: str, name: str, vocab: int, tokens: int, max_len: int, dev
 def decode_case(label: str, name: str, vocab: int, steps: int, device: torch.device, out: Path, repeats: int,
                 fused: bool = False, compiled: str | None = None) -> dict[str, Any]:
     """Profile a beam search (beam 4, batch 1, ``steps`` forced tokens; ``fused``: the select step as two
-    Triton kernels; ``compiled``: the decoder layers and output compiled with that backend); times per step."""
+    Triton kernels; ``compiled``: the encoder, decoder layers and output compiled with that backend); times per step."""
     from canlib.decoding.decoder import CompiledDecoder
     from canlib.decoding.search import beam_search
     from canlib.model import Seq2Seq

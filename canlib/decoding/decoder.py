@@ -64,8 +64,8 @@ class EagerDecoder:
 
 
 class CompiledDecoder(EagerDecoder):
-    """The decoder layers and the output as ``torch.compile`` functions: a step's element-wise work (bias and
-    ReLU, residual add and LayerNorm, the embedding's scale and position) fused into fewer kernels.
+    """The encoder, the decoder layers and the output as ``torch.compile`` functions: a step's element-wise work
+    (bias and ReLU, residual add and LayerNorm, the embedding's scale and position) fused into fewer kernels.
 
     On a GPU at batch 1 a step costs what it launches (the decoding chapter), so fewer kernels are the point.
     The step index and the sizes are symbolic (``dynamic=True``), so one compiled graph per cache buffer (the
@@ -79,9 +79,13 @@ class CompiledDecoder(EagerDecoder):
     def __init__(self, model: Seq2Seq, backend: str = "inductor") -> None:
         super().__init__(model)
         self.backend = backend
+        self._encode = torch.compile(model.encode, backend=backend, dynamic=True)
         self._hidden = torch.compile(model.decode_hidden, backend=backend, dynamic=True)
         self._log_probs = torch.compile(model.output_log_probs, backend=backend, dynamic=True)
         self._logits = torch.compile(model.output_logits, backend=backend, dynamic=True)
+
+    def encode(self, src: Tensor, beam: int) -> SourceMemory:
+        return self._encode(src, beam=beam)
 
     def init_cache(self, memory: SourceMemory, max_len: int) -> DecoderCache:
         cache = self.model.init_cache(memory, max_len=max_len)

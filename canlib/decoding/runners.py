@@ -175,7 +175,7 @@ class StepGraphs:
     (CUDA's warm-up); the state is saved before and restored after it, so that nothing runs
     twice. ``capture=False`` runs the same static path without graphs (how it is tested on CPU).
 
-    ``compiled="inductor"`` runs the decoder layers and the output through a
+    ``compiled="inductor"`` runs the encoder, the decoder layers and the output through a
     :class:`~canlib.decoding.decoder.CompiledDecoder` (compiled at the warm-up before each capture, so a
     capture records the compiled kernels).
 
@@ -192,7 +192,7 @@ class StepGraphs:
         self.capture = capture
         self.parts = parts
         self.fused = fused  # the forced-length select step as two Triton kernels (canlib.decoding.fused)
-        # the decoder layers and output compiled with this torch.compile backend ("inductor"), their kernels captured
+        # the encoder, decoder layers and output compiled with this torch.compile backend ("inductor"), their kernels captured
         self.decoder = CompiledDecoder(model, backend=compiled) if compiled else None
         self.graphs = GraphCache(max_shapes)
 
@@ -293,12 +293,13 @@ class StepGraphs:
         """Encode ``src`` into the entry's cache: the encoder, the source projections and the
         cache reset replayed as one more graph."""
         model, cache = self.model, entry["search"].cache
+        encode = self.decoder.encode if self.decoder is not None else lambda x, beam: model.encode(x, beam=beam)
         if not self.capture:
-            model.load_memory(cache, model.encode(src, beam=beam))
+            model.load_memory(cache, encode(src, beam))
             return
         entry["src"].copy_(src)
         if entry["encode"] is None:
-            entry["encode"], _ = self.graphs.capture(entry, lambda: model.load_memory(cache, model.encode(entry["src"], beam=beam)))
+            entry["encode"], _ = self.graphs.capture(entry, lambda: model.load_memory(cache, encode(entry["src"], beam)))
         entry["encode"].replay()
         cache.step = 0
 
