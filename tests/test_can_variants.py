@@ -136,3 +136,11 @@ def test_a_layer_mix_is_refused_unless_it_names_every_layer_with_a_mixable_kind(
         config(dec_layers=2, decoder_kind="can", decoder_layer_kinds=("standard", "can"))
     cfg = config(dec_layers=2, decoder_kind="mixed", decoder_layer_kinds=["can", "standard"])
     assert ModelConfig.from_dict(cfg.to_dict()) == cfg and cfg.layer_kinds() == ("can", "standard")
+
+
+@pytest.mark.parametrize("kinds", [dict(decoder_kind="can"), dict(decoder_kind="can_residual"),
+                                   dict(decoder_kind="mixed", decoder_layer_kinds=("standard", "can"))])
+def test_ffn_wide_values_that_do_not_split_across_the_heads_are_refused_alone_or_in_a_mix(kinds):
+    with pytest.raises(ValueError, match=r"ffn_dim=66: the can\S* values are ffn_dim wide .* heads=4"):
+        ModelConfig(vocab_size=50, d_model=32, heads=4, ffn_dim=66, dec_layers=2, **kinds)
+    ModelConfig(vocab_size=50, d_model=32, heads=4, ffn_dim=66, dec_layers=2)  # a standard layer's FFN has no heads

@@ -87,11 +87,6 @@ class CompiledDecoder(EagerDecoder):
     def encode(self, src: Tensor, beam: int) -> SourceMemory:
         return self._encode(src, beam=beam)
 
-    def init_cache(self, memory: SourceMemory, max_len: int) -> DecoderCache:
-        cache = self.model.init_cache(memory, max_len=max_len)
-        cache.memory.score_bias(memory.states.dtype)  # made here: made inside a compiled step it forces a recompile
-        return cache
-
     def decode_hidden(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
         # no duck sizing: the tokens are a view into the search's history at a moving offset, which would otherwise
         # be equated with whichever size it happens to match at the first call, and recompiled when it stops matching

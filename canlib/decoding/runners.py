@@ -20,17 +20,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from canlib.decoding.decoder import CompiledDecoder
+from canlib.decoding.decoder import CompiledDecoder, EagerDecoder
 from canlib.decoding.search import BeamSearch, ForcedLength, FreeLength, SearchResult, output_lengths
 from canlib.model.attention import SourceMemory
 from canlib.model.seq2seq import DecoderCache, Seq2Seq
-
-
-def static_cache(model: Seq2Seq, memory: SourceMemory, max_len: int) -> DecoderCache:
-    """A cache whose every tensor (the score biases included) exists before any graph is captured."""
-    cache = model.init_cache(memory, max_len=max_len)
-    cache.memory.score_bias(memory.states.dtype)
-    return cache
 
 
 def capture(fn: Callable[[], Any], pool: Any) -> tuple[torch.cuda.CUDAGraph, Any]:
@@ -78,7 +71,7 @@ class GraphCache:
         return graph, out
 
 
-class GraphedDecoder:
+class GraphedDecoder(EagerDecoder):
     """Decode steps replayed from CUDA graphs: per step index, one graph for the decoder layers
     and, per shape, one for the output projection and log-softmax (two, so that
     :class:`~canlib.bench.timing.TimedDecoder` can time them apart).
@@ -96,18 +89,15 @@ class GraphedDecoder:
     """
 
     def __init__(self, model: Seq2Seq, capture: bool = True, max_shapes: int = 32) -> None:
-        self.model = model
+        super().__init__(model)
         self.capture = capture
         self.graphs = GraphCache(max_shapes)
-
-    def encode(self, src: Tensor, beam: int) -> SourceMemory:
-        return self.model.encode(src, beam=beam)
 
     def init_cache(self, memory: SourceMemory, max_len: int) -> DecoderCache:
         key = (tuple(memory.states.shape), memory.beam, max_len, memory.states.dtype)
         entry = self.graphs.get(key)
         if entry is None or entry["cache"].buffers is not entry["buffers"]:
-            cache = static_cache(self.model, memory, max_len)
+            cache = self.model.init_cache(memory, max_len=max_len)  # every tensor, score biases included
             device = memory.states.device
             self.graphs.add(
                 key, cache=cache, buffers=cache.buffers, output=None,  # the buffers its graphs read and write
@@ -152,15 +142,8 @@ class GraphedDecoder:
         graph.replay()
         return out
 
-    def output_logits(self, hidden: Tensor) -> Tensor:
-        return self.model.output_logits(hidden)  # the fused search: eager here, whole-step graphs in StepGraphs
-
-    def reorder(self, cache: DecoderCache, index: Tensor) -> None:
-        self.model.reorder_rows(cache, index)
-
-    def compact(self, cache: DecoderCache, rows: Tensor) -> None:
-        """Drop finished sentences: the buffers change, so the rest of this search runs eagerly."""
-        self.model.reorder_cache(cache, rows, validate=False)
+    # output_logits (the fused search: eager here, whole-step graphs in StepGraphs), reorder and compact are the
+    # eager decoder's: when a search drops finished sentences the buffers change, and the rest of it runs eagerly
 
 
 class StepGraphs:
@@ -209,7 +192,6 @@ class StepGraphs:
         if entry is None:
             search = BeamSearch(model, src, beam, policy, len_penalty, renormalize, return_all, self.decoder,
                                 static=True, fused=self.fused)
-            search.cache.memory.score_bias(search.cache.memory.states.dtype)
             entry = self.graphs.add(key, search=search, src=src.clone(), encode=None)
         else:
             search = entry["search"]
@@ -304,4 +286,4 @@ class StepGraphs:
         cache.step = 0
 
 
-__all__ = ["GraphCache", "GraphedDecoder", "StepGraphs", "capture", "static_cache"]
+__all__ = ["GraphCache", "GraphedDecoder", "StepGraphs", "capture"]

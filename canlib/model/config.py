@@ -53,8 +53,6 @@ class ModelConfig:
                       f"(or {MIXED!r} with decoder_layer_kinds)")
         if self.d_model % self.heads:
             raise bad("d_model", self.d_model, f"must be divisible by heads={self.heads}")
-        if self.decoder_kind in ("can", "can_ffn", "can_residual") and self.ffn_dim % self.heads:
-            raise bad("ffn_dim", self.ffn_dim, f"the {self.decoder_kind} values are ffn_dim wide and must split across heads={self.heads}")
         for name in ("dropout", "attn_dropout", "relu_dropout"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
@@ -75,8 +73,9 @@ class ModelConfig:
             raise bad("decoder_layer_kinds", kinds, f"give one kind per decoder layer exactly when decoder_kind={MIXED!r}")
         if kinds and (len(kinds) != self.dec_layers or not set(kinds) <= set(MIXABLE_KINDS)):
             raise bad("decoder_layer_kinds", kinds, f"give dec_layers={self.dec_layers} kinds from {', '.join(MIXABLE_KINDS)}")
-        if kinds and self.ffn_dim % self.heads and set(kinds) & {"can", "can_ffn", "can_residual"}:
-            raise bad("ffn_dim", self.ffn_dim, f"the CAN layers' values are ffn_dim wide and must split across heads={self.heads}")
+        wide = [k for k in dict.fromkeys(self.layer_kinds()) if k in ("can", "can_ffn", "can_residual")]
+        if wide and self.ffn_dim % self.heads:
+            raise bad("ffn_dim", self.ffn_dim, f"the {', '.join(wide)} values are ffn_dim wide and must split across heads={self.heads}")
 
     @property
     def head_dim(self) -> int:

@@ -97,8 +97,11 @@ def row_caches(layers: Sequence[DecoderLayer], memory: SourceMemory, sources: li
     buffer = memory.states.new_zeros(lead + max_len, rows, width)
     caches = carve(buffer, layers, lead)
     fill_sources(caches, layers, sources, memory)
+    # the score biases are built here, before any graph capture or compiled step (made inside one, a capture
+    # would record their allocation and a compiled step would recompile once they exist)
+    memory.score_bias(memory.states.dtype)
     if lead:
-        memory.joint_bias(lead + max_len, memory.states.dtype)  # built before any graph capture
+        memory.joint_bias(lead + max_len, memory.states.dtype)
     return buffer, caches, lead
 
 
