@@ -75,52 +75,30 @@ def spread(values: list[float]) -> dict[str, float]:
             "repeats": len(values)}
 
 
-def captured_matches_eager(model, sources: list[list[int]], beam: int, forced: int) -> bool:
-    """Same tokens from both captured paths (whole steps as graphs; the decoder alone as graphs)
-    as from the eager one, on every source, free and forced-length decoding."""
-    device = model.embed.weight.device
-    capture = device.type == "cuda"
-    steps, decoder = StepGraphs(model, capture=capture), GraphedDecoder(model, capture=capture)
+def tokens_match(model, sources: list[list[int]], beam: int, forced: int, variants: list[dict], free: bool) -> bool:
+    """Same tokens from every variant (keyword arguments of ``beam_search``) as from the eager search, on every
+    source, forced-length (and free, with ``free``) decoding; each variant twice, so that the second call replays
+    the graphs the first captured."""
     for ids in sources:
-        src = make_batch([ids], model.cfg.pad_id, model.cfg.eos_id, device)
-        for options in (dict(forced_length=forced), dict()):
-            eager = beam_search(model, src, beam=beam, **options)
-            for _ in range(2):  # the second call replays graphs captured by the first
-                if beam_search(model, src, beam=beam, graphs=steps, **options).tokens != eager.tokens:
-                    return False
-                if beam_search(model, src, beam=beam, decoder=decoder, **options).tokens != eager.tokens:
-                    return False
+        src = make_batch([ids], model.cfg.pad_id, model.cfg.eos_id, model.embed.weight.device)
+        for options in (dict(forced_length=forced), dict()) if free else (dict(forced_length=forced),):
+            want = beam_search(model, src, beam=beam, **options).tokens
+            for _ in range(2):
+                for variant in variants:
+                    if beam_search(model, src, beam=beam, **options, **variant).tokens != want:
+                        return False
     return True
 
 
-def fused_matches_eager(model, sources: list[list[int]], beam: int, forced: int) -> bool:
-    """Same tokens from the fused select step (eager, and whole steps as graphs) as from the PyTorch one."""
-    device = model.embed.weight.device
-    steps = StepGraphs(model, capture=device.type == "cuda", fused=True)
-    for ids in sources:
-        src = make_batch([ids], model.cfg.pad_id, model.cfg.eos_id, device)
-        want = beam_search(model, src, beam=beam, forced_length=forced).tokens
-        for _ in range(2):  # the second call replays graphs captured by the first
-            if beam_search(model, src, beam=beam, forced_length=forced, fused=True).tokens != want:
-                return False
-            if beam_search(model, src, beam=beam, forced_length=forced, fused=True, graphs=steps).tokens != want:
-                return False
-    return True
-
-
-def compiled_matches_eager(model, sources: list[list[int]], beam: int, forced: int, backend: str) -> bool:
-    """Same tokens with the encoder, decoder layers and output compiled (eager, and whole steps as graphs) as eagerly."""
-    device = model.embed.weight.device
-    steps = StepGraphs(model, capture=device.type == "cuda", compiled=backend)
-    decoder = CompiledDecoder(model, backend=backend)
-    for ids in sources:
-        src = make_batch([ids], model.cfg.pad_id, model.cfg.eos_id, device)
-        want = beam_search(model, src, beam=beam, forced_length=forced).tokens
-        if beam_search(model, src, beam=beam, forced_length=forced, decoder=decoder).tokens != want:
-            return False
-        if beam_search(model, src, beam=beam, forced_length=forced, graphs=steps).tokens != want:
-            return False
-    return True
+def checked_variants(model, kind: str, capture: bool, backend: str | None) -> list[dict]:
+    """What each token check runs against eager: "captured" (whole steps as graphs; the decoder alone as graphs),
+    "fused" (the fused select step, eager and in whole-step graphs), "compiled" (the compiled model, likewise)."""
+    if kind == "captured":
+        return [dict(graphs=StepGraphs(model, capture=capture)), dict(decoder=GraphedDecoder(model, capture=capture))]
+    if kind == "fused":
+        return [dict(fused=True), dict(fused=True, graphs=StepGraphs(model, capture=capture, fused=True))]
+    return [dict(decoder=CompiledDecoder(model, backend=backend)),
+            dict(graphs=StepGraphs(model, capture=capture, compiled=backend))]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,26 +168,16 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # keep the other mode's numbers; say what failed
             errors[mode] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
     meta: dict = {}
-    if not args.only:
+    checks = ([("captured", checked, True)] if not args.only else []) + ([("fused", names, False)] if args.fused else []) \
+        + ([("compiled", names, False)] if args.compiled else [])  # (kind, systems, free-length decoding too)
+    for kind, systems, free in checks:
         try:
-            meta["captured_matches_eager"] = {
-                name: captured_matches_eager(models[name], sources[:2], args.beam, args.forced_length) for name in checked
-            }
+            meta[f"{kind}_matches_eager"] = {
+                name: tokens_match(models[name], sources[:2], args.beam, args.forced_length,
+                                   checked_variants(models[name], kind, device.type == "cuda", args.compiled), free)
+                for name in systems}
         except Exception as exc:
-            errors["check"] = f"{type(exc).__name__}: {exc}"
-    if args.fused:
-        try:
-            meta["fused_matches_eager"] = {name: fused_matches_eager(models[name], sources[:2], args.beam, args.forced_length)
-                                           for name in names}
-        except Exception as exc:
-            errors["fused_check"] = f"{type(exc).__name__}: {exc}"
-    if args.compiled:
-        try:
-            meta["compiled_matches_eager"] = {
-                name: compiled_matches_eager(models[name], sources[:2], args.beam, args.forced_length, args.compiled)
-                for name in names}
-        except Exception as exc:
-            errors["compiled_check"] = f"{type(exc).__name__}: {exc}"
+            errors["check" if kind == "captured" else f"{kind}_check"] = f"{type(exc).__name__}: {exc}"
     bal, can = results.get("balanced", {}), results.get("can", {})
     meta["goals"] = {}
     labels = {"": "", "_fused": " (fused select)", "_compiled": f" (compiled, {args.compiled})"}

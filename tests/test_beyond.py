@@ -6,10 +6,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import math
 import os
 import shutil
-import statistics
 
 import pytest
 
@@ -17,8 +15,6 @@ from canlib.cli import main
 from canlib.experiments import beyond as engine
 from canlib.experiments.rescore import recheck, rescore
 from canlib.studies import beyond
-from canlib.studies.results import provenance, save_result
-from canlib.studies.store import stored_path
 
 
 # -- the plan --------------------------------------------------------------------------------------

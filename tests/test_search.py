@@ -1,14 +1,13 @@
 """Beam search: greedy equivalence, exact scores, batching independence, every decoder kind."""
 from __future__ import annotations
 
-import time
 
 import pytest
 import torch
 
 from canlib import DECODER_KINDS, ModelConfig, Seq2Seq
 from canlib.model.config import BOS_ID, EOS_ID, PAD_ID
-from canlib.bench.timing import PartClock, TimedDecoder, timed_search
+from canlib.bench.timing import PartClock, timed_search
 from canlib.decoding.decoder import CompiledDecoder, EagerDecoder
 from canlib.decoding.runners import GraphedDecoder, StepGraphs
 from canlib.decoding.search import (BeamSearch, ChunkedTopK, ForcedLength, FreeLength, beam_search, greedy_search,

@@ -58,7 +58,6 @@ from typing import Any
 from canlib.studies import evidence as ev
 from canlib.studies.paper import paper_numbers
 from canlib.studies.scorecard import QUALITY_SCALES, quality_claim
-from canlib.studies.store import default_root
 from canlib.studies.verdict import MIN_SEEDS, judge, split_name
 
 ORIGINAL = ("budget", "distill", "can-6-6")  # the three explanations the chapter weighs
@@ -115,27 +114,6 @@ def study_runs(name: str, seeds: Sequence[int] | None = None) -> list[str]:
 
 
 # -- what the chapter reads ------------------------------------------------------------------------
-
-# At tiny the chapter's explicit call trains every model of its studies on a CPU while the book builds: one seed,
-# and a quarter of the tiny budget (30 updates for a 1x run; the distilled corpus is the first REDUCED_PAIRS
-# pairs), for the main runs it compares with too. Such models only show that the studies run end to end.
-TINY_SEEDS = (1,)
-TINY_STEPS = 30
-
-
-CHAPTER_SYSTEMS = tuple(dict.fromkeys(REFERENCE_SYSTEMS + STUDENTS))  # the main-plan runs the chapter reads
-
-
-def chapter_budget(scale: str) -> dict[str, Any]:
-    """The seeds and reduced budget of the chapter's models at ``scale`` (keyword arguments of the chapter's
-    explicit ``train_missing`` call): at tiny ``TINY_SEEDS`` and ``TINY_STEPS``, elsewhere the studies' own."""
-    return {"seeds": TINY_SEEDS, "reduced": TINY_STEPS} if scale == "tiny" else {}
-
-
-def results_root(scale: str, root: Path | None = None) -> Path | None:
-    """The results folder the chapter reads: ``root``, else at tiny the folder of its reduced budget."""
-    return default_root("tiny", TINY_STEPS) if root is None and scale == "tiny" else root
-
 
 # Each study is read from its stored models (through :mod:`canlib.studies.evidence`), as soon as they are
 # stored: the budget study's x2 models count before its summary exists. Every verdict is the rule of

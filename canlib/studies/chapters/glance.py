@@ -20,7 +20,6 @@ from canlib.studies.speed import stored_ops
 
 T2 = ("baseline", "balanced", "san", "aan", "can")
 T5 = {"balanced": "Balanced", "can_attn": "Compress Attention", "can_ffn": "Compress FFN", "can": "Compress All"}
-SPEED_CLAIM = "CAN decodes faster than Balanced"  # its best-powered GPU run gives the speed columns
 README_HEADING = "## Results at a glance"
 
 
