@@ -102,11 +102,12 @@ def test_a_sampler_state_resumes_only_with_the_same_buckets():
         TokenBatchSampler(split.src_lens, split.tgt_lens, 96, pad_multiple=0)
 
 
-def test_buckets_leave_a_handful_of_batch_shapes_on_real_multi30k(shared_data, tmp_path):
+def test_buckets_leave_a_handful_of_batch_shapes_on_real_multi30k(shared_data, tmp_path, monkeypatch):
     """An epoch of Multi30k En-De (small, 28,196 pairs) at 8,192 tokens: one shape per batch or nearly
     (62 distinct (rows, source, target) of 64 batches), and about ten with lengths in multiples of 8."""
     from canlib.data import load_prepared, prepare
 
+    monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))  # the shared folder, not a download
     train = load_prepared(prepare("multi30k-en-de", "small", out_dir=tmp_path / "prepared", progress=False)).split("train")
     shapes = {}
     for multiple in (1, 8):

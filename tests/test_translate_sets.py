@@ -20,7 +20,9 @@ def trained(tmp_path_factory):
         missing(f"real data folder {SHARED_DATA} not present")
     torch.set_num_threads(1)
     folder = tmp_path_factory.mktemp("translate")
-    corpus = load_prepared(prepare("multi30k-en-de", "tiny", out_dir=folder / "prepared", progress=False))
+    with pytest.MonkeyPatch.context() as env:  # the shared folder, not a download, whether or not scripts/test.sh set it
+        env.setenv("CANLIB_DATA_DIR", str(SHARED_DATA))
+        corpus = load_prepared(prepare("multi30k-en-de", "tiny", out_dir=folder / "prepared", progress=False))
     train = corpus.split("train")
     cfg = ModelConfig(vocab_size=corpus.vocab.size, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=1,
                       dropout=0.0, attn_dropout=0.0, relu_dropout=0.0, max_len=128)

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from canlib.bleu import corpus_scores
-from canlib.decoding.translate import translate_sets
-from canlib.experiments.corpus import corpus_of, target_lang, test_splits, translate_split
+from canlib.decoding.translate import translate_lines, translate_sets
+from canlib.experiments.corpus import corpus_of, target_lang, test_splits
 from canlib.experiments.distill import distilled_corpus
 from canlib.experiments.run import Run, load, trained
 from canlib.io import atomic_write_bytes
@@ -67,8 +67,9 @@ def evaluate(run: Run, root: Path | None = None) -> tuple[dict[str, Any], dict[s
     splits = ("valid", *test_splits(data))
     if run.device == "cuda":  # every set in one length-sorted pass of large batches (tokens as per set: tested)
         translated = translate_sets(model, data.vocab, {s: list(data.split(s).src_text) for s in splits}, beam)
-    else:  # per set, in batches of 32, as the stored tiny results were made
-        translated = {s: translate_split(model, data, s, beam)[0] for s in splits}
+    else:  # per set, in batches of 32, as the stored tiny results were made (scored once, below)
+        translated = {s: translate_lines(model, data.vocab, list(data.split(s).src_text), beam=beam, batch_size=32)
+                      for s in splits}
     for split in splits:
         hyps, refs = translated[split], list(data.split(split).tgt_text)
         scores = corpus_scores(hyps, refs, lang=target_lang(data))

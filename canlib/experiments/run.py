@@ -31,7 +31,7 @@ from canlib.model.checkpoint import load_model, safe_load
 from canlib.model.config import ALL_SYSTEMS, MIXED, ModelConfig, preset
 from canlib.model.seq2seq import Seq2Seq
 from canlib.studies.results import load_result
-from canlib.studies.beyond import DISTILL_BEAM, REDUCED_PAIRS
+from canlib.studies.beyond import DISTILL_BEAM, REDUCED_PAIRS, model_name
 from canlib.studies.scales import DIRECTION_SYSTEMS, SEEDED_SYSTEMS, scale_spec
 from canlib.studies.store import code_version, default_root, key, stored_path
 
@@ -102,7 +102,7 @@ class Run:
         v = self.variant
         if not v.study:
             return f"runs/{self.corpus}/{self.system}-seed{self.seed}"
-        return f"beyond/runs/{self.corpus}/{v.study}-{self.system}{'-' + v.tag if v.tag else ''}-seed{self.seed}"
+        return f"beyond/runs/{self.corpus}/{model_name(v.study, self.system, v.tag, self.seed)}"  # the readers' name
 
     @property
     def label(self) -> str:
