@@ -2,26 +2,20 @@
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-DATA = Path(os.environ.get("CANLIB_DATA_DIR", REPO.parent / "shared" / "data"))
-
-
-@pytest.mark.skipif(not (DATA / "multi30k-en-de" / "test_2016_flickr.en").is_file(), reason="needs the Multi30k data folder")
-def test_gpu_bench_dry_run_writes_both_paths_the_goals_and_the_ratio_spread_over_interleaved_repeats(tmp_path):
+def test_gpu_bench_dry_run_writes_both_paths_the_goals_and_the_ratio_spread_over_interleaved_repeats(tmp_path, shared_data):
     out = tmp_path / "gpu.json"
     proc = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "gpu_bench.py"), "--dry-run", "--json", str(out),
-         "--systems", "baseline,balanced,can", "--sources", "test2016", "--data-dir", str(DATA)],
+         "--systems", "baseline,balanced,can", "--sources", "test2016", "--data-dir", str(shared_data)],
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr

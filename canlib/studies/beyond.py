@@ -58,7 +58,7 @@ from typing import Any
 from canlib.studies import evidence as ev
 from canlib.studies.paper import paper_numbers
 from canlib.studies.scorecard import QUALITY_SCALES, quality_claim
-from canlib.studies.verdict import MIN_SEEDS, judge, split_name
+from canlib.studies.verdict import MIN_SEEDS, ON_PAR, judge, split_name
 
 ORIGINAL = ("budget", "distill", "can-6-6")  # the three explanations the chapter weighs
 NEXT = ("distill-x2", "hybrid", "can-residual", "averaging")  # the next experiments (issue 34 items 4-5), queued in gpu_small.sh
@@ -119,7 +119,6 @@ def study_runs(name: str, seeds: Sequence[int] | None = None) -> list[str]:
 # stored: the budget study's x2 models count before its summary exists. Every verdict is the rule of
 # :mod:`canlib.studies.verdict` on the four evaluation sets.
 
-CLOSE_MARGIN = 0.5  # "on par": the scorecard's criterion for CAN against Balanced (ΔBLEU >= -0.5)
 
 
 @dataclass(frozen=True)
@@ -162,22 +161,22 @@ def contrasts(s: Stored) -> dict[str, tuple[list[tuple[float, Any]], Callable[[f
     """The contrasts the chapter judges, each as (terms, criterion), where its runs are stored."""
     m, kd = s.main, s.kd
     gap = [(1.0, m["can"]), (-1.0, m["balanced"])]
-    out = {"main": (gap, lambda d: d >= -CLOSE_MARGIN)}
+    out = {"main": (gap, lambda d: d >= -ON_PAR)}
     for f, runs in s.budget.items():
         if f == 1:
             continue
         at = [(1.0, runs["can"]), (-1.0, runs["balanced"])]
-        out[f"budget_x{f}"] = (at, lambda d: d >= -CLOSE_MARGIN)
+        out[f"budget_x{f}"] = (at, lambda d: d >= -ON_PAR)
         out[f"budget_x{f}_change"] = (at + [(-w, r) for w, r in gap], lambda d: d > 0)
         for system in BUDGET_SYSTEMS:
             out[f"budget_x{f}_gain_{system}"] = ([(1.0, runs[system]), (-1.0, s.budget[1][system])], lambda d: d > 0)
     distilled = [(1.0, kd["can"]), (-1.0, kd["balanced"])]
-    out["kd"] = (distilled, lambda d: d >= -CLOSE_MARGIN)
+    out["kd"] = (distilled, lambda d: d >= -ON_PAR)
     out["kd_change"] = (distilled + [(-w, r) for w, r in gap], lambda d: d > 0)
     for system in STUDENTS:
         out[f"kd_gain_{system}"] = ([(1.0, kd[system]), (-1.0, m[system])], lambda d: d > 0)
     six = [(1.0, s.can66), (-1.0, m["baseline"])]
-    out["can66"] = (six, lambda d: d >= -CLOSE_MARGIN)
+    out["can66"] = (six, lambda d: d >= -ON_PAR)
     out["can66_change"] = (six + [(-w, r) for w, r in gap], lambda d: d > 0)
     return {k: v for k, v in out.items() if all(r is not None for _, r in v[0])}
 
@@ -273,8 +272,8 @@ def claims(scale: str, root: Path | None = None, refs: dict[str, list[str]] | No
         return f"python -m canlib experiment --scale {scale} --studies {study_name}" if judged else None
 
     table4 = quality_claim("With distillation CAN is on par with Balanced (Table 4)",
-                           f"{t4['CAN'][1] - t4['Balanced'][1]:+.2f} (Table 4, both distilled)", f"ΔBLEU >= -{CLOSE_MARGIN}",
-                           lambda d: d >= -CLOSE_MARGIN, scale,
+                           f"{t4['CAN'][1] - t4['Balanced'][1]:+.2f} (Table 4, both distilled)", f"ΔBLEU >= -{ON_PAR}",
+                           lambda d: d >= -ON_PAR, scale,
                            [(1.0, "CAN distilled", s.kd.get("can")), (-1.0, "Balanced distilled", s.kd.get("balanced"))],
                            refs, command=command("distill"))
     six = quality_claim("CAN on 6/6 hurts less than on 12/2 (Results)",

@@ -32,7 +32,7 @@ from canlib.studies.paper import paper_numbers
 from canlib.studies.scales import DIRECTION_SYSTEMS, scale_spec
 from canlib.studies.speed import CPU_LABEL
 from canlib.studies.store import stored_path
-from canlib.studies.verdict import (FAILED, HELD, K_SPREAD, MIN_SEEDS, NOISE, NOT_RUN, QUALITY_SCALES, Runs, combine,  # noqa: F401
+from canlib.studies.verdict import (FAILED, HELD, K_SPREAD, MIN_SEEDS, NOISE, NOT_RUN, ON_PAR, QUALITY_SCALES, Runs, combine,  # noqa: F401
                                     describe, interval_verdict, judge, seed_difference, split_name)
 
 NOT_TESTED, NO_VERDICT_CPU = "not tested here", "no verdict (CPU)"
@@ -116,7 +116,7 @@ def pair(system: str, against: str, runs: dict[str, Runs | None]) -> list[Term]:
 
 
 def cross_task_claim(scale: str, by_direction: dict[str, dict[str, Runs | None]], paper_range: str,
-                     margin: float = 0.5, refs: dict[str, dict[str, list[str]]] | None = None) -> Claim:
+                     margin: float = ON_PAR, refs: dict[str, dict[str, list[str]]] | None = None) -> Claim:
     """"CAN is on par with Balanced across tasks": CAN at most ``margin`` below Balanced on every direction,
     each judged by the verdict rule; held when every direction holds, did not hold when every one fails,
     within noise otherwise. ``by_direction``: {corpus: {system: Runs}}; ``refs``: {corpus: references}."""
@@ -205,13 +205,13 @@ def claims(scale: str, *, runs: dict[str, Runs | None] | None, gpus: Sequence[tu
                          f"{paper_ratio(t2, 'Balanced', 'Baseline', 2):.2f}x (Table 2, En-De)", "ratio >= 1.8x",
                          lambda r: r >= 1.8, "balanced", "baseline", gpus, cpu, cpu_evidence)
     rows.append(quality("Balanced keeps Baseline's BLEU", f"{t2['Balanced'][0] - t2['Baseline'][0]:+.2f} (Table 2, En-De)",
-                        "ΔBLEU >= -0.5", lambda d: d >= -0.5, "balanced", "baseline"))
+                        f"ΔBLEU >= -{ON_PAR}", lambda d: d >= -ON_PAR, "balanced", "baseline"))
     rows += speed_claims("CAN decodes faster than Balanced",
                          f"{paper_ratio(t2, 'CAN', 'Balanced', 2):.2f}x En-De; {min(can_gains):.2f}-{max(can_gains):.2f}x over Tables 2-3",
                          f"ratio >= {min(can_gains):.2f}x (the paper's smallest)", lambda r: r >= round(min(can_gains), 2),
                          "can", "balanced", gpus, cpu, cpu_evidence)
-    rows.append(quality("CAN is within 0.5 BLEU of Balanced", f"{t2['CAN'][0] - t2['Balanced'][0]:+.2f} (Table 2, En-De)",
-                        "ΔBLEU >= -0.5", lambda d: d >= -0.5, "can", "balanced"))
+    rows.append(quality(f"CAN is within {ON_PAR} BLEU of Balanced", f"{t2['CAN'][0] - t2['Balanced'][0]:+.2f} (Table 2, En-De)",
+                        f"ΔBLEU >= -{ON_PAR}", lambda d: d >= -ON_PAR, "can", "balanced"))
     for other in ("san", "aan"):
         label = LABELS[other]
         rows += speed_claims(f"{label} gains less speed than CAN",
@@ -222,8 +222,8 @@ def claims(scale: str, *, runs: dict[str, Runs | None] | None, gpus: Sequence[tu
                          "Compress Attention / Compress FFN > 1", lambda r: r > 1, "can_attn", "can_ffn",
                          gpus, cpu, cpu_evidence)
     rows.append(quality("Compress FFN loses no BLEU against Balanced (Table 5)",
-                        f"{t5['Compress FFN'][0] - t5['Balanced'][0]:+.2f}", "ΔBLEU >= -0.5",
-                        lambda d: d >= -0.5, "can_ffn", "balanced"))
+                        f"{t5['Compress FFN'][0] - t5['Balanced'][0]:+.2f}", f"ΔBLEU >= -{ON_PAR}",
+                        lambda d: d >= -ON_PAR, "can_ffn", "balanced"))
     rows.append(quality("A 14/1 model loses BLEU against 12/2 (Figure 4)", f"{f4['bleu'][3] - f4['bleu'][2]:+.2f}",
                         "ΔBLEU < 0", lambda d: d < 0, "depth-14-1", "balanced"))
     first, last = f7["batch"][0], f7["batch"][-1]

@@ -39,6 +39,7 @@ NOT_RUN = "not run yet"  # a claim the scale can test whose seeds are not (all) 
 QUALITY_SCALES = ("small", "full")  # the scales whose models translate well enough for a BLEU verdict
 K_SPREAD = 2.0  # the seed interval: ± this many standard errors
 MIN_SEEDS = 2
+ON_PAR = 0.5  # BLEU: "keeps the BLEU" / "on par" claims hold at a difference >= -ON_PAR (every claim, every chapter)
 BOOTSTRAP_SAMPLES = 1000  # sacreBLEU's default number of paired-bootstrap resamples
 BOOTSTRAP_SEED = 12345  # sacreBLEU's default seed (its SACREBLEU_SEED)
 EVAL_SPLITS = ("valid", "test", "test2017_flickr", "test2017_mscoco")

@@ -53,7 +53,7 @@ def draw_caches(systems: tuple[str, ...] = ("balanced", "can")) -> Figure:
     colours = {"k": "#4c72b0", "v": "#dd8452"}
     for ax, system in zip(axes, systems):
         model, cache = model_cache(system)
-        d, f = model.cfg.d_model, model.cfg.ffn_dim
+        d = model.cfg.d_model
         lead, positions = cache.lead, cache.buffer.size(0)
         x = 0
         for i, (layer, rows) in enumerate(zip(model.decoder_layers, cache.rows)):

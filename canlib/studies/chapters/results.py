@@ -17,13 +17,12 @@ from canlib.studies import evidence as ev
 from canlib.studies.paper import paper_numbers
 from canlib.studies.quality import format_budget
 from canlib.studies.scales import scale_spec
-from canlib.studies.verdict import EVAL_SPLITS, FAILED, HELD, NOISE, PARTLY_HELD, judge, word
+from canlib.studies.verdict import EVAL_SPLITS, FAILED, HELD, NOISE, ON_PAR, PARTLY_HELD, judge, word
 
 WITHIN = {HELD: "holds", FAILED: "does not hold", NOISE: "is within noise"}  # "CAN stays within 0.5 of Balanced ..."
 GAINS = {HELD: "adds BLEU", FAILED: "does not add BLEU", NOISE: "changes BLEU within noise"}
 CHANGE = {HELD: "narrows", FAILED: "widens", NOISE: "does not move beyond noise",
           PARTLY_HELD: "narrows on some sets and does not move beyond noise on the others"}
-MARGIN = 0.5
 
 
 
@@ -34,7 +33,7 @@ def values(scale: str, root: Path | None = None, refs: dict[str, list[str]] | No
     v: dict[str, Any] = {"scale": scale, "paper_gap_can": t2["CAN"][0] - t2["Balanced"][0],
                          "paper_gap_balanced": t2["Balanced"][0] - t2["Baseline"][0],
                          "paper_gap_san": t2["SAN"][0] - t2["Balanced"][0], "paper_gap_aan": t2["AAN"][0] - t2["Balanced"][0],
-                         "margin": MARGIN, "sets": len(EVAL_SPLITS)}
+                         "margin": ON_PAR, "sets": len(EVAL_SPLITS)}
     ev.require_judged(scale, "the results chapter")
     refs = ev.references(scale) if refs is None else refs
     runs = {s: ev.main_runs(scale, s, root=root) for s in ALL_SYSTEMS}
@@ -45,10 +44,10 @@ def values(scale: str, root: Path | None = None, refs: dict[str, list[str]] | No
         sacre = ev.sacre_scores(scale, r, "test", root)
         v[f"{key}_test_sacre"], v[f"{key}_test_sacre_sd"] = statistics.fmean(sacre), statistics.stdev(sacre)
     v["metric_gap"] = max(abs(v[f"{s}_test"] - v[f"{s}_test_sacre"]) for s in PAPER_SYSTEMS)
-    can = judge([(1.0, runs["can"]), (-1.0, runs["balanced"])], lambda d: d >= -MARGIN, refs)
+    can = judge([(1.0, runs["can"]), (-1.0, runs["balanced"])], lambda d: d >= -ON_PAR, refs)
     v |= can.values("gap_can")
     v["can_word"] = word(can.verdict, WITHIN)
-    bal = judge([(1.0, runs["balanced"]), (-1.0, runs["baseline"])], lambda d: d >= -MARGIN, refs)
+    bal = judge([(1.0, runs["balanced"]), (-1.0, runs["baseline"])], lambda d: d >= -ON_PAR, refs)
     v |= bal.values("gap_balanced")
     v["balanced_word"] = word(bal.verdict, WITHIN)
     for s in ("san", "aan"):
@@ -78,7 +77,7 @@ def budget_values(scale: str, runs: dict[str, Any], refs: dict[str, list[str]], 
         v |= gain.values(f"gain_{s}")
         v[f"gain_{s}_word"] = word(gain.verdict, GAINS)
         v[f"{s}_test_2x"] = x2[s].mean("test")
-    at2 = judge([(1.0, x2["can"]), (-1.0, x2["balanced"])], lambda d: d >= -MARGIN, refs)
+    at2 = judge([(1.0, x2["can"]), (-1.0, x2["balanced"])], lambda d: d >= -ON_PAR, refs)
     v |= at2.values("gap_can_2x")
     v["gap_can_2x_word"] = word(at2.verdict, WITHIN)
     change = judge([(1.0, x2["can"]), (-1.0, x2["balanced"]), (-1.0, runs["can"]), (1.0, runs["balanced"])],

@@ -12,7 +12,7 @@ from canlib.studies.paper import paper_numbers
 from canlib.studies.scales import DIRECTION_SYSTEMS, scale_spec
 from canlib.studies.scorecard import (cross_task_claim, experiment_command, pair, paper_can_gap, quality_claim,
                                       runs_by_direction)
-from canlib.studies.verdict import FAILED, HELD, K_SPREAD, MIN_SEEDS, NOISE, NOT_RUN, seed_difference, word
+from canlib.studies.verdict import FAILED, HELD, K_SPREAD, MIN_SEEDS, NOISE, NOT_RUN, ON_PAR, seed_difference, word
 
 WITHIN = {HELD: "holds", FAILED: "does not hold", NOISE: "is within noise", NOT_RUN: "is not run yet"}
 
@@ -44,7 +44,7 @@ def values(root: Path | None = None, refs: dict[str, dict[str, list[str]]] | Non
     refs = {c: references("small", c) for c in stored} if refs is None else refs
     claim = cross_task_claim("small", by, paper_can_gap(), refs=refs)
     gaps = direction_gaps(by, stored)
-    main = quality_claim("CAN within 0.5 of Balanced", "", "ΔBLEU >= -0.5", lambda d: d >= -0.5, "small",
+    main = quality_claim(f"CAN within {ON_PAR} of Balanced", "", f"ΔBLEU >= -{ON_PAR}", lambda d: d >= -ON_PAR, "small",
                          pair("can", "balanced", by[spec.corpus]), refs.get(spec.corpus))
     v = paper_values() | {"directions": len(directions), "stored_directions": len(stored),
                           "missing_directions": len(missing), "direction_seeds": spec.direction_seeds,

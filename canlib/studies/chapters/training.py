@@ -21,6 +21,7 @@ from canlib.studies.quality import run_result, stored_seeds
 from canlib.studies.results import load_result
 from canlib.studies.scales import scale_spec
 from canlib.studies.scorecard import K_SPREAD, MIN_SEEDS, NOT_RUN, NOT_TESTED, interval_verdict, seed_difference
+from canlib.studies.verdict import ON_PAR
 
 SYSTEMS = ("baseline", "balanced", "can")
 METRIC = "tok_bleu"  # tokenized BLEU, the paper's metric
@@ -28,7 +29,6 @@ SPLITS = ("valid", "test", "test2017_flickr", "test2017_mscoco")
 SPLIT_NAMES = {"valid": "valid (val2016)", "test": "test2016", "test2017_flickr": "test2017 Flickr",
                "test2017_mscoco": "test2017 MSCOCO"}
 BUDGET_SYSTEMS = ("balanced", "can")  # the systems the stored 2x runs cover
-MARGIN = 0.5  # the scorecard's "CAN is within 0.5 BLEU of Balanced"
 GPUS = 8  # the paper trains on 8 GPUs
 
 
@@ -156,7 +156,7 @@ def undertraining_values(root: Path | None = None) -> dict[str, Any]:
             first = next(r for r, _ in runs[system, 1] if r["seed"] == result["seed"])
             continued.append(_losses(result["log"], steps_1x) == _losses(first["log"], steps_1x))
     out |= {"x2_last_step": valid_steps[-1], "x2_before_last_step": valid_steps[-2],
-            "continued_runs": sum(continued), "budget_runs": len(continued), "margin": MARGIN,
+            "continued_runs": sum(continued), "budget_runs": len(continued), "margin": ON_PAR,
             "averaging_status": averaging_status(root)}
     return out
 
@@ -177,9 +177,9 @@ def budget_gaps(root: Path | None = None) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"set": SPLIT_NAMES[split]}
         for factor in (1, 2):
             diff, spread, verdict = _verdict(_bleu(runs["can", factor], split), _bleu(runs["balanced", factor], split),
-                                             lambda d: d >= -MARGIN)
+                                             lambda d: d >= -ON_PAR)
             row |= {f"{factor}x CAN − Balanced": diff, f"{factor}x ± {K_SPREAD:g} s.e.": spread,
-                    f"{factor}x: within {MARGIN} BLEU?": verdict}
+                    f"{factor}x: within {ON_PAR} BLEU?": verdict}
         rows.append(row)
     return rows
 
