@@ -6,6 +6,7 @@ import importlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -256,3 +257,32 @@ def test_a_format_1_folder_still_loads_with_test_as_its_only_test_set(offline_en
     (out / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match=r"meta\.json: format_version 3, this canlib reads \(1, 2\)"):
         load_prepared(out)
+
+
+def test_a_corpus_another_process_renamed_into_place_first_is_kept_and_this_copy_dropped(tmp_path, monkeypatch):
+    """Two workers of one experiment may prepare the same corpus at once: the second rename finds the folder
+    filled (ENOTEMPTY); with the same recipe it keeps the first and drops its own, with another it raises."""
+    from canlib.data import preparation
+
+    out, tmp = tmp_path / "corpus", tmp_path / ".corpus.x.tmp"
+    real_replace = os.replace
+
+    def other_process_first(src, dst, recipe):
+        if Path(dst) == out and not out.exists():  # the other worker renames its folder in between
+            out.mkdir()
+            (out / "meta.json").write_text(json.dumps({"recipe": recipe}))
+            (out / "theirs").write_text("")
+        return real_replace(src, dst)
+
+    for ours, theirs, kept in (({"a": 1}, {"a": 1}, True), ({"a": 1}, {"a": 2}, False)):
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.mkdir()
+        (tmp / "meta.json").write_text(json.dumps({"recipe": ours}))
+        monkeypatch.setattr(preparation.os, "replace", lambda s, d, r=theirs: other_process_first(s, d, r))
+        if kept:
+            preparation._swap_into_place(tmp, out)
+            assert sorted(p.name for p in out.iterdir()) == ["meta.json", "theirs"] and not tmp.exists()
+        else:
+            with pytest.raises(OSError):
+                preparation._swap_into_place(tmp, out)
+            shutil.rmtree(tmp)

@@ -254,11 +254,21 @@ def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1,
 
 
 def _swap_into_place(tmp: Path, out_dir: Path) -> None:
-    """Rename the finished folder to ``out_dir``, replacing an older prepared folder there."""
+    """Rename the finished folder to ``out_dir``, replacing an older prepared folder there. Processes of one
+    experiment may prepare the same corpus at the same moment: when another renamed the same recipe into place
+    first, this one's copy is dropped."""
     if out_dir.exists() and any(out_dir.iterdir()):
         old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
         os.replace(out_dir, old)
         os.replace(tmp, out_dir)
         shutil.rmtree(old, ignore_errors=True)
-    else:
+        return
+    try:
         os.replace(tmp, out_dir)
+    except OSError:
+        if not (out_dir / "meta.json").is_file():
+            raise
+        recipe = (json.loads((d / "meta.json").read_text()).get("recipe") for d in (out_dir, tmp))
+        if next(recipe) != next(recipe):
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
