@@ -48,14 +48,14 @@ def test_a_search_step_on_the_gpu_path_never_reads_back_to_the_host(system):
 def test_the_steps_parts_count_what_each_part_dispatches_on_its_own():
     """The study's per-layer and search figures are differences of counts (decoder - embedding, step -
     decoder - output); here each part is run and counted alone: one layer's step, the search's select."""
-    from canlib.decoding.search import BeamSearch, ForcedLength
+    from canlib.decoding.search import SearchSettings, new_search
 
     model = _model("balanced")
     counts = search_step_ops(model, warmup=3)
     src = torch.randint(4, model.cfg.vocab_size, (1, 27))
     src[:, -1] = model.cfg.eos_id
     with torch.no_grad():
-        search = BeamSearch(model, src.to("meta"), 4, ForcedLength(30))
+        search = new_search(model, src.to("meta"), SearchSettings(beam=4, forced_length=30))
         for t in range(3):
             search.step(t)
         x = model.embed_tokens(search.inputs(3)[:, None], offset=3)
