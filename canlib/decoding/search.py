@@ -241,7 +241,7 @@ class BeamSearch:
         return (self.cum[:, :, None] + logp.view(m, k, vocab)).view(m, k * vocab)
 
     def renormalized(self, logp: Tensor) -> Tensor:
-        """``logp`` with its banned tokens removed, renormalised over the rest with ``renormalize``."""
+        """``logp`` (banned tokens at -inf) renormalised over the allowed ones with ``renormalize``, else as it is."""
         return logp.log_softmax(dim=-1) if self.settings.renormalize else logp
 
     def reorder(self, t: int, index: Tensor) -> None:
@@ -330,7 +330,7 @@ class FreeLengthSearch(BeamSearch):
         # the 2k best (beam, token) candidates of each sentence, best first
         top_s, top_i = self.top(scores)
         top_beam, top_tok = torch.div(top_i, vocab, rounding_mode="floor"), top_i % vocab
-        # an EOS among the k best ends a hypothesis: length-normalised, kept if it is the sentence's best
+        # an EOS among the k best ends a hypothesis (unless its sentence is done): length-normalised and recorded
         is_eos = top_tok.eq(self.cfg.eos_id)
         ended = is_eos[:, :k] & top_s[:, :k].isfinite() & ~self.done[:, None]
         self.finish(t, m, ended, top_s[:, :k].double() / (t + 1) ** self.settings.len_penalty, top_beam[:, :k])
