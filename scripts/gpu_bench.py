@@ -1,4 +1,4 @@
-"""The GPU speed check, as one command (no network), built to give a verdict (issue 33).
+"""The GPU speed check, as one command (no network), built to give a verdict.
 
 Times the paper's Table 2 systems (baseline, balanced, san, aan, can) with random weights at the
 d=512 presets, in float16, beam 4, batch 1, forced output length 30, once eagerly and once with whole
@@ -52,7 +52,7 @@ from canlib.decoding.runners import GraphedDecoder, StepGraphs  # noqa: E402
 from canlib.decoding.search import SearchSettings, beam_search, make_batch  # noqa: E402
 
 GOALS = {"eager can/balanced": 1.30, "captured balanced tok/s": 6000.0, "captured can tok/s": 8000.0,
-         "captured can/balanced": 1.35}  # issue 33
+         "captured can/balanced": 1.35}  # the speed goals this check tests
 TEST2016 = Path("multi30k-en-de") / "test_2016_flickr.en"
 
 

@@ -74,7 +74,7 @@ def test_the_steps_parts_count_what_each_part_dispatches_on_its_own():
 
 
 # The kernels one beam-search step launches on the GPU's code path, written out by hand from the code
-# (issue 33's goals: Balanced <= 40, CAN <= 30 per step; 76 and 58 before). A change that adds or removes
+# (the speed goals: Balanced <= 40, CAN <= 30 per step). A change that adds or removes
 # a kernel must change this list, and the stored ops.json with it.
 STANDARD_LAYER = ["layer_norm", "qkv addmm", "key|value write (copy_)", "self SDPA", "out addmm", "residual add",
                   "layer_norm", "q addmm", "cross SDPA", "out addmm", "residual add",
@@ -108,7 +108,7 @@ def test_a_decode_step_launches_the_kernels_listed_by_hand(system, layer, goal, 
     assert counts["search"]["kernel_operators"] == len(search)
     step = counts["step"]["kernel_operators"]
     assert step == len(EMBEDDING) + 2 * len(layer) + len(output) + len(search)
-    assert (step <= goal) == (fused or system == "can")  # issue 33's goal: met with the fused select (CAN: without too)
+    assert (step <= goal) == (fused or system == "can")  # the goal: met with the fused select (CAN: without too)
 
 
 def test_sdpa_counts_as_one_kernel_on_the_gpu_path_and_as_what_it_dispatches_otherwise():

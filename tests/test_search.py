@@ -563,7 +563,7 @@ def test_replayed_steps_read_and_write_the_buffers_their_capture_recorded(kind, 
             assert replayed.scores == pytest.approx(eager.scores, abs=1e-5)
 
 
-# -- the compiled decoder (issue 33 item 5): Inductor on a GPU, the same graphs traced by aot_eager here ------
+# -- the compiled decoder: Inductor on a GPU, the same graphs traced by aot_eager here ------
 
 @pytest.mark.parametrize("kind", ["standard", "can"])
 def test_a_compiled_decoder_gives_eager_tokens_alone_and_inside_static_steps(kind):

@@ -322,24 +322,26 @@ class FreeLengthSearch(BeamSearch):
         return self.tokens[:, t]
 
     def select(self, t: int, logp: Tensor) -> None:
-        """Part 3 of a step: choose the continuations from ``logp`` (rows, V), record the hypotheses that
-        end with EOS, reorder tokens, scores and cache."""
+        """Part 3 of a step: the continuations chosen from ``logp`` (rows, V), the
+        hypotheses that end with EOS recorded, tokens, scores and cache reordered."""
         m, k, vocab = self.cum.size(0), self.k, self.cfg.vocab_size
         # each beam's running score plus every token's log p, banned tokens removed
         scores = self.candidates(self.allowed(t, logp))
         # the 2k best (beam, token) candidates of each sentence, best first
         top_s, top_i = self.top(scores)
         top_beam, top_tok = torch.div(top_i, vocab, rounding_mode="floor"), top_i % vocab
-        # an EOS among the k best ends a hypothesis (unless its sentence is done): length-normalised and recorded
+        # an EOS among the k best ends a hypothesis (unless its sentence is done)
         is_eos = top_tok.eq(self.cfg.eos_id)
         ended = is_eos[:, :k] & top_s[:, :k].isfinite() & ~self.done[:, None]
-        self.finish(t, m, ended, top_s[:, :k].double() / (t + 1) ** self.settings.len_penalty, top_beam[:, :k])
-        # the k best candidates that do not end (rank order kept) become the live beams
+        normalised = top_s[:, :k].double() / (t + 1) ** self.settings.len_penalty
+        self.finish(t, m, ended, normalised, top_beam[:, :k])
+        # the k best candidates that do not end (in rank order) become the live beams
         pick = (self.rank + is_eos * (2 * k)).topk(k, dim=1, largest=False).indices
-        live_s, live_beam, live_tok = top_s.gather(1, pick), top_beam.gather(1, pick), top_tok.gather(1, pick)
-        # a sentence is done at its maximum length, or when the stopping rule says no live beam can win
+        live_s, live_beam = top_s.gather(1, pick), top_beam.gather(1, pick)
+        live_tok = top_tok.gather(1, pick)
+        # done: at its maximum length, or when no live beam can win (the stopping rule)
         self.done |= self.lengths.le(t) | self.stopped(t, live_s[:, 0])
-        # the live beams continue their rows: tokens, running scores and cache follow them
+        # the live beams continue their rows: tokens, running scores and cache follow
         rows = (self.base[:m] + live_beam).view(-1)
         self.tokens.copy_(self.tokens.index_select(0, rows))
         self.tokens[:, t + 1] = live_tok.view(-1)

@@ -105,8 +105,8 @@ def row_caches(layers: Sequence[DecoderLayer], memory: SourceMemory, sources: li
     return buffer, caches, lead
 
 
-def joint_step(q: Tensor, kv: Tensor, state: Tensor, memory: SourceMemory, source: Cache,
-               t: int, heads: int, dropout: nn.Module) -> Tensor:
+def joint_step(q: Tensor, kv: Tensor, state: Tensor, memory: SourceMemory,
+               source: Cache, t: int, heads: int, dropout: nn.Module) -> Tensor:
     """A joint layer's decode step: write position t's keys|values ``kv`` (rows, width)
     behind the source part of ``state`` (lead + steps, rows, width), then one attention
     call of ``q`` (rows, 1, d) over [source ; prefix 0..t]."""
@@ -341,8 +341,9 @@ class CANDecoderLayer(DecoderLayer):
         d, f = self.d, self.f
         proj = self.x_proj(self.norm(x))  # (rows, 1, 2d + 2f): [q | k1 | v1 | hidden]
         q, kv, hidden = proj[..., :d], proj[:, 0, d : 2 * d + f], proj[..., 2 * d + f :]
-        mixed = joint_step(q, kv, cache["kv"], memory, source, t, self.heads, self.attn_drop)  # heads merged
-        return x + self.drop(self.ffn(hidden, mixed))  # x + ReLU(hidden + mixed) W2 + b2
+        state = cache["kv"]  # each row's source and prefix keys|values
+        mixed = joint_step(q, kv, state, memory, source, t, self.heads, self.attn_drop)
+        return x + self.drop(self.ffn(hidden, mixed))  # ReLU(hidden + mixed) W2 + b2
 
 
 class CANAttnDecoderLayer(DecoderLayer):
