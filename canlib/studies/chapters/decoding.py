@@ -98,11 +98,12 @@ def toy_model(seed: int = 3) -> Seq2Seq:
 
 
 def toy_search(steps: int = 3, beam: int = 2) -> ForcedLengthSearch:
-    """A forced-length beam search of the toy model over one five-token source, before its first step."""
+    """A forced-length beam search of the toy model over one five-token source, before its first step (keeping
+    every final beam as a hypothesis: the chapter's first exercise reads them)."""
     model = toy_model()
     src = make_batch([[4, 5, 6, 7]], model.cfg.pad_id, model.cfg.eos_id)
     with torch.no_grad():
-        return new_search(model, src, SearchSettings(beam=beam, forced_length=steps))
+        return new_search(model, src, SearchSettings(beam=beam, forced_length=steps, return_all=True))
 
 
 def step_table(search: ForcedLengthSearch, t: int) -> tuple[pd.DataFrame, pd.DataFrame]:
