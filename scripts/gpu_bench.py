@@ -1,4 +1,4 @@
-"""The GPU speed check, as one command (no network), built to give a verdict (issue 33).
+"""The GPU speed check, as one command (no network), built to give a verdict.
 
 Times the paper's Table 2 systems (baseline, balanced, san, aan, can) with random weights at the
 d=512 presets, in float16, beam 4, batch 1, forced output length 30, once eagerly and once with whole
@@ -49,10 +49,10 @@ from canlib.bench.speed import canlib_system, source_sentences, system_model, ti
 from canlib.model.config import PAPER_SYSTEMS  # noqa: E402
 from canlib.decoding.decoder import CompiledDecoder  # noqa: E402
 from canlib.decoding.runners import GraphedDecoder, StepGraphs  # noqa: E402
-from canlib.decoding.search import beam_search, make_batch  # noqa: E402
+from canlib.decoding.search import SearchSettings, beam_search, make_batch  # noqa: E402
 
 GOALS = {"eager can/balanced": 1.30, "captured balanced tok/s": 6000.0, "captured can tok/s": 8000.0,
-         "captured can/balanced": 1.35}  # issue 33
+         "captured can/balanced": 1.35}  # the speed goals this check tests
 TEST2016 = Path("multi30k-en-de") / "test_2016_flickr.en"
 
 
@@ -75,30 +75,33 @@ def spread(values: list[float]) -> dict[str, float]:
             "repeats": len(values)}
 
 
-def tokens_match(model, sources: list[list[int]], beam: int, forced: int, variants: list[dict], free: bool) -> bool:
-    """Same tokens from every variant (keyword arguments of ``beam_search``) as from the eager search, on every
-    source, forced-length (and free, with ``free``) decoding; each variant twice, so that the second call replays
-    the graphs the first captured."""
+def tokens_match(model, sources: list[list[int]], beam: int, forced: int, variants: list[tuple[dict, dict]],
+                 free: bool) -> bool:
+    """Same tokens from every variant (settings fields, and the ``decoder`` or ``graphs`` of ``beam_search``) as from
+    the eager search, on every source, forced-length (and free, with ``free``) decoding; each variant twice, so that
+    the second call replays the graphs the first captured."""
     for ids in sources:
         src = make_batch([ids], model.cfg.pad_id, model.cfg.eos_id, model.embed.weight.device)
         for options in (dict(forced_length=forced), dict()) if free else (dict(forced_length=forced),):
-            want = beam_search(model, src, beam=beam, **options).tokens
+            want = beam_search(model, src, SearchSettings(beam=beam, **options)).tokens
             for _ in range(2):
-                for variant in variants:
-                    if beam_search(model, src, beam=beam, **options, **variant).tokens != want:
+                for fields, runner in variants:
+                    if beam_search(model, src, SearchSettings(beam=beam, **options, **fields), **runner).tokens != want:
                         return False
     return True
 
 
-def checked_variants(model, kind: str, capture: bool, backend: str | None) -> list[dict]:
-    """What each token check runs against eager: "captured" (whole steps as graphs; the decoder alone as graphs),
-    "fused" (the fused select step, eager and in whole-step graphs), "compiled" (the compiled model, likewise)."""
+def checked_variants(model, kind: str, capture: bool, backend: str | None) -> list[tuple[dict, dict]]:
+    """What each token check runs against eager, as (settings fields, runner): "captured" (whole steps as graphs; the
+    decoder alone as graphs), "fused" (the fused select step, eager and in whole-step graphs), "compiled" (the
+    compiled model, likewise)."""
     if kind == "captured":
-        return [dict(graphs=StepGraphs(model, capture=capture)), dict(decoder=GraphedDecoder(model, capture=capture))]
+        return [({}, dict(graphs=StepGraphs(model, capture=capture))),
+                ({}, dict(decoder=GraphedDecoder(model, capture=capture)))]
     if kind == "fused":
-        return [dict(fused=True), dict(fused=True, graphs=StepGraphs(model, capture=capture, fused=True))]
-    return [dict(decoder=CompiledDecoder(model, backend=backend)),
-            dict(graphs=StepGraphs(model, capture=capture, compiled=backend))]
+        return [(dict(fused=True), {}), (dict(fused=True), dict(graphs=StepGraphs(model, capture=capture)))]
+    return [({}, dict(decoder=CompiledDecoder(model, backend=backend))),
+            ({}, dict(graphs=StepGraphs(model, capture=capture, compiled=backend)))]
 
 
 def main(argv: list[str] | None = None) -> int:

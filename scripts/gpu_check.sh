@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 33's goals, measured in one call of under 5 minutes on one H100/H200 (no network, no install: the
+# The GPU speed goals, measured in one call of under 5 minutes on one H100/H200 (no network, no install: the
 # device's python3 and torch, canlib from this checkout, the Multi30k folder carried as .gpu_data/).
 #
 #   bash scripts/gpu_check.sh              # on the GPU machine; everything lands in $OUT/gpu_check/
@@ -22,7 +22,7 @@
 #   5. ops:        kernel operators per step of the nine systems, counted on the GPU's code path (CPU) -> ops.json
 # then summary.txt (every goal, target and value) and ONE archive $OUT/gpu_check.tar.gz.
 #
-# With --compiled (issue 33 item 5; the encoder, decoder layers and output compiled by torch.compile's Inductor, which fuses
+# With --compiled (the encoder, decoder layers and output compiled by torch.compile's Inductor, which fuses
 # bias + ReLU and residual add + LayerNorm; compiling takes tens of seconds a system, so it has a call of its own):
 #   1. compiled bench:   Balanced and CAN as in bench 1, eager and graphs, with the compiled decoder, and their
 #                        tokens against eager                                           -> gpu_bench_compiled.json
@@ -138,7 +138,7 @@ else
   step ops "$T5" "$PY" -m canlib bench ops "${OPS[@]}" --json "$DIR/ops.json"
 fi
 
-# every goal of issue 33 with its value (missing files give "not measured")
+# every goal with its value (missing files give "not measured")
 "$PY" - "$DIR" "$TAG" > "$DIR/summary$TAG.txt" 2>&1 <<'EOF'
 import json, sys
 from pathlib import Path

@@ -148,7 +148,7 @@ def decode_case(label: str, name: str, vocab: int, steps: int, device: torch.dev
     """Profile a beam search (beam 4, batch 1, ``steps`` forced tokens; ``fused``: the select step as two
     Triton kernels; ``compiled``: the encoder, decoder layers and output compiled with that backend); times per step."""
     from canlib.decoding.decoder import CompiledDecoder
-    from canlib.decoding.search import beam_search
+    from canlib.decoding.search import SearchSettings, beam_search
     from canlib.model import Seq2Seq
 
     torch.manual_seed(0)
@@ -157,7 +157,8 @@ def decode_case(label: str, name: str, vocab: int, steps: int, device: torch.dev
     src = torch.randint(4, vocab, (1, 27), device=device)
     src[:, -1] = model.cfg.eos_id
     decoder = CompiledDecoder(model, backend=compiled) if compiled else None
-    search = lambda: beam_search(model, src, beam=4, forced_length=steps, fused=fused, decoder=decoder)  # noqa: E731
+    settings = SearchSettings(beam=4, forced_length=steps, fused=fused)
+    search = lambda: beam_search(model, src, settings, decoder=decoder)  # noqa: E731
     # no_grad for the compiled cases: torch.compile's symbolic sizes refuse inference-mode tensors
     with torch.no_grad() if compiled else torch.inference_mode():
         search()

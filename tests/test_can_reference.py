@@ -70,7 +70,7 @@ def reference_layer(layer: CANDecoderLayer, x: torch.Tensor, h: torch.Tensor, sr
                 a = a / a.sum()
                 mixed.append(a @ values[:, i * dv : (i + 1) * dv])
             inner = z[b, t] @ w1.T + b1 + torch.cat(mixed)
-            y[b, t] = x[b, t] + torch.clamp(inner, min=0.0) @ layer.w2.weight.T + layer.w2.bias
+            y[b, t] = x[b, t] + torch.clamp(inner, min=0.0) @ layer.ffn.w2.weight.T + layer.ffn.w2.bias
     return y
 
 

@@ -65,7 +65,8 @@ def reference(layer: CANResidualDecoderLayer, x: torch.Tensor, h: torch.Tensor, 
                 mixed_ffn.append(a @ to_ffn[:, i * dv:(i + 1) * dv])
                 mixed_residual.append(a @ to_residual[:, i * dr:(i + 1) * dr])
             s_plus_c = torch.cat(mixed_residual) @ layer.out.weight.T + layer.out.bias
-            ffn = torch.clamp(z[b, t] @ w1.T + b1 + torch.cat(mixed_ffn), min=0.0) @ layer.w2.weight.T + layer.w2.bias
+            w2 = layer.ffn.w2
+            ffn = torch.clamp(z[b, t] @ w1.T + b1 + torch.cat(mixed_ffn), min=0.0) @ w2.weight.T + w2.bias
             y[b, t] = x[b, t] + s_plus_c + ffn
     return y
 

@@ -6,7 +6,7 @@ import torch
 
 from canlib import ModelConfig, Seq2Seq
 from canlib.model.config import EOS_ID, PAD_ID
-from canlib.decoding.search import beam_search, make_batch
+from canlib.decoding.search import SearchSettings, beam_search, make_batch
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 from canlib.decoding.ctranslate import CT2Translator, export_ctranslate2, token_names  # noqa: E402
@@ -43,7 +43,8 @@ def test_ctranslate2_greedy_equals_canlib(enc_layers, dec_layers, seed, tmp_path
     model = small_standard(enc_layers, dec_layers, seed)
     ct2 = CT2Translator(export_ctranslate2(model, tmp_path / "ct2"), token_names(VOCAB), threads=1)
     srcs = sources(2)
-    ours = beam_search(model, make_batch(srcs, PAD_ID, EOS_ID), beam=1, max_len_a=0, max_len_b=20).tokens
+    settings = SearchSettings(beam=1, max_len_a=0, max_len_b=20)
+    ours = beam_search(model, make_batch(srcs, PAD_ID, EOS_ID), settings).tokens
     theirs = ct2.translate(srcs, beam=1, max_len_a=0, max_len_b=20)
     assert ours == theirs
     assert len({len(t) for t in ours}) > 1  # outputs end at different lengths: EOS handling is compared too
@@ -53,7 +54,7 @@ def test_ctranslate2_forced_length_greedy_equals_canlib(tmp_path):
     model = small_standard(12, 2, seed=3)
     ct2 = CT2Translator(export_ctranslate2(model, tmp_path / "ct2"), token_names(VOCAB), threads=1)
     srcs = sources(4)
-    ours = beam_search(model, make_batch(srcs, PAD_ID, EOS_ID), beam=1, forced_length=9).tokens
+    ours = beam_search(model, make_batch(srcs, PAD_ID, EOS_ID), SearchSettings(beam=1, forced_length=9)).tokens
     theirs = ct2.translate(srcs, beam=1, forced_length=9)
     assert theirs == ours
     assert all(len(t) == 9 for t in theirs)
@@ -73,8 +74,8 @@ def test_ctranslate2_beam_equals_canlib_once_banned_tokens_are_renormalised(enc_
         batch = make_batch(srcs, PAD_ID, EOS_ID)
         for beam in (4, 5):
             for alpha in (0.0, 0.6, 1.0):
-                ours = beam_search(model, batch, beam=beam, len_penalty=alpha, max_len_a=0, max_len_b=limit,
-                                   renormalize=True).tokens
+                settings = SearchSettings(beam=beam, len_penalty=alpha, max_len_a=0, max_len_b=limit, renormalize=True)
+                ours = beam_search(model, batch, settings).tokens
                 theirs = ct2.translate(srcs, beam=beam, len_penalty=alpha, max_len_a=0, max_len_b=limit)
                 for mine, other in zip(ours, theirs):
                     if len(mine) < limit and len(other) < limit:
@@ -89,10 +90,10 @@ def test_ctranslate2_forced_length_beam_equals_canlib(tmp_path):
     ct2 = CT2Translator(export_ctranslate2(model, tmp_path / "ct2"), token_names(VOCAB), threads=1)
     srcs = sources(0) + sources(1)
     batch = make_batch(srcs, PAD_ID, EOS_ID)
-    ours = beam_search(model, batch, beam=4, forced_length=9, renormalize=True).tokens
+    ours = beam_search(model, batch, SearchSettings(beam=4, forced_length=9, renormalize=True)).tokens
     assert ct2.translate(srcs, beam=4, forced_length=9) == ours
     # without renormalising, the EOS this model favours is banned after the softmax, and the beams rank differently
-    assert beam_search(model, batch, beam=4, forced_length=9).tokens != ours
+    assert beam_search(model, batch, SearchSettings(beam=4, forced_length=9)).tokens != ours
 
 
 def test_only_standard_models_export(tmp_path):

@@ -33,3 +33,20 @@ def test_the_toy_step_keeps_the_best_candidates_and_points_at_their_beams():
     assert kept["score"].tolist() == best["score"].tolist()
     assert kept["word"].tolist() == best["next word"].tolist()
     assert kept["continues beam"].tolist() == best["beam"].tolist()
+
+
+def test_the_first_exercise_follows_the_tables_back_pointers_to_the_searchs_hypotheses():
+    """The exercise done by hand from the chapter's tables: from each beam kept at the last step, read its word and
+    jump to the beam it continues one step earlier; the sentences read backwards are ``result().hypotheses``."""
+    search = decoding.toy_search(steps=6, beam=2)  # six words: beams swap rows at step 3 and one is dropped at step 5
+    kept = [decoding.step_table(search, t)[1] for t in range(6)]
+    by_hand = []
+    for beam, score in enumerate(kept[-1]["score"]):
+        words = []
+        for table in reversed(kept):
+            words.append(table["word"][beam])
+            beam = table["continues beam"][beam]
+        by_hand.append((words[::-1], score))
+    hypotheses = search.result().hypotheses[0]
+    assert sorted(by_hand) == sorted(([decoding.TOY_WORDS[w] for w in words], round(6 * score, 3))
+                                     for words, score in hypotheses)  # length penalty 1: the score over 6 words

@@ -3,7 +3,8 @@
 The device's python3 has torch and numpy but not sacremoses or ctranslate2 (a gpu_check run at e19dd56
 lost three of its six steps to ``from sacremoses import MosesTokenizer`` at the top of canlib/bleu.py).
 A subprocess refuses the optional packages with a meta-path finder, then parses ``canlib bench
-speed|breakdown|ops --help`` and imports the GPU scripts and tests/test_search.py. Optional packages are
+speed|breakdown|ops --help``, imports the GPU scripts and tests/test_search.py and runs a search (triton, too,
+is optional: a user's CPU machine may lack it). Optional packages are
 imported inside the functions that need them (``canlib.io.require``); progress bars come from
 ``canlib.io.tqdm``, a stand-in where tqdm is missing.
 """
@@ -16,7 +17,7 @@ import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-OPTIONAL = ("sacremoses", "sacrebleu", "sentencepiece", "ctranslate2", "tqdm", "pandas", "matplotlib")
+OPTIONAL = ("sacremoses", "sacrebleu", "sentencepiece", "ctranslate2", "tqdm", "pandas", "matplotlib", "triton")
 
 PROBE = textwrap.dedent("""
     import importlib.util, json, sys, traceback
@@ -66,6 +67,25 @@ PROBE = textwrap.dedent("""
         attempt(f"canlib bench {command} --help", lambda c=command: cli("bench", c, "--help"))
     for path in ("scripts/gpu_bench.py", "scripts/gpu_profile.py", "scripts/gpu_smoke_train.py", "tests/test_search.py"):
         attempt(f"import {path}", lambda p=path: load(p))
+
+    def search_without_triton():
+        import torch
+        from canlib import Seq2Seq, preset
+        from canlib.decoding import fused
+        from canlib.decoding.search import SearchSettings, beam_search, make_batch
+
+        assert not fused.available()
+        model = Seq2Seq(preset("tiny-can", vocab_size=50)).eval()
+        src = make_batch([[5, 6, 7]], model.cfg.pad_id, model.cfg.eos_id)
+        assert len(beam_search(model, src, SearchSettings(beam=2, forced_length=3)).tokens[0]) == 3
+        try:
+            beam_search(model, src, SearchSettings(beam=2, forced_length=3, fused=True))
+        except ValueError as exc:
+            assert "needs the triton package" in str(exc), exc
+        else:
+            raise AssertionError("fused=True ran without triton")
+
+    attempt("a search without triton, and the fused one refused", search_without_triton)
     print("RESULTS " + json.dumps(results))
 """)
 
@@ -77,6 +97,6 @@ def test_device_commands_and_gpu_scripts_import_without_the_optional_packages():
     assert lines, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads(lines[-1].removeprefix("RESULTS "))
     assert results.pop("refusal") == "ok"
-    assert len(results) == 7, results
+    assert len(results) == 8, results
     failed = {label: why for label, why in results.items() if why != "ok"}
     assert not failed, "\n\n".join(f"{label}:\n{why}" for label, why in failed.items())

@@ -1,4 +1,4 @@
-"""scripts/gpu_bench.py in its quick mode on the CPU: it runs and writes the JSON the GPU session reads."""
+"""scripts/gpu_bench.py in its quick mode on the CPU: it runs and writes the JSON a GPU run reads."""
 from __future__ import annotations
 
 import json

@@ -54,8 +54,8 @@ def test_decode_step_matches_teacher_forcing(kind, dec_layers):
 @pytest.mark.parametrize("kind", DECODER_KINDS)
 def test_a_decode_step_can_run_twice(kind):
     """A step is a function of the cache before it: running step t again (as CUDA graph capture
-    does: a warm-up run, then the replay) writes the same state and returns the same output.
-    AAN's running sum, updated with ``+=``, broke this and made its captured outputs wrong."""
+    does: a warm-up run, then the replay) writes the same state and returns the same output (a running
+    sum updated with ``+=``, AAN's obvious state, would not)."""
     model = Seq2Seq(tiny_config(kind, dec_layers=3)).eval()
     src, tgt = mixed_batch(4)
     with torch.no_grad():
@@ -239,41 +239,79 @@ def test_can_values_are_ffn_wide_and_split_across_heads():
     assert layer.h_proj.out_features == cfg.d_model + cfg.ffn_dim
 
 
-@pytest.mark.parametrize("shape", [(3, 32), (6, 1, 32), (2, 5, 32), (1, 1, 32), (32,)])
-def test_fast_cpu_linear_equals_nn_linear(shape):
-    from canlib.model.attention import cpu_fast_linears
+@pytest.mark.parametrize("shape", [(3, 32), (6, 1, 32), (2, 5, 32), (1, 1, 32), (32,), (70, 32)])
+def test_the_fast_cpu_conversion_keeps_each_linears_parameters_and_products(shape):
+    """``fast_cpu_linears`` swaps every nn.Linear of a module, nested ones too, for a RowsLinear over the same
+    parameter tensors (an optimizer holding them goes on training the model); its product equals x W^T + b
+    written out, for one row, a few rows and more rows than the fast form takes."""
+    from canlib.model.attention import RowsLinear, fast_cpu_linears
 
-    layer = torch.nn.Linear(32, 48)
+    torch.manual_seed(0)
+    inner = torch.nn.ModuleDict({"inner": torch.nn.Linear(48, 32, bias=False)})
+    module = torch.nn.Sequential(torch.nn.Linear(32, 48), inner)
+    params = [p for p in module.parameters()]
+    state = {k: v.clone() for k, v in module.state_dict().items()}
+    assert fast_cpu_linears(module) is module
+    assert type(module[0]) is RowsLinear and type(module[1]["inner"]) is RowsLinear
+    assert all(a is b for a, b in zip(module.parameters(), params)) and len(list(module.parameters())) == 3
+    assert module[1]["inner"].bias is None
+    assert module.state_dict().keys() == state.keys()
+    assert all(torch.equal(v, state[k]) for k, v in module.state_dict().items())
     x = torch.randn(shape)
-    with torch.enable_grad():
-        reference = torch.nn.functional.linear(x, layer.weight, layer.bias)
-    with torch.no_grad(), cpu_fast_linears([layer], torch.device("cpu")):
-        fast = layer(x)
-    assert fast.shape == reference.shape
-    assert (fast - reference).abs().max().item() < 1e-5
-    assert "forward" not in layer.__dict__  # the routing ends with the context
+    with torch.no_grad():
+        fast = module[0](x)
+    expected = x @ params[0].detach().T + params[1].detach()
+    assert fast.shape == expected.shape
+    assert (fast - expected).abs().max().item() < 1e-5
 
 
-def test_cpu_decoding_routes_every_linear_through_the_fast_path_and_training_does_not(monkeypatch):
-    """The CPU trick lives in one place: Seq2Seq switches it on around encoding and decode steps
-    (no autograd, CPU); teacher forcing with autograd never takes it."""
+def test_cpu_inference_takes_every_linear_through_the_fast_form_and_training_never(monkeypatch):
+    """The CPU trick is one conversion, made when the model is built: encoding and decode steps without autograd
+    on a CPU compute every linear as (W x^T)^T, never as F.linear; with autograd every one is F.linear."""
+    import torch.nn.functional as F
+
     import canlib.model.attention as attention
 
-    calls = []
-    original = attention.rows_linear
-    monkeypatch.setattr(attention, "rows_linear", lambda x, w, b=None: calls.append(w.shape) or original(x, w, b))
+    routed, plain = [], []
+    rows_linear, linear = attention.rows_linear, F.linear
+    monkeypatch.setattr(attention, "rows_linear", lambda x, w, b=None: routed.append(w.shape) or rows_linear(x, w, b))
+    monkeypatch.setattr(F, "linear", lambda x, w, b=None: plain.append(w.shape) or linear(x, w, b))
     model = Seq2Seq(tiny_config("can", dec_layers=1)).eval()
     src, tgt = mixed_batch(6)
     with torch.no_grad():
         cache = model.init_cache(model.encode(src), max_len=3)
         model.decode_hidden(tgt[:, 0], cache)
     linears = {m.weight.shape for m in model.modules() if isinstance(m, torch.nn.Linear)}
-    assert linears <= set(calls)
-    calls.clear()
+    assert linears <= set(routed)
+    assert plain == []
     model.train()
     model(src, tgt).sum().backward()
-    assert calls == []
-    assert not any("forward" in m.__dict__ for m in model.modules())
+    assert linears <= set(plain)
+
+
+def test_seek_gives_the_view_of_the_cache_that_steps_with_gathering_reorders_leave(monkeypatch):
+    """Steps whose reorders gather into the other buffer (a GPU's; the CPU's in-place shortcut is switched off)
+    leave before step t: ``step`` t, buffer t % 2 current; after step t's layers: ``step`` t + 1, the same buffer.
+    ``seek`` must set exactly that view, from wherever the cache's view stands."""
+    import canlib.model.seq2seq
+
+    monkeypatch.setattr(canlib.model.seq2seq, "reorder_moved_rows", lambda *args: False)
+    model = Seq2Seq(tiny_config("can")).eval()
+    src, tgt = mixed_batch(7)
+    steps = tgt.size(1)
+    with torch.no_grad():
+        cache = model.init_cache(model.encode(src, beam=2), max_len=steps)
+        views = []
+        for t in range(steps):
+            before = (cache.step, cache.buffer, cache.rows)
+            model.decode_hidden(tgt[:, t].repeat_interleave(2), cache)
+            views.append((before, (cache.step, cache.buffer, cache.rows)))
+            model.reorder_rows(cache, torch.arange(2 * src.size(0)).view(-1, 2).flip(1).reshape(-1))
+    assert [v[0][0] for v in views] == list(range(steps))  # the eager steps' own view, the reference
+    for t, (before, after) in reversed(list(enumerate(views))):
+        for written, (step, buffer, rows) in ((False, before), (True, after)):
+            cache.seek(t, written=written)
+            assert cache.step == step and cache.buffer is buffer and cache.rows is rows, (t, written)
 
 
 def _explicit_attention(q, keys, values, mask, dropout):

@@ -48,14 +48,14 @@ def test_a_search_step_on_the_gpu_path_never_reads_back_to_the_host(system):
 def test_the_steps_parts_count_what_each_part_dispatches_on_its_own():
     """The study's per-layer and search figures are differences of counts (decoder - embedding, step -
     decoder - output); here each part is run and counted alone: one layer's step, the search's select."""
-    from canlib.decoding.search import BeamSearch, ForcedLength
+    from canlib.decoding.search import SearchSettings, new_search
 
     model = _model("balanced")
     counts = search_step_ops(model, warmup=3)
     src = torch.randint(4, model.cfg.vocab_size, (1, 27))
     src[:, -1] = model.cfg.eos_id
     with torch.no_grad():
-        search = BeamSearch(model, src.to("meta"), 4, ForcedLength(30))
+        search = new_search(model, src.to("meta"), SearchSettings(beam=4, forced_length=30))
         for t in range(3):
             search.step(t)
         x = model.embed_tokens(search.inputs(3)[:, None], offset=3)
@@ -74,7 +74,7 @@ def test_the_steps_parts_count_what_each_part_dispatches_on_its_own():
 
 
 # The kernels one beam-search step launches on the GPU's code path, written out by hand from the code
-# (issue 33's goals: Balanced <= 40, CAN <= 30 per step; 76 and 58 before). A change that adds or removes
+# (the speed goals: Balanced <= 40, CAN <= 30 per step). A change that adds or removes
 # a kernel must change this list, and the stored ops.json with it.
 STANDARD_LAYER = ["layer_norm", "qkv addmm", "key|value write (copy_)", "self SDPA", "out addmm", "residual add",
                   "layer_norm", "q addmm", "cross SDPA", "out addmm", "residual add",
@@ -108,7 +108,7 @@ def test_a_decode_step_launches_the_kernels_listed_by_hand(system, layer, goal, 
     assert counts["search"]["kernel_operators"] == len(search)
     step = counts["step"]["kernel_operators"]
     assert step == len(EMBEDDING) + 2 * len(layer) + len(output) + len(search)
-    assert (step <= goal) == (fused or system == "can")  # issue 33's goal: met with the fused select (CAN: without too)
+    assert (step <= goal) == (fused or system == "can")  # the goal: met with the fused select (CAN: without too)
 
 
 def test_sdpa_counts_as_one_kernel_on_the_gpu_path_and_as_what_it_dispatches_otherwise():

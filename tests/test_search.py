@@ -1,6 +1,9 @@
 """Beam search: greedy equivalence, exact scores, batching independence, every decoder kind."""
 from __future__ import annotations
 
+import platform
+import sys
+from dataclasses import replace
 
 import pytest
 import torch
@@ -10,8 +13,7 @@ from canlib.model.config import BOS_ID, EOS_ID, PAD_ID
 from canlib.bench.timing import PartClock, timed_search
 from canlib.decoding.decoder import CompiledDecoder, EagerDecoder
 from canlib.decoding.runners import GraphedDecoder, StepGraphs
-from canlib.decoding.search import (BeamSearch, ChunkedTopK, ForcedLength, FreeLength, beam_search, greedy_search,
-                                   make_batch)
+from canlib.decoding.search import ChunkedTopK, SearchSettings, beam_search, greedy_search, make_batch, new_search
 
 
 @pytest.fixture(autouse=True)
@@ -78,7 +80,7 @@ def reference_greedy(model: Seq2Seq, src_ids: list[int], max_len: int) -> list[i
 def test_beam_one_equals_reference_greedy(seed):
     model = tiny_model(seed=seed)
     srcs = sources(seed)
-    result = greedy_search(model, make_batch(srcs, PAD_ID, EOS_ID), max_len_a=1.0, max_len_b=3)
+    result = greedy_search(model, make_batch(srcs, PAD_ID, EOS_ID), SearchSettings(max_len_a=1.0, max_len_b=3))
     expected = [reference_greedy(model, s, len(s) + 1 + 3) for s in srcs]
     assert result.tokens == expected
     assert any(len(t) < len(s) + 4 for t, s in zip(result.tokens, srcs))  # some ended by EOS, not the cap
@@ -89,7 +91,8 @@ def test_beam_one_equals_reference_greedy(seed):
 def test_every_hypothesis_score_is_its_rescored_log_probability(alpha, stop):
     model = tiny_model(seed=3)
     srcs = sources(3)
-    result = beam_search(model, make_batch(srcs, PAD_ID, EOS_ID), beam=4, len_penalty=alpha, return_all=True, stop=stop)
+    result = beam_search(model, make_batch(srcs, PAD_ID, EOS_ID),
+                         SearchSettings(beam=4, len_penalty=alpha, return_all=True, stop=stop))
     checked = 0
     for s, hyps in zip(srcs, result.hypotheses):
         assert hyps[0][1] == max(h[1] for h in hyps)
@@ -105,8 +108,8 @@ def test_beam_four_never_scores_worse_than_greedy(seed):
     model = tiny_model(seed=seed)
     srcs = sources(seed + 10)
     batch = make_batch(srcs, PAD_ID, EOS_ID)
-    greedy = greedy_search(model, batch, len_penalty=1.0)
-    wide = beam_search(model, batch, beam=4, len_penalty=1.0, stop="exact")
+    greedy = greedy_search(model, batch, SearchSettings(len_penalty=1.0))
+    wide = beam_search(model, batch, SearchSettings(beam=4, len_penalty=1.0, stop="exact"))
     for g, w in zip(greedy.scores, wide.scores):
         assert w >= g - 1e-5
     assert wide.scores != greedy.scores  # the wider search found something better somewhere
@@ -116,9 +119,9 @@ def test_beam_four_never_scores_worse_than_greedy(seed):
 def test_results_do_not_depend_on_batching(stop):
     model = tiny_model(seed=4)
     srcs = sources(4, lengths=(6, 2, 11, 4, 8))
-    together = beam_search(model, make_batch(srcs, PAD_ID, EOS_ID), beam=3, stop=stop)
+    together = beam_search(model, make_batch(srcs, PAD_ID, EOS_ID), SearchSettings(beam=3, stop=stop))
     for i, s in enumerate(srcs):
-        alone = beam_search(model, make_batch([s], PAD_ID, EOS_ID), beam=3, stop=stop)
+        alone = beam_search(model, make_batch([s], PAD_ID, EOS_ID), SearchSettings(beam=3, stop=stop))
         assert alone.tokens[0] == together.tokens[i]
         assert alone.scores[0] == pytest.approx(together.scores[i], abs=1e-4)
 
@@ -127,22 +130,32 @@ def test_results_do_not_depend_on_batching(stop):
 def test_every_decoder_kind_decodes_and_forced_length_is_exact(kind):
     model = tiny_model(kind, seed=6, dec_layers=3)
     batch = make_batch(sources(6), PAD_ID, EOS_ID)
-    free = beam_search(model, batch, beam=2)
+    free = beam_search(model, batch, SearchSettings(beam=2))
     assert all(0 < len(t) <= 1.2 * (len(s) + 1) + 10 for t, s in zip(free.tokens, sources(6)))
-    forced = beam_search(model, batch, beam=4, forced_length=7, return_all=True, len_penalty=0.0)
+    forced = beam_search(model, batch, SearchSettings(beam=4, forced_length=7, return_all=True, len_penalty=0.0))
     assert [len(t) for t in forced.tokens] == [7] * 4
     assert all(EOS_ID not in t for t in forced.tokens)
     for s, out, score in zip(sources(6), forced.tokens, forced.scores):
         assert score == pytest.approx(rescore(model, s, out, 0.0, eos=False), abs=1e-4)
 
 
+@pytest.mark.parametrize("fields, message", [
+    (dict(beam=0), "beam=0"), (dict(stop="never"), "stop='never'"), (dict(forced_length=0), "forced_length=0"),
+    (dict(fused=True), "fused=True"), (dict(fused=True, forced_length=3, renormalize=True), "fused=True"),
+    (dict(check_every=0), "check_every=0"),
+])
+def test_search_settings_refuse_what_no_search_can_do_naming_the_value(fields, message):
+    with pytest.raises(ValueError, match=message):
+        SearchSettings(**fields)
+
+
 def test_min_and_max_length_are_respected():
     model = tiny_model(seed=7)
     srcs = sources(7)
     batch = make_batch(srcs, PAD_ID, EOS_ID)
-    short = beam_search(model, batch, beam=3, max_len_a=0.0, max_len_b=2)
+    short = beam_search(model, batch, SearchSettings(beam=3, max_len_a=0.0, max_len_b=2))
     assert all(len(t) <= 2 for t in short.tokens)
-    long = beam_search(model, batch, beam=3, min_len=6, max_len_a=0.0, max_len_b=8)
+    long = beam_search(model, batch, SearchSettings(beam=3, min_len=6, max_len_a=0.0, max_len_b=8))
     assert all(6 <= len(t) <= 8 for t in long.tokens)
 
 
@@ -157,10 +170,11 @@ def test_static_buffer_paths_match_eager_across_searches(kind):
     for seed, lengths in ((8, (6,)), (9, (6,)), (10, (6,)), (11, (6, 2, 9)), (12, (4, 8, 3))):
         batch = make_batch(sources(seed, lengths=lengths), PAD_ID, EOS_ID)
         for options in (dict(forced_length=9), dict(len_penalty=0.6, return_all=True)):
-            eager = beam_search(model, batch, beam=4, **options)
-            for static in (beam_search(model, batch, beam=4, decoder=decoder, **options),
-                           beam_search(model, batch, beam=4, graphs=steps, **options),
-                           timed_search(split, batch, beam=4, **options)[0]):
+            settings = SearchSettings(beam=4, **options)
+            eager = beam_search(model, batch, settings)
+            for static in (beam_search(model, batch, settings, decoder=decoder),
+                           beam_search(model, batch, settings, graphs=steps),
+                           timed_search(split, batch, settings)[0]):
                 assert static.tokens == eager.tokens
                 assert static.scores == pytest.approx(eager.scores, abs=1e-5)
                 if eager.hypotheses:  # the static path never drops sentences: float sums may differ in the last bits
@@ -193,11 +207,11 @@ def test_search_with_chunked_topk_equals_search_with_one_topk(kind):
     over the whole row (VOCAB x beam = 160 is cut here into pieces of 40, as 128,000 is into 1,024)."""
     model = tiny_model(kind, seed=13)
     batch = make_batch(sources(13, lengths=(6, 2, 9)), PAD_ID, EOS_ID)
-    for policy in (ForcedLength(9), FreeLength(), FreeLength(stop="exact")):
+    for policy in (dict(forced_length=9), dict(), dict(stop="exact")):
         outputs = []
         for longest, shortest in ((1024, 128), (64, 8)):  # no piece of 128 to 1024 fits 160 twice: one plain top-k
             with torch.no_grad():
-                search = BeamSearch(model, batch, 4, policy, len_penalty=0.6, return_all=True)
+                search = new_search(model, batch, SearchSettings(beam=4, len_penalty=0.6, return_all=True, **policy))
                 search.top = ChunkedTopK(4 * VOCAB, search.top.picks, torch.device("cpu"), longest, shortest)
                 assert (search.top.chunk is None) == (longest == 1024)
                 search.run()
@@ -249,8 +263,9 @@ def test_timed_search_gives_each_part_the_time_it_took(monkeypatch):
 
     batch = make_batch(sources(9), PAD_ID, EOS_ID)
     steps = 6
-    result, parts = timed_search(Slow(model), batch, beam=2, forced_length=steps)
-    assert result.tokens == beam_search(model, batch, beam=2, forced_length=steps).tokens
+    settings = SearchSettings(beam=2, forced_length=steps)
+    result, parts = timed_search(Slow(model), batch, settings)
+    assert result.tokens == beam_search(model, batch, settings).tokens
     assert parts == {"encode": 18, "layers": 3 * steps, "output": 5 * steps, "search": 2 * (steps - 1),
                      "total": 18 + 10 * steps - 2}
 
@@ -261,8 +276,8 @@ def test_graphed_parts_mark_every_part_of_every_step_and_give_the_eager_tokens()
     graphs = StepGraphs(model, capture=False, parts=True)
     clock = PartClock(cuda=False)
     with torch.no_grad():
-        result = graphs.search(batch, 2, ForcedLength(5), clock=clock)
-    assert result.tokens == beam_search(model, batch, beam=2, forced_length=5).tokens
+        result = graphs.search(batch, SearchSettings(beam=2, forced_length=5), clock=clock)
+    assert result.tokens == beam_search(model, batch, SearchSettings(beam=2, forced_length=5)).tokens
     assert [part for part, _ in clock.marks] == ["encode", "search"] + ["layers", "output", "search"] * 5
 
 
@@ -299,8 +314,7 @@ def test_the_step_loop_reads_nothing_back_to_the_host(options, monkeypatch):
     model = tiny_model(seed=12)
     batch = make_batch(sources(12), PAD_ID, EOS_ID)
     forced = options.get("forced_length")
-    policy = ForcedLength(forced) if forced else FreeLength(stop=options.get("stop", "fairseq"))
-    search = BeamSearch(model, batch, 4, policy, return_all=options.get("return_all", False))
+    search = new_search(model, batch, SearchSettings(beam=4, **options))
     reads = _HostReads()
     tolist = torch.Tensor.tolist
 
@@ -313,10 +327,10 @@ def test_the_step_loop_reads_nothing_back_to_the_host(options, monkeypatch):
         for t in range(search.steps):
             search.step(t)
     steps_reads = reads.count
-    search = BeamSearch(model, batch, 4, policy, return_all=options.get("return_all", False))
+    search = new_search(model, batch, SearchSettings(beam=4, check_every=4, **options))
     reads.count = 0
     with torch.no_grad(), reads:
-        search.run(check_every=4)
+        search.run()
     monkeypatch.setattr(torch.Tensor, "tolist", tolist)
     assert steps_reads == 0
     assert reads.count <= search.steps // 4 * (0 if forced else 1)
@@ -326,8 +340,8 @@ def test_checking_rarely_gives_the_same_result_as_checking_every_step():
     model = tiny_model(seed=13)
     batch = make_batch(sources(13, lengths=(6, 2, 11, 4, 8)), PAD_ID, EOS_ID)
     for stop in ("fairseq", "exact"):
-        every = beam_search(model, batch, beam=3, stop=stop, return_all=True, check_every=1)
-        rarely = beam_search(model, batch, beam=3, stop=stop, return_all=True, check_every=1000)
+        every = beam_search(model, batch, SearchSettings(beam=3, stop=stop, return_all=True, check_every=1))
+        rarely = beam_search(model, batch, SearchSettings(beam=3, stop=stop, return_all=True, check_every=1000))
         # (dropping finished sentences changes the batch shape, so float sums may differ in the last bits)
         assert rarely.tokens == every.tokens and rarely.scores == pytest.approx(every.scores, abs=1e-5)
         assert [[h[0] for h in hyps] for hyps in rarely.hypotheses] == [[h[0] for h in hyps] for hyps in every.hypotheses]
@@ -339,20 +353,20 @@ def test_cuda_step_loop_never_synchronises_and_graphs_match_eager(kind):
     model = tiny_model(kind, seed=14).cuda().half()
     batch = make_batch(sources(14, lengths=(7,)), PAD_ID, EOS_ID, "cuda")
     for options in (dict(forced_length=10), dict()):
-        forced = options.get("forced_length")
-        search = BeamSearch(model, batch, 4, ForcedLength(forced) if forced else FreeLength())
+        search = new_search(model, batch, SearchSettings(beam=4, check_every=10_000, **options))
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("error")
         try:
             with torch.no_grad():
-                search.run(check_every=10_000)
+                search.run()
         finally:
             torch.cuda.set_sync_debug_mode("default")
         eager = search.result()
         graphs = StepGraphs(model)
         for _ in range(2):  # the first call captures, the second replays
-            assert beam_search(model, batch, beam=4, graphs=graphs, **options).tokens == eager.tokens
-        assert beam_search(model, batch, beam=4, decoder=GraphedDecoder(model), **options).tokens == eager.tokens
+            assert beam_search(model, batch, SearchSettings(beam=4, **options), graphs=graphs).tokens == eager.tokens
+        graphed = beam_search(model, batch, SearchSettings(beam=4, **options), decoder=GraphedDecoder(model))
+        assert graphed.tokens == eager.tokens
 
 
 # -- translate: text in, text out ----------------------------------------------------------
@@ -444,8 +458,10 @@ def test_graph_cache_keeps_at_most_max_shapes_and_drops_the_oldest():
     assert cache.get(("a",)) is None and cache.get(("c",))["graphs"] == {}
 
 
-needs_triton = pytest.mark.skipif(not __import__("canlib.decoding.fused", fromlist=["available"]).available(),
-                                  reason="needs triton (its interpreter runs the fused kernels on a CPU)")
+# triton is a test dependency where it has wheels (Linux on x86_64, pyproject's test extra): there these tests run,
+# the fused kernels in Triton's interpreter on a CPU, and a missing triton fails them
+needs_triton = pytest.mark.skipif(not (sys.platform == "linux" and platform.machine() == "x86_64"),
+                                  reason=f"triton has no wheel for {sys.platform} on {platform.machine()}")
 
 
 @needs_triton
@@ -455,10 +471,11 @@ def test_fused_select_gives_the_pytorch_steps_tokens_and_scores(kind):
     batch, beam 3, every path (eager, whole-step static graphs)."""
     model = tiny_model(kind, seed=21)
     batch = make_batch(sources(21, lengths=(6, 2, 9)), PAD_ID, EOS_ID)
-    want = beam_search(model, batch, beam=3, forced_length=7, len_penalty=0.6, return_all=True)
-    for got in (beam_search(model, batch, beam=3, forced_length=7, len_penalty=0.6, return_all=True, fused=True),
-                beam_search(model, batch, beam=3, forced_length=7, len_penalty=0.6, return_all=True, fused=True,
-                            graphs=StepGraphs(model, capture=False, fused=True))):
+    settings = SearchSettings(beam=3, forced_length=7, len_penalty=0.6, return_all=True)
+    want = beam_search(model, batch, settings)
+    fused = replace(settings, fused=True)
+    for got in (beam_search(model, batch, fused),
+                beam_search(model, batch, fused, graphs=StepGraphs(model, capture=False))):
         assert got.tokens == want.tokens
         assert got.scores == pytest.approx(want.scores, abs=1e-5)
         assert [[h[0] for h in x] for x in got.hypotheses] == [[h[0] for h in x] for x in want.hypotheses]
@@ -491,9 +508,9 @@ def test_fused_select_is_refused_where_it_does_not_apply():
     model = tiny_model(seed=2)
     batch = make_batch(sources(2), PAD_ID, EOS_ID)
     with pytest.raises(ValueError, match="fused"):
-        beam_search(model, batch, beam=2, fused=True)  # free length: EOS handling stays in PyTorch
+        beam_search(model, batch, SearchSettings(beam=2, fused=True))  # free length: EOS handling stays in PyTorch
     with pytest.raises(ValueError, match="fused"):
-        beam_search(model, batch, beam=2, forced_length=3, fused=True, graphs=StepGraphs(model, capture=False))
+        beam_search(model, batch, SearchSettings(beam=2, forced_length=3, fused=True, renormalize=True))
 
 
 @pytest.mark.parametrize("parts", [False, True])
@@ -528,7 +545,7 @@ def test_replayed_steps_read_and_write_the_buffers_their_capture_recorded(kind, 
 
     def fake_capture(fn, pool):
         fn()  # the warm-up
-        caches = [entry["search"].cache for entry in steps.graphs.values()]
+        caches = [entry["steps"].cache for entry in steps.graphs.values()]
         states = [(c.step, c.flips) for c in caches]
         graph = Replay(fn, caches, states)
         graph.out = fn()  # the capture run
@@ -540,13 +557,13 @@ def test_replayed_steps_read_and_write_the_buffers_their_capture_recorded(kind, 
         batch = make_batch(sources(seed, lengths=(6,)), PAD_ID, EOS_ID)
         for options in (dict(forced_length=8), dict(len_penalty=0.6)):
             with torch.no_grad():
-                eager = beam_search(model, batch, beam=3, **options)
-                replayed = beam_search(model, batch, beam=3, graphs=steps, **options)
+                eager = beam_search(model, batch, SearchSettings(beam=3, **options))
+                replayed = beam_search(model, batch, SearchSettings(beam=3, **options), graphs=steps)
             assert replayed.tokens == eager.tokens
             assert replayed.scores == pytest.approx(eager.scores, abs=1e-5)
 
 
-# -- the compiled decoder (issue 33 item 5): Inductor on a GPU, the same graphs traced by aot_eager here ------
+# -- the compiled decoder: Inductor on a GPU, the same graphs traced by aot_eager here ------
 
 @pytest.mark.parametrize("kind", ["standard", "can"])
 def test_a_compiled_decoder_gives_eager_tokens_alone_and_inside_static_steps(kind):
@@ -560,9 +577,10 @@ def test_a_compiled_decoder_gives_eager_tokens_alone_and_inside_static_steps(kin
     again = make_batch(sources(15, lengths=(6, 2, 9)), PAD_ID, EOS_ID)  # other words, the same shape
     for options in (dict(forced_length=9), dict(len_penalty=0.6)):
         for src in (batch, again):  # the second reuses the static steps' state and encodes into it
-            eager = beam_search(model, src, beam=4, **options)
-            for compiled in (beam_search(model, src, beam=4, decoder=decoder, **options),
-                             beam_search(model, src, beam=4, graphs=steps, **options)):
+            settings = SearchSettings(beam=4, **options)
+            eager = beam_search(model, src, settings)
+            for compiled in (beam_search(model, src, settings, decoder=decoder),
+                             beam_search(model, src, settings, graphs=steps)):
                 assert compiled.tokens == eager.tokens
                 assert compiled.scores == pytest.approx(eager.scores, abs=1e-5)
 
@@ -577,6 +595,6 @@ def test_one_compiled_graph_of_the_decoder_serves_every_step_and_source_length()
     before, counted = torch._dynamo.utils.counters["stats"]["unique_graphs"], []
     for seed, length in ((15, 5), (16, 8)):
         batch = make_batch(sources(seed, lengths=(length,)), PAD_ID, EOS_ID)
-        beam_search(model, batch, beam=2, forced_length=12, decoder=decoder)
+        beam_search(model, batch, SearchSettings(beam=2, forced_length=12), decoder=decoder)
         counted.append(torch._dynamo.utils.counters["stats"]["unique_graphs"] - before)
     assert counted[0] <= 4 and counted[1] == counted[0]

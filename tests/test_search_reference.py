@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from canlib import ModelConfig, Seq2Seq
-from canlib.decoding.search import beam_search, make_batch
+from canlib.decoding.search import SearchSettings, beam_search, make_batch
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3  # written out: the reference does not take them from canlib
 VOCAB = 9
@@ -113,8 +113,8 @@ def max_output_length(src_ids: list[int], a: float = 1.2, b: float = 10) -> int:
 def test_a_beam_wide_enough_to_keep_every_prefix_finds_the_brute_force_optimum(alpha, stop):
     model = toy_model(seed=21)
     srcs = toy_sources(21)
-    result = beam_search(model, make_batch(srcs, PAD, EOS), beam=WIDE, len_penalty=alpha, stop=stop,
-                         max_len_a=0.0, max_len_b=4)
+    result = beam_search(model, make_batch(srcs, PAD, EOS),
+                         SearchSettings(beam=WIDE, len_penalty=alpha, stop=stop, max_len_a=0.0, max_len_b=4))
     optima = [brute_force(model, s, 4, alpha) for s in srcs]
     assert result.tokens == [out for out, _ in optima]
     assert result.scores == pytest.approx([score for _, score in optima], abs=1e-4)
@@ -127,7 +127,7 @@ def test_a_beam_wide_enough_to_keep_every_prefix_finds_the_brute_force_optimum(a
 def test_the_default_search_equals_a_plain_fairseq_beam_loop(seed, beam):
     model = toy_model(seed)
     srcs = toy_sources(seed, lengths=(4, 7, 2, 5))
-    result = beam_search(model, make_batch(srcs, PAD, EOS), beam=beam)  # every default: fairseq stop, alpha 1
+    result = beam_search(model, make_batch(srcs, PAD, EOS), SearchSettings(beam=beam))  # the defaults: fairseq, alpha 1
     expected = [reference_beam(model, s, beam, alpha=1.0, max_len=max_output_length(s)) for s in srcs]
     assert result.tokens == [out for out, _ in expected]
     assert result.scores == pytest.approx([score for _, score in expected], abs=1e-4)
@@ -139,7 +139,7 @@ def test_exact_stop_finds_the_same_best_as_running_to_the_end(alpha):
     that of the same beam search that never stops before the maximum length."""
     model = toy_model(seed=42)
     srcs = toy_sources(42, lengths=(4, 7, 2, 5, 3))
-    result = beam_search(model, make_batch(srcs, PAD, EOS), beam=3, len_penalty=alpha, stop="exact")
+    result = beam_search(model, make_batch(srcs, PAD, EOS), SearchSettings(beam=3, len_penalty=alpha, stop="exact"))
     to_the_end = [reference_beam(model, s, 3, alpha, max_output_length(s), stop_early=False) for s in srcs]
     assert result.tokens == [out for out, _ in to_the_end]
     assert result.scores == pytest.approx([score for _, score in to_the_end], abs=1e-4)
@@ -169,7 +169,7 @@ def test_forced_length_search_follows_its_back_pointers_to_the_reference_beam(se
     model = toy_model(seed)
     sources = toy_sources(seed)
     batch = make_batch(sources, PAD, EOS)
-    result = beam_search(model, batch, beam=3, forced_length=5, len_penalty=0.6)
+    result = beam_search(model, batch, SearchSettings(beam=3, forced_length=5, len_penalty=0.6))
     for ids, tokens, score in zip(sources, result.tokens, result.scores):
         want_tokens, want_score = reference_forced(model, ids, 3, 5, 0.6)
         assert tokens == want_tokens

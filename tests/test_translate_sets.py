@@ -73,9 +73,9 @@ def test_the_pass_cuts_its_batches_from_length_sorted_sentences_of_all_sets(trai
     widths = []
     real = translate.beam_search
 
-    def recorded(model, src, **kw):
+    def recorded(model, src, settings):
         widths.append((src.size(0), src.size(1)))
-        return real(model, src, **kw)
+        return real(model, src, settings)
 
     monkeypatch.setattr(translate, "beam_search", recorded)
     translate.translate_sets(model, vocab, sets, beam=2, batch_size=64)

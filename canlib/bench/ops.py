@@ -135,7 +135,7 @@ def search_step_ops(model: Any, beam: int = 4, batch: int = 1, src_len: int = 27
     forced length ``steps``: the whole step, its decoder stack (``decode_hidden``), the embedding inside
     it, the output projection, per decoder layer, and the search's own bookkeeping (the rest)."""
     from canlib.decoding.decoder import EagerDecoder
-    from canlib.decoding.search import BeamSearch, ForcedLength
+    from canlib.decoding.search import SearchSettings, new_search
 
     if not 0 <= warmup < steps:
         raise ValueError(f"warmup={warmup}: must be in [0, steps={steps})")
@@ -166,7 +166,8 @@ def search_step_ops(model: Any, beam: int = 4, batch: int = 1, src_len: int = 27
             return out
 
     with torch.no_grad():
-        search = BeamSearch(model, src.to(device), beam, ForcedLength(steps), decoder=Counted(model), fused=fused)
+        settings = SearchSettings(beam=beam, forced_length=steps, fused=fused)
+        search = new_search(model, src.to(device), settings, decoder=Counted(model))
         for t in range(warmup):
             search.step(t)
         with OpCounter(gpu) as embed:  # the embedding inside decode_hidden, counted apart (it is pure)

@@ -42,7 +42,7 @@ from canlib.io import device_name, git_commit, tqdm
 from canlib.bench.timing import timed_search
 from canlib.decoding.decoder import CompiledDecoder, EagerDecoder
 from canlib.decoding.runners import StepGraphs
-from canlib.decoding.search import beam_search, make_batch
+from canlib.decoding.search import SearchSettings, beam_search, make_batch
 
 STUDIES = {
     "speed": PAPER_SYSTEMS,
@@ -114,16 +114,16 @@ def canlib_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, gra
     forced-length select step as two Triton kernels (:mod:`canlib.decoding.fused`); ``compiled``: the decoder
     layers and output compiled with this ``torch.compile`` backend (:class:`CompiledDecoder`)."""
     device = model.embed.weight.device
-    graphed = StepGraphs(model, capture=device.type == "cuda", max_shapes=max_shapes, fused=fused,
-                         compiled=compiled) if graphs else None
+    capture = device.type == "cuda"
+    graphed = StepGraphs(model, capture=capture, max_shapes=max_shapes, compiled=compiled) if graphs else None
     decoder = CompiledDecoder(model, backend=compiled) if compiled and not graphs else None
 
     def run(sources: list[list[int]], beam: int, forced: int | None) -> int:
         produced = 0
         for start in range(0, len(sources), batch):
             src = make_batch(sources[start : start + batch], model.cfg.pad_id, model.cfg.eos_id, device)
-            result = beam_search(model, src, beam=beam, len_penalty=len_penalty, forced_length=forced, graphs=graphed,
-                                 fused=fused, decoder=decoder)
+            settings = SearchSettings(beam=beam, len_penalty=len_penalty, forced_length=forced, fused=fused)
+            result = beam_search(model, src, settings, decoder=decoder, graphs=graphed)
             produced += sum(len(t) for t in result.tokens)
         sync(device)
         return produced
@@ -254,20 +254,20 @@ def breakdown(system: System, sources: list[list[int]], beam: int, batch: int, f
     parts = PARTS + ("total",)
     batches = [make_batch(sources[start : start + batch], model.cfg.pad_id, model.cfg.eos_id, device)
                for start in range(0, len(sources), batch)]
-    options = dict(beam=beam, len_penalty=len_penalty, forced_length=forced)
+    settings = SearchSettings(beam=beam, len_penalty=len_penalty, forced_length=forced)
 
     def untimed() -> float:
         sync(device)
         start = time.perf_counter()
         for src in batches:
-            beam_search(model, src, **options, **whole_path)
+            beam_search(model, src, settings, **whole_path)
         sync(device)
         return time.perf_counter() - start
 
     def timed() -> dict[str, float]:
         totals = dict.fromkeys(parts, 0.0)
         for src in batches:
-            _, timing = timed_search(timed_path, src, **options)
+            _, timing = timed_search(timed_path, src, settings)
             for part in totals:
                 totals[part] += timing[part]
         return totals

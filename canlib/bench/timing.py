@@ -9,7 +9,7 @@ from torch import Tensor
 
 from canlib.decoding.decoder import Decoder
 from canlib.decoding.runners import StepGraphs
-from canlib.decoding.search import POLICY_OPTIONS, SearchResult, beam_search, length_policy
+from canlib.decoding.search import SearchResult, SearchSettings, beam_search
 from canlib.model.attention import SourceMemory
 from canlib.model.seq2seq import DecoderCache
 
@@ -84,7 +84,8 @@ class TimedDecoder:
         self.inner.compact(cache, rows)
 
 
-def timed_search(decoder: Decoder | StepGraphs, src: Tensor, **options) -> tuple[SearchResult, dict[str, float]]:
+def timed_search(decoder: Decoder | StepGraphs, src: Tensor,
+                 settings: SearchSettings = SearchSettings()) -> tuple[SearchResult, dict[str, float]]:
     """One search, its parts marked on a :class:`PartClock`: the result and seconds per part
     (encode, layers, output, search = the bookkeeping between them, total = their sum, the whole
     search). ``decoder`` is a decoder (wrapped in a :class:`TimedDecoder`) or a :class:`StepGraphs`
@@ -92,12 +93,10 @@ def timed_search(decoder: Decoder | StepGraphs, src: Tensor, **options) -> tuple
     clock = PartClock(decoder.model.embed.weight.device.type == "cuda")
     clock.mark("search")
     if isinstance(decoder, StepGraphs):
-        options = dict(options)
-        policy = length_policy(**{key: options.pop(key) for key in POLICY_OPTIONS if key in options})
         with torch.no_grad():
-            result = decoder.search(src, options.pop("beam", 4), policy, clock=clock, **options)
+            result = decoder.search(src, settings, clock=clock)
     else:
-        result = beam_search(decoder.model, src, decoder=TimedDecoder(decoder, clock), **options)
+        result = beam_search(decoder.model, src, settings, decoder=TimedDecoder(decoder, clock))
     clock.mark("end")
     seconds = clock.seconds()
     totals = {part: seconds.get(part, 0.0) for part in TimedDecoder.PARTS + ("search",)}

@@ -107,7 +107,7 @@ class CT2Translator:
     """A CTranslate2 translator over canlib ids, with canlib's length limits.
 
     Scores follow CTranslate2's conventions: banned tokens are masked before the softmax, so
-    ``canlib.decoding.search.beam_search(..., renormalize=True)`` is the canlib search that matches it.
+    ``SearchSettings(renormalize=True)`` gives the canlib search that matches it (:mod:`canlib.decoding.search`).
     """
 
     def __init__(self, model_dir: str | os.PathLike, names: list[str], device: str = "cpu",

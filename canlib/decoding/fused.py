@@ -1,6 +1,6 @@
-"""The forced-length search step fused into two Triton kernels, from the raw logits (issue 33, item 1).
+"""The forced-length search step fused into two Triton kernels, from the raw logits.
 
-The PyTorch step (:meth:`canlib.decoding.search.BeamSearch.select`) runs log-softmax over the logits, bans
+The PyTorch step (:meth:`canlib.decoding.search.ForcedLengthSearch.select`) runs log-softmax over the logits, bans
 PAD/BOS/EOS, adds the running scores, takes two rounds of top-k, gathers indices and writes the back-pointers:
 nine kernels with the output's log-softmax. Here:
 

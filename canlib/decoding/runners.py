@@ -8,20 +8,22 @@ memory pool), and copy each new batch into it:
 * :class:`GraphedDecoder`, a :class:`~canlib.decoding.decoder.Decoder`: per step index, one graph for the
   decoder layers and, per shape, one for the output projection and log-softmax;
 * :class:`StepGraphs`: whole search steps (decoder, output projection, top-k, bookkeeping, cache reorder)
-  from one graph per step index, and the encoder from one more.
+  from one graph per step index, and the encoder from one more, each shape's in a :class:`CapturedSearch`
+  (``capture(t)`` records step t, ``replay(t)`` runs it).
 
 ``capture=False`` runs the same static-buffer paths without graphs: how they are tested on a CPU.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from canlib.decoding.decoder import CompiledDecoder, EagerDecoder
-from canlib.decoding.search import BeamSearch, ForcedLength, FreeLength, SearchResult, output_lengths
+from canlib.decoding.search import BeamSearch, SearchResult, SearchSettings, new_search, output_lengths
 from canlib.model.attention import SourceMemory
 from canlib.model.seq2seq import DecoderCache, Seq2Seq
 
@@ -122,13 +124,13 @@ class GraphedDecoder(EagerDecoder):
             return self.model.decode_hidden(entry["tokens"], cache)
         if t not in entry["graphs"]:
             def step() -> Tensor:
-                cache.step = t
+                cache.seek(t)  # the warm-up ran the step once: run it again from step t
                 return self.model.decode_hidden(entry["tokens"], cache)
 
             entry["graphs"][t] = self.graphs.capture(entry, step)
         graph, out = entry["graphs"][t]
         graph.replay()  # rewrites position t of the cache, exactly what the eager step writes
-        cache.step = t + 1
+        cache.seek(t, written=True)
         return out
 
     def output_log_probs(self, hidden: Tensor) -> Tensor:
@@ -146,17 +148,101 @@ class GraphedDecoder(EagerDecoder):
     # eager decoder's: when a search drops finished sentences the buffers change, and the rest of it runs eagerly
 
 
+class CapturedSearch:
+    """One static search (:class:`~canlib.decoding.search.BeamSearch` with ``static=True``: its tensors outlive a
+    search, so a graph can read and write them) and the CUDA graphs of its steps and of its encoder.
+
+    :meth:`capture` records step t (once, at its first use), :meth:`replay` runs it, :meth:`encode` copies a new
+    batch in. Before a capture, CUDA's warm-up runs the step once for real; the state is saved before and
+    restored after it, so that nothing runs twice. A replay changes the buffers, not the cache's Python view of
+    them, which :meth:`~canlib.model.seq2seq.DecoderCache.seek` sets. ``parts=True`` captures each step as three
+    graphs (the decoder layers, the output projection, the search proper), so that a clock can be marked
+    between them. ``capture=False`` runs the same static path eagerly (how it is tested on a CPU).
+    """
+
+    PARTS = ("layers", "output", "search")
+
+    def __init__(self, search: BeamSearch, src: Tensor, capture: bool, parts: bool, encode: Callable) -> None:
+        self.search, self.cache = search, search.cache
+        self.capturing, self.parts = capture, parts
+        self.src = src.clone()  # the encoder graph's input
+        self.encoder = encode  # (src, beam) -> SourceMemory
+        self.encode_graph: torch.cuda.CUDAGraph | None = None
+        self.graphs: dict[int, list[torch.cuda.CUDAGraph]] = {}
+        self.between: dict[int, tuple[Tensor, Tensor]] = {}  # parts: what one graph passes the next, kept alive
+        self.pool: Any = None  # the memory pool every graph of this search shares
+
+    def record(self, fn: Callable[[], Any]) -> tuple[torch.cuda.CUDAGraph, Any]:
+        """:func:`capture` ``fn`` in this search's memory pool (the first capture makes it)."""
+        graph, out = capture(fn, self.pool)
+        if self.pool is None:
+            self.pool = graph.pool()
+        return graph, out
+
+    def encode(self, src: Tensor, lengths: list[int]) -> None:
+        """A new batch of this shape: encoded into the cache (the encoder, the source projections and the cache
+        reset, replayed as one graph), the search state reset for these output lengths."""
+        model, cache, beam = self.search.model, self.cache, self.search.k
+        if not self.capturing:
+            model.load_memory(cache, self.encoder(src, beam))
+        else:
+            self.src.copy_(src)
+            if self.encode_graph is None:
+                self.encode_graph, _ = self.record(lambda: model.load_memory(cache, self.encoder(self.src, beam)))
+            self.encode_graph.replay()
+            cache.seek(0)
+        self.search.reset(lengths)
+
+    def capture(self, t: int) -> None:
+        """Record the graph(s) of step t, each run from the view of the cache it replays on."""
+        search, cache = self.search, self.cache
+        saved = [x.clone() for x in search.state()]
+        if not self.parts:
+            graphs = [self.record(lambda: (cache.seek(t), search.step(t)))[0]]
+        else:
+            layers, hidden = self.record(lambda: (cache.seek(t), search.hidden(t))[1])
+            layers.replay()  # the next warm-up reads real hidden states
+            output, logp = self.record(lambda: search.log_probs(hidden))
+            output.replay()
+            select, _ = self.record(lambda: (cache.seek(t, written=True), search.select(t, logp)))
+            graphs = [layers, output, select]
+            self.between[t] = (hidden, logp)
+        for x, s in zip(search.state(), saved):  # undo the warm-ups
+            x.copy_(s)
+        self.graphs[t] = graphs
+
+    def replay(self, t: int, mark: Callable[[str], None]) -> None:
+        """Step t from its graph(s), captured at the first use; ``mark(part)`` before each part (``parts``)."""
+        search = self.search
+        if not self.capturing:  # the same static step, eagerly
+            if not self.parts:
+                search.step(t)
+                return
+            mark("layers")
+            hidden = search.hidden(t)
+            mark("output")
+            logp = search.log_probs(hidden)
+            mark("search")
+            search.select(t, logp)
+            return
+        if t not in self.graphs:
+            self.capture(t)
+        for part, graph in zip(self.PARTS, self.graphs[t]):
+            if self.parts:
+                mark(part)
+            graph.replay()
+        self.cache.seek(t + 1)
+
+
 class StepGraphs:
     """Whole search steps (decoder, output projection, log-softmax, top-k, bookkeeping and cache
     reorder) replayed from one CUDA graph per step index, and the encoder (with the source
     projections) from one more.
 
     Graphs replay fixed kernels on fixed memory, so this object keeps, per shape of search
-    (sentences, beam, source length, steps, policy, ...), one :class:`BeamSearch` whose tensors
-    persist across searches, and its graphs, for at most ``max_shapes`` shapes. Each new batch
-    is copied into that state. Before a capture, the step runs once for real on a side stream
-    (CUDA's warm-up); the state is saved before and restored after it, so that nothing runs
-    twice. ``capture=False`` runs the same static path without graphs (how it is tested on CPU).
+    (sentences, beam, source length, steps, settings), one :class:`CapturedSearch` whose tensors
+    persist across searches, for at most ``max_shapes`` shapes. Each new batch is copied into it.
+    ``capture=False`` runs the same static path without graphs (how it is tested on CPU).
 
     ``compiled="inductor"`` runs the encoder, the decoder layers and the output through a
     :class:`~canlib.decoding.decoder.CompiledDecoder` (compiled at the warm-up before each capture, so a
@@ -170,120 +256,34 @@ class StepGraphs:
     """
 
     def __init__(self, model: Seq2Seq, capture: bool = True, max_shapes: int = 8, parts: bool = False,
-                 fused: bool = False, compiled: str | None = None) -> None:
+                 compiled: str | None = None) -> None:
         self.model = model
         self.capture = capture
         self.parts = parts
-        self.fused = fused  # the forced-length select step as two Triton kernels (canlib.decoding.fused)
         # the encoder, decoder layers and output compiled with this torch.compile backend ("inductor"), their kernels captured
         self.decoder = CompiledDecoder(model, backend=compiled) if compiled else None
         self.graphs = GraphCache(max_shapes)
 
-    def search(self, src: Tensor, beam: int, policy: ForcedLength | FreeLength, len_penalty: float = 1.0,
-               renormalize: bool = False, return_all: bool = False, check_every: int | None = None,
-               clock: Any = None) -> SearchResult:
+    def search(self, src: Tensor, settings: SearchSettings = SearchSettings(), clock: Any = None) -> SearchResult:
         """One search (``clock``: a :class:`~canlib.bench.timing.PartClock` to mark the parts on)."""
         model = self.model
-        src = src.to(model.embed.weight.device)
-        key = (tuple(src.shape), beam, policy, len_penalty, renormalize, return_all, model.embed.weight.dtype)
-        entry = self.graphs.get(key)
-        if clock is not None:
-            clock.mark("encode")
-        if entry is None:
-            search = BeamSearch(model, src, beam, policy, len_penalty, renormalize, return_all, self.decoder,
-                                static=True, fused=self.fused)
-            entry = self.graphs.add(key, search=search, src=src.clone(), encode=None)
-        else:
-            search = entry["search"]
-            self._encode(entry, src, beam)
-            if search.forced:
-                search.reset([policy.length] * src.size(0))
-            else:
-                lengths = output_lengths(src, model.cfg.pad_id, policy.max_len_a, policy.max_len_b, policy.min_len,
-                                         model.cfg.max_len - 1)
-                if max(lengths) + 1 != search.steps:  # another step count: not this shape after all
-                    self.graphs.pop(key)
-                    return self.search(src, beam, policy, len_penalty, renormalize, return_all, check_every, clock)
-                search.ending_steps = set(lengths)
-                search.reset(lengths)
         mark = clock.mark if clock is not None else (lambda part: None)
+        src = src.to(model.embed.weight.device)
+        mark("encode")
+        lengths = output_lengths(src, model.cfg, settings)
+        # the shape of the search: its tensors' sizes and the steps it runs (how often the host looks changes neither)
+        key = (tuple(src.shape), max(lengths), replace(settings, check_every=None), model.embed.weight.dtype)
+        entry = self.graphs.get(key)
+        if entry is None:
+            search = new_search(model, src, settings, self.decoder, static=True)
+            encode = self.decoder.encode if self.decoder is not None else lambda x, beam: model.encode(x, beam=beam)
+            entry = self.graphs.add(key, steps=CapturedSearch(search, src, self.capture, self.parts, encode))
+        else:
+            entry["steps"].encode(src, lengths)
+        steps: CapturedSearch = entry["steps"]
         mark("search")
-
-        def at(t: int, step: int | None = None) -> None:
-            """The host's view of the cache at step t. On a GPU every step gathers the cache into the other
-            buffer, so after t steps the current one is the (t % 2)-th; a replayed graph changes the buffers,
-            not these Python numbers, so they are set here. Without graphs the eager steps keep them."""
-            search.cache.step = t if step is None else step
-            if self.capture:
-                search.cache.flips = t % 2
-
-        def whole(t: int) -> None:
-            at(t)
-            search.step(t)
-
-        def capture(t: int) -> None:
-            """The graph(s) of step t; the warm-ups ran the step for real: undo that."""
-            saved = [x.clone() for x in search.state()]
-            if not self.parts:
-                graphs = [self.graphs.capture(entry, lambda: whole(t))[0]]
-            else:
-                def layers() -> Tensor:
-                    at(t)
-                    return search.hidden(t)
-
-                def select() -> None:
-                    at(t, step=t + 1)  # after the layers' step, before the reorder
-                    search.select(t, logp)
-
-                g1, hidden = self.graphs.capture(entry, layers)
-                g1.replay()  # the next warm-up reads real hidden states
-                g2, logp = self.graphs.capture(entry, lambda: search.log_probs(hidden))
-                g2.replay()
-                g3, _ = self.graphs.capture(entry, select)
-                graphs = [g1, g2, g3]
-                entry.setdefault("between", {})[t] = (hidden, logp)  # alive: the graphs pass them on
-            for x, s in zip(search.state(), saved):
-                x.copy_(s)
-            entry["graphs"][t] = graphs
-
-        def replay(t: int) -> None:
-            if self.capture and t not in entry["graphs"]:
-                capture(t)
-            if not self.parts:
-                if self.capture:
-                    entry["graphs"][t][0].replay()
-                else:
-                    whole(t)
-            elif self.capture:
-                for part, graph in zip(("layers", "output", "search"), entry["graphs"][t]):
-                    mark(part)
-                    graph.replay()
-            else:
-                at(t)
-                mark("layers")
-                hidden = search.hidden(t)
-                mark("output")
-                logp = search.log_probs(hidden)
-                mark("search")
-                search.select(t, logp)
-            search.cache.step = t + 1
-
-        search.run(check_every, step=replay)
-        return search.result()
-
-    def _encode(self, entry: dict, src: Tensor, beam: int) -> None:
-        """Encode ``src`` into the entry's cache: the encoder, the source projections and the
-        cache reset replayed as one more graph."""
-        model, cache = self.model, entry["search"].cache
-        encode = self.decoder.encode if self.decoder is not None else lambda x, beam: model.encode(x, beam=beam)
-        if not self.capture:
-            model.load_memory(cache, encode(src, beam))
-            return
-        entry["src"].copy_(src)
-        if entry["encode"] is None:
-            entry["encode"], _ = self.graphs.capture(entry, lambda: model.load_memory(cache, encode(entry["src"], beam)))
-        entry["encode"].replay()
-        cache.step = 0
+        steps.search.run(step=lambda t: steps.replay(t, mark))
+        return steps.search.result()
 
 
-__all__ = ["GraphCache", "GraphedDecoder", "StepGraphs", "capture"]
+__all__ = ["CapturedSearch", "GraphCache", "GraphedDecoder", "StepGraphs", "capture"]

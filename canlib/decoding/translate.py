@@ -24,7 +24,7 @@ import torch
 from canlib.io import tqdm
 from canlib.model.checkpoint import model_from_checkpoint, safe_load
 from canlib.model.seq2seq import Seq2Seq
-from canlib.decoding.search import beam_search, make_batch
+from canlib.decoding.search import SearchSettings, beam_search, make_batch
 from canlib.data.vocab import Vocabulary
 
 
@@ -83,9 +83,11 @@ def source_ids(model: Seq2Seq, vocab: Vocabulary, lines: Sequence[str], names: S
 def translate_ids(model: Seq2Seq, vocab: Vocabulary, ids: list[list[int]], beam: int = 4, batch_size: int = 32,
                   progress: bool = False, **search_options) -> list[str]:
     """Translations of tokenized sentences in order: sorted longest first, cut into batches of
-    ``batch_size``, searched, detokenized, put back in order. Empty sentences give empty outputs."""
+    ``batch_size``, searched, detokenized, put back in order. Empty sentences give empty outputs.
+    ``search_options``: the other fields of :class:`~canlib.decoding.search.SearchSettings`."""
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size}: must be at least 1")
+    settings = SearchSettings(beam=beam, **search_options)
     outputs = [""] * len(ids)
     order = sorted((i for i, x in enumerate(ids) if x), key=lambda i: -len(ids[i]))
     device = model.embed.weight.device
@@ -95,7 +97,7 @@ def translate_ids(model: Seq2Seq, vocab: Vocabulary, ids: list[list[int]], beam:
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
         src = make_batch([ids[i] for i in chunk], model.cfg.pad_id, model.cfg.eos_id, device)
-        result = beam_search(model, src, beam=beam, **search_options)
+        result = beam_search(model, src, settings)
         for i, tokens in zip(chunk, result.tokens):
             outputs[i] = vocab.decode(tokens)
         bar.update(len(chunk))
@@ -116,7 +118,7 @@ def translate_lines(
     """Translations of ``lines`` in order; empty lines give empty outputs.
 
     Inputs longer than the model's position table are truncated with a warning.
-    ``search_options`` go to :func:`canlib.decoding.search.beam_search` (len_penalty, max_len_a, ...).
+    ``search_options``: the other fields of :class:`canlib.decoding.search.SearchSettings` (len_penalty, ...).
     """
     return translate_ids(model, vocab, source_ids(model, vocab, lines), beam, batch_size, progress, **search_options)
 

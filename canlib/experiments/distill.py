@@ -16,7 +16,7 @@ import torch
 
 from canlib.bleu import corpus_scores
 from canlib.data.batching import PairList
-from canlib.decoding.search import beam_search, make_batch
+from canlib.decoding.search import SearchSettings, beam_search, make_batch
 from canlib.experiments.corpus import corpus_of, target_lang, translate_split
 from canlib.experiments.run import Run, trained
 from canlib.io import atomic_write_bytes, cache_dir
@@ -35,7 +35,7 @@ def distill_targets(model: Any, sources: list[list[int]], beam: int = DISTILL_BE
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
             src = make_batch([sources[i] for i in chunk], model.cfg.pad_id, model.cfg.eos_id, device)
-            for i, tokens in zip(chunk, beam_search(model, src, beam=beam).tokens):
+            for i, tokens in zip(chunk, beam_search(model, src, SearchSettings(beam=beam)).tokens):
                 out[i] = [int(t) for t in tokens]
     return out
 

@@ -10,10 +10,7 @@ by folding the beam into the query-length axis, so the source is never copied pe
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -197,9 +194,9 @@ def joint_attention(
 # A single row (greedy search, batch 1) is worse still: there MKL runs a matrix-vector kernel
 # that, with the weights coming from memory rather than cache, took 2.3x (1536 x 512) to 3.6x
 # (32k x 512) longer than the product with the row repeated twice, so one row is computed as two.
-# The layers hold plain ``nn.Linear``s; ``Seq2Seq`` routes them through ``rows_linear`` while it
-# encodes and decodes without autograd on a CPU (:func:`cpu_fast_linears`). Training, autograd
-# and GPUs keep the ordinary path.
+# The layers are written with plain ``nn.Linear``s; ``Seq2Seq`` converts them once, when it is built,
+# into :class:`RowsLinear`s (:func:`fast_cpu_linears`), which take that form in CPU inference only.
+# Training, autograd and GPUs keep the ordinary path.
 
 FAST_ROWS = 64  # up to this many rows a product takes the (W x^T)^T form
 
@@ -217,30 +214,25 @@ def rows_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor
     return out[:, :rows].t().contiguous().view(*x.shape[:-1], weight.size(0))
 
 
-def _rows_forward(linear: nn.Linear, x: Tensor) -> Tensor:
-    return rows_linear(x, linear.weight, linear.bias)
+class RowsLinear(nn.Linear):
+    """An ``nn.Linear`` whose product is :func:`rows_linear`: the ``(W x^T)^T`` form for a few rows in CPU
+    inference, ``F.linear`` everywhere else. Made from an ``nn.Linear`` by :func:`fast_cpu_linears`."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return rows_linear(x, self.weight, self.bias)
 
 
-def routed(linear: nn.Linear) -> bool:
-    """Whether ``linear`` computes through :func:`rows_linear` now (inside :func:`cpu_fast_linears`)."""
-    return "forward" in linear.__dict__
-
-
-@contextmanager
-def cpu_fast_linears(linears: Sequence[nn.Linear], device: torch.device) -> Iterator[None]:
-    """While inside, ``linears`` compute through :func:`rows_linear` (CPU and no autograd only;
-    elsewhere nothing changes). Re-entrant: an inner use leaves the outer one's routing alone."""
-    if device.type != "cpu" or torch.is_grad_enabled():
-        yield
-        return
-    routed = [m for m in linears if "forward" not in m.__dict__]
-    for m in routed:
-        m.__dict__["forward"] = partial(_rows_forward, m)  # found before the class's forward
-    try:
-        yield
-    finally:
-        for m in routed:
-            m.__dict__.pop("forward", None)
+def fast_cpu_linears(module: nn.Module) -> nn.Module:
+    """Convert ``module`` in place and return it: every ``nn.Linear`` in it becomes a :class:`RowsLinear` over
+    the same parameters, so the state dict, an optimizer's parameters and every path but CPU inference stay
+    as they were."""
+    plain = [(parent, name, child) for parent in module.modules() for name, child in parent.named_children()
+             if type(child) is nn.Linear]
+    for parent, name, linear in plain:
+        rows = RowsLinear(linear.in_features, linear.out_features, bias=linear.bias is not None, device="meta")
+        rows.weight, rows.bias = linear.weight, linear.bias
+        setattr(parent, name, rows.train(linear.training))
+    return module
 
 
 def reorder_moved_rows(prefix: Tensor, index: Tensor) -> bool:
@@ -353,13 +345,34 @@ class FeedForward(nn.Module):
         init_linear(self.w2)
 
     def forward(self, x: Tensor) -> Tensor:
-        if torch.is_grad_enabled() or routed(self.w1):  # training, or the CPU's few-row products
+        if torch.is_grad_enabled():  # training
             return self.w2(self.drop(F.relu(self.w1(x))))
-        return self.w2(linear_relu(x, self.w1))
+        return self.w2(linear_relu(x, self.w1))  # inference: no dropout, the ReLU inside the first product
 
 
 def linear_relu(x: Tensor, linear: nn.Linear) -> Tensor:
-    """``relu(linear(x))`` as one GEMM whose epilogue adds the bias and applies the ReLU
-    (``torch._addmm_activation``: cuBLASLt's RELU_BIAS epilogue on a GPU), for inference."""
+    """``relu(linear(x))`` for inference: on a GPU one GEMM whose epilogue adds the bias and applies the ReLU
+    (``torch._addmm_activation``: cuBLASLt's RELU_BIAS epilogue); on a CPU the product of :func:`rows_linear`
+    (the epilogue's GEMM takes the slow ``x W^T`` form there), then the ReLU."""
+    if x.device.type == "cpu":
+        return F.relu(rows_linear(x, linear.weight, linear.bias))
     flat = torch._addmm_activation(linear.bias, x.reshape(-1, linear.in_features), linear.weight.t())
     return flat.view(*x.shape[:-1], linear.out_features)
+
+
+class MergedFFN(nn.Module):
+    """Eq. 13's FFN with the attention inside it: ``ReLU(hidden + mixed) W2 + b2``, dropout on the ReLU.
+
+    ``hidden`` is ``z W1 + b1`` (the layer computes it in its fused projection of z) and ``mixed`` the attention's
+    values, ffn_dim wide (rows, length, ffn_dim): the attention reaches the output through the FFN's ReLU instead of
+    an output map and a residual of its own. CAN, its Compress FFN ablation and CAN keeping its residual share it.
+    ``w2`` is initialised by the layer with its other matrices, in the order that gives a seed its weights.
+    """
+
+    def __init__(self, ffn_dim: int, d: int, relu_dropout: float) -> None:
+        super().__init__()
+        self.w2 = nn.Linear(ffn_dim, d)
+        self.drop = nn.Dropout(relu_dropout)
+
+    def forward(self, hidden: Tensor, mixed: Tensor) -> Tensor:
+        return self.w2(self.drop(F.relu(hidden + mixed)))

@@ -533,7 +533,7 @@ def fill_can_layer(can: CANDecoderLayer, layer: StandardDecoderLayer, value_scal
     v1, v2 = merged_values(w)
     _set(can.x_proj, shared_query(q1, k1, q2, k2, w.heads, query), k1, scale_x * v1, merged_hidden(w))
     _set(can.h_proj, k2, scale_h * v2)
-    _set(can.w2, w.w2)
+    _set(can.ffn.w2, w.w2)
     with torch.no_grad():
         can.norm.weight.fill_(1.0)
         can.norm.bias.zero_()

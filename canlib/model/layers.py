@@ -25,12 +25,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from canlib.model.attention import (
     CrossAttention,
     FeedForward,
+    MergedFFN,
     SelfAttention,
     SourceMemory,
     attend_prefix,
@@ -105,8 +105,8 @@ def row_caches(layers: Sequence[DecoderLayer], memory: SourceMemory, sources: li
     return buffer, caches, lead
 
 
-def joint_step(q: Tensor, kv: Tensor, state: Tensor, memory: SourceMemory, source: Cache,
-               t: int, heads: int, dropout: nn.Module) -> Tensor:
+def joint_step(q: Tensor, kv: Tensor, state: Tensor, memory: SourceMemory,
+               source: Cache, t: int, heads: int, dropout: nn.Module) -> Tensor:
     """A joint layer's decode step: write position t's keys|values ``kv`` (rows, width)
     behind the source part of ``state`` (lead + steps, rows, width), then one attention
     call of ``q`` (rows, 1, d) over [source ; prefix 0..t]."""
@@ -192,10 +192,9 @@ class AANDecoderLayer(DecoderLayer):
     def cache_layout(self) -> dict[str, int]:
         """Prefix sums, one per position: ``sum[t]`` = z_0 + ... + z_t.
 
-        Not one running sum updated with ``+=``: a step must be repeatable (CUDA graph capture
-        runs it once to warm up, then the graph replays it), and ``+=`` added z_t twice, which
-        made AAN's captured outputs differ from eager ones. Step t reads position t-1 and writes
-        position t, as the attention layers' key/value caches do."""
+        Step t reads position t-1 and writes position t, as the attention layers' key/value caches do,
+        so running a step twice leaves the same state (a CUDA graph's capture runs it once to warm up,
+        then the graph replays it); one running sum updated with ``+=`` would add z_t twice."""
         return {"sum": self.gate.in_features // 2}
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
@@ -312,12 +311,11 @@ class CANDecoderLayer(DecoderLayer):
         self.norm = nn.LayerNorm(d)
         self.x_proj = nn.Linear(d, 2 * d + 2 * f)  # [Wq | Wk1 | W~v1 | W1]; its W1 bias is b1
         self.h_proj = nn.Linear(d, d + f)  # [Wk2 | W~v2]
-        self.w2 = nn.Linear(f, d)
+        self.ffn = MergedFFN(f, d, cfg.relu_dropout)  # ReLU(hidden + mixed) W2 + b2
         init_linear(self.x_proj, [d, d, f, f])
         init_linear(self.h_proj, [d, f])
-        init_linear(self.w2)
+        init_linear(self.ffn.w2)
         self.attn_drop = nn.Dropout(cfg.attn_dropout)
-        self.relu_drop = nn.Dropout(cfg.relu_dropout)
         self.drop = nn.Dropout(cfg.dropout)
 
     def project_source(self, memory: SourceMemory) -> Cache:
@@ -329,10 +327,7 @@ class CANDecoderLayer(DecoderLayer):
 
     def _output(self, x: Tensor, hidden: Tensor, mixed: Tensor) -> Tensor:
         """``mixed`` (rows, heads, length, f/h): each head's values."""
-        return self._merged_output(x, hidden, merge_heads(mixed))
-
-    def _merged_output(self, x: Tensor, hidden: Tensor, merged: Tensor) -> Tensor:
-        return x + self.drop(self.w2(self.relu_drop(F.relu(hidden + merged))))
+        return x + self.drop(self.ffn(hidden, merge_heads(mixed)))
 
     def forward(self, x: Tensor, memory: SourceMemory, source: Cache, blocked: Tensor, shared: dict) -> Tensor:
         q, k, v, hidden = self._project(x)
@@ -346,8 +341,9 @@ class CANDecoderLayer(DecoderLayer):
         d, f = self.d, self.f
         proj = self.x_proj(self.norm(x))  # (rows, 1, 2d + 2f): [q | k1 | v1 | hidden]
         q, kv, hidden = proj[..., :d], proj[:, 0, d : 2 * d + f], proj[..., 2 * d + f :]
-        mixed = joint_step(q, kv, cache["kv"], memory, source, t, self.heads, self.attn_drop)
-        return self._merged_output(x, hidden, mixed)  # x + W2 ReLU(hidden + mixed)
+        state = cache["kv"]  # each row's source and prefix keys|values
+        mixed = joint_step(q, kv, state, memory, source, t, self.heads, self.attn_drop)
+        return x + self.drop(self.ffn(hidden, mixed))  # ReLU(hidden + mixed) W2 + b2
 
 
 class CANAttnDecoderLayer(DecoderLayer):
@@ -411,12 +407,11 @@ class CANFFNDecoderLayer(DecoderLayer):
         self.norm = nn.LayerNorm(d)
         self.x_proj = nn.Linear(d, d + f)  # [Wq | W1]
         self.h_proj = nn.Linear(d, d + f)  # [Wk2 | W~v2]
-        self.w2 = nn.Linear(f, d)
+        self.ffn = MergedFFN(f, d, cfg.relu_dropout)  # ReLU(hidden + mixed) W2 + b2
         init_linear(self.x_proj, [d, f])
         init_linear(self.h_proj, [d, f])
-        init_linear(self.w2)
+        init_linear(self.ffn.w2)
         self.attn_drop = nn.Dropout(cfg.attn_dropout)
-        self.relu_drop = nn.Dropout(cfg.relu_dropout)
         self.drop = nn.Dropout(cfg.dropout)
 
     def project_source(self, memory: SourceMemory) -> Cache:
@@ -425,7 +420,7 @@ class CANFFNDecoderLayer(DecoderLayer):
     def _merged_ffn(self, x: Tensor, memory: SourceMemory, source: Cache) -> Tensor:
         q, hidden = self.x_proj(self.norm(x)).split([self.d, self.f], dim=-1)
         mixed = merge_heads(memory.attend(split_heads(q, self.heads), source["k"], source["v"], self.attn_drop))
-        return x + self.drop(self.w2(self.relu_drop(F.relu(hidden + mixed))))
+        return x + self.drop(self.ffn(hidden, mixed))
 
     def forward(self, x: Tensor, memory: SourceMemory, source: Cache, blocked: Tensor, shared: dict) -> Tensor:
         x = x + self.drop(self.self_attn(self.self_norm(x), blocked))
@@ -476,7 +471,7 @@ class CANResidualDecoderLayer(CANDecoderLayer):
 
     def _output(self, x: Tensor, hidden: Tensor, mixed: Tensor) -> Tensor:
         to_ffn, residual = mixed.split([self.f // self.heads, self.d // self.heads], dim=-1)
-        ffn = self.w2(self.relu_drop(F.relu(hidden + merge_heads(to_ffn))))
+        ffn = self.ffn(hidden, merge_heads(to_ffn))
         return x + self.drop(self.out(merge_heads(residual))) + self.drop(ffn)
 
     def cache_layout(self) -> dict[str, int]:

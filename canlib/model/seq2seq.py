@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from canlib.model.attention import (FeedForward, SelfAttention, SourceMemory, causal_mask, cpu_fast_linears,
+from canlib.model.attention import (FeedForward, SelfAttention, SourceMemory, causal_mask, fast_cpu_linears,
                                     reorder_moved_rows, rows_linear, sinusoidal_table)
 from canlib.model.config import ModelConfig
 from canlib.model.layers import build_decoder_layers, carve, fill_sources, row_caches
@@ -83,6 +83,18 @@ class DecoderCache:
         """Each layer's state in the current buffer."""
         return self.views[self.flips % 2]
 
+    def flip(self) -> None:
+        """The spare buffer (just written by a reorder) becomes the current one."""
+        self.flips += 1
+
+    def seek(self, t: int, written: bool = False) -> None:
+        """Set the host's view to step t of a search whose every step reorders by a gather into the other buffer
+        (a GPU's reorder): before step t's decoder layers, or after them with ``written`` (position t written).
+        After t such reorders buffer t % 2 is current. A CUDA graph replays a step's writes to the buffers but none
+        of its Python, so a runner that replays steps sets the view with this."""
+        self.step = t + 1 if written else t
+        self.flips = t % 2
+
 
 class Seq2Seq(nn.Module):
     """Pre-norm Transformer with a pluggable decoder-layer kind and tied embeddings.
@@ -106,12 +118,7 @@ class Seq2Seq(nn.Module):
         self.encoder_norm = nn.LayerNorm(d)
         self.decoder_layers = build_decoder_layers(cfg)
         self.decoder_norm = nn.LayerNorm(d)
-        self._linears = [m for m in self.modules() if isinstance(m, nn.Linear)]  # for cpu_fast_linears
-
-    def fast_cpu_inference(self):
-        """Context: few-row products in the (W x^T)^T form on a CPU without autograd (see
-        ``canlib.model.attention``'s CPU section); elsewhere nothing changes."""
-        return cpu_fast_linears(self._linears, self.embed.weight.device)
+        fast_cpu_linears(self)  # few-row products in CPU inference (``canlib.model.attention``'s CPU section)
 
     # -- shared pieces ---------------------------------------------------------
     def embed_tokens(self, tokens: Tensor, offset: int = 0) -> Tensor:
@@ -137,9 +144,8 @@ class Seq2Seq(nn.Module):
         pad = src.eq(self.cfg.pad_id)
         x = self.embed_tokens(src)
         blocked = pad[:, None, None, :]
-        with self.fast_cpu_inference():
-            for layer in self.encoder_layers:
-                x = layer(x, blocked)
+        for layer in self.encoder_layers:
+            x = layer(x, blocked)
         return SourceMemory(self.encoder_norm(x), pad, beam)
 
     def decode(self, tgt_in: Tensor, memory: SourceMemory) -> Tensor:
@@ -187,15 +193,14 @@ class Seq2Seq(nn.Module):
         for source, values in zip(cache.sources, self.project_sources(cache.memory)):
             for name, value in values.items():
                 source[name].copy_(value)
-        cache.step = cache.flips = 0
+        cache.seek(0)
         for buffer, views in zip(cache.buffers, cache.views):
             buffer[cache.lead :].zero_()
             fill_sources(views, self.decoder_layers, cache.sources, cache.memory)
 
     def project_sources(self, memory: SourceMemory) -> list[dict[str, Tensor]]:
         """Every decoder layer's per-sentence source tensors (cross-attention keys and values)."""
-        with self.fast_cpu_inference():
-            return [layer.project_source(memory) for layer in self.decoder_layers]
+        return [layer.project_source(memory) for layer in self.decoder_layers]
 
     def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
         """Feed one token per row (shape (rows,)); return next-token log-probs (rows, V)."""
@@ -211,9 +216,8 @@ class Seq2Seq(nn.Module):
             raise ValueError(f"decode_step: tokens has shape {tuple(tokens.shape)}, expected ({cache.num_rows},)")
         x = self.embed_tokens(tokens[:, None], offset=t)
         shared: dict = {}
-        with self.fast_cpu_inference():
-            for layer, source, rows in zip(self.decoder_layers, cache.sources, cache.rows):
-                x = layer.step(x, cache.memory, source, rows, t, shared)
+        for layer, source, rows in zip(self.decoder_layers, cache.sources, cache.rows):
+            x = layer.step(x, cache.memory, source, rows, t, shared)
         cache.step = t + 1
         return x[:, 0]
 
@@ -267,7 +271,7 @@ class Seq2Seq(nn.Module):
         if index.device.type == "cpu" and reorder_moved_rows(cache.buffer[span], index):
             return  # a CPU copies the few moved rows in place (no graphs there to keep in step)
         torch.index_select(cache.buffer[span], 1, index, out=cache.spare[span])
-        cache.flips += 1
+        cache.flip()
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -10,7 +10,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from canlib.decoding.search import BeamSearch, ForcedLength, make_batch
+from canlib.decoding.search import ForcedLengthSearch, SearchSettings, make_batch, new_search
 from canlib.io import results_dir
 from canlib.model.config import ALL_SYSTEMS, LABELS, ModelConfig, preset
 from canlib.model.seq2seq import DecoderCache, Seq2Seq
@@ -97,15 +97,16 @@ def toy_model(seed: int = 3) -> Seq2Seq:
     return Seq2Seq(cfg).eval()
 
 
-def toy_search(steps: int = 3, beam: int = 2) -> BeamSearch:
-    """A forced-length beam search of the toy model over one five-token source, before its first step."""
+def toy_search(steps: int = 3, beam: int = 2) -> ForcedLengthSearch:
+    """A forced-length beam search of the toy model over one five-token source, before its first step (keeping
+    every final beam as a hypothesis: the chapter's first exercise reads them)."""
     model = toy_model()
     src = make_batch([[4, 5, 6, 7]], model.cfg.pad_id, model.cfg.eos_id)
     with torch.no_grad():
-        return BeamSearch(model, src, beam, ForcedLength(steps))
+        return new_search(model, src, SearchSettings(beam=beam, forced_length=steps, return_all=True))
 
 
-def step_table(search: BeamSearch, t: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def step_table(search: ForcedLengthSearch, t: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run step t of ``search`` and show it: every candidate (beam, word, log p, running score) before the
     select step, and the beams it keeps (which beam each continues, the word, the new score)."""
     with torch.no_grad():
