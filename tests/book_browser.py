@@ -38,7 +38,7 @@ const where = (node) => {
 };
 
 // 1. MathJax's own errors (red in the page), and TeX it never typeset
-for (const e of article.querySelectorAll('mjx-merror, .MathJax_Error, mjx-container [data-mjx-error]')) {
+for (const e of article.querySelectorAll('mjx-merror, .MathJax_Error')) {
   say('MathJax error', where(e), e.getAttribute('data-mjx-error') || e.textContent);
 }
 const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
@@ -109,7 +109,7 @@ if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
     if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
       clearInterval(poll);
       MathJax.startup.promise.then(finish, (e) => done('MathJax failed: ' + e));
-    } else if (waited > 20000) { clearInterval(poll); done('MathJax never started'); }
+    } else if (waited > 3000) { clearInterval(poll); done('MathJax never started'); }
   }, 100);
 } else {
   done('no MathJax');
