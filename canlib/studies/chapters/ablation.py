@@ -34,16 +34,33 @@ def kernel_values(root: Path | None = None) -> dict[str, Any]:
     return v
 
 
+# what each kernel-launching PyTorch operator of a decoder layer does, in a reader's words
+OPERATOR_WORDS = {
+    "addmm": "matrix product plus bias (a linear map)",
+    "_addmm_activation": "matrix product plus bias with the ReLU fused in (the FFN's first map)",
+    "relu": "ReLU on its own",
+    "native_layer_norm": "LayerNorm",
+    "_scaled_dot_product_efficient_attention": "attention: scores, softmax and mixing in one kernel",
+    "add": "element-wise add (a residual, or adding two products)",
+    "mul": "element-wise multiply",
+    "bmm": "batched matrix product",
+    "mm": "matrix product",
+    "_softmax": "softmax",
+    "copy_": "copy",
+}
+
+
 def kernels_removed(root: Path | None = None):
     """Per decoder layer, how many kernels of each operator each compression removes from a standard layer
-    (negative: adds), on the GPU's code path; operators that launch no kernel (views) left out."""
+    (a negative number: adds), on the GPU's code path, each operator described in words beside its PyTorch name;
+    operators that launch no kernel (views) left out, and a last row with the net count."""
     import pandas as pd
 
     ops, _ = stored_ops(root=root)
     systems = ops["systems"]
     layers = {s: systems[s]["cuda"]["decoder_layers"] for s in PAPER_ROWS}
     base = systems["balanced"]["cuda"]["by_name"]
-    rows = {}
+    rows: dict[str, dict[str, Any]] = {}
     for s in SYSTEMS:
         counts = systems[s]["cuda"]["by_name"]
         for name in sorted(set(base) | set(counts)):
@@ -51,10 +68,16 @@ def kernels_removed(root: Path | None = None):
                 continue
             diff = base.get(name, 0) / layers["balanced"] - counts.get(name, 0) / layers[s]
             if diff:
-                rows.setdefault(name.removeprefix("aten."), {})[PAPER_ROWS[s]] = diff
-    frame = pd.DataFrame.from_dict(rows, orient="index").fillna(0).astype(int)
-    frame.index.name = "operator (removed per layer)"
-    return frame.sort_values(list(frame.columns), ascending=False)
+                op = name.removeprefix("aten.")
+                rows.setdefault(op, {"kernel": OPERATOR_WORDS.get(op, op), "PyTorch operator": op})[PAPER_ROWS[s]] = diff
+    columns = [PAPER_ROWS[s] for s in SYSTEMS]
+    frame = pd.DataFrame(list(rows.values()), columns=["kernel", "PyTorch operator", *columns]).fillna(0)
+    frame = frame.sort_values(columns, ascending=False)
+    total = {"kernel": "net: kernels removed per layer", "PyTorch operator": "",
+             **{c: frame[c].sum() for c in columns}}
+    frame = pd.concat([frame, pd.DataFrame([total])], ignore_index=True)
+    frame[columns] = frame[columns].astype(int)
+    return frame.style.hide(axis="index")
 
 
 def values(scale: str, root: Path | None = None, refs: dict[str, list[str]] | None = None) -> dict[str, Any]:
