@@ -19,12 +19,13 @@ from pathlib import Path
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage")
-WINDOW = (1400, 1000)  # a laptop's browser window: the book's text column is then about 830 px wide
+WINDOW = (1280, 1000)  # a laptop's browser window: the book's text column is then about 680 px wide
 MATHJAX_TIMEOUT_S = 60
 
 # What the page reports, computed in the browser after MathJax is done. "Prose" is the text a reader reads:
-# paragraphs, list items, captions, admonitions and table cells, without code (inline or blocks), without typeset
-# math and without the notebook's input cells; outputs are checked for tracebacks and NaN only.
+# paragraphs, list items, captions, admonitions, table cells and the Markdown a cell displays, without code (inline
+# or blocks), without typeset math and without the notebook's input cells; printed outputs are checked for
+# tracebacks and NaN, the tables a cell displays for NaN and Python values.
 FIND_FAULTS = r"""
 const faults = [];
 const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
@@ -45,8 +46,7 @@ const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
 const prose = [];
 for (let n = walker.nextNode(); n; n = walker.nextNode()) {
   if (!n.parentElement || n.parentElement.closest(skip) || !n.textContent.trim()) continue;
-  if (n.parentElement.closest('.cell_output')) continue;  // outputs: below
-  prose.push(n);
+  prose.push(n);  // Markdown a cell displays is prose too; printed lines (pre) are not
 }
 const tex = /\\(?:begin|end|frac|mathrm|mathbb|left|right|alpha|sigma|sqrt|sum|tag|cdot|big|text)\b|\$\$|\\\(|\\\)|\\\[|\\\]|(?:^|\s)\$[^$\s][^$]*\$/;
 const pyValue = /\b(?:True|False|None)\b|\{\s*'[^']*'\s*:|\[\s*'[^']*'\s*,|\[(?:\s*-?\d+(?:\.\d+)?(?:e-?\d+)?\s*,){2,}/;
@@ -56,6 +56,7 @@ for (const n of prose) {
   if (text.match(tex)) say('TeX not typeset', where(n), text.trim());
   if (text.match(nan)) say('NaN in text', where(n), text.trim());
   if (n.parentElement.closest('dl.py, .sig')) continue;  // the API reference speaks Python: None and True are its words
+  if (n.parentElement.closest('.cell_output td, .cell_output th')) continue;  // tables a cell displays: below
   const p = text.match(pyValue);
   // "None" opening a sentence before a lower-case word is English, not Python
   if (p && !(p[0] === 'None' && /(?:^|[.!?:]\s+)None\s+[a-z]/.test(text))) say('Python value in prose', where(n), text.trim());

@@ -102,3 +102,9 @@ def test_a_page_whose_mathjax_never_starts_is_reported(session, tmp_path):
     faults = book_browser.page_faults(session, page(tmp_path, "no-mathjax", FAULTS["MathJax error"],
                                                     tmp_path / "missing" / "tex-chtml.js"))
     assert [f["text"] for f in faults] == ["MathJax never started"], faults
+
+
+def test_tex_in_markdown_a_cell_displays_is_reported(session, mathjax, tmp_path):
+    body = '<div class="cell_output docutils container"><p>asserted to $10^{-8}$ below</p></div>'
+    faults = book_browser.page_faults(session, page(tmp_path, "markdown-output", body, mathjax))
+    assert [f["kind"] for f in faults] == ["TeX not typeset"], faults

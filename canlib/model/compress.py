@@ -6,7 +6,7 @@ each claimed identity can be checked to 1e-10 in float64 and each assumption mea
 Conventions. The paper writes row vectors, ``y = x W + b`` with ``W`` of shape (in, out);
 ``nn.Linear`` stores (out, in). :class:`Affine` holds the paper's orientation. ``x`` is the
 layer input (B, T, d), ``h`` the final-normalised encoder output H (B, S, d), ``pad`` the
-(B, S) source padding mask (True = padding) or None. Heads split every d-wide projection
+(B, S) source padding mask (``True`` = padding) or ``None``. Heads split every d-wide projection
 into h slices of width d/h; scores are scaled by sqrt(d/h) (the paper writes sqrt(d)).
 
 Pre-norm. The paper omits LayerNorm; canlib's layers have one per sub-layer:

@@ -27,18 +27,17 @@ def step_table(rows: list[dict[str, Any]]):
 
 
 def layer_table(result: dict[str, Any], paper_fig2: list[list[float]]):
-    """Per decoder layer of the stored ``approximations`` analysis: Eq. 6 measured three ways, how uniform the
-    cross-attention is, the target share alpha of one softmax, and the paper's Fig. 2 diagonal beside them."""
+    """Per decoder layer (one column each) of the stored ``approximations`` analysis: Eq. 6 measured three ways,
+    how uniform the cross-attention is, the target share alpha of one softmax, and the paper's Fig. 2 diagonal."""
     import pandas as pd
 
-    rows = []
-    for i, layer in enumerate(result["layers"], 1):
-        rows.append({"decoder layer": i, "cos(X, X')": layer["cos_input"], "cos(LN X, LN X')": layer["cos_normed"],
-                     "Cross: relative error": layer["cross_rel_err"], "cross entropy / log S": layer["entropy"],
-                     "alpha: mean": layer["alpha_mean"], "alpha: sd": layer["alpha_std"],
-                     "paper's Fig. 2 diagonal": paper_fig2[i - 1][i - 1]})
-    frame = pd.DataFrame(rows)
-    return frame.style.hide(axis="index").format({c: (lambda v: _sig(v, 3)) for c in frame.columns[1:]})
+    measures = {"cos(X, X')": "cos_input", "cos(LN X, LN X')": "cos_normed", "Cross: relative error": "cross_rel_err",
+                "cross-attention entropy / log S": "entropy", "alpha: mean": "alpha_mean", "alpha: sd": "alpha_std"}
+    rows = [{"measure": name, **{f"layer {i}": _sig(layer[key], 3) for i, layer in enumerate(result["layers"], 1)}}
+            for name, key in measures.items()]
+    rows.append({"measure": "the paper's Fig. 2 diagonal (its layers)",
+                 **{f"layer {i}": _sig(paper_fig2[i - 1][i - 1], 3) for i in range(1, len(result["layers"]) + 1)}})
+    return pd.DataFrame(rows).style.hide(axis="index")
 
 
 def stage_table(result: dict[str, Any]):
@@ -69,33 +68,33 @@ def conversion_table(result: dict[str, Any]):
 
 
 def stages_figure(result: dict[str, Any]):
-    """Left: each stage's relative change of the layer update, per decoder layer (log scale, stages named on the
-    vertical axis so that they read horizontally). Right: the target share alpha of one softmax per layer."""
+    """Above: each stage's relative change of the layer update, per decoder layer (log scale, stages named on the
+    vertical axis so that they read horizontally). Below: the target share alpha of one softmax per layer."""
     import matplotlib.pyplot as plt
     import numpy as np
 
     layers = result["layers"]
     stages = [s["step"] for s in layers[0]["steps"][1:]]  # stage 0 is the standard layer itself
-    fig, (ax, ax_alpha) = plt.subplots(1, 2, figsize=(12, 4.4), gridspec_kw={"width_ratios": [1.6, 1]})
+    fig, (ax, ax_alpha) = plt.subplots(2, 1, figsize=(7.5, 7.2), gridspec_kw={"height_ratios": [1.7, 1]})
     height = 0.8 / len(layers)
     for k, layer in enumerate(layers):
         y = np.arange(len(stages)) + (k - (len(layers) - 1) / 2) * height
         ax.barh(y, [max(s["rel_vs_prev"], 1e-17) for s in layer["steps"][1:]], height=height,
                 label=f"decoder layer {k + 1}")
-    ax.set_yticks(range(len(stages)), stages, fontsize=10)
+    ax.set_yticks(range(len(stages)), stages, fontsize=11)
     ax.invert_yaxis()  # the derivation's order, top to bottom
     ax.set_xscale("log")
-    ax.set_xlabel("relative change of the update Y - X from the stage before")
-    ax.axvline(1e-10, color="gray", lw=0.8, ls=":")
-    ax.text(1e-10, len(stages) - 0.4, " exact below this line", fontsize=8, color="gray", va="top")
-    ax.legend(fontsize=9, loc="lower right")
+    ax.set_xlim(1e-17, 10)
+    ax.set_xlabel("relative change of the update Y - X from the stage before", fontsize=11)
+    ax.axvline(1e-10, color="gray", lw=1, ls=":")  # exact stages sit left of it
+    ax.legend(fontsize=10, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(layers), frameon=False)
     edges = np.linspace(0, 1, len(layers[0]["alpha_histogram"]) + 1)
     for k, layer in enumerate(layers):
         counts = np.asarray(layer["alpha_histogram"], dtype=float)
         ax_alpha.stairs(counts / counts.sum(), edges, fill=True, alpha=0.5, label=f"decoder layer {k + 1}")
-    ax_alpha.axvline(0.5, color="k", lw=0.8)
-    ax_alpha.set_xlabel(r"target share $\alpha$ of one softmax")
-    ax_alpha.set_ylabel("share of the (position, head) values")
-    ax_alpha.legend(fontsize=9)
+    ax_alpha.axvline(0.5, color="k", lw=1)
+    ax_alpha.set_xlabel(r"target share $\alpha$ of one softmax (per position and head)", fontsize=11)
+    ax_alpha.set_ylabel("share of the values", fontsize=11)
+    ax_alpha.legend(fontsize=10)
     fig.tight_layout()
     return fig
