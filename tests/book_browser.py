@@ -71,6 +71,10 @@ for (const out of article.querySelectorAll('.cell_output')) {
   if (m) say('NaN in an output', where(out), text.trim());
   for (const cell of out.querySelectorAll('td, th')) {
     if (/^\s*(?:True|False|None)\s*$/.test(cell.textContent)) say('Python value in a table', where(cell), cell.textContent);
+    // pandas' default six decimals: a number nobody chose how to print (five or more decimals and five or more
+    // significant digits; 0.00027 is two significant digits, rounded)
+    const num = cell.textContent.match(/^\s*[-+]?(\d+)\.(\d{5,})\s*$/);
+    if (num && (num[1] + num[2]).replace(/^0+/, '').length >= 5) say('unrounded number in a table', where(cell), cell.textContent);
   }
 }
 

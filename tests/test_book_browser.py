@@ -28,6 +28,7 @@ FAULTS = {  # kind reported -> a page body holding that fault alone
     "traceback in an output": ('<div class="cell_output"><div class="output"><pre>Traceback (most recent call last):\n'
                                '  File "x.py", line 1\nValueError: bad</pre></div></div>'),
     "table wider than the column": f'<div class="cell_output">{WIDE_TABLE}</div>',
+    "unrounded number in a table": '<div class="cell_output"><table><tr><th>BLEU</th></tr><tr><td>28.400000</td></tr></table></div>',
     "code block wider than the column": '<div class="highlight-ipython3"><div class="highlight"><pre style="white-space: pre">'
                                         + "x = 1  # " + "a long comment " * 20 + "</pre></div></div>",
 }
@@ -36,7 +37,7 @@ CLEAN = (r'<p>None of the runs fails; the interval [-2.86, -1.69] excludes zero.
          r'\sum_{i=1}^{h} A^i \begin{bmatrix} X \\ H \end{bmatrix} \tag{8}\end{equation}\]</div>'
          r'<p>The share <span class="math notranslate nohighlight">\(\alpha\)</span> of the prefix.</p>'
          '<div class="cell_output"><table><tr><th>stage</th><th>exact?</th></tr><tr><td>one softmax</td><td>no</td>'
-         '</tr></table><div class="output"><pre>x = 1  # ' + "a long comment " * 20 + "</pre></div></div>"
+         '</tr><tr><td>0.00027</td><td>12.5</td></tr></table><div class="output"><pre>x = 1  # ' + "a long comment " * 20 + "</pre></div></div>"
          '<div class="highlight-python"><div class="highlight"><pre>y = 2  # ' + "wrapped " * 30 + "</pre></div></div>"
          "<dl class='py function'><dd><p>Returns None where nothing is stored.</p></dd></dl>")
 
