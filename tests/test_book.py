@@ -1,4 +1,5 @@
-"""The book: every chapter in _toc.yml runs under nbval, and the whole book builds with -W.
+"""The book: every chapter in _toc.yml runs under nbval, the whole book builds with -W, and every built page reads
+clean in headless Chromium (tests/book_browser.py).
 
 Slow (minutes): marked ``book``; run alone with ``pytest -m book``, skip with ``-m "not book"``.
 Chapters are converted with jupytext into a temporary .ipynb (never committed).
