@@ -52,15 +52,14 @@ OPERATOR_WORDS = {
 
 def kernels_removed(root: Path | None = None):
     """Per decoder layer, how many kernels of each operator each compression removes from a standard layer
-    (a negative number: adds), on the GPU's code path, each operator described in words beside its PyTorch name;
-    operators that launch no kernel (views) left out, and a last row with the net count."""
+    (negative: adds), on the GPU's code path; operators that launch no kernel (views) left out."""
     import pandas as pd
 
     ops, _ = stored_ops(root=root)
     systems = ops["systems"]
     layers = {s: systems[s]["cuda"]["decoder_layers"] for s in PAPER_ROWS}
     base = systems["balanced"]["cuda"]["by_name"]
-    rows: dict[str, dict[str, Any]] = {}
+    rows = {}
     for s in SYSTEMS:
         counts = systems[s]["cuda"]["by_name"]
         for name in sorted(set(base) | set(counts)):
@@ -68,15 +67,23 @@ def kernels_removed(root: Path | None = None):
                 continue
             diff = base.get(name, 0) / layers["balanced"] - counts.get(name, 0) / layers[s]
             if diff:
-                op = name.removeprefix("aten.")
-                rows.setdefault(op, {"kernel": OPERATOR_WORDS.get(op, op), "PyTorch operator": op})[PAPER_ROWS[s]] = diff
-    columns = [PAPER_ROWS[s] for s in SYSTEMS]
-    frame = pd.DataFrame(list(rows.values()), columns=["kernel", "PyTorch operator", *columns]).fillna(0)
-    frame = frame.sort_values(columns, ascending=False)
-    total = {"kernel": "net: kernels removed per layer", "PyTorch operator": "",
-             **{c: frame[c].sum() for c in columns}}
-    frame = pd.concat([frame, pd.DataFrame([total])], ignore_index=True)
-    frame[columns] = frame[columns].astype(int)
+                rows.setdefault(name.removeprefix("aten."), {})[PAPER_ROWS[s]] = diff
+    frame = pd.DataFrame.from_dict(rows, orient="index").reindex(columns=[PAPER_ROWS[s] for s in SYSTEMS])
+    frame = frame.fillna(0).astype(int)
+    frame.index.name = "operator (removed per layer)"
+    return frame.sort_values(list(frame.columns), ascending=False)
+
+
+def kernels_removed_table(root: Path | None = None):
+    """:func:`kernels_removed` as the chapter shows it: each operator described in words beside PyTorch's name
+    for it, a negative count read as a kernel added, and a last row with the net count per layer."""
+    import pandas as pd
+
+    removed = kernels_removed(root)
+    frame = removed.reset_index(names="PyTorch operator")
+    frame.insert(0, "kernel", [OPERATOR_WORDS.get(op, op) for op in frame["PyTorch operator"]])
+    net = {"kernel": "net: kernels removed per layer", "PyTorch operator": "", **removed.sum().to_dict()}
+    frame = pd.concat([frame, pd.DataFrame([net])], ignore_index=True)
     return frame.style.hide(axis="index")
 
 
