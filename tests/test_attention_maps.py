@@ -135,7 +135,9 @@ def test_plot_pair_maps_draws_one_row_per_layer():
 
     std, can = am.attention_maps(model("standard"), SRC, TGT_IN), am.attention_maps(model("can"), SRC, TGT_IN)
     fig = am.plot_pair_maps(std, can, [f"s{i}" for i in range(5)], ["<s>", "a", "b"])
-    assert len(fig.axes) == 6 and fig.axes[2].get_title().startswith("CAN layer 1")
+    maps = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    assert len(maps) == 6 and maps[2].get_title().startswith("CAN layer 1")
+    assert len(fig.axes) == 12  # every map with its colour bar
     plt.close(fig)
 
 

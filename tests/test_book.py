@@ -1,4 +1,5 @@
-"""The book: every chapter in _toc.yml runs under nbval, and the whole book builds with -W.
+"""The book: every chapter in _toc.yml runs under nbval, the whole book builds with -W, and every built page reads
+clean in headless Chromium (tests/book_browser.py).
 
 Slow (minutes): marked ``book``; run alone with ``pytest -m book``, skip with ``-m "not book"``.
 Chapters are converted with jupytext into a temporary .ipynb (never committed).
@@ -73,15 +74,23 @@ def jupyter_book() -> str:
     return found
 
 
-def test_book_builds_with_rendered_math_and_plots(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The book built once with ``jupyter-book build --all -W`` from a copy of the repository; its HTML pages'
+    folder (``.../_build/html/book``). Every test of the built book reads this one build."""
     require_data()
+    tmp_path = tmp_path_factory.mktemp("book")
     repo = tmp_path / "repo"  # a copy, so the build's _build/ and caches never land in the working tree
     shutil.copytree(REPO, repo, ignore=shutil.ignore_patterns(
         ".git", "_build", ".venv", "venv", "runs", ".cache", ".pytest_cache", ".whl", ".gl", "*.ipynb", "__pycache__"))
     result = subprocess.run([jupyter_book(), "build", "--all", "-W", str(repo), "--path-output", str(tmp_path / "out")],
                             env=book_env(), capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
-    pages = tmp_path / "out" / "_build" / "html" / "book"
+    return tmp_path / "out" / "_build" / "html" / "book"
+
+
+def test_book_builds_with_rendered_math_and_plots(built_book: Path) -> None:
+    pages = built_book
     html = (pages / "compress.html").read_text(encoding="utf-8")
     assert "mathjax" in html.lower()
     mathjax = [src for src in script_sources(html) if "mathjax" in src.lower()]  # the book's own copy, offline
@@ -95,11 +104,27 @@ def test_book_builds_with_rendered_math_and_plots(tmp_path: Path) -> None:
     assert re.search(r'<img[^>]+src="[^"]+\.png"', html), "no plot image in the compress chapter"
     assert "Traceback" not in html
     for chapter in PLOTTING_CHAPTERS:  # every figure of the reproduction chapters reaches the HTML
-        page = (tmp_path / "out" / "_build" / "html" / "book" / f"{chapter}.html").read_text(encoding="utf-8")
+        page = (pages / f"{chapter}.html").read_text(encoding="utf-8")
         assert re.search(r'<img[^>]+src="[^"]+\.png"', page), f"no plot image in the {chapter} chapter"
         assert "Traceback" not in page, f"a traceback in the {chapter} chapter"
     for page in pages.glob("*.html"):
         text = page.read_text(encoding="utf-8")
         assert not re.search(r"\d+/\d+ \[[0-9:<?]+", text), f"a progress bar in {page.name}"  # they belong in terminals
         assert not remote_mathjax(text), f"{page.name} loads MathJax from the network: {remote_mathjax(text)}"
-    assert "Polosukhin" in (tmp_path / "out" / "_build" / "html" / "book" / "references.html").read_text(encoding="utf-8")
+    assert "Polosukhin" in (pages / "references.html").read_text(encoding="utf-8")
+
+
+def test_every_page_reads_clean_in_a_browser(built_book: Path) -> None:
+    """Every page of the build as headless Chromium shows it once MathJax is done: no MathJax error, no TeX left
+    as text, no NaN or Python value in the prose, no traceback in an output, no table or code block wider than the
+    text column (:mod:`book_browser`)."""
+    import book_browser
+
+    paths = book_browser.install_chromium()
+    if paths is None:
+        missing("Debian's chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)")
+    pages = sorted(built_book.glob("*.html"))
+    assert {p.stem for p in pages} >= {f.stem for f in toc_notebooks()}, "a chapter of _toc.yml has no page"
+    with book_browser.browser(paths) as session:
+        found = book_browser.book_faults(session, pages)
+    assert not found, "pages a reader would find broken:\n" + book_browser.report(found)

@@ -141,7 +141,7 @@ def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
     runs = plan("small")
     for r in runs[:-1]:
         save_result(stored_path(r.name, "small", tmp_path), {"scores": {}}, provenance("small", {}))
-    for name in ("similarity", "similarity-balanced", "errors", "attention", "conversion"):  # every stored analysis
+    for name in ("similarity", "similarity-balanced", "errors", "attention", "conversion", "approximations"):  # every stored analysis
         save_result(stored_path(name, "small", tmp_path), {}, provenance("small", {}))
     assert not mark_complete("small", tmp_path, None) and default_scale(root=tmp_path) == "tiny"  # one run missing
     save_result(stored_path(runs[-1].name, "small", tmp_path), {"scores": {}}, provenance("small", {}))

@@ -6,6 +6,8 @@
 * ``attention``: one test pair's maps in Balanced and CAN, and CAN's target share alpha across the test split.
 * ``conversion``: beyond the paper, Balanced converted to CAN (:mod:`canlib.model.compress`) before and after a
   short fine-tune, against CAN trained from scratch.
+* ``approximations``: every stage of the paper's derivation (Eqs. 6-13) measured on Balanced's trained decoder
+  layers, and Balanced converted to CAN without training (the compression chapter's trained-model part).
 
 Every model an analysis reads is a run of the plan (:func:`runs_needed`), trained by the pool before the analysis
 is computed; computing one trains nothing (:func:`canlib.experiments.run.trained` only loads). The chapters load the
@@ -16,13 +18,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import math
+
 import numpy as np
 import torch
 
 from canlib.bleu import corpus_scores
 from canlib.experiments.corpus import batches, corpus_of, target_lang, teacher_forced_batches, translate_split
 from canlib.experiments.run import ANALYSIS_RUNS, Run, Variant, budget, run, trained
-from canlib.model.compress import standard_to_can
+from canlib.data.batching import collate
+from canlib.model.compress import alpha_value_scale, layer_approximations, standard_to_can
 from canlib.model.config import BOS_ID, EOS_ID
 from canlib.model.seq2seq import Seq2Seq
 from canlib.studies import attention_maps as am
@@ -70,6 +75,8 @@ def compute(name: str, scale: str, root: Path, reduced: int | None = None) -> tu
         return study(name, scale, config, lambda: error_buckets(reads, root), store=True, root=root)
     if name == "attention":
         return study(name, scale, config, lambda: attention(*reads), store=True, root=root)
+    if name == "approximations":
+        return study(name, scale, config, lambda: approximations(reads[0]), store=True, root=root)
     if name == "conversion":
         config = {**run("can", scale, 1, reduced=reduced).config, "finetune": finetune_budget(scale, reduced)}
         return study(name, scale, config, lambda: conversion(scale, reduced), reads[0].device, store=True, root=root)
@@ -200,3 +207,46 @@ def conversion(scale: str, reduced: int | None = None) -> dict[str, Any]:
         rows.append({"system": name, "updates": updates, "valid loss": valid_loss(model, data),
                      "test BLEU": scores["bleu"], "test tok-BLEU": scores["tok_bleu"]})
     return {"rows": rows, "finetune": finetune}
+
+
+APPROXIMATION_SENTENCES = 100  # validation pairs measured one at a time: float64 on a CPU, about a minute at small
+
+
+@torch.no_grad()
+def approximations(source: Run, sentences: int = APPROXIMATION_SENTENCES) -> dict[str, Any]:
+    """The compression chapter's measurements on the trained ``source`` (Balanced, seed 1): what the model
+    learnt (validation NLL against a uniform guess), every stage of the derivation per decoder layer
+    (:func:`canlib.model.compress.layer_approximations`), and the validation NLL of the model converted to CAN
+    without training, in variants, beside an untrained CAN. Runs in float64 on the CPU."""
+    done = trained(source)
+    model = done.model().cpu().float().eval()
+    cfg = model.cfg
+    valid = corpus_of(source).split("valid")
+    indices = range(min(sentences, len(valid)))
+    pairs = [tuple(map(list, valid[i])) for i in indices]
+    batch = collate(valid, indices, cfg.pad_id, cfg.bos_id, cfg.eos_id)
+
+    def nll(m: Seq2Seq) -> float:  # mean NLL per target token (nats), teacher-forced
+        logp = m.eval()(batch["src"], batch["tgt_in"])
+        return torch.nn.functional.nll_loss(logp.flatten(0, 1).float(), batch["tgt_out"].flatten(),
+                                            ignore_index=cfg.pad_id).item()
+
+    layers = layer_approximations(model.double(), pairs)
+    model = model.float()
+    torch.manual_seed(0)  # the untrained CAN's initialisation
+    candidates = {
+        "trained standard (Balanced)": model,
+        "converted: shared query (least squares), values x2": standard_to_can(model),
+        "converted: values x1": standard_to_can(model, value_scale=1.0),
+        "converted: mean query": standard_to_can(model, query="mean"),
+        "converted: values 1/alpha, 1/(1-alpha)": standard_to_can(
+            model, value_scale=[alpha_value_scale(layer["alpha_mean"]) for layer in layers]),
+        "untrained CAN": Seq2Seq(cfg.replace(decoder_kind="can")),
+    }
+    return {"model": {"system": source.system, "enc_layers": cfg.enc_layers, "dec_layers": cfg.dec_layers,
+                      "d_model": cfg.d_model, "heads": cfg.heads, "vocab_size": cfg.vocab_size,
+                      "params": done.result.get("params"), "updates": done.result.get("step"),
+                      "train_pairs": len(corpus_of(source).split("train"))},
+            "sentences": len(pairs), "valid_nll": nll(model), "uniform_nll": math.log(cfg.vocab_size),
+            "layers": layers, "conversion": {name: nll(m) for name, m in candidates.items()}}
+

@@ -37,7 +37,7 @@ from canlib.studies.store import code_version, default_root, key, stored_path
 
 # the seed-1 runs on a scale's main corpus that each stored analysis reads (canlib.experiments.analyses)
 ANALYSIS_RUNS = {"similarity": ("baseline",), "similarity-balanced": ("balanced",), "errors": ("balanced", "can"), "attention": ("balanced", "can"),
-                 "conversion": ("balanced", "can")}
+                 "conversion": ("balanced", "can"), "approximations": ("balanced",)}
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ each claimed identity can be checked to 1e-10 in float64 and each assumption mea
 Conventions. The paper writes row vectors, ``y = x W + b`` with ``W`` of shape (in, out);
 ``nn.Linear`` stores (out, in). :class:`Affine` holds the paper's orientation. ``x`` is the
 layer input (B, T, d), ``h`` the final-normalised encoder output H (B, S, d), ``pad`` the
-(B, S) source padding mask (True = padding) or None. Heads split every d-wide projection
+(B, S) source padding mask (``True`` = padding) or ``None``. Heads split every d-wide projection
 into h slices of width d/h; scores are scaled by sqrt(d/h) (the paper writes sqrt(d)).
 
 Pre-norm. The paper omits LayerNorm; canlib's layers have one per sub-layer:
@@ -443,14 +443,14 @@ def compression_steps(
     c = lambda **kw: compressed_layer(w, x, h, pad, **kw)  # noqa: E731
     return [
         Step("standard layer", "Eqs. 1-5", True, residual_stream(w, x, h, pad)["y"]),
-        Step("X' := X (parallel attentions)", "Eq. 6", False, parallel_layer(w, x, h, pad)),
-        Step("drop the residual S + C", "Eq. 12", False, parallel_layer(w, x, h, pad, residual=False)),
-        Step("FFN reads LN_f(X) + S + C", "Eq. 12", False, merged_ffn_reference(w, x, h, pad)),
-        Step("A [V1; V2], W1 in 4d-wide values per head", "Eqs. 7-8, 12", True, c(query="separate")),
-        Step("query [Wq1^i | Wq2^i], 2d/h per head", "Eq. 9", True, c(query="concat")),
-        Step(f"shared d/h query ({query})", "Eq. 9", False, c(query=query)),
+        Step("attentions in parallel (X' = X)", "Eq. 6", False, parallel_layer(w, x, h, pad)),
+        Step("attention residual dropped", "Eq. 12", False, parallel_layer(w, x, h, pad, residual=False)),
+        Step("FFN reads LN(X) + S + C", "Eq. 12", False, merged_ffn_reference(w, x, h, pad)),
+        Step("W1 inside 4d-wide values", "Eqs. 7-8, 12", True, c(query="separate")),
+        Step("both queries side by side", "Eq. 9", True, c(query="concat")),
+        Step(f"one shared query ({query})", "Eq. 9", False, c(query=query)),
         Step(f"one softmax, values x {value_scale:g}", "Eq. 11", False, c(query=query, softmax="one", value_scale=value_scale)),
-        Step("heads split the 4d values (CAN)", "Eq. 13", w.heads == 1,  # one head: nothing to split
+        Step("heads split the values (CAN)", "Eq. 13", w.heads == 1,  # one head: nothing to split
              c(query=query, softmax="one", value_scale=value_scale, values="split")),
     ]
 
@@ -580,3 +580,104 @@ def standard_to_can(
 def copy_double(module: nn.Module) -> nn.Module:
     """A float64 eval-mode copy (the exact checks need float64 and no dropout)."""
     return copy.deepcopy(module).double().eval()
+
+
+# ---------------------------------------------------------------------------
+# The approximations measured on a trained standard decoder
+
+
+def layer_inputs(model: Seq2Seq, pairs: list[tuple[list[int], list[int]]]) -> list[list[tuple[Tensor, Tensor]]]:
+    """Per decoder layer, per sentence pair (source ids, target ids, without BOS/EOS): the (X, H) the layer
+    receives in a teacher-forced pass, in float64; each pair runs alone, so nothing is padded."""
+    seen: list[list[tuple[Tensor, Tensor]]] = [[] for _ in model.decoder_layers]
+    hooks = [layer.register_forward_pre_hook(lambda m, args, i=i: seen[i].append((args[0].double(), args[1].states.double())))
+             for i, layer in enumerate(model.decoder_layers)]
+    cfg = model.cfg
+    try:
+        with torch.no_grad():
+            for src, tgt in pairs:
+                model(torch.tensor([list(src) + [cfg.eos_id]]), torch.tensor([[cfg.bos_id] + list(tgt)]))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return seen
+
+
+def cross_entropy_ratio(w: StandardWeights, x: Tensor, h: Tensor) -> float:
+    """Mean entropy of the cross-attention rows over log(source length): 1 = uniform, 0 = one position."""
+    probs = torch.softmax(attention_scores(w, normalize(x, w.eps), h, None, "separate")[1], dim=-1)
+    entropy = -(probs * probs.clamp_min(1e-300).log()).sum(-1)
+    return (entropy / torch.log(torch.tensor(float(h.size(1)), dtype=entropy.dtype))).mean().item()
+
+
+def layer_approximations(model: Seq2Seq, pairs: list[tuple[list[int], list[int]]], bins: int = 40) -> list[dict]:
+    """Every stage of the derivation measured on each decoder layer of a trained standard ``model`` over
+    ``pairs``: per layer the stage errors (:func:`step_errors` over all positions), Eq. 6 measured three ways
+    (:func:`identical_input_gap`, averaged over the sentences), the cross-attention entropy ratio, and the
+    target share alpha of one softmax with the least-squares query (mean, spread, histogram over [0, 1])."""
+    if model.cfg.decoder_kind != "standard":
+        raise ValueError(f"layer_approximations: a standard decoder is needed, got {model.cfg.decoder_kind!r}")
+    out = []
+    for layer, inputs in zip(model.decoder_layers, layer_inputs(model.eval(), pairs)):
+        w = standard_weights(layer)
+        xs_all = torch.cat([x.flatten(0, 1) for x, _ in inputs])[None]
+        rows = step_errors(concat_steps([compression_steps(w, x, h) for x, h in inputs]), xs_all)
+        gaps = [identical_input_gap(w, x, h) for x, h in inputs]
+        alpha = torch.cat([self_share(*attention_scores(w, normalize(x, w.eps), h, None, "gram")).flatten()
+                           for x, h in inputs])
+        out.append({"steps": rows, **{k: sum(g[k] for g in gaps) / len(gaps) for k in gaps[0]},
+                    "entropy": sum(cross_entropy_ratio(w, x, h) for x, h in inputs) / len(inputs),
+                    "alpha_mean": alpha.mean().item(), "alpha_std": alpha.std().item(),
+                    "alpha_histogram": torch.histc(alpha, bins=bins, min=0.0, max=1.0).long().tolist()})
+    return out
+
+
+# ---------------------------------------------------------------------------
+# CAN from scratch: Eqs. 11 and 13 in plain PyTorch, as a reader would write them
+
+
+class ScratchCAN(nn.Module):
+    """A CAN decoder layer written from Eqs. 11 and 13 alone, in plain PyTorch (teacher-forced, no dropout)."""
+
+    def __init__(self, d: int, heads: int, ffn: int) -> None:
+        super().__init__()
+        self.h, self.f = heads, ffn
+        self.norm = nn.LayerNorm(d)
+        self.wq, self.wk1, self.wk2 = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+        self.wv1, self.wv2 = nn.Linear(d, ffn), nn.Linear(d, ffn)  # the merged values W~v = Wv Wo W1: 4d wide
+        self.w1, self.w2 = nn.Linear(d, ffn), nn.Linear(ffn, d)
+
+    def split(self, t: Tensor) -> Tensor:  # (B, n, width) -> (B, heads, n, width / heads)
+        return t.view(t.size(0), t.size(1), self.h, -1).transpose(1, 2)
+
+    def forward(self, x: Tensor, H: Tensor, pad: Tensor) -> Tensor:
+        """x (B, t, d) the target prefix, H (B, s, d) the encoder output, pad (B, s) True at source padding."""
+        B, t, _ = x.shape
+        z = self.norm(x)  # one LayerNorm for the whole layer
+        q = self.split(self.wq(z))  # (B, h, t, d/h): one query for both attentions
+        k = torch.cat([self.split(self.wk1(z)), self.split(self.wk2(H))], dim=2)  # (B, h, t + s, d/h)
+        v = torch.cat([self.split(self.wv1(z)), self.split(self.wv2(H))], dim=2)  # (B, h, t + s, 4d/h)
+        scores = q @ k.transpose(-1, -2) / q.size(-1) ** 0.5  # (B, h, t, t + s)
+        future = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+        blocked = torch.cat([future.expand(B, t, t), pad[:, None, :].expand(B, t, -1)], dim=-1)
+        A = scores.masked_fill(blocked[:, None], float("-inf")).softmax(dim=-1)  # Eq. 11: ONE softmax per row
+        mixed = (A @ v).transpose(1, 2).reshape(B, t, self.f)  # A [z W~v1 ; H W~v2], heads side by side: (B, t, 4d)
+        return x + self.w2(torch.relu(self.w1(z) + mixed))  # Eq. 13, inside one residual
+
+
+def scratch_from(layer: CANDecoderLayer) -> ScratchCAN:
+    """A :class:`ScratchCAN` holding ``layer``'s weights: its fused ``x_proj`` = [Wq | Wk1 | W~v1 | W1] and
+    ``h_proj`` = [Wk2 | W~v2] cut back into the separate maps of the equations (nn.Linear stores W^T: rows)."""
+    d, f = layer.d, layer.f
+    scratch = ScratchCAN(d, layer.heads, f).to(layer.w2.weight)
+    with torch.no_grad():
+        scratch.norm.load_state_dict(layer.norm.state_dict())
+        scratch.w2.load_state_dict(layer.w2.state_dict())
+        for fused, maps in ((layer.x_proj, (scratch.wq, scratch.wk1, scratch.wv1, scratch.w1)),
+                            (layer.h_proj, (scratch.wk2, scratch.wv2))):
+            rows = [m.out_features for m in maps]
+            for m, weight, bias in zip(maps, fused.weight.split(rows), fused.bias.split(rows)):
+                m.weight.copy_(weight)
+                m.bias.copy_(bias)
+    return scratch.train(layer.training)
+

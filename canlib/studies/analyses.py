@@ -10,6 +10,8 @@ explicit ``train_missing`` call). Here they are only loaded:
   share alpha across the test split.
 * :func:`conversion_study`: beyond the paper, Balanced converted to CAN (canlib.model.compress) before and
   after a short fine-tune, against CAN trained from scratch.
+* :func:`approximations_study`: the compression chapter's measurements of each approximation on Balanced's
+  trained decoder layers.
 * :func:`final_losses`: Figure 8's end points of a training log.
 * :func:`models_provenance`, :func:`runs_line`, :func:`bucket_rows`, :func:`seed_curves`, :func:`training_recipes`:
   what the chapters print under a study (the GPU that trained its models as well as the CPU it ran on), the error
@@ -67,6 +69,13 @@ def conversion_study(scale: str, *, root: Path | None = None) -> tuple[dict[str,
     """Balanced converted to CAN, before and after a short fine-tune, against the rows a fair comparison needs:
     {"rows": [{system, updates, valid loss, test BLEU, test tok-BLEU}], "finetune": budget}."""
     return stored_analysis("conversion", scale, root)
+
+
+def approximations_study(scale: str, *, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The compression chapter's trained-model measurements on the seed-1 Balanced: {"model", "sentences",
+    "valid_nll", "uniform_nll", "layers": [per decoder layer: stage errors, Eq. 6 gaps, entropy, alpha],
+    "conversion": {variant: validation NLL}} (:func:`canlib.experiments.analyses.approximations`)."""
+    return stored_analysis("approximations", scale, root)
 
 
 def final_losses(log: list[dict[str, Any]]) -> tuple[float, float]:

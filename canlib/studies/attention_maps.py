@@ -90,11 +90,16 @@ def pick_pair(split: Any, low: int = 6, high: int = 12) -> int:
 TICK_FONT = 11  # points: the figures are about 9 inches wide and shown at page width, so ticks stay readable
 
 
-def plot_map(ax, probs: Tensor | Any, rows: list[str], cols: list[str], title: str, split: int | None = None) -> None:
-    """A heatmap of one attention map (queries down, keys across); ``split`` draws the prefix | source border.
-    ``probs`` is a tensor or nested lists (a stored study)."""
+def plot_map(ax, probs: Tensor | Any, rows: list[str], cols: list[str], title: str, split: int | None = None,
+             colorbar: bool = True) -> None:
+    """A heatmap of one attention map (queries down, keys across), from 0 to the map's largest weight, with a
+    colour bar that says which weight each colour is; ``split`` draws the prefix | source border. ``probs`` is a
+    tensor or nested lists (a stored study)."""
     values = np.asarray(probs.detach().float() if isinstance(probs, Tensor) else probs, dtype=float)
-    ax.imshow(values, cmap="viridis", vmin=0.0, vmax=max(float(values.max()), 1e-9), aspect="auto")
+    image = ax.imshow(values, cmap="viridis", vmin=0.0, vmax=max(float(values.max()), 1e-9), aspect="auto")
+    if colorbar:
+        bar = ax.figure.colorbar(image, ax=ax, fraction=0.05, pad=0.02)
+        bar.ax.tick_params(labelsize=TICK_FONT - 2)
     ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=TICK_FONT)
     ax.set_yticks(range(len(rows)), rows, fontsize=TICK_FONT)
     ax.set_title(title, fontsize=TICK_FONT + 1)

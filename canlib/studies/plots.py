@@ -190,3 +190,52 @@ def plot_error_buckets(rows: dict[str, list[dict[str, Any]]], paper: dict[str, A
         ax.set_ylabel("BLEU")
         ax.legend()
     return fig
+
+
+STEP_PARTS = (("embedding", "embedding", "#8c8c8c"), ("decoder", "decoder layer", None), ("output", "output projection",
+              "#6a3d9a"), ("search", "search bookkeeping", "#b15928"))
+LAYER_COLOURS = ("#1f78b4", "#a6cee3")  # alternating, so that each decoder layer reads as one block
+
+
+def plot_step_kernels(ops: dict[str, Any], systems: dict[str, str], ax=None, note: str = ""):
+    """One beam-search step as the kernels it launches, one box per kernel, part after part (embedding, each decoder
+    layer, the output projection, the search's bookkeeping), one row per system, the first on top. ``ops`` is a
+    stored operator count (:func:`canlib.studies.speed.stored_ops`), which counts kernels per part, not their order
+    within a part or their duration: the boxes are counted launches of equal width, not a timeline."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch, Rectangle
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(11, 1.1 + 0.9 * len(systems)), constrained_layout=True)
+    width = 0
+    for row, (system, label) in enumerate(systems.items()):
+        c = ops["systems"][system]["cuda"]
+        y, x = -row, 0
+        embedding, per_layer = c["embedding"]["kernel_operators"], c["per_layer"]["kernel_operators"]
+        blocks = [("embedding", embedding, STEP_PARTS[0][2])]
+        blocks += [(f"layer {i + 1}", per_layer, LAYER_COLOURS[i % 2]) for i in range(c["decoder_layers"])]
+        rest = c["decoder"]["kernel_operators"] - embedding - per_layer * c["decoder_layers"]  # the decoder's own
+        if rest:
+            blocks.append(("decoder, other", rest, STEP_PARTS[0][2]))
+        blocks += [("output", c["output"]["kernel_operators"], STEP_PARTS[2][2]),
+                   ("search", c["search"]["kernel_operators"], STEP_PARTS[3][2])]
+        for name, count, colour in blocks:
+            for k in range(round(count)):
+                ax.add_patch(Rectangle((x + k + 0.06, y - 0.3), 0.88, 0.6, color=colour, lw=0))
+            ax.text(x + count / 2, y - 0.38, f"{name}: {count:g}", ha="center", va="top", fontsize=8)
+            x += count
+        ax.text(-1, y, f"{label}\n{c['step']['kernel_operators']} kernels", ha="right", va="center", fontsize=10)
+        width = max(width, x)
+    ax.set_xlim(-12, width + 1)
+    ax.set_xticks(range(0, int(width) + 1, 10))
+    ax.set_ylim(-len(systems) + 0.35, 0.55)
+    ax.set_yticks([])
+    ax.set_xlabel("kernels launched one after another in one decoding step (counted, equal widths: not durations)")
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    handles = [Patch(color=STEP_PARTS[0][2], label="embedding"), Patch(color=LAYER_COLOURS[0], label="decoder layers"),
+               Patch(color=STEP_PARTS[2][2], label="output projection"), Patch(color=STEP_PARTS[3][2], label="search")]
+    ax.legend(handles=handles, ncol=4, fontsize=8, loc="lower right", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    if note:
+        ax.set_title(note, fontsize=9, loc="left", pad=18)
+    return ax

@@ -26,7 +26,7 @@ from canlib.studies.store import stored_path
 
 SCORE_KEYS = ("bleu", "tok_bleu", "signature")
 COMPLETE = "complete"  # the stored result that marks a scale's plan as fully run
-ANALYSES = ("similarity", "similarity-balanced", "errors", "attention", "conversion")  # the stored analyses of a scale's plan
+ANALYSES = ("similarity", "similarity-balanced", "errors", "attention", "conversion", "approximations")  # the stored analyses of a scale's plan
 TRAIN_COMMAND = "python -m canlib experiment"
 
 

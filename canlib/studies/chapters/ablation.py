@@ -34,6 +34,22 @@ def kernel_values(root: Path | None = None) -> dict[str, Any]:
     return v
 
 
+# what each kernel-launching PyTorch operator of a decoder layer does, in a reader's words
+OPERATOR_WORDS = {
+    "addmm": "matrix product plus bias (a linear map)",
+    "_addmm_activation": "matrix product plus bias with the ReLU fused in (the FFN's first map)",
+    "relu": "ReLU on its own",
+    "native_layer_norm": "LayerNorm",
+    "_scaled_dot_product_efficient_attention": "attention: scores, softmax and mixing in one kernel",
+    "add": "element-wise add (a residual, or adding two products)",
+    "mul": "element-wise multiply",
+    "bmm": "batched matrix product",
+    "mm": "matrix product",
+    "_softmax": "softmax",
+    "copy_": "copy",
+}
+
+
 def kernels_removed(root: Path | None = None):
     """Per decoder layer, how many kernels of each operator each compression removes from a standard layer
     (negative: adds), on the GPU's code path; operators that launch no kernel (views) left out."""
@@ -52,9 +68,23 @@ def kernels_removed(root: Path | None = None):
             diff = base.get(name, 0) / layers["balanced"] - counts.get(name, 0) / layers[s]
             if diff:
                 rows.setdefault(name.removeprefix("aten."), {})[PAPER_ROWS[s]] = diff
-    frame = pd.DataFrame.from_dict(rows, orient="index").fillna(0).astype(int)
+    frame = pd.DataFrame.from_dict(rows, orient="index").reindex(columns=[PAPER_ROWS[s] for s in SYSTEMS])
+    frame = frame.fillna(0).astype(int)
     frame.index.name = "operator (removed per layer)"
     return frame.sort_values(list(frame.columns), ascending=False)
+
+
+def kernels_removed_table(root: Path | None = None):
+    """:func:`kernels_removed` as the chapter shows it: each operator described in words beside PyTorch's name
+    for it, a negative count read as a kernel added, and a last row with the net count per layer."""
+    import pandas as pd
+
+    removed = kernels_removed(root)
+    frame = removed.reset_index(names="PyTorch operator")
+    frame.insert(0, "kernel", [OPERATOR_WORDS.get(op, op) for op in frame["PyTorch operator"]])
+    net = {"kernel": "net: kernels removed per layer", "PyTorch operator": "", **removed.sum().to_dict()}
+    frame = pd.concat([frame, pd.DataFrame([net])], ignore_index=True)
+    return frame.style.hide(axis="index")
 
 
 def values(scale: str, root: Path | None = None, refs: dict[str, list[str]] | None = None) -> dict[str, Any]:

@@ -11,11 +11,63 @@ from canlib.studies.scorecard import ratio_range
 from canlib.studies.speed import stored_ops
 
 FIRST_H100, H200 = "h100-2026-11-26", "h200-2026-11-26"  # the two runs whose eager breakdowns disagreed
+# the operator counts (book/results/cpu/) of the code each stored GPU run timed, where one was counted: the run's
+# commit and the counted commit hold the same canlib/model and canlib/decoding (tests/test_speed_history.py checks
+# it with git); the other runs timed code that no stored count covers
+TIMED_CODE = {"h100-2026-11-26": "ops_before.json", "h100-2026-11-26-2edd3fd": "ops_c9736eb.json"}
 
 
 def values() -> dict[str, Any]:
     """The numbers the appendix's prose quotes."""
-    return {**instability_values(), **episode_values(), **ab_values()}
+    return {**instability_values(), **episode_values(), **ab_values(), **capture_values()}
+
+
+def timed_code_frame():
+    """One row per stored GPU speed run: its commit, and the kernels per beam-search step (Balanced / CAN) of the
+    code it timed where a stored count covers that code (:data:`TIMED_CODE`), beside today's count."""
+    import pandas as pd
+
+    today, today_prov = stored_ops()
+    rows = []
+    for run in gpu.speed_runs():
+        prov = gpu.gpu_speed("eager", run)[1]
+        counted = "not counted"
+        if run in TIMED_CODE:
+            ops, ops_prov = stored_ops(TIMED_CODE[run])
+            k = [ops["systems"][s]["cuda"]["step"]["kernel_operators"] for s in ("balanced", "can")]
+            counted = f"{k[0]} / {k[1]} (counted at {str(ops_prov['commit'])[:7]})"
+        rows.append({"stored run": gpu.run_label(prov), "commit timed": gpu.commit_label(prov),
+                     "kernels per step, Balanced / CAN": counted})
+    k = [today["systems"][s]["cuda"]["step"]["kernel_operators"] for s in ("balanced", "can")]
+    rows.append({"stored run": "(none: not timed on a GPU yet)", "commit timed": str(today_prov["commit"])[:7],
+                 "kernels per step, Balanced / CAN": f"{k[0]} / {k[1]} (this repository's code)"})
+    return pd.DataFrame(rows).style.hide(axis="index")
+
+
+def capture_values() -> dict[str, Any]:
+    """Which systems' captured decoding returned the eager tokens in each run (the H200's AAN did not), and
+    Balanced / Baseline eagerly and from CUDA graphs over the runs of the GPU model with the most runs."""
+    out: dict[str, Any] = {}
+    mismatched = {}
+    for run in gpu.speed_runs():
+        prov = gpu.gpu_speed("eager", run)[1]
+        wrong = [LABELS.get(s, s) for s, same in prov["captured_matches_eager"].items() if not same]
+        if wrong:
+            mismatched[gpu.run_label(prov)] = wrong
+    out["capture_mismatch_runs"] = "; ".join(f"{run}: {', '.join(w)}" for run, w in mismatched.items()) or "none"
+    out["capture_clean_runs"] = len(gpu.speed_runs()) - len(mismatched)
+    by_device: dict[str, list[str]] = {}
+    for run in gpu.speed_runs():
+        by_device.setdefault(gpu.gpu_speed("eager", run)[1]["device"], []).append(run)
+    runs = max(by_device.values(), key=len)
+    ratios = {mode: [] for mode in ("eager", "captured")}
+    for run in runs:
+        for mode in ratios:
+            rows = gpu.gpu_speed(mode, run)[0]
+            ratios[mode].append(rows["balanced"]["tok_per_s"] / rows["baseline"]["tok_per_s"])
+    out |= {"baseline_eager_min": min(ratios["eager"]), "baseline_eager_max": max(ratios["eager"]),
+            "baseline_graphs_min": min(ratios["captured"]), "baseline_graphs_max": max(ratios["captured"])}
+    return out
 
 
 def instability_values() -> dict[str, Any]:
@@ -66,8 +118,9 @@ def ab_values() -> dict[str, Any]:
     ab, prov = gpu.gpu_ab(run)
     out: dict[str, Any] = {"ab_device": prov["device"].removeprefix("NVIDIA "), "ab_before": ab["before"]["commit"][:7],
                            "ab_after": ab["after"]["commit"][:7], "ab_runs": len(ab["before"]["runs"]),
-                           "ab_same_tokens": all(all(r["captured_matches_eager"].values())
-                                                 for side in ab.values() for r in side["runs"])}
+                           "ab_same_tokens": "yes, for every system in every run" if all(
+                               all(r["captured_matches_eager"].values()) for side in ab.values() for r in side["runs"])
+                           else "no, not in every run"}
     for label in ("before", "after"):
         runs = ab[label]["runs"]
         for system in ("baseline", "balanced", "can"):
