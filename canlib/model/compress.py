@@ -669,10 +669,10 @@ def scratch_from(layer: CANDecoderLayer) -> ScratchCAN:
     """A :class:`ScratchCAN` holding ``layer``'s weights: its fused ``x_proj`` = [Wq | Wk1 | W~v1 | W1] and
     ``h_proj`` = [Wk2 | W~v2] cut back into the separate maps of the equations (nn.Linear stores W^T: rows)."""
     d, f = layer.d, layer.f
-    scratch = ScratchCAN(d, layer.heads, f).to(layer.w2.weight)
+    scratch = ScratchCAN(d, layer.heads, f).to(layer.ffn.w2.weight)
     with torch.no_grad():
         scratch.norm.load_state_dict(layer.norm.state_dict())
-        scratch.w2.load_state_dict(layer.w2.state_dict())
+        scratch.w2.load_state_dict(layer.ffn.w2.state_dict())
         for fused, maps in ((layer.x_proj, (scratch.wq, scratch.wk1, scratch.wv1, scratch.w1)),
                             (layer.h_proj, (scratch.wk2, scratch.wv2))):
             rows = [m.out_features for m in maps]
