@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from canlib.cli import main
-from canlib.experiments import ingest
+from canlib import ingest
 from canlib.studies import gpu_results as gpu
 from canlib.studies.results import load_result
 from conftest import MEASUREMENTS, missing

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from canlib.experiments import ingest
+from canlib import ingest
 from canlib.studies import gpu_results as gpu
 from canlib.studies.results import ProvenanceError, load_result
 from conftest import MEASUREMENTS, REQUIRE_DATA
