@@ -550,8 +550,8 @@ def run(args: argparse.Namespace) -> int:
         for path in written:
             print(path)
         if any(path.name.startswith("training_") for path in written):
-            print("a training rate was stored: measurements/README.md's full-cost paragraph must quote its hours and tok/s "
-                  "(tests/test_full_cost.py; canlib.studies.chapters.training.full_cost() computes them)")
+            print("a training rate was stored: measurements/README.md's full-cost paragraph must quote its hours and "
+                  "tok/s (tests/test_full_cost.py; canlib.studies.chapters.training.full_cost() computes them)")
         return 0
     if not (args.source and args.out):
         raise ValueError("give SOURCE and OUT, or --from-device FOLDER")
