@@ -59,6 +59,18 @@ ADAM_OPTIONS: dict[str, dict[str, bool | None]] = {
 NUMERICS_FIELDS = ("compile", "loss_chunk", "loss_vocab_block", "sdpa_backend", "deterministic")
 
 
+def check_run_dir(run_dir: str | os.PathLike) -> None:
+    """A run directory is a folder, or does not exist yet: a file at its place (or at one of its parents) is an
+    error naming that file, raised before anything is written, so the file is left as it was."""
+    path = Path(run_dir)
+    for at in (path, *path.parents):
+        if at.exists():
+            if not at.is_dir():
+                what = "" if at == path else f", so {path} cannot be a run directory"
+                raise ValueError(f"{at}: is a file, not a folder{what}; give the run a folder of its own")
+            return
+
+
 class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or infinite; the run stops before saving anything."""
 
@@ -165,7 +177,8 @@ class Trainer:
         return dev
 
     def _prepare_run_dir(self, resume: bool, overwrite: bool) -> Path | None:
-        """Refuse to clobber another run; on resume, return the newest readable checkpoint."""
+        """Refuse to clobber another run or a file; on resume, return the newest readable checkpoint."""
+        check_run_dir(self.run_dir)
         if resume and overwrite:
             raise ValueError("choose either resume or overwrite, not both")
         existing = self.checkpoints()
