@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Issue 33's goals, measured in one call of under 5 minutes on one H100/H200 (no network, no install: the
-# device's python3 and torch, canlib from this checkout, the Multi30k folder carried as .gpu_data/).
+# The decoding-speed goals, measured in one call of under 5 minutes on one H100/H200 (no network, no install: the
+# GPU machine's python3 and torch, canlib from this checkout, the Multi30k folder copied into .gpu_data/).
 #
 #   bash scripts/gpu_check.sh              # on the GPU machine; everything lands in $OUT/gpu_check/
 #   bash scripts/gpu_check.sh --dry-run    # on a CPU: tiny models, few sentences; checks the script gets to the end
 #   bash scripts/gpu_check.sh --compiled   # a second call of under 5 minutes: the compiled decode step (below)
 #
-# Prepare here, then run with carry [".gpu_data"]:  mkdir -p .gpu_data && cp -r ../shared/data/multi30k-en-de .gpu_data/
+# Prepare the checkout first (then copy it to the GPU machine):  mkdir -p .gpu_data && cp -r DATA/multi30k-en-de .gpu_data/
 #
 # Steps, most valuable first, each under its own timeout (their sum is 290 s; a step that fails or times out is
 # recorded in status.txt and the next one runs):
@@ -22,7 +22,7 @@
 #   5. ops:        kernel operators per step of the nine systems, counted on the GPU's code path (CPU) -> ops.json
 # then summary.txt (every goal, target and value) and ONE archive $OUT/gpu_check.tar.gz.
 #
-# With --compiled (issue 33 item 5; the encoder, decoder layers and output compiled by torch.compile's Inductor, which fuses
+# With --compiled (the encoder, decoder layers and output compiled by torch.compile's Inductor, which fuses
 # bias + ReLU and residual add + LayerNorm; compiling takes tens of seconds a system, so it has a call of its own):
 #   1. compiled bench:   Balanced and CAN as in bench 1, eager and graphs, with the compiled decoder, and their
 #                        tokens against eager                                           -> gpu_bench_compiled.json
@@ -56,7 +56,7 @@ STATUS="$DIR/status$TAG.txt"
 : > "$STATUS"
 START=$(date +%s)
 NINE=baseline,depth-9-4,balanced,depth-14-1,san,aan,can,can_attn,can_ffn
-# the test2016 sources: .gpu_data/ (carried to the device), else CANLIB_DATA_DIR or ../shared/data
+# the test2016 sources: .gpu_data/ (copied to the GPU machine), else CANLIB_DATA_DIR or ../shared/data
 for candidate in "$ROOT/.gpu_data" "${CANLIB_DATA_DIR:-}" "$ROOT/../shared/data"; do
   if [ -n "$candidate" ] && [ -f "$candidate/multi30k-en-de/test_2016_flickr.en" ]; then DATA="$candidate"; break; fi
 done
@@ -64,7 +64,7 @@ if [ -n "${DATA:-}" ]; then
   SOURCES=(--sources test2016 --data-dir "$DATA")
 else
   SOURCES=(--sources random)
-  echo "bench: no multi30k-en-de/test_2016_flickr.en found (carry .gpu_data); random sources instead" | tee -a "$STATUS"
+  echo "bench: no multi30k-en-de/test_2016_flickr.en found (copy it into .gpu_data); random sources instead" | tee -a "$STATUS"
 fi
 
 FUSED=()
@@ -138,7 +138,7 @@ else
   step ops "$T5" "$PY" -m canlib bench ops "${OPS[@]}" --json "$DIR/ops.json"
 fi
 
-# every goal of issue 33 with its value (missing files give "not measured")
+# every goal with its value (missing files give "not measured")
 "$PY" - "$DIR" "$TAG" > "$DIR/summary$TAG.txt" 2>&1 <<'EOF'
 import json, sys
 from pathlib import Path
