@@ -535,7 +535,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --from-device: how gpu_check.sh was called, for the README")
     parser.add_argument("--commit", help="the commit measured, when the raw files do not record it")
     parser.add_argument("--date", help="YYYY-MM-DD, when the raw files do not record it")
-    parser.add_argument("--source-note", default=SOURCE, help="how and where it was measured, stored as provenance.source")
+    parser.add_argument("--source-note", default=SOURCE,
+                        help="how and where it was measured, stored as provenance.source")
 
 
 def run(args: argparse.Namespace) -> int:

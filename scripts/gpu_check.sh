@@ -6,7 +6,7 @@
 #   bash scripts/gpu_check.sh --dry-run    # on a CPU: tiny models, few sentences; checks the script gets to the end
 #   bash scripts/gpu_check.sh --compiled   # a second call of under 5 minutes: the compiled decode step (below)
 #
-# Prepare the checkout first (then copy it to the GPU machine):  mkdir -p .gpu_data && cp -r DATA/multi30k-en-de .gpu_data/
+# Prepare the checkout, then copy it to the GPU machine:  mkdir -p .gpu_data && cp -r DATA/multi30k-en-de .gpu_data/
 #
 # Steps, most valuable first, each under its own timeout (their sum is 290 s; a step that fails or times out is
 # recorded in status.txt and the next one runs):

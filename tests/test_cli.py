@@ -121,4 +121,5 @@ def test_translate_names_the_file_and_line_of_invalid_utf8_in_one_line(tiny_chec
     piped = subprocess.run([sys.executable, "-m", "canlib", *common], input=bad.read_bytes(), capture_output=True,
                            timeout=300)
     assert piped.returncode == 2
-    assert piped.stderr.decode().splitlines() == ["canlib translate: error: <stdin>:2: invalid UTF-8 (invalid continuation byte)"]
+    expected = "canlib translate: error: <stdin>:2: invalid UTF-8 (invalid continuation byte)"
+    assert piped.stderr.decode().splitlines() == [expected]

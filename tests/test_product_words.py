@@ -32,5 +32,5 @@ def test_the_word_scan_finds_what_it_looks_for():
 def test_no_product_file_speaks_of_how_the_work_was_organised():
     files = product_files()
     assert len(files) > 100 and any(p.suffix == ".json" for p in files)  # the scan reaches the stored results
-    found = {str(p.relative_to(REPO)): lines for p in files if (lines := offending_lines(p.read_text(errors="replace")))}
-    assert found == {}
+    lines = {str(p.relative_to(REPO)): offending_lines(p.read_text(errors="replace")) for p in files}
+    assert {name: found for name, found in lines.items() if found} == {}
