@@ -7,6 +7,10 @@
   character to one entity inside the same token, so it cannot change which n-grams match.
 - ``tok_bleu_compound``: the same after the WMT14 En-De compound split used by
   tensor2tensor's get_ende_bleu.sh (``(\\S)-(\\S)`` -> ``\\1 ##AT##-##AT## \\2``).
+- ``sentence_statistics`` / ``bleu_of_statistics``: sacreBLEU's sufficient statistics per sentence, and the score
+  of any sum of them, so that a resample of the sentences (a bootstrap) is scored without translating again.
+
+Every scorer is built by ``_bleu`` through sacreBLEU's public API.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import re
 import sys
 from functools import lru_cache
 from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from canlib.io import require
@@ -70,6 +75,36 @@ def corpus_scores(hyps: list[str], refs: list[str], lang: str = "de") -> dict:
         "ref_len": score.ref_len,
         "sentences": len(hyps),
     }
+
+
+STATISTICS = 10  # per sentence: hypothesis length, reference length, matched and total 1- to 4-grams
+
+
+def sentence_statistics(hyps: Sequence[str], refs: Sequence[str]) -> list[list[int]]:
+    """sacreBLEU's sufficient statistics of each sentence (13a, its defaults): ``[hypothesis length, reference
+    length, matches of 1..4-grams, totals of 1..4-grams]``. Summed over any multiset of the sentences they give
+    that multiset's corpus BLEU through :func:`bleu_of_statistics`."""
+    if len(hyps) != len(refs):
+        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
+    metric = _bleu()
+    rows = []
+    for hyp, ref in zip(hyps, refs):
+        score = metric.corpus_score([hyp], [[ref]])
+        rows.append([score.sys_len, score.ref_len, *score.counts, *score.totals])
+    return rows
+
+
+def bleu_of_statistics(stats: Sequence[float]) -> float:
+    """sacreBLEU (13a, its defaults) of summed sentence statistics (:func:`sentence_statistics`): the corpus BLEU of
+    the sentences summed."""
+    if len(stats) != STATISTICS:
+        raise ValueError(f"{len(stats)} statistics: expected {STATISTICS} (lengths, then 4 matches and 4 totals)")
+    metric = _bleu()
+    order = metric.max_ngram_order
+    return metric.compute_bleu(correct=[int(x) for x in stats[2:2 + order]], total=[int(x) for x in stats[2 + order:]],
+                               sys_len=int(stats[0]), ref_len=int(stats[1]), smooth_method=metric.smooth_method,
+                               smooth_value=metric.smooth_value, effective_order=metric.effective_order,
+                               max_ngram_order=order).score
 
 
 def sentence_bleu(hyp: str, ref: str) -> float:

@@ -20,7 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "translate": ("canlib.decoding.translate", "translate raw sentences with a checkpoint (beam search)"),
     "bench": ("canlib.bench.cli", "decoding-speed studies of the paper (JSON and plots)"),
     "experiment": ("canlib.experiments.cli", "train (concurrently), evaluate and store every run and study of a scale under book/results/"),
-    "ingest": ("canlib.experiments.ingest", "store a GPU device call's raw measurements as results with provenance"),
+    "ingest": ("canlib.ingest", "store measurements made on another machine (a GPU) as results with provenance"),
 }
 
 

@@ -1,8 +1,8 @@
 """Operators, kernel-launching operators and host syncs per training update, counted on a CPU.
 
 A GPU runs each operator of a training update as at least one kernel launch; at the small scale
-(d=256, 8,192 tokens) the launches, not the FLOPs, set the pace (issue 22: 4 % MFU at 100 % GPU
-utilisation). This counts them without a GPU, with ``canlib.bench.ops.OpCounter``::
+(d=256, 8,192 tokens) the launches, not the FLOPs, set the pace (a GPU fully busy at a few percent of its
+peak FLOP/s). This counts them without a GPU, with ``canlib.bench.ops.OpCounter``::
 
     python scripts/cpu_train_ops.py --result book/results/cpu/train_ops.json
     python scripts/cpu_train_ops.py --presets tiny-can --max-tokens 256 --d512-tokens 0   # a quick look

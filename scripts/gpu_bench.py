@@ -1,4 +1,4 @@
-"""The GPU speed check, as one command (no network), built to give a verdict.
+"""The GPU speed check, as one command (no network), built to give a verdict against stated goals.
 
 Times the paper's Table 2 systems (baseline, balanced, san, aan, can) with random weights at the
 d=512 presets, in float16, beam 4, batch 1, forced output length 30, once eagerly and once with whole
@@ -8,7 +8,7 @@ eager one; writes one JSON file, ``{"systems": {name: figures}, "meta": {...}}``
 Sources: ``--sources test2016`` takes the first ``--sentences`` English sources of Multi30k's test2016
 (``$CANLIB_DATA_DIR/multi30k-en-de/test_2016_flickr.en``) at their real lengths, one token per word or
 punctuation mark (ids from a checksum of the word: the weights are random, only the lengths matter);
-``--sources random`` draws 25-30 random ids per sentence (the older runs).
+``--sources random`` draws 25-30 random ids per sentence (where no test2016 file is at hand).
 
 Every repeat times every system once, in turn (A, B, A, B ...), so a drift of the machine hits all of
 them alike. Per system: the median of the repeats; per repeat, each system's ratio to Balanced (the same
@@ -52,7 +52,7 @@ from canlib.decoding.runners import GraphedDecoder, StepGraphs  # noqa: E402
 from canlib.decoding.search import SearchSettings, beam_search, make_batch  # noqa: E402
 
 GOALS = {"eager can/balanced": 1.30, "captured balanced tok/s": 6000.0, "captured can tok/s": 8000.0,
-         "captured can/balanced": 1.35}  # the speed goals this check tests
+         "captured can/balanced": 1.35}  # the decoding speed this check aims at (meta["goals"])
 TEST2016 = Path("multi30k-en-de") / "test_2016_flickr.en"
 
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The GPU speed goals, measured in one call of under 5 minutes on one H100/H200 (no network, no install: the
-# device's python3 and torch, canlib from this checkout, the Multi30k folder carried as .gpu_data/).
+# The decoding-speed goals, measured in one call of under 5 minutes on one H100/H200 (no network, no install: the
+# GPU machine's python3 and torch, canlib from this checkout, the Multi30k folder copied into .gpu_data/).
 #
 #   bash scripts/gpu_check.sh              # on the GPU machine; everything lands in $OUT/gpu_check/
 #   bash scripts/gpu_check.sh --dry-run    # on a CPU: tiny models, few sentences; checks the script gets to the end
 #   bash scripts/gpu_check.sh --compiled   # a second call of under 5 minutes: the compiled decode step (below)
 #
-# Prepare here, then run with carry [".gpu_data"]:  mkdir -p .gpu_data && cp -r ../shared/data/multi30k-en-de .gpu_data/
+# Prepare the checkout, then copy it to the GPU machine:  mkdir -p .gpu_data && cp -r DATA/multi30k-en-de .gpu_data/
 #
 # Steps, most valuable first, each under its own timeout (their sum is 290 s; a step that fails or times out is
 # recorded in status.txt and the next one runs):
@@ -56,7 +56,7 @@ STATUS="$DIR/status$TAG.txt"
 : > "$STATUS"
 START=$(date +%s)
 NINE=baseline,depth-9-4,balanced,depth-14-1,san,aan,can,can_attn,can_ffn
-# the test2016 sources: .gpu_data/ (carried to the device), else CANLIB_DATA_DIR or ../shared/data
+# the test2016 sources: .gpu_data/ (copied to the GPU machine), else CANLIB_DATA_DIR or ../shared/data
 for candidate in "$ROOT/.gpu_data" "${CANLIB_DATA_DIR:-}" "$ROOT/../shared/data"; do
   if [ -n "$candidate" ] && [ -f "$candidate/multi30k-en-de/test_2016_flickr.en" ]; then DATA="$candidate"; break; fi
 done
@@ -64,7 +64,7 @@ if [ -n "${DATA:-}" ]; then
   SOURCES=(--sources test2016 --data-dir "$DATA")
 else
   SOURCES=(--sources random)
-  echo "bench: no multi30k-en-de/test_2016_flickr.en found (carry .gpu_data); random sources instead" | tee -a "$STATUS"
+  echo "bench: no multi30k-en-de/test_2016_flickr.en found (copy it into .gpu_data); random sources instead" | tee -a "$STATUS"
 fi
 
 FUSED=()

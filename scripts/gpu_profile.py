@@ -18,12 +18,9 @@ For each case, ``DIR/<case>.txt`` (case = the names above) holds the operator ta
 ``DIR/<case>.json`` the summary: wall milliseconds per update or step (timed without the profiler), CPU and GPU
 time under the profiler, kernel launches, host syncs (device synchronisations and device-to-host copies) and the
 top kernels by GPU time. ``DIR/sdpa_backends.json`` times one Baseline and one CAN update with
-scaled_dot_product_attention restricted to each backend (flash, efficient, cuDNN, math), which names the kernel
-behind Baseline's slowness if that is where it is: Baseline trained at 228,007 target tokens/s on an H200 at
-df024e7 and at 62,347 on an H100 at e471a2a, while CAN went from 237,792 to 186,888 (book/results/gpu/); between
-the two commits the teacher-forced attention moved to scaled_dot_product_attention (0f72334), with an explicit
-boolean causal mask in the decoder's self-attention, which rules out the flash kernel. ``DIR/summary.json``
-gathers the summaries.
+scaled_dot_product_attention restricted to each backend (flash, efficient, cuDNN, math): the decoder's
+self-attention passes an explicit boolean causal mask, which rules out the flash kernel, so this names the kernel
+a slow update spends its attention time in. ``DIR/summary.json`` gathers the summaries.
 """
 from __future__ import annotations
 

@@ -12,8 +12,8 @@
 #
 # Needs no network: the device's python3 and torch, canlib from this checkout, the Multi30k folders in
 # $CANLIB_DATA_DIR (default .gpu_data/, a git-ignored copy of ../shared/data/multi30k-*), and sacremoses
-# as a wheel in .whl/ when the device's python lacks it. Prepare here, then run with carry [".gpu_data", ".whl"]:
-#   mkdir -p .gpu_data && cp -r ../shared/data/multi30k-* .gpu_data/
+# as a wheel in .whl/ when the device's python lacks it. Prepare the checkout first (then copy it to the GPU machine):
+#   mkdir -p .gpu_data && cp -r DATA/multi30k-* .gpu_data/
 #   python3 -m pip download --no-deps --only-binary=:all: -d .whl sacremoses
 set -u
 

@@ -1,4 +1,4 @@
-"""Training throughput on one GPU, part by part (issue 32); ``scripts/gpu_throughput.sh`` runs the parts in order
+"""Training throughput on one GPU, part by part; ``scripts/gpu_throughput.sh`` runs the parts in order
 of value, each in its own process under its own timeout, and writes one JSON per part as it goes.
 
     python scripts/gpu_throughput.py t1 --preset small-can --variant as-is --out DIR    # one T1 case

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Training throughput on one H100/H200 (issue 32), in at most LIMIT seconds (default 480): the cases of
+# Training throughput on one H100/H200, in at most LIMIT seconds (default 480): the cases of
 # scripts/gpu_throughput.py (its docstring says what each measures), most valuable first, each in its own
 # process under its own timeout, one JSON per part written as it finishes, then training_throughput.json
 # (device, commit, date, one row per case) and ONE archive, $OUT/throughput.tar.gz.
@@ -9,14 +9,14 @@
 #
 # Resumable: the parts' files are kept in $THROUGHPUT_DIR (default .cache/gpu_throughput/, git-ignored), a part
 # whose JSON is there is not run again (FRESH=1 runs everything again), so a second call goes on where the time
-# limit stopped the first. torch.compile's caches go to .cache/compile/ (carry it to a fresh machine; the
+# limit stopped the first. torch.compile's caches go to .cache/compile/ (copy it to a fresh machine; the
 # archive $OUT/compile_cache.tar.gz brings it back when it is under 15 MB).
 #
 # Needs no network: the device's python3 and torch, canlib from this checkout, the Multi30k folders in
 # $CANLIB_DATA_DIR (default .gpu_data/, a git-ignored copy of ../shared/data/multi30k-*). The commit is read
 # with git: on a device that gets a copy of the working tree without .git, run it in a clone carried in a
-# git-ignored folder. Prepare here, run with carry [".gl"]:
-#   git clone -q . .gl/repo && mkdir -p .gl/repo/.gpu_data && cp -r ../shared/data/multi30k-* .gl/repo/.gpu_data/
+# git-ignored folder, copied along with the checkout:
+#   git clone -q . .gl/repo && mkdir -p .gl/repo/.gpu_data && cp -r DATA/multi30k-* .gl/repo/.gpu_data/
 #   (on the device) git config --global --add safe.directory '*'; cd .gl/repo && bash scripts/gpu_throughput.sh
 set -u
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Order independence of the unit tests (issue 12): every test file on its own, then all of them
+# Order independence of the unit tests: every test file on its own, then all of them
 # in reverse order. A test that passes only after another one relies on state it left behind.
 #
 #   scripts/test_isolation.sh                        # every tests/test_*.py

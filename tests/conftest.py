@@ -26,8 +26,8 @@ def missing(what: str) -> None:
 
 @pytest.fixture(autouse=True)
 def _deterministic_torch():
-    # one thread: test_model.py + test_compress.py + test_checkpoint.py took 3.20-3.25 s at 1 thread and
-    # 3.34-3.35 s at 2 on this project's 2-core CPU (idle, 2026-11-26); under load 2 threads wait for a busy core
+    # one thread: the tests' tensors are small, so a second thread gains little, and on a CPU shared with other
+    # jobs it waits for a busy core; a fixed thread count also keeps float sums in one order from run to run
     torch.manual_seed(0)
     torch.set_num_threads(1)
     yield

@@ -73,3 +73,24 @@ def test_cli_prints_json_last_line(hyp_ref, tmp_path):
     short.write_text("eine Zeile\n", encoding="utf-8")
     bad = subprocess.run([sys.executable, "-m", "canlib", "bleu", str(short), str(ref_path)], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "short.de has 1 lines" in bad.stderr
+
+
+def test_summed_sentence_statistics_score_any_resample_as_sacrebleu_scores_it(hyp_ref, tmp_path):
+    """A bootstrap resample scored from summed per-sentence statistics equals the sacrebleu command line's score of
+    that resample written out as files (repeated sentences and all)."""
+    import random
+
+    from canlib.bleu import bleu_of_statistics, sentence_statistics
+
+    _, _, hyps, refs = hyp_ref
+    stats = sentence_statistics(hyps, refs)
+    assert len(stats) == len(hyps) and all(len(row) == 10 for row in stats)
+    draw = random.Random(7)
+    for picks in (list(range(len(hyps))), [draw.randrange(len(hyps)) for _ in hyps]):
+        summed = [sum(stats[i][k] for i in picks) for k in range(10)]
+        hyp_path, ref_path = tmp_path / "resample.hyp", tmp_path / "resample.ref"
+        hyp_path.write_text("".join(hyps[i] + "\n" for i in picks), encoding="utf-8")
+        ref_path.write_text("".join(refs[i] + "\n" for i in picks), encoding="utf-8")
+        assert bleu_of_statistics(summed) == pytest.approx(sacrebleu_cli(ref_path, hyp_path), abs=1e-5)
+    with pytest.raises(ValueError, match="expected 10"):
+        bleu_of_statistics(summed[:9])

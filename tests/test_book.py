@@ -107,10 +107,13 @@ def test_book_builds_with_rendered_math_and_plots(built_book: Path) -> None:
         page = (pages / f"{chapter}.html").read_text(encoding="utf-8")
         assert re.search(r'<img[^>]+src="[^"]+\.png"', page), f"no plot image in the {chapter} chapter"
         assert "Traceback" not in page, f"a traceback in the {chapter} chapter"
+    repository = yaml.safe_load((REPO / "_config.yml").read_text())["repository"]
     for page in pages.glob("*.html"):
         text = page.read_text(encoding="utf-8")
         assert not re.search(r"\d+/\d+ \[[0-9:<?]+", text), f"a progress bar in {page.name}"  # they belong in terminals
         assert not remote_mathjax(text), f"{page.name} loads MathJax from the network: {remote_mathjax(text)}"
+        source = f"{repository['url']}/edit/{repository['branch']}/book/{page.stem}.md"  # the page's own source
+        assert source in text and f"{repository['url']}/issues/new" in text, f"{page.name}: no source or issue link"
     assert "Polosukhin" in (pages / "references.html").read_text(encoding="utf-8")
 
 

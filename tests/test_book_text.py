@@ -187,15 +187,17 @@ def test_the_scales_the_prose_describes_are_the_ones_the_code_trains():
     assert found >= 5, "the chapters no longer state the scales' budgets in these words: update the patterns"
 
 
-def test_the_readme_quotes_the_stored_cpu_training_time():
-    """README's CPU time for a small run is the stored measurement (book/results/cpu/train_small.json), not a guess."""
+def test_the_readme_and_the_gpu_plan_quote_the_stored_cpu_training_time():
+    """The CPU time of a small run in README and measurements/README.md is the stored measurement
+    (book/results/cpu/train_small.json), not a guess."""
     from canlib.studies.results import load_result
     from canlib.studies.scales import scale_spec
 
     result, prov = load_result(REPO / "book" / "results" / "cpu" / "train_small.json")
     seconds = [run["seconds_per_update"] for run in result["runs"].values()]
     assert prov["scale"] == "small" and result["max_tokens"] == scale_spec("small").train["max_tokens"]
+    plan = " ".join((REPO / "measurements" / "README.md").read_text(encoding="utf-8").split())
     readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
-    assert f"took {min(seconds):.1f}-{max(seconds):.1f} s" in readme
+    assert f"took {min(seconds):.1f}-{max(seconds):.1f} s" in plan
     hours = scale_spec("small").train["max_steps"] * sum(seconds) / len(seconds) / 3600
-    assert f"about {round(hours)} hours" in readme
+    assert f"about {round(hours)} hours" in plan and f"about {round(hours)} hours a run" in readme

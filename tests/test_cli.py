@@ -1,4 +1,5 @@
-"""The command line: ``canlib info`` (presets, parameter counts per scale) and ``canlib bleu`` (inputs and errors)."""
+"""The command line: ``canlib info`` (presets, parameter counts per scale), ``canlib bleu`` (inputs and errors), and
+the bad inputs of ``canlib train`` and ``canlib translate``: one line naming the file, exit status 2, no traceback."""
 from __future__ import annotations
 
 import json
@@ -79,3 +80,46 @@ def test_bleu_reads_stdin_and_pipes(tmp_path):
     assert json.loads(out.stdout.splitlines()[-1])["bleu"] == pytest.approx(100.0)
     missing = run_cli("bleu", str(tmp_path / "nope.txt"), str(ref))
     assert missing.returncode == 2 and "nope.txt: no such file" in missing.stderr
+
+
+def test_train_refuses_an_out_that_is_a_file_in_one_line_and_leaves_the_file_alone(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("keep me\n")
+    for out in (notes, notes / "run"):  # the file itself, or a folder inside it
+        res = run_cli("train", "--preset", "tiny-can", "--data", str(tmp_path / "corpus"), "--out", str(out))
+        assert res.returncode == 2
+        assert res.stderr.splitlines()[0].startswith(f"canlib train: error: {notes}: is a file, not a folder")
+        assert len(res.stderr.splitlines()) == 1 and "Traceback" not in res.stderr
+    assert notes.read_text() == "keep me\n"
+
+
+@pytest.fixture
+def tiny_checkpoint(tmp_path):
+    """A randomly initialised tiny model saved as a checkpoint, its vocabulary one folder up."""
+    from canlib.data.vocab import Vocabulary
+    from canlib.model.checkpoint import save_model
+    from canlib.model.config import ModelConfig
+    from canlib.model.seq2seq import Seq2Seq
+
+    vocab = Vocabulary.train(["a dog runs in the park", "the cat sits on the mat", "zwei hunde spielen"] * 30,
+                             vocab_size=40)
+    vocab.save(tmp_path / "vocab.model")
+    model = Seq2Seq(ModelConfig(vocab_size=vocab.size, d_model=16, heads=2, ffn_dim=32, enc_layers=1, dec_layers=1,
+                                max_len=16))
+    (tmp_path / "run").mkdir()
+    save_model(model, tmp_path / "run" / "model.pt", vocab_id=vocab.id)
+    return tmp_path / "run" / "model.pt"
+
+
+def test_translate_names_the_file_and_line_of_invalid_utf8_in_one_line(tiny_checkpoint, tmp_path):
+    bad = tmp_path / "input.en"
+    bad.write_bytes("a dog runs\nthe caf\xe9 ".encode("latin-1") + b"\n")  # line 2: Latin-1, not UTF-8
+    common = ("translate", "--checkpoint", str(tiny_checkpoint), "--device", "cpu")
+    res = run_cli(*common, "--input", str(bad))
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.splitlines() == [f"canlib translate: error: {bad}:2: invalid UTF-8 (invalid continuation byte)"]
+    piped = subprocess.run([sys.executable, "-m", "canlib", *common], input=bad.read_bytes(), capture_output=True,
+                           timeout=300)
+    assert piped.returncode == 2
+    expected = "canlib translate: error: <stdin>:2: invalid UTF-8 (invalid continuation byte)"
+    assert piped.stderr.decode().splitlines() == [expected]

@@ -42,10 +42,11 @@ def test_more_gpus_or_fewer_epochs_cost_proportionally_less():
         assert b["hours"] == pytest.approx(a["hours"] / 2 / 3, rel=1e-12)
 
 
-def test_the_readme_quotes_the_computed_costs():
-    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+def test_the_gpu_plan_quotes_the_computed_costs():
+    """measurements/README.md's "What `full` costs" paragraph quotes every computed cost and rate."""
+    readme = " ".join((REPO / "measurements" / "README.md").read_text(encoding="utf-8").split())
     cost = full_cost()
-    assert cost["rows"], "no stored d=512 training rate: the README's costs would be checked against nothing"
+    assert cost["rows"], "no stored d=512 training rate: the page's costs would be checked against nothing"
     assert f"at least {cost['tokens_per_epoch'] / 1e6:.1f}M target tokens an epoch" in readme
     assert f"trains {cost['epochs']} epochs" in readme
     for r in cost["rows"]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from canlib.cli import main
-from canlib.experiments import ingest
+from canlib import ingest
 from canlib.studies import gpu_results as gpu
 from canlib.studies.results import load_result
 from conftest import MEASUREMENTS, missing
@@ -20,7 +20,7 @@ from conftest import MEASUREMENTS, missing
 REPO = Path(__file__).resolve().parents[1]
 IN_REPO = REPO / "measurements"
 STORED = REPO / "book" / "results" / "gpu"
-RUN = "h100-2026-11-26-e19dd56"  # the session's own H100 call, kept in the repository
+RUN = "h100-2026-11-26-e19dd56"  # an H100 run whose raw files the repository keeps, three of its steps failed
 IN_REPO_RUNS = sorted(p.name for p in IN_REPO.iterdir() if p.is_dir())
 STORED_RUNS = sorted(p.name for p in STORED.iterdir() if p.is_dir())
 
@@ -48,7 +48,7 @@ def raw_folder(run: str) -> Path:
     return MEASUREMENTS / run
 
 
-def test_the_repository_keeps_the_raw_files_of_the_e19dd56_h100_call():
+def test_the_repository_keeps_a_gpu_runs_raw_files_and_readme_with_its_failed_steps():
     raw = IN_REPO / RUN
     bench = raw_json(raw / "gpu_check" / "gpu_bench.json")["meta"]
     assert bench["git_commit"].startswith("e19dd56") and bench["device"] == "NVIDIA H100 80GB HBM3"
@@ -128,14 +128,18 @@ def test_every_stored_gpu_figure_is_recomputed_from_its_raw_file(run):
             meta, systems = meta_of(raw), systems_of(raw)
             assert (prov["commit"], prov["device"]) == (meta["git_commit"], meta["device"]), (run, kind)
             assert set(stored["systems"]) == set(systems)
+            if kind == "speed":
+                assert prov["date"] == meta["date"][:10]
+                assert stored["captured_matches_eager"] == meta["captured_matches_eager"]
             for name, row in systems.items():
                 mine = stored["systems"][name]
-                if kind == "speed":
+                if kind == "speed":  # tokens over the median repeat; the raw file's own tok/s agrees
                     tokens = meta["settings"]["sentences"] * meta["settings"]["forced_length"]
                     for mode in ("eager", "captured"):
                         expected = repeats(row[f"{mode}_seconds"], tokens)
                         got = tuple(mine[mode][k] for k in ("tok_per_s", "min", "median", "max"))
                         assert got == pytest.approx(expected, rel=1e-12), (run, name, mode)
+                        assert expected[0] == pytest.approx(row[f"{mode}_tok_per_s"], rel=1e-9), (run, name, mode)
                 elif kind == "breakdown":
                     assert mine["breakdown"] == row["breakdown"] and mine["tok_per_s"] == row["tok_per_s"]
                     _, low, mid, high = repeats(row["seconds"], row["tokens"])
@@ -169,29 +173,6 @@ def test_every_stored_gpu_figure_is_recomputed_from_its_raw_file(run):
             recorded = json.loads(log[-1])
             assert stored["sentences"] == len(hyps) and stored["examples"][0]["hypothesis"] == hyps[0]
             assert stored["recorded_scores"] == {k: recorded[k] for k in ("bleu", "tok_bleu")}
-
-
-@pytest.mark.parametrize("run", IN_REPO_RUNS)
-def test_stored_speeds_are_tokens_over_the_median_repeat_of_the_raw_bench(run):
-    bench = ingest.raw_path(IN_REPO / run, "gpu_bench.json")
-    if bench is None:  # the bench step failed on that call, or the call trained models only
-        assert not (STORED / run / "speed.json").exists()
-        return
-    raw = raw_json(bench)
-    if "systems" not in raw:  # gpu_bench.py's first format (the H200 call): systems at the top, meta as "_" keys
-        raw = {"systems": {k: v for k, v in raw.items() if not k.startswith("_")},
-               "meta": {k[1:]: v for k, v in raw.items() if k.startswith("_")}}
-    systems, meta = raw["systems"], raw["meta"]
-    tokens = meta["settings"]["sentences"] * meta["settings"]["forced_length"]
-    stored, prov = load_result(STORED / run / "speed.json")
-    assert (prov["commit"], prov["date"], prov["device"]) == (meta["git_commit"], meta["date"][:10], meta["device"])
-    assert set(stored["systems"]) == set(systems)
-    for system, row in systems.items():
-        for mode in ("eager", "captured"):
-            expected = tokens / median(row[f"{mode}_seconds"])
-            assert stored["systems"][system][mode]["tok_per_s"] == pytest.approx(expected, rel=1e-12)
-            assert expected == pytest.approx(row[f"{mode}_tok_per_s"], rel=1e-9)
-    assert stored["captured_matches_eager"] == meta["captured_matches_eager"]
 
 
 @pytest.mark.parametrize("run", IN_REPO_RUNS)

@@ -1,7 +1,7 @@
 """The package's layering, as the folder tree states it: each part imports only the parts below it.
 
-io < bleu < data < model < decoding < training < bench < studies < experiments < the command line (cli, info,
-__main__). The book's readers (studies) sit below the experiment engine: loading a result can never reach training.
+io < bleu < data < model < decoding < training < bench < studies < experiments < ingest < the command line (cli,
+info, __main__). The book's readers (studies) sit below the experiment engine: loading a result can never reach training.
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "canlib"
-LAYERS = ["io", "bleu", "data", "model", "decoding", "training", "bench", "studies", "experiments", "cli", "info", "__main__"]
+LAYERS = ["io", "bleu", "data", "model", "decoding", "training", "bench", "studies", "experiments", "ingest", "cli", "info", "__main__"]
 # modules whose canlib imports all stand at their top (a cycle or an optional dependency would be the only excuse)
-TOP_IMPORTS = ["experiments", "data", "studies"]  # the engine and every reader: dependencies read from the top
+TOP_IMPORTS = ["experiments", "data", "studies", "ingest"]  # the engine and every reader: dependencies read from the top
 MAX_LINES = 600
 
 

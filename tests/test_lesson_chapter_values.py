@@ -16,6 +16,7 @@ import pytest
 
 from canlib.studies.chapters import attention, context, errors, similarity, speed, speed_history, training
 from canlib.studies.scorecard import FAILED, HELD, NOISE, NOT_RUN, NOT_TESTED
+from conftest import missing
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "book" / "results"
@@ -25,11 +26,11 @@ BEYOND = SMALL / "beyond" / "runs" / "multi30k-en-de"
 GPU = RESULTS / "gpu"
 PAPER = json.loads((REPO / "canlib" / "resources" / "paper_numbers.json").read_text(encoding="utf-8"))
 
-pytestmark = pytest.mark.skipif(not (SMALL / "similarity.json").exists(), reason="the small results are not stored")
-
 
 @pytest.fixture(autouse=True)
 def results_here(monkeypatch):
+    if not (SMALL / "similarity.json").exists():
+        missing(f"the small results are not stored in {SMALL}")  # a skip, or under CANLIB_REQUIRE_DATA=1 a failure
     monkeypatch.setenv("CANLIB_RESULTS_DIR", str(RESULTS))
 
 
@@ -45,11 +46,9 @@ def two_se(a: list[float], b: list[float]) -> float:
     return 2 * math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
 
 
-def test_test_bleu(system_glob: str, folder: Path = RUNS, split: str = "test") -> list[float]:
+def seed_tok_bleu(system_glob: str, folder: Path = RUNS, split: str = "test") -> list[float]:
+    """The stored tokenized BLEU of each seed of the runs ``system_glob`` matches."""
     return [raw(p)["result"]["scores"][split]["tok_bleu"] for p in sorted(folder.glob(system_glob))]
-
-
-test_test_bleu.__test__ = False  # a helper, not a test
 
 
 # -- every glued key exists and renders ---------------------------------------------------------------
@@ -158,7 +157,7 @@ def test_errors_values_count_only_buckets_with_enough_sentences():
 
 
 def test_the_whole_test_sets_gap_is_the_seed_mean_with_two_standard_errors_and_the_rule_s_verdict():
-    bal, can = test_test_bleu("balanced-seed*.json"), test_test_bleu("can-seed*.json")
+    bal, can = seed_tok_bleu("balanced-seed*.json"), seed_tok_bleu("can-seed*.json")
     gap = errors.whole_set_gap("small", root=RESULTS)
     diff, spread = statistics.mean(can) - statistics.mean(bal), two_se(can, bal)
     assert gap["CAN − Balanced"] == pytest.approx(diff, abs=1e-12) and gap["± 2 s.e."] == pytest.approx(spread, abs=1e-12)
@@ -195,7 +194,7 @@ def test_training_values_are_the_last_validation_of_every_stored_seed():
 def test_twice_the_updates_adds_bleu_to_both_systems_computed_from_the_raw_x2_runs():
     v = training.undertraining_values(root=RESULTS)
     for system in ("balanced", "can"):
-        x1, x2 = test_test_bleu(f"{system}-seed*.json"), test_test_bleu(f"budget-{system}-x2-seed*.json", BEYOND)
+        x1, x2 = seed_tok_bleu(f"{system}-seed*.json"), seed_tok_bleu(f"budget-{system}-x2-seed*.json", BEYOND)
         assert (len(x1), len(x2)) == (3, 2)
         gain, spread = statistics.mean(x2) - statistics.mean(x1), two_se(x2, x1)
         assert v[f"{system}_gain"] == pytest.approx(gain, abs=1e-12) and v[f"{system}_gain_2se"] == pytest.approx(spread)
@@ -239,7 +238,7 @@ def test_the_budget_table_judges_can_within_half_a_point_at_each_budget_on_all_f
     for split, name in (("valid", "valid (val2016)"), ("test2017_mscoco", "test2017 MSCOCO")):
         for factor, (bal_glob, can_glob, folder) in {1: ("balanced-seed*.json", "can-seed*.json", RUNS),
                                                      2: ("budget-balanced-x2-seed*.json", "budget-can-x2-seed*.json", BEYOND)}.items():
-            can, bal = test_test_bleu(can_glob, folder, split), test_test_bleu(bal_glob, folder, split)
+            can, bal = seed_tok_bleu(can_glob, folder, split), seed_tok_bleu(bal_glob, folder, split)
             diff, spread = statistics.mean(can) - statistics.mean(bal), two_se(can, bal)
             row = rows[name]
             assert row[f"{factor}x CAN − Balanced"] == pytest.approx(diff, abs=1e-12)
@@ -256,7 +255,7 @@ def test_a_verdict_built_from_two_opposite_fake_results_flips():
 
 def test_the_h200_run_is_quoted_beside_the_plans_can_runs_in_the_same_metric():
     h200 = raw(GPU / "h200-2026-11-26" / "translation_small.json")["result"]
-    plan = test_test_bleu("can-seed*.json")
+    plan = seed_tok_bleu("can-seed*.json")
     v = training.h200_values(root=RESULTS)
     assert v["h200_bleu"] == h200["scores"]["tok_bleu"]
     assert v["plan_can_mean"] == pytest.approx(statistics.mean(plan), abs=1e-12)
@@ -274,9 +273,9 @@ def test_the_full_recipe_costs_tokens_times_epochs_over_eight_measured_rates():
 # -- context --------------------------------------------------------------------------------------
 
 def test_distillation_values_are_the_stored_students_and_teacher():
-    real = {s: test_test_bleu(f"{s}-seed*.json") for s in ("balanced", "can")}
-    kd = {s: test_test_bleu(f"distill-{s}-kd-seed*.json", BEYOND) for s in ("balanced", "can")}
-    teacher = test_test_bleu("distill-balanced-teacher-seed*.json", BEYOND)
+    real = {s: seed_tok_bleu(f"{s}-seed*.json") for s in ("balanced", "can")}
+    kd = {s: seed_tok_bleu(f"distill-{s}-kd-seed*.json", BEYOND) for s in ("balanced", "can")}
+    teacher = seed_tok_bleu("distill-balanced-teacher-seed*.json", BEYOND)
     v = context.values(root=RESULTS)
     gap_real = statistics.mean(real["can"]) - statistics.mean(real["balanced"])
     gap_kd = statistics.mean(kd["can"]) - statistics.mean(kd["balanced"])

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 from pathlib import Path
 
@@ -55,16 +54,13 @@ def consistent(verdict: str, intervals: list[tuple[float, float]], ok) -> None:
 
 @pytest.fixture(scope="module")
 def env():
+    """The real data and the stored results for this module's tests, undone after them (a module-wide monkeypatch)."""
     if not (SHARED_DATA / "multi30k-en-de").is_dir():
         missing(f"real data {SHARED_DATA}/multi30k-en-de not present (the evaluation sets' references)")
-    saved = {k: os.environ.get(k) for k in ("CANLIB_DATA_DIR", "CANLIB_RESULTS_DIR")}
-    os.environ["CANLIB_DATA_DIR"], os.environ["CANLIB_RESULTS_DIR"] = str(SHARED_DATA), str(RESULTS)
-    yield
-    for k, value in saved.items():
-        if value is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = value
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CANLIB_DATA_DIR", str(SHARED_DATA))
+        patch.setenv("CANLIB_RESULTS_DIR", str(RESULTS))
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from canlib.experiments import ingest
+from canlib import ingest
 from canlib.studies import gpu_results as gpu
 from canlib.studies.results import ProvenanceError, load_result
 from conftest import MEASUREMENTS, REQUIRE_DATA
@@ -230,11 +230,14 @@ def test_every_chapter_reads_one_measurement_of_a_setting(tmp_path, monkeypatch)
 def test_speed_rows_carry_min_median_max_of_the_repeats(tmp_path, monkeypatch):
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(sp, "run_bench", fake_bench([]))
-    rows, _ = sp.speed_table("tiny", ("balanced",))
+    rows, _ = sp.speed_table("tiny", ("balanced", "can"))
     assert rows["balanced"]["min"] == pytest.approx(30 / 0.35)
     assert rows["balanced"]["median"] == pytest.approx(30 / 0.3)
     assert rows["balanced"]["max"] == pytest.approx(30 / 0.25)
-    assert rows["balanced"]["ratio_to_balanced"] == 1.0
+    # fake_bench gives the i-th system 100 + i tokens/s: CAN's ratio is its rate over Balanced's
+    order = list(sp.SPEED_SYSTEMS)
+    expected = (100.0 + order.index("can")) / (100.0 + order.index("balanced"))
+    assert expected != 1.0 and rows["can"]["ratio_to_balanced"] == pytest.approx(expected, rel=1e-12)
 
 
 def test_a_system_outside_the_shared_run_is_named(tmp_path, monkeypatch):

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from canlib.bleu import read_text
 from canlib.io import tqdm
 from canlib.model.checkpoint import model_from_checkpoint, safe_load
 from canlib.model.seq2seq import Seq2Seq
@@ -162,13 +163,7 @@ def run(args: argparse.Namespace) -> int:
     model, vocab = load_translator(args.checkpoint, args.vocab, args.device)
     if model.embed.weight.device.type == "cuda" and not args.fp32:
         model.half()
-    if args.input == "-":
-        lines = sys.stdin.read().splitlines()
-    else:
-        path = Path(args.input)
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: input file not found")
-        lines = path.read_text(encoding="utf-8").splitlines()
+    lines = read_text(args.input)  # a missing file, or invalid UTF-8, is an error naming the file (and line)
     outputs = translate_lines(
         model, vocab, lines, beam=args.beam, batch_size=args.batch_size, progress=args.output != "-",
         len_penalty=args.len_penalty, max_len_a=args.max_len_a, max_len_b=args.max_len_b,

@@ -5,8 +5,8 @@
 translations as targets) -> ``evaluate`` (``evaluate(run)``: beam search, BLEU, hypotheses, stored with provenance)
 -> ``train`` (``train(run)``) -> ``pool`` (the one process pool and deadline) -> ``analyses`` (the paper's analyses
 of trained runs) and ``beyond`` (the beyond studies as variants of the plan) -> ``rescore`` -> ``experiment`` (one
-call for a selection, and the explicit call a chapter makes) -> ``cli`` (``canlib experiment``); ``ingest``
-(``canlib ingest``) stores a GPU device call's measurements.
+call for a selection, and the explicit call a chapter makes) -> ``cli`` (``canlib experiment``). Measurements made
+on another machine are stored by :mod:`canlib.ingest` (``canlib ingest``), not by the engine.
 
 The book's readers (:mod:`canlib.studies`) sit below and never import this package: loading a result cannot train.
 Nothing is imported here, so importing one module loads only what it needs.

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from canlib.bleu import corpus_scores
-from canlib.experiments.corpus import batches, corpus_of, target_lang, teacher_forced_batches, translate_split
+from canlib.experiments.corpus import batches, corpus_of, score_split, target_lang, teacher_forced_batches
 from canlib.experiments.run import ANALYSIS_RUNS, Run, Variant, budget, run, trained
 from canlib.data.batching import collate
 from canlib.model.compress import alpha_value_scale, layer_approximations, standard_to_can
@@ -35,7 +35,9 @@ from canlib.studies.probes import sublayer_similarity
 from canlib.studies.quality import ANALYSES, hypotheses
 from canlib.studies.scales import scale_spec
 from canlib.studies.store import study
-from canlib.training.objective import label_smoothed_nll_loss
+from canlib.training.config import TrainConfig
+from canlib.training.objective import LabelSmoothedObjective
+from canlib.training.trainer import split_loss
 
 
 
@@ -166,20 +168,20 @@ def attention(standard: Run, joint: Run) -> dict[str, Any]:
     }
 
 
-@torch.no_grad()
-def valid_loss(model: Seq2Seq, data: Any, label_smoothing: float = 0.1) -> float:
-    """Label-smoothed cross entropy per target token on the validation split (as the trainer logs it)."""
-    split = data.split("valid")
-    cfg = model.cfg
+# every model of the conversion study is scored alike, whatever it trained with: whole-vocabulary log-softmax,
+# 4,096-token batches, the recipe's label smoothing
+VALID_LOSS = TrainConfig(max_tokens=4096, loss_chunk=0)
+
+
+def valid_loss(model: Seq2Seq, data: Any, cfg: TrainConfig = VALID_LOSS) -> float:
+    """Label-smoothed cross entropy per target token on the validation split, computed as the trainer's validation
+    computes it (:func:`canlib.training.trainer.split_loss`)."""
     device = next(model.parameters()).device
     model.eval()
-    total, tokens = 0.0, 0
-    for batch in batches(split, cfg):
-        src, tgt_in, tgt_out = (batch[k].to(device) for k in ("src", "tgt_in", "tgt_out"))
-        loss, _ = label_smoothed_nll_loss(model(src, tgt_in), tgt_out, label_smoothing, cfg.pad_id)
-        total += float(loss)
-        tokens += int(tgt_out.ne(cfg.pad_id).sum())
-    return total / tokens
+    objective = LabelSmoothedObjective(model, cfg.label_smoothing, model.cfg.pad_id, cfg.loss_chunk)
+    on_device = ({**batch, **{k: batch[k].to(device) for k in ("src", "tgt_in", "tgt_out")}}
+                 for batch in batches(data.split("valid"), model.cfg, cfg.max_tokens))
+    return split_loss(objective, on_device, device)["valid_loss"]
 
 
 def conversion(scale: str, reduced: int | None = None) -> dict[str, Any]:
@@ -203,7 +205,7 @@ def conversion(scale: str, reduced: int | None = None) -> dict[str, Any]:
     rows = []
     for name, updates, model in models:
         model = model.to(balanced_run.device).eval()
-        _, scores = translate_split(model, data, "test", scale_spec(scale).beam)
+        _, scores = score_split(model, data, "test", scale_spec(scale).beam)
         rows.append({"system": name, "updates": updates, "valid loss": valid_loss(model, data),
                      "test BLEU": scores["bleu"], "test tok-BLEU": scores["tok_bleu"]})
     return {"rows": rows, "finetune": finetune}

@@ -1,9 +1,10 @@
 """What a run reads: its prepared corpus (prepared on first use, offline from ``CANLIB_DATA_DIR``), batches of a
-whole split in a fixed order for the analyses, and a split translated and scored."""
+whole split in a fixed order for the analyses, and splits translated and scored (:func:`score_splits`, the one
+place a model's translations are scored: evaluation, a teacher's BLEU, greedy validation BLEU, the analyses)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -12,7 +13,7 @@ from canlib.bleu import corpus_scores
 from canlib.data.batching import collate, sorted_batches
 from canlib.data.binarized import PreparedCorpus
 from canlib.data.preparation import prepared
-from canlib.decoding.translate import translate_lines
+from canlib.decoding.translate import evaluation_batch_size, translate_lines, translate_sets
 from canlib.experiments.run import Run
 from canlib.model.config import ModelConfig
 from canlib.model.seq2seq import Seq2Seq
@@ -50,10 +51,28 @@ def teacher_forced_batches(data: PreparedCorpus, split: str, cfg: ModelConfig,
         yield batch["src"], batch["tgt_in"]
 
 
-def translate_split(model: Seq2Seq, data: Any, split: str, beam: int) -> tuple[list[str], dict[str, Any]]:
-    """Beam-search translations of a split of a prepared corpus, and their BLEU scores (sentences are
-    batched, 128 at a time on a GPU, where one sentence at a time would leave it idle)."""
-    part = data.split(split)
-    batch_size = 128 if next(model.parameters()).device.type == "cuda" else 32
-    hyps = translate_lines(model, data.vocab, list(part.src_text), beam=beam, batch_size=batch_size)
-    return hyps, corpus_scores(hyps, list(part.tgt_text), lang=target_lang(data))
+Scored = tuple[list[str], dict[str, Any]]  # a split's hypotheses and their scores (canlib.bleu.corpus_scores)
+
+
+def score_splits(model: Seq2Seq, data: Any, splits: Sequence[str], beam: int) -> dict[str, Scored]:
+    """Beam-search translations of each of ``splits`` of a prepared corpus and their BLEU scores.
+
+    On a GPU every split goes through one length-sorted pass of large batches (:func:`translate_sets`; the search
+    gives a sentence the same tokens in any batch, and fewer, fuller batches keep the GPU busy); on a CPU each split
+    is translated on its own in :func:`evaluation_batch_size` batches, as the stored tiny results were made."""
+    device = next(model.parameters()).device
+    sources = {split: list(data.split(split).src_text) for split in splits}
+    if device.type == "cuda":
+        translated = translate_sets(model, data.vocab, sources, beam)
+    else:
+        batch = evaluation_batch_size(device)
+        translated = {split: translate_lines(model, data.vocab, lines, beam=beam, batch_size=batch)
+                      for split, lines in sources.items()}
+    lang = target_lang(data)
+    return {split: (hyps, corpus_scores(hyps, list(data.split(split).tgt_text), lang=lang))
+            for split, hyps in translated.items()}
+
+
+def score_split(model: Seq2Seq, data: Any, split: str, beam: int) -> Scored:
+    """:func:`score_splits` of one split."""
+    return score_splits(model, data, (split,), beam)[split]

@@ -17,7 +17,8 @@ import torch
 from canlib.bleu import corpus_scores
 from canlib.data.batching import PairList
 from canlib.decoding.search import SearchSettings, beam_search, make_batch
-from canlib.experiments.corpus import corpus_of, target_lang, translate_split
+from canlib.decoding.translate import evaluation_batch_size
+from canlib.experiments.corpus import corpus_of, score_splits, target_lang
 from canlib.experiments.run import Run, trained
 from canlib.io import atomic_write_bytes, cache_dir
 from canlib.studies.beyond import DISTILL_BEAM, REDUCED_PAIRS
@@ -25,12 +26,13 @@ from canlib.studies.scales import scale_spec
 from canlib.studies.store import code_version, key
 
 
-def distill_targets(model: Any, sources: list[list[int]], beam: int = DISTILL_BEAM, batch_size: int = 128) -> list[list[int]]:
+def distill_targets(model: Any, sources: list[list[int]], beam: int = DISTILL_BEAM) -> list[list[int]]:
     """The model's beam-search translation (subword ids, no BOS/EOS) of each source, in order; sentences are
-    batched longest first so that padding stays small."""
+    batched longest first so that padding stays small, in :func:`evaluation_batch_size` batches."""
     out: list[list[int]] = [[] for _ in sources]
     order = sorted((i for i, s in enumerate(sources) if len(s)), key=lambda i: -len(sources[i]))
     device = next(model.parameters()).device
+    batch_size = evaluation_batch_size(device)
     with torch.inference_mode():
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
@@ -53,9 +55,9 @@ def distilled_corpus(student: Run) -> tuple[PairList, dict[str, Any]]:
     path = cache_dir() / "distill" / student.scale / f"{teacher.folder.name}-{key(code_version() if student.scale == 'tiny' else None, pairs)}.json"
     if not path.exists():
         model = trained(teacher).model().to(teacher.device)
-        targets = distill_targets(model, sources, DISTILL_BEAM, 128 if teacher.device == "cuda" else 32)
-        teacher_bleu = {split: {k: v for k, v in translate_split(model, data, split, scale_spec(student.scale).beam)[1].items()
-                                if k in ("bleu", "tok_bleu")} for split in ("valid", "test")}
+        targets = distill_targets(model, sources, DISTILL_BEAM)
+        scored = score_splits(model, data, ("valid", "test"), scale_spec(student.scale).beam)
+        teacher_bleu = {split: {k: scores[k] for k in ("bleu", "tok_bleu")} for split, (_, scores) in scored.items()}
         refs = [data.vocab.decode(train[i][1].tolist()) for i in range(pairs)]
         hyps = [data.vocab.decode(t) for t in targets]
         record = {"targets": targets, "provenance": {

@@ -12,9 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from canlib.bleu import corpus_scores
-from canlib.decoding.translate import translate_lines, translate_sets
-from canlib.experiments.corpus import corpus_of, target_lang, test_splits
+from canlib.experiments.corpus import corpus_of, score_splits, target_lang, test_splits
 from canlib.experiments.distill import distilled_corpus
 from canlib.experiments.run import Run, load, trained
 from canlib.io import atomic_write_bytes
@@ -64,15 +62,8 @@ def evaluate(run: Run, root: Path | None = None) -> tuple[dict[str, Any], dict[s
         "training": {k: finished.result.get(k) for k in ("stop_reason", "step", "epoch", "wall_s", "last_valid")},
         "log": finished.log(),
     }
-    splits = ("valid", *test_splits(data))
-    if run.device == "cuda":  # every set in one length-sorted pass of large batches (tokens as per set: tested)
-        translated = translate_sets(model, data.vocab, {s: list(data.split(s).src_text) for s in splits}, beam)
-    else:  # per set, in batches of 32, as the stored tiny results were made (scored once, below)
-        translated = {s: translate_lines(model, data.vocab, list(data.split(s).src_text), beam=beam, batch_size=32)
-                      for s in splits}
-    for split in splits:
-        hyps, refs = translated[split], list(data.split(split).tgt_text)
-        scores = corpus_scores(hyps, refs, lang=target_lang(data))
+    for split, (hyps, scores) in score_splits(model, data, ("valid", *test_splits(data)), beam).items():
+        refs = list(data.split(split).tgt_text)
         out["scores"][split] = {k: scores[k] for k in SCORE_KEYS}
         out["lengths"][split] = {"hyp_words_mean": float(np.mean([len(h.split()) for h in hyps])),
                                  "ref_words_mean": float(np.mean([len(r.split()) for r in refs])), "sentences": len(refs)}

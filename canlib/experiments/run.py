@@ -42,24 +42,21 @@ ANALYSIS_RUNS = {"similarity": ("baseline",), "similarity-balanced": ("balanced"
 
 @dataclass(frozen=True)
 class Variant:
-    """How a run departs from its scale's recipe; the default is the recipe itself (the main plan).
+    """How a run departs from its scale's recipe; the default is the recipe itself (the main plan). A study states
+    only the fields it changes, so that two studies asking for the same model share its training folder."""
 
-    ``study``/``tag`` name it (``tag``: its role in the study, "x2", "kd", "teacher"); ``budget_factor``
-    multiplies the updates (the schedule unchanged); ``targets="distilled"`` trains on ``parent``'s beam-4
-    translations of the training set; ``init`` starts from ``parent``'s weights ("converted": turned into
-    CAN by :func:`canlib.model.compress.standard_to_can`; "random-decoder": its encoder and a fresh CAN
-    decoder); ``decoder`` replaces the system's decoder layer kinds (bottom first); ``valid_bleu`` logs
-    greedy validation BLEU at every validation (the budget study's curves); ``weights="last"`` evaluates the last
-    step checkpoint alone instead of the average of the last ones (training is the recipe's: the same folder)."""
-
-    study: str = ""
-    tag: str = ""
-    budget_factor: int = 1
-    targets: str = "real"
+    study: str = ""  # the study it belongs to ("" for the main plan)
+    tag: str = ""  # its role in the study: "x2", "kd", "teacher"...
+    budget_factor: int = 1  # multiplies the updates; the learning-rate schedule stays the recipe's
+    targets: str = "real"  # "distilled": trains on ``parent``'s beam-4 translations of the training set
+    # "converted": starts from ``parent`` turned into CAN (:func:`canlib.model.compress.standard_to_can`);
+    # "random-decoder": from ``parent``'s encoder and a fresh CAN decoder; "": a fresh initialisation
     init: str = ""
-    parent: Run | None = None
-    decoder: tuple[str, ...] = ()
-    valid_bleu: bool = False
+    parent: Run | None = None  # the run its distilled targets or its starting weights come from
+    decoder: tuple[str, ...] = ()  # the decoder layer kinds, bottom first, instead of the system's
+    valid_bleu: bool = False  # log greedy validation BLEU at every validation (the budget study's curves)
+    # "last": evaluate the last step checkpoint alone instead of the average of the last ones (the training, and so
+    # the folder, is the recipe's)
     weights: str = "average"
 
     def __post_init__(self) -> None:

@@ -14,9 +14,7 @@ from typing import Any
 
 import torch
 
-from canlib.bleu import corpus_scores
-from canlib.decoding.translate import translate_lines
-from canlib.experiments.corpus import corpus_of, target_lang
+from canlib.experiments.corpus import corpus_of, score_split
 from canlib.experiments.distill import distilled_corpus
 from canlib.experiments.run import Run, Trained, trained
 from canlib.model.compress import standard_to_can
@@ -27,12 +25,9 @@ from canlib.training.trainer import Trainer
 
 def greedy_valid_bleu(data: Any) -> Callable[[Any], float]:
     """The trainer's validation hook of the budget study: greedy sacreBLEU of the validation split."""
-    valid = data.split("valid")
-    src, refs, lang = list(valid.src_text), list(valid.tgt_text), target_lang(data)
 
     def score(model: Any) -> float:
-        batch = 128 if next(model.parameters()).device.type == "cuda" else 32
-        return corpus_scores(translate_lines(model, data.vocab, src, beam=1, batch_size=batch), refs, lang=lang)["bleu"]
+        return score_split(model, data, "valid", beam=1)[1]["bleu"]
 
     return score
 

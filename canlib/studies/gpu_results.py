@@ -4,7 +4,7 @@ as the chapters and the scorecard read them.
 The paper's speed claims are GPU claims (fp16, batch 1, beam 4). No chapter can measure them on the
 CPU that builds the book, so the figures come from a GPU run of this project's own scripts, stored
 under ``book/results/gpu/<run>/`` with the commit, date, device and the exact command that produced
-them. ``canlib ingest`` (:mod:`canlib.experiments.ingest`) derives those files from the raw files the scripts
+them. ``canlib ingest`` (:mod:`canlib.ingest`) derives those files from the raw files the scripts
 wrote (the figures are computed, never typed) and keeps a device call's raw files in ``measurements/<run>/``;
 the loaders below only read what it stored.
 """
@@ -19,7 +19,7 @@ from canlib.model.config import LABELS
 from canlib.studies.results import load_result
 
 DEFAULT_RUN = "h200-2026-11-26"
-# raw file -> stored name; the raw files a chapter needs (canlib.experiments.ingest converts each into its kind)
+# raw file -> stored name; the raw files a chapter needs (canlib.ingest converts each into its kind)
 FILES = {
     "gpu_bench.json": "speed",
     "breakdown.json": "breakdown",

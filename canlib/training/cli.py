@@ -8,7 +8,7 @@ from pathlib import Path
 from canlib.data import load_prepared
 from canlib.model.config import preset
 from canlib.training.config import OPTIMIZERS, SDPA_BACKENDS, TrainConfig
-from canlib.training.trainer import Trainer
+from canlib.training.trainer import Trainer, check_run_dir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,6 +68,7 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_run_dir(args.out)  # before the corpus is loaded: a wrong --out fails at once
     corpus = load_prepared(args.data)
     overrides = {} if args.dropout is None else dict(dropout=args.dropout, attn_dropout=args.dropout, relu_dropout=args.dropout)
     model_cfg = preset(args.preset, vocab_size=corpus.vocab.size, **overrides)

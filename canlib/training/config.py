@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 # Adam's three implementations in PyTorch: the same update, dispatched as one fused operator, as a
-# few multi-tensor (foreach) operators, or as about nine operators per parameter tensor (the CPU's
-# default before issue 22, with a host read of each parameter's step count)
+# few multi-tensor (foreach) operators, or as about nine operators per parameter tensor (with a host read of each
+# parameter's step count: on a GPU the launches, not the arithmetic, would set the pace)
 OPTIMIZERS = ("fused", "foreach", "loop")
 # scaled_dot_product_attention's kernels (torch.nn.attention.SDPBackend); "default" lets PyTorch choose per call
 SDPA_BACKENDS = ("default", "math", "efficient", "flash", "cudnn")
@@ -47,7 +47,7 @@ class TrainConfig:
     compile: bool = False  # torch.compile the model and loss (the first updates of each new shape compile)
     loss_chunk: int = 4096  # target tokens per chunk of the output layer + loss; 0 = one (tokens x V) log-softmax
     optimizer: str = "fused"  # Adam's implementation: fused (one operator per update, CPU and CUDA) | foreach | loop
-    # Throughput options (issue 32), off by default; each changes the last bits of the numbers, none the recipe:
+    # Throughput options, off by default; each changes the last bits of the numbers, none the recipe:
     pad_multiple: int = 1  # shape buckets: padded lengths rounded up to a multiple of this (8 or 16 on a GPU); 1 = off
     sdpa_backend: str = "default"  # attention kernels while training: default | math | efficient | flash | cudnn
     deterministic: bool = False  # deterministic kernels only: bit-exact resume on a GPU, compiled too (training/kernels.py)

@@ -19,8 +19,8 @@ import shutil
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,34 @@ ADAM_OPTIONS: dict[str, dict[str, bool | None]] = {
 
 # fields that change the last bits of an update but not the recipe: a resume that changes one warns
 NUMERICS_FIELDS = ("compile", "loss_chunk", "loss_vocab_block", "sdpa_backend", "deterministic")
+
+
+def check_run_dir(run_dir: str | os.PathLike) -> None:
+    """A run directory is a folder, or does not exist yet: a file at its place (or at one of its parents) is an
+    error naming that file, raised before anything is written, so the file is left as it was."""
+    path = Path(run_dir)
+    for at in (path, *path.parents):
+        if at.exists():
+            if not at.is_dir():
+                what = "" if at == path else f", so {path} cannot be a run directory"
+                raise ValueError(f"{at}: is a file, not a folder{what}; give the run a folder of its own")
+            return
+
+
+@torch.no_grad()
+def split_loss(objective: LabelSmoothedObjective, batches: Iterable[dict[str, Any]], device: torch.device,
+               world_size: int = 1, context: Callable[[], AbstractContextManager] = nullcontext) -> dict[str, float]:
+    """Label-smoothed loss and NLL per target token over ``batches`` (collated, on ``device``), each forward pass
+    inside ``context()``: what :meth:`Trainer.validate` logs, for any model wrapped in an objective. The sums are
+    float64, so the order of the batches changes the result only in its last bits; with several ranks each passes
+    its own share of the batches and the sums are added over all of them."""
+    sums = torch.zeros(3, dtype=torch.float64, device=device)
+    for batch in batches:
+        with context():
+            loss, nll = objective(batch["src"], batch["tgt_in"], batch["tgt_out"])
+        sums += torch.stack([loss.double(), nll.double(), loss.new_tensor(batch["ntokens"], dtype=torch.float64)])
+    loss_sum, nll_sum, tokens = all_sum(sums, world_size).tolist()
+    return {"valid_loss": loss_sum / tokens, "valid_nll": nll_sum / tokens}
 
 
 class NonFiniteLossError(RuntimeError):
@@ -165,7 +193,8 @@ class Trainer:
         return dev
 
     def _prepare_run_dir(self, resume: bool, overwrite: bool) -> Path | None:
-        """Refuse to clobber another run; on resume, return the newest readable checkpoint."""
+        """Refuse to clobber another run or a file; on resume, return the newest readable checkpoint."""
+        check_run_dir(self.run_dir)
         if resume and overwrite:
             raise ValueError("choose either resume or overwrite, not both")
         existing = self.checkpoints()
@@ -315,6 +344,12 @@ class Trainer:
             return nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
 
+    @contextmanager
+    def _forward_context(self) -> Iterator[None]:
+        """A forward pass as training runs it: the configured kernels and autocast precision."""
+        with self._kernels(), self._autocast():
+            yield
+
     def _kernels(self) -> ExitStack:
         """The kernel choices of TrainConfig: the attention backend, deterministic algorithms."""
         return kernel_choices(self.cfg.sdpa_backend, self.cfg.deterministic)
@@ -404,14 +439,9 @@ class Trainer:
         if self.valid_split is not None and len(self.valid_split):
             self.model.eval()
             batches = sorted_batches(self.valid_split, self.cfg.max_tokens, self.cfg.pad_multiple)
-            sums = torch.zeros(3, dtype=torch.float64, device=self.device)
-            for indices in batches[self.rank :: self.world_size]:
-                batch = self._batch_to_device(indices.tolist(), self.valid_split, "valid")
-                with self._kernels(), self._autocast():
-                    loss, nll = self.objective(batch["src"], batch["tgt_in"], batch["tgt_out"])
-                sums += torch.stack([loss.double(), nll.double(), loss.new_tensor(batch["ntokens"], dtype=torch.float64)])
-            loss_sum, nll_sum, tokens = all_sum(sums, self.world_size).tolist()
-            out = {"valid_loss": loss_sum / tokens, "valid_nll": nll_sum / tokens}
+            mine = (self._batch_to_device(indices.tolist(), self.valid_split, "valid")
+                    for indices in batches[self.rank :: self.world_size])
+            out = split_loss(self.objective, mine, self.device, self.world_size, self._forward_context)
         if self.valid_bleu is not None:
             self.model.eval()
             bleu = [float(self.valid_bleu(self.model)) if self.is_main else 0.0]

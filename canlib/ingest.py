@@ -1,24 +1,25 @@
-"""``canlib ingest``: a GPU device call's raw measurements into the repository, as results with provenance.
+"""``canlib ingest``: store measurements made on another machine (a GPU) as results with provenance.
 
-The speed and training-throughput figures come from GPU runs of this project's own scripts
-(``scripts/gpu_check.sh``, ``scripts/gpu_profile.sh``, ``scripts/gpu_bench.py``, ``canlib bench``). This command
-turns what they wrote into the stored results the chapters load (:mod:`canlib.studies.gpu_results`), every
-figure computed from the raw files, never typed::
+The speed and training-throughput figures of the book come from GPU runs of the repository's own scripts
+(``scripts/gpu_check.sh``, ``scripts/gpu_profile.sh``, ``scripts/gpu_bench.py``, ``canlib bench``). Run them on a
+GPU machine, bring their output folder back, and this command turns what they wrote into the stored results the
+chapters load (:mod:`canlib.studies.gpu_results`), every figure computed from the raw files, never typed::
 
     python -m canlib ingest MEASUREMENTS_DIR book/results/gpu/<device>-<date>
 
-A device call's output (``gpu_check.tar.gz`` of ``scripts/gpu_check.sh`` and ``profile.tar.gz`` of
+The output of one GPU call (``gpu_check.tar.gz`` of ``scripts/gpu_check.sh`` and ``profile.tar.gz`` of
 ``scripts/gpu_profile.sh``, or the two folders unpacked, with ``nvidia_smi.txt`` and logs) is added in one
-command, which keeps its raw files in the repository (CI's ``../shared`` holds only older measurements),
-drafts their README and converts them (:func:`store_device_run`)::
+command, which keeps its raw files in the repository so that the tests can check every stored figure against
+them, drafts their README and converts them (:func:`store_device_run`)::
 
     python -m canlib ingest --from-device FOLDER --profile-command "LIMIT=150 bash scripts/gpu_profile.sh"
 
 It names the run ``<gpu>-<date>-<commit>`` (``-dirty`` for a changed work tree), e.g. ``h100-2026-11-26-e19dd56``:
 the raw files go unchanged to ``measurements/<run>/`` and the stored results to ``book/results/gpu/<run>/``.
 Then edit the drafted README with what the files cannot say (why a step failed), and, when the run stored a
-training rate, add its full-recipe hours and rate (``canlib.studies.chapters.training.full_cost()``, one row per stored
-rate) to README.md's "What `full` costs" sentence: ``tests/test_full_cost.py`` checks that README.md quotes them.
+training rate, add its full-recipe hours and rate (``canlib.studies.chapters.training.full_cost()``, one row per
+stored rate) to the "What `full` costs" paragraph of ``measurements/README.md``: ``tests/test_full_cost.py`` checks
+that it quotes them.
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ from canlib.studies.gpu_results import FILES
 from canlib.studies.quality import read_hypotheses
 from canlib.studies.results import load_result, save_result
 
-SOURCE = "measured by the project lead's session, copied from shared/measurements"
+SOURCE = "measured on the device; converted from its raw files by canlib ingest"
 # a small-can trained with `canlib train` on Multi30k En-De small: its log and its test2016 hypotheses
 TRANSLATION = {"log": "train_multi30k_small-can.txt", "hyps": "multi30k_small-can_test2016.hyp.de"}
 TRANSLATION_CORPUS = ("multi30k-en-de", "small", "test")
@@ -51,7 +52,7 @@ PROFILE_FIGURES = ("per", "wall_ms", "cpu_ms", "gpu_kernel_ms", "gpu_busy_share"
 # a measurement folder keeps the bench and training files at its top (shared/measurements/h200-*) or in the
 # gpu_check/ folder that scripts/gpu_check.sh writes (shared/measurements/h100-*, measurements/*)
 RAW_SUBFOLDERS = ("", "gpu_check")
-# raw files of the device calls made from this project's sessions, kept in the repository (CI has no copy of them)
+# raw files of the GPU calls whose results are stored, kept in the repository (CI has no other copy of them)
 MEASUREMENTS_DIR = CHECKOUT_DIR / "measurements"
 
 
@@ -170,7 +171,7 @@ def convert_measurements(source: str | Path, out: str | Path, *, commit: str | N
 
     Commit, date and device come from the raw files (``_git_commit``, ``_date``, ``_device``); the
     training-throughput files record none, so they take the commit and date of the bench files
-    measured in the same session (or ``commit``/``date`` when given). A ``profile/summary.json``
+    measured in the same call (or ``commit``/``date`` when given). A ``profile/summary.json``
     (``scripts/gpu_profile.sh``) is stored as ``profile.json`` with its own commit, date and device.
     """
     source, out = Path(source), Path(out)
@@ -188,9 +189,9 @@ def convert_measurements(source: str | Path, out: str | Path, *, commit: str | N
 
     written = []
     if raws:
-        session_commit = commit or next((r["_git_commit"] for r in raws.values() if r.get("_git_commit")), None)
-        session_date = date or next((r["_date"][:10] for r in raws.values() if r.get("_date")), None)
-        if not session_commit or not session_date:
+        call_commit = commit or next((r["_git_commit"] for r in raws.values() if r.get("_git_commit")), None)
+        call_date = date or next((r["_date"][:10] for r in raws.values() if r.get("_date")), None)
+        if not call_commit or not call_date:
             raise ValueError(f"{source}: no _git_commit/_date in the raw files; pass commit= and date=")
     for name, raw in raws.items():
         kind = FILES[name]
@@ -200,8 +201,8 @@ def convert_measurements(source: str | Path, out: str | Path, *, commit: str | N
         if not device:
             raise ValueError(f"{paths[name]}: no device recorded")
         prov = {
-            "commit": raw.get("_git_commit") or session_commit,
-            "date": (raw.get("_date") or session_date)[:10],
+            "commit": raw.get("_git_commit") or call_commit,
+            "date": (raw.get("_date") or call_date)[:10],
             "device": device,
             # speed and synthetic training: the paper's d=512 shapes; training_small: the small-* presets (d=256)
             "scale": "small" if kind == "training_small" else "full",
@@ -287,11 +288,11 @@ def convert_translation(source: str | Path, out: str | Path, sources: list[str],
     return save_result(Path(out) / "translation_small.json", result, prov)
 
 
-AB_FOLDER = "ab"  # in a measurement folder: gpu_bench.py run alternately at two commits in one device call
+AB_FOLDER = "ab"  # in a measurement folder: gpu_bench.py run alternately at two commits in one GPU run
 
 
 def convert_ab(source: str | Path, out: str | Path, note: str = SOURCE) -> Path:
-    """An A/B of one device call -> ``out/ab.json``: ``scripts/gpu_bench.py`` run alternately at two commits on
+    """An A/B of one GPU run -> ``out/ab.json``: ``scripts/gpu_bench.py`` run alternately at two commits on
     the same warm GPU (``source/ab/base_N.json`` before, ``source/ab/new_N.json`` after). Per side: its commit
     and, per run in the order they ran, each system's tok/s (the bench's median of its repeats) eager and from
     CUDA graphs, and whether captured decoding returned the eager tokens. A before/after ratio is only worth
@@ -328,7 +329,7 @@ def convert_ab(source: str | Path, out: str | Path, note: str = SOURCE) -> Path:
     return save_result(out / "ab.json", sides, prov)
 
 
-# -- a device call's output, kept in the repository -----------------------------------------------
+# -- a GPU run's output, kept in the repository ---------------------------------------------------
 
 RAW_MAX_BYTES = 1 << 20  # a raw file above 1 MiB (a runaway log) is left out of the repository and listed in the README
 STATUS_LINE = re.compile(r"^(?P<step>\w+): (?P<outcome>ok|FAILED \(exit \d+\)|TIMED OUT after \d+s) in (?P<s>\d+)s: (?P<command>.+)$")
@@ -350,7 +351,7 @@ def profile_work_tree(source: Path) -> str | None:
 
 
 def device_run_facts(source: Path) -> dict[str, Any]:
-    """Commit, date, device and work-tree state of a device call's output, from the raw files themselves:
+    """Commit, date, device and work-tree state of a GPU run's output, from the raw files themselves:
     ``gpu_check/environment.txt``, else ``gpu_check/gpu_bench.json`` and ``profile/summary.json``."""
     env = read_environment(source)
     facts = {"commit": env.get("commit"), "date": env.get("date"), "device": env.get("device"),
@@ -381,7 +382,7 @@ def device_run_name(facts: dict[str, Any]) -> str:
 
 def draft_readme(folder: Path, run: str, *, profile_command: str = "bash scripts/gpu_profile.sh",
                  check_command: str = "bash scripts/gpu_check.sh", left_out: list[str] = ()) -> str:
-    """The README of a device call's raw files: where and what was measured, from the raw files, and one table
+    """The README of a GPU run's raw files: where and what was measured, from the raw files, and one table
     row per output (``| `file` | `command` | outcome |``, the format :func:`readme_commands` reads): each
     ``gpu_check`` step's command and outcome from ``status.txt`` (a failed step's last log line says why) and
     each ``gpu_profile`` case's outcome from ``profile/summary.json``."""
@@ -435,7 +436,7 @@ def draft_readme(folder: Path, run: str, *, profile_command: str = "bash scripts
     top = [p.name for p in sorted(folder.glob("*")) if p.is_file() and p.suffix in (".txt", ".log")]
     if top:
         lines.append(f"| {', '.join(f'`{x}`' for x in top)} | - | written on the device around the two commands "
-                     "(`nvidia-smi`, the session's logs of the two calls) |")
+                     "(`nvidia-smi`, the console output of the two calls) |")
     if notes:
         lines += ["", "`gpu_check/status.txt` also says: " + "; ".join(f"`{n}`" for n in notes) + "."]
     if left_out:
@@ -446,7 +447,7 @@ def draft_readme(folder: Path, run: str, *, profile_command: str = "bash scripts
 def store_device_run(source: str | Path, *, run: str | None = None, measurements: str | Path | None = None,
                      results: str | Path | None = None, profile_command: str = "bash scripts/gpu_profile.sh",
                      check_command: str = "bash scripts/gpu_check.sh", note: str | None = None) -> tuple[Path, list[Path]]:
-    """Keep a device call's raw output in the repository and store its results, in one step.
+    """Keep a GPU run's raw output in the repository and store its results, in one step.
 
     ``source`` holds what the device returned: ``gpu_check/`` (``scripts/gpu_check.sh``) and ``profile/``
     (``scripts/gpu_profile.sh``), or their archives ``gpu_check.tar.gz`` and ``profile.tar.gz``, and
@@ -483,7 +484,7 @@ def _store_device_run(folder: Path, source: Path, *, run: str | None, measuremen
                       results: str | Path | None, profile_command: str, check_command: str,
                       note: str | None) -> tuple[Path, list[Path]]:
     """:func:`store_device_run` on an unpacked ``folder``; the top-level ``*.txt``/``*.log`` files of ``source``
-    (``nvidia_smi.txt``, the session's logs of the two calls) are kept too."""
+    (``nvidia_smi.txt``, the console output of the two calls) are kept too."""
     run = run or device_run_name(device_run_facts(folder))
     raw_dir = Path(measurements or MEASUREMENTS_DIR) / run
     out_dir = Path(results or results_dir()) / "gpu" / run
@@ -512,8 +513,7 @@ def _store_device_run(folder: Path, source: Path, *, run: str | None, measuremen
                               left_out=left_out)
         (staged / "README.md").write_text(readme, encoding="utf-8")
         converted = Path(tmp) / "results"
-        convert_measurements(staged, converted, note=note or f"measured on the device by the project lead's session; "
-                             f"raw files in measurements/{run}")
+        convert_measurements(staged, converted, note=note or f"measured on the device; raw files in measurements/{run}")
         raw_dir.parent.mkdir(parents=True, exist_ok=True)
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(staged), raw_dir)
@@ -525,9 +525,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", nargs="?", help="folder of raw JSON written by scripts/gpu_bench.py, canlib bench, "
                         "gpu_smoke_train.py (and profile/summary.json of gpu_profile.sh)")
     parser.add_argument("out", nargs="?", help="e.g. book/results/gpu/h200-2026-11-26")
-    parser.add_argument("--from-device", metavar="FOLDER", help="a device call's output (gpu_check/ and profile/, or "
-                        "gpu_check.tar.gz and profile.tar.gz; nvidia_smi.txt, logs): copy it unchanged to measurements/<run>/ with a README and convert it into "
-                        "book/results/gpu/<run>/ (no SOURCE/OUT)")
+    parser.add_argument("--from-device", metavar="FOLDER", help="a GPU run's output (gpu_check/ and profile/, or "
+                        "gpu_check.tar.gz and profile.tar.gz; nvidia_smi.txt, logs): copy it unchanged to "
+                        "measurements/<run>/ with a README and convert it into book/results/gpu/<run>/ (no SOURCE/OUT)")
     parser.add_argument("--run", help="with --from-device: the run's name (default <gpu>-<date>-<commit>)")
     parser.add_argument("--profile-command", default="bash scripts/gpu_profile.sh",
                         help="with --from-device: how gpu_profile.sh was called, for the README")
@@ -535,11 +535,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --from-device: how gpu_check.sh was called, for the README")
     parser.add_argument("--commit", help="the commit measured, when the raw files do not record it")
     parser.add_argument("--date", help="YYYY-MM-DD, when the raw files do not record it")
-    parser.add_argument("--source-note", default=SOURCE, help="who measured it, stored as provenance.source")
+    parser.add_argument("--source-note", default=SOURCE,
+                        help="how and where it was measured, stored as provenance.source")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Convert a measurement folder (SOURCE OUT), or keep and convert a device call's output (--from-device)."""
+    """Convert a measurement folder (SOURCE OUT), or keep and convert a GPU run's output (--from-device)."""
     if args.from_device:
         if args.source or args.out:
             raise ValueError("--from-device takes no SOURCE or OUT")
@@ -550,8 +551,8 @@ def run(args: argparse.Namespace) -> int:
         for path in written:
             print(path)
         if any(path.name.startswith("training_") for path in written):
-            print("a training rate was stored: README.md's full-cost sentence must quote its hours and tok/s "
-                  "(tests/test_full_cost.py; canlib.studies.chapters.training.full_cost() computes them)")
+            print("a training rate was stored: measurements/README.md's full-cost paragraph must quote its hours and "
+                  "tok/s (tests/test_full_cost.py; canlib.studies.chapters.training.full_cost() computes them)")
         return 0
     if not (args.source and args.out):
         raise ValueError("give SOURCE and OUT, or --from-device FOLDER")
@@ -560,7 +561,7 @@ def run(args: argparse.Namespace) -> int:
     if all((source / name).exists() for name in TRANSLATION.values()):
         corpus, scale, split = TRANSLATION_CORPUS
         test = prepared(corpus, scale).split(split)
-        _, prov = load_result(written[0])  # the session's device, commit and date
+        _, prov = load_result(written[0])  # the call's device, commit and date
         commands = readme_commands(source / "README.md") if (source / "README.md").exists() else {}
         written.append(convert_translation(source, args.out, list(test.src_text), list(test.tgt_text),
                                            device=prov["device"], commit=prov["commit"], date=prov["date"],
