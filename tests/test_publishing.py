@@ -66,3 +66,16 @@ def test_the_book_links_the_repository_that_citation_cff_names():
 
 def test_citation_cff_is_valid_citation_file_format():
     assert schema_errors(REPO / "CITATION.cff", "vendor.citation-file-format") == ""
+
+
+def test_the_workflow_points_the_pages_at_the_repository_it_builds_from(tmp_path):
+    """The published pages link the repository the workflow runs in, not the URL committed in _config.yml."""
+    (step,) = [s for s in workflow()["jobs"]["build"]["steps"] if s.get("name") == "Point the pages at this repository"]
+    command = step["run"].replace("${{ github.server_url }}/${{ github.repository }}", "https://github.com/someone/fork")
+    (tmp_path / "_config.yml").write_text((REPO / "_config.yml").read_text(encoding="utf-8"), encoding="utf-8")
+    subprocess.run(command, shell=True, cwd=tmp_path, check=True, timeout=60)
+    before = yaml.safe_load((REPO / "_config.yml").read_text(encoding="utf-8"))
+    after = yaml.safe_load((tmp_path / "_config.yml").read_text(encoding="utf-8"))
+    assert after["repository"]["url"] == "https://github.com/someone/fork"
+    after["repository"]["url"] = before["repository"]["url"]
+    assert after == before  # nothing else changed
