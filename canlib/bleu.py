@@ -72,6 +72,33 @@ def corpus_scores(hyps: list[str], refs: list[str], lang: str = "de") -> dict:
     }
 
 
+def sentence_statistics(hyps: list[str], refs: list[str]) -> list[list[int]]:
+    """sacreBLEU's (13a, its defaults) sufficient statistics of each sentence, one row per sentence:
+    ``[hyp length, ref length, matches of 1..4-grams, totals of 1..4-grams]``, read from the public
+    ``BLEUScore`` of ``sentence_score`` (its ``sys_len``, ``ref_len``, ``counts``, ``totals``). A paired bootstrap
+    needs them per sentence, and sacreBLEU's public API gives them only this way (its corpus statistics are
+    private); ``effective_order`` changes the sentence score, not these counts, and silences the advice about it."""
+    if len(hyps) != len(refs):
+        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
+    metric = _bleu(effective_order=True)
+    rows = []
+    for hyp, ref in zip(hyps, refs):
+        s = metric.sentence_score(hyp, [ref])
+        rows.append([s.sys_len, s.ref_len, *s.counts, *s.totals])
+    return rows
+
+
+def score_from_statistics(stats: list[int]) -> float:
+    """sacreBLEU (13a, its defaults) of summed sentence statistics (:func:`sentence_statistics`), by its public
+    ``BLEU.compute_bleu``: what ``corpus_score`` gives on those sentences."""
+    metric = _bleu()
+    n = metric.max_ngram_order
+    return metric.compute_bleu(correct=list(stats[2:2 + n]), total=list(stats[2 + n:]), sys_len=int(stats[0]),
+                               ref_len=int(stats[1]), smooth_method=metric.smooth_method,
+                               smooth_value=metric.smooth_value, effective_order=metric.effective_order,
+                               max_ngram_order=n).score
+
+
 def sentence_bleu(hyp: str, ref: str) -> float:
     """Smoothed sentence-level sacreBLEU (for per-sentence error analysis, not for reporting)."""
     return require("sacrebleu", "sentence BLEU").sentence_bleu(hyp, [ref]).score
