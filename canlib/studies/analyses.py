@@ -133,7 +133,9 @@ def training_recipes(scales: tuple[str, ...] = ("tiny", "small", "full")) -> lis
                      "peak lr": f"{t['lr']:g}", "warm-up updates": f"{t['warmup']:,}",
                      "tokens per update": f"{tokens:,}" + (f" ({t['max_tokens']:,} x {t['update_freq']})" if t.get("update_freq") else ""),
                      "stops after": stop, "weights averaged": averaged,
-                     "label smoothing": t.get("label_smoothing", 0.1)})
+                     # the full recipe's label smoothing is fairseq's default, which the paper does not state
+                     "label smoothing": f"{t.get('label_smoothing', 0.1):g}"
+                     + (" (fairseq's default; not stated in the paper)" if scale == "full" else "")})
     return rows
 
 

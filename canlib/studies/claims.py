@@ -203,7 +203,7 @@ def _book_claims() -> list[Claim]:
         Claim("loss-can-above-balanced", "CAN ends with a higher validation loss than Balanced",
               "final validation loss difference > 0 (seed interval)", "book", "—", "training", LossGap("can", "balanced")),
         Claim("loss-still-falling", "The validation loss still falls at the end of training",
-              "last validation loss below the one before in every run", "book", "—", "training",
+              "(validation loss at the one before last validation) - (at the last) > 0 in every run", "book", "—", "training",
               LossFalling(("baseline", "balanced", "can")), over="runs"),
         Claim("gate-decisive", "CAN's gate is decisive in every layer",
               f"more than {DECISIVE:.0%} of each layer's gate values within {NEAR} of 0 or 1", "book", "—", "attention",

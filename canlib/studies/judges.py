@@ -277,8 +277,10 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int) -> Judged
                "is not measured)")
         files = tuple(f for _, r in terms for f in r.files)
     else:
-        j = judge([(t.weight, r) for t, r in terms], c.ok, store.references())
-        how = "seed interval ± 2 s.e. and sacreBLEU's paired bootstrap pooled over seeds (95 %)"
+        with_hyps = all(r.hyps for _, r in terms)
+        j = judge([(t.weight, r) for t, r in terms], c.ok, store.references() if with_hyps else None)
+        how = ("seed interval ± 2 s.e. and sacreBLEU's paired bootstrap pooled over seeds (95 %)" if with_hyps else
+               "seed interval ± 2 s.e. (no stored hypotheses: no test-set interval)")
     head = j.on("test") if any(s.split == "test" for s in j.sets) else j.sets[0]
     spread = f" ± {head.half_width:.2f}" if head.seeds else f" [{head.test_set.low:+.2f}, {head.test_set.high:+.2f}]"
     at = f"{factor}x: " if c.budgets else ""
@@ -484,7 +486,8 @@ def _judge_tasks(store: Store, claim: Claim, t: CrossTask) -> Judged:
         if not all(r is not None and len(r.seeds) >= MIN_SEEDS for r in runs.values()):
             missing.append(corpus)
             continue
-        j = judge([(1.0, runs["can"]), (-1.0, runs["balanced"])], t.ok, store.references(corpus))
+        hyps = all(r.hyps for r in runs.values())
+        j = judge([(1.0, runs["can"]), (-1.0, runs["balanced"])], t.ok, store.references(corpus) if hyps else None)
         head = j.on("test")
         rows.append({"set": corpus.removeprefix("multi30k-"), "value": head.value,
                      "seed_interval": [head.seeds.low, head.seeds.high], "verdict": j.verdict, "sets": _set_rows(j)})

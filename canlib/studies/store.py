@@ -35,16 +35,18 @@ SEED = re.compile(r"^(?P<name>.+)-seed(?P<seed>\d+)\.json$")
 class Store:
     """Stored results of one scale in one results folder (``root``: default the scale's own folder,
     :func:`canlib.results.layout.default_root`; GPU and CPU measurements lie under ``root`` too, by default
-    ``book/results``). ``full_budget=False`` reads runs of a reduced budget as well (an end-to-end test's folder)."""
+    ``book/results``). ``full_budget=False`` reads runs of a reduced budget as well (an end-to-end test's folder);
+    ``references``: {corpus: {split: reference lines}} given instead of read from the prepared corpus."""
 
-    def __init__(self, scale: str, root: Path | str | None = None, *, full_budget: bool = True) -> None:
+    def __init__(self, scale: str, root: Path | str | None = None, *, full_budget: bool = True,
+                 references: dict[str, dict[str, list[str]]] | None = None) -> None:
         self.spec: ScaleSpec = scale_spec(scale)
         self.scale = scale
         self.explicit = root is not None
         self.root = Path(root) if root is not None else default_root(scale)
         self.measurements = Path(root) if root is not None else results_dir()
         self.full_budget = full_budget
-        self._references: dict[str, dict[str, list[str]]] = {}
+        self._references: dict[str, dict[str, list[str]]] = dict(references or {})
 
     def __repr__(self) -> str:
         return f"Store({self.scale!r}, {str(self.root)!r})"

@@ -41,7 +41,7 @@ def values(store: Store) -> dict[str, Any]:
     v["paper_14_1"] = f4["14/1"]["bleu"] - f4["12/2"]["bleu"]
     v["paper_9_4"] = f4["9/4"]["bleu"] - f4["6/6"]["bleu"]
     drop = judged(store)["depth-14-1-loses"]
-    v |= marks(store, ["depth-14-1-loses"]) | drop.values("drop")
+    v |= marks(store, ["depth-14-1-loses", "balanced-speed-1.8x"]) | drop.values("drop")
     test = next((s for s in drop.sets if s["split"] == "test"), None)
     if test and test["test_set_interval"]:
         v |= {"pair_low": test["test_set_interval"][0], "pair_high": test["test_set_interval"][1],

@@ -165,7 +165,8 @@ def readme_section(scale: str = "small", root: Path | None = None) -> str:
         f"Ours: Multi30k En-De at `{scale}` (d=256), {v['prov_runs']} runs on {v['prov_device']} at commit "
         f"{v['prov_commit']} ({v['prov_budget']}); tokenized BLEU on test2016, mean ± sd (seeds). The paper: "
         f"WMT14 En-De, tokenized BLEU, the average of 3 runs. {LEVELS} Speed: tokens/s relative to Balanced at batch "
-        f"1, beam 4, GPU eager fp16 with random d=512 weights, the median and range of the per-repeat ratios of one "
+        f"1, beam 4, GPU eager fp16 with random d=512 weights and a forced output length of 30 tokens per sentence, the "
+        f"median and range of the per-repeat ratios of one "
         f"named run, the one every speed verdict reads ({v['prov_speed_device']}, commit {v['prov_speed_commit']}, "
         f"`book/results/gpu/{v['prov_speed_run']}`: {v['prov_speed_sentences']} sentences x "
         f"{v['prov_speed_repeats']} interleaved repeats).", "",

@@ -14,7 +14,7 @@ from typing import Any
 
 from canlib.model.config import ALL_SYSTEMS, PAPER_SYSTEMS
 from canlib.studies import paper
-from canlib.studies.claims import judged, marks
+from canlib.studies.claims import judged, marks, run_name, speed_run
 from canlib.studies.store import Store, describe_provenances
 from canlib.studies.verdict import EVAL_SPLITS, ON_PAR
 
@@ -46,6 +46,8 @@ def values(store: Store) -> dict[str, Any]:
     v["systems"] = len(stored)
     v["can_last"] = sum(min(stored, key=lambda s: stored[s].mean(split)) == "can" for split in EVAL_SPLITS)
     v |= marks(store, CLAIMS) | budget_values(store) | provenance_values(store, [runs[s] for s in ALL_SYSTEMS])
+    run = speed_run(store)
+    v["speed_run"] = run_name(store.gpu_speed("eager", run)[1]) if run else "no stored GPU run"
     return v
 
 

@@ -86,6 +86,10 @@ def values(store: Store) -> dict[str, Any]:
     out["search5_ceiling"] = out["search5_balanced"] / out["search5_can"]
     out["san_kernels_per_layer"] = kernels(ops, "san", "per_layer")
     out["san_kernels_step"] = kernels(ops, "san", "step")
+    for system in ("san", "can"):  # the code the stored runs timed, which the SAN paragraph sets beside them
+        out[f"measured_{system}_kernels_per_layer"] = kernels(measured, system, "per_layer")
+    out["measured_san_kernels_step"] = kernels(measured, "san", "step")
+    out["measured_ceiling"] = out["measured_balanced_kernels_step"] / out["measured_can_kernels_step"]
     out |= _profile_values(store) | _graph_values(store, measured) | _runs_values(store) | marks(store, CLAIMS)
     for system in ("balanced", "can"):  # per kernel of the code the runs measured, not of today's
         out[f"graph_{system}_us_per_kernel"] = out[f"graph_step_us_{system}"] / out[f"measured_{system}_kernels_step"]
@@ -172,6 +176,7 @@ def _runs_values(store: Store) -> dict[str, Any]:
             "latest_graphs_ratio": graph_rows["can"]["tok_per_s"] / graph_rows["balanced"]["tok_per_s"],
             "runs": len(rows), "runs_h100": sum("H100" in d for d in devices), "runs_h200": sum("H200" in d for d in devices),
             "eager_min": min(eager), "eager_max": max(eager), "graphs_min": min(graphs), "graphs_max": max(graphs),
+            "eager_max_run": max(rows, key=lambda r: r["CAN / Balanced eager"])["stored run"],
             "san_min": min(san), "san_max": max(san),
             "san_beats_can": sum(r["SAN / Balanced eager"] > r["CAN / Balanced eager"] for r in rows),
             "can_faster_runs_held": sum(r["this run: CAN faster (> 1x)?"] == "held" for r in rows),

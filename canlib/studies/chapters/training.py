@@ -194,6 +194,7 @@ def full_cost(gpus: int = GPUS, epochs: int | None = None, store: Store | None =
                 rate = r["target_tokens_per_sec"]
                 rows.append({"kind": kind, "batch": prov["max_tokens"], "run": run, "device": prov["device"],
                              "commit": str(prov["commit"])[:7], "system": system, "tok_s": rate,
+                             "peak_memory_gib": r.get("peak_memory_gib"),
                              "hours": tokens * epochs / (gpus * rate) / 3600})
     return {"pairs": pairs, "words": words, "tokens_per_epoch": tokens, "epochs": epochs, "gpus": gpus, "rows": rows}
 
@@ -205,7 +206,24 @@ def cost_values(gpus: int = GPUS, store: Store | None = None) -> dict[str, Any]:
     return {"wmt_pairs_m": c["pairs"] / 1e6, "wmt_words_m": c["words"] / 1e6, "tokens_per_epoch_m": c["tokens_per_epoch"] / 1e6,
             "cost_epochs": c["epochs"], "cost_gpus": gpus, "full_max_epochs": cap,
             "full_patience": full["patience"], "epochs_factor": cap / c["epochs"],
-            "cost_rows": len(c["rows"])}
+            "cost_rows": len(c["rows"]), **_rate_spread(c["rows"])}
+
+
+def _rate_spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """How far the stored 32,768-token Baseline rates lie apart, and what differed between the runs that measured
+    them (device, commit, peak memory, the CAN/Baseline ratio): the cost table's rates are not one quantity measured
+    twice."""
+    base = {r["run"]: r for r in rows if r["kind"] == "training_32k" and r["system"] == "baseline"}
+    can = {r["run"]: r for r in rows if r["kind"] == "training_32k" and r["system"] == "can"}
+    if len(base) < 2:
+        return {}
+    fast, slow = max(base.values(), key=lambda r: r["tok_s"]), min(base.values(), key=lambda r: r["tok_s"])
+    ratio = {run: can[run]["tok_s"] / r["tok_s"] for run, r in base.items() if run in can}
+    return {"rate_spread": fast["tok_s"] / slow["tok_s"], "rate_fast_run": f"{device_name(fast['device'])} {fast['commit']}",
+            "rate_slow_run": f"{device_name(slow['device'])} {slow['commit']}",
+            "rate_fast_memory": fast["peak_memory_gib"], "rate_slow_memory": slow["peak_memory_gib"],
+            "rate_fast_can_ratio": ratio.get(fast["run"], float("nan")),
+            "rate_slow_can_ratio": ratio.get(slow["run"], float("nan"))}
 
 
 def cost_frame(gpus: int = GPUS, store: Store | None = None):
