@@ -73,14 +73,22 @@ def jupyter_book() -> str:
     return found
 
 
-def test_book_builds_with_rendered_math_and_plots(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def built_book(tmp_path_factory) -> Path:
+    """The whole book built once with -W from a copy of the repository; returns the output folder."""
     require_data()
+    tmp_path = tmp_path_factory.mktemp("book")
     repo = tmp_path / "repo"  # a copy, so the build's _build/ and caches never land in the working tree
     shutil.copytree(REPO, repo, ignore=shutil.ignore_patterns(
         ".git", "_build", ".venv", "venv", "runs", ".cache", ".pytest_cache", ".whl", ".gl", "*.ipynb", "__pycache__"))
     result = subprocess.run([jupyter_book(), "build", "--all", "-W", str(repo), "--path-output", str(tmp_path / "out")],
                             env=book_env(), capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    return tmp_path / "out"
+
+
+def test_book_builds_with_rendered_math_and_plots(built_book: Path) -> None:
+    tmp_path = built_book.parent
     pages = tmp_path / "out" / "_build" / "html" / "book"
     html = (pages / "compress.html").read_text(encoding="utf-8")
     assert "mathjax" in html.lower()
@@ -103,3 +111,32 @@ def test_book_builds_with_rendered_math_and_plots(tmp_path: Path) -> None:
         assert not re.search(r"\d+/\d+ \[[0-9:<?]+", text), f"a progress bar in {page.name}"  # they belong in terminals
         assert not remote_mathjax(text), f"{page.name} loads MathJax from the network: {remote_mathjax(text)}"
     assert "Polosukhin" in (tmp_path / "out" / "_build" / "html" / "book" / "references.html").read_text(encoding="utf-8")
+
+
+def test_every_built_page_and_readme_show_one_word_per_claim_the_registrys(built_book: Path) -> None:
+    """Every verdict a reader sees, read from the built HTML (each marked with its claim id by
+    canlib.studies.claims.mark) and from README's verdict table: one word per claim (and budget) across the pages,
+    and that word is the registry's (``python -m canlib claims --json``)."""
+    import json
+
+    from test_claims import disagreements, readme_verdicts, shown_verdicts
+
+    found = []
+    for page in sorted((built_book / "_build" / "html" / "book").glob("*.html")):
+        found += [(page.name, *m) for m in shown_verdicts(page.read_text(encoding="utf-8"))]
+    found += [("README.md", *m) for m in readme_verdicts((REPO / "README.md").read_text(encoding="utf-8"))]
+    assert not disagreements(found), "\n".join(disagreements(found))
+    out = subprocess.run([sys.executable, "-m", "canlib", "claims", "--json"], env=book_env(), cwd=REPO,
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    registry = {}
+    for row in json.loads(out.stdout):
+        registry[row["id"], ""] = row["verdict"]
+        for other in (row, *row["beside"]):
+            if other["budget"] is not None:
+                registry[row["id"], str(other["budget"])] = other["verdict"]
+    wrong = [f"{page}: {claim} ({budget}) {word!r}, the registry {registry.get((claim, budget))!r}"
+             for page, claim, budget, word in found if registry.get((claim, budget)) != word]
+    assert not wrong, "\n".join(wrong)
+    pages = {page for page, *_ in found}
+    assert {"glance.html", "scorecard.html", "results.html", "speed.html", "README.md"} <= pages, pages

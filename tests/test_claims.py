@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -268,3 +269,76 @@ def test_no_module_outside_the_rule_and_the_registry_calls_the_verdict_functions
                 if name in VERDICT_FUNCTIONS:
                     calls.append(f"{rel}:{node.lineno} calls {name}")
     assert not calls, "\n".join(calls)
+
+
+# -- one word per claim on every page ----------------------------------------------------------------------------
+
+MARK = re.compile(r'<span class="claim-verdict" data-claim="([^"]+)"(?: data-budget="(\d+)")?>([^<]+)</span>')
+
+
+def shown_verdicts(html: str) -> list[tuple[str, str, str]]:
+    """(claim id, budget or "", word) of every marked verdict in a page's HTML."""
+    return [(m.group(1), m.group(2) or "", m.group(3)) for m in MARK.finditer(html)]
+
+
+def readme_verdicts(text: str) -> list[tuple[str, str, str]]:
+    """(claim id, "", word) of every row of README's verdict table (its columns named in its header row)."""
+    lines = [line for line in text.splitlines() if line.startswith("|")]
+    out, header = [], None
+    for line in lines:
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        if cells and cells[0] == "id" and "verdict" in cells:
+            header = cells
+            continue
+        if header and len(cells) == len(header) and not set(cells[0]) <= set(":-"):
+            out.append((cells[0], "", cells[header.index("verdict")]))
+    return out
+
+
+def disagreements(found: list[tuple[str, str, str, str]]) -> list[str]:
+    """(page, id, budget, word) -> one line per claim (and budget) shown with two different words."""
+    words: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for page, claim, budget, word in found:
+        words.setdefault((claim, budget), {}).setdefault(word, []).append(page)
+    return [f"{claim} ({budget or 'its verdict'}): " + "; ".join(f"{w!r} on {', '.join(sorted(set(p)))}"
+                                                                 for w, p in ws.items())
+            for (claim, budget), ws in words.items() if len(ws) > 1]
+
+
+def test_two_words_for_one_claim_are_found():
+    found = [("a.html", "can-faster", "", "reproduced"), ("b.html", "can-faster", "", "within noise"),
+             ("a.html", "can-within-0.5", "1", "not reproduced"), ("b.html", "can-within-0.5", "2", "within noise")]
+    assert disagreements(found) == ["can-faster (its verdict): 'reproduced' on a.html; 'within noise' on b.html"]
+    html = mark(judged(fresh(Path("/nonexistent")))["attn-faster-than-ffn"])
+    assert shown_verdicts(f"<p>x {html} y</p>") == [("attn-faster-than-ffn", "", "not tested here")]
+    assert readme_verdicts("| id | claim | verdict |\n|:--|:--|:--|\n| can-faster | c | reproduced |\n") == \
+        [("can-faster", "", "reproduced")]
+
+
+def test_every_page_that_shows_a_verdict_shows_the_registrys_word(stored):
+    """What the chapters glue, glance's and the scorecard's tables and README's table, read as a reader sees them
+    (the marks in the HTML the chapters glue, README's rows): one word per claim and budget, the registry's."""
+    import os
+
+    from canlib.studies.chapters import (ablation, attention, beyond, context, depths, errors, glance, results,
+                                         similarity, speed, tasks, training)
+
+    os.environ.setdefault("CANLIB_DATA_DIR", str(SHARED_DATA))
+    claims._JUDGED.clear()
+    store = Store("small", RESULTS)
+    found = []
+    for module in (ablation, attention, beyond, context, depths, errors, results, similarity, speed, tasks, training):
+        for key, value in module.values(store).items():
+            if key.startswith("verdict_"):
+                found += [(module.__name__, *m) for m in shown_verdicts(value)]
+    found += [("glance", *m) for m in shown_verdicts(glance.linked(store))]
+    found += [("glance", *m) for m in shown_verdicts(" ".join(v for k, v in glance.values(store).items()
+                                                              if k.startswith("budget_mark")))]
+    found += [("scorecard", *m) for m in shown_verdicts(claims.table(judged(store).all(), marked=True).to_html(escape=False))]
+    found += [("README.md", *m) for m in readme_verdicts((REPO / "README.md").read_text(encoding="utf-8"))]
+    assert not disagreements(found), "\n".join(disagreements(found))
+    for page, claim, budget, word in found:
+        row = stored[claim] if not budget or stored[claim]["budget"] == int(budget) else \
+            next(b for b in stored[claim]["beside"] if b["budget"] == int(budget))
+        assert word == row["verdict"], f"{page} shows {claim} ({budget}) as {word!r}, the registry as {row['verdict']!r}"
+    assert {c for _, c, _, _ in found} >= {c.id for c in CLAIMS if c.source == "paper"}

@@ -282,9 +282,7 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int) -> Judged
         how = ("seed interval ± 2 s.e. and sacreBLEU's paired bootstrap pooled over seeds (95 %)" if with_hyps else
                "seed interval ± 2 s.e. (no stored hypotheses: no test-set interval)")
     head = j.on("test") if any(s.split == "test" for s in j.sets) else j.sets[0]
-    spread = f" ± {head.half_width:.2f}" if head.seeds else f" [{head.test_set.low:+.2f}, {head.test_set.high:+.2f}]"
-    at = f"{factor}x: " if c.budgets else ""
-    ours = f"{at}{head.value:+.2f}{spread} ({METRIC} {split_name(head.split)})"
+    ours = f"{_number(head)} ({METRIC} {split_name(head.split)})"
     counts = ", ".join(f"{k} {n}" for k, n in seeds.items())
     tally = (f"{j.count(HELD)} held, {j.count(FAILED)} did not hold, {j.count(NOISE)} within noise of "
              f"{len(j.sets)} sets")
@@ -293,6 +291,13 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int) -> Judged
     interval = (head.seeds.low, head.seeds.high) if head.seeds else (head.test_set.low, head.test_set.high)
     return Judged(claim, j.verdict, ours, evidence, head.value, interval, budget, _set_rows(j), seeds=seeds, files=files,
                   judgement=j)
+
+
+def _number(on: Any) -> str:
+    """A contrast on one set with its spread: ``-1.58 ± 0.81`` (seed interval), ``-0.88 [-1.69, -0.04]`` (test-set
+    interval alone)."""
+    spread = f" ± {on.half_width:.2f}" if on.seeds else f" [{on.test_set.low:+.2f}, {on.test_set.high:+.2f}]"
+    return f"{on.value:+.2f}{spread}"
 
 
 def _only(runs: Runs, seed: int) -> Runs:
@@ -311,8 +316,11 @@ def _judge_contrast(store: Store, claim: Claim, c: Contrast) -> Judged:
     lead = max(judged_factors) if judged_factors else 1
     beside = tuple(at[f] for f in sorted(at, reverse=True) if f != lead)
     if beside:
-        others = "; ".join(f"{b.ours} ({b.word})" for b in beside)
-        return replace(at[lead], ours=f"{at[lead].ours}; {others}", beside=beside,
+        head = at[lead].judgement.on("test")
+        others = "; ".join(f"{b.budget}x: {_number(b.judgement.on('test'))} ({b.word})" if b.judgement else
+                           f"{b.budget}x: {b.word}" for b in beside)
+        ours = f"{lead}x: {_number(head)}; {others} ({METRIC} {split_name(head.split)})"
+        return replace(at[lead], ours=ours, beside=beside,
                        evidence=f"{at[lead].evidence} | beside it: {'; '.join(b.evidence for b in beside)}")
     return at[lead]
 
@@ -406,13 +414,22 @@ def _judge_batch(store: Store, claim: Claim, b: BatchCurve) -> Judged:
 
 # trained-model analyses -------------------------------------------------------------------------------------------
 
-def _judge_similarity(store: Store, claim: Claim, s: Similarity) -> Judged:
+def _analysis(store: Store, claim: Claim, name: str) -> tuple[tuple[dict[str, Any], dict[str, Any]] | None, Judged | None]:
+    """The stored analysis a claim about one trained model reads, or the Judged that says why it is not judged."""
     if not store.judged:
-        return _untested(claim, f"scale {store.scale}: its models show the mechanics only, not what training learns")
-    if not store.has("similarity"):
-        return _untested(claim, "the similarity study is not stored", NOT_RUN,
-                         experiment_command(store.scale, studies=["similarity"]))
-    result, prov = store.analysis("similarity")
+        return None, _untested(claim, f"scale {store.scale}: its models show the mechanics only, not what training "
+                                      "learns")
+    if not store.has(name):
+        return None, _untested(claim, f"the {name} study is not stored", NOT_RUN,
+                               experiment_command(store.scale, studies=[name]))
+    return store.analysis(name), None
+
+
+def _judge_similarity(store: Store, claim: Claim, s: Similarity) -> Judged:
+    stored, why = _analysis(store, claim, "similarity")
+    if why:
+        return why
+    result, prov = stored
     diag = [row[i] for i, row in enumerate(result["residual"]["self_vs_cross"])]
     rows = tuple({"set": f"layer {i + 1}", "value": v, "verdict": HELD if s.ok(v) else FAILED} for i, v in enumerate(diag))
     state = interval_verdict(min(diag), max(diag), s.ok)
@@ -425,12 +442,10 @@ def _judge_similarity(store: Store, claim: Claim, s: Similarity) -> Judged:
 
 
 def _judge_gate(store: Store, claim: Claim, g: GateShare) -> Judged:
-    if not store.judged:
-        return _untested(claim, f"scale {store.scale}: its models show the mechanics only, not what training learns")
-    if not store.has("attention"):
-        return _untested(claim, "the attention study is not stored", NOT_RUN,
-                         experiment_command(store.scale, studies=["attention"]))
-    study, _ = store.analysis("attention")
+    stored, why = _analysis(store, claim, "attention")
+    if why:
+        return why
+    study, _ = stored
     shares = gate_shares(study, g.near)
     values = [x["near_ends"] for x in shares]
     rows = tuple({"set": f"layer {x['layer']}", "value": x["near_ends"]} for x in shares)

@@ -15,7 +15,7 @@ from canlib.studies import beyond, paper
 from canlib.studies.chapters.results import budget_values, provenance_values
 from canlib.studies.claims import PAPER_CAN_ON, judged, marks
 from canlib.studies.store import Store
-from canlib.studies.verdict import HELD, split_name
+from canlib.studies.verdict import HELD, ON_PAR, split_name
 
 
 def plan_values(store: Store) -> dict[str, Any]:
@@ -44,7 +44,7 @@ def values(store: Store) -> dict[str, Any]:
     """Everything the beyond chapter's prose quotes: the plan and the paper's numbers always, the studies' results
     (numbers from the registry's judgements, verdicts as its marked words) where their models are stored at a
     judged scale."""
-    v = plan_values(store) | paper_values()
+    v = plan_values(store) | paper_values() | {"margin": ON_PAR}
     if not store.judged:
         return v | conversion_values(store)
     shown = beyond.shown(store)

@@ -8,7 +8,7 @@ from typing import Any
 
 from canlib.results.layout import experiment_command
 from canlib.studies import paper
-from canlib.studies.claims import judged, marks
+from canlib.studies.claims import BY_ID, judged, marks
 from canlib.studies.store import Store
 
 KEYS = {"baseline": "6_6", "depth-9-4": "9_4", "balanced": "12_2", "depth-14-1": "14_1"}
@@ -31,7 +31,8 @@ def values(store: Store) -> dict[str, Any]:
     store.requires_judged("the depths chapter")
     f4 = paper.figure4()
     runs = {s: store.runs(s) for s in KEYS}
-    v: dict[str, Any] = {"scale": store.scale, "planned_depth_seeds": store.spec.depth_seeds}
+    v: dict[str, Any] = {"scale": store.scale, "planned_depth_seeds": store.spec.depth_seeds,
+                         "balanced_bar": BY_ID["balanced-speed-1.8x"].evidence.ok.bound}
     for s, key in KEYS.items():
         v[f"seeds_{key}"] = len(runs[s].seeds)
         v[f"test_{key}"] = runs[s].mean("test")

@@ -18,6 +18,7 @@ from canlib.studies import paper
 from canlib.studies.claims import judged, mark, speed_run, table
 from canlib.studies.gpu_results import ratio_range
 from canlib.studies.store import Store, describe_provenances
+from canlib.studies.verdict import ON_PAR
 
 T2 = ("baseline", "balanced", "san", "aan", "can")
 T5 = {"balanced": "Balanced", "can_attn": "Compress Attention", "can_ffn": "Compress FFN", "can": "Compress All"}
@@ -122,7 +123,7 @@ def values(store: Store) -> dict[str, Any]:
                ("not run yet", "not_run_yet"), ("not tested here", "not_tested_here"))}
     counts["count_partly"] = len(words) - sum(counts.values())
     budget = {f"budget_{k}" if not k.startswith("budget") else k: v for k, v in budget_values(store).items()}
-    return out | {"verdicts": found, "claims": len(found), **{f"prov_{k}": v for k, v in prov.items()}, **counts,
+    return out | {"verdicts": found, "claims": len(found), "margin": ON_PAR, **{f"prov_{k}": v for k, v in prov.items()}, **counts,
                   **budget}
 
 
@@ -138,9 +139,12 @@ def budget_sentence(v: dict[str, Any]) -> str:
     if not v.get("budget_shown"):
         return ("The 1x budget is short of convergence; the budget study that trains Balanced and CAN for twice the "
                 "updates is not stored yet.")
+    same = v["budget_gain_balanced_word"] == v["budget_gain_can_word"]
+    words = (f"{v['budget_gain_balanced_word']} for both" if same else
+             f"{v['budget_gain_balanced_word']} for Balanced, {v['budget_gain_can_word']} for CAN")
     return (f"The 1x models are undertrained: twice the updates adds {v['budget_gain_balanced']:+.2f} tokenized BLEU "
-            f"to Balanced and {v['budget_gain_can']:+.2f} to CAN on test2016 ({v['budget_gain_balanced_word']} and "
-            f"{v['budget_gain_can_word']} for \"twice the updates adds BLEU\"), and CAN − Balanced moves from "
+            f"to Balanced and {v['budget_gain_can']:+.2f} to CAN on test2016 (\"twice the updates adds BLEU\": "
+            f"{words}), and CAN − Balanced moves from "
             f"{v['budget_gap_1x']:+.2f} to {v['budget_gap_2x']:+.2f}, so \"CAN stays within 0.5 BLEU of Balanced\" "
             f"is {v['budget_verdict_2x']} at 2x ({v['budget_verdict_1x']} at 1x); the other systems were not trained "
             "longer.")

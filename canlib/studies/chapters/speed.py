@@ -14,7 +14,7 @@ from canlib.analysis.probes import H100_BANDWIDTH, bytes_per_decode_step
 from canlib.model.config import LABELS, preset
 from canlib.model.seq2seq import Seq2Seq
 from canlib.studies import gpu_results as gpu, paper
-from canlib.studies.claims import judged, marks
+from canlib.studies.claims import BY_ID, judged, marks
 from canlib.studies.gpu_results import ratio_range
 from canlib.studies.store import Store
 
@@ -70,6 +70,7 @@ def values(store: Store) -> dict[str, Any]:
         "paper_san_pct": 100 * (t2["SAN"].speed / t2["Balanced"].speed - 1),
         "bandwidth_tbs": H100_BANDWIDTH / 1e12, "ops_commit": str(ops_prov["commit"])[:7],
         "measured_ops_commit": str(measured_prov["commit"])[:7],
+        "balanced_bar": BY_ID["balanced-speed-1.8x"].evidence.ok.bound,
     }
     for system in ("balanced", "can"):
         out[f"measured_{system}_kernels_step"] = kernels(measured, system, "step")

@@ -11,7 +11,7 @@ from canlib.results.scales import DIRECTION_SYSTEMS
 from canlib.studies import paper
 from canlib.studies.claims import judged, marks
 from canlib.studies.store import Store
-from canlib.studies.verdict import MIN_SEEDS
+from canlib.studies.verdict import MIN_SEEDS, ON_PAR
 
 
 def paper_values() -> dict[str, Any]:
@@ -46,7 +46,7 @@ def values(store: Store) -> dict[str, Any]:
                           "tasks_command": experiment_command(store.scale, systems=DIRECTION_SYSTEMS,
                                                               seeds=range(1, spec.direction_seeds + 1),
                                                               corpora=missing) if missing else "",
-                          "main_direction": spec.corpus.removeprefix("multi30k-")}
+                          "main_direction": spec.corpus.removeprefix("multi30k-"), "margin": ON_PAR}
     v |= marks(store, ["can-within-0.5-tasks", "can-within-0.5"])
     if main is not None and main.value is not None:
         v["main_gap"], v["main_pm"] = main.value, main.values("main")["main_pm"]
