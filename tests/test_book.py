@@ -139,4 +139,9 @@ def test_every_built_page_and_readme_show_one_word_per_claim_the_registrys(built
              for page, claim, budget, word in found if registry.get((claim, budget)) != word]
     assert not wrong, "\n".join(wrong)
     pages = {page for page, *_ in found}
-    assert {"glance.html", "scorecard.html", "results.html", "speed.html", "README.md"} <= pages, pages
+    assert {"results.html", "speed.html", "depths.html", "beyond.html"} <= pages, pages
+    every = {row["id"] for row in json.loads(out.stdout)}
+    of_paper = {row["id"] for row in json.loads(out.stdout) if row["source"] == "paper"}
+    for page in ("glance.html", "README.md"):  # the pages that list every claim of the paper
+        assert {c for p, c, _, _ in found if p == page} >= of_paper, page
+    assert {c for p, c, _, _ in found if p == "scorecard.html"} == every

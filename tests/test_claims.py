@@ -341,4 +341,7 @@ def test_every_page_that_shows_a_verdict_shows_the_registrys_word(stored):
         row = stored[claim] if not budget or stored[claim]["budget"] == int(budget) else \
             next(b for b in stored[claim]["beside"] if b["budget"] == int(budget))
         assert word == row["verdict"], f"{page} shows {claim} ({budget}) as {word!r}, the registry as {row['verdict']!r}"
-    assert {c for _, c, _, _ in found} >= {c.id for c in CLAIMS if c.source == "paper"}
+    paper_ids = {c.id for c in CLAIMS if c.source == "paper"}
+    for page in ("glance", "scorecard", "README.md"):  # the pages that list every claim of the paper
+        assert {c for p, c, _, _ in found if p == page} >= paper_ids, page
+    assert {c for p, c, _, _ in found if p == "scorecard"} == {c.id for c in CLAIMS}
