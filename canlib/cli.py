@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("canlib.bench.cli", "decoding-speed studies of the paper (JSON and plots)"),
     "experiment": ("canlib.experiments.cli", "train (concurrently), evaluate and store every run and study of a scale under book/results/"),
     "ingest": ("canlib.ingest", "store measurements made on another machine (a GPU) as results with provenance"),
+    "claims": ("canlib.studies.claims", "every claim the book tests, judged from the stored results (--json: as data)"),
 }
 
 

@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             report["runs"][name] = count_update(name, split, 32000, args.d512_tokens, args.warmup)
             print(name, json.dumps({k: v for k, v in report["runs"][name]["update"].items() if k != "by_name"}), flush=True)
     if args.result:
-        from canlib.studies.results import provenance, save_result
+        from canlib.results.files import provenance, save_result
 
         command = "python scripts/cpu_train_ops.py " + " ".join(sys.argv[1:] if argv is None else argv)
         changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,

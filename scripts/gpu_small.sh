@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The `small` scale on one H100/H200: train every run (Table 2 systems and ablations x 3 seeds, the depth
-# systems x 1, Baseline/Balanced/CAN x 2 seeds on five more Multi30k directions, the models of the beyond
+# systems x 2, Baseline/Balanced/CAN x 2 seeds on five more Multi30k directions, the models of the beyond
 # studies: budget (1x, 2x), distillation, CAN on 6/6, and the next experiments at 2x: distillation from the
 # 2x Balanced, the two 12/2 hybrids, CAN keeping its attention residual; at 1x, Balanced and CAN scored with their
 # last checkpoint alone), evaluate them with beam 4,
@@ -67,7 +67,9 @@ timeout "$LIMIT" "$PY" -m canlib experiment "${RUN[@]}" --seeds 1 --corpora mult
   --studies runs,similarity,similarity-balanced,errors,attention,approximations 2>&1 | tee -a "$LOG"
 echo "experiment (seed 1, main corpus): exit ${PIPESTATUS[0]} after $(( $(date +%s) - START )) s" | tee -a "$LOG"
 # 2-5. The rest in the time left, by value (stored runs are skipped, interrupted ones resume): the missing
-#    seeds of the main systems (the verdicts need them), then the beyond studies (budget, distillation,
+#    seeds of the main systems (the verdicts need them; with seed 1 of everything stored, that is seed 2 of the
+#    depth systems 9/4 and 14/1: two runs of 1,200 updates, about 3 GPU-minutes side by side on one H100 at the
+#    170-191 s a run the stored ones took, which gives the 14/1 claim its seed interval), then the beyond studies (budget, distillation,
 #    CAN on 6/6: the "beyond" chapter), then the next experiments that would sharpen its answer (their
 #    GPU-minutes printed first, from the rate the stored 2x runs measured), then the five further directions
 #    and the conversion study.
@@ -98,8 +100,8 @@ and evaluated in $ELAPSED s: $(awk -v n="$(( PLAN_RUNS + BEYOND_RUNS ))" -v s="$
   'BEGIN { printf "%.2f", (s > 0 ? 60 * n / s : 0) }') runs per minute" | tee -a "$LOG"
 # the plan's cost from this call's rate, an estimate: the plan's runs and the beyond studies' models in runs of the
 # 1x budget's updates (a 4x model counts 4), at the 2x budget twice as many (evaluation counted twice: an upper bound)
-PLAN_SIZE=$("$PY" -c "from canlib.studies.runs import budget, plan; from canlib.studies.beyond import STUDIES, study_runs, train_config
-print(round(len(plan('small')) + sum(train_config('small', r)['max_steps'] for s in STUDIES for r in study_runs(s)) / budget('small')['max_steps']))" 2>/dev/null)
+PLAN_SIZE=$("$PY" -c "from canlib.experiments.run import budget, plan; from canlib.experiments.beyond import study_runs; from canlib.results.studies import STUDIES
+print(round(len(plan('small')) + sum(r.steps for s in STUDIES for r in study_runs(s, 'small')) / budget('small')['max_steps']))" 2>/dev/null)
 DONE=$(( PLAN_RUNS + BEYOND_RUNS ))
 if [ -n "$PLAN_SIZE" ] && [ "$DONE" -gt 0 ]; then
   awk -v n="$PLAN_SIZE" -v done="$DONE" -v s="$ELAPSED" -v mps="$MPS_STATE" 'BEGIN { rate = 60 * done / s;

@@ -8,7 +8,7 @@ import torch
 from canlib.model.attention import causal_mask
 from canlib.model.config import BOS_ID, EOS_ID, PAD_ID, ModelConfig
 from canlib.model.seq2seq import Seq2Seq
-from canlib.studies import attention_maps as am
+from canlib.analysis import attention_maps as am
 
 
 def model(kind: str) -> Seq2Seq:
@@ -177,7 +177,7 @@ def test_plot_pair_maps_draws_every_layers_three_maps_from_stored_nested_lists()
 
 def test_the_attention_study_stores_what_the_chapter_draws(shared_data, tmp_path, monkeypatch):
     from canlib.experiments.experiment import experiment
-    from canlib.studies.results import load_result
+    from canlib.results.files import load_result
 
     monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))

@@ -14,7 +14,7 @@ import pytest
 from canlib.cli import main
 from canlib.experiments import beyond as engine
 from canlib.experiments.rescore import recheck, rescore
-from canlib.studies import beyond
+from canlib.results import studies as beyond  # the study table: the studies as data
 
 
 # -- the plan --------------------------------------------------------------------------------------
@@ -27,7 +27,7 @@ def test_the_studies_train_their_models_with_the_teacher_before_its_students():
     assert {(s, t) for s, t, _ in runs["budget"]} == {("balanced", "x2"), ("can", "x2")}  # 1x is the main plan; no 4x
     assert {t for _, t, _ in runs["hybrid"]} == {"std-can", "can-std"}
     assert {(s, t) for s, t, _ in runs["averaging"]} == {("balanced", "last"), ("can", "last")}
-    names = [n for name in beyond.STUDIES for n in beyond.study_runs(name)]
+    names = [n for name in beyond.STUDIES for n in beyond.study_model_names(name)]
     assert len(set(names)) == len(names) == 43  # every model has its own stored name
     with pytest.raises(ValueError, match="choose from budget, distill, can-6-6"):
         beyond.study_models("telepathy")
@@ -106,7 +106,7 @@ def test_dry_run_stores_every_model_and_summary_with_provenance(dry_run):
     for name in beyond.STUDIES:
         summary = json.loads((folder / f"{name}.json").read_text())
         assert summary["provenance"]["commit"] and summary["provenance"]["date"] and summary["provenance"]["reduced_budget"]
-        assert [r["file"].rsplit("/", 1)[1] for r in summary["result"]["runs"]] == beyond.study_runs(name, [1])
+        assert [r["file"].rsplit("/", 1)[1] for r in summary["result"]["runs"]] == beyond.study_model_names(name, [1])
         for row in summary["result"]["runs"]:
             stored = json.loads((out / "tiny" / f"{row['file']}.json").read_text())
             result, prov = stored["result"], stored["provenance"]

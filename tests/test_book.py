@@ -131,3 +131,37 @@ def test_every_page_reads_clean_in_a_browser(built_book: Path) -> None:
     with book_browser.browser(paths) as session:
         found = book_browser.book_faults(session, pages)
     assert not found, "pages a reader would find broken:\n" + book_browser.report(found)
+
+
+def test_every_built_page_and_readme_show_one_word_per_claim_the_registrys(built_book: Path) -> None:
+    """Every verdict a reader sees, read from the built HTML (each marked with its claim id by
+    canlib.studies.claims.mark) and from README's verdict table: one word per claim (and budget) across the pages,
+    and that word is the registry's (``python -m canlib claims --json``)."""
+    import json
+
+    from test_claims import disagreements, readme_verdicts, shown_verdicts
+
+    found = []
+    for page in sorted(built_book.glob("*.html")):
+        found += [(page.name, *m) for m in shown_verdicts(page.read_text(encoding="utf-8"))]
+    found += [("README.md", *m) for m in readme_verdicts((REPO / "README.md").read_text(encoding="utf-8"))]
+    assert not disagreements(found), "\n".join(disagreements(found))
+    out = subprocess.run([sys.executable, "-m", "canlib", "claims", "--json"], env=book_env(), cwd=REPO,
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    registry = {}
+    for row in json.loads(out.stdout):
+        registry[row["id"], ""] = row["verdict"]
+        for other in (row, *row["beside"]):
+            if other["budget"] is not None:
+                registry[row["id"], str(other["budget"])] = other["verdict"]
+    wrong = [f"{page}: {claim} ({budget}) {word!r}, the registry {registry.get((claim, budget))!r}"
+             for page, claim, budget, word in found if registry.get((claim, budget)) != word]
+    assert not wrong, "\n".join(wrong)
+    pages = {page for page, *_ in found}
+    assert {"results.html", "speed.html", "depths.html", "beyond.html"} <= pages, pages
+    every = {row["id"] for row in json.loads(out.stdout)}
+    of_paper = {row["id"] for row in json.loads(out.stdout) if row["source"] == "paper"}
+    for page in ("glance.html", "README.md"):  # the pages that list every claim of the paper
+        assert {c for p, c, _, _ in found if p == page} >= of_paper, page
+    assert {c for p, c, _, _ in found if p == "scorecard.html"} == every

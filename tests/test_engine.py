@@ -12,8 +12,9 @@ import pytest
 
 from canlib.experiments import beyond as engine_beyond
 from canlib.experiments.run import MAIN, Run, Variant, load, plan, run, trained
+from canlib.results import studies as table
+from canlib.results.files import load_result
 from canlib.studies import beyond
-from canlib.studies.results import load_result
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = REPO / "book" / "results" / "small"
@@ -51,15 +52,15 @@ def test_a_study_model_that_trains_like_a_plan_run_shares_its_training_folder():
     assert residual.layer_kinds() == ("can_residual", "can_residual")
 
 
-@pytest.mark.parametrize("name", beyond.STUDIES)
+@pytest.mark.parametrize("name", table.STUDIES)
 def test_the_engine_trains_the_models_the_readers_name(name):
-    assert [r.name.rsplit("/", 1)[1] for r in engine_beyond.study_runs(name, "small")] == beyond.study_runs(name)
+    assert [r.name.rsplit("/", 1)[1] for r in engine_beyond.study_runs(name, "small")] == table.study_model_names(name)
 
 
 def test_the_engine_asks_for_exactly_the_configuration_of_every_stored_run():
     """Every stored small run (43: the plan's 23 and the beyond studies' 20) was stored with the configuration the
     engine's Run value gives it today, so they load unchanged and `canlib experiment` skips them."""
-    runs = plan("small", corpora_=["multi30k-en-de"]) + [r for n in beyond.STUDIES for r in engine_beyond.study_runs(n, "small")]
+    runs = plan("small", corpora_=["multi30k-en-de"]) + [r for n in table.STUDIES for r in engine_beyond.study_runs(n, "small")]
     stored = {r.name: r for r in runs if r.result_path(SMALL.parent).is_file()}
     assert len(stored) == 43
     on_disk = {str(p.relative_to(SMALL).with_suffix("")) for p in SMALL.rglob("runs/*/*.json")}
@@ -76,9 +77,10 @@ def test_loading_every_stored_result_imports_no_training_or_data_preparation(tmp
 import json, sys
 from pathlib import Path
 from canlib.experiments.run import load, plan
-from canlib.studies import analyses, beyond, gpu_results, quality
-from canlib.studies.results import load_result
-from canlib.studies.scales import DIRECTION_SYSTEMS
+from canlib.studies import analyses, beyond, claims, gpu_results
+from canlib.studies.store import Store, default_scale
+from canlib.results.files import load_result
+from canlib.results.scales import DIRECTION_SYSTEMS
 from canlib.model.config import ALL_SYSTEMS
 loaded = 0
 for path in sorted(Path({str(REPO / "book" / "results")!r}).rglob("*.json")):
@@ -88,16 +90,16 @@ for r in plan("small", corpora_=["multi30k-en-de"]):
     if r.result_path().is_file():
         load(r)
         loaded += 1
-scores = quality.bleu_by_seed("small", ALL_SYSTEMS)
-table = quality.seed_table("small", ALL_SYSTEMS)
-line = quality.describe_runs("small", ["balanced", "can"])
-hyps = quality.hypotheses("can", "small", "test", 1)
-scale = quality.default_scale(["balanced", "can"]), quality.default_scale(analyses=["errors"])
-studies = [analyses.similarity("small"), analyses.error_buckets("small"), analyses.attention_study("small")]
-kept = beyond.stored("small")  # the beyond studies' runs as the chapter compares them (verdicts also read references)
-sums = [name for name, shown in kept.shown().items() if shown]
-curves = beyond.curves("small", 2)
+store = Store("small")
+scores = store.scores(ALL_SYSTEMS)
+line = store.describe_runs(["balanced", "can"])
+hyps = store.hypotheses("can", "test", 1)
+scale = default_scale(["balanced", "can"]), default_scale(analyses=["errors"])
+studies = [analyses.similarity(store), analyses.error_buckets(store), analyses.attention_study(store)]
+sums = [name for name, shown in beyond.shown(store).items() if shown]  # (BLEU verdicts also read references)
+curves = beyond.curves(store, 2)
 gpu = [gpu_results.speed_summary(run) for run in gpu_results.speed_runs()]
+speed = [claims.judged(store)[c].word for c in ("can-faster", "inputs-alike", "gate-decisive", "loss-still-falling")]
 print(json.dumps({{"loaded": loaded, "systems": len(scores), "sums": len(sums), "hyps": len(hyps),
                   "modules": sorted(m for m in sys.modules if m.startswith("canlib"))}}))
 '''
@@ -111,13 +113,14 @@ print(json.dumps({{"loaded": loaded, "systems": len(scores), "sums": len(sums), 
 
 
 def test_a_reader_never_trains_a_missing_result_it_names_the_call_that_stores_it(tmp_path, monkeypatch):
-    from canlib.studies import analyses, quality
+    from canlib.studies import analyses
+    from canlib.studies.store import Store
 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))  # an empty tiny folder: nothing trained here
     with pytest.raises(FileNotFoundError, match="canlib experiment --scale tiny --systems can --seeds 1"):
-        quality.run_result("can", "tiny")
-    with pytest.raises(FileNotFoundError, match=r"train_missing\(SCALE, analyses=\['errors'\]\)"):
-        analyses.error_buckets("tiny")
+        Store("tiny").run("can")
+    with pytest.raises(FileNotFoundError, match=r"train_missing\(SCALE, analyses_=\['errors'\]\)"):
+        analyses.error_buckets(Store("tiny"))
     assert beyond.default_scale(tmp_path) == "tiny"  # nothing stored: the chapter says so, it trains nothing
     with pytest.raises(FileNotFoundError, match="is not trained on this machine"):
         trained(run("can", "tiny"))
@@ -200,7 +203,7 @@ def write_corpus(folder: Path, lines: dict[str, int]) -> Path:
 def test_your_own_corpus_of_plain_files_trains_and_evaluates_end_to_end_at_tiny(tmp_path, monkeypatch, capsys):
     from canlib.cli import main
     from canlib.experiments.rescore import rescore
-    from canlib.studies import quality
+    from canlib.studies.store import Store
 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
     files = write_corpus(tmp_path / "my-en-de", {"train": 120, "valid": 12, "test": 10})
@@ -212,12 +215,13 @@ def test_your_own_corpus_of_plain_files_trains_and_evaluates_end_to_end_at_tiny(
                  "--studies", "runs", "--max-steps", "3", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "2 runs, 0 already stored, 2 to train" in printed and printed.count("test sacreBLEU") == 2
+    store = Store("tiny", out, full_budget=False)  # an end-to-end test's folder: its reduced-budget runs are read
     for system in ("can", "balanced"):
-        result, prov = quality.run_result(system, "tiny", 1, "toy", root=out)
+        result, prov = store.run(system, 1, "toy")
         assert (result["corpus"], result["src_lang"], result["tgt_lang"], prov["corpus"]) == ("toy", "en", "de", "toy")
         assert result["lengths"]["valid"]["sentences"] == 12 and result["lengths"]["test"]["sentences"] == 10
         assert prov["budget"]["max_steps"] == result["training"]["step"] == 3
-        assert len(quality.hypotheses(system, "tiny", "test", 1, "toy", root=out)) == 10
+        assert len(store.hypotheses(system, "test", 1, "toy")) == 10
     assert len(rescore(out)) == 4  # 2 runs x (valid, test), rescored against the files' own references
 
 

@@ -6,8 +6,8 @@ import pytest
 from canlib.cli import main
 from canlib.experiments.experiment import mark_complete
 from canlib.experiments.run import plan
-from canlib.studies.scales import scale_spec
-from canlib.studies.store import stored_path, study
+from canlib.results.scales import scale_spec
+from canlib.results.layout import stored_path, study
 
 
 def test_tiny_study_is_computed_once_and_carries_provenance(tmp_path, monkeypatch):
@@ -57,7 +57,7 @@ def test_unknown_scale_is_refused():
 def test_small_plan_holds_the_seeded_grid():
     runs = plan("small")
     en_de = [r for r in runs if r.corpus == "multi30k-en-de"]
-    assert len(en_de) == 7 * 3 + 2  # Table 2 systems and ablations x 3 seeds, 9/4 and 14/1 x 1
+    assert len(en_de) == 7 * 3 + 2 * 2  # Table 2 systems and ablations x 3 seeds, 9/4 and 14/1 x 2
     others = [r for r in runs if r.corpus != "multi30k-en-de"]
     assert len(others) == 5 * 3 * 2 and {r.system for r in others} == {"baseline", "balanced", "can"}
     assert {r.seed for r in plan("small", systems=["can"], seeds=[2])} == {2}
@@ -94,48 +94,41 @@ def test_reduced_budget_is_refused_for_the_default_results_folder(capsys):
     assert "--out" in capsys.readouterr().err
 
 
-def test_bleu_by_seed_at_small_reads_every_stored_seed_and_skips_missing_systems(tmp_path):
-    import math
-
-    from canlib.studies.quality import bleu_by_seed, seed_summary
-    from canlib.studies.results import provenance, save_result
+def test_the_store_reads_every_stored_seed_and_skips_missing_systems(tmp_path):
+    from canlib.results.files import provenance, save_result
+    from canlib.studies.store import Store
 
     for seed, score in ((1, 30.0), (2, 32.0), (3, 31.0)):
         save_result(stored_path(f"runs/multi30k-en-de/can-seed{seed}", "small", tmp_path),
                     {"scores": {"test": {"bleu": score, "tok_bleu": score + 0.5}}}, provenance("small", {"seed": seed}))
     save_result(stored_path("runs/multi30k-en-de/balanced-seed1", "small", tmp_path),
                 {"scores": {"test": {"bleu": 29.0, "tok_bleu": 29.0}}}, provenance("small", {"seed": 1}))
-    scores = bleu_by_seed("small", ["can", "balanced", "san"], root=tmp_path)
-    assert scores == {"can": [30.0, 32.0, 31.0], "balanced": [29.0]}
-    table = seed_summary("small", ["can", "balanced"], metric="tok_bleu", root=tmp_path)
-    assert table.loc["can", "mean"] == pytest.approx(31.5) and table.loc["can", "std"] == pytest.approx(1.0)
-    assert table.loc["can", "n"] == 3 and math.isnan(table.loc["balanced", "std"])
+    store = Store("small", tmp_path)
+    assert store.scores(["can", "balanced", "san"], metric="bleu") == {"can": [30.0, 32.0, 31.0], "balanced": [29.0]}
+    assert store.scores(["can"]) == {"can": [30.5, 32.5, 31.5]}  # tokenized BLEU, the paper's, by default
 
 
 def test_verdicts_read_only_runs_trained_with_the_full_budget(tmp_path):
-    from canlib.studies.quality import bleu_by_seed
-    from canlib.studies.results import provenance, save_result
-    from canlib.studies.scorecard import NOT_TESTED, quality_claim
+    from canlib.results.files import provenance, save_result
+    from canlib.studies import claims
+    from canlib.studies.store import Store
 
     for seed in (1, 2, 3):
         for system, score in (("can", 30.0 + seed), ("balanced", 29.0 + seed)):
             save_result(stored_path(f"runs/multi30k-en-de/{system}-seed{seed}", "small", tmp_path),
                         {"scores": {"test": {"bleu": score, "tok_bleu": score}}},
                         provenance("small", {"seed": seed}, reduced_budget=seed > 1))
-    assert bleu_by_seed("small", ["can", "balanced"], root=tmp_path) == {"can": [31.0, 32.0, 33.0],
-                                                                           "balanced": [30.0, 31.0, 32.0]}
-    full = bleu_by_seed("small", ["can", "balanced"], root=tmp_path, full_budget=True)
-    assert full == {"can": [31.0], "balanced": [30.0]}
-    from canlib.studies.evidence import main_runs
-
-    terms = [(1.0, "CAN", main_runs("small", "can", root=tmp_path)), (-1.0, "Balanced", main_runs("small", "balanced", root=tmp_path))]
-    claim = quality_claim("CAN within 0.5", "", "ΔBLEU >= -0.5", lambda d: d >= -0.5, "small", terms)
-    assert claim.verdict == NOT_TESTED and "1 full-budget seed(s)" in claim.evidence
+    assert Store("small", tmp_path).scores(["can", "balanced"]) == {"can": [31.0], "balanced": [30.0]}
+    everything = Store("small", tmp_path, full_budget=False)
+    assert everything.scores(["can", "balanced"]) == {"can": [31.0, 32.0, 33.0], "balanced": [30.0, 31.0, 32.0]}
+    claims._JUDGED.clear()
+    claim = claims.judged(Store("small", tmp_path))["can-within-0.5"]
+    assert claim.word == "not run yet" and "1 full-budget seed(s)" in claim.evidence
 
 
 def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
-    from canlib.studies.quality import default_scale
-    from canlib.studies.results import provenance, save_result
+    from canlib.studies.store import default_scale
+    from canlib.results.files import provenance, save_result
 
     assert default_scale(root=tmp_path) == "tiny"
     runs = plan("small")
@@ -149,8 +142,8 @@ def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
 
 
 def test_a_chapter_shows_small_once_every_seed_of_its_own_runs_is_stored(tmp_path):
-    from canlib.studies.quality import default_scale
-    from canlib.studies.results import provenance, save_result
+    from canlib.studies.store import default_scale
+    from canlib.results.files import provenance, save_result
 
     def store(name):
         save_result(stored_path(name, "small", tmp_path), {"scores": {}}, provenance("small", {}))

@@ -14,7 +14,7 @@ import pytest
 from canlib.cli import main
 from canlib import ingest
 from canlib.studies import gpu_results as gpu
-from canlib.studies.results import load_result
+from canlib.results.files import load_result
 from conftest import MEASUREMENTS, missing
 
 REPO = Path(__file__).resolve().parents[1]

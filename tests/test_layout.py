@@ -1,7 +1,9 @@
 """The package's layering, as the folder tree states it: each part imports only the parts below it.
 
-io < bleu < data < model < decoding < training < bench < studies < experiments < ingest < the command line (cli,
-info, __main__). The book's readers (studies) sit below the experiment engine: loading a result can never reach training.
+io < bleu < data < model < decoding < training < bench < results < analysis < {studies, experiments} < ingest < the command
+line (cli, info, __main__). The results schema (results) and the computations on models (analysis) sit below both
+the book's readers (studies) and the experiment engine (experiments), which are siblings: neither imports the other,
+so loading a result can never reach training and the engine never depends on how a chapter reads.
 """
 from __future__ import annotations
 
@@ -13,9 +15,11 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "canlib"
-LAYERS = ["io", "bleu", "data", "model", "decoding", "training", "bench", "studies", "experiments", "ingest", "cli", "info", "__main__"]
+LAYERS = ["io", "bleu", "data", "model", "decoding", "training", "bench", "results", "analysis", "studies", "experiments",
+          "ingest", "cli", "info", "__main__"]
+SIBLINGS = ("studies", "experiments")  # one layer: neither imports the other
 # modules whose canlib imports all stand at their top (a cycle or an optional dependency would be the only excuse)
-TOP_IMPORTS = ["experiments", "data", "studies", "ingest"]  # the engine and every reader: dependencies read from the top
+TOP_IMPORTS = ["experiments", "data", "studies", "results", "analysis", "ingest"]  # the schema, the engine and every reader
 MAX_LINES = 600
 
 
@@ -75,6 +79,18 @@ def test_no_part_imports_a_part_above_it():
     assert not upward, "\n".join(upward)
 
 
+def test_the_engine_and_the_readers_do_not_import_each_other():
+    crossing = []
+    for path in all_modules():
+        source = part(module_name(path))
+        if source not in SIBLINGS:
+            continue
+        for target in canlib_imports(path):
+            if part(target) in SIBLINGS and part(target) != source:
+                crossing.append(f"{module_name(path)} ({source}) imports {target}")
+    assert not crossing, "\n".join(crossing)
+
+
 def test_the_module_import_graph_has_no_cycles():
     names = {module_name(p): p for p in all_modules()}
     graph = {}
@@ -123,8 +139,8 @@ def owned(prefixes: list[str]) -> list[Path]:
 # the imports that stay inside a function, each for a reason: reading stored results never prepares data or runs the
 # bench, so a reader imports those only where it computes (a verdict's references, a measurement)
 LOCAL_IMPORTS = {"canlib.experiments.run": ["canlib.training.state"],  # a run's last checkpoint, read to evaluate it
-                 "canlib.studies.evidence": ["canlib.data.preparation"],
-                 "canlib.studies.speed": ["canlib.bench", "canlib.decoding.ctranslate"]}
+                 "canlib.studies.store": ["canlib.data.preparation"],
+                 "canlib.analysis.speed": ["canlib.bench", "canlib.decoding.ctranslate"]}
 
 
 def test_the_engine_and_the_readers_import_canlib_at_their_top():

@@ -9,7 +9,7 @@ from canlib.bench.speed import PARTS, breakdown_gap
 from canlib.model import Seq2Seq
 from canlib.model.attention import SourceMemory, joint_attention
 from canlib.model.config import ALL_SYSTEMS, preset
-from canlib.studies.results import check_provenance
+from canlib.results.files import check_provenance
 
 
 def test_op_counter_counts_a_hand_written_sequence():

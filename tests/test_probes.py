@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from canlib import ModelConfig, Seq2Seq
-from canlib.studies.probes import record_subblock_inputs, sublayer_similarity
+from canlib.analysis.probes import record_subblock_inputs, sublayer_similarity
 from canlib.model.config import BOS_ID, PAD_ID
 
 
@@ -57,7 +57,7 @@ def test_non_standard_decoder_is_refused():
 
 def test_decode_step_bytes_count_target_side_weights_only():
     from canlib import preset
-    from canlib.studies.probes import bytes_per_decode_step
+    from canlib.analysis.probes import bytes_per_decode_step
 
     d, v = 512, 32000
     balanced = bytes_per_decode_step(Seq2Seq(preset("balanced", vocab_size=v)))
@@ -71,7 +71,7 @@ def test_decode_step_bytes_count_target_side_weights_only():
 
 
 def test_decoding_costs_give_can_the_same_weights_and_two_and_a_half_times_the_cache():
-    from canlib.studies.probes import decoding_costs
+    from canlib.analysis.probes import decoding_costs
 
     standard, can = decoding_costs("balanced"), decoding_costs("can")
     assert standard["weights_per_step_d2"] == can["weights_per_step_d2"] == 14

@@ -9,7 +9,7 @@ import pytest
 
 from canlib.studies import gpu_results as gpu
 from canlib.studies.chapters.speed_history import TIMED_CODE
-from canlib.studies.speed import stored_ops
+from canlib.studies.gpu_results import stored_ops
 from conftest import REPO
 
 

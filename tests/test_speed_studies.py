@@ -9,7 +9,7 @@ import pytest
 
 from canlib import ingest
 from canlib.studies import gpu_results as gpu
-from canlib.studies.results import ProvenanceError, load_result
+from canlib.results.files import ProvenanceError, load_result
 from conftest import MEASUREMENTS, REQUIRE_DATA
 
 REPO = Path(__file__).resolve().parents[1]
@@ -202,9 +202,9 @@ def test_stored_file_without_provenance_is_refused(tmp_path, monkeypatch):
         gpu.gpu_speed()
 
 
-# -- canlib.studies.speed: one measurement per setting, shared, with its spread -----------------------
+# -- canlib.analysis.speed: one measurement per setting, shared, with its spread -----------------------
 
-from canlib.studies import speed as sp  # noqa: E402
+from canlib.analysis import speed as sp  # noqa: E402
 
 
 def fake_bench(calls):

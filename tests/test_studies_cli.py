@@ -10,7 +10,7 @@ import pytest
 from conftest import missing as missing_data
 from canlib.cli import main
 from canlib.experiments.rescore import rescore
-from canlib.studies.quality import seed_summary
+from canlib.studies.store import Store
 
 SYSTEMS, SEEDS = ("baseline", "can"), (1, 2)
 
@@ -75,8 +75,9 @@ def test_rescoring_the_stored_hypotheses_reproduces_the_stored_scores(experiment
     assert len(rescore(out)) == 8  # 4 runs x (valid, test)
     assert main(["experiment", "--rescore", str(out)]) == 0
     assert "8 stored sacreBLEU scores of 4 runs reproduced" in capsys.readouterr().out
-    summary = seed_summary("tiny", list(SYSTEMS), root=out)
-    assert list(summary["n"]) == [2, 2]  # a results folder is read, not trained: both stored seeds count
+    scores = Store("tiny", out, full_budget=False).scores(list(SYSTEMS))  # an end-to-end test's folder, read as such
+    assert [len(scores[s]) for s in SYSTEMS] == [2, 2]  # a results folder is read, not trained: both stored seeds count
+    assert Store("tiny", out).scores(list(SYSTEMS)) == {}  # its reduced-budget runs are never evidence
 
 
 def test_rescore_fails_when_a_stored_score_differs(experiment, tmp_path, capsys):
@@ -93,14 +94,13 @@ def test_rescore_fails_when_a_stored_score_differs(experiment, tmp_path, capsys)
 
 
 def test_hypotheses_of_a_stored_run_are_read_back_line_for_line(experiment):
-    from canlib.studies.quality import hypotheses
-
     out = experiment[0]
     stored = json.loads((out / "tiny" / "runs" / "multi30k-en-de" / "can-seed2.json").read_text())["result"]
-    hyps = hypotheses("can", "tiny", "test", seed=2, root=out)
+    store = Store("tiny", out, full_budget=False)
+    hyps = store.hypotheses("can", "test", seed=2)
     assert len(hyps) == stored["lengths"]["test"]["sentences"]
     with pytest.raises(ValueError, match="test2017_flickr"):
-        hypotheses("can", "tiny", "test2017_flickr", seed=2, root=out)
+        store.hypotheses("can", "test2017_flickr", seed=2)
 
 
 def test_an_interrupted_run_resumes_from_its_checkpoints(tmp_path, monkeypatch, capsys, shared_data):

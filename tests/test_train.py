@@ -16,7 +16,7 @@ from canlib import load_model
 from canlib.data.batching import PairList, TokenBatchSampler
 from canlib.model.checkpoint import save_model
 from canlib.model.config import DECODER_KINDS, ModelConfig
-from canlib.studies.results import load_result
+from canlib.results.files import load_result
 from canlib.model import Seq2Seq
 from canlib.data.vocab import Vocabulary
 from canlib.training import NonFiniteLossError, TrainConfig, Trainer, label_smoothed_nll_loss

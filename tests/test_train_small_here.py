@@ -13,9 +13,10 @@ import torch
 
 from canlib.experiments import pool
 from canlib.experiments.experiment import TRAIN_HERE_ENV, train_missing, trains_here
-from canlib.studies import quality, scales
+from canlib.results import scales
+from canlib.results.layout import stored_path
 from canlib.studies.analyses import similarity
-from canlib.studies.store import stored_path
+from canlib.studies.store import Store, default_scale
 
 MAIN = "multi30k-en-de"
 
@@ -74,12 +75,12 @@ def test_on_a_cpu_a_chapter_trains_nothing_and_names_the_command(folders, monkey
         train_missing("small", ["can"], seeds=[1])
     with pytest.raises(FileNotFoundError, match="errors"):
         train_missing("small", analyses_=["errors"])
-    assert quality.default_scale(["can"], seeds=[1]) == "tiny" and quality.default_scale(analyses=["errors"]) == "tiny"
+    assert default_scale(["can"], seeds=[1]) == "tiny" and default_scale(analyses=["errors"]) == "tiny"
     with pytest.raises(FileNotFoundError, match="canlib experiment --scale small"):
-        quality.run_result("can", "small")
-    assert quality.bleu_by_seed("small", ["can"]) == {}
-    assert "`python -m canlib experiment --scale small --systems can --corpora multi30k-en-de`" in \
-        quality.describe_runs("small", ["can"])
+        Store("small").run("can")
+    assert Store("small").scores(["can"]) == {}
+    assert "`python -m canlib experiment --scale small --systems can --corpora multi30k-en-de --studies runs`" in \
+        Store("small").describe_runs(["can"])
     assert not (folders / "results").exists() and capsys.readouterr().err == ""
 
 
@@ -91,20 +92,20 @@ def test_the_explicit_call_trains_and_stores_exactly_what_a_chapter_reads(small_
         assert train_missing("small", ["baseline"], seeds=[1]) == [f"runs/{MAIN}/baseline-seed1"]
         assert "multi30k-en-de baseline seed 1: test sacreBLEU" in capsys.readouterr().err  # one line per run
         assert stored_runs(root) == ["baseline-seed1"]
-        result, prov = quality.run_result("baseline", "small")
+        result, prov = Store("small").run("baseline")
         stored = json.loads(stored_path(f"runs/{MAIN}/baseline-seed1", "small").read_text())
         assert stored["result"]["scores"] == result["scores"] and stored["provenance"]["date"] == prov["date"]
         assert (prov["scale"], prov["budget"]["max_steps"], prov["reduced_budget"]) == ("small", 3, False)
         assert prov["device"].startswith("CPU") and prov["precision"] == "fp32"  # trained on the device it was forced to
         for split in result["hyp_files"].values():  # the hypotheses beside it, as `canlib experiment` writes them
             assert (root / "results" / "small" / "runs" / MAIN / split).is_file()
-        assert quality.default_scale(["baseline"], seeds=[1]) == "small"
+        assert default_scale(["baseline"], seeds=[1]) == "small"
         assert train_missing("small", ["baseline"], seeds=[1]) == [] and capsys.readouterr().err == ""  # stored
         # every planned seed: the missing seed 2 is trained, seed 1 is not again
         assert train_missing("small", ["baseline"]) == [f"runs/{MAIN}/baseline-seed2"]
         # an analysis: computed from the stored seed-1 run, whose weights this machine holds
         assert train_missing("small", analyses_=["similarity"]) == []
-        study, prov = similarity("small")
+        study, prov = similarity(Store("small"))
         assert prov["scale"] == "small" and set(study) == {"residual", "normalized"}
     assert stored_runs(root) == ["baseline-seed1", "baseline-seed2"]  # nothing else was trained
 

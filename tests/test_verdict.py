@@ -1,5 +1,6 @@
 """The verdict rule (canlib.studies.verdict): intervals, the pooled paired bootstrap against sacreBLEU itself, the
-combination over sets, and verdict words that the evidence picks (two opposite fake results flip them)."""
+combination over sets (two opposite fake results flip the verdict), the test-set interval alone, and the speed rule
+over interleaved repeats."""
 from __future__ import annotations
 
 import math
@@ -74,11 +75,9 @@ def test_a_verdict_flips_with_opposite_fake_results(tmp_path, monkeypatch):
     refs = {"test": REFS}
     close = [(1.0, runs("can", [30.0, 30.1, 30.2], [GOOD] * 3)), (-1.0, runs("balanced", [30.1, 30.2, 30.3], [GOOD] * 3))]
     far = [(1.0, runs("can", [27.0, 27.1, 27.2], [BAD] * 3)), (-1.0, runs("balanced", [30.1, 30.2, 30.3], [GOOD] * 3))]
-    words = {v.HELD: "holds", v.FAILED: "does not hold", v.NOISE: "is within noise"}
     held = v.judge(close, lambda d: d >= -0.5, refs, samples=50)
     failed = v.judge(far, lambda d: d >= -0.5, refs, samples=50)
     assert (held.verdict, failed.verdict) == (v.HELD, v.FAILED)
-    assert (v.word(held, words), v.word(failed, words)) == ("holds", "does not hold")
     assert failed.on("test").test_set.high < -0.5  # the bad system loses on every resample of the sentences
 
 
@@ -91,7 +90,7 @@ def test_both_intervals_must_agree_on_a_set(tmp_path, monkeypatch):
     assert j.verdict == v.NOISE
 
 
-def test_the_sets_combine_into_one_verdict_and_its_detail():
+def test_the_sets_combine_into_one_outcome():
     def judged(*per_set):
         scores = {split: s for split, s in zip(v.EVAL_SPLITS, per_set)}
         a = v.Runs("a", (1, 2), {k: x[0] for k, x in scores.items()})
@@ -102,23 +101,33 @@ def test_the_sets_combine_into_one_verdict_and_its_detail():
     assert judged(up, up, up, up).verdict == v.HELD
     assert judged(down, down, down, down).verdict == v.FAILED
     partly = judged(up, flat, up, flat)
-    assert (partly.verdict, partly.detail, partly.count(v.HELD)) == (v.NOISE, v.PARTLY_HELD, 2)
-    assert judged(up, down, up, up).detail == v.NOISE  # decided both ways: plain within noise
-    assert v.word(partly, {v.HELD: "h", v.FAILED: "f", v.NOISE: "n"}) == "n"
-    assert v.word(partly, {v.HELD: "h", v.FAILED: "f", v.NOISE: "n", v.PARTLY_HELD: "p"}) == "p"
+    assert (partly.verdict, partly.count(v.HELD)) == (v.PARTLY_HELD, 2)
+    assert judged(down, flat, flat, down).verdict == v.PARTLY_FAILED  # failed on some, held on none: said so
+    assert judged(up, down, up, up).verdict == v.MIXED  # decided both ways
+    assert judged(flat, flat, flat, flat).verdict == v.NOISE
 
 
-def test_no_verdict_below_two_seeds_and_no_word_without_every_outcome():
+def test_no_verdict_below_two_seeds():
     one = [(1.0, runs("a", [30.0])), (-1.0, runs("b", [29.0, 29.5]))]
     assert v.judge(one, lambda d: d > 0) is None
-    with pytest.raises(ValueError, match="no word for"):
-        v.word(v.HELD, {v.HELD: "yes", v.FAILED: "no"})
 
 
-def test_gap_word_says_closes_only_when_the_gap_after_is_within_the_margin():
-    def j(verdict):
-        return v.Judgement((v.OnSet("test", 0.0, v.Interval(0, 0), None, verdict),), {})
+def test_one_seed_is_judged_by_the_test_set_interval_alone(tmp_path, monkeypatch):
+    """seed_interval=False: no seed interval, the bootstrap of the single runs decides; it needs hypotheses."""
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
+    terms = [(1.0, runs("a", [20.0], [BAD])), (-1.0, runs("b", [30.0], [GOOD]))]
+    j = v.judge(terms, lambda d: d < 0, {"test": REFS}, samples=40, seed_interval=False)
+    assert j.on("test").seeds is None and j.on("test").test_set.high < 0 and j.verdict == v.HELD
+    assert j.on("test").value == pytest.approx(-10.0)
+    with pytest.raises(ValueError, match="needs every run's hypotheses"):
+        v.judge([(1.0, runs("a", [20.0])), (-1.0, runs("b", [30.0]))], lambda d: d < 0, {"test": REFS},
+                seed_interval=False)
 
-    assert v.gap_word(j(v.HELD), j(v.HELD)) == "closes the gap"
-    assert v.gap_word(j(v.NOISE), j(v.HELD)) == "narrows the gap"
-    assert v.gap_word(j(v.FAILED), j(v.FAILED)) == "does not narrow the gap"
+
+def test_a_speed_ratio_is_read_over_the_interleaved_repeats():
+    assert v.repeat_ratios([300.0, 330.0], [200.0, 300.0]) == pytest.approx([1.5, 1.1])
+    assert v.ratio_verdict([1.5, 1.1], lambda r: r > 1) == v.HELD
+    assert v.ratio_verdict([1.5, 0.9], lambda r: r > 1) == v.NOISE
+    assert v.ratio_verdict([0.8, 0.9], lambda r: r > 1) == v.FAILED
+    with pytest.raises(ValueError, match="the same number"):
+        v.repeat_ratios([1.0, 2.0], [1.0])

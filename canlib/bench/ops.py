@@ -219,5 +219,5 @@ def ops_study(systems: Any = None, scale: str = "full", vocab_size: int = 32000,
               "source_length": 27,
               "paths": {p: {"device": PATHS[FUSED_PATHS.get(p, p)][0], "fused_select": p in FUSED_PATHS,
                             "dtype": str(PATHS[FUSED_PATHS.get(p, p)][1]).removeprefix("torch.")} for p in paths}}
-    # the stored-result format of canlib.studies.results: the result and its provenance
+    # the stored-result format of canlib.results.files: the result and its provenance
     return {"result": {"systems": out}, "provenance": origin("cpu") | {"scale": scale, "config": config}}

@@ -8,6 +8,8 @@ of trained runs) and ``beyond`` (the beyond studies as variants of the plan) -> 
 call for a selection, and the explicit call a chapter makes) -> ``cli`` (``canlib experiment``). Measurements made
 on another machine are stored by :mod:`canlib.ingest` (``canlib ingest``), not by the engine.
 
-The book's readers (:mod:`canlib.studies`) sit below and never import this package: loading a result cannot train.
+The results schema (:mod:`canlib.results`) and the computations on models (:mod:`canlib.analysis`) sit below; the
+book's readers (:mod:`canlib.studies`) are a sibling: neither package imports the other, so loading a result cannot
+train.
 Nothing is imported here, so importing one module loads only what it needs.
 """

@@ -11,7 +11,7 @@
 
 Every model an analysis reads is a run of the plan (:func:`runs_needed`), trained by the pool before the analysis
 is computed; computing one trains nothing (:func:`canlib.experiments.run.trained` only loads). The chapters load the
-stored results with :mod:`canlib.studies.analyses`.
+stored results through :class:`canlib.studies.store.Store`.
 """
 from __future__ import annotations
 
@@ -25,16 +25,17 @@ import torch
 
 from canlib.bleu import corpus_scores
 from canlib.experiments.corpus import batches, corpus_of, score_split, target_lang, teacher_forced_batches
-from canlib.experiments.run import ANALYSIS_RUNS, Run, Variant, budget, run, trained
+from canlib.experiments.run import Run, Variant, budget, run, trained
 from canlib.data.batching import collate
 from canlib.model.compress import alpha_value_scale, layer_approximations, standard_to_can
 from canlib.model.config import BOS_ID, EOS_ID
 from canlib.model.seq2seq import Seq2Seq
-from canlib.studies import attention_maps as am
-from canlib.studies.probes import sublayer_similarity
-from canlib.studies.quality import ANALYSES, hypotheses
-from canlib.studies.scales import scale_spec
-from canlib.studies.store import study
+from canlib.analysis import attention_maps as am
+from canlib.analysis.probes import sublayer_similarity
+from canlib.results.files import load_result
+from canlib.results.layout import read_hypotheses, study
+from canlib.results.scales import scale_spec
+from canlib.results.studies import ANALYSES, ANALYSIS_RUNS
 from canlib.training.config import TrainConfig
 from canlib.training.objective import LabelSmoothedObjective
 from canlib.training.trainer import split_loss
@@ -132,8 +133,15 @@ def error_buckets(runs: list[Run], root: Path) -> dict[str, Any]:
     """Figure 6 for each run (seed 1, the test split, from its stored hypotheses): {system: {"frequency", "length"}}."""
     data = corpus_of(runs[0])
     test = data.split("test")
-    return {r.system: buckets_of(hypotheses(r.system, r.scale, "test", r.seed, r.corpus, root=root),
-                                 list(test.src_text), list(test.tgt_text), data, target_lang(data)) for r in runs}
+    return {r.system: buckets_of(stored_hypotheses(r, "test", root), list(test.src_text), list(test.tgt_text), data,
+                                 target_lang(data)) for r in runs}
+
+
+def stored_hypotheses(run_: Run, split: str, root: Path) -> list[str]:
+    """The stored hypotheses of an evaluated run on ``split`` (the file its stored result names)."""
+    path = run_.result_path(root)
+    result, _ = load_result(path)
+    return read_hypotheses(path.with_name(result["hyp_files"][split]))
 
 
 def attention(standard: Run, joint: Run) -> dict[str, Any]:

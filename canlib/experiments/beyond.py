@@ -1,6 +1,6 @@
 """The beyond studies as variants of the plan: which runs each study trains, and its summary.
 
-Each study of :mod:`canlib.studies.beyond` (which defines them as data and reads them) is a list of
+Each study of the study table (:mod:`canlib.results.studies`, which defines them as data) is a list of
 :class:`~canlib.experiments.run.Run` values with a :class:`~canlib.experiments.run.Variant`, trained by the same
 pool as the main plan (:func:`canlib.experiments.pool.train_all`, a student after its teacher) and stored as
 ``beyond/runs/<corpus>/<study>-<system>[-<tag>]-seed<k>``. A study's summary (``beyond/<study>``) is made from its
@@ -15,9 +15,9 @@ from typing import Any
 
 from canlib.experiments.run import Run, Variant, load, run
 from canlib.io import results_dir
-from canlib.studies import beyond as defined
-from canlib.studies.results import load_result, provenance, save_result
-from canlib.studies.store import code_version
+from canlib.results import studies as defined
+from canlib.results.files import load_result, provenance, save_result
+from canlib.results.layout import code_version
 
 
 def study_runs(name: str, scale: str, seeds: Sequence[int] | None = None, reduced: int | None = None) -> list[Run]:
@@ -29,7 +29,7 @@ def study_runs(name: str, scale: str, seeds: Sequence[int] | None = None, reduce
 
 
 def variant(name: str, tag: str, scale: str, reduced: int | None = None) -> Variant:
-    """How a model of study ``name`` with role ``tag`` departs from the recipe (see :mod:`canlib.studies.beyond`)."""
+    """How a model of study ``name`` with role ``tag`` departs from the recipe (see :mod:`canlib.results.studies`)."""
     x2 = dict(budget_factor=defined.NEXT_FACTOR, valid_bleu=True)  # the next experiments: the 2x budget, its curves
     if name == "budget":
         return Variant(name, tag, budget_factor=int(tag[1:]), valid_bleu=True)

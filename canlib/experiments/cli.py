@@ -18,9 +18,9 @@ from canlib.experiments.experiment import DEFAULT_STUDIES, STUDIES, experiment, 
 from canlib.experiments.rescore import recheck, rescore
 from canlib.experiments.run import plan
 from canlib.model.config import ALL_SYSTEMS
-from canlib.studies import beyond as defined
-from canlib.studies.scales import SCALES
-from canlib.studies.store import default_root
+from canlib.results import studies as defined
+from canlib.results.layout import default_root
+from canlib.results.scales import SCALES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -17,7 +17,7 @@ from canlib.decoding.translate import evaluation_batch_size, translate_lines, tr
 from canlib.experiments.run import Run
 from canlib.model.config import ModelConfig
 from canlib.model.seq2seq import Seq2Seq
-from canlib.studies.scales import scale_spec
+from canlib.results.scales import scale_spec
 
 
 def corpus_of(run: Run) -> PreparedCorpus:

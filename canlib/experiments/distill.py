@@ -21,9 +21,9 @@ from canlib.decoding.translate import evaluation_batch_size
 from canlib.experiments.corpus import corpus_of, score_splits, target_lang
 from canlib.experiments.run import Run, trained
 from canlib.io import atomic_write_bytes, cache_dir
-from canlib.studies.beyond import DISTILL_BEAM, REDUCED_PAIRS
-from canlib.studies.scales import scale_spec
-from canlib.studies.store import code_version, key
+from canlib.results.layout import code_version, key
+from canlib.results.scales import scale_spec
+from canlib.results.studies import DISTILL_BEAM, REDUCED_PAIRS
 
 
 def distill_targets(model: Any, sources: list[list[int]], beam: int = DISTILL_BEAM) -> list[list[int]]:

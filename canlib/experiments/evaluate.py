@@ -2,7 +2,7 @@
 stored as its result with provenance and its hypotheses beside it.
 
 The result (scores per split, lengths, parameter count, the training log and budget) is what the chapters read
-(:mod:`canlib.studies.quality`); the hypotheses are plain text, one line per source sentence, so
+(:class:`canlib.studies.store.Store`); the hypotheses are plain text, one line per source sentence, so
 ``canlib experiment --rescore`` recomputes every stored sacreBLEU from them.
 """
 from __future__ import annotations
@@ -16,10 +16,9 @@ from canlib.experiments.corpus import corpus_of, score_splits, target_lang, test
 from canlib.experiments.distill import distilled_corpus
 from canlib.experiments.run import Run, load, trained
 from canlib.io import atomic_write_bytes
-from canlib.studies.quality import SCORE_KEYS, hyp_file
-from canlib.studies.results import load_result, provenance, save_result
-from canlib.studies.scales import scale_spec
-from canlib.studies.store import code_version
+from canlib.results.files import load_result, provenance, save_result
+from canlib.results.layout import SCORE_KEYS, code_version, hyp_file
+from canlib.results.scales import scale_spec
 
 
 def write_lines(path: Path, lines: list[str]) -> None:

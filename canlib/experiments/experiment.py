@@ -3,7 +3,7 @@ pool, evaluated and stored; and the explicit call a chapter makes for what it re
 
 :func:`experiment` is what ``canlib experiment`` runs (:mod:`canlib.experiments.cli`). :func:`train_missing` is the
 one visible call with which a chapter (at ``tiny``, on any machine, cached) or a GPU reader (at ``small``) trains
-what the chapter reads and is not stored yet; the chapter's loaders (:mod:`canlib.studies`) then only read.
+what the chapter reads and is not stored yet; the chapter's reader (:class:`canlib.studies.store.Store`) then only reads.
 """
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ from canlib.experiments import analyses, beyond
 from canlib.experiments.evaluate import check_stored_budget
 from canlib.experiments.pool import Outcome, device_jobs, summary_line, train_all
 from canlib.experiments.run import plan, training_device
-from canlib.studies import beyond as defined
-from canlib.studies.quality import ANALYSES, COMPLETE, missing_results
-from canlib.studies.results import provenance, save_result
-from canlib.studies.scales import scale_spec
-from canlib.studies.speed import store_all
-from canlib.studies.store import default_root, stored_path
+from canlib.analysis.speed import store_all
+from canlib.results import studies as defined
+from canlib.results.files import provenance, save_result
+from canlib.results.layout import COMPLETE, default_root, experiment_command, missing, stored_path
+from canlib.results.scales import scale_spec
+from canlib.results.studies import ANALYSES
 
 STUDIES = ("runs", *ANALYSES, *defined.STUDIES, "speed")
 DEFAULT_STUDIES = ("runs", *ANALYSES, *defined.ORIGINAL)  # the next experiments run when named
@@ -35,7 +35,7 @@ def experiment(scale: str, *, systems: Sequence[str] | None = None, seeds: Seque
                reduced: int | None = None, jobs: int | None = None, time_limit: float | None = None,
                status_every: float = 60.0, log: Callable[[str], None] | None = print) -> Outcome:
     """Train (concurrently where the device allows), evaluate and store the selected runs, analyses and studies of
-    ``scale`` under ``root`` (default: the scale's results folder, see :func:`canlib.studies.store.default_root`):
+    ``scale`` under ``root`` (default: the scale's results folder, see :func:`canlib.results.layout.default_root`):
     the plan's runs (``"runs"``, narrowed by ``systems``, ``seeds`` and ``corpora``), the models every selected
     analysis and beyond study needs, in one queue; then the analyses and the studies' summaries. Stored results
     are skipped and interrupted runs resume, so a second call goes on where the first stopped. ``reduced``:
@@ -97,10 +97,10 @@ def mark_complete(scale: str, root: Path | None, reduced: int | None, log: Calla
     """Store ``<results>/<scale>/complete.json`` once every run of the scale's plan and every analysis is stored
     (the chapters switch to a scale only then); say what is missing otherwise."""
     everything = plan(scale, reduced=reduced)
-    missing = missing_results(scale, [r.name for r in everything] + list(ANALYSES), root)
-    if missing:
-        (log or (lambda line: None))(f"{scale}: {len(missing)} of {len(everything) + len(ANALYSES)} results still missing "
-                                     f"(e.g. {', '.join(missing[:3])}); the chapters show this scale once all are stored")
+    absent = missing(scale, [r.name for r in everything] + list(ANALYSES), root)
+    if absent:
+        (log or (lambda line: None))(f"{scale}: {len(absent)} of {len(everything) + len(ANALYSES)} results still missing "
+                                     f"(e.g. {', '.join(absent[:3])}); the chapters show this scale once all are stored")
         return False
     save_result(stored_path(COMPLETE, scale, root), {"runs": len(everything), "analyses": list(ANALYSES)},
                 provenance(scale, {"plan": [r.name.removeprefix("runs/") for r in everything], "max_steps": reduced},
@@ -137,12 +137,12 @@ def train_missing(scale: str, systems: Sequence[str] = (), *, analyses_: Sequenc
     selected = [*(["runs"] if systems else []), *analyses_, *studies]
     corpora = corpora or ([scale_spec(scale).corpus] if systems else None)
     wanted = [r.name for r in plan(scale, systems, seeds, corpora, reduced=reduced)] if systems else []
-    missing = missing_results(scale, [*wanted, *analyses_, *(f"beyond/{n}" for n in studies)], default_root(scale, reduced))
-    if not missing:
+    absent = missing(scale, [*wanted, *analyses_, *(f"beyond/{n}" for n in studies)], default_root(scale, reduced))
+    if not absent:
         return []
     if not trains_here(scale):
-        raise FileNotFoundError(f"{scale}: {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} not stored; "
-                                f"`python -m canlib experiment --scale {scale} --studies {','.join(selected)}` on a "
+        raise FileNotFoundError(f"{scale}: {', '.join(absent[:3])}{' ...' if len(absent) > 3 else ''} not stored; "
+                                f"`{experiment_command(scale, studies=selected)}` on a "
                                 f"GPU stores them ({TRAIN_HERE_ENV}=1 trains them on this device)")
     log = None if scale == "tiny" else (lambda line: print(line, file=sys.stderr, flush=True))
     outcome = experiment(scale, systems=list(systems) or None, seeds=seeds, corpora=corpora, studies=selected,

@@ -11,9 +11,9 @@ from typing import Any
 from canlib.bleu import corpus_scores
 from canlib.data.preparation import prepared
 from canlib.experiments.beyond import scores
-from canlib.studies.quality import read_hypotheses
-from canlib.studies.results import load_result
-from canlib.studies.scales import scale_spec
+from canlib.results.files import load_result
+from canlib.results.layout import read_hypotheses
+from canlib.results.scales import scale_spec
 
 
 def rescore(folder: Path, tolerance: float = 1e-9) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ Where a run lives:
 * its training folder ``cache_dir()/runs/<scale>/<corpus>/<system>...-<key>``: keyed by what changes the
   trained weights (preset, corpus, budget, decoder, parent run; at tiny also the code, cheap to redo), not
   by which study asks for it, so the distillation study's teacher *is* the main plan's Balanced seed 1;
-* its stored result ``<root>/<scale>/<name>.json`` (:func:`canlib.studies.store.stored_path`) with its
+* its stored result ``<root>/<scale>/<name>.json`` (:func:`canlib.results.layout.stored_path`) with its
   hypotheses beside it: ``runs/<corpus>/<system>-seed<k>`` for the main plan,
   ``beyond/runs/<corpus>/<study>-<system>[-<tag>]-seed<k>`` for a study's model.
 """
@@ -30,14 +30,11 @@ from canlib.io import cache_dir
 from canlib.model.checkpoint import load_model, safe_load
 from canlib.model.config import ALL_SYSTEMS, MIXED, ModelConfig, preset
 from canlib.model.seq2seq import Seq2Seq
-from canlib.studies.results import load_result
-from canlib.studies.beyond import DISTILL_BEAM, REDUCED_PAIRS, model_name
-from canlib.studies.scales import DIRECTION_SYSTEMS, SEEDED_SYSTEMS, scale_spec
-from canlib.studies.store import code_version, default_root, key, stored_path
-
-# the seed-1 runs on a scale's main corpus that each stored analysis reads (canlib.experiments.analyses)
-ANALYSIS_RUNS = {"similarity": ("baseline",), "similarity-balanced": ("balanced",), "errors": ("balanced", "can"), "attention": ("balanced", "can"),
-                 "conversion": ("balanced", "can"), "approximations": ("balanced",)}
+from canlib.results.files import load_result
+from canlib.results.layout import (code_version, default_root, experiment_command, key, run_name, stored_path,
+                                   study_model_name)
+from canlib.results.scales import DIRECTION_SYSTEMS, SEEDED_SYSTEMS, scale_spec
+from canlib.results.studies import DISTILL_BEAM, REDUCED_PAIRS
 
 
 @dataclass(frozen=True)
@@ -98,8 +95,8 @@ class Run:
         """The stored result's name under ``<root>/<scale>/`` (without ``.json``)."""
         v = self.variant
         if not v.study:
-            return f"runs/{self.corpus}/{self.system}-seed{self.seed}"
-        return f"beyond/runs/{self.corpus}/{model_name(v.study, self.system, v.tag, self.seed)}"  # the readers' name
+            return run_name(self.system, self.seed, self.corpus)
+        return study_model_name(v.study, self.system, v.tag, self.seed, self.corpus)
 
     @property
     def label(self) -> str:
@@ -272,10 +269,10 @@ def load(run_: Run, root: Path | None = None) -> tuple[dict[str, Any], dict[str,
 
 def command(run_: Run) -> str:
     """The ``canlib experiment`` call that trains and stores ``run_``."""
-    what = (f"--studies {run_.variant.study}" if run_.variant.study else
-            f"--systems {run_.system} --corpora {run_.corpus} --studies runs")
-    reduced = f" --max-steps {run_.reduced}" if run_.reduced is not None else ""
-    return f"python -m canlib experiment --scale {run_.scale} {what} --seeds {run_.seed}{reduced}"
+    if run_.variant.study:
+        return experiment_command(run_.scale, seeds=[run_.seed], studies=[run_.variant.study], reduced=run_.reduced)
+    return experiment_command(run_.scale, systems=[run_.system], seeds=[run_.seed], corpora=[run_.corpus],
+                              reduced=run_.reduced)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,13 @@
 """What the chapters call to read and draw stored results, read top to bottom; nothing here trains:
 
-``scales`` (corpus, presets, budget and seeds of tiny/small/full) -> ``results`` (stored results with their
-provenance) -> ``store`` (where a result lives; the speed studies' compute-once rule) -> ``quality`` (BLEU over
-seeds, hypotheses, which scale a chapter shows) -> ``analyses`` (the stored similarity, error-bucket, attention
-and conversion studies) -> ``speed`` (the CPU speed studies every chapter shares) and ``gpu_results`` (stored GPU
-measurements) -> ``scorecard`` (the paper's claims as data, judged only by evidence that can test them) ->
-``beyond`` (the beyond studies, defined as data and read). ``paper`` holds the paper's numbers, ``probes`` and
-``attention_maps`` look into trained models, and ``figures``, ``plots`` and ``tables`` draw the chapters' pictures.
-The engine that trains, evaluates and stores the runs is :mod:`canlib.experiments`, above this package.
+``verdict`` (the one rule every verdict of the book follows) -> ``gpu_results`` (stored GPU measurements and operator
+counts) -> ``store`` (:class:`~canlib.studies.store.Store`: the one reader of stored runs, logs, hypotheses,
+analyses and measurements) -> ``analyses`` (the stored similarity, error-bucket, attention and conversion studies)
+-> ``paper`` (the paper's numbers, read by name) -> ``claims`` (the claims registry: every claim declared once and
+judged once) -> ``beyond`` and ``tables`` (the beyond studies and the results tables, as read) -> ``chapters`` (one
+module per chapter: the values its prose glues); ``figures`` and ``plots`` draw the chapters' pictures.
+
+The results schema (:mod:`canlib.results`) and the computations on models (:mod:`canlib.analysis`) sit below this
+package; the engine that trains, evaluates and stores the runs (:mod:`canlib.experiments`) is a sibling: neither
+imports the other.
 """

@@ -1,8 +1,8 @@
 """The paper's analyses of trained models, as the chapters read them: each one stored result.
 
-The engine (:mod:`canlib.experiments.analyses`) computes each from the seed-1 runs of a scale's main corpus
-and stores it: ``canlib experiment --studies similarity,errors,attention,conversion`` (at tiny, a chapter's
-explicit ``train_missing`` call). Here they are only loaded:
+The engine computes each from the seed-1 runs of a scale's main corpus and stores it: ``canlib experiment
+--studies similarity,errors,attention,conversion`` (at tiny, a chapter's explicit ``train_missing`` call). Here they
+are only loaded, through a :class:`~canlib.studies.store.Store`:
 
 * :func:`similarity`: Figure 2, cosine similarity of the decoder sub-layer inputs of the 6/6 Baseline.
 * :func:`error_buckets`: Figure 6, BLEU by source-word frequency and by sentence length.
@@ -19,34 +19,20 @@ explicit ``train_missing`` call). Here they are only loaded:
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from canlib.model.config import LABELS, preset
-from canlib.studies.quality import run_result, seeds_read
-from canlib.studies.results import load_result
-from canlib.studies.scales import scale_spec
-from canlib.studies.store import stored_path
+from canlib.results.scales import scale_spec
+from canlib.studies.store import Store
 
 
-def stored_analysis(name: str, scale: str, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(result, provenance) of the stored analysis ``name``; a missing one names the call that computes it."""
-    path = stored_path(name, scale, root)
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{path}: the {name} study is not stored at {scale}; compute it with `python -m canlib experiment --scale "
-            f"{scale} --studies {name}` (a chapter: canlib.experiments.experiment.train_missing(SCALE, "
-            f"analyses=[{name!r}]))")
-    return load_result(path)
-
-
-def similarity(scale: str, system: str = "baseline", *, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def similarity(store: Store, system: str = "baseline") -> tuple[dict[str, Any], dict[str, Any]]:
     """Figure 2: cosine similarity of sub-layer inputs in the trained 6/6 Baseline (raw and LayerNorm'd), over
     the validation split: {"residual": {...}, "normalized": {...}}; ``system="balanced"``: the same for Balanced's
     two decoder layers (the study ``similarity-balanced``)."""
-    return stored_analysis(similarity_study(system), scale, root)
+    return store.analysis(similarity_study(system))
 
 
 def similarity_study(system: str) -> str:
@@ -54,28 +40,28 @@ def similarity_study(system: str) -> str:
     return "similarity" if system == "baseline" else f"similarity-{system}"
 
 
-def error_buckets(scale: str, *, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def error_buckets(store: Store) -> tuple[dict[str, Any], dict[str, Any]]:
     """Figure 6 for the seed-1 Balanced and CAN on the test split: {system: {"frequency": ..., "length": ...}}."""
-    return stored_analysis("errors", scale, root)
+    return store.analysis("errors")
 
 
-def attention_study(scale: str, *, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def attention_study(store: Store) -> tuple[dict[str, Any], dict[str, Any]]:
     """The maps of one test pair in the seed-1 Balanced and CAN (per layer, mean over heads) and CAN's alpha over
     the test split (summary, histogram, mean per target position)."""
-    return stored_analysis("attention", scale, root)
+    return store.analysis("attention")
 
 
-def conversion_study(scale: str, *, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def conversion_study(store: Store) -> tuple[dict[str, Any], dict[str, Any]]:
     """Balanced converted to CAN, before and after a short fine-tune, against the rows a fair comparison needs:
     {"rows": [{system, updates, valid loss, test BLEU, test tok-BLEU}], "finetune": budget}."""
-    return stored_analysis("conversion", scale, root)
+    return store.analysis("conversion")
 
 
-def approximations_study(scale: str, *, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def approximations_study(store: Store) -> tuple[dict[str, Any], dict[str, Any]]:
     """The compression chapter's trained-model measurements on the seed-1 Balanced: {"model", "sentences",
     "valid_nll", "uniform_nll", "layers": [per decoder layer: stage errors, Eq. 6 gaps, entropy, alpha],
     "conversion": {variant: validation NLL}} (:func:`canlib.experiments.analyses.approximations`)."""
-    return stored_analysis("approximations", scale, root)
+    return store.analysis("approximations")
 
 
 def final_losses(log: list[dict[str, Any]]) -> tuple[float, float]:
@@ -92,13 +78,12 @@ def final_losses(log: list[dict[str, Any]]) -> tuple[float, float]:
 MIN_BUCKET_SENTENCES = 30  # an error bucket with fewer test sentences is too small for its BLEU to mean anything
 
 
-def models_provenance(scale: str, systems: tuple[str, ...], study_prov: dict[str, Any], *,
-                      root: Path | None = None) -> str:
+def models_provenance(store: Store, systems: tuple[str, ...], study_prov: dict[str, Any]) -> str:
     """Two lines for under a study: the device, commit and budget that trained the seed-1 models it read, then
     where the study itself ran (a study of GPU-trained models may run on a CPU: both are said)."""
     lines = []
     for system in systems:
-        prov = run_result(system, scale, 1, root=root)[1]
+        prov = store.run(system, 1)[1]
         steps = (prov.get("budget") or prov.get("config", {}).get("train") or {}).get("max_steps")
         lines.append(f"{LABELS[system]} (seed 1{f', {steps:,} updates' if steps else ''}): trained on {prov['device']} "
                      f"at commit {str(prov['commit'])[:7]}, {str(prov['date'])[:10]}")
@@ -157,20 +142,36 @@ def training_recipes(scales: tuple[str, ...] = ("tiny", "small", "full")) -> lis
                      "peak lr": f"{t['lr']:g}", "warm-up updates": f"{t['warmup']:,}",
                      "tokens per update": f"{tokens:,}" + (f" ({t['max_tokens']:,} x {t['update_freq']})" if t.get("update_freq") else ""),
                      "stops after": stop, "weights averaged": averaged,
-                     "label smoothing": t.get("label_smoothing", 0.1)})
+                     # the full recipe's label smoothing is fairseq's default, which the paper does not state
+                     "label smoothing": f"{t.get('label_smoothing', 0.1):g}"
+                     + (" (fairseq's default; not stated in the paper)" if scale == "full" else "")})
     return rows
 
 
-def runs_line(scale: str, systems: tuple[str, ...], *, root: Path | None = None) -> str:
+def runs_line(store: Store, systems: tuple[str, ...]) -> str:
     """One line per system for under a figure of several seeds: its seeds, and the devices, commits and dates that
     trained them (at tiny: the seed-1 run trained on this machine)."""
     lines = []
     for system in systems:
-        seeds = seeds_read(system, scale, root=root)
-        provs = [run_result(system, scale, seed, root=root)[1] for seed in seeds]
+        seeds = store.seeds(system)
+        provs = [store.run(system, seed)[1] for seed in seeds]
         devices = ", ".join(sorted({p["device"] for p in provs}))
         commits = ", ".join(sorted({str(p["commit"])[:7] for p in provs}))
         dates = ", ".join(sorted({str(p["date"])[:10] for p in provs}))
         lines.append(f"{LABELS[system]}: seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}, "
-                     f"trained on {devices} at commit {commits}, {dates} (scale={scale})")
+                     f"trained on {devices} at commit {commits}, {dates} (scale={store.scale})")
     return "\n".join(lines)
+
+
+def gate_shares(study: dict[str, Any], near: float = 0.1, middle: tuple[float, float] = (0.4, 0.6)) -> list[dict[str, Any]]:
+    """Per CAN layer of the stored attention study: the share of its gate values (alpha over every target position
+    and head of the test split) within ``near`` of 0 or 1, and in the ``middle`` band, read from the stored histogram."""
+    edges = np.array(study["alpha_histogram"]["edges"])
+    near_ends = (edges[1:] <= near + 1e-12) | (edges[:-1] >= 1 - near - 1e-12)
+    band = (edges[:-1] >= middle[0] - 1e-12) & (edges[1:] <= middle[1] + 1e-12)
+    out = []
+    for row, counts in zip(study["alpha_summary"], study["alpha_histogram"]["counts"]):
+        counts = np.array(counts, dtype=float)
+        out.append({"layer": row["layer"], "near_ends": float(counts[near_ends].sum() / counts.sum()),
+                    "middle": float(counts[band].sum() / counts.sum())})
+    return out

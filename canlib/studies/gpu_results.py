@@ -4,66 +4,68 @@ as the chapters and the scorecard read them.
 The paper's speed claims are GPU claims (fp16, batch 1, beam 4). No chapter can measure them on the
 CPU that builds the book, so the figures come from a GPU run of this project's own scripts, stored
 under ``book/results/gpu/<run>/`` with the commit, date, device and the exact command that produced
-them. ``canlib ingest`` (:mod:`canlib.ingest`) derives those files from the raw files the scripts
-wrote (the figures are computed, never typed) and keeps a device call's raw files in ``measurements/<run>/``;
-the loaders below only read what it stored.
+them. ``canlib ingest`` (:mod:`canlib.ingest`) derives those files from the raw files the scripts wrote (the figures are computed, never
+typed) and keeps a device call's raw files in ``measurements/<run>/``; the loaders below only read what it stored,
+each from a results folder ``root`` (default ``book/results``; :class:`canlib.studies.store.Store` passes its own).
+The operator counts of one decoding step (``canlib bench ops``, counted on a CPU) lie beside them in ``cpu/``.
 """
 from __future__ import annotations
 
 import re
+import statistics
 from pathlib import Path
 from typing import Any
 
 from canlib.io import results_dir
 from canlib.model.config import LABELS
-from canlib.studies.results import load_result
+from canlib.results.files import load_result
+from canlib.results.layout import GPU_FILES, INGEST_COMMAND, OPS_COMMAND
+from canlib.studies.verdict import repeat_ratios
 
 DEFAULT_RUN = "h200-2026-11-26"
-# raw file -> stored name; the raw files a chapter needs (canlib.ingest converts each into its kind)
-FILES = {
-    "gpu_bench.json": "speed",
-    "breakdown.json": "breakdown",
-    "bench_batch.json": "batch",
-    "smoke_full.json": "training_4k",
-    "smoke_32k.json": "training_32k",
-    "smoke_small.json": "training_small",
-}
+FILES = GPU_FILES  # raw file -> stored kind (canlib ingest converts each)
 PARTS = ("encode", "layers", "output", "search")
-INGEST_COMMAND = "python -m canlib ingest SOURCE OUT"
 
 
-def gpu_dir(run: str = DEFAULT_RUN) -> Path:
-    """Where the stored results of one GPU run live."""
-    return results_dir() / "gpu" / run
+def gpu_dir(run: str = DEFAULT_RUN, root: Path | None = None) -> Path:
+    """Where the stored results of one GPU run live (``root``: a results folder, default ``book/results``)."""
+    return Path(root or results_dir()) / "gpu" / run
 
 
+def gpu_ab(run: str, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(result, provenance) of a stored A/B (``ab.json``)."""
+    return load_result(gpu_dir(run, root) / "ab.json")
 
-def gpu_ab(run: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(result, provenance) of a stored A/B (:func:`convert_ab`)."""
-    return load_result(gpu_dir(run) / "ab.json")
 
-
-def ab_runs() -> list[str]:
+def ab_runs(root: Path | None = None) -> list[str]:
     """The stored GPU runs that hold an A/B (``ab.json``)."""
-    return [run for run in available_runs() if (gpu_dir(run) / "ab.json").exists()]
+    return [run for run in available_runs(root) if (gpu_dir(run, root) / "ab.json").exists()]
 
 
 # -- loaders --------------------------------------------------------------------------------------
 
-def available_runs() -> list[str]:
+def available_runs(root: Path | None = None) -> list[str]:
     """The stored GPU runs, newest folder name last."""
-    root = results_dir() / "gpu"
-    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    folder = Path(root or results_dir()) / "gpu"
+    return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
 
 
-def speed_runs() -> list[str]:
+def speed_runs(root: Path | None = None) -> list[str]:
     """The stored GPU runs that hold a speed measurement (``speed.json``), in folder-name order."""
-    return [run for run in available_runs() if (gpu_dir(run) / "speed.json").exists()]
+    return [run for run in available_runs(root) if (gpu_dir(run, root) / "speed.json").exists()]
 
 
-def profile_runs() -> list[str]:
+def profile_runs(root: Path | None = None) -> list[str]:
     """The stored GPU runs that hold a ``scripts/gpu_profile.sh`` profile (``profile.json``), in folder-name order."""
-    return [run for run in available_runs() if (gpu_dir(run) / "profile.json").exists()]
+    return [run for run in available_runs(root) if (gpu_dir(run, root) / "profile.json").exists()]
+
+
+def stored_ops(name: str = "ops.json", root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(result, provenance) of a stored operator-count study (``cpu/<name>``): ``result["systems"][system][path]``."""
+    path = Path(root or results_dir()) / "cpu" / name
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no stored operator counts; run `{OPS_COMMAND}`")
+    return load_result(path)
 
 
 def commit_label(prov: dict[str, Any]) -> str:
@@ -78,11 +80,11 @@ def run_label(prov: dict[str, Any]) -> str:
     return f"{match.group(1) if match else prov['device']} {commit_label(prov)} {prov['date']}"
 
 
-def speed_summary(run: str = DEFAULT_RUN) -> dict[str, Any]:
+def speed_summary(run: str = DEFAULT_RUN, root: Path | None = None) -> dict[str, Any]:
     """One GPU run's Table 2 speed in a row: device, commit, date, eager and CUDA-graph ratios (medians of
     the timed repeats) and how many systems' captured decoding returned the eager tokens."""
-    eager, prov = gpu_speed("eager", run)
-    graphs, _ = gpu_speed("captured", run)
+    eager, prov = gpu_speed("eager", run, root)
+    graphs, _ = gpu_speed("captured", run, root)
     same = prov["captured_matches_eager"]
 
     def ratio(rows: dict[str, dict[str, float]], a: str, b: str) -> float:
@@ -95,17 +97,29 @@ def speed_summary(run: str = DEFAULT_RUN) -> dict[str, Any]:
             "captured == eager": f"{sum(map(bool, same.values()))} of {len(same)} systems"}
 
 
-def load(kind: str, run: str = DEFAULT_RUN) -> tuple[dict[str, Any], dict[str, Any]]:
+def ratio_range(rows: dict[str, dict[str, Any]], system: str, against: str) -> tuple[float, float, float]:
+    """(median, lowest, highest) of ``system``/``against`` tokens/s over the interleaved repeats of one run (the
+    ratio of each repeat); a row without per-repeat values gives the ratio of medians and its min..max extremes."""
+    a, b = rows[system], rows[against]
+    if a.get("tok_per_s_repeats") and b.get("tok_per_s_repeats"):
+        ratios = repeat_ratios(a["tok_per_s_repeats"], b["tok_per_s_repeats"])
+        return statistics.median(ratios), min(ratios), max(ratios)
+    return (a["tok_per_s"] / b["tok_per_s"], a.get("min", a["tok_per_s"]) / b.get("max", b["tok_per_s"]),
+            a.get("max", a["tok_per_s"]) / b.get("min", b["tok_per_s"]))
+
+
+def load(kind: str, run: str = DEFAULT_RUN, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(result, provenance) of one stored file of a GPU run (``speed``, ``breakdown``, ``batch``, ``training_4k``...)."""
     if kind not in (*FILES.values(), "profile"):
         raise ValueError(f"kind={kind!r}: choose one of {', '.join(FILES.values())}, profile")
-    path = gpu_dir(run) / f"{kind}.json"
+    path = gpu_dir(run, root) / f"{kind}.json"
     if not path.exists():
         raise FileNotFoundError(f"{path}: no stored GPU result; convert a measurement folder with `{INGEST_COMMAND}`")
     return load_result(path)
 
 
-def gpu_speed(mode: str = "eager", run: str = DEFAULT_RUN) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+def gpu_speed(mode: str = "eager", run: str = DEFAULT_RUN,
+              root: Path | None = None) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """Tokens/s of the Table 2 systems on the GPU: {system: {tok_per_s, min, median, max, ratio_to_balanced}}.
 
     ``mode`` is ``"eager"`` (PyTorch launching every kernel, the paper's regime) or ``"captured"``
@@ -113,7 +127,7 @@ def gpu_speed(mode: str = "eager", run: str = DEFAULT_RUN) -> tuple[dict[str, di
     """
     if mode not in ("eager", "captured"):
         raise ValueError(f"mode={mode!r}: choose 'eager' or 'captured'")
-    result, prov = load("speed", run)
+    result, prov = load("speed", run, root)
     rows = {s: dict(r[mode]) for s, r in result["systems"].items() if mode in r}
     if "balanced" in rows:
         for row in rows.values():
@@ -122,32 +136,33 @@ def gpu_speed(mode: str = "eager", run: str = DEFAULT_RUN) -> tuple[dict[str, di
                   "captured_matches_eager": result["captured_matches_eager"]}
 
 
-def gpu_breakdown(run: str = DEFAULT_RUN) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+def gpu_breakdown(run: str = DEFAULT_RUN, root: Path | None = None) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """Eager per-sentence milliseconds and shares of encoder, decoder layers, output projection and search."""
-    result, prov = load("breakdown", run)
+    result, prov = load("breakdown", run, root)
     return {s: r["breakdown"] for s, r in result["systems"].items() if "breakdown" in r}, {**prov, "dtype": result["dtype"], "settings": result["settings"]}
 
 
-def gpu_batch(run: str = DEFAULT_RUN) -> tuple[dict[str, dict[int, float]], dict[str, Any]]:
-    """Eager tokens/s per batch size: {system: {batch: tok/s}}."""
-    result, prov = load("batch", run)
+def gpu_batch(run: str = DEFAULT_RUN, root: Path | None = None) -> tuple[dict[str, dict[int, float]], dict[str, Any]]:
+    """Eager tokens/s per batch size (the median of the timed repeats): {system: {batch: tok/s}}."""
+    result, prov = load("batch", run, root)
     out = {s: {int(b): v for b, v in r["by_batch"].items()} for s, r in result["systems"].items()}
     return out, {**prov, "dtype": result["dtype"], "settings": result["settings"]}
 
 
-def gpu_training(kind: str = "training_4k", run: str = DEFAULT_RUN) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+def gpu_training(kind: str = "training_4k", run: str = DEFAULT_RUN,
+                 root: Path | None = None) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """Training throughput (bf16, synthetic or real tokens): {system: {target_tokens_per_sec, mfu, ...}}."""
     if not kind.startswith("training"):
         raise ValueError(f"kind={kind!r}: a training file (training_4k, training_32k, training_small)")
-    result, prov = load(kind, run)
+    result, prov = load(kind, run, root)
     return result["runs"], {**prov, **{k: v for k, v in result.items() if k != "runs"}}
 
 
-def gpu_profile(run: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+def gpu_profile(run: str, root: Path | None = None) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """The cases ``scripts/gpu_profile.sh`` profiled in a run: {case: {wall_ms, cpu_ms, gpu_kernel_ms,
     gpu_busy_share, kernel_launches, host_syncs, ...}}, per decoding step (``decode_*``) or per update
     (``train_*``); the provenance also carries the cases that failed (``errors``)."""
-    result, prov = load("profile", run)
+    result, prov = load("profile", run, root)
     return result["cases"], {**prov, "errors": result["errors"]}
 
 
@@ -159,7 +174,7 @@ PROFILE_COLUMNS = {"wall_ms": "wall ms / step", "cpu_ms": "host CPU ms / step", 
 def profile_frame(ops: dict[str, Any] | None = None, runs: list[str] | None = None):
     """One row per (profiled run, system) for the decoding cases (beam 4, batch 1, fp16, d=512): wall, host
     CPU and GPU kernel milliseconds per step, the GPU's busy share of the wall time, kernel launches and host
-    syncs per step; with ``ops`` (:func:`canlib.studies.speed.stored_ops`), the kernel operators a step
+    syncs per step; with ``ops`` (:func:`stored_ops`), the kernel operators a step
     dispatches as counted on the CPU, beside the launches the profiler saw."""
     import pandas as pd
 
@@ -178,9 +193,9 @@ def profile_frame(ops: dict[str, Any] | None = None, runs: list[str] | None = No
     return pd.DataFrame(rows).set_index(["run", "system"])
 
 
-def gpu_translation(run: str = DEFAULT_RUN) -> tuple[dict[str, Any], dict[str, Any]]:
+def gpu_translation(run: str = DEFAULT_RUN, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """A small-can trained on the GPU with ``canlib train``: scores recomputed from its hypotheses, examples."""
-    path = gpu_dir(run) / "translation_small.json"
+    path = gpu_dir(run, root) / "translation_small.json"
     if not path.exists():
         raise FileNotFoundError(f"{path}: no stored GPU translation; convert a measurement folder with `{INGEST_COMMAND}`")
     return load_result(path)

@@ -1,10 +1,13 @@
 """The paper's reported numbers (tables and figures), shipped with the package.
 
-Quoted as the paper's: chapters print them beside our measurements, never instead of them.
+Quoted as the paper's: chapters print them beside our measurements, never instead of them. Each table row is read
+by name through a small accessor (:func:`table2`, :func:`table3`, :func:`table4`, :func:`table5`, :func:`table1`,
+:func:`figure4`), whose fields are the columns the paper's table gives, so no caller indexes a bare position.
 """
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
@@ -17,3 +20,95 @@ def _load() -> dict:
 def paper_numbers() -> dict:
     """The paper's numbers, keyed by table/figure (e.g. ``table2_wmt14``, ``fig2_similarity``); a fresh copy."""
     return json.loads(json.dumps(_load()))
+
+
+@dataclass(frozen=True)
+class Table2Row:
+    """One system on one task of Tables 2 and 3: test BLEU, valid BLEU, decoding speed (target tokens/s)."""
+
+    test_bleu: float
+    valid_bleu: float
+    speed: float
+
+
+@dataclass(frozen=True)
+class Table4Row:
+    """One system of Table 4: test BLEU trained on real targets and on the Balanced teacher's translations."""
+
+    before_kd: float
+    after_kd: float
+
+
+@dataclass(frozen=True)
+class Table5Row:
+    """One row of Table 5 (the ablation, WMT14 En-De): test BLEU and decoding speed (target tokens/s)."""
+
+    test_bleu: float
+    speed: float
+
+
+@dataclass(frozen=True)
+class Table1Row:
+    """One language pair of Table 1 (data statistics)."""
+
+    train_sentences: float
+    train_words: float
+    valid_sentences: float
+    valid_words: float
+    test_sentences: float
+    test_words: float
+
+
+# each table's columns as paper_numbers.json names them, in the order of the row's fields
+COLUMNS = {"table2_wmt14": ("test_bleu", "valid_bleu", "speed_tok_per_s"),
+           "table3_wmt17": ("test_bleu", "valid_bleu", "speed_tok_per_s"), "table4_kd_en-de": ("before_kd", "after_kd"),
+           "table5_ablation_en-de": ("test_bleu", "speed"),
+           "table1_data": ("train_sentences", "train_words", "valid_sentences", "valid_words", "test_sentences",
+                           "test_words")}
+
+
+def _rows(key: str, row: type) -> dict[str, object]:
+    """A table's rows (``_``-prefixed entries left out), after checking that its stored columns are the ones the
+    accessor's fields read."""
+    table = _load()[key]
+    if tuple(table["_columns"]) != COLUMNS[key] or len(COLUMNS[key]) != len(row.__dataclass_fields__):
+        raise ValueError(f"paper_numbers.json {key}: columns {table['_columns']}, the accessor reads {COLUMNS[key]}")
+    return {k: v for k, v in table.items() if not k.startswith("_")}
+
+
+def table2(task: str = "en-de") -> dict[str, Table2Row]:
+    """Table 2 (WMT14) on ``task`` ("en-de", "de-en", "en-fr", "fr-en"): {system label: row}."""
+    return {s: Table2Row(*v) for s, v in _rows("table2_wmt14", Table2Row)[task].items()}
+
+
+def table3(task: str) -> dict[str, Table2Row]:
+    """Table 3 (WMT17) on ``task``: {system label: row} (Baseline, Balanced, CAN)."""
+    return {s: Table2Row(*v) for s, v in _rows("table3_wmt17", Table2Row)[task].items()}
+
+
+def tasks() -> dict[str, dict[str, Table2Row]]:
+    """The paper's 14 tasks of Tables 2 and 3: {"wmt14 en-de": {system label: row}, ...}."""
+    out = {f"wmt14 {t}": table2(t) for t in _rows("table2_wmt14", Table2Row)}
+    out |= {f"wmt17 {t}": table3(t) for t in _rows("table3_wmt17", Table2Row)}
+    return out
+
+
+def table4() -> dict[str, Table4Row]:
+    """Table 4 (knowledge distillation, WMT14 En-De): {system label: row}."""
+    return {s: Table4Row(*v) for s, v in _rows("table4_kd_en-de", Table4Row).items()}
+
+
+def table5() -> dict[str, Table5Row]:
+    """Table 5 (the ablation, WMT14 En-De): {"Balanced", "Compress Attention", "Compress FFN", "Compress All": row}."""
+    return {s: Table5Row(*v) for s, v in _rows("table5_ablation_en-de", Table5Row).items()}
+
+
+def table1(pair: str = "wmt14_en-de") -> Table1Row:
+    """Table 1's data statistics of one language pair ("wmt14_en-de", ...)."""
+    return Table1Row(*_rows("table1_data", Table1Row)[pair])
+
+
+def figure4() -> dict[str, dict[str, float]]:
+    """Figure 4 (depth balance, WMT14 En-De): {"6/6": {"bleu", "speed"}, "9/4": ..., "12/2": ..., "14/1": ...}."""
+    f4 = _load()["fig4_balance_en-de"]
+    return {d: {"bleu": b, "speed": s} for d, b, s in zip(f4["depths"], f4["bleu"], f4["speed"])}

@@ -1,21 +1,18 @@
-"""The tables and the figure of the results, ablation and depths chapters, built from the stored runs.
+"""The tables and the figure of the results, ablation and depths chapters, built from the stored runs of a
+:class:`~canlib.studies.store.Store`.
 
 Each table keeps to the columns one claim needs (a system's seeds, its BLEU with the seed spread, its
-difference to Balanced, the paper's). :func:`stored_means` reads the run files with ``json`` alone (the depths
-figure draws every seed from it); the tests compare each table with the raw files.
+difference to Balanced, the paper's); the tests compare each table with the raw files.
 """
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Sequence
-from pathlib import Path
 
-from canlib.io import results_dir
 from canlib.model.config import LABELS
-from canlib.studies import gpu_results
-from canlib.studies.quality import bleu_by_seed, run_result, stored_seeds
+from canlib.studies.gpu_results import ratio_range
+from canlib.studies.store import Store
 from canlib.studies.verdict import split_name
 
 
@@ -26,21 +23,15 @@ def seed_cell(values: Sequence[float]) -> str:
     return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
-def _scores(scale: str, systems: Sequence[str], split: str, metric: str, corpus: str | None,
-            root: Path | None) -> dict[str, list[float]]:
-    return bleu_by_seed(scale, list(systems), corpus, split, metric, root, full_budget=scale != "tiny")
-
-
-def bleu_table(scale: str, systems: Sequence[str], paper: dict[str, float] | None = None, *, against: str = "balanced",
-               split: str = "test", corpus: str | None = None, root: Path | None = None,
-               labels: dict[str, str] | None = None):
+def bleu_table(store: Store, systems: Sequence[str], paper: dict[str, float] | None = None, *, against: str = "balanced",
+               split: str = "test", corpus: str | None = None, labels: dict[str, str] | None = None):
     """One row per system: seeds, tokenized BLEU (mean ± sd), sacreBLEU (mean), the difference to
     ``against``, and the paper's BLEU and difference (``paper``: {system: BLEU}) when given."""
     import pandas as pd
 
     labels = labels or LABELS
-    tok = _scores(scale, systems, split, "tok_bleu", corpus, root)
-    sacre = _scores(scale, systems, split, "bleu", corpus, root)
+    tok = store.scores(systems, split, "tok_bleu", corpus)
+    sacre = store.scores(systems, split, "bleu", corpus)
     name = split_name(split)
     rows = []
     for s in systems:
@@ -57,55 +48,33 @@ def bleu_table(scale: str, systems: Sequence[str], paper: dict[str, float] | Non
     return pd.DataFrame(rows).set_index("system").round(2)
 
 
-def splits_table(scale: str, systems: Sequence[str], splits: Sequence[str], *, corpus: str | None = None,
-                 root: Path | None = None):
+def splits_table(store: Store, systems: Sequence[str], splits: Sequence[str], *, corpus: str | None = None):
     """Tokenized BLEU (mean ± sd over seeds) of each system on each of ``splits``, and CAN's rank."""
     import pandas as pd
 
     columns = {}
     for split in splits:
-        tok = _scores(scale, systems, split, "tok_bleu", corpus, root)
+        tok = store.scores(systems, split, "tok_bleu", corpus)
         columns[split_name(split)] = {LABELS.get(s, s): seed_cell(v) for s, v in tok.items()}
     frame = pd.DataFrame(columns)
     frame.index.name = "system"
     return frame
 
 
-def stored_test_splits(scale: str, system: str = "balanced", corpus: str | None = None,
-                       root: Path | None = None) -> list[str]:
-    """The test splits a scale's runs were scored on ("test" is test2016; small adds the two test2017 sets)."""
-    seeds = [1] if scale == "tiny" and root is None else stored_seeds(system, scale, corpus, root)
-    return list(run_result(system, scale, seeds[0], corpus, root=root)[0]["test_splits"]) if seeds else []
-
-
-def stored_means(scale: str, systems: Sequence[str], split: str = "test", metric: str = "tok_bleu",
-                 corpus: str = "multi30k-en-de", root: Path | None = None) -> dict[str, list[float]]:
-    """{system: [score per stored seed]} read straight from ``<results>/<scale>/runs/<corpus>/*.json``
-    with ``json`` (no canlib loader): what a chapter's assertion compares its table with."""
-    folder = (Path(root) if root is not None else results_dir()) / scale / "runs" / corpus
-    out: dict[str, list[float]] = {}
-    for path in sorted(folder.glob("*-seed*.json")):
-        data = json.loads(path.read_text(encoding="utf-8"))
-        result = data["result"]
-        if result["system"] in systems and not data["provenance"].get("reduced_budget"):
-            out.setdefault(result["system"], []).append(float(result["scores"][split][metric]))
-    return out
-
-
-def speed_ratio_table(systems: Sequence[str], paper: dict[str, float], cpu: dict[str, dict[str, float]] | None,
-                      cpu_label: str, against: str = "balanced"):
+def speed_ratio_table(store: Store, systems: Sequence[str], paper: dict[str, float],
+                      cpu: dict[str, dict[str, float]] | None, cpu_label: str, against: str = "balanced"):
     """Decoding speed relative to ``against``, one row per measurement, each labelled with its device and
-    regime: the paper's GPU, every stored GPU run (eager fp16 and CUDA graphs, device and commit), and
-    this machine's CPU (random d=512 weights, not the paper's regime)."""
+    regime: the paper's GPU, every stored GPU run (eager fp16 and CUDA graphs, device and commit; the median of the
+    interleaved repeats' ratios), and this machine's CPU (random d=512 weights, not the paper's regime)."""
     import pandas as pd
 
     rows = {"paper (its GPU, Table 2)": {s: paper[s] / paper[against] for s in systems}}
-    for run in gpu_results.speed_runs():
+    for run in store.gpu_runs_with("speed"):
         for mode, words in (("eager", "eager fp16"), ("captured", "CUDA graphs fp16")):
-            speed, prov = gpu_results.gpu_speed(mode, run)
+            speed, prov = store.gpu_speed(mode, run)
             if against in speed:
                 rows[f"{prov['device']}, {words} (commit {str(prov['commit'])[:7]})"] = {
-                    s: speed[s]["tok_per_s"] / speed[against]["tok_per_s"] for s in systems if s in speed}
+                    s: ratio_range(speed, s, against)[0] for s in systems if s in speed}
     if cpu:
         rows[cpu_label] = {s: cpu[s]["tok_per_s"] / cpu[against]["tok_per_s"] for s in systems if s in cpu}
     frame = pd.DataFrame.from_dict(rows, orient="index")[[s for s in systems if s != against]]
@@ -114,14 +83,14 @@ def speed_ratio_table(systems: Sequence[str], paper: dict[str, float], cpu: dict
     return frame.round(2)
 
 
-def bleu_figure(scale: str, systems: Sequence[str], paper: dict[str, float], *, against: str = "balanced",
-                split: str = "test", root: Path | None = None):
+def bleu_figure(store: Store, systems: Sequence[str], paper: dict[str, float], *, against: str = "balanced",
+                split: str = "test"):
     """Left: tokenized BLEU per system, every seed as a dot and the mean with its sd as an error bar.
     Right: each system's difference to ``against``, ours (± 2 standard errors over seeds) beside the paper's."""
     import matplotlib.pyplot as plt
     import numpy as np
 
-    tok = _scores(scale, systems, split, "tok_bleu", None, root)
+    tok = store.scores(systems, split, "tok_bleu")
     shown = [s for s in systems if s in tok]
     names = [LABELS.get(s, s) for s in shown]
     x = np.arange(len(shown))
@@ -133,7 +102,7 @@ def bleu_figure(scale: str, systems: Sequence[str], paper: dict[str, float], *, 
     left.errorbar(x, means, yerr=sds, fmt="o", color="tab:blue", capsize=4, zorder=3, label="mean ± sd over seeds")
     left.set_xticks(x, names)
     left.set_ylabel(f"{split_name(split)} tokenized BLEU")
-    left.set_title(f"ours ({scale}, Multi30k En-De)")
+    left.set_title(f"ours ({store.scale}, Multi30k En-De)")
     left.legend(fontsize=8)
     others = [s for s in shown if s != against]
     xo = np.arange(len(others))

@@ -13,10 +13,18 @@ four terms) and a **criterion** on it, a threshold (``ok(x)``: x >= -0.5, x > 0,
   (sacreBLEU's own ``estimate_ci`` bounds) (test-set sampling noise).
 
 On one set the criterion ``held`` where every interval lies wholly where it holds, ``did not hold`` where every
-interval lies wholly where it fails, and is ``within noise`` otherwise. Over the sets: ``held`` if it held on
-every set, ``did not hold`` if it failed on every set, ``within noise`` otherwise. With fewer than ``MIN_SEEDS``
-seeds of any system there is no seed interval and no verdict. A chapter's verdict words are chosen from these
-three outcomes (:func:`word`), never typed.
+interval lies wholly where it fails, and is ``within noise`` otherwise. Over the sets (:func:`outcome`): ``held``
+if it held on every set, ``did not hold`` if it failed on every set, ``mixed`` if it held on some and failed on
+others, held or failed on some sets with the rest within noise (:data:`PARTLY_HELD`, :data:`PARTLY_FAILED`), and
+``within noise`` where every set is. With fewer than ``MIN_SEEDS`` seeds of any system there is no seed interval:
+no verdict, unless the claim reads the test-set interval alone (``judge(..., seed_interval=False)``, said so).
+
+A **speed** claim is a ratio of two systems' tokens per second over the interleaved repeats of one timing run
+(each repeat times every system once, in turn): the ratio of each repeat, and the criterion read over their
+range, lowest to highest (:func:`repeat_ratios`, :func:`ratio_verdict`).
+
+Which claims there are and which evidence each reads is declared once, in :mod:`canlib.studies.claims`; no other
+module calls the functions here to reach a verdict.
 """
 from __future__ import annotations
 
@@ -30,12 +38,14 @@ from functools import lru_cache
 
 import numpy as np
 
+from canlib.bleu import bleu_of_statistics, sentence_statistics
 from canlib.io import atomic_write_bytes, cache_dir
 
 HELD, FAILED, NOISE = "held", "did not hold", "within noise"
-# within noise over the sets, but decided one way on some of them and never the other (:attr:`Judgement.detail`)
-PARTLY_HELD, PARTLY_FAILED = "held on some sets, within noise on the others", "did not hold on some sets, within noise on the others"
-NOT_RUN = "not run yet"  # a claim the scale can test whose seeds are not (all) stored
+# decided one way on some sets and never the other, within noise on the rest; decided both ways
+PARTLY_HELD, PARTLY_FAILED, MIXED = "held on some sets", "did not hold on some sets", "mixed"
+NOT_RUN = "not run yet"  # a claim the scale can test whose evidence is not (all) stored
+NOT_TESTED = "not tested here"  # a claim no stored evidence of this book can test
 QUALITY_SCALES = ("small", "full")  # the scales whose models translate well enough for a BLEU verdict
 K_SPREAD = 2.0  # the seed interval: ± this many standard errors
 MIN_SEEDS = 2
@@ -97,15 +107,8 @@ class Judgement:
 
     @property
     def verdict(self) -> str:
-        return combine([s.verdict for s in self.sets])
-
-    @property
-    def detail(self) -> str:
-        """The verdict, with "within noise" told apart when some sets decided it one way and none the other."""
-        held, failed = self.count(HELD), self.count(FAILED)
-        if self.verdict != NOISE or bool(held) == bool(failed):
-            return self.verdict
-        return PARTLY_HELD if held else PARTLY_FAILED
+        """The outcome over the sets (:func:`outcome`)."""
+        return outcome([s.verdict for s in self.sets])
 
     def on(self, split: str = "test") -> OnSet:
         return next(s for s in self.sets if s.split == split)
@@ -118,8 +121,6 @@ class Judgement:
         seed half-interval), ``<prefix>_verdict`` and ``<prefix>_sets_held|failed|noise``."""
         out: dict[str, float | int | str] = {f"{prefix}_{SPLIT_KEYS[s.split]}": float(s.value) for s in self.sets}
         out[f"{prefix}_pm"] = float(self.on("test").half_width)
-        out[f"{prefix}_test_verdict"] = self.on("test").verdict
-        out[f"{prefix}_verdict"] = self.verdict
         for v, key in ((HELD, "held"), (FAILED, "failed"), (NOISE, "noise")):
             out[f"{prefix}_sets_{key}"] = self.count(v)
         return out
@@ -134,10 +135,38 @@ def interval_verdict(low: float, high: float, ok: Callable[[float], bool]) -> st
 
 def combine(verdicts: Sequence[str]) -> str:
     """held if every verdict held, did not hold if every one failed, else within noise: the rule that joins the
-    intervals of one set and the sets of one claim."""
+    intervals of one set."""
     if not verdicts:
         raise ValueError("no verdict to combine")
     return HELD if all(v == HELD for v in verdicts) else FAILED if all(v == FAILED for v in verdicts) else NOISE
+
+
+def outcome(verdicts: Sequence[str]) -> str:
+    """The sets of one claim joined: held (every set), did not hold (every set), mixed (held on some, failed on
+    others), held or did not hold on some sets and within noise on the rest, or within noise (every set)."""
+    if not verdicts:
+        raise ValueError("no verdict to join")
+    held, failed = sum(v == HELD for v in verdicts), sum(v == FAILED for v in verdicts)
+    if held == len(verdicts):
+        return HELD
+    if failed == len(verdicts):
+        return FAILED
+    if held and failed:
+        return MIXED
+    return PARTLY_HELD if held else PARTLY_FAILED if failed else NOISE
+
+
+def repeat_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:
+    """The ratio a/b of each interleaved repeat (tokens per second of two systems timed in the same repeats)."""
+    if len(a) != len(b) or not a:
+        raise ValueError(f"repeat_ratios: {len(a)} and {len(b)} repeats; the same number (at least one) is needed")
+    return [x / y for x, y in zip(a, b)]
+
+
+def ratio_verdict(ratios: Sequence[float], ok: Callable[[float], bool]) -> str:
+    """A speed criterion over the repeats' ratios: held if it holds for the lowest and the highest, did not hold
+    if for neither, within noise otherwise (the interval rule over the repeats)."""
+    return interval_verdict(min(ratios), max(ratios), ok)
 
 
 
@@ -154,20 +183,6 @@ def seed_contrast(terms: Sequence[tuple[float, Sequence[float]]]) -> tuple[float
     value = sum(w * statistics.fmean(v) for w, v in terms)
     se = math.sqrt(sum(w * w * statistics.variance(v) / len(v) for w, v in terms))
     return value, se
-
-
-def _sacrebleu():
-    """sacreBLEU's BLEU (13a, its defaults), imported where used like :mod:`canlib.bleu` does."""
-    from sacrebleu.metrics import BLEU
-
-    return BLEU()
-
-
-def _sentence_stats(metric, hyps: Sequence[str], refs: Sequence[str]) -> np.ndarray:
-    """sacreBLEU's sufficient statistics of each sentence: one row per sentence."""
-    if len(hyps) != len(refs):
-        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
-    return np.asarray(metric._extract_corpus_statistics(list(hyps), [list(refs)]), dtype=np.float64)
 
 
 def bootstrap_contrast(terms: Sequence[tuple[float, Sequence[Sequence[str]]]], refs: Sequence[str],
@@ -201,9 +216,9 @@ def _resampled(hyps: tuple[str, ...], refs: tuple[str, ...], samples: int, seed:
     path = cache_dir() / "bootstrap" / f"{digest}.json"
     if path.is_file():
         return np.array(json.loads(path.read_text(encoding="utf-8")))
-    metric = _sacrebleu()
-    sums = (_counts(len(refs), samples, seed) @ _sentence_stats(metric, hyps, refs)).round().astype(np.int64)
-    scores = [metric._compute_score_from_stats(row).score for row in sums.tolist()]
+    stats = np.asarray(sentence_statistics(list(hyps), list(refs)), dtype=np.float64)
+    sums = (_counts(len(refs), samples, seed) @ stats).round().astype(np.int64)
+    scores = [bleu_of_statistics(row) for row in sums.tolist()]
     atomic_write_bytes(json.dumps(scores).encode(), path)
     return np.array(scores)
 
@@ -217,18 +232,24 @@ def central_95(values: np.ndarray) -> Interval:
 
 def judge(terms: Sequence[tuple[float, Runs]], ok: Callable[[float], bool],
           refs: Mapping[str, Sequence[str]] | None = None, splits: Sequence[str] = EVAL_SPLITS,
-          samples: int = BOOTSTRAP_SAMPLES) -> Judgement | None:
+          samples: int = BOOTSTRAP_SAMPLES, *, seed_interval: bool = True) -> Judgement | None:
     """The contrast sum(weight x runs) judged on every split of ``splits`` that all terms were scored on: the
-    seed interval always, the test-set interval where every run's hypotheses and the split's references
-    (``refs``) are given. None where a term has fewer than ``MIN_SEEDS`` seeds (no verdict)."""
-    if any(len(r.seeds) < MIN_SEEDS for _, r in terms):
+    seed interval, and the test-set interval where every run's hypotheses and the split's references (``refs``)
+    are given. None where a term has fewer than ``MIN_SEEDS`` seeds (no verdict). ``seed_interval=False``: the
+    test-set interval alone, for evidence of fewer seeds (every split must then have hypotheses and references)."""
+    if seed_interval and any(len(r.seeds) < MIN_SEEDS for _, r in terms):
         return None
     sets = []
     for split in splits:
         if not all(split in r.scores for _, r in terms):
             continue
-        value, se = seed_contrast([(w, r.scores[split]) for w, r in terms])
-        seeds = Interval(value - K_SPREAD * se, value + K_SPREAD * se)
+        if seed_interval:
+            value, se = seed_contrast([(w, r.scores[split]) for w, r in terms])
+            seeds = Interval(value - K_SPREAD * se, value + K_SPREAD * se)
+        else:
+            value, seeds = sum(w * statistics.fmean(r.scores[split]) for w, r in terms), None
+            if not (refs and split in refs and all(split in r.hyps for _, r in terms)):
+                raise ValueError(f"{split}: the test-set interval alone needs every run's hypotheses and the references")
         test_set = None
         if refs and split in refs and all(split in r.hyps for _, r in terms):
             test_set = central_95(bootstrap_contrast([(w, r.hyps[split]) for w, r in terms], refs[split], samples))
@@ -237,29 +258,6 @@ def judge(terms: Sequence[tuple[float, Runs]], ok: Callable[[float], bool],
     if not sets:
         raise ValueError(f"no evaluation set is scored for every term ({', '.join(r.label for _, r in terms)})")
     return Judgement(tuple(sets), {r.label: len(r.seeds) for _, r in terms})
-
-
-def word(verdict: str | Judgement, words: Mapping[str, str]) -> str:
-    """The chapter's word for a verdict: ``words`` names one for each outcome (held, did not hold, within
-    noise), so the evidence picks it. Given a Judgement, its :attr:`~Judgement.detail` picks a word for
-    "held on some sets" or "did not hold on some sets" where ``words`` has one, else the within-noise word."""
-    missing = [v for v in (HELD, FAILED, NOISE) if v not in words]
-    if missing:
-        raise ValueError(f"words {dict(words)} give no word for {missing}")
-    if isinstance(verdict, Judgement):
-        return words.get(verdict.detail, words[verdict.verdict])
-    return words[verdict]
-
-
-def gap_word(closes: Judgement, narrows: Judgement) -> str:
-    """What a study does to a gap, from two judgements: ``closes`` (the gap after it within the on-par margin)
-    and ``narrows`` (the gap after it minus the gap before it > 0)."""
-    if closes.verdict == HELD:
-        return "closes the gap"
-    return word(narrows, {HELD: "narrows the gap", FAILED: "does not narrow the gap",
-                          NOISE: "changes the gap within noise",
-                          PARTLY_HELD: "narrows the gap on some sets and within noise on the others",
-                          PARTLY_FAILED: "widens the gap on some sets and within noise on the others"})
 
 
 def split_name(split: str) -> str:
@@ -273,5 +271,6 @@ def describe(j: Judgement, decimals: int = 2) -> str:
     parts = []
     for s in j.sets:
         boot = f", test-set [{s.test_set.low:+.{decimals}f}, {s.test_set.high:+.{decimals}f}]" if s.test_set else ""
-        parts.append(f"{split_name(s.split)} {s.value:+.{decimals}f} ± {s.half_width:.{decimals}f}{boot}: {s.verdict}")
+        spread = f" ± {s.half_width:.{decimals}f}" if s.seeds else " (no seed interval)"
+        parts.append(f"{split_name(s.split)} {s.value:+.{decimals}f}{spread}{boot}: {s.verdict}")
     return "; ".join(parts)

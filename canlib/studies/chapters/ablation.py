@@ -1,31 +1,26 @@
-"""The values the ablation chapter (Table 5) glues into its prose: each compression against Balanced, the
-order of the three against the paper's, judged by the verdict rule on the four evaluation sets, and the kernels
-each decoder layer launches per step (``book/results/cpu/ops.json``), the count that explains the speed order.
+"""The values the ablation chapter (Table 5) glues into its prose: each compression against Balanced and the
+order of the three against the paper's (the claims registry's verdicts on the four evaluation sets), and the
+kernels each decoder layer launches per step (``book/results/cpu/ops.json``), the count that explains the speed
+order.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from canlib.bench.ops import NO_KERNEL  # the operators the counts treat as launching no kernel
-from canlib.studies import evidence as ev
-from canlib.studies.paper import paper_numbers
-from canlib.studies.speed import stored_ops
-from canlib.studies.verdict import FAILED, HELD, NOISE, PARTLY_FAILED, PARTLY_HELD, judge, word
+from canlib.studies import paper
+from canlib.studies.claims import judged, marks
+from canlib.studies.store import Store
 
 SYSTEMS = {"can_attn": "attn", "can_ffn": "ffn", "can": "all"}  # system -> key prefix
 PAPER_ROWS = {"balanced": "Balanced", "can_attn": "Compress Attention", "can_ffn": "Compress FFN", "can": "Compress All"}
-LOSES = {HELD: "loses BLEU against Balanced", FAILED: "gains BLEU against Balanced", NOISE: "is within noise of Balanced",
-         PARTLY_HELD: "loses BLEU on some sets and is within noise of Balanced on the others",
-         PARTLY_FAILED: "gains BLEU on some sets and is within noise of Balanced on the others"}
-ORDER = {HELD: "keeps the paper's order", FAILED: "reverses the paper's order", NOISE: "is within noise of either order",
-         PARTLY_HELD: "keeps the paper's order on some sets and is within noise on the others",
-         PARTLY_FAILED: "reverses the paper's order on some sets and is within noise on the others"}
+BELOW = {"can_attn": "can-attn-below-balanced", "can_ffn": "can-ffn-below-balanced", "can": "can-below-balanced"}
+CLAIMS = (*BELOW.values(), "can-above-can-attn", "can-attn-below-can-ffn", "can-ffn-keeps-bleu", "attn-faster-than-ffn")
 
 
-def kernel_values(root: Path | None = None) -> dict[str, Any]:
+def kernel_values(store: Store) -> dict[str, Any]:
     """Kernels one decoder layer launches per step on the GPU's code path (counted, not timed) for each system."""
-    ops, prov = stored_ops(root=root)
+    ops, prov = store.ops()
     per_layer = {s: ops["systems"][s]["cuda"]["per_layer"]["kernel_operators"] for s in PAPER_ROWS}
     v = {f"kernels_{SYSTEMS.get(s, s)}": int(k) for s, k in per_layer.items()}
     for s, key in SYSTEMS.items():
@@ -50,12 +45,12 @@ OPERATOR_WORDS = {
 }
 
 
-def kernels_removed(root: Path | None = None):
+def kernels_removed(store: Store):
     """Per decoder layer, how many kernels of each operator each compression removes from a standard layer
     (negative: adds), on the GPU's code path; operators that launch no kernel (views) left out."""
     import pandas as pd
 
-    ops, _ = stored_ops(root=root)
+    ops, _ = store.ops()
     systems = ops["systems"]
     layers = {s: systems[s]["cuda"]["decoder_layers"] for s in PAPER_ROWS}
     base = systems["balanced"]["cuda"]["by_name"]
@@ -74,12 +69,12 @@ def kernels_removed(root: Path | None = None):
     return frame.sort_values(list(frame.columns), ascending=False)
 
 
-def kernels_removed_table(root: Path | None = None):
+def kernels_removed_table(store: Store):
     """:func:`kernels_removed` as the chapter shows it: each operator described in words beside PyTorch's name
     for it, a negative count read as a kernel added, and a last row with the net count per layer."""
     import pandas as pd
 
-    removed = kernels_removed(root)
+    removed = kernels_removed(store)
     frame = removed.reset_index(names="PyTorch operator")
     frame.insert(0, "kernel", [OPERATOR_WORDS.get(op, op) for op in frame["PyTorch operator"]])
     net = {"kernel": "net: kernels removed per layer", "PyTorch operator": "", **removed.sum().to_dict()}
@@ -87,29 +82,21 @@ def kernels_removed_table(root: Path | None = None):
     return frame.style.hide(axis="index")
 
 
-def values(scale: str, root: Path | None = None, refs: dict[str, list[str]] | None = None) -> dict[str, Any]:
-    """Everything the ablation chapter's prose quotes at ``scale`` (a judged scale: the chapter presents stored
-    runs; ``refs``: each evaluation set's references, read from the corpus when not given)."""
-    ev.require_judged(scale, "the ablation chapter")
-    t5 = paper_numbers()["table5_ablation_en-de"]
-    refs = ev.references(scale) if refs is None else refs
-    runs = {s: ev.main_runs(scale, s, root=root) for s in PAPER_ROWS}
-    v: dict[str, Any] = {"scale": scale, "seeds": min(len(r.seeds) for r in runs.values())}
+def values(store: Store) -> dict[str, Any]:
+    """Everything the ablation chapter's prose quotes (a judged scale: the chapter presents stored runs)."""
+    store.requires_judged("the ablation chapter")
+    t5 = paper.table5()
+    runs = {s: store.runs(s) for s in PAPER_ROWS}
+    v: dict[str, Any] = {"scale": store.scale, "seeds": min(len(r.seeds) for r in runs.values())}
+    j = judged(store)
     for s, key in SYSTEMS.items():
-        v[f"paper_{key}"] = t5[PAPER_ROWS[s]][0] - t5["Balanced"][0]
-        v[f"paper_speed_{key}"] = 100 * (t5[PAPER_ROWS[s]][1] / t5["Balanced"][1] - 1)
-        j = judge([(1.0, runs[s]), (-1.0, runs["balanced"])], lambda d: d < 0, refs)
-        v |= j.values(key)
-        v[f"{key}_word"] = word(j, LOSES)
-    order = judge([(1.0, runs["can"]), (-1.0, runs["can_attn"])], lambda d: d > 0, refs)  # the paper: All loses less
-    v |= order.values("all_minus_attn")
-    v["paper_all_minus_attn"] = t5["Compress All"][0] - t5["Compress Attention"][0]
-    v["order_word"] = word(order, ORDER)
-    costlier = judge([(1.0, runs["can_attn"]), (-1.0, runs["can_ffn"])], lambda d: d < 0, refs)  # the paper: attention costs more
-    v |= costlier.values("attn_minus_ffn")
-    v["paper_attn_minus_ffn"] = t5["Compress Attention"][0] - t5["Compress FFN"][0]
-    v["attn_order_word"] = word(costlier, ORDER)
-    v |= kernel_values(root)
+        v[f"paper_{key}"] = t5[PAPER_ROWS[s]].test_bleu - t5["Balanced"].test_bleu
+        v[f"paper_speed_{key}"] = 100 * (t5[PAPER_ROWS[s]].speed / t5["Balanced"].speed - 1)
+        v |= (j[BELOW[s]].at(1) or j[BELOW[s]]).values(key)  # Table 5 is read at the main plan's budget
+    v |= j["can-above-can-attn"].values("all_minus_attn") | j["can-attn-below-can-ffn"].values("attn_minus_ffn")
+    v["paper_all_minus_attn"] = t5["Compress All"].test_bleu - t5["Compress Attention"].test_bleu
+    v["paper_attn_minus_ffn"] = t5["Compress Attention"].test_bleu - t5["Compress FFN"].test_bleu
+    v |= marks(store, CLAIMS) | kernel_values(store)
     same = (v["kernels_saved_attn"] > v["kernels_saved_ffn"]) == (v["paper_speed_attn"] > v["paper_speed_ffn"])
     v["kernel_order_word"] = "the way the paper measured them" if same else "otherwise than the paper measured them"
     return v

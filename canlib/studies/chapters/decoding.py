@@ -14,8 +14,8 @@ from canlib.decoding.search import ForcedLengthSearch, SearchSettings, make_batc
 from canlib.io import results_dir
 from canlib.model.config import ALL_SYSTEMS, LABELS, ModelConfig, preset
 from canlib.model.seq2seq import DecoderCache, Seq2Seq
-from canlib.studies.probes import H100_BANDWIDTH, bytes_per_decode_step
-from canlib.studies.results import load_result
+from canlib.analysis.probes import H100_BANDWIDTH, bytes_per_decode_step
+from canlib.results.files import load_result
 
 OPS = "cpu/ops.json"
 TOY_WORDS = ["<pad>", "<unk>", "<s>", "</s>", "a", "dog", "runs", "."]  # ids 0-3 are canlib's special tokens

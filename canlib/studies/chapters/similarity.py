@@ -1,47 +1,47 @@
-"""The similarity chapter (Figure 2): the diagonals of our sub-layer similarity matrices beside the paper's.
+"""The similarity chapter (Figure 2): the diagonals of our sub-layer similarity matrices beside the paper's, and
+the claims registry's verdict of "self- and cross-attention inputs are alike".
 
 The 6/6 Baseline is the paper's model; CAN compresses the 12/2 decoder, so the premise must also hold in Balanced's
 two layers: the engine's ``similarity-balanced`` study, loaded like the Baseline's.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from canlib.model.config import preset
 from canlib.studies.analyses import similarity, similarity_study
+from canlib.studies.claims import BY_ID, marks
 from canlib.studies.paper import paper_numbers
-from canlib.studies.scales import scale_spec
-from canlib.studies.scorecard import NOT_RUN
-from canlib.studies.store import stored_path
+from canlib.studies.store import Store
 
 KEYS = ("self_vs_cross", "cross_vs_ffn")
 
 
-def stored(system: str, scale: str, root: Path | None = None) -> bool:
-    """Whether a system's similarity study is stored at ``scale`` (at tiny: computed by the chapter's explicit
-    ``train_missing`` call, cached)."""
-    return stored_path(similarity_study(system), scale, root).exists()
+def stored(system: str, store: Store) -> bool:
+    """Whether a system's similarity study is stored (at tiny: computed by the chapter's explicit ``train_missing``
+    call, cached)."""
+    return store.has(similarity_study(system))
 
 
 def diagonal(matrix: list[list[float]]) -> np.ndarray:
     return np.diag(np.array(matrix, dtype=float))
 
 
-def values(scale: str, root: Path | None = None) -> dict[str, Any]:
+def values(store: Store) -> dict[str, Any]:
     """The numbers the chapter's prose quotes: our Baseline's diagonals against the paper's (Figure 2), the gap
     between the two matrices' diagonals that the paper's argument needs, and whether Balanced is measured at
     ``scale`` and at ``small``."""
-    measured, _ = similarity(scale, root=root)
+    measured, _ = similarity(store)
     paper = paper_numbers()["fig2_similarity"]
     ours = {k: diagonal(measured["residual"][k]) for k in KEYS}
     normed = {k: diagonal(measured["normalized"][k]) for k in KEYS}
     theirs = {k: diagonal(paper[k]) for k in KEYS}
     diff = {"ours": ours["self_vs_cross"] - ours["cross_vs_ffn"], "paper": theirs["self_vs_cross"] - theirs["cross_vs_ffn"]}
+    small = Store("small", store.root if store.explicit else None)
     out: dict[str, Any] = {
-        "scale": scale, "layers": int(ours["self_vs_cross"].size),
+        "scale": store.scale, "layers": int(ours["self_vs_cross"].size),
         "ours_diag_min": float(ours["self_vs_cross"].min()), "ours_diag_max": float(ours["self_vs_cross"].max()),
         "ours_diag_mean": float(ours["self_vs_cross"].mean()),
         "paper_diag_min": float(theirs["self_vs_cross"].min()), "paper_diag_max": float(theirs["self_vs_cross"].max()),
@@ -52,8 +52,9 @@ def values(scale: str, root: Path | None = None) -> dict[str, Any]:
         "ours_diff_min": float(diff["ours"].min()), "ours_diff_max": float(diff["ours"].max()),
         "paper_layer1_left": float(theirs["self_vs_cross"][0]), "paper_layer1_right": float(theirs["cross_vs_ffn"][0]),
         "normalized_gap": float((normed["self_vs_cross"] - normed["cross_vs_ffn"]).mean()),
-        "balanced_small": "stored" if stored("balanced", "small", root) else NOT_RUN,
+        "balanced_small": "stored" if stored("balanced", small) else "not stored yet",
         "balanced_layers": int(preset("balanced").dec_layers),
-        "small_updates": int(scale_spec("small").train["max_steps"]),
+        "small_updates": int(small.spec.train["max_steps"]),
+        "alike_threshold": BY_ID["inputs-alike"].evidence.ok.bound,
     }
-    return out
+    return out | marks(store, ["inputs-alike"])

@@ -7,8 +7,7 @@ from typing import Any
 
 from canlib.model.config import LABELS
 from canlib.studies import gpu_results as gpu
-from canlib.studies.scorecard import ratio_range
-from canlib.studies.speed import stored_ops
+from canlib.studies.gpu_results import ratio_range, stored_ops
 
 FIRST_H100, H200 = "h100-2026-11-26", "h200-2026-11-26"  # the two runs whose eager breakdowns disagreed
 # the operator counts (book/results/cpu/) of the code each stored GPU run timed, where one was counted: the run's

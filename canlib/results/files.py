@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from canlib.io import atomic_write_bytes, origin
-from canlib.studies.scales import SCALES
+from canlib.results.scales import SCALES
 
 PROVENANCE_KEYS = ("commit", "date", "device", "scale", "config")
 

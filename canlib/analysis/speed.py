@@ -3,13 +3,12 @@
 Speed depends on shapes, not on what the weights learned, so every study times the paper's d=512
 presets with random weights and a forced output length. One measurement per setting: the results,
 depths, ablation, speed and scorecard chapters all read the same interleaved run of all nine systems
-(:func:`speed_table`), so a system's speed is the same number in every chapter (each chapter used to
-time its own run, and the figures for one setting differed by up to 12%). Each run is cached (tiny)
-or stored (``store=True``) by :func:`canlib.studies.store.study` under a key of its settings.
+(:func:`speed_table`), so a system's speed is the same number in every chapter. Each run is cached (tiny)
+or stored (``store=True``) by :func:`canlib.results.layout.study` under a key of its settings.
 
 CPU rows are labelled as such: on a CPU at batch 1 decoding is bound by memory bandwidth, not the
-paper's regime (fp16 on a GPU, bound by kernel launches); the GPU figures are in
-:mod:`canlib.studies.gpu_results`.
+paper's regime (fp16 on a GPU, bound by kernel launches); the stored GPU measurements are read by
+:class:`canlib.studies.store.Store`.
 """
 from __future__ import annotations
 
@@ -17,12 +16,10 @@ import statistics
 import warnings
 from typing import Any
 
-from canlib.io import results_dir
+from canlib.analysis.probes import decoding_costs
 from canlib.model.config import ABLATION_SYSTEMS, ALL_SYSTEMS, LABELS
-from canlib.studies.probes import decoding_costs
-from canlib.studies.results import load_result
-from canlib.studies.scales import scale_spec
-from canlib.studies.store import key, study
+from canlib.results.layout import key, study
+from canlib.results.scales import scale_spec
 
 SPEED_SYSTEMS = ALL_SYSTEMS  # one interleaved run times all nine
 SWEEPS = {"beam": ("beam", "beams", "by_beam"), "length": ("beam", "lengths", "by_length"),
@@ -211,17 +208,3 @@ def weights_per_token() -> dict[str, float]:
     """Decoder-layer matrix weights read per generated token, in units of d² (source-side projections,
     computed once per sentence, left out), counted from the layer classes at the paper's d=512."""
     return {system: decoding_costs(system)["weights_per_step_d2"] for system in ABLATION_SYSTEMS}
-
-# -- operators per step (``canlib bench ops``, stored in book/results/cpu/) ------------------------------
-
-OPS_COMMAND = "python -m canlib bench ops --json book/results/cpu/ops.json"
-
-
-def stored_ops(name: str = "ops.json", root: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(result, provenance) of the stored operator-count study: ``result["systems"][system][path]``."""
-    from pathlib import Path
-
-    path = Path(root or results_dir()) / "cpu" / name
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no stored operator counts; run `{OPS_COMMAND}`")
-    return load_result(path)

@@ -57,7 +57,7 @@ _SPECS = {
         "small", "multi30k-en-de", "small",
         dict(lr=1e-3, warmup=500, max_tokens=8192, max_steps=1200, valid_every=400, keep_last=2, average_last=2,
              label_smoothing=0.1, log_every=50, progress=False),
-        finetune_steps=400, seeds=3, depth_seeds=1, direction_seeds=2,
+        finetune_steps=400, seeds=3, depth_seeds=2, direction_seeds=2,
         directions=("multi30k-de-en", "multi30k-en-fr", "multi30k-fr-en", "multi30k-en-cs", "multi30k-cs-en"),
     ),
     "full": ScaleSpec(
