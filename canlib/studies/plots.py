@@ -320,7 +320,12 @@ def plot_claim(j: Any, ax=None, *, paper: float | None = None, budgets: Sequence
     ax.set_xlim(-0.6, len(splits) - 0.4)
     ax.set_ylabel("Δ tokenized BLEU")
     ax.set_title("\n".join(textwrap.wrap(title or j.claim.name, 48)), fontsize=10)
-    ax.legend(fontsize=7.5, loc="best", framealpha=0.85)
+    from matplotlib.lines import Line2D
+
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [Line2D([], [], color="grey", lw=3.5, alpha=0.55, label="seed interval (± 2 s.e.)"),
+                Line2D([], [], color="grey", lw=0.9, marker="_", ms=5, label="bootstrap 95 %")]
+    ax.legend(handles=handles, fontsize=7, loc="best", framealpha=0.85)
     ax.grid(axis="y", color="#dddddd", lw=0.6)
     return ax
 
@@ -355,10 +360,14 @@ def claim_table(claims: Sequence[Any], *, budgets: dict[str, Sequence[int]] | No
             seed = p["seed_interval"]
             boot = p["test_set_interval"]
             rows.append({"claim": ((names or {}).get(j.claim.id, j.claim.name) if first else ""),
-                         "budget": f"{p['budget']}x" if p["budget"] else "1x",
+                         **({"budget": f"{p['budget']}x"} if p["budget"] else {}),
                          "set": p["set"], "Δ": f"{p['value']:+.2f}",
                          "± 2 s.e. (seeds)": f"{(seed[1] - seed[0]) / 2:.2f}" if seed else "—",
                          "bootstrap 95 %": f"{boot[0]:+.2f} to {boot[1]:+.2f}" if boot else "—",
                          "this set": p["verdict"]})
             first = False
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    if "budget" in frame:  # a claim judged at one budget only shares the table with one judged at several
+        frame["budget"] = frame["budget"].fillna("—")
+        frame = frame[["claim", "budget", *[c for c in frame.columns if c not in ("claim", "budget")]]]
+    return frame
