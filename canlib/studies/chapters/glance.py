@@ -227,8 +227,8 @@ def readme_section(scale: str = "small", root: Path | None = None) -> str:
         README_HEADING, "",
         "Generated from the stored results by `python -m canlib.studies.chapters.glance --readme` (a test fails when "
         "this section differs from what the code computes now, and when its verdicts differ from "
-        "`python -m canlib claims --json`); the book's first page shows the same tables.", "",
-        findings(store, marked=False), "",
+        "`python -m canlib claims --json`); the book's first page shows the same tables. " + findings(store, marked=False),
+        "",
         f"Ours: Multi30k En-De at `{scale}` (d=256), {v['prov_runs']} runs on {v['prov_device']} at commit "
         f"{v['prov_commit']} ({v['prov_budget']}); tokenized BLEU on test2016, mean ± sd (seeds). The paper: "
         f"WMT14 En-De, tokenized BLEU, the average of 3 runs. {LEVELS} Speed: tokens/s relative to Balanced at batch "
