@@ -72,8 +72,8 @@ def test_a_claims_figure_draws_the_judgements_points_and_the_raw_seed_means(monk
     points = claim_points(j)
     assert sorted(y for _, y in drawn) == pytest.approx(sorted(p["value"] for p in points), abs=1e-12)
     assert {p["budget"] for p in points} == {1, 2} and len(points) == 8
-    thick = sorted(tuple(line.get_ydata()) for line in ax.lines if line.get_linewidth() > 3)
-    assert thick == pytest.approx(sorted(tuple(p["seed_interval"]) for p in points), abs=1e-12)
+    thick = sorted(v for line in ax.lines if line.get_linewidth() > 3 for v in line.get_ydata())
+    assert thick == pytest.approx(sorted(v for p in points for v in p["seed_interval"]), abs=1e-12)
     runs = REPO / "book" / "results" / "small" / "runs" / "multi30k-en-de"
 
     def mean(system: str) -> float:
