@@ -201,3 +201,35 @@ def test_the_readme_and_the_gpu_plan_quote_the_stored_cpu_training_time():
     assert f"took {min(seconds):.1f}-{max(seconds):.1f} s" in plan
     hours = scale_spec("small").train["max_steps"] * sum(seconds) / len(seconds) / 3600
     assert f"about {round(hours)} hours" in plan and f"about {round(hours)} hours a run" in readme
+
+
+CLAIM_PAGES = ("results.md", "beyond.md", "training.md", "ablation.md")  # the pages that show their claims as plots
+MOST_GLUED = 5  # more glued values than this in one paragraph is a table or a figure written out as prose
+
+
+def glued_per_paragraph(text: str) -> list[tuple[int, int]]:
+    """(first line, count) of each prose paragraph's glued values (``{glue:text}`` roles; a verdict mark is a word
+    and glued with ``{glue}``); fenced cells, math and the exercises are not prose (:func:`prose`)."""
+    raw = text.split("\n## Exercises\n")[0]
+    lines = raw.splitlines()
+    out = []
+    for start, _ in prose(raw):
+        end = start
+        while end < len(lines) and lines[end - 1].strip():  # the paragraph's source lines, roles intact
+            end += 1
+        out.append((start, sum(line.count("{glue:text}") for line in lines[start - 1:end])))
+    return out
+
+
+def test_glued_values_are_counted_per_paragraph():
+    text = "# T\n\nA {glue:text}`a` b {glue:text}`b:.2f`\nc {glue}`verdict_x` {glue:text}`c`.\n\n$$x$$\n\nd {glue:text}`d`\n"
+    assert glued_per_paragraph(text) == [(1, 0), (3, 3), (8, 1)]
+
+
+def test_no_paragraph_of_the_claim_pages_holds_more_than_five_glued_values():
+    """results, beyond, training and ablation show their claims as figures with tables below them: a paragraph
+    says what a figure shows in a sentence or two, it does not list the numbers."""
+    crowded = [f"{name}:{line}: {count} glued values" for name in CLAIM_PAGES
+               for line, count in glued_per_paragraph((REPO / "book" / name).read_text(encoding="utf-8"))
+               if count > MOST_GLUED]
+    assert not crowded, "paragraphs that read as tables (put the numbers in a figure or table):\n" + "\n".join(crowded)

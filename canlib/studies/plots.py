@@ -1,10 +1,13 @@
 """The reproduction chapters' figures drawn from stored results: Figure 8 (loss curves, one run or the spread of
 several seeds; the 2x runs' learning curves beside it), Figure 2 (sub-layer similarity, drawn as the paper draws
-it, for the paper's 6/6 model and for Balanced's two layers) and Figure 6 (BLEU per bucket)."""
+it, for the paper's 6/6 model and for Balanced's two layers), Figure 6 (BLEU per bucket), a decoding step's kernels, and
+one figure per BLEU claim (:func:`plot_claim`: the claims registry's judgement per evaluation set and budget, with
+its seed and bootstrap intervals, drawn the same way on every page that judges a claim)."""
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -239,3 +242,132 @@ def plot_step_kernels(ops: dict[str, Any], systems: dict[str, str], ax=None, not
     if note:
         ax.set_title(note, fontsize=9, loc="left", pad=18)
     return ax
+
+
+# -- one figure per claim -------------------------------------------------------------------------------------
+
+BUDGET_STYLE = {None: ("o", "C0"), 1: ("o", "C0"), 2: ("s", "C1")}  # marker and colour of each budget's points
+SPLIT_ORDER = ("valid", "test", "test2017_flickr", "test2017_mscoco")
+
+
+def paper_value(claim: Any) -> float | None:
+    """The paper's number for a claim whose paper column is one signed number (``-0.14 (Table 2, En-De)``), else
+    None: a quoted range or pair is not one point a figure can mark."""
+    import re
+
+    match = re.match(r"^([+-]?\d+(?:\.\d+)?)(?:\s*\(|$)", claim.paper.strip())
+    return float(match.group(1)) if match else None
+
+
+def claim_points(j: Any, budgets: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """The points :func:`plot_claim` draws, one per judged budget and evaluation set, read from the registry's
+    judgement (its ``sets`` rows, and those of the budgets beside it): budget, split, set name, the contrast, the seed
+    interval and the bootstrap (test-set) interval."""
+    shown = [x for x in (j, *j.beside) if x.sets and (budgets is None or x.budget in budgets)]
+    shown.sort(key=lambda x: x.budget or 0)
+    points = []
+    for x in shown:
+        for row in sorted(x.sets, key=lambda r: SPLIT_ORDER.index(r["split"])):
+            points.append({"budget": x.budget, "split": row["split"], "set": row["set"], "value": row["value"],
+                           "seed_interval": row["seed_interval"], "test_set_interval": row["test_set_interval"],
+                           "verdict": row["verdict"]})
+    return points
+
+
+def plot_claim(j: Any, ax=None, *, paper: float | None = None, budgets: Sequence[int] | None = None,
+               title: str | None = None):
+    """One BLEU claim of the registry as a picture: its contrast on each evaluation set (a point per budget, 1x
+    circles, 2x squares), the seed interval as a thick bar, sacreBLEU's paired bootstrap as a thin capped bar beside
+    it, the claim's threshold dashed and the paper's value dotted (``paper``; default :func:`paper_value`). ``j`` is a
+    :class:`~canlib.studies.judges.Judged` of a BLEU contrast; nothing is recomputed here."""
+    import textwrap
+
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.4), constrained_layout=True)
+    points = claim_points(j, budgets)
+    if not points:
+        raise ValueError(f"{j.claim.id}: no judged evaluation set to draw ({j.word})")
+    splits = [s for s in SPLIT_ORDER if any(p["split"] == s for p in points)]
+    names = {p["split"]: p["set"] for p in points}
+    shown = sorted({p["budget"] for p in points}, key=lambda b: b or 0)
+    width = 0.36 / max(len(shown), 1)
+    for k, budget in enumerate(shown):
+        marker, colour = BUDGET_STYLE.get(budget, ("D", f"C{k + 2}"))
+        offset = (k - (len(shown) - 1) / 2) * width * 1.6
+        label = f"{budget}x budget" if budget else "ours"
+        for p in (p for p in points if p["budget"] == budget):
+            x = splits.index(p["split"]) + offset
+            if p["seed_interval"]:
+                low, high = p["seed_interval"]
+                ax.plot([x, x], [low, high], color=colour, lw=3.5, alpha=0.55, solid_capstyle="butt")
+            if p["test_set_interval"]:
+                low, high = p["test_set_interval"]
+                ax.errorbar(x + width * 0.45, p["value"], yerr=[[p["value"] - low], [high - p["value"]]], fmt="none",
+                            ecolor=colour, elinewidth=0.9, capsize=2.5)
+            ax.plot(x, p["value"], marker=marker, color=colour, ms=6, ls="none", label=label)
+            label = None
+    ok = getattr(j.claim.evidence, "ok", None)
+    if ok is not None:
+        ax.axhline(ok.bound, color="black", ls="--", lw=1, label=f"criterion: {ok.op} {ok.bound:+g}")
+    if ok is None or ok.bound != 0:
+        ax.axhline(0, color="grey", lw=0.6)
+    paper = paper_value(j.claim) if paper is None else paper
+    if paper is not None:
+        ax.axhline(paper, color="tab:green", ls=":", lw=1.6, label=f"paper: {paper:+.2f}")
+    ax.set_xticks(range(len(splits)), [names[s].replace("test2017 ", "test2017\n") for s in splits])
+    ax.set_xlim(-0.6, len(splits) - 0.4)
+    ax.set_ylabel("Δ tokenized BLEU")
+    ax.set_title("\n".join(textwrap.wrap(title or j.claim.name, 48)), fontsize=10)
+    from matplotlib.lines import Line2D
+
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [Line2D([], [], color="grey", lw=3.5, alpha=0.55, label="seed interval (± 2 s.e.)"),
+                Line2D([], [], color="grey", lw=0.9, marker="_", ms=5, label="bootstrap 95 %")]
+    ax.legend(handles=handles, fontsize=7, loc="best", framealpha=0.85)
+    ax.grid(axis="y", color="#dddddd", lw=0.6)
+    return ax
+
+
+def plot_claims(claims: Sequence[Any], *, papers: dict[str, float] | None = None, ncols: int = 2,
+                budgets: dict[str, Sequence[int]] | None = None):
+    """Several claims of one page, one panel each (:func:`plot_claim`), on a grid of ``ncols`` columns."""
+    import matplotlib.pyplot as plt
+
+    nrows = -(-len(claims) // ncols)
+    cols = min(ncols, len(claims))
+    fig, axes = plt.subplots(nrows, cols, figsize=(min(5.6 * cols, 13.0), 3.6 * nrows), constrained_layout=True,
+                             squeeze=False)
+    for ax, j in zip(axes.flat, claims):
+        plot_claim(j, ax, paper=(papers or {}).get(j.claim.id), budgets=(budgets or {}).get(j.claim.id))
+    for ax in list(axes.flat)[len(claims):]:
+        ax.axis("off")
+    return fig
+
+
+def claim_table(claims: Sequence[Any], *, budgets: dict[str, Sequence[int]] | None = None,
+                names: dict[str, str] | None = None):
+    """The numbers of :func:`plot_claims` as one compact table: a row per claim, budget and evaluation set, with the
+    contrast, its seed interval (± 2 s.e.), the bootstrap interval and that set's verdict; the claim's name is given
+    on its first row only."""
+    import pandas as pd
+
+    rows = []
+    for j in claims:
+        first = True
+        for p in claim_points(j, (budgets or {}).get(j.claim.id)):
+            seed = p["seed_interval"]
+            boot = p["test_set_interval"]
+            rows.append({"claim": ((names or {}).get(j.claim.id, j.claim.name) if first else ""),
+                         **({"budget": f"{p['budget']}x"} if p["budget"] else {}),
+                         "set": p["set"], "Δ": f"{p['value']:+.2f}",
+                         "± 2 s.e. (seeds)": f"{(seed[1] - seed[0]) / 2:.2f}" if seed else "—",
+                         "bootstrap 95 %": f"{boot[0]:+.2f} to {boot[1]:+.2f}" if boot else "—",
+                         "this set": p["verdict"]})
+            first = False
+    frame = pd.DataFrame(rows)
+    if "budget" in frame:  # a claim judged at one budget only shares the table with one judged at several
+        frame["budget"] = frame["budget"].fillna("—")
+        frame = frame[["claim", "budget", *[c for c in frame.columns if c not in ("claim", "budget")]]]
+    return frame

@@ -15,10 +15,11 @@ from canlib.io import CHECKOUT_DIR
 from canlib.model.config import ALL_SYSTEMS, LABELS
 from canlib.results.studies import STUDENTS
 from canlib.studies import paper
-from canlib.studies.claims import judged, mark, speed_run, table
+from canlib.studies.claims import VOCABULARY, judged, mark, run_name, speed_run, table
 from canlib.studies.gpu_results import ratio_range
 from canlib.studies.store import Store, describe_provenances
-from canlib.studies.verdict import ON_PAR
+from canlib.studies.verdict import (BOOTSTRAP_SAMPLES, FAILED, HELD, K_SPREAD, MIXED, NOISE, NOT_RUN, NOT_TESTED, ON_PAR, PARTLY_FAILED,
+                                    PARTLY_HELD)
 
 T2 = ("baseline", "balanced", "san", "aan", "can")
 T5 = {"balanced": "Balanced", "can_attn": "Compress Attention", "can_ffn": "Compress FFN", "can": "Compress All"}
@@ -124,7 +125,64 @@ def values(store: Store) -> dict[str, Any]:
     counts["count_partly"] = len(words) - sum(counts.values())
     budget = {f"budget_{k}" if not k.startswith("budget") else k: v for k, v in budget_values(store).items()}
     return out | {"verdicts": found, "claims": len(found), "margin": ON_PAR, **{f"prov_{k}": v for k, v in prov.items()}, **counts,
-                  **budget}
+                  **budget, "findings": findings(store), "verdict_words": verdict_words(), "k_spread": K_SPREAD,
+                  "samples": BOOTSTRAP_SAMPLES, "levels": LEVELS}
+
+
+HTML_KEYS = ("findings", "verdict_words")  # the values the page shows as HTML (besides its tables and marks)
+
+
+def findings(store: Store, marked: bool = True) -> str:
+    """What this reproduction found, in three sentences (speed, BLEU, why), each verdict the registry's (marked HTML
+    with ``marked``, else its plain word) and each number read from its judgement."""
+    j = judged(store)
+
+    def word(claim_id: str, budget: int | None = None) -> str:
+        shown = j[claim_id] if budget is None else j[claim_id].at(budget)
+        return (mark(j[claim_id], budget) if marked else shown.word) if shown is not None else "not judged"
+
+    def named(claim_id: str, budget: int | None = None) -> str:
+        return f"\u201c{j[claim_id].claim.name}\u201d: {word(claim_id, budget)}"
+
+    faster, double = j["can-faster"], j["balanced-speed-1.8x"]
+    speed = f"{named('balanced-speed-1.8x')}; {named('can-faster')}"
+    if faster.value is not None and double.value is not None:
+        speed = (f"On the GPU run the speed verdicts read, Balanced decodes {double.value:.2f}x as fast as the Baseline "
+                 f"and CAN {faster.value:.2f}x as fast as Balanced: " + speed)
+    keeps = j["can-within-0.5"]
+    at1, at2 = keeps.at(1), keeps.at(2)
+    bleu = named("can-within-0.5")
+    if at1 is not None and at1.value is not None:
+        both = (f"{at1.value:+.2f} tokenized BLEU at the plan's budget and {at2.value:+.2f} with twice the updates"
+                if at2 is not None and at2.value is not None else f"{at1.value:+.2f} tokenized BLEU")
+        bleu = f"In BLEU, CAN − Balanced on test2016 is {both} (the paper: {keeps.claim.paper.split(' (')[0]}); " + bleu
+    why = ("The explanations the book tests: " + "; ".join(named(c) for c in (
+        "budget-narrows-gap", "kd-narrows-gap", "can-6-6-hurts-less")))
+    speed, bleu, why = (x[0].upper() + x[1:] + "." for x in (speed, bleu, why))
+    return " ".join((speed, bleu, why))
+
+
+# what each state of the registry means, in a reader's words (the words themselves are VOCABULARY's)
+MEANINGS = {
+    HELD: "the criterion is met on every evaluation set (every timed run, layer) by both intervals",
+    FAILED: "both intervals miss the criterion on every set",
+    MIXED: "met on some sets and missed on others",
+    PARTLY_HELD: "met on some sets, within noise on the rest",
+    PARTLY_FAILED: "missed on some sets, within noise on the rest",
+    NOISE: "an interval straddles the criterion on every set: the data cannot tell",
+    NOT_RUN: "the claim can be tested here, but its runs are not stored yet",
+    NOT_TESTED: "no stored evidence of this book can test it",
+}
+
+
+def verdict_words() -> str:
+    """The registry's verdict words (the paper's claims / the book's own) and what each means, as an HTML list."""
+    items = []
+    for state, meaning in MEANINGS.items():
+        paper_word, book_word = (VOCABULARY[src][state].format(over="sets") for src in ("paper", "book"))
+        shown = f"<b>{paper_word}</b>" + (f" / <b>{book_word}</b>" if book_word != paper_word else "")
+        items.append(f"<li>{shown}: {meaning}</li>")
+    return '<ul class="verdict-words">' + "".join(items) + "</ul>"
 
 
 def linked(store: Store, prefix: str = "") -> str:
@@ -161,11 +219,16 @@ def readme_section(scale: str = "small", root: Path | None = None) -> str:
     v = values(store)
     found = v["verdicts"].copy()
     found["chapter"] = [f"[{c}](book/{c}.md)" for c in found["chapter"]]
+    run = speed_run(store)
+    if run:  # the speed run is named once, above the tables, not in every speed row
+        name = run_name(store.gpu_speed("eager", run)[1])
+        found["ours"] = [o.replace(f"; {name})", ")") for o in found["ours"]]
     return "\n".join([
         README_HEADING, "",
         "Generated from the stored results by `python -m canlib.studies.chapters.glance --readme` (a test fails when "
         "this section differs from what the code computes now, and when its verdicts differ from "
-        "`python -m canlib claims --json`); the book's first page shows the same tables.",
+        "`python -m canlib claims --json`); the book's first page shows the same tables. " + findings(store, marked=False),
+        "",
         f"Ours: Multi30k En-De at `{scale}` (d=256), {v['prov_runs']} runs on {v['prov_device']} at commit "
         f"{v['prov_commit']} ({v['prov_budget']}); tokenized BLEU on test2016, mean ± sd (seeds). The paper: "
         f"WMT14 En-De, tokenized BLEU, the average of 3 runs. {LEVELS} Speed: tokens/s relative to Balanced at batch "
@@ -175,7 +238,7 @@ def readme_section(scale: str = "small", root: Path | None = None) -> str:
         f"`book/results/gpu/{v['prov_speed_run']}`: {v['prov_speed_sentences']} sentences x "
         f"{v['prov_speed_repeats']} interleaved repeats).", "",
         "**Table 2**", "", v["table2"].to_markdown(), "",
-        f"**Table 4** (distilled students: {v['prov_kd_device']}, commit {v['prov_kd_commit']})", "",
+        "**Table 4** (distilled students; their provenance: [the beyond chapter](book/beyond.md))", "",
         v["table4"].to_markdown(), "",
         "**Table 5** (kernels per decoder layer and step, counted on the GPU's code path)", "",
         v["table5"].to_markdown(), "",
