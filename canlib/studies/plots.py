@@ -275,7 +275,7 @@ def claim_points(j: Any, budgets: Sequence[int] | None = None) -> list[dict[str,
 
 
 def plot_claim(j: Any, ax=None, *, paper: float | None = None, budgets: Sequence[int] | None = None,
-               title: str | None = None):
+               title: str | None = None, legend: bool = True):
     """One BLEU claim of the registry as a picture: its contrast on each evaluation set (a point per budget, 1x
     circles, 2x squares), the seed interval as a thick bar, sacreBLEU's paired bootstrap as a thin capped bar beside
     it, the claim's threshold dashed and the paper's value dotted (``paper``; default :func:`paper_value`). ``j`` is a
@@ -319,13 +319,15 @@ def plot_claim(j: Any, ax=None, *, paper: float | None = None, budgets: Sequence
     ax.set_xticks(range(len(splits)), [names[s].replace("test2017 ", "test2017\n") for s in splits])
     ax.set_xlim(-0.6, len(splits) - 0.4)
     ax.set_ylabel("Δ tokenized BLEU")
-    ax.set_title("\n".join(textwrap.wrap(title or j.claim.name, 48)), fontsize=10)
+    ax.set_title("\n".join(textwrap.wrap(title or j.claim.name, 44)), fontsize=9)
     from matplotlib.lines import Line2D
 
     handles, _ = ax.get_legend_handles_labels()
     handles += [Line2D([], [], color="grey", lw=3.5, alpha=0.55, label="seed interval (± 2 s.e.)"),
                 Line2D([], [], color="grey", lw=0.9, marker="_", ms=5, label="bootstrap 95 %")]
-    ax.legend(handles=handles, fontsize=7, loc="best", framealpha=0.85)
+    if legend:  # below the axes, where it covers no point
+        ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=3, frameon=False)
+    ax.tick_params(labelsize=8)
     ax.grid(axis="y", color="#dddddd", lw=0.6)
     return ax
 
@@ -337,12 +339,21 @@ def plot_claims(claims: Sequence[Any], *, papers: dict[str, float] | None = None
 
     nrows = -(-len(claims) // ncols)
     cols = min(ncols, len(claims))
-    fig, axes = plt.subplots(nrows, cols, figsize=(min(5.6 * cols, 13.0), 3.6 * nrows), constrained_layout=True,
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.9 * cols, 3.0 * nrows + 0.5), layout="constrained",
                              squeeze=False)
+    labels: dict[str, Any] = {}
     for ax, j in zip(axes.flat, claims):
-        plot_claim(j, ax, paper=(papers or {}).get(j.claim.id), budgets=(budgets or {}).get(j.claim.id))
+        plot_claim(j, ax, paper=(papers or {}).get(j.claim.id), budgets=(budgets or {}).get(j.claim.id), legend=False)
+        handles, names = ax.get_legend_handles_labels()
+        labels |= {name: handle for handle, name in zip(handles, names) if not name.startswith("paper")}
     for ax in list(axes.flat)[len(claims):]:
         ax.axis("off")
+    from matplotlib.lines import Line2D
+
+    labels["seed interval (± 2 s.e.)"] = Line2D([], [], color="grey", lw=3.5, alpha=0.55)
+    labels["bootstrap 95 %"] = Line2D([], [], color="grey", lw=0.9, marker="_", ms=5)
+    labels["paper (each panel's value)"] = Line2D([], [], color="tab:green", ls=":", lw=1.6)
+    fig.legend(list(labels.values()), list(labels), loc="outside lower center", ncols=3, fontsize=8, frameon=False)
     return fig
 
 
