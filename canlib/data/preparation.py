@@ -79,7 +79,8 @@ def materialize(corpus: Corpus, filenames: list[str], root: Path, progress: bool
         try:
             archive = fetch(remote, root, progress=progress, mirror=mirror)
         except RuntimeError as exc:  # no network: say where a local copy would be read from instead
-            missing = ", ".join(f"{corpus.folder}/{n}" for n in filenames if n not in found)
+            names = [n for n in filenames if n not in found]
+            missing = f"{corpus.folder}/" + (names[0] if len(names) == 1 else "{" + ", ".join(names) + "}")
             where = f"CANLIB_DATA_DIR={data_dir()}" if data_dir() else "CANLIB_DATA_DIR (not set)"
             raise RuntimeError(f"{exc}; {missing} not found in {where}: point CANLIB_DATA_DIR at a folder holding "
                                f"them (data/README.md)") from None
