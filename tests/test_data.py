@@ -195,6 +195,19 @@ def test_missing_file_is_named_when_offline(small_multi30k, tmp_path):
     expect_error(tmp_path, "multi30k-en-de/val.de", "CANLIB_OFFLINE", error=FileNotFoundError)
 
 
+def test_a_failed_download_names_the_data_folder_variable(small_multi30k, tmp_path, monkeypatch):
+    """Without network a missing file fails with the download's error and the variable that points at a local copy."""
+    (small_multi30k / "val.de").unlink()
+    monkeypatch.delenv("CANLIB_OFFLINE")
+
+    def no_network(remote, *args, **kwargs):
+        raise RuntimeError(f"{remote.url}: download failed after 4 tries (<urlopen error no network>)")
+
+    monkeypatch.setattr(importlib.import_module("canlib.data.preparation"), "fetch", no_network)
+    expect_error(tmp_path, "download failed", "multi30k-en-de/val.de", f"CANLIB_DATA_DIR={tmp_path / 'data'}",
+                 error=RuntimeError)
+
+
 def test_cli_reports_bad_input_and_unknown_names(small_multi30k, tmp_path, capsys):
     (small_multi30k / "val.de").unlink()
     assert main(["data", "prepare", "multi30k-en-de", "--scale", "tiny", "--out", str(tmp_path / "o")]) == 2

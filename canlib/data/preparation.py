@@ -76,7 +76,14 @@ def materialize(corpus: Corpus, filenames: list[str], root: Path, progress: bool
             needed.setdefault(member.remote, []).append(member.name)
     paths: dict[tuple[Remote, str | None], Path] = {}
     for remote, names in needed.items():
-        archive = fetch(remote, root, progress=progress, mirror=mirror)
+        try:
+            archive = fetch(remote, root, progress=progress, mirror=mirror)
+        except RuntimeError as exc:  # no network: say where a local copy would be read from instead
+            names = [n for n in filenames if n not in found]
+            missing = f"{corpus.folder}/" + (names[0] if len(names) == 1 else "{" + ", ".join(names) + "}")
+            where = f"CANLIB_DATA_DIR={data_dir()}" if data_dir() else "CANLIB_DATA_DIR (not set)"
+            raise RuntimeError(f"{exc}; {missing} not found in {where}: point CANLIB_DATA_DIR at a folder holding "
+                               f"them (data/README.md)") from None
         members = sorted({n for n in names if n is not None})
         paths |= {(remote, n): p for n, p in extract_members(archive, members, root).items()} if members else {}
         paths[remote, None] = archive

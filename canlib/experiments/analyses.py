@@ -10,8 +10,8 @@
   layers, and Balanced converted to CAN without training (the compression chapter's trained-model part).
 
 Every model an analysis reads is a run of the plan (:func:`runs_needed`), trained by the pool before the analysis
-is computed; computing one trains nothing (:func:`canlib.experiments.run.trained` only loads). The chapters load the
-stored results through :class:`canlib.studies.store.Store`.
+is computed; computing one trains nothing (:func:`canlib.experiments.run.trained` only loads). The chapters read
+what is stored here with the book's own reader, which does not import this package.
 """
 from __future__ import annotations
 

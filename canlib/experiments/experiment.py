@@ -3,7 +3,8 @@ pool, evaluated and stored; and the explicit call a chapter makes for what it re
 
 :func:`experiment` is what ``canlib experiment`` runs (:mod:`canlib.experiments.cli`). :func:`train_missing` is the
 one visible call with which a chapter (at ``tiny``, on any machine, cached) or a GPU reader (at ``small``) trains
-what the chapter reads and is not stored yet; the chapter's reader (:class:`canlib.studies.store.Store`) then only reads.
+what the chapter reads and is not stored yet; the chapter's reader (the book's store, which does not import this
+package) then only reads.
 """
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ def conversion_study(store: Store) -> tuple[dict[str, Any], dict[str, Any]]:
 def approximations_study(store: Store) -> tuple[dict[str, Any], dict[str, Any]]:
     """The compression chapter's trained-model measurements on the seed-1 Balanced: {"model", "sentences",
     "valid_nll", "uniform_nll", "layers": [per decoder layer: stage errors, Eq. 6 gaps, entropy, alpha],
-    "conversion": {variant: validation NLL}} (:func:`canlib.experiments.analyses.approximations`)."""
+    "conversion": {variant: validation NLL}} (stored by the engine's ``approximations`` analysis)."""
     return store.analysis("approximations")
 
 

@@ -346,7 +346,7 @@ def default_scale(systems: Sequence[str] | None = None, analyses: Sequence[str] 
     of those systems (on the main corpus, or on ``corpora``; all their seeds, or ``seeds``) and those stored
     analyses exist, so a chapter shows real models as soon as its own runs are in, and never a half-finished
     set of them. Training what is missing is a separate, explicit call
-    (``canlib.experiments.experiment.train_missing``, or the ``canlib experiment`` command)."""
+    (the engine's ``train_missing``, or the ``canlib experiment`` command)."""
     small = Store("small", root)
     if small.has(COMPLETE):
         return "small"

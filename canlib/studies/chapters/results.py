@@ -38,6 +38,9 @@ def values(store: Store) -> dict[str, Any]:
         sacre = store.sacre(r, "test")
         v[f"{key}_test_sacre"], v[f"{key}_test_sacre_sd"] = statistics.fmean(sacre), statistics.stdev(sacre)
     v["metric_gap"] = max(abs(v[f"{s}_test"] - v[f"{s}_test_sacre"]) for s in PAPER_SYSTEMS)
+    # the two BLEUs of one run on one set, over every stored run of the plan and every evaluation set
+    v["metric_gap_run"] = max(abs(t - b) for r in runs.values() if r is not None for split in EVAL_SPLITS
+                              if split in r.scores for t, b in zip(r.scores[split], store.sacre(r, split)))
     can = judged(store)["can-within-0.5"]
     v |= can.at(1).values("gap_can") | judged(store)["balanced-keeps-bleu"].values("gap_balanced")
     for s in ("san", "aan"):

@@ -23,6 +23,7 @@ PARTS = ("encode", "layers", "output", "search")
 # the operator counts of the code the stored GPU runs measured (the last run that profiled, broke down and benched);
 # book/results/cpu/ops.json counts today's code
 MEASURED_OPS = "ops_c9736eb.json"
+EARLIER_OPS = "ops_before.json"  # the counts of the code the first stored H100 run timed, before the later cuts
 CLAIMS = ("can-faster", "can-speed-1.28x", "balanced-speed-1.8x", "can-faster-than-san", "can-faster-than-aan",
           "batch-gain-shrinks")
 SEARCH_KERNELS = 5  # exercise 3: the search's bookkeeping fused into this many kernels
@@ -91,6 +92,8 @@ def values(store: Store) -> dict[str, Any]:
         out[f"measured_{system}_kernels_per_layer"] = kernels(measured, system, "per_layer")
     out["measured_san_kernels_step"] = kernels(measured, "san", "step")
     out["measured_ceiling"] = out["measured_balanced_kernels_step"] / out["measured_can_kernels_step"]
+    earlier, _ = store.ops(EARLIER_OPS)
+    out["earlier_ceiling"] = kernels(earlier, "balanced", "step") / kernels(earlier, "can", "step")
     out |= _profile_values(store) | _graph_values(store, measured) | _runs_values(store) | marks(store, CLAIMS)
     for system in ("balanced", "can"):  # per kernel of the code the runs measured, not of today's
         out[f"graph_{system}_us_per_kernel"] = out[f"graph_step_us_{system}"] / out[f"measured_{system}_kernels_step"]
