@@ -16,11 +16,20 @@ _EXPORTS = {name: "canlib.model" for name in (
 __all__ = [*_EXPORTS, "build_model", "__version__"]
 
 if TYPE_CHECKING:
-    from canlib.model import (DECODER_KINDS, PRESETS, CheckpointError, DecoderCache, ModelConfig, Seq2Seq,
-                              load_model, preset, save_model)
+    from canlib.model import (
+        DECODER_KINDS,
+        PRESETS,
+        CheckpointError,
+        DecoderCache,
+        ModelConfig,
+        Seq2Seq,
+        load_model,
+        preset,
+        save_model,
+    )
 
 
-def build_model(cfg: "ModelConfig | str", vocab_size: int = 32000, **overrides: Any) -> "Seq2Seq":
+def build_model(cfg: ModelConfig | str, vocab_size: int = 32000, **overrides: Any) -> Seq2Seq:
     """A freshly initialised model from a config or a preset name."""
     from canlib.model import Seq2Seq, preset
 

@@ -18,9 +18,9 @@ import argparse
 import json
 import re
 import sys
-from functools import lru_cache
-from pathlib import Path
 from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from canlib.io import require
@@ -37,8 +37,8 @@ def _bleu(**options: Any) -> Any:
     return require("sacrebleu.metrics", "BLEU").BLEU(**options)
 
 
-@lru_cache(maxsize=None)
-def _tokenizer(lang: str) -> "MosesTokenizer":
+@cache
+def _tokenizer(lang: str) -> MosesTokenizer:
     return require("sacremoses", "tokenized BLEU (the Moses tokenizer)").MosesTokenizer(lang=lang)
 
 

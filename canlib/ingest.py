@@ -37,7 +37,8 @@ from canlib.bleu import corpus_scores, sentence_bleu
 from canlib.data.preparation import prepared
 from canlib.io import CHECKOUT_DIR, results_dir
 from canlib.results.files import load_result, save_result
-from canlib.results.layout import GPU_FILES as FILES, read_hypotheses
+from canlib.results.layout import GPU_FILES as FILES
+from canlib.results.layout import read_hypotheses
 
 SOURCE = "measured on the device; converted from its raw files by canlib ingest"
 # a small-can trained with `canlib train` on Multi30k En-De small: its log and its test2016 hypotheses

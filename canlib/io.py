@@ -13,9 +13,10 @@ import platform
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any, BinaryIO, Callable, Iterable, Iterator
+from typing import Any, BinaryIO
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 CHECKOUT_DIR = PACKAGE_DIR.parent  # the repository root when canlib runs from a checkout
@@ -159,7 +160,7 @@ class _NoBar:
     def __len__(self) -> int:
         return len(self.iterable) if self.iterable is not None else int(self.total or 0)  # type: ignore[arg-type]
 
-    def __enter__(self) -> "_NoBar":
+    def __enter__(self) -> _NoBar:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gpu_smoke_train import measure  # noqa: E402
 
 from canlib.data.batching import PairList  # noqa: E402
+from canlib.data.vocab import Vocabulary  # noqa: E402
 from canlib.model.config import preset  # noqa: E402
 from canlib.training import TrainConfig  # noqa: E402
-from canlib.data.vocab import Vocabulary  # noqa: E402
 
 PRESETS = ("baseline", "balanced", "san", "aan", "can", "can_attn", "can_ffn")
 

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
+from canlib.analysis import attention_maps as am
 from canlib.model.attention import causal_mask
 from canlib.model.config import BOS_ID, EOS_ID, PAD_ID, ModelConfig
 from canlib.model.seq2seq import Seq2Seq
-from canlib.analysis import attention_maps as am
 
 
 def model(kind: str) -> Seq2Seq:

@@ -16,7 +16,6 @@ from canlib.experiments import beyond as engine
 from canlib.experiments.rescore import recheck, rescore
 from canlib.results import studies as beyond  # the study table: the studies as data
 
-
 # -- the plan --------------------------------------------------------------------------------------
 
 def test_the_studies_train_their_models_with_the_teacher_before_its_students():

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REPO, SHARED_DATA, missing
 
 pytestmark = pytest.mark.book

@@ -6,9 +6,8 @@ from __future__ import annotations
 import importlib.metadata
 from pathlib import Path
 
-import pytest
-
 import book_browser
+import pytest
 from conftest import REPO, missing
 
 # Eq. 8 of the compression chapter before it was fixed, as Sphinx wraps a displayed formula holding a line break:

@@ -18,12 +18,12 @@ import math
 
 import pytest
 import torch
+from test_can_reference import FFN, HEADS, D, inputs  # the same shapes and inputs as CAN's own reference test
 
 from canlib import ModelConfig
 from canlib.model.attention import SourceMemory, causal_mask
 from canlib.model.layers import CANDecoderLayer, CANResidualDecoderLayer, StandardDecoderLayer, row_caches
 from canlib.model.seq2seq import Seq2Seq
-from test_can_reference import D, FFN, HEADS, inputs  # the same shapes and inputs as CAN's own reference test
 
 
 def config(**changes) -> ModelConfig:

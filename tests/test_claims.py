@@ -13,14 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO, SHARED_DATA, missing
 
 from canlib.results.files import provenance, save_result
 from canlib.results.layout import stored_path
 from canlib.studies import claims
 from canlib.studies.claims import BY_ID, CLAIMS, judged, mark
 from canlib.studies.store import Store
-
-from conftest import REPO, SHARED_DATA, missing
 
 RESULTS = REPO / "book" / "results"
 REFS = ["a man rides a red bike down the street", "two dogs play in the green grass", "a woman sings on a stage",
@@ -320,8 +319,20 @@ def test_every_page_that_shows_a_verdict_shows_the_registrys_word(stored):
     (the marks in the HTML the chapters glue, README's rows): one word per claim and budget, the registry's."""
     import os
 
-    from canlib.studies.chapters import (ablation, attention, beyond, context, depths, errors, glance, results,
-                                         similarity, speed, tasks, training)
+    from canlib.studies.chapters import (
+        ablation,
+        attention,
+        beyond,
+        context,
+        depths,
+        errors,
+        glance,
+        results,
+        similarity,
+        speed,
+        tasks,
+        training,
+    )
 
     os.environ.setdefault("CANLIB_DATA_DIR", str(SHARED_DATA))
     claims._JUDGED.clear()

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from canlib import ModelConfig, Seq2Seq
-from canlib.model.config import EOS_ID, PAD_ID
 from canlib.decoding.search import SearchSettings, beam_search, make_batch
+from canlib.model.config import EOS_ID, PAD_ID
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 from canlib.decoding.ctranslate import CT2Translator, export_ctranslate2, token_names  # noqa: E402

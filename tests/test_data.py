@@ -13,10 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import missing as missing_data
-from canlib.cli import main
 
+from canlib.cli import main
 from canlib.data import binarized, load_prepared, prepare
 from canlib.data.text import normalize
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from conftest import missing as missing_data
+
 from canlib.data import REGISTRY, Corpus, Member, Remote, Scale, fetch, load_prepared, prepare
 from canlib.data.download import download_path, extract_members, sha256_gunzipped
 from canlib.data.text import normalize, read_lines

@@ -6,8 +6,8 @@ import pytest
 from canlib.cli import main
 from canlib.experiments.experiment import mark_complete
 from canlib.experiments.run import plan
-from canlib.results.scales import scale_spec
 from canlib.results.layout import stored_path, study
+from canlib.results.scales import scale_spec
 
 
 def test_tiny_study_is_computed_once_and_carries_provenance(tmp_path, monkeypatch):
@@ -127,8 +127,8 @@ def test_verdicts_read_only_runs_trained_with_the_full_budget(tmp_path):
 
 
 def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
-    from canlib.studies.store import default_scale
     from canlib.results.files import provenance, save_result
+    from canlib.studies.store import default_scale
 
     assert default_scale(root=tmp_path) == "tiny"
     runs = plan("small")
@@ -142,8 +142,8 @@ def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
 
 
 def test_a_chapter_shows_small_once_every_seed_of_its_own_runs_is_stored(tmp_path):
-    from canlib.studies.store import default_scale
     from canlib.results.files import provenance, save_result
+    from canlib.studies.store import default_scale
 
     def store(name):
         save_result(stored_path(name, "small", tmp_path), {"scores": {}}, provenance("small", {}))

@@ -56,7 +56,6 @@ def test_a_claims_figure_draws_the_judgements_points_and_the_raw_seed_means(monk
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from conftest import REPO, SHARED_DATA
 
     if not (SHARED_DATA / "multi30k-en-de").is_dir():

@@ -16,8 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
 from conftest import missing as missing_data
+
 from canlib.data import get_corpus, load_prepared, prepare
 from canlib.data.corpora import MULTI30K, MULTI30K_COMMIT
 from canlib.data.download import MIRROR_ENV, download_path, mirrored

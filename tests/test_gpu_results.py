@@ -10,12 +10,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from canlib.cli import main
-from canlib import ingest
-from canlib.studies import gpu_results as gpu
-from canlib.results.files import load_result
 from conftest import MEASUREMENTS, missing
+
+from canlib import ingest
+from canlib.cli import main
+from canlib.results.files import load_result
+from canlib.studies import gpu_results as gpu
 
 REPO = Path(__file__).resolve().parents[1]
 IN_REPO = REPO / "measurements"

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import missing
 
 from canlib.studies import claims
 from canlib.studies.chapters import attention, context, errors, similarity, speed, speed_history, training
 from canlib.studies.store import Store
 from canlib.studies.verdict import FAILED, HELD, NOISE
-from conftest import missing
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "book" / "results"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from canlib.bench.ops import OpCounter, PATHS, ops_study, search_step_ops
+from canlib.bench.ops import PATHS, OpCounter, ops_study, search_step_ops
 from canlib.bench.speed import PARTS, breakdown_gap
 from canlib.model import Seq2Seq
 from canlib.model.attention import SourceMemory, joint_attention

@@ -10,10 +10,9 @@ import statistics
 from pathlib import Path
 
 import pytest
+from conftest import REPO, SHARED_DATA, missing
 
 from canlib.studies.verdict import FAILED, HELD, MIXED, NOISE, PARTLY_FAILED, PARTLY_HELD
-
-from conftest import REPO, SHARED_DATA, missing
 
 RESULTS = REPO / "book" / "results"
 RUNS = RESULTS / "small" / "runs" / "multi30k-en-de"

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from canlib import DECODER_KINDS, ModelConfig, Seq2Seq
-from canlib.model.config import BOS_ID, EOS_ID, PAD_ID
 from canlib.bench.timing import PartClock, timed_search
 from canlib.decoding.decoder import CompiledDecoder, EagerDecoder
 from canlib.decoding.runners import GraphedDecoder, StepGraphs
 from canlib.decoding.search import ChunkedTopK, SearchSettings, beam_search, greedy_search, make_batch, new_search
+from canlib.model.config import BOS_ID, EOS_ID, PAD_ID
 
 
 @pytest.fixture(autouse=True)
@@ -379,8 +379,8 @@ TEXT = [
 
 @pytest.fixture
 def tiny_checkpoint(tmp_path):
-    from canlib.model.checkpoint import save_model
     from canlib.data.vocab import Vocabulary
+    from canlib.model.checkpoint import save_model
 
     vocab = Vocabulary.train(TEXT, vocab_size=60)
     vocab.save(tmp_path / "vocab.model")

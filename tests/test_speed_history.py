@@ -6,11 +6,11 @@ import shutil
 import subprocess
 
 import pytest
+from conftest import REPO
 
 from canlib.studies import gpu_results as gpu
 from canlib.studies.chapters.speed_history import TIMED_CODE
 from canlib.studies.gpu_results import stored_ops
-from conftest import REPO
 
 
 def same_code(a: str, b: str) -> bool | None:

@@ -6,11 +6,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import MEASUREMENTS, REQUIRE_DATA
 
 from canlib import ingest
-from canlib.studies import gpu_results as gpu
 from canlib.results.files import ProvenanceError, load_result
-from conftest import MEASUREMENTS, REQUIRE_DATA
+from canlib.studies import gpu_results as gpu
 
 REPO = Path(__file__).resolve().parents[1]
 STORED = REPO / "book" / "results" / "gpu" / gpu.DEFAULT_RUN

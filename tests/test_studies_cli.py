@@ -6,8 +6,8 @@ import os
 import shutil
 
 import pytest
-
 from conftest import missing as missing_data
+
 from canlib.cli import main
 from canlib.experiments.rescore import rescore
 from canlib.studies.store import Store

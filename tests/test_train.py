@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-
 from conftest import missing as missing_data
+
 from canlib import load_model
 from canlib.data.batching import PairList, TokenBatchSampler
+from canlib.data.vocab import Vocabulary
+from canlib.model import Seq2Seq
 from canlib.model.checkpoint import save_model
 from canlib.model.config import DECODER_KINDS, ModelConfig
 from canlib.results.files import load_result
-from canlib.model import Seq2Seq
-from canlib.data.vocab import Vocabulary
 from canlib.training import NonFiniteLossError, TrainConfig, Trainer, label_smoothed_nll_loss
 from canlib.training.schedule import inverse_sqrt_lr
 from canlib.training.state import average_checkpoints

@@ -14,6 +14,7 @@ def trained(tmp_path_factory):
     """A d=32 model trained for 150 updates on the tiny Multi30k En-De corpus (it emits EOS, so beams end at
     different lengths) and the corpus's validation and test sources."""
     from conftest import SHARED_DATA, missing
+
     from canlib.data import load_prepared, prepare
 
     if not SHARED_DATA.is_dir():

@@ -6,8 +6,8 @@ X' = X + Self(X) of cross-attention are nearly the same vector.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch

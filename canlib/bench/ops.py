@@ -40,7 +40,7 @@ GPU_FUSED = {F.scaled_dot_product_attention: "aten._scaled_dot_product_efficient
 
 
 class _OneKernelOnGPU(TorchFunctionMode):
-    def __init__(self, counter: "OpCounter") -> None:
+    def __init__(self, counter: OpCounter) -> None:
         super().__init__()
         self.counter = counter
 
@@ -69,7 +69,7 @@ class OpCounter(TorchDispatchMode):
         self._functions = _OneKernelOnGPU(self) if gpu else None
         self._paused = False
 
-    def __enter__(self) -> "OpCounter":
+    def __enter__(self) -> OpCounter:
         super().__enter__()
         if self._functions is not None:
             self._functions.__enter__()

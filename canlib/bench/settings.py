@@ -67,7 +67,7 @@ class BenchResult:
         return {"systems": self.systems, "meta": self.meta}
 
     @classmethod
-    def from_json(cls, data: dict) -> "BenchResult":
+    def from_json(cls, data: dict) -> BenchResult:
         missing = {"systems", "meta"} - set(data)
         if missing:
             raise ValueError(f"bench result: missing key(s) {', '.join(sorted(missing))} (expected {{'systems', 'meta'}})")

@@ -28,21 +28,21 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 
-from canlib.model.checkpoint import load_model
 from canlib.bench.settings import BenchResult, BenchSettings
-from canlib.model.config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS, preset, scaled_preset
-from canlib.model.seq2seq import Seq2Seq
-from canlib.io import device_name, git_commit, tqdm
 from canlib.bench.timing import timed_search
 from canlib.decoding.decoder import CompiledDecoder, EagerDecoder
 from canlib.decoding.runners import StepGraphs
 from canlib.decoding.search import SearchSettings, beam_search, make_batch
+from canlib.io import device_name, git_commit, tqdm
+from canlib.model.checkpoint import load_model
+from canlib.model.config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS, preset, scaled_preset
+from canlib.model.seq2seq import Seq2Seq
 
 STUDIES = {
     "speed": PAPER_SYSTEMS,

@@ -39,7 +39,7 @@ class Encoded:
     def __len__(self) -> int:
         return len(self.lengths)
 
-    def select(self, keep: np.ndarray) -> "Encoded":
+    def select(self, keep: np.ndarray) -> Encoded:
         """The sentences where the boolean mask ``keep`` is true, in order."""
         return Encoded(self.tokens[np.repeat(keep, self.lengths)], self.lengths[keep])
 

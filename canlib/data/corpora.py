@@ -111,7 +111,7 @@ class Corpus:
         if not self.folder:
             object.__setattr__(self, "folder", self.name)
 
-    def reversed(self, name: str, description: str) -> "Corpus":
+    def reversed(self, name: str, description: str) -> Corpus:
         """The opposite direction over the same files, folder and scales."""
         return Corpus(name, self.tgt, self.src, description, self.files, self.scales, self.folder)
 

@@ -28,8 +28,8 @@ import urllib.request
 import zlib
 from pathlib import Path
 
-from canlib.io import atomic_write_bytes, cache_dir, tqdm
 from canlib.data.corpora import Remote
+from canlib.io import atomic_write_bytes, cache_dir, tqdm
 
 CHUNK = 1 << 20
 MIRROR_ENV = "CANLIB_DOWNLOAD_MIRROR"

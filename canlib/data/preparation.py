@@ -14,18 +14,26 @@ import os
 import shutil
 import tempfile
 from dataclasses import asdict
-from functools import lru_cache
+from functools import cache
 from itertools import chain
 from pathlib import Path
 
 import numpy as np
 
-from canlib.data.vocab import Vocabulary
-from canlib.data.binarized import FORMAT_VERSION, Encoded, PreparedCorpus, load_prepared, token_dtype, write_side, write_text
+from canlib.data.binarized import (
+    FORMAT_VERSION,
+    Encoded,
+    PreparedCorpus,
+    load_prepared,
+    token_dtype,
+    write_side,
+    write_text,
+)
 from canlib.data.corpora import Corpus, Remote, get_corpus
-from canlib.io import data_dir, tqdm
 from canlib.data.download import cache_dir, download_mirror, extract_members, fetch, sha256_file
 from canlib.data.text import drop_empty, read_parallel
+from canlib.data.vocab import Vocabulary
+from canlib.io import data_dir, tqdm
 
 ENCODE_CHUNK = 10_000
 
@@ -165,7 +173,7 @@ def prepared(corpus: str, scale: str, progress: bool = False) -> PreparedCorpus:
     return _prepared(corpus, scale, str(data_dir()), str(cache_dir()), progress)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _prepared(corpus: str, scale: str, data: str, cache: str, progress: bool) -> PreparedCorpus:
     return load_prepared(prepare(corpus, scale, progress=progress))
 

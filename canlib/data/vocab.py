@@ -36,7 +36,7 @@ class Vocabulary:
         self.id = "spm-sha256:" + hashlib.sha256(model_proto).hexdigest()[:16]
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Vocabulary":
+    def load(cls, path: str | os.PathLike) -> Vocabulary:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: vocabulary model not found")
@@ -50,7 +50,7 @@ class Vocabulary:
         model_type: str = "bpe",
         character_coverage: float = 1.0,
         seed_sentences: int = 0,
-    ) -> "Vocabulary":
+    ) -> Vocabulary:
         """Train a joint model on ``sentences`` (both languages), deterministically.
 
         ``seed_sentences`` > 0 caps how many sentences SentencePiece samples

@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from canlib.model.seq2seq import Seq2Seq
 from canlib.data.vocab import Vocabulary
+from canlib.model.seq2seq import Seq2Seq
 
 SPECIALS = {0: "<blank>", 1: "<unk>", 2: "<s>", 3: "</s>"}
 

@@ -22,11 +22,11 @@ from pathlib import Path
 import torch
 
 from canlib.bleu import read_text
+from canlib.data.vocab import Vocabulary
+from canlib.decoding.search import SearchSettings, beam_search, make_batch
 from canlib.io import tqdm
 from canlib.model.checkpoint import model_from_checkpoint, safe_load
 from canlib.model.seq2seq import Seq2Seq
-from canlib.decoding.search import SearchSettings, beam_search, make_batch
-from canlib.data.vocab import Vocabulary
 
 
 def find_vocab(checkpoint: str | Path) -> Path:

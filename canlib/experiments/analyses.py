@@ -15,23 +15,22 @@ what is stored here with the book's own reader, which does not import this packa
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
-
-import math
 
 import numpy as np
 import torch
 
+from canlib.analysis import attention_maps as am
+from canlib.analysis.probes import sublayer_similarity
 from canlib.bleu import corpus_scores
+from canlib.data.batching import collate
 from canlib.experiments.corpus import batches, corpus_of, score_split, target_lang, teacher_forced_batches
 from canlib.experiments.run import Run, Variant, budget, run, trained
-from canlib.data.batching import collate
 from canlib.model.compress import alpha_value_scale, layer_approximations, standard_to_can
 from canlib.model.config import BOS_ID, EOS_ID
 from canlib.model.seq2seq import Seq2Seq
-from canlib.analysis import attention_maps as am
-from canlib.analysis.probes import sublayer_similarity
 from canlib.results.files import load_result
 from canlib.results.layout import read_hypotheses, study
 from canlib.results.scales import scale_spec
@@ -39,7 +38,6 @@ from canlib.results.studies import ANALYSES, ANALYSIS_RUNS
 from canlib.training.config import TrainConfig
 from canlib.training.objective import LabelSmoothedObjective
 from canlib.training.trainer import split_loss
-
 
 
 def runs_needed(name: str, scale: str, reduced: int | None = None) -> tuple[list[Run], list[Run]]:

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import torch
 
+from canlib.analysis.speed import store_all
 from canlib.experiments import analyses, beyond
 from canlib.experiments.evaluate import check_stored_budget
 from canlib.experiments.pool import Outcome, device_jobs, summary_line, train_all
 from canlib.experiments.run import plan, training_device
-from canlib.analysis.speed import store_all
 from canlib.results import studies as defined
 from canlib.results.files import provenance, save_result
 from canlib.results.layout import COMPLETE, default_root, experiment_command, missing, stored_path

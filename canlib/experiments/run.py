@@ -31,8 +31,15 @@ from canlib.model.checkpoint import load_model, safe_load
 from canlib.model.config import ALL_SYSTEMS, MIXED, ModelConfig, preset
 from canlib.model.seq2seq import Seq2Seq
 from canlib.results.files import load_result
-from canlib.results.layout import (code_version, default_root, experiment_command, key, run_name, stored_path,
-                                   study_model_name)
+from canlib.results.layout import (
+    code_version,
+    default_root,
+    experiment_command,
+    key,
+    run_name,
+    stored_path,
+    study_model_name,
+)
 from canlib.results.scales import DIRECTION_SYSTEMS, SEEDED_SYSTEMS, scale_spec
 from canlib.results.studies import DISTILL_BEAM, REDUCED_PAIRS
 

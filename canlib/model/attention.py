@@ -107,7 +107,7 @@ class SourceMemory:
         out = fused_attention(qb, keys, values, self.score_bias(q.dtype), dropout)
         return out.view(-1, heads, beam, length, values.size(-1)).transpose(1, 2).reshape(rows, heads, length, -1)
 
-    def select(self, index: Tensor) -> "SourceMemory":
+    def select(self, index: Tensor) -> SourceMemory:
         """Keep sentences ``index`` (used when a search drops finished sentences)."""
         return SourceMemory(self.states.index_select(0, index), self.pad_mask.index_select(0, index), self.beam)
 

@@ -96,7 +96,7 @@ class ModelConfig:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -107,7 +107,7 @@ class ModelConfig:
                 data[name] = tuple(data[name])
         return cls(**data)
 
-    def replace(self, **changes: Any) -> "ModelConfig":
+    def replace(self, **changes: Any) -> ModelConfig:
         return ModelConfig.from_dict({**self.to_dict(), **changes})
 
 

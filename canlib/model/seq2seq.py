@@ -22,8 +22,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from canlib.model.attention import (FeedForward, SelfAttention, SourceMemory, causal_mask, fast_cpu_linears,
-                                    reorder_moved_rows, rows_linear, sinusoidal_table)
+from canlib.model.attention import (
+    FeedForward,
+    SelfAttention,
+    SourceMemory,
+    causal_mask,
+    fast_cpu_linears,
+    reorder_moved_rows,
+    rows_linear,
+    sinusoidal_table,
+)
 from canlib.model.config import ModelConfig
 from canlib.model.layers import build_decoder_layers, carve, fill_sources, row_caches
 

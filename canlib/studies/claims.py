@@ -35,9 +35,25 @@ from pathlib import Path
 from canlib.model.config import LABELS
 from canlib.results.studies import STUDENTS
 from canlib.studies import paper
-from canlib.studies.judges import (JUDGES, VOCABULARY, BatchCurve, Claim, Contrast, CrossTask, GateShare, Judged,  # noqa: F401
-                                   LossFalling, LossGap, Similarity, SpeedRatio, Term, Threshold, run_name, speed_run,
-                                   timed_tokens)
+from canlib.studies.judges import (  # noqa: F401
+    JUDGES,
+    VOCABULARY,
+    BatchCurve,
+    Claim,
+    Contrast,
+    CrossTask,
+    GateShare,
+    Judged,
+    LossFalling,
+    LossGap,
+    Similarity,
+    SpeedRatio,
+    Term,
+    Threshold,
+    run_name,
+    speed_run,
+    timed_tokens,
+)
 from canlib.studies.store import Store, stored_scale
 from canlib.studies.verdict import ON_PAR
 

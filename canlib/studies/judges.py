@@ -29,9 +29,28 @@ from canlib.results.scales import DIRECTION_SYSTEMS, planned_seeds
 from canlib.results.studies import BUDGET_SYSTEMS
 from canlib.studies.analyses import gate_shares
 from canlib.studies.store import Store
-from canlib.studies.verdict import (FAILED, HELD, K_SPREAD, MIN_SEEDS, MIXED, NOISE, NOT_RUN, NOT_TESTED, PARTLY_FAILED,
-                                    PARTLY_HELD, Judgement, Runs, describe, interval_verdict, judge, outcome,
-                                    ratio_verdict, repeat_ratios, seed_contrast, split_name)
+from canlib.studies.verdict import (
+    FAILED,
+    HELD,
+    K_SPREAD,
+    MIN_SEEDS,
+    MIXED,
+    NOISE,
+    NOT_RUN,
+    NOT_TESTED,
+    PARTLY_FAILED,
+    PARTLY_HELD,
+    Judgement,
+    Runs,
+    describe,
+    interval_verdict,
+    judge,
+    outcome,
+    ratio_verdict,
+    repeat_ratios,
+    seed_contrast,
+    split_name,
+)
 
 # -- the vocabulary ------------------------------------------------------------------------------------------
 

@@ -22,8 +22,15 @@ from typing import Any
 
 from canlib.io import results_dir
 from canlib.results.files import load_result
-from canlib.results.layout import (COMPLETE, default_root, experiment_command, model_name, run_name, stored_path,
-                                   study_model_name)
+from canlib.results.layout import (
+    COMPLETE,
+    default_root,
+    experiment_command,
+    model_name,
+    run_name,
+    stored_path,
+    study_model_name,
+)
 from canlib.results.scales import ScaleSpec, planned_seeds, scale_spec
 from canlib.results.studies import ANALYSES
 from canlib.studies import gpu_results

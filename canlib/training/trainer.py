@@ -39,8 +39,16 @@ from canlib.training.kernels import kernel_choices, prepare_deterministic_cuda
 from canlib.training.objective import LabelSmoothedObjective, label_smoothed_nll_loss
 from canlib.training.schedule import inverse_sqrt_lr, inverse_sqrt_scheduler
 from canlib.training.state import (
-    average_checkpoints, checkpoint_name, link_best, list_checkpoints, newest_readable, prune_checkpoints,
-    rng_state, seed_everything, set_rng_state, truncate_log,
+    average_checkpoints,
+    checkpoint_name,
+    link_best,
+    list_checkpoints,
+    newest_readable,
+    prune_checkpoints,
+    rng_state,
+    seed_everything,
+    set_rng_state,
+    truncate_log,
 )
 
 __all__ = [

@@ -18,8 +18,19 @@ from canlib.studies import paper
 from canlib.studies.claims import VOCABULARY, judged, mark, run_name, speed_run, table
 from canlib.studies.gpu_results import ratio_range
 from canlib.studies.store import Store, describe_provenances
-from canlib.studies.verdict import (BOOTSTRAP_SAMPLES, FAILED, HELD, K_SPREAD, MIXED, NOISE, NOT_RUN, NOT_TESTED, ON_PAR, PARTLY_FAILED,
-                                    PARTLY_HELD)
+from canlib.studies.verdict import (
+    BOOTSTRAP_SAMPLES,
+    FAILED,
+    HELD,
+    K_SPREAD,
+    MIXED,
+    NOISE,
+    NOT_RUN,
+    NOT_TESTED,
+    ON_PAR,
+    PARTLY_FAILED,
+    PARTLY_HELD,
+)
 
 T2 = ("baseline", "balanced", "san", "aan", "can")
 T5 = {"balanced": "Balanced", "can_attn": "Compress Attention", "can_ffn": "Compress FFN", "can": "Compress All"}

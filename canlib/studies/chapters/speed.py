@@ -13,7 +13,8 @@ from typing import Any
 from canlib.analysis.probes import H100_BANDWIDTH, bytes_per_decode_step
 from canlib.model.config import LABELS, preset
 from canlib.model.seq2seq import Seq2Seq
-from canlib.studies import gpu_results as gpu, paper
+from canlib.studies import gpu_results as gpu
+from canlib.studies import paper
 from canlib.studies.claims import BY_ID, judged, marks
 from canlib.studies.gpu_results import ratio_range
 from canlib.studies.store import Store
