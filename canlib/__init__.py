@@ -3,6 +3,7 @@
 The public API below is loaded on first use (PEP 562), so ``import canlib.data`` or ``canlib.io``
 does not pull in the models.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -10,9 +11,20 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-_EXPORTS = {name: "canlib.model" for name in (
-    "ModelConfig", "PRESETS", "DECODER_KINDS", "preset", "Seq2Seq", "DecoderCache", "save_model", "load_model",
-    "CheckpointError")}
+_EXPORTS = {
+    name: "canlib.model"
+    for name in (
+        "ModelConfig",
+        "PRESETS",
+        "DECODER_KINDS",
+        "preset",
+        "Seq2Seq",
+        "DecoderCache",
+        "save_model",
+        "load_model",
+        "CheckpointError",
+    )
+}
 __all__ = [*_EXPORTS, "build_model", "__version__"]
 
 if TYPE_CHECKING:

@@ -12,6 +12,7 @@
 
 Every scorer is built by ``_bleu`` through sacreBLEU's public API.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -101,10 +102,16 @@ def bleu_of_statistics(stats: Sequence[float]) -> float:
         raise ValueError(f"{len(stats)} statistics: expected {STATISTICS} (lengths, then 4 matches and 4 totals)")
     metric = _bleu()
     order = metric.max_ngram_order
-    return metric.compute_bleu(correct=[int(x) for x in stats[2:2 + order]], total=[int(x) for x in stats[2 + order:]],
-                               sys_len=int(stats[0]), ref_len=int(stats[1]), smooth_method=metric.smooth_method,
-                               smooth_value=metric.smooth_value, effective_order=metric.effective_order,
-                               max_ngram_order=order).score
+    return metric.compute_bleu(
+        correct=[int(x) for x in stats[2 : 2 + order]],
+        total=[int(x) for x in stats[2 + order :]],
+        sys_len=int(stats[0]),
+        ref_len=int(stats[1]),
+        smooth_method=metric.smooth_method,
+        smooth_value=metric.smooth_value,
+        effective_order=metric.effective_order,
+        max_ngram_order=order,
+    ).score
 
 
 def sentence_bleu(hyp: str, ref: str) -> float:

@@ -3,6 +3,7 @@
 Each command lives in the module that does the work; this file only lists them.
 A command module provides ``add_arguments(parser)`` and ``run(args) -> int``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("canlib.training.cli", "train a model preset on a prepared corpus (resumable; CPU or CUDA)"),
     "translate": ("canlib.decoding.translate", "translate raw sentences with a checkpoint (beam search)"),
     "bench": ("canlib.bench.cli", "decoding-speed studies of the paper (JSON and plots)"),
-    "experiment": ("canlib.experiments.cli", "train (concurrently), evaluate and store every run and study of a scale under book/results/"),
+    "experiment": (
+        "canlib.experiments.cli",
+        "train (concurrently), evaluate and store every run and study of a scale under book/results/",
+    ),
     "ingest": ("canlib.ingest", "store measurements made on another machine (a GPU) as results with provenance"),
     "claims": ("canlib.studies.claims", "every claim the book tests, judged from the stored results (--json: as data)"),
 }

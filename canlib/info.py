@@ -1,6 +1,7 @@
 """``canlib info``: every preset with its shape and parameter count, at the vocabulary its scale
 uses (tiny 2,000, small 8,000, full 32,000: ``canlib.model.config.SCALE_VOCAB``) unless
 ``--vocab-size`` sets one for all."""
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,12 @@ def preset_table(vocab_size: int | None = None) -> list[dict]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--vocab-size", type=int, help="joint vocabulary size for every preset (default: each "
-                        "scale's own, " + ", ".join(f"{s} {v:,}" for s, v in SCALE_VOCAB.items()) + ")")
+    parser.add_argument(
+        "--vocab-size",
+        type=int,
+        help="joint vocabulary size for every preset (default: each "
+        "scale's own, " + ", ".join(f"{s} {v:,}" for s, v in SCALE_VOCAB.items()) + ")",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -64,7 +69,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"{'preset':<20}{'kind':<10}{'enc/dec':>8}{'d':>6}{'heads':>6}{'ffn':>6}{'vocab':>8}{'params':>14}")
     for r in rows:
         depth = f"{r['enc_layers']}/{r['dec_layers']}"
-        print(f"{r['preset']:<20}{r['kind']:<10}{depth:>8}{r['d_model']:>6}{r['heads']:>6}{r['ffn_dim']:>6}"
-              f"{r['vocab_size']:>8,}{r['params']:>14,}")
+        print(
+            f"{r['preset']:<20}{r['kind']:<10}{depth:>8}{r['d_model']:>6}{r['heads']:>6}{r['ffn_dim']:>6}"
+            f"{r['vocab_size']:>8,}{r['params']:>14,}"
+        )
     print("(vocab: the joint vocabulary, shared source/target/output embedding)")
     return 0

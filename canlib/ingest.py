@@ -21,6 +21,7 @@ training rate, add its full-recipe hours and rate (``canlib.studies.chapters.tra
 stored rate) to the "What `full` costs" paragraph of ``measurements/README.md``: ``tests/test_full_cost.py`` checks
 that it quotes them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,9 +47,25 @@ TRANSLATION = {"log": "train_multi30k_small-can.txt", "hyps": "multi30k_small-ca
 TRANSLATION_CORPUS = ("multi30k-en-de", "small", "test")
 # scripts/gpu_profile.sh's summary (one beam-search step of Balanced and CAN, training updates) -> profile.json
 PROFILE_RAW = "profile/summary.json"
-PROFILE_FIGURES = ("per", "wall_ms", "cpu_ms", "gpu_kernel_ms", "gpu_busy_share", "kernel_launches", "host_syncs",
-                   "local_scalar_dense", "preset", "beam", "batch", "forced_length", "dtype", "tokens", "target_tokens",
-                   "precision", "target_tokens_per_sec")
+PROFILE_FIGURES = (
+    "per",
+    "wall_ms",
+    "cpu_ms",
+    "gpu_kernel_ms",
+    "gpu_busy_share",
+    "kernel_launches",
+    "host_syncs",
+    "local_scalar_dense",
+    "preset",
+    "beam",
+    "batch",
+    "forced_length",
+    "dtype",
+    "tokens",
+    "target_tokens",
+    "precision",
+    "target_tokens_per_sec",
+)
 # a measurement folder keeps the bench and training files at its top (shared/measurements/h200-*) or in the
 # gpu_check/ folder that scripts/gpu_check.sh writes (shared/measurements/h100-*, measurements/*)
 RAW_SUBFOLDERS = ("", "gpu_check")
@@ -90,9 +107,15 @@ def read_environment(source: Path) -> dict[str, str]:
 def _repeats(seconds: list[float], tokens: int) -> dict[str, Any]:
     """Tokens/s of each timed repeat and their min / median / max (the bench reports the median)."""
     per_repeat = [tokens / s for s in seconds]
-    return {"tok_per_s": tokens / statistics.median(seconds), "tok_per_s_repeats": per_repeat,
-            "min": min(per_repeat), "median": statistics.median(per_repeat), "max": max(per_repeat),
-            "seconds": list(seconds), "tokens": tokens}
+    return {
+        "tok_per_s": tokens / statistics.median(seconds),
+        "tok_per_s_repeats": per_repeat,
+        "min": min(per_repeat),
+        "median": statistics.median(per_repeat),
+        "max": max(per_repeat),
+        "seconds": list(seconds),
+        "tokens": tokens,
+    }
 
 
 def flat(raw: dict[str, Any]) -> dict[str, Any]:
@@ -117,11 +140,18 @@ def _convert_gpu_bench(raw: dict[str, Any]) -> dict[str, Any]:
             figures = _repeats(row[f"{mode}_seconds"], tokens)
             stored = row[f"{mode}_tok_per_s"]
             if abs(figures["tok_per_s"] - stored) > 1e-6 * stored:
-                raise ValueError(f"gpu_bench.json: {name} {mode}: {tokens} tokens / median seconds = "
-                                 f"{figures['tok_per_s']:.3f} tok/s, but the file says {stored:.3f}")
+                raise ValueError(
+                    f"gpu_bench.json: {name} {mode}: {tokens} tokens / median seconds = "
+                    f"{figures['tok_per_s']:.3f} tok/s, but the file says {stored:.3f}"
+                )
             systems[name][mode] = figures
-    return {"systems": systems, "captured_matches_eager": raw.get("_captured_matches_eager", {}),
-            "dtype": raw.get("_dtype"), "settings": settings, "errors": raw.get("_errors", {})}
+    return {
+        "systems": systems,
+        "captured_matches_eager": raw.get("_captured_matches_eager", {}),
+        "dtype": raw.get("_dtype"),
+        "settings": settings,
+        "errors": raw.get("_errors", {}),
+    }
 
 
 def _convert_bench(raw: dict[str, Any]) -> dict[str, Any]:
@@ -130,8 +160,12 @@ def _convert_bench(raw: dict[str, Any]) -> dict[str, Any]:
     for row in systems.values():
         if "seconds" in row:
             row.update({k: v for k, v in _repeats(row["seconds"], row["tokens"]).items() if k != "tok_per_s"})
-    return {"systems": systems, "dtype": raw.get("_dtype"), "settings": settings,
-            "load_average": raw.get("_load_average")}
+    return {
+        "systems": systems,
+        "dtype": raw.get("_dtype"),
+        "settings": settings,
+        "load_average": raw.get("_load_average"),
+    }
 
 
 def _convert_training(raw: dict[str, Any]) -> dict[str, Any]:
@@ -146,7 +180,9 @@ def _convert_profile(raw: dict[str, Any], name: str) -> dict[str, Any]:
     """The figures of each profiled case (per update or per decoding step) and the cases that failed;
     each case's GPU busy share is checked against its kernel and wall milliseconds."""
     if raw.get("dry_run"):
-        raise ValueError(f"{name}: a --dry-run profile (tiny models on a CPU) is a check of the script, not a measurement")
+        raise ValueError(
+            f"{name}: a --dry-run profile (tiny models on a CPU) is a check of the script, not a measurement"
+        )
     cases, errors = {}, {}
     for case, row in raw["cases"].items():
         if "error" in row:
@@ -155,8 +191,10 @@ def _convert_profile(raw: dict[str, Any], name: str) -> dict[str, Any]:
         share, kernel, wall = row.get("gpu_busy_share"), row.get("gpu_kernel_ms"), row.get("wall_ms")
         # all three are rounded to 3 decimals by the script: allow for that rounding, no more
         if share is not None and wall and abs(kernel / wall - share) > 0.0006 + 0.0006 / wall:
-            raise ValueError(f"{name}: {case}: gpu_kernel_ms / wall_ms = {kernel} / {wall} = {kernel / wall:.4f}, "
-                             f"but the file says gpu_busy_share {share}")
+            raise ValueError(
+                f"{name}: {case}: gpu_kernel_ms / wall_ms = {kernel} / {wall} = {kernel / wall:.4f}, "
+                f"but the file says gpu_busy_share {share}"
+            )
         cases[case] = {k: row[k] for k in PROFILE_FIGURES if k in row}
         cases[case]["top_kernels"] = row.get("top_kernels", [])[:5]
     sdpa = raw.get("sdpa_backends")
@@ -165,8 +203,9 @@ def _convert_profile(raw: dict[str, Any], name: str) -> dict[str, Any]:
     return {"cases": cases, "errors": errors, "sdpa_backends": sdpa, "seconds": raw.get("seconds")}
 
 
-def convert_measurements(source: str | Path, out: str | Path, *, commit: str | None = None, date: str | None = None,
-                         note: str = SOURCE) -> list[Path]:
+def convert_measurements(
+    source: str | Path, out: str | Path, *, commit: str | None = None, date: str | None = None, note: str = SOURCE
+) -> list[Path]:
     """Write each raw measurement file of ``source`` that a chapter needs as a stored result in ``out``.
 
     Commit, date and device come from the raw files (``_git_commit``, ``_date``, ``_device``); the
@@ -195,8 +234,13 @@ def convert_measurements(source: str | Path, out: str | Path, *, commit: str | N
             raise ValueError(f"{source}: no _git_commit/_date in the raw files; pass commit= and date=")
     for name, raw in raws.items():
         kind = FILES[name]
-        result = (_convert_gpu_bench(raw) if kind == "speed" else
-                  _convert_training(raw) if kind.startswith("training") else _convert_bench(raw))
+        result = (
+            _convert_gpu_bench(raw)
+            if kind == "speed"
+            else _convert_training(raw)
+            if kind.startswith("training")
+            else _convert_bench(raw)
+        )
         device = raw.get("_device") or raw.get("device")
         if not device:
             raise ValueError(f"{paths[name]}: no device recorded")
@@ -206,8 +250,11 @@ def convert_measurements(source: str | Path, out: str | Path, *, commit: str | N
             "device": device,
             # speed and synthetic training: the paper's d=512 shapes; training_small: the small-* presets (d=256)
             "scale": "small" if kind == "training_small" else "full",
-            "config": {"command": command(name) or raw.get("_command", ""), "settings": raw.get("_settings"),
-                       "raw_file": paths[name].relative_to(source).as_posix()},
+            "config": {
+                "command": command(name) or raw.get("_command", ""),
+                "settings": raw.get("_settings"),
+                "raw_file": paths[name].relative_to(source).as_posix(),
+            },
             "torch": raw.get("_torch") or raw.get("torch"),
             "source": note,
         }
@@ -221,10 +268,17 @@ def convert_measurements(source: str | Path, out: str | Path, *, commit: str | N
         where = raw.get("device") or {}
         if not (where.get("commit") and where.get("date") and where.get("device")):
             raise ValueError(f"{profile}: its 'device' record lacks commit, date or device")
-        prov = {"commit": where["commit"], "date": where["date"][:10], "device": where["device"],
-                "scale": "full",  # the decoding cases: d=512 presets, V=32k (train_small-can: the small-can preset)
-                "config": {"command": commands.get(PROFILE_RAW) or "bash scripts/gpu_profile.sh", "raw_file": PROFILE_RAW},
-                "torch": where.get("torch"), "python": where.get("python"), "measured_at": where["date"], "source": note}
+        prov = {
+            "commit": where["commit"],
+            "date": where["date"][:10],
+            "device": where["device"],
+            "scale": "full",  # the decoding cases: d=512 presets, V=32k (train_small-can: the small-can preset)
+            "config": {"command": commands.get(PROFILE_RAW) or "bash scripts/gpu_profile.sh", "raw_file": PROFILE_RAW},
+            "torch": where.get("torch"),
+            "python": where.get("python"),
+            "measured_at": where["date"],
+            "source": note,
+        }
         if (tree := profile_work_tree(source)) is not None:
             prov["environment"] = {"dirty": tree}
         written.append(save_result(out / "profile.json", _convert_profile(raw, str(profile)), prov))
@@ -251,9 +305,20 @@ def parse_train_log(text: str, name: str) -> dict[str, Any]:
     return {"final": jsons[0], "scores": jsons[-1], **seconds}
 
 
-def convert_translation(source: str | Path, out: str | Path, sources: list[str], references: list[str], *,
-                        device: str, commit: str, date: str, command: str = "", note: str = SOURCE,
-                        examples: int = 5, tolerance: float = 0.01) -> Path:
+def convert_translation(
+    source: str | Path,
+    out: str | Path,
+    sources: list[str],
+    references: list[str],
+    *,
+    device: str,
+    commit: str,
+    date: str,
+    command: str = "",
+    note: str = SOURCE,
+    examples: int = 5,
+    tolerance: float = 0.01,
+) -> Path:
     """Store a GPU-trained model's test translation as a result: its training time and final validation
     loss, sacreBLEU and tokenized BLEU **recomputed here** from its hypotheses against ``references``
     (an error if they differ from the scores the measurement recorded by more than ``tolerance``), and
@@ -262,29 +327,52 @@ def convert_translation(source: str | Path, out: str | Path, sources: list[str],
     log = parse_train_log((source / TRANSLATION["log"]).read_text(encoding="utf-8"), TRANSLATION["log"])
     hyps = read_hypotheses(source / TRANSLATION["hyps"])
     if len(hyps) != len(references) or len(sources) != len(references):
-        raise ValueError(f"{source / TRANSLATION['hyps']}: {len(hyps)} hypotheses for {len(sources)} sources and "
-                         f"{len(references)} references")
+        raise ValueError(
+            f"{source / TRANSLATION['hyps']}: {len(hyps)} hypotheses for {len(sources)} sources and "
+            f"{len(references)} references"
+        )
     scores = corpus_scores(hyps, references)
     for key in ("bleu", "tok_bleu"):
         if abs(scores[key] - log["scores"][key]) > tolerance:
-            raise ValueError(f"{source / TRANSLATION['hyps']}: {key} recomputed here is {scores[key]:.4f}, the "
-                             f"measurement recorded {log['scores'][key]:.4f}; are these the references it was scored on?")
+            raise ValueError(
+                f"{source / TRANSLATION['hyps']}: {key} recomputed here is {scores[key]:.4f}, the "
+                f"measurement recorded {log['scores'][key]:.4f}; are these the references it was scored on?"
+            )
     picks = [round(i * (len(hyps) - 1) / max(examples - 1, 1)) for i in range(examples)]
     corpus, scale, split = TRANSLATION_CORPUS
     result = {
-        "preset": "small-can", "corpus": f"{corpus}/{scale}", "split": split, "sentences": len(hyps),
-        "train_s": log.get("train_s"), "translate_s": log.get("translate_s"),
-        "updates": log["final"].get("step"), "epochs": log["final"].get("epoch"),
+        "preset": "small-can",
+        "corpus": f"{corpus}/{scale}",
+        "split": split,
+        "sentences": len(hyps),
+        "train_s": log.get("train_s"),
+        "translate_s": log.get("translate_s"),
+        "updates": log["final"].get("step"),
+        "epochs": log["final"].get("epoch"),
         "valid_loss": log["final"].get("last_valid", {}).get("valid_loss"),
         "scores": {k: scores[k] for k in ("bleu", "tok_bleu", "signature", "sys_len", "ref_len")},
         "recorded_scores": {k: log["scores"][k] for k in ("bleu", "tok_bleu")},
         "hyp_words_mean": statistics.mean(len(h.split()) for h in hyps),
         "ref_words_mean": statistics.mean(len(r.split()) for r in references),
-        "examples": [{"index": i, "source": sources[i], "reference": references[i], "hypothesis": hyps[i],
-                      "sentence_bleu": sentence_bleu(hyps[i], references[i])} for i in picks],
+        "examples": [
+            {
+                "index": i,
+                "source": sources[i],
+                "reference": references[i],
+                "hypothesis": hyps[i],
+                "sentence_bleu": sentence_bleu(hyps[i], references[i]),
+            }
+            for i in picks
+        ],
     }
-    prov = {"commit": commit, "date": date, "device": device, "scale": scale,
-            "config": {"command": command, "raw_files": list(TRANSLATION.values())}, "source": note}
+    prov = {
+        "commit": commit,
+        "date": date,
+        "device": device,
+        "scale": scale,
+        "config": {"command": command, "raw_files": list(TRANSLATION.values())},
+        "source": note,
+    }
     return save_result(Path(out) / "translation_small.json", result, prov)
 
 
@@ -308,13 +396,24 @@ def convert_ab(source: str | Path, out: str | Path, note: str = SOURCE) -> Path:
         converted = _convert_gpu_bench(raw)
         entry = sides.setdefault(side, {"commit": raw["_git_commit"], "runs": []})
         if raw["_git_commit"] != entry["commit"]:
-            raise ValueError(f"{path}: commit {raw['_git_commit']}, but the other {side} files are at {entry['commit']}")
-        entry["runs"].append({"file": f"{AB_FOLDER}/{path.name}", "measured_at": raw["_date"], "device": raw["_device"],
-                              "tok_per_s": {name: {mode: row[mode]["tok_per_s"] for mode in row}
-                                            for name, row in converted["systems"].items()},
-                              "captured_matches_eager": converted["captured_matches_eager"]})
+            raise ValueError(
+                f"{path}: commit {raw['_git_commit']}, but the other {side} files are at {entry['commit']}"
+            )
+        entry["runs"].append(
+            {
+                "file": f"{AB_FOLDER}/{path.name}",
+                "measured_at": raw["_date"],
+                "device": raw["_device"],
+                "tok_per_s": {
+                    name: {mode: row[mode]["tok_per_s"] for mode in row} for name, row in converted["systems"].items()
+                },
+                "captured_matches_eager": converted["captured_matches_eager"],
+            }
+        )
     if set(sides) != {"before", "after"}:
-        raise FileNotFoundError(f"{source / AB_FOLDER}: needs base_N.json and new_N.json files, found {[p.name for p in files]}")
+        raise FileNotFoundError(
+            f"{source / AB_FOLDER}: needs base_N.json and new_N.json files, found {[p.name for p in files]}"
+        )
     runs = [run for side in sides.values() for run in side["runs"]]
     if len({run["device"] for run in runs}) != 1:
         raise ValueError(f"{source / AB_FOLDER}: the runs name different devices; an A/B needs one machine")
@@ -322,17 +421,28 @@ def convert_ab(source: str | Path, out: str | Path, note: str = SOURCE) -> Path:
         side["runs"].sort(key=lambda run: run["measured_at"])
     after = sides["after"]["runs"][-1]
     raw = flat(json.loads((source / after["file"]).read_text(encoding="utf-8")))
-    prov = {"commit": sides["after"]["commit"], "date": after["measured_at"][:10], "device": after["device"],
-            "scale": "full", "torch": raw.get("_torch"), "source": note,
-            "config": {"command": raw.get("_command", ""), "settings": raw.get("_settings"),
-                       "order": [run["file"] for run in sorted(runs, key=lambda run: run["measured_at"])]}}
+    prov = {
+        "commit": sides["after"]["commit"],
+        "date": after["measured_at"][:10],
+        "device": after["device"],
+        "scale": "full",
+        "torch": raw.get("_torch"),
+        "source": note,
+        "config": {
+            "command": raw.get("_command", ""),
+            "settings": raw.get("_settings"),
+            "order": [run["file"] for run in sorted(runs, key=lambda run: run["measured_at"])],
+        },
+    }
     return save_result(out / "ab.json", sides, prov)
 
 
 # -- a GPU run's output, kept in the repository ---------------------------------------------------
 
 RAW_MAX_BYTES = 1 << 20  # a raw file above 1 MiB (a runaway log) is left out of the repository and listed in the README
-STATUS_LINE = re.compile(r"^(?P<step>\w+): (?P<outcome>ok|FAILED \(exit \d+\)|TIMED OUT after \d+s) in (?P<s>\d+)s: (?P<command>.+)$")
+STATUS_LINE = re.compile(
+    r"^(?P<step>\w+): (?P<outcome>ok|FAILED \(exit \d+\)|TIMED OUT after \d+s) in (?P<s>\d+)s: (?P<command>.+)$"
+)
 
 
 def _last_line(path: Path) -> str:
@@ -347,18 +457,26 @@ def profile_work_tree(source: Path) -> str | None:
         return None
     lines = path.read_text(encoding="utf-8").splitlines()
     at = next((i for i, line in enumerate(lines) if re.fullmatch(r"[0-9a-f]{40}", line.strip())), None)
-    return None if at is None else f"{sum(1 for line in lines[at + 1:] if line.strip())} changed files"
+    return None if at is None else f"{sum(1 for line in lines[at + 1 :] if line.strip())} changed files"
 
 
 def device_run_facts(source: Path) -> dict[str, Any]:
     """Commit, date, device and work-tree state of a GPU run's output, from the raw files themselves:
     ``gpu_check/environment.txt``, else ``gpu_check/gpu_bench.json`` and ``profile/summary.json``."""
     env = read_environment(source)
-    facts = {"commit": env.get("commit"), "date": env.get("date"), "device": env.get("device"),
-             "dirty": env.get("dirty"), "torch": env.get("torch"), "python": env.get("python"),
-             "cpu_threads": env.get("cpu_threads")}
-    for path, get in ((raw_path(source, "gpu_bench.json"), lambda r: (r.get("_git_commit"), r.get("_date"), r.get("_device"))),
-                      (source / PROFILE_RAW, lambda r: tuple((r.get("device") or {}).get(k) for k in ("commit", "date", "device")))):
+    facts = {
+        "commit": env.get("commit"),
+        "date": env.get("date"),
+        "device": env.get("device"),
+        "dirty": env.get("dirty"),
+        "torch": env.get("torch"),
+        "python": env.get("python"),
+        "cpu_threads": env.get("cpu_threads"),
+    }
+    for path, get in (
+        (raw_path(source, "gpu_bench.json"), lambda r: (r.get("_git_commit"), r.get("_date"), r.get("_device"))),
+        (source / PROFILE_RAW, lambda r: tuple((r.get("device") or {}).get(k) for k in ("commit", "date", "device"))),
+    ):
         if path is not None and path.is_file():
             raw = json.loads(path.read_text(encoding="utf-8"))
             found = get(flat(raw) if path.name == "gpu_bench.json" else raw)
@@ -368,7 +486,9 @@ def device_run_facts(source: Path) -> dict[str, Any]:
         facts["dirty"] = profile_work_tree(source)
     missing = [k for k in ("commit", "date", "device") if not facts[k]]
     if missing:
-        raise ValueError(f"{source}: no {', '.join(missing)} in gpu_check/environment.txt, gpu_bench.json or {PROFILE_RAW}")
+        raise ValueError(
+            f"{source}: no {', '.join(missing)} in gpu_check/environment.txt, gpu_bench.json or {PROFILE_RAW}"
+        )
     return facts
 
 
@@ -380,36 +500,57 @@ def device_run_name(facts: dict[str, Any]) -> str:
     return f"{gpu}-{facts['date'][:10]}-{facts['commit'][:7]}" + ("-dirty" if dirty else "")
 
 
-def draft_readme(folder: Path, run: str, *, profile_command: str = "bash scripts/gpu_profile.sh",
-                 check_command: str = "bash scripts/gpu_check.sh", left_out: list[str] = ()) -> str:
+def draft_readme(
+    folder: Path,
+    run: str,
+    *,
+    profile_command: str = "bash scripts/gpu_profile.sh",
+    check_command: str = "bash scripts/gpu_check.sh",
+    left_out: list[str] = (),
+) -> str:
     """The README of a GPU run's raw files: where and what was measured, from the raw files, and one table
     row per output (``| `file` | `command` | outcome |``, the format :func:`readme_commands` reads): each
     ``gpu_check`` step's command and outcome from ``status.txt`` (a failed step's last log line says why) and
     each ``gpu_profile`` case's outcome from ``profile/summary.json``."""
     f = device_run_facts(folder)
-    smi = (folder / "gpu_check" / "environment.txt")
-    gpu_line = next((line for line in smi.read_text(encoding="utf-8").splitlines() if line.count(",") == 2), "") \
-        if smi.is_file() else ""  # nvidia-smi's "name, memory, driver"
+    smi = folder / "gpu_check" / "environment.txt"
+    gpu_line = (
+        next((line for line in smi.read_text(encoding="utf-8").splitlines() if line.count(",") == 2), "")
+        if smi.is_file()
+        else ""
+    )  # nvidia-smi's "name, memory, driver"
     gpu_line = ", driver ".join(part.strip() for part in gpu_line.split(",")[1:])
     tree = "clean" if str(f.get("dirty") or "0").split()[0] == "0" else f"{f['dirty']} (not clean)"
-    lines = [f"# GPU measurements of canlib at commit {f['commit'][:7]} (one {f['device']})", "",
-             f"Measured {f['date']} on one {f['device']}" + (f" ({gpu_line})" if gpu_line else "")
-             + (f", PyTorch {f['torch']}" if f.get("torch") else "") + (f", Python {f['python']}" if f.get("python") else "")
-             + (f", {f['cpu_threads']} CPU threads" if f.get("cpu_threads") else "") + ".",
-             f"Commit {f['commit']}, work tree {tree}. Commands, from the project root on the device: "
-             f"`{profile_command}` (the `profile/` files) and `{check_command}` (the `gpu_check/` files).",
-             f"The files are unchanged copies of what the device wrote; `python -m canlib ingest` "
-             f"converted them into `book/results/gpu/{run}/`.", "",
-             "| file | command (from the project root) | outcome |", "|---|---|---|"]
+    lines = [
+        f"# GPU measurements of canlib at commit {f['commit'][:7]} (one {f['device']})",
+        "",
+        f"Measured {f['date']} on one {f['device']}"
+        + (f" ({gpu_line})" if gpu_line else "")
+        + (f", PyTorch {f['torch']}" if f.get("torch") else "")
+        + (f", Python {f['python']}" if f.get("python") else "")
+        + (f", {f['cpu_threads']} CPU threads" if f.get("cpu_threads") else "")
+        + ".",
+        f"Commit {f['commit']}, work tree {tree}. Commands, from the project root on the device: "
+        f"`{profile_command}` (the `profile/` files) and `{check_command}` (the `gpu_check/` files).",
+        f"The files are unchanged copies of what the device wrote; `python -m canlib ingest` "
+        f"converted them into `book/results/gpu/{run}/`.",
+        "",
+        "| file | command (from the project root) | outcome |",
+        "|---|---|---|",
+    ]
     status = folder / "gpu_check" / "status.txt"
     notes, listed = [], set()
-    for line in (status.read_text(encoding="utf-8").splitlines() if status.is_file() else []):
+    for line in status.read_text(encoding="utf-8").splitlines() if status.is_file() else []:
         m = STATUS_LINE.match(line.strip())
         if not m:
             notes += [line.strip()] if line.strip() else []
             continue
         out = re.search(r"--(?:json|out) (\S+)", m["command"])
-        files = [f"gpu_check/{Path(out.group(1)).name}"] if out and (folder / "gpu_check" / Path(out.group(1)).name).is_file() else []
+        files = (
+            [f"gpu_check/{Path(out.group(1)).name}"]
+            if out and (folder / "gpu_check" / Path(out.group(1)).name).is_file()
+            else []
+        )
         log = folder / "gpu_check" / f"{m['step']}.log"
         files += [f"gpu_check/{log.name}"] if log.is_file() else []
         outcome = f"step `{m['step']}`: {m['outcome']} in {m['s']} s"
@@ -422,21 +563,31 @@ def draft_readme(folder: Path, run: str, *, profile_command: str = "bash scripts
         cases = json.loads(summary.read_text(encoding="utf-8"))
         lines.append(f"| `{PROFILE_RAW}` | `{profile_command}` | every case below, and `sdpa_backends` |")
         for case, row in {**cases.get("cases", {}), "sdpa_backends": cases.get("sdpa_backends") or {}}.items():
-            files = [f"profile/{case}{ext}" for ext in (".json", ".txt") if (folder / "profile" / f"{case}{ext}").is_file()]
+            files = [
+                f"profile/{case}{ext}" for ext in (".json", ".txt") if (folder / "profile" / f"{case}{ext}").is_file()
+            ]
             error = row.get("error") if isinstance(row, dict) else None
             outcome = f"case `{case}`: " + (f"FAILED: {error.strip()}".replace("|", "/") if error else "ok")
             lines.append(f"| {', '.join(f'`{x}`' for x in files) or '-'} | `{profile_command}` | {outcome} |")
             listed |= set(files)
         listed.add(PROFILE_RAW)
     for sub, command in (("gpu_check", check_command), ("profile", profile_command)):
-        rest = [f"{sub}/{p.name}" for p in sorted((folder / sub).glob("*")) if p.is_file() and f"{sub}/{p.name}" not in listed]
+        rest = [
+            f"{sub}/{p.name}"
+            for p in sorted((folder / sub).glob("*"))
+            if p.is_file() and f"{sub}/{p.name}" not in listed
+        ]
         if rest:
-            lines.append(f"| {', '.join(f'`{x}`' for x in rest)} | `{command}` | written by the script itself "
-                         "(environment, status, summary, log) |")
+            lines.append(
+                f"| {', '.join(f'`{x}`' for x in rest)} | `{command}` | written by the script itself "
+                "(environment, status, summary, log) |"
+            )
     top = [p.name for p in sorted(folder.glob("*")) if p.is_file() and p.suffix in (".txt", ".log")]
     if top:
-        lines.append(f"| {', '.join(f'`{x}`' for x in top)} | - | written on the device around the two commands "
-                     "(`nvidia-smi`, the console output of the two calls) |")
+        lines.append(
+            f"| {', '.join(f'`{x}`' for x in top)} | - | written on the device around the two commands "
+            "(`nvidia-smi`, the console output of the two calls) |"
+        )
     if notes:
         lines += ["", "`gpu_check/status.txt` also says: " + "; ".join(f"`{n}`" for n in notes) + "."]
     if left_out:
@@ -444,9 +595,16 @@ def draft_readme(folder: Path, run: str, *, profile_command: str = "bash scripts
     return "\n".join(lines) + "\n"
 
 
-def store_device_run(source: str | Path, *, run: str | None = None, measurements: str | Path | None = None,
-                     results: str | Path | None = None, profile_command: str = "bash scripts/gpu_profile.sh",
-                     check_command: str = "bash scripts/gpu_check.sh", note: str | None = None) -> tuple[Path, list[Path]]:
+def store_device_run(
+    source: str | Path,
+    *,
+    run: str | None = None,
+    measurements: str | Path | None = None,
+    results: str | Path | None = None,
+    profile_command: str = "bash scripts/gpu_profile.sh",
+    check_command: str = "bash scripts/gpu_check.sh",
+    note: str | None = None,
+) -> tuple[Path, list[Path]]:
     """Keep a GPU run's raw output in the repository and store its results, in one step.
 
     ``source`` holds what the device returned: ``gpu_check/`` (``scripts/gpu_check.sh``) and ``profile/``
@@ -458,9 +616,16 @@ def store_device_run(source: str | Path, *, run: str | None = None, measurements
     ``<results>/gpu/<run>/``. Nothing is written if the run exists already or its files do not convert."""
     source = Path(source)
     with tempfile.TemporaryDirectory() as unpacked:
-        return _store_device_run(_unpacked(source, Path(unpacked)), source, run=run, measurements=measurements,
-                                 results=results, profile_command=profile_command, check_command=check_command,
-                                 note=note)
+        return _store_device_run(
+            _unpacked(source, Path(unpacked)),
+            source,
+            run=run,
+            measurements=measurements,
+            results=results,
+            profile_command=profile_command,
+            check_command=check_command,
+            note=note,
+        )
 
 
 def _unpacked(source: Path, scratch: Path) -> Path:
@@ -474,15 +639,27 @@ def _unpacked(source: Path, scratch: Path) -> Path:
     for archive in archives:
         with tarfile.open(archive) as tar:
             for member in tar.getmembers():  # plain files and folders inside scratch only
-                if not (member.isfile() or member.isdir()) or member.name.startswith("/") or ".." in Path(member.name).parts:
+                if (
+                    not (member.isfile() or member.isdir())
+                    or member.name.startswith("/")
+                    or ".." in Path(member.name).parts
+                ):
                     raise ValueError(f"{archive}: {member.name!r} is not a plain file inside the archive")
             tar.extractall(scratch)
     return scratch
 
 
-def _store_device_run(folder: Path, source: Path, *, run: str | None, measurements: str | Path | None,
-                      results: str | Path | None, profile_command: str, check_command: str,
-                      note: str | None) -> tuple[Path, list[Path]]:
+def _store_device_run(
+    folder: Path,
+    source: Path,
+    *,
+    run: str | None,
+    measurements: str | Path | None,
+    results: str | Path | None,
+    profile_command: str,
+    check_command: str,
+    note: str | None,
+) -> tuple[Path, list[Path]]:
     """:func:`store_device_run` on an unpacked ``folder``; the top-level ``*.txt``/``*.log`` files of ``source``
     (``nvidia_smi.txt``, the console output of the two calls) are kept too."""
     run = run or device_run_name(device_run_facts(folder))
@@ -509,8 +686,9 @@ def _store_device_run(folder: Path, source: Path, *, run: str | None, measuremen
                 continue
             staged.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, staged / path.name)
-        readme = draft_readme(staged, run, profile_command=profile_command, check_command=check_command,
-                              left_out=left_out)
+        readme = draft_readme(
+            staged, run, profile_command=profile_command, check_command=check_command, left_out=left_out
+        )
         (staged / "README.md").write_text(readme, encoding="utf-8")
         converted = Path(tmp) / "results"
         convert_measurements(staged, converted, note=note or f"measured on the device; raw files in measurements/{run}")
@@ -522,21 +700,36 @@ def _store_device_run(folder: Path, source: Path, *, run: str | None, measuremen
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", nargs="?", help="folder of raw JSON written by scripts/gpu_bench.py, canlib bench, "
-                        "gpu_smoke_train.py (and profile/summary.json of gpu_profile.sh)")
+    parser.add_argument(
+        "source",
+        nargs="?",
+        help="folder of raw JSON written by scripts/gpu_bench.py, canlib bench, "
+        "gpu_smoke_train.py (and profile/summary.json of gpu_profile.sh)",
+    )
     parser.add_argument("out", nargs="?", help="e.g. book/results/gpu/h200-2026-11-26")
-    parser.add_argument("--from-device", metavar="FOLDER", help="a GPU run's output (gpu_check/ and profile/, or "
-                        "gpu_check.tar.gz and profile.tar.gz; nvidia_smi.txt, logs): copy it unchanged to "
-                        "measurements/<run>/ with a README and convert it into book/results/gpu/<run>/ (no SOURCE/OUT)")
+    parser.add_argument(
+        "--from-device",
+        metavar="FOLDER",
+        help="a GPU run's output (gpu_check/ and profile/, or "
+        "gpu_check.tar.gz and profile.tar.gz; nvidia_smi.txt, logs): copy it unchanged to "
+        "measurements/<run>/ with a README and convert it into book/results/gpu/<run>/ (no SOURCE/OUT)",
+    )
     parser.add_argument("--run", help="with --from-device: the run's name (default <gpu>-<date>-<commit>)")
-    parser.add_argument("--profile-command", default="bash scripts/gpu_profile.sh",
-                        help="with --from-device: how gpu_profile.sh was called, for the README")
-    parser.add_argument("--check-command", default="bash scripts/gpu_check.sh",
-                        help="with --from-device: how gpu_check.sh was called, for the README")
+    parser.add_argument(
+        "--profile-command",
+        default="bash scripts/gpu_profile.sh",
+        help="with --from-device: how gpu_profile.sh was called, for the README",
+    )
+    parser.add_argument(
+        "--check-command",
+        default="bash scripts/gpu_check.sh",
+        help="with --from-device: how gpu_check.sh was called, for the README",
+    )
     parser.add_argument("--commit", help="the commit measured, when the raw files do not record it")
     parser.add_argument("--date", help="YYYY-MM-DD, when the raw files do not record it")
-    parser.add_argument("--source-note", default=SOURCE,
-                        help="how and where it was measured, stored as provenance.source")
+    parser.add_argument(
+        "--source-note", default=SOURCE, help="how and where it was measured, stored as provenance.source"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -544,15 +737,21 @@ def run(args: argparse.Namespace) -> int:
     if args.from_device:
         if args.source or args.out:
             raise ValueError("--from-device takes no SOURCE or OUT")
-        raw_dir, written = store_device_run(args.from_device, run=args.run, profile_command=args.profile_command,
-                                            check_command=args.check_command,
-                                            note=None if args.source_note == SOURCE else args.source_note)
+        raw_dir, written = store_device_run(
+            args.from_device,
+            run=args.run,
+            profile_command=args.profile_command,
+            check_command=args.check_command,
+            note=None if args.source_note == SOURCE else args.source_note,
+        )
         print(f"raw files: {raw_dir} (README.md drafted from them: add what they cannot say)")
         for path in written:
             print(path)
         if any(path.name.startswith("training_") for path in written):
-            print("a training rate was stored: measurements/README.md's full-cost paragraph must quote its hours and "
-                  "tok/s (tests/test_full_cost.py; canlib.studies.chapters.training.full_cost() computes them)")
+            print(
+                "a training rate was stored: measurements/README.md's full-cost paragraph must quote its hours and "
+                "tok/s (tests/test_full_cost.py; canlib.studies.chapters.training.full_cost() computes them)"
+            )
         return 0
     if not (args.source and args.out):
         raise ValueError("give SOURCE and OUT, or --from-device FOLDER")
@@ -563,9 +762,19 @@ def run(args: argparse.Namespace) -> int:
         test = prepared(corpus, scale).split(split)
         _, prov = load_result(written[0])  # the call's device, commit and date
         commands = readme_commands(source / "README.md") if (source / "README.md").exists() else {}
-        written.append(convert_translation(source, args.out, list(test.src_text), list(test.tgt_text),
-                                           device=prov["device"], commit=prov["commit"], date=prov["date"],
-                                           command=commands.get(TRANSLATION["log"], ""), note=args.source_note))
+        written.append(
+            convert_translation(
+                source,
+                args.out,
+                list(test.src_text),
+                list(test.tgt_text),
+                device=prov["device"],
+                commit=prov["commit"],
+                date=prov["date"],
+                command=commands.get(TRANSLATION["log"], ""),
+                note=args.source_note,
+            )
+        )
     for path in written:
         print(path)
     return 0

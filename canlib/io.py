@@ -4,6 +4,7 @@ The bottom of the library: every other part may import it, it imports no other p
 file or recording where a number came from never pulls in the model. It also imports the optional
 third-party packages for the rest (``require``, ``tqdm``): see the end of this file.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -47,6 +48,7 @@ def atomic_write_bytes(data: bytes, path: str | os.PathLike) -> None:
 
 # -- folders ---------------------------------------------------------------------------------------
 
+
 def data_dir() -> Path | None:
     """``$CANLIB_DATA_DIR``: local copies of the corpora (the offline path); None when unset."""
     value = os.environ.get("CANLIB_DATA_DIR")
@@ -71,11 +73,20 @@ def results_dir() -> Path:
 
 # -- provenance ------------------------------------------------------------------------------------
 
+
 def git_commit(repo: Path = CHECKOUT_DIR) -> str:
     """HEAD's hash, with "+dirty" when the work tree has uncommitted changes; "unknown" outside git."""
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("+dirty" if dirty else "")
@@ -119,8 +130,15 @@ def origin(device: Any = "cpu") -> dict[str, Any]:
 # names the package and its pip command when it is missing; and progress bars use ``tqdm``: tqdm's bar where
 # tqdm is installed, otherwise a stand-in that counts and draws nothing.
 
-PIP_NAMES = {"sacremoses": "sacremoses", "sacrebleu": "sacrebleu", "sentencepiece": "sentencepiece",
-             "ctranslate2": "ctranslate2", "tqdm": "tqdm", "pandas": "pandas", "matplotlib": "matplotlib"}
+PIP_NAMES = {
+    "sacremoses": "sacremoses",
+    "sacrebleu": "sacrebleu",
+    "sentencepiece": "sentencepiece",
+    "ctranslate2": "ctranslate2",
+    "tqdm": "tqdm",
+    "pandas": "pandas",
+    "matplotlib": "matplotlib",
+}
 
 
 class MissingDependency(ImportError):
@@ -134,8 +152,9 @@ def require(module: str, purpose: str) -> ModuleType:
     except ImportError as exc:
         top = module.split(".")[0]
         package = PIP_NAMES.get(top, top)
-        raise MissingDependency(f"{purpose} needs the {package!r} package, which is not installed here "
-                                f"({exc}): pip install {package}") from exc
+        raise MissingDependency(
+            f"{purpose} needs the {package!r} package, which is not installed here ({exc}): pip install {package}"
+        ) from exc
 
 
 class _NoBar:
@@ -145,8 +164,15 @@ class _NoBar:
 
     told = False
 
-    def __init__(self, iterable: Iterable[Any] | None = None, *args: Any, disable: bool = False, total: float | None = None,
-                 initial: float = 0, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        iterable: Iterable[Any] | None = None,
+        *args: Any,
+        disable: bool = False,
+        total: float | None = None,
+        initial: float = 0,
+        **kwargs: Any,
+    ) -> None:
         self.iterable, self.disable, self.total, self.n = iterable, disable, total, initial
         if not disable and not _NoBar.told:
             _NoBar.told = True

@@ -17,6 +17,7 @@ d=512 presets (``--d512``) on synthetic pairs with a 32k vocabulary at ``--d512-
 than the GPU's 32,768, to stay CPU-cheap: only the loss's chunks, one per 4,096 tokens, depend
 on the batch size, and the counts say how many there were).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,10 +50,15 @@ def _count_phases(trainer: Trainer, group: list[list[int]]) -> dict[str, Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             with counter:
                 return fn(*args, **kwargs)
+
         return wrapper
 
-    patched = [(trainer, "_batch_to_device", "batches"), (trainer.ddp, "forward", "forward"),
-               (torch.autograd, "backward", "backward"), (trainer.optimizer, "step", "optimizer")]
+    patched = [
+        (trainer, "_batch_to_device", "batches"),
+        (trainer.ddp, "forward", "forward"),
+        (torch.autograd, "backward", "backward"),
+        (trainer.optimizer, "step", "optimizer"),
+    ]
     saved = [getattr(obj, attr) for obj, attr, _ in patched]
     for obj, attr, phase in patched:  # instance attributes (and torch.autograd.backward, restored below)
         setattr(obj, attr, counted(getattr(obj, attr), phases[phase]))
@@ -80,8 +86,9 @@ def _count_phases(trainer: Trainer, group: list[list[int]]) -> dict[str, Any]:
 def count_update(name: str, split: Any, vocab_size: int, max_tokens: int, warmup: int, **train: Any) -> dict[str, Any]:
     """The counts of one update of preset ``name`` after ``warmup`` updates (see the module docstring)."""
     model_cfg = preset(name, vocab_size=vocab_size)
-    cfg = TrainConfig(max_tokens=max_tokens, max_steps=warmup + 1, warmup=4000, progress=False, keep_last=1, average_last=1,
-                      **train)
+    cfg = TrainConfig(
+        max_tokens=max_tokens, max_steps=warmup + 1, warmup=4000, progress=False, keep_last=1, average_last=1, **train
+    )
     with tempfile.TemporaryDirectory() as run:
         trainer = Trainer(model_cfg, cfg, split, None, run)
         groups = trainer._groups()
@@ -96,9 +103,13 @@ def count_update(name: str, split: Any, vocab_size: int, max_tokens: int, warmup
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default=str(Path(os.environ.get("CANLIB_CACHE_DIR", REPO / ".cache" / "canlib"))
-                                          / "prepared" / "multi30k-en-de-small"),
-                   help="prepared corpus for the small/tiny presets (default: the small Multi30k En-De)")
+    p.add_argument(
+        "--data",
+        default=str(
+            Path(os.environ.get("CANLIB_CACHE_DIR", REPO / ".cache" / "canlib")) / "prepared" / "multi30k-en-de-small"
+        ),
+        help="prepared corpus for the small/tiny presets (default: the small Multi30k En-De)",
+    )
     p.add_argument("--presets", default="small-can,small-baseline", help="presets trained on --data")
     p.add_argument("--max-tokens", type=int, default=8192)
     p.add_argument("--d512", default="baseline,can", help="d=512 presets on synthetic data; '' = none")
@@ -118,22 +129,35 @@ def main(argv: list[str] | None = None) -> int:
         split = corpus.split("train")
         for name in names:
             report["runs"][name] = count_update(name, split, corpus.vocab.size, args.max_tokens, args.warmup)
-            print(name, json.dumps({k: v for k, v in report["runs"][name]["update"].items() if k != "by_name"}), flush=True)
+            print(
+                name,
+                json.dumps({k: v for k, v in report["runs"][name]["update"].items() if k != "by_name"}),
+                flush=True,
+            )
     if args.d512 and args.d512_tokens:
         from gpu_smoke_train import synthetic_split
 
         split = synthetic_split(4000, 32000, 64)
         for name in args.d512.split(","):
             report["runs"][name] = count_update(name, split, 32000, args.d512_tokens, args.warmup)
-            print(name, json.dumps({k: v for k, v in report["runs"][name]["update"].items() if k != "by_name"}), flush=True)
+            print(
+                name,
+                json.dumps({k: v for k, v in report["runs"][name]["update"].items() if k != "by_name"}),
+                flush=True,
+            )
     if args.result:
         from canlib.results.files import provenance, save_result
 
         command = "python scripts/cpu_train_ops.py " + " ".join(sys.argv[1:] if argv is None else argv)
-        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
-                                 text=True).stdout.split("\n")
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True, text=True
+        ).stdout.split("\n")
         scale = "small" if any(n.startswith("small-") for n in names) else "tiny"
-        save_result(args.result, report, provenance(scale, {"command": command, "changed_files": [c.strip() for c in changed if c.strip()]}, "cpu"))
+        save_result(
+            args.result,
+            report,
+            provenance(scale, {"command": command, "changed_files": [c.strip() for c in changed if c.strip()]}, "cpu"),
+        )
         print(f"stored in {args.result}")
     return 0
 

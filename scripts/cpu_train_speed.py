@@ -7,6 +7,7 @@ Trains each preset for ``--steps`` updates (the first ``--skip`` untimed) on the
 and reports target tokens/sec, the trainer's own measurement (update time only; ``measure``
 logs every ``--skip`` updates).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +33,10 @@ PRESETS = ("baseline", "balanced", "san", "aan", "can", "can_attn", "can_ffn")
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", default=os.environ.get("CANLIB_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data")))
+    p.add_argument(
+        "--data-dir",
+        default=os.environ.get("CANLIB_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data")),
+    )
     p.add_argument("--pairs", type=int, default=3000)
     p.add_argument("--vocab-size", type=int, default=2000)
     p.add_argument("--steps", type=int, default=200)
@@ -51,13 +55,24 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"{folder}: fewer than {args.pairs} pairs in newstest2008-2012")
     vocab = Vocabulary.train(en + de, args.vocab_size)
     split = PairList(vocab.encode_batch(en), vocab.encode_batch(de))
-    report = {"device": "cpu", "threads": args.threads, "torch": torch.__version__, "pairs": args.pairs,
-              "vocab_size": vocab.size, "max_tokens": args.max_tokens, "steps": args.steps, "runs": {}}
+    report = {
+        "device": "cpu",
+        "threads": args.threads,
+        "torch": torch.__version__,
+        "pairs": args.pairs,
+        "vocab_size": vocab.size,
+        "max_tokens": args.max_tokens,
+        "steps": args.steps,
+        "runs": {},
+    }
     for name in args.presets.split(","):
         cfg = TrainConfig(max_steps=args.steps, max_tokens=args.max_tokens, keep_last=1, average_last=1, progress=False)
         run = measure(preset(f"tiny-{name}", vocab_size=vocab.size), cfg, split, args.skip, None)
         report["runs"][f"tiny-{name}"] = run
-        print(f"tiny-{name:<10} {run['target_tokens_per_sec']:>9.0f} target tok/s  loss {run['final_train_loss']:.3f}", flush=True)
+        print(
+            f"tiny-{name:<10} {run['target_tokens_per_sec']:>9.0f} target tok/s  loss {run['final_train_loss']:.3f}",
+            flush=True,
+        )
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     return 0

@@ -25,6 +25,7 @@ time the same two modes again with the fused select step or with the encoder, de
 ``--dry-run`` (or ``--quick``) uses the tiny presets on a CPU, a few sentences and short outputs; the
 "captured" rows then run the same static-buffer path without graphs (only the plumbing is exercised).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,12 @@ from canlib.decoding.search import SearchSettings, beam_search, make_batch  # no
 from canlib.io import device_name, git_commit  # noqa: E402
 from canlib.model.config import PAPER_SYSTEMS  # noqa: E402
 
-GOALS = {"eager can/balanced": 1.30, "captured balanced tok/s": 6000.0, "captured can tok/s": 8000.0,
-         "captured can/balanced": 1.35}  # the decoding speed this check aims at (meta["goals"])
+GOALS = {
+    "eager can/balanced": 1.30,
+    "captured balanced tok/s": 6000.0,
+    "captured can tok/s": 8000.0,
+    "captured can/balanced": 1.35,
+}  # the decoding speed this check aims at (meta["goals"])
 TEST2016 = Path("multi30k-en-de") / "test_2016_flickr.en"
 
 
@@ -71,12 +76,19 @@ def test2016_sources(count: int, vocab_size: int, data_dir: Path) -> list[list[i
 def spread(values: list[float]) -> dict[str, float]:
     """Median, quartiles and range of per-repeat values."""
     q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
-    return {"median": statistics.median(values), "q1": q[0], "q3": q[2], "min": min(values), "max": max(values),
-            "repeats": len(values)}
+    return {
+        "median": statistics.median(values),
+        "q1": q[0],
+        "q3": q[2],
+        "min": min(values),
+        "max": max(values),
+        "repeats": len(values),
+    }
 
 
-def tokens_match(model, sources: list[list[int]], beam: int, forced: int, variants: list[tuple[dict, dict]],
-                 free: bool) -> bool:
+def tokens_match(
+    model, sources: list[list[int]], beam: int, forced: int, variants: list[tuple[dict, dict]], free: bool
+) -> bool:
     """Same tokens from every variant (settings fields, and the ``decoder`` or ``graphs`` of ``beam_search``) as from
     the eager search, on every source, forced-length (and free, with ``free``) decoding; each variant twice, so that
     the second call replays the graphs the first captured."""
@@ -96,37 +108,63 @@ def checked_variants(model, kind: str, capture: bool, backend: str | None) -> li
     decoder alone as graphs), "fused" (the fused select step, eager and in whole-step graphs), "compiled" (the
     compiled model, likewise)."""
     if kind == "captured":
-        return [({}, dict(graphs=StepGraphs(model, capture=capture))),
-                ({}, dict(decoder=GraphedDecoder(model, capture=capture)))]
+        return [
+            ({}, dict(graphs=StepGraphs(model, capture=capture))),
+            ({}, dict(decoder=GraphedDecoder(model, capture=capture))),
+        ]
     if kind == "fused":
         return [(dict(fused=True), {}), (dict(fused=True), dict(graphs=StepGraphs(model, capture=capture)))]
-    return [({}, dict(decoder=CompiledDecoder(model, backend=backend))),
-            ({}, dict(graphs=StepGraphs(model, capture=capture, compiled=backend)))]
+    return [
+        ({}, dict(decoder=CompiledDecoder(model, backend=backend))),
+        ({}, dict(graphs=StepGraphs(model, capture=capture, compiled=backend))),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", default="gpu_bench.json")
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--quick", "--dry-run", dest="quick", action="store_true",
-                        help="CPU, tiny presets, few short sentences: a check of the script")
+    parser.add_argument(
+        "--quick",
+        "--dry-run",
+        dest="quick",
+        action="store_true",
+        help="CPU, tiny presets, few short sentences: a check of the script",
+    )
     parser.add_argument("--sources", choices=("test2016", "random"), default="test2016")
-    parser.add_argument("--fused", action="store_true",
-                        help="also time both modes with the fused select step (two Triton kernels): eager_fused, captured_fused")
-    parser.add_argument("--compiled", nargs="?", const="inductor", default=None, metavar="BACKEND",
-                        help="also time both modes with the encoder, decoder layers and output compiled by torch.compile "
-                             "(backend, default inductor): eager_compiled, captured_compiled")
-    parser.add_argument("--only", action="store_true",
-                        help="time only the --fused/--compiled variants (and compare only their tokens)")
-    parser.add_argument("--data-dir", default=os.environ.get("CANLIB_DATA_DIR", "../shared/data"),
-                        help="folder holding multi30k-en-de/ (default: $CANLIB_DATA_DIR)")
+    parser.add_argument(
+        "--fused",
+        action="store_true",
+        help="also time both modes with the fused select step (two Triton kernels): eager_fused, captured_fused",
+    )
+    parser.add_argument(
+        "--compiled",
+        nargs="?",
+        const="inductor",
+        default=None,
+        metavar="BACKEND",
+        help="also time both modes with the encoder, decoder layers and output compiled by torch.compile "
+        "(backend, default inductor): eager_compiled, captured_compiled",
+    )
+    parser.add_argument(
+        "--only", action="store_true", help="time only the --fused/--compiled variants (and compare only their tokens)"
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=os.environ.get("CANLIB_DATA_DIR", "../shared/data"),
+        help="folder holding multi30k-en-de/ (default: $CANLIB_DATA_DIR)",
+    )
     parser.add_argument("--systems", default=",".join(PAPER_SYSTEMS), help="systems to time")
-    parser.add_argument("--check-systems", help="systems whose captured and eager tokens are compared (default: --systems)")
+    parser.add_argument(
+        "--check-systems", help="systems whose captured and eager tokens are compared (default: --systems)"
+    )
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--sentences", type=int, default=50)
     parser.add_argument("--forced-length", type=int, default=30)
     parser.add_argument("--beam", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: 1 with --quick, else torch's default)")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch CPU threads (0: 1 with --quick, else torch's default)"
+    )
     args = parser.parse_args(argv)
     if args.threads or args.quick:
         torch.set_num_threads(args.threads or 1)
@@ -134,7 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("gpu_bench: no CUDA device; use --dry-run for the smoke test")
     if args.quick:
-        args.repeats, args.sentences, args.forced_length = min(args.repeats, 3), min(args.sentences, 3), min(args.forced_length, 6)
+        args.repeats, args.sentences, args.forced_length = (
+            min(args.repeats, 3),
+            min(args.sentences, 3),
+            min(args.forced_length, 6),
+        )
     size, vocab_size = ("tiny", 1000) if args.quick else ("full", 32000)
     half = device.type == "cuda"
     names = args.systems.split(",")
@@ -150,35 +192,62 @@ def main(argv: list[str] | None = None) -> int:
     ratios: dict[str, dict] = {}
     results: dict = {name: {} for name in names}
     errors: dict[str, str] = {}
-    suffixes = ([] if args.only else [""]) + (["_fused"] if args.fused else []) + (["_compiled"] if args.compiled else [])
+    suffixes = (
+        ([] if args.only else [""]) + (["_fused"] if args.fused else []) + (["_compiled"] if args.compiled else [])
+    )
     if not suffixes:
         raise SystemExit("gpu_bench: --only times the --fused or --compiled variants: name one")
     modes = tuple(f"{mode}{suffix}" for suffix in suffixes for mode in ("eager", "captured"))
     for mode in modes:
         try:
-            systems = [canlib_system(name, models[name], 1, 1.0, graphs=mode.startswith("captured"),
-                                     max_shapes=len(sources), fused=mode.endswith("fused"),
-                                     compiled=args.compiled if mode.endswith("compiled") else None) for name in names]
+            systems = [
+                canlib_system(
+                    name,
+                    models[name],
+                    1,
+                    1.0,
+                    graphs=mode.startswith("captured"),
+                    max_shapes=len(sources),
+                    fused=mode.endswith("fused"),
+                    compiled=args.compiled if mode.endswith("compiled") else None,
+                )
+                for name in names
+            ]
             rows = time_systems(systems, sources, args.beam, args.forced_length, args.repeats, 1, device, mode)
             if "balanced" in rows:  # per repeat: the same tokens in both, so the ratio of the times
-                ratios[mode] = {name: spread([b / x for b, x in zip(rows["balanced"]["seconds"], row["seconds"])])
-                                for name, row in rows.items() if name != "balanced"}
+                ratios[mode] = {
+                    name: spread([b / x for b, x in zip(rows["balanced"]["seconds"], row["seconds"])])
+                    for name, row in rows.items()
+                    if name != "balanced"
+                }
             for name, row in rows.items():
                 results[name][f"{mode}_tok_per_s"] = row["tok_per_s"]
                 results[name][f"{mode}_seconds"] = row["seconds"]
             for name in names:
-                results[name][f"{mode}_ratio_to_balanced"] = rows[name]["tok_per_s"] / rows["balanced"]["tok_per_s"] if "balanced" in rows else None
+                results[name][f"{mode}_ratio_to_balanced"] = (
+                    rows[name]["tok_per_s"] / rows["balanced"]["tok_per_s"] if "balanced" in rows else None
+                )
         except Exception as exc:  # keep the other mode's numbers; say what failed
             errors[mode] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
     meta: dict = {}
-    checks = ([("captured", checked, True)] if not args.only else []) + ([("fused", names, False)] if args.fused else []) \
-        + ([("compiled", names, False)] if args.compiled else [])  # (kind, systems, free-length decoding too)
+    checks = (
+        ([("captured", checked, True)] if not args.only else [])
+        + ([("fused", names, False)] if args.fused else [])
+        + ([("compiled", names, False)] if args.compiled else [])
+    )  # (kind, systems, free-length decoding too)
     for kind, systems, free in checks:
         try:
             meta[f"{kind}_matches_eager"] = {
-                name: tokens_match(models[name], sources[:2], args.beam, args.forced_length,
-                                   checked_variants(models[name], kind, device.type == "cuda", args.compiled), free)
-                for name in systems}
+                name: tokens_match(
+                    models[name],
+                    sources[:2],
+                    args.beam,
+                    args.forced_length,
+                    checked_variants(models[name], kind, device.type == "cuda", args.compiled),
+                    free,
+                )
+                for name in systems
+            }
         except Exception as exc:
             errors["check" if kind == "captured" else f"{kind}_check"] = f"{type(exc).__name__}: {exc}"
     bal, can = results.get("balanced", {}), results.get("can", {})
@@ -191,30 +260,60 @@ def main(argv: list[str] | None = None) -> int:
             "captured can tok/s": can.get(f"captured{suffix}_tok_per_s"),
             "captured can/balanced": ratios.get(f"captured{suffix}", {}).get("can", {}).get("median"),
         }
-        meta["goals"].update({
-            k + labels[suffix]: {"value": values[k], "target": target,
-                                                        "met": values[k] is not None and values[k] >= target}
-            for k, target in GOALS.items()})
+        meta["goals"].update(
+            {
+                k + labels[suffix]: {
+                    "value": values[k],
+                    "target": target,
+                    "met": values[k] is not None and values[k] >= target,
+                }
+                for k, target in GOALS.items()
+            }
+        )
     meta["ratios"] = ratios  # {mode: {system: spread of its per-repeat ratio to Balanced}}
-    meta["sources"] = {"kind": args.sources, "lengths": [len(s) for s in sources],
-                       "file": str(TEST2016) if args.sources == "test2016" else None}
-    meta.update({
-        "device": device_name(device), "dtype": "float16" if half else "float32", "torch": torch.__version__,
-        "threads": torch.get_num_threads(), "git_commit": git_commit(), "command": " ".join(sys.argv),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "settings": {"beam": args.beam, "batch": 1, "forced_length": args.forced_length, "sentences": len(sources),
-                     "repeats": args.repeats, "scale": size, "vocab_size": vocab_size, "sources": args.sources,
-                     "interleaved": True, "compiled": args.compiled},
-        "errors": errors, "wall_seconds": round(time.time() - started, 1),
-    })
+    meta["sources"] = {
+        "kind": args.sources,
+        "lengths": [len(s) for s in sources],
+        "file": str(TEST2016) if args.sources == "test2016" else None,
+    }
+    meta.update(
+        {
+            "device": device_name(device),
+            "dtype": "float16" if half else "float32",
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "git_commit": git_commit(),
+            "command": " ".join(sys.argv),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "settings": {
+                "beam": args.beam,
+                "batch": 1,
+                "forced_length": args.forced_length,
+                "sentences": len(sources),
+                "repeats": args.repeats,
+                "scale": size,
+                "vocab_size": vocab_size,
+                "sources": args.sources,
+                "interleaved": True,
+                "compiled": args.compiled,
+            },
+            "errors": errors,
+            "wall_seconds": round(time.time() - started, 1),
+        }
+    )
     Path(args.json).write_text(json.dumps({"systems": results, "meta": meta}, indent=1) + "\n")
     for name in names:
         row = results[name]
-        print(f"{name:<10} " + "   ".join(f"{mode} {row.get(f'{mode}_tok_per_s', float('nan')):8.1f} tok/s" for mode in modes))
+        print(
+            f"{name:<10} "
+            + "   ".join(f"{mode} {row.get(f'{mode}_tok_per_s', float('nan')):8.1f} tok/s" for mode in modes)
+        )
     for mode, by_system in ratios.items():
         for name, r in by_system.items():
-            print(f"{mode} {name}/balanced over {r['repeats']} repeats: median {r['median']:.3f} "
-                  f"(quartiles {r['q1']:.3f}-{r['q3']:.3f}, range {r['min']:.3f}-{r['max']:.3f})")
+            print(
+                f"{mode} {name}/balanced over {r['repeats']} repeats: median {r['median']:.3f} "
+                f"(quartiles {r['q1']:.3f}-{r['q3']:.3f}, range {r['min']:.3f}-{r['max']:.3f})"
+            )
     for k, goal in meta["goals"].items():
         print(f"goal {k} >= {goal['target']}: {goal['value']} ({'met' if goal['met'] else 'NOT met'})")
     if errors:

@@ -22,6 +22,7 @@ scaled_dot_product_attention restricted to each backend (flash, efficient, cuDNN
 self-attention passes an explicit boolean causal mask, which rules out the flash kernel, so this names the kernel
 a slow update spends its attention time in. ``DIR/summary.json`` gathers the summaries.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,7 +70,9 @@ def wall_ms(fn: Callable[[], Any], device: torch.device, repeats: int) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def profiled(fn: Callable[[], Any], device: torch.device, per: int, out: Path, name: str, wall: float) -> dict[str, Any]:
+def profiled(
+    fn: Callable[[], Any], device: torch.device, per: int, out: Path, name: str, wall: float
+) -> dict[str, Any]:
     """Profile one call of ``fn`` (which runs ``per`` updates or steps); write ``name``.txt and return the summary."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     _sync(device)
@@ -87,8 +90,14 @@ def profiled(fn: Callable[[], Any], device: torch.device, per: int, out: Path, n
     def device_us(e: Any) -> float:
         return float(getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0.0)) or 0.0)
 
-    kernels = [e for e in events if on_gpu and device_us(e) > 0 and not e.key.startswith(("aten::", "cuda", "Memcpy", "Memset"))
-               and e.device_type == torch.autograd.DeviceType.CUDA]
+    kernels = [
+        e
+        for e in events
+        if on_gpu
+        and device_us(e) > 0
+        and not e.key.startswith(("aten::", "cuda", "Memcpy", "Memset"))
+        and e.device_type == torch.autograd.DeviceType.CUDA
+    ]
     counts = {e.key: e.count for e in events}
     launches = sum(counts.get(k, 0) for k in LAUNCH_EVENTS)
     syncs = sum(counts.get(k, 0) for k in SYNC_EVENTS)
@@ -97,18 +106,29 @@ def profiled(fn: Callable[[], Any], device: torch.device, per: int, out: Path, n
     gpu_us = sum(device_us(e) for e in kernels)
     cpu_us = sum(float(e.self_cpu_time_total) for e in events)
     return {
-        "per": per, "wall_ms": round(wall, 3),
-        "cpu_ms": round(cpu_us / 1e3 / per, 3), "gpu_kernel_ms": round(gpu_us / 1e3 / per, 3),
+        "per": per,
+        "wall_ms": round(wall, 3),
+        "cpu_ms": round(cpu_us / 1e3 / per, 3),
+        "gpu_kernel_ms": round(gpu_us / 1e3 / per, 3),
         "gpu_busy_share": round(gpu_us / 1e3 / per / wall, 3) if on_gpu and wall else None,
-        "kernel_launches": round(launches / per, 1), "host_syncs": round((syncs + dtoh) / per, 1),
+        "kernel_launches": round(launches / per, 1),
+        "host_syncs": round((syncs + dtoh) / per, 1),
         "local_scalar_dense": round(counts.get("aten::_local_scalar_dense", 0) / per, 1),
-        "top_kernels": [{"name": e.key[:120], "calls": round(e.count / per, 1), "gpu_ms": round(device_us(e) / 1e3 / per, 3),
-                         "share": round(device_us(e) / gpu_us, 3) if gpu_us else None} for e in top],
+        "top_kernels": [
+            {
+                "name": e.key[:120],
+                "calls": round(e.count / per, 1),
+                "gpu_ms": round(device_us(e) / 1e3 / per, 3),
+                "share": round(device_us(e) / gpu_us, 3) if gpu_us else None,
+            }
+            for e in top
+        ],
     }
 
 
-def profile_trainer(name: str, vocab: int, tokens: int, max_len: int, device: torch.device, run: str,
-                    pairs: int | None = None) -> tuple[Trainer, list[list[int]], int]:
+def profile_trainer(
+    name: str, vocab: int, tokens: int, max_len: int, device: torch.device, run: str, pairs: int | None = None
+) -> tuple[Trainer, list[list[int]], int]:
     """A trainer for preset ``name`` on synthetic pairs (``pairs``, default enough for several full batches of
     ``tokens`` padded tokens) and the one update every timing of it replays: the epoch's group with the most
     target tokens, with that count. Replaying one group means a case never runs out of batches (an epoch of
@@ -116,16 +136,34 @@ def profile_trainer(name: str, vocab: int, tokens: int, max_len: int, device: to
     every case and attention backend times the same tokens."""
     precision = "bf16" if device.type == "cuda" else "fp32"
     split = synthetic_split(pairs or max(4000, 16 * tokens // max_len), vocab, max_len)
-    cfg = TrainConfig(max_tokens=tokens, max_steps=10**6, warmup=4000, device=str(device), precision=precision,
-                      progress=False, keep_last=1, average_last=1)
+    cfg = TrainConfig(
+        max_tokens=tokens,
+        max_steps=10**6,
+        warmup=4000,
+        device=str(device),
+        precision=precision,
+        progress=False,
+        keep_last=1,
+        average_last=1,
+    )
     trainer = Trainer(preset(name, vocab_size=vocab), cfg, split, None, run)
     target = lambda group: sum(int(split.tgt_lens[i]) + 1 for batch in group for i in batch)  # noqa: E731  (+1: EOS)
     group = max(trainer._groups(), key=target)
     return trainer, group, target(group)
 
 
-def train_case(label: str, name: str, vocab: int, tokens: int, max_len: int, device: torch.device, out: Path, warmup: int,
-               repeats: int, pairs: int | None = None) -> dict[str, Any]:
+def train_case(
+    label: str,
+    name: str,
+    vocab: int,
+    tokens: int,
+    max_len: int,
+    device: torch.device,
+    out: Path,
+    warmup: int,
+    repeats: int,
+    pairs: int | None = None,
+) -> dict[str, Any]:
     """Profile one update of preset ``name`` on a batch of at most ``tokens`` padded tokens (after ``warmup``
     untimed ones); tokens per second count the batch's target tokens (EOS included)."""
     with tempfile.TemporaryDirectory() as run:
@@ -136,13 +174,27 @@ def train_case(label: str, name: str, vocab: int, tokens: int, max_len: int, dev
         wall = wall_ms(step, device, repeats)
         summary = profiled(step, device, 1, out, label, wall)
         precision = trainer.cfg.precision
-    summary.update(preset=name, tokens=tokens, target_tokens=target_tokens, precision=precision,
-                   target_tokens_per_sec=round(target_tokens / (wall / 1e3)) if wall else None)
+    summary.update(
+        preset=name,
+        tokens=tokens,
+        target_tokens=target_tokens,
+        precision=precision,
+        target_tokens_per_sec=round(target_tokens / (wall / 1e3)) if wall else None,
+    )
     return summary
 
 
-def decode_case(label: str, name: str, vocab: int, steps: int, device: torch.device, out: Path, repeats: int,
-                fused: bool = False, compiled: str | None = None) -> dict[str, Any]:
+def decode_case(
+    label: str,
+    name: str,
+    vocab: int,
+    steps: int,
+    device: torch.device,
+    out: Path,
+    repeats: int,
+    fused: bool = False,
+    compiled: str | None = None,
+) -> dict[str, Any]:
     """Profile a beam search (beam 4, batch 1, ``steps`` forced tokens; ``fused``: the select step as two
     Triton kernels; ``compiled``: the encoder, decoder layers and output compiled with that backend); times per step."""
     from canlib.decoding.decoder import CompiledDecoder
@@ -162,27 +214,42 @@ def decode_case(label: str, name: str, vocab: int, steps: int, device: torch.dev
         search()
         wall = wall_ms(search, device, repeats) / steps
         summary = profiled(search, device, steps, out, label, wall)
-    summary.update(preset=name, beam=4, batch=1, forced_length=steps, dtype=str(dtype).replace("torch.", ""), fused=fused,
-                   compiled=compiled)
+    summary.update(
+        preset=name,
+        beam=4,
+        batch=1,
+        forced_length=steps,
+        dtype=str(dtype).replace("torch.", ""),
+        fused=fused,
+        compiled=compiled,
+    )
     return summary
 
 
-def sdpa_backends(names: list[str], vocab: int, tokens: int, max_len: int, device: torch.device, warmup: int,
-                  repeats: int) -> dict[str, Any]:
+def sdpa_backends(
+    names: list[str], vocab: int, tokens: int, max_len: int, device: torch.device, warmup: int, repeats: int
+) -> dict[str, Any]:
     """Milliseconds per update with scaled_dot_product_attention restricted to one backend at a time."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    backends = {"default": None, "flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
-                "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
+    backends = {
+        "default": None,
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+        "math": SDPBackend.MATH,
+    }
     out: dict[str, Any] = {}
     for name in names:
         with tempfile.TemporaryDirectory() as run:
             trainer, group, _ = profile_trainer(name, vocab, tokens, max_len, device, run)
             row: dict[str, Any] = {}
             for label, backend in backends.items():
+
                 def step() -> None:
                     with nullcontext() if backend is None else sdpa_kernel([backend]):
                         trainer._update(group)
+
                 try:
                     for _ in range(warmup):
                         step()
@@ -199,8 +266,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true", help="CPU, tiny presets and sizes: a check of the script")
     p.add_argument("--device", default=None, help="default: cuda (cpu with --dry-run)")
     p.add_argument("--compile-backend", default="inductor", help="torch.compile backend of the *_compiled cases")
-    p.add_argument("--cases", default=None,
-                   help="comma-separated case names to run (default: all but the compiled ones, and the SDPA backends)")
+    p.add_argument(
+        "--cases",
+        default=None,
+        help="comma-separated case names to run (default: all but the compiled ones, and the SDPA backends)",
+    )
     args = p.parse_args(argv)
 
     device = torch.device(args.device or ("cpu" if args.dry_run else "cuda"))
@@ -215,22 +285,66 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict[str, Any] = {"device": origin(device), "dry_run": tiny, "cases": {}}
     tic = time.perf_counter()
     cases: list[tuple[str, Callable[[], dict[str, Any]]]] = [
-        ("train_small-can", lambda: train_case("train_small-can", f"{'tiny' if tiny else 'small'}-can", vocab_small,
-                                               small_tokens, 32, device, out, warmup, repeats)),
-        ("train_baseline", lambda: train_case("train_baseline", f"{prefix}baseline", vocab_big, big_tokens, 64, device, out, warmup, repeats)),
-        ("train_can", lambda: train_case("train_can", f"{prefix}can", vocab_big, big_tokens, 64, device, out, warmup, repeats)),
-        ("decode_balanced", lambda: decode_case("decode_balanced", f"{prefix}balanced", vocab_big, steps, device, out, repeats)),
+        (
+            "train_small-can",
+            lambda: train_case(
+                "train_small-can",
+                f"{'tiny' if tiny else 'small'}-can",
+                vocab_small,
+                small_tokens,
+                32,
+                device,
+                out,
+                warmup,
+                repeats,
+            ),
+        ),
+        (
+            "train_baseline",
+            lambda: train_case(
+                "train_baseline", f"{prefix}baseline", vocab_big, big_tokens, 64, device, out, warmup, repeats
+            ),
+        ),
+        (
+            "train_can",
+            lambda: train_case("train_can", f"{prefix}can", vocab_big, big_tokens, 64, device, out, warmup, repeats),
+        ),
+        (
+            "decode_balanced",
+            lambda: decode_case("decode_balanced", f"{prefix}balanced", vocab_big, steps, device, out, repeats),
+        ),
         ("decode_can", lambda: decode_case("decode_can", f"{prefix}can", vocab_big, steps, device, out, repeats)),
     ]
-    cases += [(f"decode_{system}_compiled", lambda system=system: decode_case(
-        f"decode_{system}_compiled", f"{prefix}{system}", vocab_big, steps, device, out, repeats, compiled=args.compile_backend))
-        for system in ("balanced", "can")]
+    cases += [
+        (
+            f"decode_{system}_compiled",
+            lambda system=system: decode_case(
+                f"decode_{system}_compiled",
+                f"{prefix}{system}",
+                vocab_big,
+                steps,
+                device,
+                out,
+                repeats,
+                compiled=args.compile_backend,
+            ),
+        )
+        for system in ("balanced", "can")
+    ]
     if fused.available():  # the select step as two Triton kernels: PyTorch's CUDA wheels bring triton, a CPU may not
         cases += [
-            ("decode_balanced_fused", lambda: decode_case("decode_balanced_fused", f"{prefix}balanced", vocab_big, steps,
-                                                          device, out, repeats, fused=True)),
-            ("decode_can_fused", lambda: decode_case("decode_can_fused", f"{prefix}can", vocab_big, steps, device, out,
-                                                     repeats, fused=True)),
+            (
+                "decode_balanced_fused",
+                lambda: decode_case(
+                    "decode_balanced_fused", f"{prefix}balanced", vocab_big, steps, device, out, repeats, fused=True
+                ),
+            ),
+            (
+                "decode_can_fused",
+                lambda: decode_case(
+                    "decode_can_fused", f"{prefix}can", vocab_big, steps, device, out, repeats, fused=True
+                ),
+            ),
         ]
     else:
         summary["fused"] = "not profiled: the triton package is not installed"
@@ -238,7 +352,9 @@ def main(argv: list[str] | None = None) -> int:
         wanted = args.cases.split(",")
         unknown = sorted(set(wanted) - {label for label, _ in cases})
         if unknown:
-            raise SystemExit(f"--cases: unknown case(s) {', '.join(unknown)}; choose from {', '.join(l for l, _ in cases)}")
+            raise SystemExit(
+                f"--cases: unknown case(s) {', '.join(unknown)}; choose from {', '.join(l for l, _ in cases)}"
+            )
         cases = [(label, run) for label, run in cases if label in wanted]
     else:  # compiling takes tens of seconds a case: only where asked for (gpu_check.sh --compiled)
         cases = [(label, run) for label, run in cases if not label.endswith("_compiled")]
@@ -250,14 +366,23 @@ def main(argv: list[str] | None = None) -> int:
             summary["cases"][label] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
         (out / f"{label}.json").write_text(json.dumps(summary["cases"][label], indent=1) + "\n")
         c = summary["cases"][label]
-        print(f"{label}: {time.perf_counter() - start:.1f} s; " + json.dumps(
-            {k: c.get(k) for k in ("wall_ms", "gpu_kernel_ms", "cpu_ms", "kernel_launches", "host_syncs", "error") if k in c}),
-            flush=True)
+        print(
+            f"{label}: {time.perf_counter() - start:.1f} s; "
+            + json.dumps(
+                {
+                    k: c.get(k)
+                    for k in ("wall_ms", "gpu_kernel_ms", "cpu_ms", "kernel_launches", "host_syncs", "error")
+                    if k in c
+                }
+            ),
+            flush=True,
+        )
     try:
         if args.cases:
             raise RuntimeError("not run (--cases)")
-        summary["sdpa_backends"] = sdpa_backends([f"{prefix}baseline", f"{prefix}can"], vocab_big, big_tokens, 64, device,
-                                                 1 if tiny else 2, repeats)
+        summary["sdpa_backends"] = sdpa_backends(
+            [f"{prefix}baseline", f"{prefix}can"], vocab_big, big_tokens, 64, device, 1 if tiny else 2, repeats
+        )
     except Exception as exc:
         summary["sdpa_backends"] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
     (out / "sdpa_backends.json").write_text(json.dumps(summary["sdpa_backends"], indent=1) + "\n")
@@ -265,8 +390,10 @@ def main(argv: list[str] | None = None) -> int:
     summary["seconds"] = round(time.perf_counter() - tic, 1)
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     failed = [k for k, c in summary["cases"].items() if "error" in c]
-    print(f"profile: {len(summary['cases']) - len(failed)} of {len(summary['cases'])} cases in {summary['seconds']} s"
-          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    print(
+        f"profile: {len(summary['cases']) - len(failed)} of {len(summary['cases'])} cases in {summary['seconds']} s"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
     return 1 if failed else 0
 
 

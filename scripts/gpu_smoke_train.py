@@ -23,6 +23,7 @@ about 2*len/(12*d) of the total at these lengths, are left out, so MFU is slight
 understated). Peaks come from ``PEAK_BF16_DENSE`` (vendor datasheets); a device not in it
 gets no MFU unless ``--peak-flops`` gives its peak.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -99,14 +100,20 @@ def measure(model_cfg: ModelConfig, cfg: TrainConfig, split: Split, skip: int, p
     f_src, f_tgt = flops_per_update_tokens(model_cfg)
     flops_s = tok_s * (f_tgt + f_src * src_per_tgt)
     return {
-        "preset_d_model": model_cfg.d_model, "decoder_kind": model_cfg.decoder_kind,
-        "enc_layers": model_cfg.enc_layers, "dec_layers": model_cfg.dec_layers,
-        "updates": trainer.step, "timed_updates": timed_updates,
+        "preset_d_model": model_cfg.d_model,
+        "decoder_kind": model_cfg.decoder_kind,
+        "enc_layers": model_cfg.enc_layers,
+        "dec_layers": model_cfg.dec_layers,
+        "updates": trainer.step,
+        "timed_updates": timed_updates,
         "target_tokens_per_sec": round(tok_s, 1),
         "seconds_per_update": round(seconds / timed_updates, 4),
-        "model_tflops_per_sec": round(flops_s / 1e12, 3), "final_train_loss": round(train[-1]["train_loss"], 4),
+        "model_tflops_per_sec": round(flops_s / 1e12, 3),
+        "final_train_loss": round(train[-1]["train_loss"], 4),
         "mfu": round(flops_s / peak_flops, 4) if peak_flops else None,
-        "peak_memory_gib": round(torch.cuda.max_memory_allocated(trainer.device) / 2**30, 3) if trainer.device.type == "cuda" else None,
+        "peak_memory_gib": round(torch.cuda.max_memory_allocated(trainer.device) / 2**30, 3)
+        if trainer.device.type == "cuda"
+        else None,
     }
 
 
@@ -123,10 +130,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compile", action="store_true", help="torch.compile the model and loss (TrainConfig.compile)")
     p.add_argument("--loss-chunk", type=int, default=TrainConfig().loss_chunk, help="0 = unchunked log-softmax")
     p.add_argument("--vocab-size", type=int, default=32000, help="synthetic vocabulary size")
-    p.add_argument("--peak-flops", type=float, default=None, help="peak FLOP/s for MFU (default: the device's, from the table)")
+    p.add_argument(
+        "--peak-flops", type=float, default=None, help="peak FLOP/s for MFU (default: the device's, from the table)"
+    )
     p.add_argument("--out", help="also write the JSON report here")
-    p.add_argument("--result", help="also store the report here as a result with provenance (commit, date, device, "
-                   "scale from the presets' names, this command), as book/results/ holds them")
+    p.add_argument(
+        "--result",
+        help="also store the report here as a result with provenance (commit, date, device, "
+        "scale from the presets' names, this command), as book/results/ holds them",
+    )
     args = p.parse_args(argv)
 
     on_cuda = args.device.startswith("cuda")
@@ -135,8 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     device_name = torch.cuda.get_device_name() if on_cuda else "cpu"
     peak = args.peak_flops or (device_peak_flops(device_name) if on_cuda else None)
     if on_cuda and peak is None:
-        print(f"MFU not reported: {device_name!r} is not in the peak table {sorted(PEAK_BF16_DENSE)}; pass --peak-flops",
-              file=sys.stderr)
+        print(
+            f"MFU not reported: {device_name!r} is not in the peak table {sorted(PEAK_BF16_DENSE)}; pass --peak-flops",
+            file=sys.stderr,
+        )
     vocab_size = 1000 if args.tiny else args.vocab_size
     if args.data:
         from canlib.data import load_prepared
@@ -148,18 +162,36 @@ def main(argv: list[str] | None = None) -> int:
     precision = args.precision or ("bf16" if on_cuda else "fp32")
     max_tokens = 256 if args.tiny else args.max_tokens
     skip = min(args.skip, max(args.steps - 2, 0))
-    report = {"device": device_name, "torch": torch.__version__, "precision": precision, "max_tokens": max_tokens,
-              "compile": args.compile, "loss_chunk": args.loss_chunk, "data": args.data or "synthetic",
-              "peak_flops": peak, "peak_source": "--peak-flops" if args.peak_flops else ("table" if peak else None),
-              "runs": {}}
+    report = {
+        "device": device_name,
+        "torch": torch.__version__,
+        "precision": precision,
+        "max_tokens": max_tokens,
+        "compile": args.compile,
+        "loss_chunk": args.loss_chunk,
+        "data": args.data or "synthetic",
+        "peak_flops": peak,
+        "peak_source": "--peak-flops" if args.peak_flops else ("table" if peak else None),
+        "runs": {},
+    }
     names = [f"tiny-{name}" if args.tiny else name for name in args.presets.split(",")]
     scales = {preset_scale(name) for name in names}
     if args.result and len(scales) != 1:  # before any training: a refused store loses no measurement
         raise SystemExit(f"--result: the presets mix scales ({', '.join(sorted(scales))}); store one scale per file")
     for name in names:
         model_cfg = preset(name, vocab_size=vocab_size)
-        cfg = TrainConfig(max_steps=args.steps, warmup=4000, max_tokens=max_tokens, device=args.device, precision=precision,
-                          keep_last=1, average_last=1, progress=False, compile=args.compile, loss_chunk=args.loss_chunk)
+        cfg = TrainConfig(
+            max_steps=args.steps,
+            warmup=4000,
+            max_tokens=max_tokens,
+            device=args.device,
+            precision=precision,
+            keep_last=1,
+            average_last=1,
+            progress=False,
+            compile=args.compile,
+            loss_chunk=args.loss_chunk,
+        )
         report["runs"][name] = measure(model_cfg, cfg, split, skip, peak)
         print(name, json.dumps(report["runs"][name]), flush=True)
     text = json.dumps(report, indent=1)

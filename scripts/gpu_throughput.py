@@ -26,6 +26,7 @@ Parts (real Multi30k En-De lengths: the prepared ``small`` corpus, or ``tiny`` i
 
 VARIANTS below are the TrainConfig options each case adds to the scale's budget.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,8 +68,13 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "compile-bucket8": {"compile": True, "pad_multiple": 8},
     "fast": {"sdpa_backend": "efficient", "deterministic": True},
     "best": {"compile": True, "pad_multiple": 8, "sdpa_backend": "efficient", "loss_vocab_block": 2048},
-    "best-deterministic": {"compile": True, "pad_multiple": 8, "sdpa_backend": "efficient", "loss_vocab_block": 2048,
-                           "deterministic": True},
+    "best-deterministic": {
+        "compile": True,
+        "pad_multiple": 8,
+        "sdpa_backend": "efficient",
+        "loss_vocab_block": 2048,
+        "deterministic": True,
+    },
 }
 # the small scale's budget (canlib.results.scales), what every small run trains with
 SMALL = dict(lr=1e-3, warmup=500, max_tokens=8192, label_smoothing=0.1)
@@ -78,12 +84,44 @@ RUNS = Path(tempfile.gettempdir()) / "canlib-throughput-runs"  # T2's models, wh
 def settings(dry_run: bool) -> dict[str, Any]:
     """Device, corpus scale, preset scale and sizes: the GPU's, or a CPU check's."""
     if dry_run:
-        return dict(device="cpu", precision="fp32", scale="tiny", prefix="tiny-", max_tokens=1024, epoch_cap=3, warm=3,
-                    profile=1, after=3, t3_steps=4, t3_variants=("deterministic",), big_tokens=1024, big_steps=3,
-                    big_skip=1, big_systems=("can",), big_baseline=False, eval_sentences=12)
-    return dict(device="cuda", precision="bf16", scale="small", prefix="small-", max_tokens=8192, epoch_cap=0, warm=150,
-                profile=5, after=200, t3_steps=30, t3_variants=("as-is", "deterministic", "fast"), big_tokens=32768,
-                big_steps=30, big_skip=10, big_systems=("baseline", "can"), big_baseline=True, eval_sentences=0)
+        return dict(
+            device="cpu",
+            precision="fp32",
+            scale="tiny",
+            prefix="tiny-",
+            max_tokens=1024,
+            epoch_cap=3,
+            warm=3,
+            profile=1,
+            after=3,
+            t3_steps=4,
+            t3_variants=("deterministic",),
+            big_tokens=1024,
+            big_steps=3,
+            big_skip=1,
+            big_systems=("can",),
+            big_baseline=False,
+            eval_sentences=12,
+        )
+    return dict(
+        device="cuda",
+        precision="bf16",
+        scale="small",
+        prefix="small-",
+        max_tokens=8192,
+        epoch_cap=0,
+        warm=150,
+        profile=5,
+        after=200,
+        t3_steps=30,
+        t3_variants=("as-is", "deterministic", "fast"),
+        big_tokens=32768,
+        big_steps=30,
+        big_skip=10,
+        big_systems=("baseline", "can"),
+        big_baseline=True,
+        eval_sentences=0,
+    )
 
 
 def corpus(scale: str):
@@ -97,9 +135,19 @@ def options(cfg: TrainConfig, variant: str) -> dict[str, Any]:
 
 
 def train_config(s: dict[str, Any], variant: str, **extra: Any) -> TrainConfig:
-    fields = {**SMALL, "max_tokens": s["max_tokens"], "device": s["device"], "precision": s["precision"],
-              "max_steps": 10**6, "log_every": 10**6, "keep_last": 1, "average_last": 1, "progress": False,
-              **VARIANTS[variant], **extra}
+    fields = {
+        **SMALL,
+        "max_tokens": s["max_tokens"],
+        "device": s["device"],
+        "precision": s["precision"],
+        "max_steps": 10**6,
+        "log_every": 10**6,
+        "keep_last": 1,
+        "average_last": 1,
+        "progress": False,
+        **VARIANTS[variant],
+        **extra,
+    }
     if s["device"] == "cpu" and fields.get("sdpa_backend") in ("efficient", "cudnn"):
         fields["sdpa_backend"] = "math"  # a dry run: the GPU-only kernels' stand-in on a CPU
     return TrainConfig(**fields)
@@ -112,7 +160,9 @@ def sync(device: torch.device) -> None:
 
 def weights_hash(model: torch.nn.Module) -> str:
     state = model.state_dict()
-    return hashlib.sha256(b"".join(state[k].detach().float().cpu().numpy().tobytes() for k in sorted(state))).hexdigest()[:16]
+    return hashlib.sha256(
+        b"".join(state[k].detach().float().cpu().numpy().tobytes() for k in sorted(state))
+    ).hexdigest()[:16]
 
 
 def dry_compile() -> None:
@@ -141,8 +191,13 @@ def t1(args: argparse.Namespace, s: dict[str, Any], out: Path) -> dict[str, Any]
     with tempfile.TemporaryDirectory() as run:
         trainer = Trainer(preset(name, vocab_size=data.vocab.size), cfg, data.split("train"), None, run)
         device, split, m = trainer.device, trainer.train_split, trainer.model_cfg
-        shapes = {tuple(collate(split, b, m.pad_id, m.bos_id, m.eos_id, cfg.pad_multiple)[k].size(i) for k, i in
-                        (("src", 0), ("src", 1), ("tgt_in", 1))) for b in trainer.sampler}
+        shapes = {
+            tuple(
+                collate(split, b, m.pad_id, m.bos_id, m.eos_id, cfg.pad_multiple)[k].size(i)
+                for k, i in (("src", 0), ("src", 1), ("tgt_in", 1))
+            )
+            for b in trainer.sampler
+        }
         trainer.sampler.set_epoch(0)
         sync(device)
         tic = time.perf_counter()
@@ -168,13 +223,24 @@ def t1(args: argparse.Namespace, s: dict[str, Any], out: Path) -> dict[str, Any]
         summary = profiled(lambda: [trainer._update(g) for g in profile], device, len(profile), out, label, warm_ms)
         memory = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
     return {
-        "part": "T1", "preset": name, "variant": args.variant, "options": options(cfg, args.variant), "processes": 1,
-        "mps": False, "compile": bool(VARIANTS[args.variant].get("compile")), "first_epoch_updates": first,
-        "first_epoch_s": round(first_s, 3), "first_epoch_ms_per_update": round(first_s * 1e3 / first, 3),
-        "warm_ms_per_update": round(warm_ms, 3), "updates_per_s": round(1e3 / warm_ms, 2),
+        "part": "T1",
+        "preset": name,
+        "variant": args.variant,
+        "options": options(cfg, args.variant),
+        "processes": 1,
+        "mps": False,
+        "compile": bool(VARIANTS[args.variant].get("compile")),
+        "first_epoch_updates": first,
+        "first_epoch_s": round(first_s, 3),
+        "first_epoch_ms_per_update": round(first_s * 1e3 / first, 3),
+        "warm_ms_per_update": round(warm_ms, 3),
+        "updates_per_s": round(1e3 / warm_ms, 2),
         "first_over_warm": round(first_s * 1e3 / first / warm_ms, 3),
-        "gpu_kernel_ms": summary["gpu_kernel_ms"], "kernel_launches": summary["kernel_launches"],
-        "cpu_ms": summary["cpu_ms"], "host_syncs": summary["host_syncs"], "top_kernels": summary["top_kernels"][:8],
+        "gpu_kernel_ms": summary["gpu_kernel_ms"],
+        "kernel_launches": summary["kernel_launches"],
+        "cpu_ms": summary["cpu_ms"],
+        "host_syncs": summary["host_syncs"],
+        "top_kernels": summary["top_kernels"][:8],
         "distinct_batch_shapes": len(shapes),
         "peak_memory_gib": round(memory, 3) if memory is not None else None,
     }
@@ -201,8 +267,15 @@ def worker(args: argparse.Namespace, s: dict[str, Any], out: Path) -> dict[str, 
     sync(device)
     end = time.time()
     save_model(trainer.model, run / "model.pt", vocab_id=data.vocab.id)
-    return {"seed": args.seed, "start": start, "epoch_end": epoch_end, "end": end, "first_epoch_updates": first,
-            "after_updates": after, "weights": weights_hash(trainer.model)}
+    return {
+        "seed": args.seed,
+        "start": start,
+        "epoch_end": epoch_end,
+        "end": end,
+        "first_epoch_updates": first,
+        "after_updates": after,
+        "weights": weights_hash(trainer.model),
+    }
 
 
 def t2(args: argparse.Namespace, s: dict[str, Any], out: Path) -> dict[str, Any]:
@@ -213,9 +286,23 @@ def t2(args: argparse.Namespace, s: dict[str, Any], out: Path) -> dict[str, Any]
         procs, files = [], []
         for seed in range(1, n + 1):
             files.append(out / f"{tag}_worker{seed}.json")
-            cmd = [sys.executable, __file__, "worker", "--seed", str(seed), "--processes", str(n), "--barrier", barrier,
-                   "--run-dir", str(RUNS / f"{tag}_{seed}"), "--variant", args.variant,
-                   "--out", str(files[-1])] + (["--dry-run"] if args.dry_run else [])
+            cmd = [
+                sys.executable,
+                __file__,
+                "worker",
+                "--seed",
+                str(seed),
+                "--processes",
+                str(n),
+                "--barrier",
+                barrier,
+                "--run-dir",
+                str(RUNS / f"{tag}_{seed}"),
+                "--variant",
+                args.variant,
+                "--out",
+                str(files[-1]),
+            ] + (["--dry-run"] if args.dry_run else [])
             procs.append(subprocess.Popen(cmd))
         codes = [p.wait() for p in procs]
     if any(codes):
@@ -225,14 +312,19 @@ def t2(args: argparse.Namespace, s: dict[str, Any], out: Path) -> dict[str, Any]
     after = sum(r["after_updates"] for r in rows)
     whole = max(r["end"] for r in rows) - min(r["start"] for r in rows)
     return {
-        "part": "T2", "preset": f"{s['prefix']}can", "variant": args.variant,
+        "part": "T2",
+        "preset": f"{s['prefix']}can",
+        "variant": args.variant,
         "options": options(train_config(s, args.variant), args.variant),
-        "processes": n, "mps": args.mps == "on", "compile": bool(VARIANTS[args.variant].get("compile")),
+        "processes": n,
+        "mps": args.mps == "on",
+        "compile": bool(VARIANTS[args.variant].get("compile")),
         "updates_per_s": round((first + after) / whole, 2),
         "steady_updates_per_s": round(sum(r["after_updates"] / (r["end"] - r["epoch_end"]) for r in rows), 2),
         "whole_run_s": round(whole, 3),
         "first_epoch_s": round(float(np.mean([r["epoch_end"] - r["start"] for r in rows])), 3),
-        "updates_per_process": first // n + after // n, "weights": [r["weights"] for r in rows],
+        "updates_per_process": first // n + after // n,
+        "weights": [r["weights"] for r in rows],
     }
 
 
@@ -248,21 +340,41 @@ def t3(args: argparse.Namespace, s: dict[str, Any], out: Path) -> dict[str, Any]
             for label, stops in (("straight_1", [steps]), ("straight_2", [steps]), ("resumed", [steps // 2, steps])):
                 for i, stop in enumerate(stops):
                     cfg = train_config(s, variant, max_steps=stop, log_every=10)
-                    trainer = Trainer(preset(name, vocab_size=data.vocab.size), cfg, data.split("train"), None,
-                                      Path(tmp) / label, resume=i > 0)
+                    trainer = Trainer(
+                        preset(name, vocab_size=data.vocab.size),
+                        cfg,
+                        data.split("train"),
+                        None,
+                        Path(tmp) / label,
+                        resume=i > 0,
+                    )
                     trainer.fit()
                 hashes[label] = weights_hash(trainer.model)
-        cases.append({"part": "T3", "preset": name, "variant": variant, "options": options(cfg, variant), "updates": steps,
-                      "resume_at": steps // 2, "processes": 1, "mps": False, "compile": False, "hashes": hashes,
-                      "same_twice": hashes["straight_1"] == hashes["straight_2"],
-                      "resume_exact": hashes["straight_1"] == hashes["resumed"]})
+        cases.append(
+            {
+                "part": "T3",
+                "preset": name,
+                "variant": variant,
+                "options": options(cfg, variant),
+                "updates": steps,
+                "resume_at": steps // 2,
+                "processes": 1,
+                "mps": False,
+                "compile": False,
+                "hashes": hashes,
+                "same_twice": hashes["straight_1"] == hashes["straight_2"],
+                "resume_exact": hashes["straight_1"] == hashes["resumed"],
+            }
+        )
     return {"part": "T3", "cases": cases}
 
 
 def fixed_split(pairs: int, vocab: int, length: int) -> PairList:
     """Every source and target ``length`` tokens: one batch shape for a whole epoch."""
     rng = np.random.default_rng(0)
-    return PairList([rng.integers(4, vocab, length) for _ in range(pairs)], [rng.integers(4, vocab, length) for _ in range(pairs)])
+    return PairList(
+        [rng.integers(4, vocab, length) for _ in range(pairs)], [rng.integers(4, vocab, length) for _ in range(pairs)]
+    )
 
 
 def t4(args: argparse.Namespace, s: dict[str, Any], out: Path) -> dict[str, Any]:
@@ -271,19 +383,33 @@ def t4(args: argparse.Namespace, s: dict[str, Any], out: Path) -> dict[str, Any]
     prefix = "tiny-" if args.dry_run else ""
     on_cuda = s["device"] == "cuda"
     peak = device_peak_flops(torch.cuda.get_device_name()) if on_cuda else None
-    shapes = {"fixed": (fixed_split(16 * s["big_tokens"] // 32, 32000 if on_cuda else 500, 31), 32000 if on_cuda else 500),
-              "real": (data.split("train"), data.vocab.size)}
+    shapes = {
+        "fixed": (fixed_split(16 * s["big_tokens"] // 32, 32000 if on_cuda else 500, 31), 32000 if on_cuda else 500),
+        "real": (data.split("train"), data.vocab.size),
+    }
     cases = []
     for system in s["big_systems"]:
         for shape, (split, vocab) in shapes.items():
             for variant in ("as-is", args.variant) if s["big_baseline"] else (args.variant,):
-                cfg = train_config(s, variant, max_tokens=s["big_tokens"], max_steps=s["big_steps"], warmup=4000,
-                                   valid_every=10**6)  # no checkpoint at each (short) epoch's end
+                cfg = train_config(
+                    s, variant, max_tokens=s["big_tokens"], max_steps=s["big_steps"], warmup=4000, valid_every=10**6
+                )  # no checkpoint at each (short) epoch's end
                 row = measure(preset(f"{prefix}{system}", vocab_size=vocab), cfg, split, s["big_skip"], peak)
-                cases.append({"part": "T4", "preset": f"{prefix}{system}", "shape": shape, "variant": variant,
-                              "options": options(cfg, variant), "processes": 1, "mps": False,
-                              "compile": bool(VARIANTS[variant].get("compile")), "tokens": s["big_tokens"],
-                              "updates_per_s": round(1 / row["seconds_per_update"], 2), **row})
+                cases.append(
+                    {
+                        "part": "T4",
+                        "preset": f"{prefix}{system}",
+                        "shape": shape,
+                        "variant": variant,
+                        "options": options(cfg, variant),
+                        "processes": 1,
+                        "mps": False,
+                        "compile": bool(VARIANTS[variant].get("compile")),
+                        "tokens": s["big_tokens"],
+                        "updates_per_s": round(1 / row["seconds_per_update"], 2),
+                        **row,
+                    }
+                )
                 print(json.dumps(cases[-1]), flush=True)
     return {"part": "T4", "cases": cases}
 
@@ -308,14 +434,23 @@ def t5(args: argparse.Namespace, s: dict[str, Any], out: Path) -> dict[str, Any]
         tic = time.perf_counter()
         with torch.inference_mode():
             if label == "per_set_128":
-                outputs[label] = {k: translate_lines(model, data.vocab, v, beam=4, batch_size=batch) for k, v in sets.items()}
+                outputs[label] = {
+                    k: translate_lines(model, data.vocab, v, beam=4, batch_size=batch) for k, v in sets.items()
+                }
             else:
                 outputs[label] = translate_sets(model, data.vocab, sets, beam=4, batch_size=batch)
         sync(device)
         timings[label] = round(time.perf_counter() - tic, 3)
-    return {"part": "T5", "model": found[0].parent.name, "sentences": {k: len(v) for k, v in sets.items()},
-            "eval_seconds": timings, "tokens_equal": outputs["per_set_128"] == outputs["one_pass_1024"],
-            "differing_sentences": sum(a != b for k in sets for a, b in zip(outputs["per_set_128"][k], outputs["one_pass_1024"][k]))}
+    return {
+        "part": "T5",
+        "model": found[0].parent.name,
+        "sentences": {k: len(v) for k, v in sets.items()},
+        "eval_seconds": timings,
+        "tokens_equal": outputs["per_set_128"] == outputs["one_pass_1024"],
+        "differing_sentences": sum(
+            a != b for k in sets for a, b in zip(outputs["per_set_128"][k], outputs["one_pass_1024"][k])
+        ),
+    }
 
 
 def gather(args: argparse.Namespace, s: dict[str, Any], out: Path) -> dict[str, Any]:
@@ -332,9 +467,14 @@ def gather(args: argparse.Namespace, s: dict[str, Any], out: Path) -> dict[str, 
     for case in cases:  # deterministic kernels: each process's weights the same with and without MPS
         if case["part"] == "T2" and case["mps"] and case["processes"] in alone:
             case["same_weights_as_without_mps"] = case["weights"] == alone[case["processes"]]
-    report = {**origin(s["device"]), "dry_run": args.dry_run,
-              "command": "bash scripts/gpu_throughput.sh" + (" --dry-run" if args.dry_run else ""), "mps_daemon": mps,
-              "parts": parts, "cases": cases}
+    report = {
+        **origin(s["device"]),
+        "dry_run": args.dry_run,
+        "command": "bash scripts/gpu_throughput.sh" + (" --dry-run" if args.dry_run else ""),
+        "mps_daemon": mps,
+        "parts": parts,
+        "cases": cases,
+    }
     if args.commit:
         report["commit"] = args.commit
     (out / "training_throughput.json").write_text(json.dumps(report, indent=1) + "\n")
@@ -350,7 +490,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="the part's JSON file (worker), or the folder of the parts' files")
     p.add_argument("--dry-run", action="store_true", help="CPU, tiny presets and corpus, a few updates")
     p.add_argument("--preset", default="can", help="T1: system (small- or tiny- is prefixed)")
-    p.add_argument("--variant", default=None, choices=sorted(VARIANTS), help="T1/T2/T4: the options (T2, T4: default fast)")
+    p.add_argument(
+        "--variant", default=None, choices=sorted(VARIANTS), help="T1/T2/T4: the options (T2, T4: default fast)"
+    )
     p.add_argument("--processes", type=int, default=4)
     p.add_argument("--mps", choices=("on", "off"), default="off", help="T2: whether the MPS daemon runs (a label)")
     p.add_argument("--seed", type=int, default=1)
@@ -374,8 +516,11 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(json.dumps(result) + "\n")
         return 0
     if args.part != "gather":
-        name = {"t1": f"t1_{args.preset}_{args.variant}", "t2": f"t2_{args.processes}_{args.mps}",
-                "t3": f"t3_{args.variant}" if args.chosen else "t3"}.get(args.part, args.part)
+        name = {
+            "t1": f"t1_{args.preset}_{args.variant}",
+            "t2": f"t2_{args.processes}_{args.mps}",
+            "t3": f"t3_{args.variant}" if args.chosen else "t3",
+        }.get(args.part, args.part)
         result["seconds"] = round(time.perf_counter() - tic, 1)
         (folder / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k not in ("top_kernels", "cases")}), flush=True)

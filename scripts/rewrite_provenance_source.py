@@ -9,6 +9,7 @@ file is written back through :func:`canlib.results.files.save_result` (the layou
 read again: it must load, and its result and every other provenance field must equal what was there before.
 Prints each file it changed; a file whose source does not match is left as it is.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,9 @@ def rewrite(path: Path, pattern: re.Pattern[str], replacement: str) -> bool:
     prov["source"] = pattern.sub(replacement, source)
     save_result(path, before["result"], prov)
     result, after = load_result(path)
-    if result != before["result"] or {k: v for k, v in after.items() if k != "source"} != \
-            {k: v for k, v in before["provenance"].items() if k != "source"}:
+    if result != before["result"] or {k: v for k, v in after.items() if k != "source"} != {
+        k: v for k, v in before["provenance"].items() if k != "source"
+    }:
         raise RuntimeError(f"{path}: more than provenance.source changed")
     return True
 

@@ -7,6 +7,7 @@ to hold each fault. The browser is Debian's ``chromium`` driven through its ``ch
 browser of Selenium's own is downloaded); where it is missing and the tests run as root, :func:`install_chromium`
 installs both with apt.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+)
 WINDOW = (1280, 1000)  # a laptop's browser window: the book's text column is then about 680 px wide
 MATHJAX_TIMEOUT_S = 60
 
@@ -137,8 +146,9 @@ def install_chromium() -> tuple[str, str] | None:
         return found
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=600)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "chromium", "chromium-driver"], env=env, capture_output=True,
-                   timeout=900)
+    subprocess.run(
+        ["apt-get", "install", "-y", "-qq", "chromium", "chromium-driver"], env=env, capture_output=True, timeout=900
+    )
     return chromium()
 
 
@@ -182,4 +192,6 @@ def book_faults(session: object, pages: list[Path]) -> dict[str, list[dict[str, 
 
 def report(found: dict[str, list[dict[str, str]]]) -> str:
     """One line per fault: page, kind, section and the start of the text."""
-    return "\n".join(f"{name}: {f['kind']} [{f['where']}]: {f['text']}" for name, faults in found.items() for f in faults)
+    return "\n".join(
+        f"{name}: {f['kind']} [{f['where']}]: {f['text']}" for name, faults in found.items() for f in faults
+    )

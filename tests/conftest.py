@@ -3,6 +3,7 @@
 CI (``.ci/run``) sets ``CANLIB_REQUIRE_DATA=1``: then a missing data folder or raw-measurements
 folder fails the tests that need it instead of skipping them, so a CI run without its data is red.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Attention maps are the ones each layer really used, and alpha is the target share of CAN's one softmax."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,8 +13,18 @@ from canlib.model.seq2seq import Seq2Seq
 
 
 def model(kind: str) -> Seq2Seq:
-    cfg = ModelConfig(vocab_size=40, d_model=16, heads=2, ffn_dim=64, enc_layers=1, dec_layers=2, decoder_kind=kind,
-                      dropout=0.0, attn_dropout=0.0, relu_dropout=0.0)
+    cfg = ModelConfig(
+        vocab_size=40,
+        d_model=16,
+        heads=2,
+        ffn_dim=64,
+        enc_layers=1,
+        dec_layers=2,
+        decoder_kind=kind,
+        dropout=0.0,
+        attn_dropout=0.0,
+        relu_dropout=0.0,
+    )
     return Seq2Seq(cfg).eval()
 
 
@@ -120,11 +131,14 @@ def test_alpha_by_position_averages_real_positions_and_gives_the_uniform_referen
     assert out["alpha"].shape == (2, 4)
     assert out["count"].tolist() == [2, 2, 1, 0]
     # uniform attention: query i sees i prefix positions and s source positions (s = 5 and 3 here)
-    torch.testing.assert_close(out["uniform"][:3], torch.tensor([(1 / 6 + 1 / 4) / 2, (2 / 7 + 2 / 5) / 2, 3 / 8],
-                                                                dtype=torch.float64))
+    torch.testing.assert_close(
+        out["uniform"][:3], torch.tensor([(1 / 6 + 1 / 4) / 2, (2 / 7 + 2 / 5) / 2, 3 / 8], dtype=torch.float64)
+    )
     assert torch.isnan(out["alpha"][:, 3]).all() and torch.isnan(out["uniform"][3])
     per_layer = am.alpha_per_layer(net, [(src[:1], tgt[:1])])
-    torch.testing.assert_close(out["alpha"][0, 2].float(), per_layer[0].view(3, 2)[2].mean())  # position-major, heads inner
+    torch.testing.assert_close(
+        out["alpha"][0, 2].float(), per_layer[0].view(3, 2)[2].mean()
+    )  # position-major, heads inner
 
 
 def test_plot_pair_maps_draws_one_row_per_layer():

@@ -1,4 +1,5 @@
 """Token-budget batching: budgets respected, each example once per epoch, seeded, resumable, rank-disjoint."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,6 @@
 """The bench contract: ``run_study(study, BenchSettings) -> BenchResult``; the CLI writes
 ``{"systems": {name: figures}, "meta": {...}}`` to one JSON file."""
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,30 @@ def _one_thread(_deterministic_torch):
 
 def test_bench_speed_writes_the_contract_json(tmp_path):
     out = tmp_path / "speed.json"
-    argv = ["bench", "speed", "--systems", "baseline,balanced,can", "--scale", "tiny", "--vocab-size", "200",
-            "--beam", "4", "--batch", "1", "--forced-length", "6", "--repeats", "2", "--sentences", "2",
-            "--device", "cpu", "--json", str(out)]
+    argv = [
+        "bench",
+        "speed",
+        "--systems",
+        "baseline,balanced,can",
+        "--scale",
+        "tiny",
+        "--vocab-size",
+        "200",
+        "--beam",
+        "4",
+        "--batch",
+        "1",
+        "--forced-length",
+        "6",
+        "--repeats",
+        "2",
+        "--sentences",
+        "2",
+        "--device",
+        "cpu",
+        "--json",
+        str(out),
+    ]
     assert main(argv) == 0
     data = json.loads(out.read_text())
     assert set(data) == {"systems", "meta"}
@@ -41,8 +63,24 @@ def test_bench_speed_writes_the_contract_json(tmp_path):
 def test_bench_breakdown_and_ct2_reference(tmp_path):
     pytest.importorskip("ctranslate2")
     out = tmp_path / "breakdown.json"
-    argv = ["bench", "breakdown", "--systems", "tiny-balanced,ct2:tiny-balanced", "--vocab-size", "200",
-            "--forced-length", "5", "--repeats", "1", "--sentences", "2", "--device", "cpu", "--json", str(out)]
+    argv = [
+        "bench",
+        "breakdown",
+        "--systems",
+        "tiny-balanced,ct2:tiny-balanced",
+        "--vocab-size",
+        "200",
+        "--forced-length",
+        "5",
+        "--repeats",
+        "1",
+        "--sentences",
+        "2",
+        "--device",
+        "cpu",
+        "--json",
+        str(out),
+    ]
     assert main(argv) == 0
     data = json.loads(out.read_text())
     parts = data["systems"]["tiny-balanced"]["breakdown"]
@@ -85,13 +123,59 @@ def test_ct2_worker_failure_names_the_system(tmp_path, monkeypatch):
 
 def test_bench_beam_and_batch_studies_give_series(tmp_path):
     out = tmp_path / "beam.json"
-    assert main(["bench", "beam", "--systems", "tiny-can", "--vocab-size", "100", "--beams", "1,2", "--lengths", "3,5",
-                 "--repeats", "1", "--sentences", "1", "--device", "cpu", "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "beam",
+                "--systems",
+                "tiny-can",
+                "--vocab-size",
+                "100",
+                "--beams",
+                "1,2",
+                "--lengths",
+                "3,5",
+                "--repeats",
+                "1",
+                "--sentences",
+                "1",
+                "--device",
+                "cpu",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     row = json.loads(out.read_text())["systems"]["tiny-can"]
     assert list(row["by_beam"]) == ["1", "2"] and list(row["by_length"]) == ["3", "5"]
     out = tmp_path / "batch.json"
-    assert main(["bench", "batch", "--systems", "tiny-can", "--vocab-size", "100", "--batches", "1,3",
-                 "--forced-length", "3", "--repeats", "1", "--sentences", "2", "--device", "cpu", "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "batch",
+                "--systems",
+                "tiny-can",
+                "--vocab-size",
+                "100",
+                "--batches",
+                "1,3",
+                "--forced-length",
+                "3",
+                "--repeats",
+                "1",
+                "--sentences",
+                "2",
+                "--device",
+                "cpu",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert list(json.loads(out.read_text())["systems"]["tiny-can"]["by_batch"]) == ["1", "3"]
 
 
@@ -109,9 +193,26 @@ def test_bench_in_process_leaves_the_matplotlib_backend_alone(tmp_path):
     matplotlib.use("svg")  # stands for a notebook's inline backend
     try:
         before = matplotlib.get_backend()
-        argv = ["bench", "speed", "--systems", "tiny-balanced", "--scale", "tiny", "--vocab-size", "100",
-                "--forced-length", "3", "--sentences", "1", "--repeats", "1", "--device", "cpu",
-                "--json", str(tmp_path / "s.json")]
+        argv = [
+            "bench",
+            "speed",
+            "--systems",
+            "tiny-balanced",
+            "--scale",
+            "tiny",
+            "--vocab-size",
+            "100",
+            "--forced-length",
+            "3",
+            "--sentences",
+            "1",
+            "--repeats",
+            "1",
+            "--device",
+            "cpu",
+            "--json",
+            str(tmp_path / "s.json"),
+        ]
         assert main(argv) == 0
         assert (tmp_path / "s.png").exists()
         assert matplotlib.get_backend() == before
@@ -141,8 +242,9 @@ def test_run_study_is_a_function_of_its_settings():
     """The studies call the bench as a function: no argv, no files; the result carries its settings."""
     from canlib.bench import BenchResult, BenchSettings, run_study
 
-    settings = BenchSettings(systems=("can",), scale="tiny", vocab_size=100, forced_length=4, sentences=2,
-                             repeats=1, warmup=0, threads=1)
+    settings = BenchSettings(
+        systems=("can",), scale="tiny", vocab_size=100, forced_length=4, sentences=2, repeats=1, warmup=0, threads=1
+    )
     result = run_study("speed", settings)
     assert isinstance(result, BenchResult)
     assert result.systems["can"]["tokens"] == 2 * 4
@@ -168,8 +270,9 @@ def test_bench_warns_when_the_machine_is_busy(monkeypatch):
     from canlib.bench import BenchSettings, run_study
 
     monkeypatch.setattr(speed.os, "getloadavg", lambda: (7.5, 7.0, 6.0))
-    settings = BenchSettings(systems=("tiny-can",), vocab_size=100, forced_length=2, sentences=1, repeats=1,
-                             warmup=0, threads=1)
+    settings = BenchSettings(
+        systems=("tiny-can",), vocab_size=100, forced_length=2, sentences=1, repeats=1, warmup=0, threads=1
+    )
     with pytest.warns(RuntimeWarning, match="load average 7.50 exceeds the bench's 1 thread"):
         result = run_study("speed", settings)
     assert "7.50" in result.meta["busy_warning"]

@@ -1,5 +1,6 @@
 """How the beyond chapter reads the studies: each study is shown as soon as its own models are stored, its
 claims (the registry's) follow the verdict rule and flip with the evidence, and its tables show every set."""
+
 from __future__ import annotations
 
 import statistics
@@ -17,12 +18,20 @@ SPLITS = ("valid", "test")
 
 def store(root, name, seed, tok, log=()):
     scores = {split: {"bleu": tok + i, "tok_bleu": tok + i} for i, split in enumerate(SPLITS)}
-    save_result(stored_path(f"{name}-seed{seed}", "small", root), {"scores": scores, "log": list(log)},
-                provenance("small", {"seed": seed}, reduced_budget=False))
+    save_result(
+        stored_path(f"{name}-seed{seed}", "small", root),
+        {"scores": scores, "log": list(log)},
+        provenance("small", {"seed": seed}, reduced_budget=False),
+    )
 
 
-MAIN = {"baseline": [34.0, 34.2, 34.4], "balanced": [34.5, 34.7, 34.9], "can": [33.0, 33.1, 33.2],
-        "san": [33.5, 33.6, 33.7], "aan": [33.8, 33.9, 34.0]}
+MAIN = {
+    "baseline": [34.0, 34.2, 34.4],
+    "balanced": [34.5, 34.7, 34.9],
+    "can": [33.0, 33.1, 33.2],
+    "san": [33.5, 33.6, 33.7],
+    "aan": [33.8, 33.9, 34.0],
+}
 
 
 def fake_main(root):
@@ -33,7 +42,9 @@ def fake_main(root):
 
 def fake_study(root, name, system, tag, values):
     for seed, v in enumerate(values, 1):
-        log = [{"kind": "valid", "step": s, "valid_loss": 3.0 - s / 1e4, "valid_bleu": 30 + s / 1e3} for s in (400, 800)]
+        log = [
+            {"kind": "valid", "step": s, "valid_loss": 3.0 - s / 1e4, "valid_bleu": 30 + s / 1e3} for s in (400, 800)
+        ]
         stem = model_name(name, system, tag, seed).rsplit("-seed", 1)[0]
         store(root, f"beyond/runs/multi30k-en-de/{stem}", seed, v, log)
 
@@ -66,11 +77,17 @@ def test_the_contrasts_are_the_stored_means(tmp_path):
     assert found["can-within-0.5"].value == pytest.approx(mean(MAIN["can"]) - mean(MAIN["balanced"]))
     assert found["kd-can-within-0.5"].value == pytest.approx(mean(kd["can"]) - mean(kd["balanced"]))
     change = (mean(kd["can"]) - mean(kd["balanced"])) - (mean(MAIN["can"]) - mean(MAIN["balanced"]))
-    assert found["kd-narrows-gap"].judgement.on("valid").value == pytest.approx(change)  # valid is test + 1 for every run
+    assert found["kd-narrows-gap"].judgement.on("valid").value == pytest.approx(
+        change
+    )  # valid is test + 1 for every run
     assert found["kd-narrows-gap"].word == "holds"  # +1.5 with a spread of hundredths, on both sets
-    table = beyond.contrast_table([(found["kd-can-within-0.5"], None, "distilled"), (found["kd-narrows-gap"], None, "change")])
+    table = beyond.contrast_table(
+        [(found["kd-can-within-0.5"], None, "distilled"), (found["kd-narrows-gap"], None, "change")]
+    )
     assert list(table.index) == ["valid", "test2016"] and table.loc["test2016", "change"].startswith(f"{change:+.2f} ±")
-    assert found["can-6-6-hurts-less"].word == "not run yet" and "--studies can-6-6" in found["can-6-6-hurts-less"].command
+    assert (
+        found["can-6-6-hurts-less"].word == "not run yet" and "--studies can-6-6" in found["can-6-6-hurts-less"].command
+    )
 
 
 def test_the_claims_of_the_studies_flip_with_the_evidence(tmp_path):

@@ -1,4 +1,5 @@
 """BLEU: our scores equal the sacrebleu command line's (tokenized BLEU against multi-bleu.perl: test_bleu_golden.py)."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,13 @@ def hyp_ref(shared_data, tmp_path) -> tuple[Path, Path, list[str], list[str]]:
 
 
 def sacrebleu_cli(ref: Path, hyp: Path, *extra: str) -> float:
-    out = subprocess.run([sys.executable, "-m", "sacrebleu", str(ref), "-i", str(hyp), "-m", "bleu", "-b", "-w", "6", *extra],
-                         capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "sacrebleu", str(ref), "-i", str(hyp), "-m", "bleu", "-b", "-w", "6", *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return float(out.stdout.strip())
 
 
@@ -45,7 +51,10 @@ def test_bleu_equals_the_sacrebleu_command_line(hyp_ref):
 
 
 def test_compound_splitting_follows_the_wmt14_rule():
-    assert split_compounds("Ski-Weltcup in Berlin-Mitte - heute") == "Ski ##AT##-##AT## Weltcup in Berlin ##AT##-##AT## Mitte - heute"
+    assert (
+        split_compounds("Ski-Weltcup in Berlin-Mitte - heute")
+        == "Ski ##AT##-##AT## Weltcup in Berlin ##AT##-##AT## Mitte - heute"
+    )
     # one hyphen compound wrong: splitting turns it into partial credit, so the score rises
     hyps, refs = ["Die Ski-Saison in Berlin beginnt heute ."], ["Die Ski-Weltcup-Saison in Berlin beginnt heute ."]
     scores = corpus_scores(hyps, refs)
@@ -62,8 +71,12 @@ def test_sentence_bleu_and_length_mismatch():
 
 def test_cli_prints_json_last_line(hyp_ref, tmp_path):
     hyp_path, ref_path, hyps, refs = hyp_ref
-    out = subprocess.run([sys.executable, "-m", "canlib", "bleu", str(hyp_path), str(ref_path), "--lang", "de"],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "canlib", "bleu", str(hyp_path), str(ref_path), "--lang", "de"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert "sacreBLEU" in out.stdout and "tokenized BLEU" in out.stdout
     last = json.loads(out.stdout.strip().split("\n")[-1])
@@ -71,7 +84,9 @@ def test_cli_prints_json_last_line(hyp_ref, tmp_path):
     assert last["bleu"] == pytest.approx(corpus_scores(hyps, refs)["bleu"])
     short = tmp_path / "short.de"
     short.write_text("eine Zeile\n", encoding="utf-8")
-    bad = subprocess.run([sys.executable, "-m", "canlib", "bleu", str(short), str(ref_path)], capture_output=True, text=True, timeout=300)
+    bad = subprocess.run(
+        [sys.executable, "-m", "canlib", "bleu", str(short), str(ref_path)], capture_output=True, text=True, timeout=300
+    )
     assert bad.returncode == 2 and "short.de has 1 lines" in bad.stderr
 
 

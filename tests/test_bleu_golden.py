@@ -6,6 +6,7 @@ tensor2tensor's get_ende_bleu.sh compound split; the *.tok.de files are tokenize
 output with -no-escape. tests/fixtures/bleu/README.md says how they were made. No real data
 and no Perl are needed to run these tests.
 """
+
 from __future__ import annotations
 
 import re
@@ -17,8 +18,10 @@ from canlib.bleu import corpus_scores, moses_tokenize
 
 FIXTURE = Path(__file__).parent / "fixtures" / "bleu"
 SYSTEMS = ("hyp_a", "hyp_b")
-LINE = re.compile(r"^(\w+) (\w+) BLEU = ([\d.]+), ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) "
-                  r"\(BP=([\d.]+), ratio=([\d.]+), hyp_len=(\d+), ref_len=(\d+)\)$")
+LINE = re.compile(
+    r"^(\w+) (\w+) BLEU = ([\d.]+), ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) "
+    r"\(BP=([\d.]+), ratio=([\d.]+), hyp_len=(\d+), ref_len=(\d+)\)$"
+)
 
 
 def lines(name: str) -> list[str]:
@@ -31,8 +34,13 @@ def golden() -> dict[tuple[str, str], dict]:
     for line in lines("golden.txt"):
         m = LINE.match(line)
         assert m, f"golden.txt: unparsable line {line!r}"
-        out[m[1], m[2]] = dict(bleu=float(m[3]), precisions=[float(m[i]) for i in range(4, 8)], bp=float(m[8]),
-                               hyp_len=int(m[10]), ref_len=int(m[11]))
+        out[m[1], m[2]] = dict(
+            bleu=float(m[3]),
+            precisions=[float(m[i]) for i in range(4, 8)],
+            bp=float(m[8]),
+            hyp_len=int(m[10]),
+            ref_len=int(m[11]),
+        )
     assert len(out) == 3 * len(SYSTEMS)
     return out
 
@@ -51,7 +59,9 @@ def test_moses_tokenization_equals_tokenizer_perl_without_escaping():
 def test_tokenized_bleu_equals_multi_bleu_perl(system):
     gold = golden()[system, "tokenized"]
     hyps, refs = lines(f"{system}.de"), lines("ref.de")
-    assert corpus_scores(hyps, refs)["tok_bleu"] == pytest.approx(gold["bleu"], abs=0.005)  # multi-bleu prints 2 decimals
+    assert corpus_scores(hyps, refs)["tok_bleu"] == pytest.approx(
+        gold["bleu"], abs=0.005
+    )  # multi-bleu prints 2 decimals
     assert sum(len(s.split()) for s in moses_tokenize(hyps, "de")) == gold["hyp_len"]
     assert sum(len(s.split()) for s in moses_tokenize(refs, "de")) == gold["ref_len"]
     # XML escaping (tokenizer.perl's default) maps characters inside tokens one to one: same score

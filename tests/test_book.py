@@ -4,6 +4,7 @@ clean in headless Chromium (tests/book_browser.py).
 Slow (minutes): marked ``book``; run alone with ``pytest -m book``, skip with ``-m "not book"``.
 Chapters are converted with jupytext into a temporary .ipynb (never committed).
 """
+
 from __future__ import annotations
 
 import os
@@ -46,11 +47,19 @@ def require_data() -> None:
 def test_chapter_runs_under_nbval(chapter: Path, tmp_path: Path) -> None:
     require_data()
     notebook = tmp_path / f"{chapter.stem}.ipynb"
-    subprocess.run([sys.executable, "-m", "jupytext", "--to", "notebook", "--output", str(notebook), str(chapter)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "jupytext", "--to", "notebook", "--output", str(notebook), str(chapter)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax", str(notebook)],
-        cwd=tmp_path, env=book_env(), capture_output=True, text=True, timeout=900,
+        cwd=tmp_path,
+        env=book_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
 
@@ -80,10 +89,30 @@ def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
     require_data()
     tmp_path = tmp_path_factory.mktemp("book")
     repo = tmp_path / "repo"  # a copy, so the build's _build/ and caches never land in the working tree
-    shutil.copytree(REPO, repo, ignore=shutil.ignore_patterns(
-        ".git", "_build", ".venv", "venv", "runs", ".cache", ".pytest_cache", ".whl", ".gl", "*.ipynb", "__pycache__"))
-    result = subprocess.run([jupyter_book(), "build", "--all", "-W", str(repo), "--path-output", str(tmp_path / "out")],
-                            env=book_env(), capture_output=True, text=True, timeout=1500)
+    shutil.copytree(
+        REPO,
+        repo,
+        ignore=shutil.ignore_patterns(
+            ".git",
+            "_build",
+            ".venv",
+            "venv",
+            "runs",
+            ".cache",
+            ".pytest_cache",
+            ".whl",
+            ".gl",
+            "*.ipynb",
+            "__pycache__",
+        ),
+    )
+    result = subprocess.run(
+        [jupyter_book(), "build", "--all", "-W", str(repo), "--path-output", str(tmp_path / "out")],
+        env=book_env(),
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     return tmp_path / "out" / "_build" / "html" / "book"
 
@@ -145,8 +174,14 @@ def test_every_built_page_and_readme_show_one_word_per_claim_the_registrys(built
         found += [(page.name, *m) for m in shown_verdicts(page.read_text(encoding="utf-8"))]
     found += [("README.md", *m) for m in readme_verdicts((REPO / "README.md").read_text(encoding="utf-8"))]
     assert not disagreements(found), "\n".join(disagreements(found))
-    out = subprocess.run([sys.executable, "-m", "canlib", "claims", "--json"], env=book_env(), cwd=REPO,
-                         capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        [sys.executable, "-m", "canlib", "claims", "--json"],
+        env=book_env(),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     registry = {}
     for row in json.loads(out.stdout):
@@ -154,8 +189,11 @@ def test_every_built_page_and_readme_show_one_word_per_claim_the_registrys(built
         for other in (row, *row["beside"]):
             if other["budget"] is not None:
                 registry[row["id"], str(other["budget"])] = other["verdict"]
-    wrong = [f"{page}: {claim} ({budget}) {word!r}, the registry {registry.get((claim, budget))!r}"
-             for page, claim, budget, word in found if registry.get((claim, budget)) != word]
+    wrong = [
+        f"{page}: {claim} ({budget}) {word!r}, the registry {registry.get((claim, budget))!r}"
+        for page, claim, budget, word in found
+        if registry.get((claim, budget)) != word
+    ]
     assert not wrong, "\n".join(wrong)
     pages = {page for page, *_ in found}
     assert {"results.html", "speed.html", "depths.html", "beyond.html"} <= pages, pages

@@ -1,6 +1,7 @@
 """The browser check of the book's pages (:mod:`book_browser`) catches each fault it looks for: small pages laid out
 as the book's (its text column, MathJax from the book's own offline copy, its CSS), one fault each, and a clean
 page that holds every construct done right. The built book itself is checked in ``tests/test_book.py``."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -12,9 +13,11 @@ from conftest import REPO, missing
 
 # Eq. 8 of the compression chapter before it was fixed, as Sphinx wraps a displayed formula holding a line break:
 # a \tag inside the split environment that MathJax refuses (and shows in red)
-UNFIXED_EQ8 = (r"\begin{split}\mathrm{Self}(X) + \mathrm{Cross}(X, H) = \sum_{i=1}^{h} A^i"
-               r"\begin{bmatrix} X W_{v1}^i W_{o1}^i \\ H W_{v2}^i W_{o2}^i \end{bmatrix} + b_{o1} + b_{o2} \tag{8}"
-               r"\end{split}")
+UNFIXED_EQ8 = (
+    r"\begin{split}\mathrm{Self}(X) + \mathrm{Cross}(X, H) = \sum_{i=1}^{h} A^i"
+    r"\begin{bmatrix} X W_{v1}^i W_{o1}^i \\ H W_{v2}^i W_{o2}^i \end{bmatrix} + b_{o1} + b_{o2} \tag{8}"
+    r"\end{split}"
+)
 WIDE_TABLE = "<table><tr>" + "".join(f"<th>max_abs_vs_prev_{i}</th>" for i in range(12)) + "</tr></table>"
 
 FAULTS = {  # kind reported -> a page body holding that fault alone
@@ -24,21 +27,30 @@ FAULTS = {  # kind reported -> a page body holding that fault alone
     "NaN in an output": '<div class="cell_output"><div class="output"><pre>valid loss NaN</pre></div></div>',
     "Python value in prose": "<p>Captured decoding returned the eager tokens in every run: True.</p>",
     "Python value in a table": '<div class="cell_output"><table><tr><th>exact</th></tr><tr><td>False</td></tr></table></div>',
-    "traceback in an output": ('<div class="cell_output"><div class="output"><pre>Traceback (most recent call last):\n'
-                               '  File "x.py", line 1\nValueError: bad</pre></div></div>'),
+    "traceback in an output": (
+        '<div class="cell_output"><div class="output"><pre>Traceback (most recent call last):\n'
+        '  File "x.py", line 1\nValueError: bad</pre></div></div>'
+    ),
     "table wider than the column": f'<div class="cell_output">{WIDE_TABLE}</div>',
     "unrounded number in a table": '<div class="cell_output"><table><tr><th>BLEU</th></tr><tr><td>28.400000</td></tr></table></div>',
     "code block wider than the column": '<div class="highlight-ipython3"><div class="highlight"><pre style="white-space: pre">'
-                                        + "x = 1  # " + "a long comment " * 20 + "</pre></div></div>",
+    + "x = 1  # "
+    + "a long comment " * 20
+    + "</pre></div></div>",
 }
-CLEAN = (r'<p>None of the runs fails; the interval [-2.86, -1.69] excludes zero.</p>'
-         r'<div class="math notranslate nohighlight">\[\begin{equation}\mathrm{Self}(X) + \mathrm{Cross}(X, H) = '
-         r'\sum_{i=1}^{h} A^i \begin{bmatrix} X \\ H \end{bmatrix} \tag{8}\end{equation}\]</div>'
-         r'<p>The share <span class="math notranslate nohighlight">\(\alpha\)</span> of the prefix.</p>'
-         '<div class="cell_output"><table><tr><th>stage</th><th>exact?</th></tr><tr><td>one softmax</td><td>no</td>'
-         '</tr><tr><td>0.00027</td><td>12.5</td></tr></table><div class="output"><pre>x = 1  # ' + "a long comment " * 20 + "</pre></div></div>"
-         '<div class="highlight-python"><div class="highlight"><pre>y = 2  # ' + "wrapped " * 30 + "</pre></div></div>"
-         "<dl class='py function'><dd><p>Returns None where nothing is stored.</p></dd></dl>")
+CLEAN = (
+    r"<p>None of the runs fails; the interval [-2.86, -1.69] excludes zero.</p>"
+    r'<div class="math notranslate nohighlight">\[\begin{equation}\mathrm{Self}(X) + \mathrm{Cross}(X, H) = '
+    r"\sum_{i=1}^{h} A^i \begin{bmatrix} X \\ H \end{bmatrix} \tag{8}\end{equation}\]</div>"
+    r'<p>The share <span class="math notranslate nohighlight">\(\alpha\)</span> of the prefix.</p>'
+    '<div class="cell_output"><table><tr><th>stage</th><th>exact?</th></tr><tr><td>one softmax</td><td>no</td>'
+    '</tr><tr><td>0.00027</td><td>12.5</td></tr></table><div class="output"><pre>x = 1  # '
+    + "a long comment "
+    * 20
+    + "</pre></div></div>"
+    '<div class="highlight-python"><div class="highlight"><pre>y = 2  # ' + "wrapped " * 30 + "</pre></div></div>"
+    "<dl class='py function'><dd><p>Returns None where nothing is stored.</p></dd></dl>"
+)
 
 
 def mathjax_script() -> Path | None:
@@ -56,13 +68,15 @@ def page(folder: Path, name: str, body: str, script: Path) -> Path:
     configured as Sphinx configures it."""
     css = (REPO / "book" / "_static" / "outputs.css").read_text(encoding="utf-8")
     path = folder / f"{name}.html"
-    path.write_text(f"""<!DOCTYPE html><html><head><meta charset="utf-8">
+    path.write_text(
+        f"""<!DOCTYPE html><html><head><meta charset="utf-8">
 <style>article.bd-article {{ width: 700px; padding: 0 10px; font: 16px sans-serif; }}
 pre {{ overflow: auto; font: 13px monospace; }} {css}</style>
 <script>window.MathJax = {{"options": {{"processHtmlClass": "tex2jax_process|mathjax_process|math|output_area"}}}}</script>
 <script defer="defer" src="{script.as_uri()}"></script>
 </head><body><main><article class="bd-article"><section><h1>{name}</h1>{body}</section></article></main></body></html>""",
-                    encoding="utf-8")
+        encoding="utf-8",
+    )
     return path
 
 
@@ -99,8 +113,9 @@ def test_a_page_with_every_construct_done_right_has_no_fault(session, mathjax, t
 
 
 def test_a_page_whose_mathjax_never_starts_is_reported(session, tmp_path):
-    faults = book_browser.page_faults(session, page(tmp_path, "no-mathjax", FAULTS["MathJax error"],
-                                                    tmp_path / "missing" / "tex-chtml.js"))
+    faults = book_browser.page_faults(
+        session, page(tmp_path, "no-mathjax", FAULTS["MathJax error"], tmp_path / "missing" / "tex-chtml.js")
+    )
     assert [f["text"] for f in faults] == ["MathJax never started"], faults
 
 

@@ -1,6 +1,7 @@
 """Fast checks of the book's text (no execution): citations resolve, every chapter ends with exercises and
 collapsed solutions, every decimal or percent in the prose is the paper's (with its label) or a labelled
 constant, and the scale sizes the prose quotes are the ones the code trains."""
+
 from __future__ import annotations
 
 import re
@@ -16,7 +17,9 @@ REPO = Path(__file__).resolve().parents[1]
 def chapters() -> list[Path]:
     """The notebook chapters of _toc.yml; the plain back-matter pages (references, API reference) are not."""
     toc = yaml.safe_load((REPO / "_toc.yml").read_text())
-    files = [REPO / f"{f}.md" for f in [toc["root"]] + [c["file"] for part in toc.get("parts", []) for c in part["chapters"]]]
+    files = [
+        REPO / f"{f}.md" for f in [toc["root"]] + [c["file"] for part in toc.get("parts", []) for c in part["chapters"]]
+    ]
     return [f for f in files if "jupytext:" in f.read_text(encoding="utf-8").split("\n---", 1)[0]]
 
 
@@ -34,14 +37,22 @@ def test_every_chapter_ends_with_exercises_and_collapsed_solutions():
         assert "\n## Exercises\n" in text, f"{path.name}: no '## Exercises' section"
         tail = text.split("\n## Exercises\n")[-1]
         assert "\n## " not in tail, f"{path.name}: the Exercises section is not the last one"
-        assert re.search(r"```\{admonition\} Solutions\n:class: dropdown\n", tail), f"{path.name}: no collapsed solutions"
-        assert len(re.findall(r"^\d\. ", tail.split("```{admonition}")[0], flags=re.M)) >= 2, f"{path.name}: < 2 exercises"
+        assert re.search(r"```\{admonition\} Solutions\n:class: dropdown\n", tail), (
+            f"{path.name}: no collapsed solutions"
+        )
+        assert len(re.findall(r"^\d\. ", tail.split("```{admonition}")[0], flags=re.M)) >= 2, (
+            f"{path.name}: < 2 exercises"
+        )
 
 
 def test_the_speedups_the_introduction_quotes_are_the_papers_maxima_not_means():
     paper = paper_numbers()
-    ratios = [(rows["CAN"][2] / rows["Balanced"][2], rows["CAN"][2] / rows["Baseline"][2])
-              for table in ("table2_wmt14", "table3_wmt17") for task, rows in paper[table].items() if not task.startswith("_")]
+    ratios = [
+        (rows["CAN"][2] / rows["Balanced"][2], rows["CAN"][2] / rows["Baseline"][2])
+        for table in ("table2_wmt14", "table3_wmt17")
+        for task, rows in paper[table].items()
+        if not task.startswith("_")
+    ]
     assert len(ratios) == 14
     assert round(max(r[0] for r in ratios), 2) == 1.42 and round(max(r[1] for r in ratios), 2) == 2.82
     assert sum(r[0] for r in ratios) / 14 < 1.42 and sum(r[1] for r in ratios) / 14 < 2.82
@@ -139,7 +150,7 @@ def matches(token: str, candidates: list[float], scale: float = 1.0) -> bool:
     """Whether some candidate (divided by ``scale``) rounds to ``token`` at the decimals it is printed with."""
     decimals = len(token.split(".")[1]) if "." in token else 0
     target = float(token)
-    return any(abs(c / scale - target) <= 0.5 * 10 ** -decimals + 1e-9 for c in candidates)
+    return any(abs(c / scale - target) <= 0.5 * 10**-decimals + 1e-9 for c in candidates)
 
 
 def test_every_decimal_and_percent_in_chapter_prose_is_the_papers_with_its_label_or_a_labelled_constant():
@@ -158,11 +169,13 @@ def test_every_decimal_and_percent_in_chapter_prose_is_the_papers_with_its_label
                 if not ok:
                     unexplained.append(f"{path.name}:{number}: {token}{millions} is not one of the paper's numbers")
                 elif "paper" not in paragraph.lower():
-                    unexplained.append(f"{path.name}:{number}: {token}{millions} is the paper's, but its paragraph "
-                                       "does not say so")
-    assert not unexplained, ("numbers in prose that no cell prints (print them from a cell, quote them from "
-                             "paper_numbers.json as the paper's, or label them in LABELLED_CONSTANTS):\n"
-                             + "\n".join(unexplained))
+                    unexplained.append(
+                        f"{path.name}:{number}: {token}{millions} is the paper's, but its paragraph does not say so"
+                    )
+    assert not unexplained, (
+        "numbers in prose that no cell prints (print them from a cell, quote them from "
+        "paper_numbers.json as the paper's, or label them in LABELLED_CONSTANTS):\n" + "\n".join(unexplained)
+    )
 
 
 def test_the_scales_the_prose_describes_are_the_ones_the_code_trains():
@@ -178,11 +191,15 @@ def test_the_scales_the_prose_describes_are_the_ones_the_code_trains():
             scale = width.get(int(m.group(1)))
             assert scale, f"{path.name}: {m.group(0)!r}: d={m.group(1)} is the width of no trained scale ({width})"
             steps = scale_spec(scale).train["max_steps"]
-            assert int(m.group(2).replace(",", "")) == steps, f"{path.name}: {m.group(0)!r}: {scale} trains {steps} updates"
+            assert int(m.group(2).replace(",", "")) == steps, (
+                f"{path.name}: {m.group(0)!r}: {scale} trains {steps} updates"
+            )
             found += 1
         for m in re.finditer(r"([\d,]+) real Multi30k En-De sentence pairs", text):
             pairs = get_corpus("multi30k-en-de").scale("tiny").train_pairs
-            assert int(m.group(1).replace(",", "")) == pairs, f"{path.name}: {m.group(0)!r}: tiny trains on {pairs} pairs"
+            assert int(m.group(1).replace(",", "")) == pairs, (
+                f"{path.name}: {m.group(0)!r}: tiny trains on {pairs} pairs"
+            )
             found += 1
     assert found >= 5, "the chapters no longer state the scales' budgets in these words: update the patterns"
 
@@ -217,7 +234,7 @@ def glued_per_paragraph(text: str) -> list[tuple[int, int]]:
         end = start
         while end < len(lines) and lines[end - 1].strip():  # the paragraph's source lines, roles intact
             end += 1
-        out.append((start, sum(line.count("{glue:text}") for line in lines[start - 1:end])))
+        out.append((start, sum(line.count("{glue:text}") for line in lines[start - 1 : end])))
     return out
 
 
@@ -229,7 +246,10 @@ def test_glued_values_are_counted_per_paragraph():
 def test_no_paragraph_of_the_claim_pages_holds_more_than_five_glued_values():
     """results, beyond, training and ablation show their claims as figures with tables below them: a paragraph
     says what a figure shows in a sentence or two, it does not list the numbers."""
-    crowded = [f"{name}:{line}: {count} glued values" for name in CLAIM_PAGES
-               for line, count in glued_per_paragraph((REPO / "book" / name).read_text(encoding="utf-8"))
-               if count > MOST_GLUED]
+    crowded = [
+        f"{name}:{line}: {count} glued values"
+        for name in CLAIM_PAGES
+        for line, count in glued_per_paragraph((REPO / "book" / name).read_text(encoding="utf-8"))
+        if count > MOST_GLUED
+    ]
     assert not crowded, "paragraphs that read as tables (put the numbers in a figure or table):\n" + "\n".join(crowded)

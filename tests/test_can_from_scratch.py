@@ -1,6 +1,7 @@
 """A CAN layer written from Eqs. 11 and 13 in plain PyTorch (compress.ScratchCAN) computes what canlib's
 CANDecoderLayer computes with the same weights; the trained-decoder measurements (compress.layer_approximations)
 keep the exact stages exact and count every position and head."""
+
 from __future__ import annotations
 
 import torch
@@ -13,8 +14,16 @@ from canlib.model.seq2seq import Seq2Seq
 
 
 def random_can(d: int = 16, heads: int = 4, ffn: int = 64) -> CANDecoderLayer:
-    cfg = ModelConfig(vocab_size=20, d_model=d, heads=heads, ffn_dim=ffn, dropout=0.0, attn_dropout=0.0,
-                      relu_dropout=0.0, decoder_kind="can")
+    cfg = ModelConfig(
+        vocab_size=20,
+        d_model=d,
+        heads=heads,
+        ffn_dim=ffn,
+        dropout=0.0,
+        attn_dropout=0.0,
+        relu_dropout=0.0,
+        decoder_kind="can",
+    )
     layer = CANDecoderLayer(cfg).double().eval()
     with torch.no_grad():
         for p in layer.parameters():  # LayerNorm gains and every bias away from their defaults
@@ -55,8 +64,17 @@ def test_scratch_can_ignores_padded_source_positions_and_the_future():
 
 def test_layer_approximations_keep_exact_stages_exact_and_count_every_position_and_head():
     torch.manual_seed(5)
-    cfg = ModelConfig(vocab_size=30, d_model=16, heads=4, ffn_dim=64, enc_layers=1, dec_layers=2, dropout=0.0,
-                      attn_dropout=0.0, relu_dropout=0.0)
+    cfg = ModelConfig(
+        vocab_size=30,
+        d_model=16,
+        heads=4,
+        ffn_dim=64,
+        enc_layers=1,
+        dec_layers=2,
+        dropout=0.0,
+        attn_dropout=0.0,
+        relu_dropout=0.0,
+    )
     model = Seq2Seq(cfg).eval()
     pairs = [([5, 6, 7, 8], [9, 10, 11]), ([12, 13], [14, 15, 16, 17, 18])]
     layers = C.layer_approximations(model, pairs, bins=10)

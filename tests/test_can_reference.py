@@ -11,6 +11,7 @@ prefix and the (unpadded) source together; one residual around the whole layer:
 The reference uses the layer's weights but none of canlib's functions (no attention, masking,
 head-splitting or norm helper), and runs in float64.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,19 @@ D, HEADS, FFN = 16, 4, 64  # 4d-wide values, as the paper's W~v
 def random_layer(seed: int) -> CANDecoderLayer:
     """A CAN layer with every parameter (biases and norm gains included) random, in float64."""
     torch.manual_seed(seed)
-    cfg = ModelConfig(vocab_size=20, d_model=D, heads=HEADS, ffn_dim=FFN, enc_layers=1, dec_layers=1,
-                      decoder_kind="can", dropout=0.0, attn_dropout=0.0, relu_dropout=0.0, max_len=32)
+    cfg = ModelConfig(
+        vocab_size=20,
+        d_model=D,
+        heads=HEADS,
+        ffn_dim=FFN,
+        enc_layers=1,
+        dec_layers=1,
+        decoder_kind="can",
+        dropout=0.0,
+        attn_dropout=0.0,
+        relu_dropout=0.0,
+        max_len=32,
+    )
     layer = CANDecoderLayer(cfg).double().eval()
     with torch.no_grad():
         for p in layer.parameters():

@@ -12,6 +12,7 @@
 
 The reference uses the layer's weights but none of canlib's functions, and runs in float64.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,19 @@ from canlib.model.seq2seq import Seq2Seq
 
 
 def config(**changes) -> ModelConfig:
-    return ModelConfig(vocab_size=20, d_model=D, heads=HEADS, ffn_dim=FFN, enc_layers=1, dec_layers=1,
-                       decoder_kind="can_residual", dropout=0.0, attn_dropout=0.0, relu_dropout=0.0, max_len=32).replace(**changes)
+    return ModelConfig(
+        vocab_size=20,
+        d_model=D,
+        heads=HEADS,
+        ffn_dim=FFN,
+        enc_layers=1,
+        dec_layers=1,
+        decoder_kind="can_residual",
+        dropout=0.0,
+        attn_dropout=0.0,
+        relu_dropout=0.0,
+        max_len=32,
+    ).replace(**changes)
 
 
 def random_residual_layer(seed: int) -> CANResidualDecoderLayer:
@@ -46,7 +58,9 @@ def reference(layer: CANResidualDecoderLayer, x: torch.Tensor, h: torch.Tensor, 
     wk2, wv2, wr2 = layer.h_proj.weight.split([D, FFN, D], dim=0)
     bk2, bv2, br2 = layer.h_proj.bias.split([D, FFN, D])
     mean = x.mean(-1, keepdim=True)
-    z = (x - mean) / torch.sqrt(((x - mean) ** 2).mean(-1, keepdim=True) + layer.norm.eps) * layer.norm.weight + layer.norm.bias
+    z = (x - mean) / torch.sqrt(
+        ((x - mean) ** 2).mean(-1, keepdim=True) + layer.norm.eps
+    ) * layer.norm.weight + layer.norm.bias
     dq, dv, dr = D // HEADS, FFN // HEADS, D // HEADS
     y = torch.empty_like(x)
     for b in range(x.size(0)):
@@ -58,12 +72,12 @@ def reference(layer: CANResidualDecoderLayer, x: torch.Tensor, h: torch.Tensor, 
             visible = torch.cat([torch.ones(t + 1, dtype=torch.bool), ~src_pad[b]])
             mixed_ffn, mixed_residual = [], []
             for i in range(HEADS):
-                scores = keys[:, i * dq:(i + 1) * dq] @ q[i * dq:(i + 1) * dq] / math.sqrt(D / HEADS)
+                scores = keys[:, i * dq : (i + 1) * dq] @ q[i * dq : (i + 1) * dq] / math.sqrt(D / HEADS)
                 scores = torch.where(visible, scores, torch.tensor(-math.inf, dtype=x.dtype))
                 a = torch.exp(scores - scores.max())
                 a = a / a.sum()
-                mixed_ffn.append(a @ to_ffn[:, i * dv:(i + 1) * dv])
-                mixed_residual.append(a @ to_residual[:, i * dr:(i + 1) * dr])
+                mixed_ffn.append(a @ to_ffn[:, i * dv : (i + 1) * dv])
+                mixed_residual.append(a @ to_residual[:, i * dr : (i + 1) * dr])
             s_plus_c = torch.cat(mixed_residual) @ layer.out.weight.T + layer.out.bias
             w2 = layer.ffn.w2
             ffn = torch.clamp(z[b, t] @ w1.T + b1 + torch.cat(mixed_ffn), min=0.0) @ w2.weight.T + w2.bias
@@ -92,8 +106,10 @@ def test_can_residual_decode_steps_compute_the_same_equations(beam):
         source = layer.project_source(memory)
         _, (cache,), _ = row_caches([layer], memory, [source], x.size(1))  # the decoding state, source part filled
         for t in range(x.size(1)):  # one position at a time through the cache, each sentence read by `beam` rows
-            steps.append(layer.step(rows[:, t:t + 1], memory, source, cache, t, {}))
-    assert (torch.cat(steps, dim=1) - reference(layer, x, h, src_pad).repeat_interleave(beam, dim=0)).abs().max() < 1e-10
+            steps.append(layer.step(rows[:, t : t + 1], memory, source, cache, t, {}))
+    assert (
+        torch.cat(steps, dim=1) - reference(layer, x, h, src_pad).repeat_interleave(beam, dim=0)
+    ).abs().max() < 1e-10
 
 
 def test_the_residual_term_is_what_separates_the_variant_from_can():
@@ -139,8 +155,14 @@ def test_a_layer_mix_is_refused_unless_it_names_every_layer_with_a_mixable_kind(
     assert ModelConfig.from_dict(cfg.to_dict()) == cfg and cfg.layer_kinds() == ("can", "standard")
 
 
-@pytest.mark.parametrize("kinds", [dict(decoder_kind="can"), dict(decoder_kind="can_residual"),
-                                   dict(decoder_kind="mixed", decoder_layer_kinds=("standard", "can"))])
+@pytest.mark.parametrize(
+    "kinds",
+    [
+        dict(decoder_kind="can"),
+        dict(decoder_kind="can_residual"),
+        dict(decoder_kind="mixed", decoder_layer_kinds=("standard", "can")),
+    ],
+)
 def test_ffn_wide_values_that_do_not_split_across_the_heads_are_refused_alone_or_in_a_mix(kinds):
     with pytest.raises(ValueError, match=r"ffn_dim=66: the can\S* values are ffn_dim wide .* heads=4"):
         ModelConfig(vocab_size=50, d_model=32, heads=4, ffn_dim=66, dec_layers=2, **kinds)

@@ -1,4 +1,5 @@
 """Checkpoints: atomic, weights_only loading, clear errors on corruption and mismatch."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,7 +9,9 @@ from canlib import CheckpointError, ModelConfig, Seq2Seq, load_model, save_model
 
 
 def small_model(kind: str = "can") -> Seq2Seq:
-    return Seq2Seq(ModelConfig(vocab_size=40, d_model=16, heads=2, ffn_dim=32, enc_layers=1, dec_layers=2, decoder_kind=kind))
+    return Seq2Seq(
+        ModelConfig(vocab_size=40, d_model=16, heads=2, ffn_dim=32, enc_layers=1, dec_layers=2, decoder_kind=kind)
+    )
 
 
 def test_round_trip_restores_config_and_weights(tmp_path):

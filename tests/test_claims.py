@@ -2,6 +2,7 @@
 evidence read in the open. Each kind of claim is built from two opposite fake stores and its word must flip; the
 stored results give the verdicts the issue's readings ask for; no module outside the rule's module and the registry
 calls the verdict functions; ``canlib claims --json`` carries the evidence as data."""
+
 from __future__ import annotations
 
 import ast
@@ -22,13 +23,26 @@ from canlib.studies.claims import BY_ID, CLAIMS, judged, mark
 from canlib.studies.store import Store
 
 RESULTS = REPO / "book" / "results"
-REFS = ["a man rides a red bike down the street", "two dogs play in the green grass", "a woman sings on a stage",
-        "children run along the sandy beach", "an old man reads a newspaper", "a cat sleeps on the warm sofa"]
+REFS = [
+    "a man rides a red bike down the street",
+    "two dogs play in the green grass",
+    "a woman sings on a stage",
+    "children run along the sandy beach",
+    "an old man reads a newspaper",
+    "a cat sleeps on the warm sofa",
+]
 BAD = ["a man rides a bike", "dogs play grass", "a woman on stage", "children run", "a man reads", "a cat sleeps"]
 
 
-def put_run(root: Path, name: str, seed: int, tok: float, hyps: list[str] | None = None, budget: dict | None = None,
-            log: list | None = None) -> None:
+def put_run(
+    root: Path,
+    name: str,
+    seed: int,
+    tok: float,
+    hyps: list[str] | None = None,
+    budget: dict | None = None,
+    log: list | None = None,
+) -> None:
     """A stored run of ``name`` (``runs/<corpus>/<system>`` or ``beyond/runs/<corpus>/<study>-<system>-<tag>``) with
     tokenized BLEU ``tok`` on test2016 and, given ``hyps``, its hypotheses."""
     path = stored_path(f"{name}-seed{seed}", "small", root)
@@ -46,15 +60,24 @@ def fresh(root: Path, **kwargs) -> Store:
     return Store("small", root, **kwargs)
 
 
-def put_speed(root: Path, run: str, repeats: dict[str, list[float]], *, sentences: int = 8, measured: str = "2026-01-01"):
+def put_speed(
+    root: Path, run: str, repeats: dict[str, list[float]], *, sentences: int = 8, measured: str = "2026-01-01"
+):
     systems = {s: {"eager": {"tok_per_s": statistics.median(v), "tok_per_s_repeats": v}} for s, v in repeats.items()}
-    save_result(root / "gpu" / run / "speed.json",
-                {"systems": systems, "dtype": "float16", "captured_matches_eager": {},
-                 "settings": {"sentences": sentences, "repeats": len(next(iter(repeats.values()))), "forced_length": 30}},
-                provenance("full", {"command": "test"}, measured_at=measured))
+    save_result(
+        root / "gpu" / run / "speed.json",
+        {
+            "systems": systems,
+            "dtype": "float16",
+            "captured_matches_eager": {},
+            "settings": {"sentences": sentences, "repeats": len(next(iter(repeats.values()))), "forced_length": 30},
+        },
+        provenance("full", {"command": "test"}, measured_at=measured),
+    )
 
 
 # -- one word per state, chosen by the claim's source ---------------------------------------------------------------
+
 
 def test_every_claim_has_a_unique_id_a_source_a_chapter_and_a_criterion_with_its_number():
     assert len({c.id for c in CLAIMS}) == len(CLAIMS)
@@ -74,8 +97,9 @@ def test_the_vocabulary_says_reproduced_for_the_paper_and_holds_for_the_book():
 
 # -- flip tests: the same claim from two opposite fake stores ------------------------------------------------------
 
+
 def test_a_bleu_claim_flips_with_opposite_runs(tmp_path):
-    """"CAN stays within 0.5 BLEU of Balanced" from three seeds each, hypotheses included (both intervals)."""
+    """ "CAN stays within 0.5 BLEU of Balanced" from three seeds each, hypotheses included (both intervals)."""
     refs = {"multi30k-en-de": {"test": REFS}}
     for case, can, hyps in (("close", [30.0, 30.1, 30.2], REFS), ("far", [26.0, 26.1, 26.2], BAD)):
         for seed, tok in enumerate(can, 1):
@@ -112,19 +136,26 @@ def test_the_speed_run_is_the_one_that_timed_the_most_tokens_and_an_opposite_run
     j = judged(fresh(tmp_path))["can-faster"]
     assert j.files == ("gpu-b",) and [r["chosen"] for r in j.sets] == [False, True]
     assert j.word == "mixed across runs"  # gpu-a held where the chosen gpu-b failed
-    put_speed(tmp_path, "gpu-c", {"can": [600.0, 610.0], "balanced": [440.0, 450.0]}, sentences=10, measured="2026-02-01")
+    put_speed(
+        tmp_path, "gpu-c", {"can": [600.0, 610.0], "balanced": [440.0, 450.0]}, sentences=10, measured="2026-02-01"
+    )
     assert judged(fresh(tmp_path))["can-faster"].files == ("gpu-c",)  # as many tokens, measured later
 
 
 def test_a_batch_curve_flips_with_opposite_sweeps_and_medians_alone_are_not_judged(tmp_path):
     def sweep(root: Path, at64: list[float], repeats: bool = True) -> None:
-        systems = {"balanced": {"by_batch": {"1": 400.0, "64": 28000.0}},
-                   "can": {"by_batch": {"1": 520.0, "64": 28000.0 * statistics.median(at64)}}}
+        systems = {
+            "balanced": {"by_batch": {"1": 400.0, "64": 28000.0}},
+            "can": {"by_batch": {"1": 520.0, "64": 28000.0 * statistics.median(at64)}},
+        }
         if repeats:
             systems["balanced"]["by_batch_repeats"] = {"1": [400.0, 400.0], "64": [28000.0, 28000.0]}
             systems["can"]["by_batch_repeats"] = {"1": [520.0, 530.0], "64": [28000.0 * r for r in at64]}
-        save_result(root / "gpu" / "gpu-a" / "batch.json", {"systems": systems, "settings": {"repeats": 2}},
-                    provenance("full", {"command": "test"}))
+        save_result(
+            root / "gpu" / "gpu-a" / "batch.json",
+            {"systems": systems, "settings": {"repeats": 2}},
+            provenance("full", {"command": "test"}),
+        )
 
     sweep(tmp_path / "shrinks", [1.02, 1.05])
     sweep(tmp_path / "grows", [1.4, 1.5])
@@ -138,15 +169,18 @@ def test_a_batch_curve_flips_with_opposite_sweeps_and_medians_alone_are_not_judg
 def test_a_similarity_claim_flips_with_opposite_matrices(tmp_path):
     for case, diagonal in (("alike", 0.9), ("apart", 0.5)):
         matrix = [[diagonal if i == j else 0.1 for j in range(6)] for i in range(6)]
-        save_result(stored_path("similarity", "small", tmp_path / case),
-                    {"residual": {"self_vs_cross": matrix, "cross_vs_ffn": matrix}},
-                    provenance("small", {"system": "baseline"}))
+        save_result(
+            stored_path("similarity", "small", tmp_path / case),
+            {"residual": {"self_vs_cross": matrix, "cross_vs_ffn": matrix}},
+            provenance("small", {"system": "baseline"}),
+        )
     assert judged(fresh(tmp_path / "alike"))["inputs-alike"].word == "reproduced"
     apart = judged(fresh(tmp_path / "apart"))["inputs-alike"]
     assert apart.word == "not reproduced" and [r["value"] for r in apart.sets] == [0.5] * 6
 
 
 # -- budgets, one seed, missing evidence --------------------------------------------------------------------------
+
 
 def test_the_2x_verdict_leads_and_the_1x_stands_beside_it(tmp_path):
     for seed in (1, 2, 3):
@@ -167,8 +201,10 @@ def test_a_claim_whose_seeds_are_missing_is_not_run_yet_and_names_the_command(tm
         put_run(tmp_path, "runs/multi30k-en-de/balanced", seed, 30.0 + 0.1 * seed)
     j = judged(fresh(tmp_path))["balanced-keeps-bleu"]
     assert j.word == "not run yet"
-    assert j.command == ("python -m canlib experiment --scale small --systems baseline --seeds 1,2,3 "
-                         "--corpora multi30k-en-de --studies runs")
+    assert j.command == (
+        "python -m canlib experiment --scale small --systems baseline --seeds 1,2,3 "
+        "--corpora multi30k-en-de --studies runs"
+    )
 
 
 def test_one_seed_of_14_1_is_judged_by_the_seed_1_pairs_test_set_interval_alone(tmp_path):
@@ -192,13 +228,19 @@ def test_at_tiny_no_claim_about_trained_models_is_judged(tmp_path):
 
 # -- the stored results -------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def stored():
     if not (SHARED_DATA / "multi30k-en-de").is_dir():
         missing(f"real data {SHARED_DATA}/multi30k-en-de not present (the evaluation sets' references)")
-    out = subprocess.run([sys.executable, "-m", "canlib", "claims", "--json"], capture_output=True, text=True,
-                         env={**__import__("os").environ, "CANLIB_DATA_DIR": str(SHARED_DATA),
-                              "CANLIB_RESULTS_DIR": str(RESULTS)}, cwd=REPO, timeout=900)
+    out = subprocess.run(
+        [sys.executable, "-m", "canlib", "claims", "--json"],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "CANLIB_DATA_DIR": str(SHARED_DATA), "CANLIB_RESULTS_DIR": str(RESULTS)},
+        cwd=REPO,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return {row["id"]: row for row in json.loads(out.stdout)}
 
@@ -219,8 +261,7 @@ def test_the_stored_results_give_the_readings_of_a_careful_reviewer(stored):
     assert v["balanced-keeps-bleu"] == "not reproduced on some sets"
     assert keeps["valid"] == keeps["test2017_flickr"] == "did not hold"
     # the speed claims read one named run, the one that timed the most tokens (the H200's 10 sentences)
-    speed = [k for k, row in stored.items() if BY_ID[k].evidence.__class__.__name__ == "SpeedRatio"
-             and row["files"]]
+    speed = [k for k, row in stored.items() if BY_ID[k].evidence.__class__.__name__ == "SpeedRatio" and row["files"]]
     assert {stored[k]["files"][0] for k in speed} == {"h200-2026-11-26"}
     assert (v["can-faster"], v["can-speed-1.28x"]) == ("reproduced", "within noise")
     assert v["inputs-alike"] == "reproduced" and v["batch-gain-shrinks"] == "not tested here"
@@ -230,29 +271,48 @@ def test_the_stored_results_give_the_readings_of_a_careful_reviewer(stored):
 
 def test_the_numbers_of_a_judged_claim_are_the_raw_files(stored):
     """CAN - Balanced per set at 1x and 2x, recomputed from the stored JSON with json and statistics only."""
-    def tok(folder: Path, name: str, split: str) -> list[float]:
-        return [json.loads(p.read_text())["result"]["scores"][split]["tok_bleu"]
-                for p in sorted(folder.glob(f"{name}-seed*.json"))]
 
-    main, beyond = RESULTS / "small" / "runs" / "multi30k-en-de", RESULTS / "small" / "beyond" / "runs" / "multi30k-en-de"
+    def tok(folder: Path, name: str, split: str) -> list[float]:
+        return [
+            json.loads(p.read_text())["result"]["scores"][split]["tok_bleu"]
+            for p in sorted(folder.glob(f"{name}-seed*.json"))
+        ]
+
+    main, beyond = (
+        RESULTS / "small" / "runs" / "multi30k-en-de",
+        RESULTS / "small" / "beyond" / "runs" / "multi30k-en-de",
+    )
     lead, one = stored["can-within-0.5"], stored["can-within-0.5"]["beside"][0]
     for row in lead["sets"]:
         want = statistics.fmean(tok(beyond, "budget-can-x2", row["split"])) - statistics.fmean(
-            tok(beyond, "budget-balanced-x2", row["split"]))
+            tok(beyond, "budget-balanced-x2", row["split"])
+        )
         assert row["value"] == pytest.approx(want, abs=1e-12)
     for row in one["sets"]:
         want = statistics.fmean(tok(main, "can", row["split"])) - statistics.fmean(tok(main, "balanced", row["split"]))
         assert row["value"] == pytest.approx(want, abs=1e-12)
     speed = json.loads((RESULTS / "gpu" / "h200-2026-11-26" / "speed.json").read_text())["result"]["systems"]
-    ratios = [c / b for c, b in zip(speed["can"]["eager"]["tok_per_s_repeats"], speed["balanced"]["eager"]["tok_per_s_repeats"])]
+    ratios = [
+        c / b
+        for c, b in zip(speed["can"]["eager"]["tok_per_s_repeats"], speed["balanced"]["eager"]["tok_per_s_repeats"])
+    ]
     assert stored["can-faster"]["value"] == pytest.approx(statistics.median(ratios))
     assert stored["can-faster"]["interval"] == pytest.approx([min(ratios), max(ratios)])
 
 
 # -- one place judges ---------------------------------------------------------------------------------------------
 
-VERDICT_FUNCTIONS = {"judge", "interval_verdict", "ratio_verdict", "seed_contrast", "seed_difference", "combine",
-                     "outcome", "bootstrap_contrast", "central_95"}
+VERDICT_FUNCTIONS = {
+    "judge",
+    "interval_verdict",
+    "ratio_verdict",
+    "seed_contrast",
+    "seed_difference",
+    "combine",
+    "outcome",
+    "bootstrap_contrast",
+    "central_95",
+}
 ALLOWED = {"canlib/studies/verdict.py", "canlib/studies/judges.py", "canlib/studies/claims.py"}
 
 
@@ -299,19 +359,27 @@ def disagreements(found: list[tuple[str, str, str, str]]) -> list[str]:
     words: dict[tuple[str, str], dict[str, list[str]]] = {}
     for page, claim, budget, word in found:
         words.setdefault((claim, budget), {}).setdefault(word, []).append(page)
-    return [f"{claim} ({budget or 'its verdict'}): " + "; ".join(f"{w!r} on {', '.join(sorted(set(p)))}"
-                                                                 for w, p in ws.items())
-            for (claim, budget), ws in words.items() if len(ws) > 1]
+    return [
+        f"{claim} ({budget or 'its verdict'}): "
+        + "; ".join(f"{w!r} on {', '.join(sorted(set(p)))}" for w, p in ws.items())
+        for (claim, budget), ws in words.items()
+        if len(ws) > 1
+    ]
 
 
 def test_two_words_for_one_claim_are_found():
-    found = [("a.html", "can-faster", "", "reproduced"), ("b.html", "can-faster", "", "within noise"),
-             ("a.html", "can-within-0.5", "1", "not reproduced"), ("b.html", "can-within-0.5", "2", "within noise")]
+    found = [
+        ("a.html", "can-faster", "", "reproduced"),
+        ("b.html", "can-faster", "", "within noise"),
+        ("a.html", "can-within-0.5", "1", "not reproduced"),
+        ("b.html", "can-within-0.5", "2", "within noise"),
+    ]
     assert disagreements(found) == ["can-faster (its verdict): 'reproduced' on a.html; 'within noise' on b.html"]
     html = mark(judged(fresh(Path("/nonexistent")))["attn-faster-than-ffn"])
     assert shown_verdicts(f"<p>x {html} y</p>") == [("attn-faster-than-ffn", "", "not tested here")]
-    assert readme_verdicts("| id | claim | verdict |\n|:--|:--|:--|\n| can-faster | c | reproduced |\n") == \
-        [("can-faster", "", "reproduced")]
+    assert readme_verdicts("| id | claim | verdict |\n|:--|:--|:--|\n| can-faster | c | reproduced |\n") == [
+        ("can-faster", "", "reproduced")
+    ]
 
 
 def test_every_page_that_shows_a_verdict_shows_the_registrys_word(stored):
@@ -343,15 +411,24 @@ def test_every_page_that_shows_a_verdict_shows_the_registrys_word(stored):
             if key.startswith("verdict_"):
                 found += [(module.__name__, *m) for m in shown_verdicts(value)]
     found += [("glance", *m) for m in shown_verdicts(glance.linked(store))]
-    found += [("glance", *m) for m in shown_verdicts(" ".join(v for k, v in glance.values(store).items()
-                                                              if k.startswith("budget_mark")))]
-    found += [("scorecard", *m) for m in shown_verdicts(claims.table(judged(store).all(), marked=True).to_html(escape=False))]
+    found += [
+        ("glance", *m)
+        for m in shown_verdicts(" ".join(v for k, v in glance.values(store).items() if k.startswith("budget_mark")))
+    ]
+    found += [
+        ("scorecard", *m) for m in shown_verdicts(claims.table(judged(store).all(), marked=True).to_html(escape=False))
+    ]
     found += [("README.md", *m) for m in readme_verdicts((REPO / "README.md").read_text(encoding="utf-8"))]
     assert not disagreements(found), "\n".join(disagreements(found))
     for page, claim, budget, word in found:
-        row = stored[claim] if not budget or stored[claim]["budget"] == int(budget) else \
-            next(b for b in stored[claim]["beside"] if b["budget"] == int(budget))
-        assert word == row["verdict"], f"{page} shows {claim} ({budget}) as {word!r}, the registry as {row['verdict']!r}"
+        row = (
+            stored[claim]
+            if not budget or stored[claim]["budget"] == int(budget)
+            else next(b for b in stored[claim]["beside"] if b["budget"] == int(budget))
+        )
+        assert word == row["verdict"], (
+            f"{page} shows {claim} ({budget}) as {word!r}, the registry as {row['verdict']!r}"
+        )
     paper_ids = {c.id for c in CLAIMS if c.source == "paper"}
     for page in ("glance", "scorecard", "README.md"):  # the pages that list every claim of the paper
         assert {c for p, c, _, _ in found if p == page} >= paper_ids, page

@@ -1,5 +1,6 @@
 """The command line: ``canlib info`` (presets, parameter counts per scale), ``canlib bleu`` (inputs and errors), and
 the bad inputs of ``canlib train`` and ``canlib translate``: one line naming the file, exit status 2, no traceback."""
+
 from __future__ import annotations
 
 import json
@@ -20,7 +21,19 @@ def test_info_lists_every_preset_with_parameters():
     assert out.returncode == 0, out.stderr
     rows = {r["preset"]: r for r in json.loads(out.stdout)}
     assert set(rows) == set(PRESETS)
-    for name in ("baseline", "balanced", "san", "aan", "can", "can_attn", "can_ffn", "depth-9-4", "depth-14-1", "tiny-can", "small-can"):
+    for name in (
+        "baseline",
+        "balanced",
+        "san",
+        "aan",
+        "can",
+        "can_attn",
+        "can_ffn",
+        "depth-9-4",
+        "depth-14-1",
+        "tiny-can",
+        "small-can",
+    ):
         assert rows[name]["params"] > 0
     # each system reports its own count: the decoder kinds really differ
     assert len({rows[n]["params"] for n in ("balanced", "san", "aan", "can")}) == 4
@@ -50,7 +63,11 @@ def test_info_counts_each_scale_at_its_own_vocabulary():
     from canlib.model.config import SCALE_VOCAB
 
     rows = {r["preset"]: r for r in json.loads(run_cli("info", "--json").stdout)}
-    assert (rows["tiny-can"]["vocab_size"], rows["small-can"]["vocab_size"], rows["can"]["vocab_size"]) == (2000, 8000, 32000)
+    assert (rows["tiny-can"]["vocab_size"], rows["small-can"]["vocab_size"], rows["can"]["vocab_size"]) == (
+        2000,
+        8000,
+        32000,
+    )
     assert rows["tiny-can"]["scale"] == "tiny" and SCALE_VOCAB["tiny"] == 2000
     at_32k = {r["preset"]: r["params"] for r in json.loads(run_cli("info", "--json", "--vocab-size", "32000").stdout)}
     assert at_32k["tiny-can"] - rows["tiny-can"]["params"] == (32000 - 2000) * 64
@@ -70,12 +87,21 @@ def test_bleu_of_two_empty_files_is_a_clear_error(tmp_path):
 def test_bleu_reads_stdin_and_pipes(tmp_path):
     ref = tmp_path / "ref.txt"
     ref.write_text("the cat sat on the mat\nthe dog ran\n")
-    out = subprocess.run([sys.executable, "-m", "canlib", "bleu", "-", str(ref)], input=ref.read_text(),
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "canlib", "bleu", "-", str(ref)],
+        input=ref.read_text(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.splitlines()[-1])["bleu"] == pytest.approx(100.0)
-    out = subprocess.run(["bash", "-c", f'"{sys.executable}" -m canlib bleu <(cat "{ref}") "{ref}"'],
-                         capture_output=True, text=True, timeout=300)  # process substitution: /dev/fd/N
+    out = subprocess.run(
+        ["bash", "-c", f'"{sys.executable}" -m canlib bleu <(cat "{ref}") "{ref}"'],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # process substitution: /dev/fd/N
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.splitlines()[-1])["bleu"] == pytest.approx(100.0)
     missing = run_cli("bleu", str(tmp_path / "nope.txt"), str(ref))
@@ -101,11 +127,13 @@ def tiny_checkpoint(tmp_path):
     from canlib.model.config import ModelConfig
     from canlib.model.seq2seq import Seq2Seq
 
-    vocab = Vocabulary.train(["a dog runs in the park", "the cat sits on the mat", "zwei hunde spielen"] * 30,
-                             vocab_size=40)
+    vocab = Vocabulary.train(
+        ["a dog runs in the park", "the cat sits on the mat", "zwei hunde spielen"] * 30, vocab_size=40
+    )
     vocab.save(tmp_path / "vocab.model")
-    model = Seq2Seq(ModelConfig(vocab_size=vocab.size, d_model=16, heads=2, ffn_dim=32, enc_layers=1, dec_layers=1,
-                                max_len=16))
+    model = Seq2Seq(
+        ModelConfig(vocab_size=vocab.size, d_model=16, heads=2, ffn_dim=32, enc_layers=1, dec_layers=1, max_len=16)
+    )
     (tmp_path / "run").mkdir()
     save_model(model, tmp_path / "run" / "model.pt", vocab_id=vocab.id)
     return tmp_path / "run" / "model.pt"
@@ -118,8 +146,9 @@ def test_translate_names_the_file_and_line_of_invalid_utf8_in_one_line(tiny_chec
     res = run_cli(*common, "--input", str(bad))
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.splitlines() == [f"canlib translate: error: {bad}:2: invalid UTF-8 (invalid continuation byte)"]
-    piped = subprocess.run([sys.executable, "-m", "canlib", *common], input=bad.read_bytes(), capture_output=True,
-                           timeout=300)
+    piped = subprocess.run(
+        [sys.executable, "-m", "canlib", *common], input=bad.read_bytes(), capture_output=True, timeout=300
+    )
     assert piped.returncode == 2
     expected = "canlib translate: error: <stdin>:2: invalid UTF-8 (invalid continuation byte)"
     assert piped.stderr.decode().splitlines() == [expected]

@@ -1,4 +1,5 @@
 """The compression algebra: exact steps hold to 1e-10 in float64, approximations are measured, converters run."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,8 +19,23 @@ B, T, S = 2, 5, 7
 
 
 def config(**kw) -> ModelConfig:
-    return ModelConfig(**{**dict(vocab_size=40, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=2,
-                                  dropout=0.0, attn_dropout=0.0, relu_dropout=0.0, max_len=32), **kw})
+    return ModelConfig(
+        **{
+            **dict(
+                vocab_size=40,
+                d_model=32,
+                heads=4,
+                ffn_dim=64,
+                enc_layers=1,
+                dec_layers=2,
+                dropout=0.0,
+                attn_dropout=0.0,
+                relu_dropout=0.0,
+                max_len=32,
+            ),
+            **kw,
+        }
+    )
 
 
 def random_layer(cfg: ModelConfig) -> StandardDecoderLayer:
@@ -62,10 +78,13 @@ def test_residual_stream_parts_are_what_the_layers_sublayers_read_and_write(case
     def record(name):
         def hook(module, args, out):  # returns None: the layer's output is left alone
             seen[name] = (args[0], out)
+
         return hook
 
-    hooks = [getattr(layer, name).register_forward_hook(record(name))
-             for name in ("self_attn", "cross_norm", "cross_attn", "ffn_norm", "ffn")]
+    hooks = [
+        getattr(layer, name).register_forward_hook(record(name))
+        for name in ("self_attn", "cross_norm", "cross_attn", "ffn_norm", "ffn")
+    ]
     y = run_layer(layer, x, h, pad)
     for hook in hooks:
         hook.remove()
@@ -79,7 +98,9 @@ def test_residual_stream_parts_are_what_the_layers_sublayers_read_and_write(case
 
 def test_joint_values_equal_self_plus_cross_under_identical_inputs(case):
     _, w, x, h, pad = case
-    C.assert_close(C.joint_self_cross(w, x, h, pad), C.self_attention(w, x) + C.cross_attention(w, x, h, pad), TOL, "Eq. 8")
+    C.assert_close(
+        C.joint_self_cross(w, x, h, pad), C.self_attention(w, x) + C.cross_attention(w, x, h, pad), TOL, "Eq. 8"
+    )
 
 
 @pytest.mark.parametrize("query", ["concat", "absorb"])
@@ -96,8 +117,12 @@ def test_d_over_h_shared_query_is_an_approximation_and_gram_fit_beats_the_mean(c
     _, w, x, h, pad = case
     z = C.normalize(x, w.eps)
     want = torch.cat(C.attention_scores(w, z, h, None, "separate"), -1)
-    errors = {m: C.relative_error(torch.cat(C.attention_scores(w, z, h, None, m), -1).nan_to_num(neginf=0),
-                                  want.nan_to_num(neginf=0)) for m in ("gram", "mean")}
+    errors = {
+        m: C.relative_error(
+            torch.cat(C.attention_scores(w, z, h, None, m), -1).nan_to_num(neginf=0), want.nan_to_num(neginf=0)
+        )
+        for m in ("gram", "mean")
+    }
     assert 1e-3 < errors["gram"] <= errors["mean"]
 
 
@@ -106,7 +131,9 @@ def test_one_softmax_is_two_softmaxes_weighted_by_the_self_share():
     alpha = C.self_share(s_x, s_h)
     scaled = torch.cat([alpha * torch.softmax(s_x, -1), (1 - alpha) * torch.softmax(s_h, -1)], -1)
     C.assert_close(C.one_softmax(s_x, s_h), scaled, TOL, "softmax over the concatenation")
-    C.assert_close(C.two_softmax(s_x, s_h).sum(-1), torch.full((3, 4, 5), 2.0, dtype=torch.float64), TOL, "rows sum to 2")
+    C.assert_close(
+        C.two_softmax(s_x, s_h).sum(-1), torch.full((3, 4, 5), 2.0, dtype=torch.float64), TOL, "rows sum to 2"
+    )
 
 
 def test_merged_ffn_with_wide_values_reproduces_the_reference_for_every_exact_query(case):
@@ -120,8 +147,9 @@ def test_merged_ffn_reference_is_the_layers_own_ffn_reading_ln_f_x_plus_both_att
     layer, w, x, h, pad = case
     memory = SourceMemory(h, pad, 1)
     with torch.no_grad():  # X + FFN(LN_f(X) + S + C), from the nn sub-layers, not from compress
-        sc = (layer.self_attn(layer.self_norm(x), causal_mask(x.size(1)))
-              + layer.cross_attn(layer.cross_norm(x), memory, layer.project_source(memory)))
+        sc = layer.self_attn(layer.self_norm(x), causal_mask(x.size(1))) + layer.cross_attn(
+            layer.cross_norm(x), memory, layer.project_source(memory)
+        )
         want = x + layer.ffn(layer.ffn_norm(x) + sc)
     C.assert_close(C.merged_ffn_reference(w, x, h, pad), want, TOL, "merged FFN reference vs the nn sub-layers")
 

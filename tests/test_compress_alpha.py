@@ -1,4 +1,5 @@
 """Converting with a measured target share alpha: per-block value scales 1/alpha and 1/(1 - alpha)."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,8 +11,23 @@ from canlib.model.layers import StandardDecoderLayer
 
 
 def config(**kw) -> ModelConfig:
-    return ModelConfig(**{**dict(vocab_size=40, d_model=16, heads=2, ffn_dim=32, enc_layers=1, dec_layers=2,
-                                  dropout=0.0, attn_dropout=0.0, relu_dropout=0.0, max_len=32), **kw})
+    return ModelConfig(
+        **{
+            **dict(
+                vocab_size=40,
+                d_model=16,
+                heads=2,
+                ffn_dim=32,
+                enc_layers=1,
+                dec_layers=2,
+                dropout=0.0,
+                attn_dropout=0.0,
+                relu_dropout=0.0,
+                max_len=32,
+            ),
+            **kw,
+        }
+    )
 
 
 def test_per_block_scales_turn_one_softmax_into_two_when_alpha_is_constant():

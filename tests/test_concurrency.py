@@ -1,4 +1,5 @@
 """Concurrency that fills the card: how many runs share a GPU, and which runs a time limit leaves for the next call."""
+
 from __future__ import annotations
 
 from concurrent.futures import Future
@@ -40,7 +41,9 @@ def test_a_run_that_cannot_finish_in_the_time_left_is_not_started():
     clock = FakeTime()
     done: list[float] = []
     # limit 10 s, runs of 4 s one at a time: 4 and 8 s finish; at 8 s, 2 s are left < 4 s, so the rest wait
-    left = run_queue([4.0, 4.0, 4.0, 4.0], clock.submit, 1, Deadline(10, clock), lambda item, f: done.append(f.result()))
+    left = run_queue(
+        [4.0, 4.0, 4.0, 4.0], clock.submit, 1, Deadline(10, clock), lambda item, f: done.append(f.result())
+    )
     assert done == [4.0, 4.0] and left == [4.0, 4.0] and clock.now == 8.0
 
 
@@ -55,8 +58,9 @@ def test_the_longest_finished_run_is_the_estimate_and_no_limit_runs_everything()
 def test_the_first_wave_starts_whatever_the_limit():
     clock = FakeTime()
     started: list[float] = []
-    left = run_queue([3.0, 2.0, 7.0], lambda s: (started.append(s), clock.submit(s))[1], 2, Deadline(1, clock),
-                     lambda *a: None)
+    left = run_queue(
+        [3.0, 2.0, 7.0], lambda s: (started.append(s), clock.submit(s))[1], 2, Deadline(1, clock), lambda *a: None
+    )
     assert started == [3.0, 2.0] and left == [7.0]
 
 
@@ -139,6 +143,12 @@ def test_two_processes_never_train_one_folder_and_a_student_never_starts_before_
     other = run("san", "tiny", 1, reduced=4)
     queue = [student, teacher, row, other]
     clock, started = FakeTime(), []
-    run_queue(queue, lambda r: (started.append(r), clock.submit(1.0))[1], 2, Deadline(None, clock), lambda *a: None,
-              needs=needs_of(queue))
+    run_queue(
+        queue,
+        lambda r: (started.append(r), clock.submit(1.0))[1],
+        2,
+        Deadline(None, clock),
+        lambda *a: None,
+        needs=needs_of(queue),
+    )
     assert started[:2] == [teacher, other] and set(started[2:]) == {student, row}

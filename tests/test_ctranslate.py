@@ -1,4 +1,5 @@
 """CTranslate2 export: the same weights give the same outputs in both engines (CPU)."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,13 +19,24 @@ def _one_thread(_deterministic_torch):
     waiting for a busy core make every op many times slower."""
     torch.set_num_threads(1)
 
+
 VOCAB = 40
 
 
 def small_standard(enc_layers: int, dec_layers: int, seed: int) -> Seq2Seq:
     torch.manual_seed(seed)
-    cfg = ModelConfig(vocab_size=VOCAB, d_model=32, heads=4, ffn_dim=64, enc_layers=enc_layers, dec_layers=dec_layers,
-                      dropout=0.0, attn_dropout=0.0, relu_dropout=0.0, max_len=64)
+    cfg = ModelConfig(
+        vocab_size=VOCAB,
+        d_model=32,
+        heads=4,
+        ffn_dim=64,
+        enc_layers=enc_layers,
+        dec_layers=dec_layers,
+        dropout=0.0,
+        attn_dropout=0.0,
+        relu_dropout=0.0,
+        max_len=64,
+    )
     model = Seq2Seq(cfg).eval()
     with torch.no_grad():  # as in test_search: varied outputs that sometimes end early
         model.decoder_norm.weight.copy_(torch.randn(cfg.d_model) * 3.0)
@@ -98,7 +110,8 @@ def test_ctranslate2_forced_length_beam_equals_canlib(tmp_path):
 
 def test_only_standard_models_export(tmp_path):
     torch.manual_seed(0)
-    model = Seq2Seq(ModelConfig(vocab_size=VOCAB, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=1,
-                                decoder_kind="can"))
+    model = Seq2Seq(
+        ModelConfig(vocab_size=VOCAB, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=1, decoder_kind="can")
+    )
     with pytest.raises(ValueError, match="decoder_kind='can'"):
         export_ctranslate2(model, tmp_path / "ct2")

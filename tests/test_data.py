@@ -1,4 +1,5 @@
 """Preparing corpora offline from CANLIB_DATA_DIR: statistics, determinism, atomicity, bad input."""
+
 from __future__ import annotations
 
 import gzip
@@ -35,15 +36,23 @@ NEWS_FILES = ("train.detok", "newstest2008-2012", "newstest2013", "newstest2014"
 @pytest.fixture
 def news_env(offline_env) -> Path:
     """offline_env, skipped where the WMT news pool (local files only, no download) is absent."""
-    missing = [f"{stem}.{lang}" for stem in NEWS_FILES for lang in ("en", "de")
-               if not (offline_env / "wmt14-en-de" / f"{stem}.{lang}").is_file()]
+    missing = [
+        f"{stem}.{lang}"
+        for stem in NEWS_FILES
+        for lang in ("en", "de")
+        if not (offline_env / "wmt14-en-de" / f"{stem}.{lang}").is_file()
+    ]
     if missing:
-        missing_data(f"WMT news files not in {offline_env / 'wmt14-en-de'} (local only, no download): {', '.join(missing)}")
+        missing_data(
+            f"WMT news files not in {offline_env / 'wmt14-en-de'} (local only, no download): {', '.join(missing)}"
+        )
     return offline_env
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "canlib", *args], capture_output=True, text=True, timeout=300, env=os.environ)
+    return subprocess.run(
+        [sys.executable, "-m", "canlib", *args], capture_output=True, text=True, timeout=300, env=os.environ
+    )
 
 
 def lines(path: Path) -> list[str]:
@@ -61,7 +70,12 @@ def test_tiny_prepares_offline_and_prints_table1_statistics(news_env, tmp_path):
         assert stats[split]["sentences"] == n == len(corpus.split(split))
         assert f"{split:<7}{n:>10,}{stats[split]['src_words']:>12,}" in out.stdout
     train = corpus.split("train")
-    assert 2500 <= len(train) <= 3000 == corpus.meta["cleaning"]["raw_pairs"] - corpus.meta["cleaning"]["subsampled_out"] - 1
+    assert (
+        2500
+        <= len(train)
+        <= 3000
+        == corpus.meta["cleaning"]["raw_pairs"] - corpus.meta["cleaning"]["subsampled_out"] - 1
+    )
     assert corpus.meta["counts"]["train"] == len(train) == stats["train"]["sentences"]
     assert 1800 <= corpus.vocab.size <= 2000
     # references are the first 200 raw lines of newstest2013 / newstest2014, whitespace-normalised
@@ -75,7 +89,9 @@ def test_tiny_prepares_offline_and_prints_table1_statistics(news_env, tmp_path):
     assert test.src_lens.dtype == np.int64 and test.src_lens[0] == len(src) and test.tgt_lens[-1] == len(test[-1][1])
     assert sum(corpus.vocab.decode(test[i][1]) == test.tgt_text[i] for i in range(200)) >= 190
     assert stats["test"]["src_subwords"] == int(test.src_lens.sum())
-    assert train.src_lens.max() <= 250 and np.all(np.maximum(train.src_lens, train.tgt_lens) <= 1.5 * np.minimum(train.src_lens, train.tgt_lens))
+    assert train.src_lens.max() <= 250 and np.all(
+        np.maximum(train.src_lens, train.tgt_lens) <= 1.5 * np.minimum(train.src_lens, train.tgt_lens)
+    )
 
 
 def test_prepare_twice_gives_identical_vocabulary_and_ids(news_env, tmp_path):
@@ -110,7 +126,9 @@ def test_multi30k_tiny_and_corpus_folder_as_data_dir(offline_env, tmp_path, monk
     corpus = load_prepared(prepare("multi30k-en-de", "tiny", tmp_path / "m", progress=False))
     assert len(corpus.split("valid")) == 200 and len(corpus.split("test")) == 200
     assert corpus.meta["cleaning"]["raw_pairs"] == 29000
-    assert corpus.split("test").tgt_text[0] == normalize(lines(offline_env / "multi30k-en-de" / "test_2016_flickr.de")[0])
+    assert corpus.split("test").tgt_text[0] == normalize(
+        lines(offline_env / "multi30k-en-de" / "test_2016_flickr.de")[0]
+    )
 
 
 def test_prepare_reuses_a_complete_folder_and_replaces_a_different_one(offline_env, tmp_path):
@@ -140,6 +158,7 @@ def test_interrupted_prepare_leaves_no_folder(offline_env, tmp_path, monkeypatch
 
 
 # --- bad input: a small multi30k-shaped folder of real lines, then one file broken ---
+
 
 @pytest.fixture
 def small_multi30k(offline_env, tmp_path, monkeypatch) -> Path:
@@ -203,8 +222,9 @@ def test_a_failed_download_names_the_data_folder_variable(small_multi30k, tmp_pa
         raise RuntimeError(f"{remote.url}: download failed after 4 tries (<urlopen error no network>)")
 
     monkeypatch.setattr(importlib.import_module("canlib.data.preparation"), "fetch", no_network)
-    expect_error(tmp_path, "download failed", "multi30k-en-de/val.de", f"CANLIB_DATA_DIR={tmp_path / 'data'}",
-                 error=RuntimeError)
+    expect_error(
+        tmp_path, "download failed", "multi30k-en-de/val.de", f"CANLIB_DATA_DIR={tmp_path / 'data'}", error=RuntimeError
+    )
 
 
 def test_cli_reports_bad_input_and_unknown_names(small_multi30k, tmp_path, capsys):
@@ -217,8 +237,21 @@ def test_cli_reports_bad_input_and_unknown_names(small_multi30k, tmp_path, capsy
     assert "no scale 'huge'" in capsys.readouterr().err
     assert main(["data", "list"]) == 0
     listing = capsys.readouterr().out
-    for name in ("wmt14-en-de", "wmt14-en-fr", "wmt17-en-de", "wmt17-en-fi", "wmt17-en-lv", "wmt17-en-ru", "wmt17-en-cs",
-                 "multi30k-en-de", "multi30k-de-en", "multi30k-en-fr", "multi30k-fr-en", "multi30k-en-cs", "multi30k-cs-en"):
+    for name in (
+        "wmt14-en-de",
+        "wmt14-en-fr",
+        "wmt17-en-de",
+        "wmt17-en-fi",
+        "wmt17-en-lv",
+        "wmt17-en-ru",
+        "wmt17-en-cs",
+        "multi30k-en-de",
+        "multi30k-de-en",
+        "multi30k-en-fr",
+        "multi30k-fr-en",
+        "multi30k-en-cs",
+        "multi30k-cs-en",
+    ):
         assert name in listing
 
 
@@ -231,6 +264,7 @@ def test_inspect_prints_statistics_and_iteration_speed(small_multi30k, tmp_path,
 
 # --- Multi30k directions and named extra test sets (format 2) ---
 
+
 def test_reversed_direction_prepares_from_the_forward_folder_via_cli(offline_env, tmp_path):
     out = run_cli("data", "prepare", "multi30k-de-en", "--scale", "small", "--out", str(tmp_path / "de-en"))
     assert out.returncode == 0, out.stderr
@@ -238,8 +272,11 @@ def test_reversed_direction_prepares_from_the_forward_folder_via_cli(offline_env
     assert (corpus.src_lang, corpus.tgt_lang) == ("de", "en") and corpus.meta["format_version"] == 2
     assert corpus.test_splits == ("test", "test2017_flickr", "test2017_mscoco")
     folder = offline_env / "multi30k-en-de"
-    for split, stem, n in (("test", "test_2016_flickr", 1000), ("test2017_flickr", "test_2017_flickr", 1000),
-                           ("test2017_mscoco", "test_2017_mscoco", 461)):
+    for split, stem, n in (
+        ("test", "test_2016_flickr", 1000),
+        ("test2017_flickr", "test_2017_flickr", 1000),
+        ("test2017_mscoco", "test_2017_mscoco", 461),
+    ):
         part = corpus.split(split)
         assert len(part) == n == corpus.meta["statistics"][split]["sentences"]
         assert part.src_text == [normalize(s) for s in lines(folder / f"{stem}.de")]
@@ -252,7 +289,9 @@ def test_reversed_direction_prepares_from_the_forward_folder_via_cli(offline_env
 def test_czech_has_only_test2016_as_its_test_set(offline_env, tmp_path):
     corpus = load_prepared(prepare("multi30k-en-cs", "small", tmp_path / "cs", progress=False))
     assert corpus.test_splits == ("test",) and corpus.src_lang == "en" and corpus.tgt_lang == "cs"
-    assert corpus.split("test").tgt_text[0] == normalize(lines(offline_env / "multi30k-en-cs" / "test_2016_flickr.cs")[0])
+    assert corpus.split("test").tgt_text[0] == normalize(
+        lines(offline_env / "multi30k-en-cs" / "test_2016_flickr.cs")[0]
+    )
     with pytest.raises(ValueError, match="unknown split 'test2017_flickr'.*'train', 'valid', 'test'"):
         corpus.split("test2017_flickr")
 

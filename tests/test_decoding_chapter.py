@@ -1,4 +1,5 @@
 """The decoding chapter's numbers: from the stored operator counts and the models' own caches."""
+
 from __future__ import annotations
 
 import json
@@ -48,5 +49,6 @@ def test_the_first_exercise_follows_the_tables_back_pointers_to_the_searchs_hypo
             beam = table["continues beam"][beam]
         by_hand.append((words[::-1], score))
     hypotheses = search.result().hypotheses[0]
-    assert sorted(by_hand) == sorted(([decoding.TOY_WORDS[w] for w in words], round(6 * score, 3))
-                                     for words, score in hypotheses)  # length penalty 1: the score over 6 words
+    assert sorted(by_hand) == sorted(
+        ([decoding.TOY_WORDS[w] for w in words], round(6 * score, 3)) for words, score in hypotheses
+    )  # length penalty 1: the score over 6 words

@@ -8,6 +8,7 @@ is optional: a user's CPU machine may lack it). Optional packages are
 imported inside the functions that need them (``canlib.io.require``); progress bars come from
 ``canlib.io.tqdm``, a stand-in where tqdm is missing.
 """
+
 from __future__ import annotations
 
 import json
@@ -91,8 +92,13 @@ PROBE = textwrap.dedent("""
 
 
 def test_device_commands_and_gpu_scripts_import_without_the_optional_packages():
-    done = subprocess.run([sys.executable, "-c", PROBE, ",".join(OPTIONAL), str(REPO)], capture_output=True, text=True,
-                          timeout=240, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, ",".join(OPTIONAL), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=REPO,
+    )
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULTS ")]
     assert lines, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads(lines[-1].removeprefix("RESULTS "))

@@ -1,4 +1,5 @@
 """Downloads against a local HTTP server: statmt-layout archive, checksum mismatch, resumed transfer."""
+
 from __future__ import annotations
 
 import gzip
@@ -96,8 +97,12 @@ def statmt_tgz(shared_data: Path) -> tuple[bytes, dict[str, list[str]]]:
     Skips where the WMT news files (local only, no download) are absent.
     """
     wmt = shared_data / "wmt14-en-de"
-    missing = [f"{stem}.{l}" for stem in ("train.detok", "newstest2013", "newstest2014") for l in ("en", "de")
-               if not (wmt / f"{stem}.{l}").is_file()]
+    missing = [
+        f"{stem}.{l}"
+        for stem in ("train.detok", "newstest2013", "newstest2014")
+        for l in ("en", "de")
+        if not (wmt / f"{stem}.{l}").is_file()
+    ]
     if missing:
         missing_data(f"WMT news files not in {wmt} (local only, no download): {', '.join(missing)}")
     take = lambda name, n: (wmt / name).read_text(encoding="utf-8").split("\n")[:n]  # noqa: E731
@@ -124,7 +129,8 @@ def statmt_tgz(shared_data: Path) -> tuple[bytes, dict[str, list[str]]]:
 def toy_corpus(url: str, sha256: str | None = None) -> Corpus:
     remote = Remote(url, sha256)
     files = {
-        "train.en": (Member(remote, "europarl-v7.de-en.en"),), "train.de": (Member(remote, "europarl-v7.de-en.de"),),
+        "train.en": (Member(remote, "europarl-v7.de-en.en"),),
+        "train.de": (Member(remote, "europarl-v7.de-en.de"),),
         "newstest2013.en": (Member(remote, "newstest2013-src.en.sgm"),),
         "newstest2013.de": (Member(remote, "newstest2013-src.de.sgm"),),
         "newstest2014.en": (Member(remote, "newstest2014-deen-src.en.sgm"),),
@@ -194,7 +200,10 @@ def test_interrupted_transfer_is_resumed_with_range(site, tmp_path):
 def test_retry_within_one_call_resumes(site, tmp_path):
     site.files["/x.tgz"] = data = b"0123456789" * 5000
     site.drop_once.add("/x.tgz")
-    assert fetch(Remote(site.url + "/x.tgz"), tmp_path / "cache", retries=1, backoff=0, progress=False).read_bytes() == data
+    assert (
+        fetch(Remote(site.url + "/x.tgz"), tmp_path / "cache", retries=1, backoff=0, progress=False).read_bytes()
+        == data
+    )
     assert [r for _, r in site.requests] == [None, f"bytes={len(data) // 2}-"]
 
 
@@ -226,17 +235,24 @@ def test_sgm_reading_matches_sacrebleu(tmp_path):
     from sacrebleu.dataset.fake_sgml import FakeSGMLDataset
 
     path = tmp_path / "t.de.sgm"
-    path.write_text('<doc docid="a">\n<seg id="1">  Ein\u00a0 Test .</seg>\n<p>\n<seg id=2>Zwei\tTabs</seg> x\n'
-                    '  <seg id="3">eingerückt: nicht gelesen</seg>\n</doc>\n', encoding="utf-8")
+    path.write_text(
+        '<doc docid="a">\n<seg id="1">  Ein\u00a0 Test .</seg>\n<p>\n<seg id=2>Zwei\tTabs</seg> x\n'
+        '  <seg id="3">eingerückt: nicht gelesen</seg>\n</doc>\n',
+        encoding="utf-8",
+    )
     theirs = tmp_path / "theirs.txt"
     FakeSGMLDataset._convert_format(SimpleNamespace(_clean=Dataset._clean), str(path), str(theirs))
-    assert read_lines(path) == theirs.read_text(encoding="utf-8").split("\n")[:-1] == ["Ein Test .", "Zwei Tabs x"]  # sacrebleu keeps text after </seg>
+    assert (
+        read_lines(path) == theirs.read_text(encoding="utf-8").split("\n")[:-1] == ["Ein Test .", "Zwei Tabs x"]
+    )  # sacrebleu keeps text after </seg>
 
 
 def test_mirror_serves_the_registry_path_and_the_cache_keeps_the_registry_url(site, tmp_path):
     site.files["/multi30k/dataset/abc/data/task1/raw/val.de.gz"] = data = gzip.compress(b"Ein Hund.\n", mtime=0)
-    remote = Remote("https://raw.githubusercontent.com/multi30k/dataset/abc/data/task1/raw/val.de.gz",
-                    content_sha256=hashlib.sha256(b"Ein Hund.\n").hexdigest())
+    remote = Remote(
+        "https://raw.githubusercontent.com/multi30k/dataset/abc/data/task1/raw/val.de.gz",
+        content_sha256=hashlib.sha256(b"Ein Hund.\n").hexdigest(),
+    )
     path = fetch(remote, tmp_path / "cache", progress=False, mirror=site.url)
     assert path == download_path(remote.url, tmp_path / "cache") and path.read_bytes() == data
     assert site.requests == [("/multi30k/dataset/abc/data/task1/raw/val.de.gz", None)]
@@ -247,7 +263,9 @@ def test_mirror_serves_the_registry_path_and_the_cache_keeps_the_registry_url(si
 def test_decompressed_checksum_rejects_other_text_and_non_gzip_bytes(site, tmp_path):
     remote = Remote(site.url + "/t.en.gz", content_sha256=hashlib.sha256(b"A dog.\n").hexdigest())
     site.files["/t.en.gz"] = gzip.compress(b"A cat.\n")
-    with pytest.raises(ValueError, match=r"t\.en\.gz .*expected decompressed text with sha256 [0-9a-f]{64}, found [0-9a-f]{64}"):
+    with pytest.raises(
+        ValueError, match=r"t\.en\.gz .*expected decompressed text with sha256 [0-9a-f]{64}, found [0-9a-f]{64}"
+    ):
         fetch(remote, tmp_path / "cache", progress=False)
     site.files["/t.en.gz"] = b"A dog.\n"  # right text, but not gzip
     with pytest.raises(ValueError, match="found no readable gzip data"):

@@ -1,5 +1,6 @@
 """The experiment engine: a run is a frozen value, loading never trains, and the engine asks for exactly what is
 stored; the readers find what the engine stores."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,10 +20,20 @@ from canlib.studies import beyond
 REPO = Path(__file__).resolve().parents[1]
 SMALL = REPO / "book" / "results" / "small"
 # what loading must never import: the trainer, data preparation and downloads, decoding, the engine's verbs
-NEVER_LOADED = ("canlib.training", "canlib.data.preparation", "canlib.data.download", "canlib.decoding", "canlib.bench",
-                "canlib.experiments.train", "canlib.experiments.evaluate", "canlib.experiments.pool",
-                "canlib.experiments.distill", "canlib.experiments.corpus", "canlib.experiments.experiment",
-                "canlib.experiments.analyses")
+NEVER_LOADED = (
+    "canlib.training",
+    "canlib.data.preparation",
+    "canlib.data.download",
+    "canlib.decoding",
+    "canlib.bench",
+    "canlib.experiments.train",
+    "canlib.experiments.evaluate",
+    "canlib.experiments.pool",
+    "canlib.experiments.distill",
+    "canlib.experiments.corpus",
+    "canlib.experiments.experiment",
+    "canlib.experiments.analyses",
+)
 
 
 def test_a_run_is_a_frozen_value_with_its_paths():
@@ -31,7 +42,10 @@ def test_a_run_is_a_frozen_value_with_its_paths():
         r.seed = 3  # type: ignore[misc]
     assert r == run("can", "small", 2) and hash(r) == hash(run("can", "small", 2)) and r != run("can", "small", 3)
     assert (r.preset, r.corpus, r.steps, r.variant) == ("small-can", "multi30k-en-de", 1200, MAIN)
-    assert r.name == "runs/multi30k-en-de/can-seed2" and r.result_path(SMALL.parent) == SMALL / "runs/multi30k-en-de/can-seed2.json"
+    assert (
+        r.name == "runs/multi30k-en-de/can-seed2"
+        and r.result_path(SMALL.parent) == SMALL / "runs/multi30k-en-de/can-seed2.json"
+    )
     x2 = run("can", "small", 2, variant=Variant("budget", "x2", budget_factor=2, valid_bleu=True))
     assert x2.steps == 2400 and x2.budget["lr"] == r.budget["lr"] and x2.budget["warmup"] == r.budget["warmup"]
     assert x2.name == "beyond/runs/multi30k-en-de/budget-can-x2-seed2" and x2.folder != r.folder
@@ -60,7 +74,9 @@ def test_the_engine_trains_the_models_the_readers_name(name):
 def test_the_engine_asks_for_exactly_the_configuration_of_every_stored_run():
     """Every stored small run (43: the plan's 23 and the beyond studies' 20) was stored with the configuration the
     engine's Run value gives it today, so they load unchanged and `canlib experiment` skips them."""
-    runs = plan("small", corpora_=["multi30k-en-de"]) + [r for n in table.STUDIES for r in engine_beyond.study_runs(n, "small")]
+    runs = plan("small", corpora_=["multi30k-en-de"]) + [
+        r for n in table.STUDIES for r in engine_beyond.study_runs(n, "small")
+    ]
     stored = {r.name: r for r in runs if r.result_path(SMALL.parent).is_file()}
     assert len(stored) == 43
     on_disk = {str(p.relative_to(SMALL).with_suffix("")) for p in SMALL.rglob("runs/*/*.json")}
@@ -73,7 +89,7 @@ def test_the_engine_asks_for_exactly_the_configuration_of_every_stored_run():
 def test_loading_every_stored_result_imports_no_training_or_data_preparation(tmp_path):
     """In a fresh interpreter: every stored JSON, every reader a chapter calls at small, and the engine's load verb
     for every stored run. None of it may import the trainer, data preparation, decoding or the engine's verbs."""
-    code = f'''
+    code = f"""
 import json, sys
 from pathlib import Path
 from canlib.experiments.run import load, plan
@@ -102,9 +118,15 @@ gpu = [gpu_results.speed_summary(run) for run in gpu_results.speed_runs()]
 speed = [claims.judged(store)[c].word for c in ("can-faster", "inputs-alike", "gate-decisive", "loss-still-falling")]
 print(json.dumps({{"loaded": loaded, "systems": len(scores), "sums": len(sums), "hyps": len(hyps),
                   "modules": sorted(m for m in sys.modules if m.startswith("canlib"))}}))
-'''
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                         env={**__import__("os").environ, "CANLIB_RESULTS_DIR": str(REPO / "book" / "results")})
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env={**__import__("os").environ, "CANLIB_RESULTS_DIR": str(REPO / "book" / "results")},
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
     stored = len(list((REPO / "book" / "results").rglob("*.json")))
@@ -133,12 +155,17 @@ def test_the_budget_summary_is_the_stored_2x_runs_summarised(tmp_path):
     again gives the same rows."""
     summary, prov = load_result(SMALL / "beyond" / "budget.json")
     rows = {r["file"]: r for r in summary["runs"]}
-    assert sorted(rows) == [f"beyond/runs/multi30k-en-de/budget-{s}-x2-seed{k}" for s in ("balanced", "can") for k in (1, 2)]
+    assert sorted(rows) == [
+        f"beyond/runs/multi30k-en-de/budget-{s}-x2-seed{k}" for s in ("balanced", "can") for k in (1, 2)
+    ]
     for name, row in rows.items():
         result, run_prov = load_result(SMALL / f"{name}.json")
         assert row["scores"] == {s: {k: v[k] for k in ("bleu", "tok_bleu")} for s, v in result["scores"].items()}
-        assert row["curve"] == [{"step": p["step"], "valid_loss": p["valid_loss"], "valid_bleu": p["valid_bleu"]}
-                                for p in result["log"] if p.get("kind") == "valid"]
+        assert row["curve"] == [
+            {"step": p["step"], "valid_loss": p["valid_loss"], "valid_bleu": p["valid_bleu"]}
+            for p in result["log"]
+            if p.get("kind") == "valid"
+        ]
         assert run_prov["commit"] in prov["models"]["commit"] and run_prov["device"] in prov["models"]["device"]
     assert summary["factors"] == [2] and summary["base_steps"] == 1200 and prov["config"]["seeds"] == [1, 2]
     assert prov["models"]["commit"] == ["26a17f1f2a23e2b6e29de4ceb5c0700a68bd5383"]
@@ -158,10 +185,14 @@ def test_the_validation_loss_of_every_stored_2x_run_turns_up_before_2400_updates
 
 def test_the_gpu_minutes_come_from_the_measured_rate():
     rate, where = engine_beyond.measured_rate(SMALL.parent)
-    runs = [load_result(p)[0]["training"] for p in (SMALL / "beyond" / "runs" / "multi30k-en-de").glob("budget-*-x2-*.json")]
+    runs = [
+        load_result(p)[0]["training"] for p in (SMALL / "beyond" / "runs" / "multi30k-en-de").glob("budget-*-x2-*.json")
+    ]
     assert rate == pytest.approx(sum(r["step"] for r in runs) / max(r["wall_s"] for r in runs))
     lines = engine_beyond.estimate(["hybrid"], "small", rate=60.0)
-    assert lines == ["hybrid: 6 model(s) to train, 14,400 updates: ~4.0 GPU-minutes at 60 updates/s"]  # 6 x 2,400 / 60 / 60
+    assert lines == [
+        "hybrid: 6 model(s) to train, 14,400 updates: ~4.0 GPU-minutes at 60 updates/s"
+    ]  # 6 x 2,400 / 60 / 60
 
 
 def test_a_plan_on_your_own_corpus_trains_the_systems_you_name(tmp_path, monkeypatch):
@@ -173,8 +204,12 @@ def test_a_plan_on_your_own_corpus_trains_the_systems_you_name(tmp_path, monkeyp
             (tmp_path / f"{stem}.{lang}").write_text("a b\n")
     register_files("mine", tmp_path, "en", "de")
     runs = plan("tiny", ["can", "balanced"], seeds=[1, 2], corpora_=["mine"])
-    assert [(r.system, r.seed, r.corpus) for r in runs] == [("can", 1, "mine"), ("balanced", 1, "mine"),
-                                                              ("can", 2, "mine"), ("balanced", 2, "mine")]
+    assert [(r.system, r.seed, r.corpus) for r in runs] == [
+        ("can", 1, "mine"),
+        ("balanced", 1, "mine"),
+        ("can", 2, "mine"),
+        ("balanced", 2, "mine"),
+    ]
     assert isinstance(runs[0], Run) and runs[0].name == "runs/mine/can-seed1"
     with pytest.raises(ValueError, match="canlib data prepare NAME --files"):
         plan("tiny", ["can"], corpora_=["theirs"])
@@ -182,8 +217,18 @@ def test_a_plan_on_your_own_corpus_trains_the_systems_you_name(tmp_path, monkeyp
 
 # -- a researcher's own corpus, end to end ----------------------------------------------------------
 
-NOUNS = [("cat", "Katze"), ("dog", "Hund"), ("house", "Haus"), ("tree", "Baum"), ("car", "Auto"), ("bird", "Vogel"),
-         ("child", "Kind"), ("man", "Mann"), ("woman", "Frau"), ("ball", "Ball")]
+NOUNS = [
+    ("cat", "Katze"),
+    ("dog", "Hund"),
+    ("house", "Haus"),
+    ("tree", "Baum"),
+    ("car", "Auto"),
+    ("bird", "Vogel"),
+    ("child", "Kind"),
+    ("man", "Mann"),
+    ("woman", "Frau"),
+    ("ball", "Ball"),
+]
 VERBS = [("sees", "sieht"), ("has", "hat"), ("likes", "mag"), ("finds", "findet")]
 
 
@@ -207,12 +252,50 @@ def test_your_own_corpus_of_plain_files_trains_and_evaluates_end_to_end_at_tiny(
 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
     files = write_corpus(tmp_path / "my-en-de", {"train": 120, "valid": 12, "test": 10})
-    assert main(["data", "prepare", "toy", "--files", str(files), "--src", "en", "--tgt", "de", "--vocab-size", "60",
-                 "--scale", "tiny"]) == 0
+    assert (
+        main(
+            [
+                "data",
+                "prepare",
+                "toy",
+                "--files",
+                str(files),
+                "--src",
+                "en",
+                "--tgt",
+                "de",
+                "--vocab-size",
+                "60",
+                "--scale",
+                "tiny",
+            ]
+        )
+        == 0
+    )
     assert "valid" in capsys.readouterr().out  # the Table 1 statistics of the prepared corpus
     out = tmp_path / "out"
-    assert main(["experiment", "--scale", "tiny", "--corpora", "toy", "--systems", "can,balanced", "--seeds", "1",
-                 "--studies", "runs", "--max-steps", "3", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "experiment",
+                "--scale",
+                "tiny",
+                "--corpora",
+                "toy",
+                "--systems",
+                "can,balanced",
+                "--seeds",
+                "1",
+                "--studies",
+                "runs",
+                "--max-steps",
+                "3",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "2 runs, 0 already stored, 2 to train" in printed and printed.count("test sacreBLEU") == 2
     store = Store("tiny", out, full_budget=False)  # an end-to-end test's folder: its reduced-budget runs are read
@@ -225,20 +308,30 @@ def test_your_own_corpus_of_plain_files_trains_and_evaluates_end_to_end_at_tiny(
     assert len(rescore(out)) == 4  # 2 runs x (valid, test), rescored against the files' own references
 
 
-@pytest.mark.parametrize("break_it, message", [
-    (lambda f: (f / "train.de").write_text("".join((f / "train.de").read_text().splitlines(True)[:-1])),
-     r"train\.en has 120 lines but .*train\.de has 119: .*train\.en:120 has no partner"),
-    (lambda f: (f / "valid.en").write_text("\n".join(["x"] * 4 + [""] + ["y"] * 7) + "\n"),
-     r"valid\.en:5: empty line \(its partner .*valid\.de:5 is"),
-])
-def test_misaligned_or_empty_lines_of_your_files_are_named_by_file_and_line(tmp_path, monkeypatch, capsys,
-                                                                            break_it, message):
+@pytest.mark.parametrize(
+    "break_it, message",
+    [
+        (
+            lambda f: (f / "train.de").write_text("".join((f / "train.de").read_text().splitlines(True)[:-1])),
+            r"train\.en has 120 lines but .*train\.de has 119: .*train\.en:120 has no partner",
+        ),
+        (
+            lambda f: (f / "valid.en").write_text("\n".join(["x"] * 4 + [""] + ["y"] * 7) + "\n"),
+            r"valid\.en:5: empty line \(its partner .*valid\.de:5 is",
+        ),
+    ],
+)
+def test_misaligned_or_empty_lines_of_your_files_are_named_by_file_and_line(
+    tmp_path, monkeypatch, capsys, break_it, message
+):
     from canlib.cli import main
 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
     files = write_corpus(tmp_path / "bad", {"train": 120, "valid": 12, "test": 10})
     break_it(files)
-    assert main(["data", "prepare", "bad", "--files", str(files), "--src", "en", "--tgt", "de", "--vocab-size", "60"]) == 2
+    assert (
+        main(["data", "prepare", "bad", "--files", str(files), "--src", "en", "--tgt", "de", "--vocab-size", "60"]) == 2
+    )
     err = capsys.readouterr().err
     assert __import__("re").search(message, err), err
     assert not (tmp_path / "cache" / "prepared").exists() or not any((tmp_path / "cache" / "prepared").iterdir())
@@ -257,8 +350,9 @@ def test_a_corpus_of_files_needs_all_six_files_and_its_languages(tmp_path, monke
     assert "not a registered corpus's name" in capsys.readouterr().err
 
 
-def test_the_averaging_variant_scores_the_last_checkpoint_alone_from_the_recipes_own_training(tmp_path, monkeypatch,
-                                                                                               shared_data):
+def test_the_averaging_variant_scores_the_last_checkpoint_alone_from_the_recipes_own_training(
+    tmp_path, monkeypatch, shared_data
+):
     """Variant(weights="last") trains in the main run's folder (training is the recipe's) and its model is the newest
     step checkpoint's weights, read here straight from the file, not the average of the last two."""
     import re
@@ -275,8 +369,11 @@ def test_the_averaging_variant_scores_the_last_checkpoint_alone_from_the_recipes
     averaged = run("balanced", "tiny", 1, train=recipe)
     assert last.folder == averaged.folder and last.name != averaged.name
     train(last)
-    steps = {int(m.group(1)): p for p in (last.folder / "checkpoints").iterdir()
-             if (m := re.fullmatch(r"step_(\d+)\.pt", p.name))}
+    steps = {
+        int(m.group(1)): p
+        for p in (last.folder / "checkpoints").iterdir()
+        if (m := re.fullmatch(r"step_(\d+)\.pt", p.name))
+    }
     assert sorted(steps) == [2, 4]
     newest = torch.load(steps[4], map_location="cpu", weights_only=False)["model"]
     older = torch.load(steps[2], map_location="cpu", weights_only=False)["model"]

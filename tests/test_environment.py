@@ -1,5 +1,6 @@
 """environment.yml (the GPU machine's conda environment) cannot drift from pyproject.toml: the same Python
 floor, the same packages with the same specifiers, canlib editable with every extra it declares."""
+
 from __future__ import annotations
 
 import re
@@ -84,7 +85,9 @@ def test_every_package_environment_pins_is_pinned_the_same_in_pyproject():
     for req in named:
         name = canonicalize_name(req.name)
         assert name in known, f"environment.yml installs {name}, which pyproject.toml does not name"
-        assert req.specifier == known[name], f"{name}: environment.yml asks {req.specifier}, pyproject.toml {known[name]}"
+        assert req.specifier == known[name], (
+            f"{name}: environment.yml asks {req.specifier}, pyproject.toml {known[name]}"
+        )
 
 
 def test_canlib_is_installed_editable_with_every_extra_pyproject_declares():

@@ -1,4 +1,5 @@
 """The engine's plan and the readers' stored results: where results live, what the plan holds, what is refused."""
+
 from __future__ import annotations
 
 import pytest
@@ -71,8 +72,10 @@ def test_small_budget_is_the_measured_recipe(measurements):
     import json
 
     train = scale_spec("small").train
-    recorded = [json.loads(p.read_text())["provenance"]["config"]["train"]
-                for p in sorted(measurements.glob("*/small/runs/multi30k-en-de/*.json"))]
+    recorded = [
+        json.loads(p.read_text())["provenance"]["config"]["train"]
+        for p in sorted(measurements.glob("*/small/runs/multi30k-en-de/*.json"))
+    ]
     assert recorded, f"no raw small runs under {measurements}"
     assert all({k: v for k, v in r.items() if k != "seed"} == train for r in recorded)
 
@@ -99,10 +102,16 @@ def test_the_store_reads_every_stored_seed_and_skips_missing_systems(tmp_path):
     from canlib.studies.store import Store
 
     for seed, score in ((1, 30.0), (2, 32.0), (3, 31.0)):
-        save_result(stored_path(f"runs/multi30k-en-de/can-seed{seed}", "small", tmp_path),
-                    {"scores": {"test": {"bleu": score, "tok_bleu": score + 0.5}}}, provenance("small", {"seed": seed}))
-    save_result(stored_path("runs/multi30k-en-de/balanced-seed1", "small", tmp_path),
-                {"scores": {"test": {"bleu": 29.0, "tok_bleu": 29.0}}}, provenance("small", {"seed": 1}))
+        save_result(
+            stored_path(f"runs/multi30k-en-de/can-seed{seed}", "small", tmp_path),
+            {"scores": {"test": {"bleu": score, "tok_bleu": score + 0.5}}},
+            provenance("small", {"seed": seed}),
+        )
+    save_result(
+        stored_path("runs/multi30k-en-de/balanced-seed1", "small", tmp_path),
+        {"scores": {"test": {"bleu": 29.0, "tok_bleu": 29.0}}},
+        provenance("small", {"seed": 1}),
+    )
     store = Store("small", tmp_path)
     assert store.scores(["can", "balanced", "san"], metric="bleu") == {"can": [30.0, 32.0, 31.0], "balanced": [29.0]}
     assert store.scores(["can"]) == {"can": [30.5, 32.5, 31.5]}  # tokenized BLEU, the paper's, by default
@@ -115,9 +124,11 @@ def test_verdicts_read_only_runs_trained_with_the_full_budget(tmp_path):
 
     for seed in (1, 2, 3):
         for system, score in (("can", 30.0 + seed), ("balanced", 29.0 + seed)):
-            save_result(stored_path(f"runs/multi30k-en-de/{system}-seed{seed}", "small", tmp_path),
-                        {"scores": {"test": {"bleu": score, "tok_bleu": score}}},
-                        provenance("small", {"seed": seed}, reduced_budget=seed > 1))
+            save_result(
+                stored_path(f"runs/multi30k-en-de/{system}-seed{seed}", "small", tmp_path),
+                {"scores": {"test": {"bleu": score, "tok_bleu": score}}},
+                provenance("small", {"seed": seed}, reduced_budget=seed > 1),
+            )
     assert Store("small", tmp_path).scores(["can", "balanced"]) == {"can": [31.0], "balanced": [30.0]}
     everything = Store("small", tmp_path, full_budget=False)
     assert everything.scores(["can", "balanced"]) == {"can": [31.0, 32.0, 33.0], "balanced": [30.0, 31.0, 32.0]}
@@ -134,7 +145,14 @@ def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
     runs = plan("small")
     for r in runs[:-1]:
         save_result(stored_path(r.name, "small", tmp_path), {"scores": {}}, provenance("small", {}))
-    for name in ("similarity", "similarity-balanced", "errors", "attention", "conversion", "approximations"):  # every stored analysis
+    for name in (
+        "similarity",
+        "similarity-balanced",
+        "errors",
+        "attention",
+        "conversion",
+        "approximations",
+    ):  # every stored analysis
         save_result(stored_path(name, "small", tmp_path), {}, provenance("small", {}))
     assert not mark_complete("small", tmp_path, None) and default_scale(root=tmp_path) == "tiny"  # one run missing
     save_result(stored_path(runs[-1].name, "small", tmp_path), {"scores": {}}, provenance("small", {}))
@@ -205,8 +223,10 @@ def test_the_stored_small_results_rescore_from_their_hypotheses(shared_data, mon
     beyond = sorted(p.stem for p in (small / "beyond" / "runs" / "multi30k-en-de").glob("*.json"))
     assert beyond == sorted(  # the H100 call at 26a17f1 (measurements/h100-2026-11-27): 20 models
         [f"budget-{s}-x2-seed{k}" for s in ("balanced", "can") for k in (1, 2)]
-        + [f"can-6-6-can-6-6-seed{k}" for k in (1, 2, 3)] + ["distill-balanced-teacher-seed1"]
-        + [f"distill-{s}-kd-seed{k}" for s in ("balanced", "san", "aan", "can") for k in (1, 2, 3)])
+        + [f"can-6-6-can-6-6-seed{k}" for k in (1, 2, 3)]
+        + ["distill-balanced-teacher-seed1"]
+        + [f"distill-{s}-kd-seed{k}" for s in ("balanced", "san", "aan", "can") for k in (1, 2, 3)]
+    )
     assert main(["experiment", "--rescore", str(small)]) == 0
     out = capsys.readouterr().out
     assert "172 stored sacreBLEU scores of 43 runs reproduced" in out  # 4 splits x (23 plan runs + 20 beyond models)

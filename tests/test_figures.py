@@ -1,4 +1,5 @@
 """The layer diagram draws what the chapters say: three pre-norm sub-layers against CAN's one."""
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -67,7 +68,12 @@ def test_a_claims_figure_draws_the_judgements_points_and_the_raw_seed_means(monk
 
     j = judged(Store("small", REPO / "book" / "results"))["can-within-0.5"]
     ax = plot_claim(j)
-    drawn = [(x, y) for line in ax.lines if line.get_marker() in ("o", "s") for x, y in zip(line.get_xdata(), line.get_ydata())]
+    drawn = [
+        (x, y)
+        for line in ax.lines
+        if line.get_marker() in ("o", "s")
+        for x, y in zip(line.get_xdata(), line.get_ydata())
+    ]
     points = claim_points(j)
     assert sorted(y for _, y in drawn) == pytest.approx(sorted(p["value"] for p in points), abs=1e-12)
     assert {p["budget"] for p in points} == {1, 2} and len(points) == 8
@@ -76,8 +82,10 @@ def test_a_claims_figure_draws_the_judgements_points_and_the_raw_seed_means(monk
     runs = REPO / "book" / "results" / "small" / "runs" / "multi30k-en-de"
 
     def mean(system: str) -> float:
-        return statistics.mean(json.loads(p.read_text())["result"]["scores"]["test"]["tok_bleu"]
-                               for p in sorted(runs.glob(f"{system}-seed*.json")))
+        return statistics.mean(
+            json.loads(p.read_text())["result"]["scores"]["test"]["tok_bleu"]
+            for p in sorted(runs.glob(f"{system}-seed*.json"))
+        )
 
     at1 = next(p for p in points if p["budget"] == 1 and p["split"] == "test")
     assert at1["value"] == pytest.approx(mean("can") - mean("balanced"), abs=1e-9)

@@ -4,6 +4,7 @@ The downloads come from a local HTTP server on 127.0.0.1 that serves the files o
 folder at the real URLs' paths (gzipped on the fly, as upstream serves ``.gz``), reached through
 ``CANLIB_DOWNLOAD_MIRROR``. The registry tests need no data and no network.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -35,6 +36,7 @@ def default_corpora() -> list[tuple[str, str]]:
 
 
 # --- the registry: every file a default path needs can be downloaded and verified -----------------
+
 
 def unverifiable_files(corpus: str, scale: str) -> list[str]:
     """Local files of (corpus, scale) lacking a download or a checksum, with what is missing."""
@@ -117,6 +119,7 @@ def test_registry_checksums_match_the_shared_copies(shared_data):
 
 # --- a fresh machine against a local mirror of the real URLs --------------------------------------
 
+
 class Mirror:
     """Serves ../shared/data's Multi30k text at the upstream URL paths, gzipped; logs every request."""
 
@@ -129,7 +132,7 @@ class Mirror:
     def body(self, path: str) -> bytes | None:
         if not path.startswith(self.prefix) or not path.endswith(".gz"):
             return None
-        name = path[len(self.prefix):-len(".gz")]
+        name = path[len(self.prefix) : -len(".gz")]
         for folder in sorted(self.shared.glob("multi30k-en-*")):
             plain, packed = folder / name, folder / f"{name}.gz"
             if plain.is_file() or packed.is_file():
@@ -192,12 +195,17 @@ def test_fresh_machine_downloads_and_prepares_every_default_scale(mirror, shared
         prepared = load_prepared(prepare(corpus, scale, progress=False))
         assert prepared.path == cache / "prepared" / f"{corpus}-{scale}"
         test = prepared.split("test")
-        assert test.tgt_text == shared_lines(shared_data, entry.folder, f"{entry.scale(scale).test[0]}.{entry.tgt}")[:len(test)]
+        assert (
+            test.tgt_text
+            == shared_lines(shared_data, entry.folder, f"{entry.scale(scale).test[0]}.{entry.tgt}")[: len(test)]
+        )
         for split in prepared.test_splits:
             assert len(prepared.split(split)) == prepared.meta["counts"][split] > 0
     # each needed file was fetched once, from the mirror, at the registry URL's path, and verified
     records = json.loads((cache / "downloads" / "checksums.json").read_text())
-    needed = {m.remote for c, s in default_corpora() for f in get_corpus(c).needed_files(s) for m in get_corpus(c).files[f]}
+    needed = {
+        m.remote for c, s in default_corpora() for f in get_corpus(c).needed_files(s) for m in get_corpus(c).files[f]
+    }
     assert sorted(mirror.requests) == sorted(urllib.parse.urlsplit(r.url).path for r in needed)
     for remote in needed:
         path = download_path(remote.url, cache)
@@ -211,7 +219,9 @@ def test_fresh_machine_downloads_and_prepares_every_default_scale(mirror, shared
 
 def test_fresh_machine_rejects_a_corrupted_download_naming_the_file(mirror, tmp_path):
     mirror.corrupt.add("val.de")
-    with pytest.raises(ValueError, match=r"val\.de\.gz \(https://raw\.githubusercontent\.com/.*checksum mismatch") as info:
+    with pytest.raises(
+        ValueError, match=r"val\.de\.gz \(https://raw\.githubusercontent\.com/.*checksum mismatch"
+    ) as info:
         prepare("multi30k-en-de", "tiny", tmp_path / "out", progress=False)
     assert "fetched from http://127.0.0.1:" in str(info.value)
     dest = download_path(f"{MULTI30K}/val.de.gz", tmp_path / "fresh-cache")

@@ -1,5 +1,6 @@
 """What `full` costs: the training chapter's hours for the paper's WMT14 recipe, recomputed here from the stored
 files with the arithmetic written out, so a changed formula or a misread file fails."""
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,9 @@ def test_the_full_recipe_hours_are_tokens_times_epochs_over_eight_measured_rates
     expected = {}
     for path in sorted((REPO / "book" / "results" / "gpu").glob("*/training_*k.json")):
         for system, run in json.loads(path.read_text())["result"]["runs"].items():
-            expected[f"{path.parent.name}_{path.stem}_{system}_hours"] = tokens * epochs / (8 * run["target_tokens_per_sec"]) / 3600
+            expected[f"{path.parent.name}_{path.stem}_{system}_hours"] = (
+                tokens * epochs / (8 * run["target_tokens_per_sec"]) / 3600
+            )
     assert expected, "no stored d=512 training rate to cost"
     cost = full_cost()
     assert cost["tokens_per_epoch"] == tokens and cost["epochs"] == epochs

@@ -1,4 +1,5 @@
 """scripts/gpu_profile.sh --dry-run: the GPU profile's whole path on a CPU (tiny models), one archive out."""
+
 from __future__ import annotations
 
 import json
@@ -11,20 +12,36 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 from canlib.decoding import fused
 
-CASES = ("train_small-can", "train_baseline", "train_can", "decode_balanced", "decode_can",
-         *(("decode_balanced_fused", "decode_can_fused") if fused.available() else ()))  # fused: needs triton
+CASES = (
+    "train_small-can",
+    "train_baseline",
+    "train_can",
+    "decode_balanced",
+    "decode_can",
+    *(("decode_balanced_fused", "decode_can_fused") if fused.available() else ()),
+)  # fused: needs triton
 
 
 def test_gpu_profile_dry_run_writes_one_archive_with_every_cases_table_and_summary(tmp_path):
     env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
-    done = subprocess.run(["bash", str(REPO / "scripts" / "gpu_profile.sh"), "--dry-run"], env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_profile.sh"), "--dry-run"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     with tarfile.open(tmp_path / "profile.tar.gz") as tar:
         names = set(tar.getnames())
     for case in CASES:
         assert {f"profile/{case}.txt", f"profile/{case}.json"} <= names, names
-    assert {"profile/summary.json", "profile/sdpa_backends.json", "profile/environment.txt", "profile/profile.log"} <= names
+    assert {
+        "profile/summary.json",
+        "profile/sdpa_backends.json",
+        "profile/environment.txt",
+        "profile/profile.log",
+    } <= names
     summary = json.loads((tmp_path / "profile" / "summary.json").read_text())
     assert summary["dry_run"] is True and set(summary["cases"]) == set(CASES)
     for case, row in summary["cases"].items():

@@ -4,6 +4,7 @@ On an H100 at e19dd56 the d=512 cases died with StopIteration: an epoch of the s
 32,768 tokens holds six batches and a case takes seven updates (three warm-up, three timed, one
 profiled). Here an epoch holds two batches and the case still takes seven updates.
 """
+
 from __future__ import annotations
 
 import sys
@@ -24,12 +25,14 @@ def test_training_case_takes_more_updates_than_an_epoch_holds_and_counts_its_bat
     split = synthetic_split(pairs, 100, max_len)
     sizes = np.maximum(split.src_lens, split.tgt_lens) + 1  # padded length of a pair: the longer side + EOS/BOS
     assert sizes.sum() < 4 * tokens  # so an epoch holds a few batches, fewer than the 7 updates below
-    row = gpu_profile.train_case("train_can", "tiny-can", 100, tokens, max_len, torch.device("cpu"), tmp_path, warmup=3,
-                                 repeats=3, pairs=pairs)
+    row = gpu_profile.train_case(
+        "train_can", "tiny-can", 100, tokens, max_len, torch.device("cpu"), tmp_path, warmup=3, repeats=3, pairs=pairs
+    )
     assert "error" not in row and row["wall_ms"] > 0 and (tmp_path / "train_can.txt").is_file()
     # the replayed batch's target tokens (ids + EOS), counted here from the pairs it holds
-    trainer, group, target = gpu_profile.profile_trainer("tiny-can", 100, tokens, max_len, torch.device("cpu"),
-                                                         str(tmp_path / "run"), pairs)
+    trainer, group, target = gpu_profile.profile_trainer(
+        "tiny-can", 100, tokens, max_len, torch.device("cpu"), str(tmp_path / "run"), pairs
+    )
     rows = [i for batch in group for i in batch]
     assert target == int((split.tgt_lens[rows] + 1).sum()) == row["target_tokens"]
     assert len(rows) * int(sizes[rows].max()) <= tokens  # one batch within the padded-token budget

@@ -1,6 +1,7 @@
 """The GPU quick start (README and the book's "Running it on a GPU" page) says what scripts/gpu_small.sh
 really runs (the book's page lists its commands), and README names no `canlib` command that `canlib --help` does
 not know."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,9 @@ COMMAND = re.compile(r"(?:^|`|&&|\||;|\$\(|&)\s*(?:[A-Z_]+=\S+\s+)*(?:python3? -
 
 def known_commands() -> set[str]:
     """The subcommands `python -m canlib --help` lists."""
-    out = subprocess.run([sys.executable, "-m", "canlib", "--help"], capture_output=True, text=True, cwd=REPO,
-                         timeout=120, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "canlib", "--help"], capture_output=True, text=True, cwd=REPO, timeout=120, check=True
+    ).stdout
     listed = out.split("positional arguments:", 1)[1].split("options:", 1)[0]
     return set(re.findall(r"^ {4}([a-z][a-z0-9_-]*)(?:\s|$)", listed, flags=re.M))
 
@@ -45,7 +47,9 @@ def test_readme_names_no_canlib_command_that_canlib_help_does_not_know():
 
 
 def test_the_command_scan_catches_a_command_canlib_does_not_have():
-    text = "Run `canlib reproduce --all`, or:\n```bash\nCUDA_VISIBLE_DEVICES=0 python -m canlib evaluate x  # note\n```\n"
+    text = (
+        "Run `canlib reproduce --all`, or:\n```bash\nCUDA_VISIBLE_DEVICES=0 python -m canlib evaluate x  # note\n```\n"
+    )
     assert commands_named(text) == {"reproduce", "evaluate"}
     assert commands_named("`canlib.studies.cli` and canlib editable in prose") == set()
 
@@ -56,19 +60,34 @@ def gpu_small_commands(tmp_path: Path) -> list[str]:
     log, shim = tmp_path / "argv.log", tmp_path / "python"
     shim.write_text(f'#!/usr/bin/env bash\nprintf "%s\\n" "$*" >> "{log}"\n', encoding="utf-8")
     shim.chmod(0o755)
-    env = {**os.environ, "PYTHON": str(shim), "OUT": str(tmp_path / "out"), "LIMIT": "100000",
-           "CANLIB_DATA_DIR": str(tmp_path / "data"), "CANLIB_CACHE_DIR": str(tmp_path / "cache")}
+    env = {
+        **os.environ,
+        "PYTHON": str(shim),
+        "OUT": str(tmp_path / "out"),
+        "LIMIT": "100000",
+        "CANLIB_DATA_DIR": str(tmp_path / "data"),
+        "CANLIB_CACHE_DIR": str(tmp_path / "cache"),
+    }
     env.pop("JOBS", None)
-    subprocess.run(["bash", str(REPO / "scripts" / "gpu_small.sh")], env=env, cwd=REPO, capture_output=True,
-                   timeout=300, check=True)
+    subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_small.sh")],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        timeout=300,
+        check=True,
+    )
     calls = log.read_text(encoding="utf-8").splitlines()
     return [("python " + c).replace(f"{REPO}/", "") for c in calls if c.startswith("-m canlib ")]
 
 
 def quick_start_commands(path: Path) -> list[str]:
     text = path.read_text(encoding="utf-8")
-    return [line.strip() for line in code_of(text) if line.startswith("python -m canlib experiment")
-            and "CUDA_VISIBLE_DEVICES" not in line]
+    return [
+        line.strip()
+        for line in code_of(text)
+        if line.startswith("python -m canlib experiment") and "CUDA_VISIBLE_DEVICES" not in line
+    ]
 
 
 def test_the_gpu_page_shows_exactly_the_commands_gpu_small_sh_runs(tmp_path):

@@ -1,6 +1,7 @@
 """GPU runs whose raw files the repository keeps (``measurements/<run>/``, which CI's ``../shared`` lacks):
 every stored figure equals its raw file, every stored run has raw files to check it against, and one
 command adds a device call's output. Expected values are recomputed here from the raw files."""
+
 from __future__ import annotations
 
 import filecmp
@@ -88,9 +89,17 @@ def test_each_training_call_kept_in_the_repository_made_the_results_stored_from_
 
 
 # stored kind -> the raw file it is made from (in the measurement folder or its gpu_check/ folder)
-RAW_OF = {"speed": "gpu_bench.json", "breakdown": "breakdown.json", "batch": "bench_batch.json",
-          "training_4k": "smoke_full.json", "training_32k": "smoke_32k.json", "training_small": "smoke_small.json",
-          "profile": "profile/summary.json", "ab": "ab", "translation_small": "multi30k_small-can_test2016.hyp.de"}
+RAW_OF = {
+    "speed": "gpu_bench.json",
+    "breakdown": "breakdown.json",
+    "batch": "bench_batch.json",
+    "training_4k": "smoke_full.json",
+    "training_32k": "smoke_32k.json",
+    "training_small": "smoke_small.json",
+    "profile": "profile/summary.json",
+    "ab": "ab",
+    "translation_small": "multi30k_small-can_test2016.hyp.de",
+}
 
 
 def raw_file(folder: Path, name: str) -> Path:
@@ -156,8 +165,9 @@ def test_every_stored_gpu_figure_is_recomputed_from_its_raw_file(run):
         elif kind == "ab":
             for side, prefix in (("before", "base"), ("after", "new")):
                 files = sorted(source.glob(f"{prefix}_*.json"))
-                assert [r["file"] for r in sorted(stored[side]["runs"], key=lambda r: r["file"])] == \
-                    [f"ab/{f.name}" for f in files]
+                assert [r["file"] for r in sorted(stored[side]["runs"], key=lambda r: r["file"])] == [
+                    f"ab/{f.name}" for f in files
+                ]
                 for entry in stored[side]["runs"]:
                     raw = raw_json(raw_dir / entry["file"])
                     meta = meta_of(raw)
@@ -166,7 +176,8 @@ def test_every_stored_gpu_figure_is_recomputed_from_its_raw_file(run):
                     for name, row in systems_of(raw).items():
                         for mode in ("eager", "captured"):
                             assert entry["tok_per_s"][name][mode] == pytest.approx(
-                                tokens / median(row[f"{mode}_seconds"]), rel=1e-12)
+                                tokens / median(row[f"{mode}_seconds"]), rel=1e-12
+                            )
         else:  # translation_small: the raw hypotheses and the scores the measurement's log recorded last
             hyps = source.read_text(encoding="utf-8").split("\n")[:-1]
             log = (raw_dir / "train_multi30k_small-can.txt").read_text(encoding="utf-8").strip().splitlines()
@@ -209,15 +220,19 @@ def test_the_stored_profile_is_each_cases_own_raw_file(run):
         assert row["gpu_busy_share"] == pytest.approx(raw["gpu_kernel_ms"] / raw["wall_ms"], abs=0.001)
     sdpa = raw_json(folder / "sdpa_backends.json")
     assert stored["sdpa_backends"] == sdpa and (stored["errors"].get("sdpa_backends") == sdpa.get("error"))
-    assert set(stored["cases"]) | set(stored["errors"]) == set(summary["cases"]) | ({"sdpa_backends"} & set(stored["errors"]))
+    assert set(stored["cases"]) | set(stored["errors"]) == set(summary["cases"]) | (
+        {"sdpa_backends"} & set(stored["errors"])
+    )
 
 
 def test_the_readme_table_gives_each_stored_file_its_command():
     commands = ingest.readme_commands(IN_REPO / RUN / "README.md")
     status = (IN_REPO / RUN / "gpu_check" / "status.txt").read_text().splitlines()
     bench_line = [line for line in status if line.startswith("bench: ok")][0]
-    for kind, raw_file, command in (("speed", "gpu_check/gpu_bench.json", bench_line.split(": ", 2)[2]),
-                                    ("profile", "profile/summary.json", "LIMIT=150 bash scripts/gpu_profile.sh")):
+    for kind, raw_file, command in (
+        ("speed", "gpu_check/gpu_bench.json", bench_line.split(": ", 2)[2]),
+        ("profile", "profile/summary.json", "LIMIT=150 bash scripts/gpu_profile.sh"),
+    ):
         _, prov = load_result(STORED / RUN / f"{kind}.json")
         assert commands[raw_file] == command == prov["config"]["command"]
         assert prov["config"]["raw_file"] == raw_file
@@ -235,6 +250,7 @@ def _tampered_profile(tmp_path: Path, change) -> Path:
 def test_a_profile_whose_busy_share_disagrees_with_its_times_is_refused(tmp_path):
     def halve(summary):
         summary["cases"]["decode_can"]["gpu_busy_share"] /= 2
+
     with pytest.raises(ValueError, match="decode_can: gpu_kernel_ms / wall_ms"):
         ingest.convert_measurements(_tampered_profile(tmp_path, halve), tmp_path / "out")
 
@@ -242,6 +258,7 @@ def test_a_profile_whose_busy_share_disagrees_with_its_times_is_refused(tmp_path
 def test_a_dry_run_profile_is_refused(tmp_path):
     def dry(summary):
         summary["dry_run"] = True
+
     with pytest.raises(ValueError, match="dry-run"):
         ingest.convert_measurements(_tampered_profile(tmp_path, dry), tmp_path / "out")
 
@@ -269,10 +286,16 @@ def test_one_command_keeps_a_device_output_unchanged_and_stores_it(tmp_path, mon
     (device / "huge.log").write_bytes(b"x" * (ingest.RAW_MAX_BYTES + 1))
     monkeypatch.setattr(ingest, "MEASUREMENTS_DIR", tmp_path / "measurements")
     monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path / "results"))
-    assert main(["ingest", "--from-device", str(device), "--profile-command", "LIMIT=150 bash scripts/gpu_profile.sh"]) == 0
+    assert (
+        main(["ingest", "--from-device", str(device), "--profile-command", "LIMIT=150 bash scripts/gpu_profile.sh"])
+        == 0
+    )
     original = IN_REPO / RUN  # what went into the archives, file for file
-    env = dict(line.split(": ", 1) for line in (original / "gpu_check" / "environment.txt").read_text().splitlines()
-               if ": " in line)
+    env = dict(
+        line.split(": ", 1)
+        for line in (original / "gpu_check" / "environment.txt").read_text().splitlines()
+        if ": " in line
+    )
     run = f"h100-{env['date'][:10]}-{env['commit'][:7]}"
     kept = tmp_path / "measurements" / run
     copied = sorted(p.relative_to(original) for p in original.rglob("*") if p.is_file() and p.name != "README.md")
@@ -293,8 +316,9 @@ def test_one_command_keeps_a_device_output_unchanged_and_stores_it(tmp_path, mon
             assert f"{outcome} in {seconds} s: {last} |" in readme
     for path in sorted((tmp_path / "results" / "gpu" / run).glob("*.json")):
         assert load_result(path)[0] == load_result(STORED / RUN / path.name)[0], path.name
-    assert {p.name for p in (tmp_path / "results" / "gpu" / run).glob("*.json")} == \
-        {p.name for p in (STORED / RUN).glob("*.json")}
+    assert {p.name for p in (tmp_path / "results" / "gpu" / run).glob("*.json")} == {
+        p.name for p in (STORED / RUN).glob("*.json")
+    }
     with pytest.raises(FileExistsError, match=run):
         ingest.store_device_run(device)
 

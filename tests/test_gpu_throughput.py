@@ -1,6 +1,7 @@
 """scripts/gpu_throughput.sh --dry-run: every part of the training-throughput script on a CPU (tiny models), one
 JSON per part, training_throughput.json with provenance and the issue's fields, one archive, resumable; and
 scripts/mps.sh falls back cleanly where the MPS daemon cannot start or serve."""
+
 from __future__ import annotations
 
 import json
@@ -23,11 +24,24 @@ def dry_run(tmp_path_factory):
     if not SHARED_DATA.is_dir():
         missing(f"real data folder {SHARED_DATA} not present")
     tmp = tmp_path_factory.mktemp("throughput")
-    env = {**os.environ, "OUT": str(tmp / "out"), "THROUGHPUT_DIR": str(tmp / "parts"), "PYTHON": sys.executable,
-           "CANLIB_DATA_DIR": str(SHARED_DATA), "CANLIB_CACHE_DIR": str(tmp / "cache"), "OMP_NUM_THREADS": "1",
-           "TORCHINDUCTOR_CACHE_DIR": str(tmp / "compile"), "TRITON_CACHE_DIR": str(tmp / "compile")}
-    done = subprocess.run(["bash", str(REPO / "scripts" / "gpu_throughput.sh"), "--dry-run"], env=env,
-                          capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "OUT": str(tmp / "out"),
+        "THROUGHPUT_DIR": str(tmp / "parts"),
+        "PYTHON": sys.executable,
+        "CANLIB_DATA_DIR": str(SHARED_DATA),
+        "CANLIB_CACHE_DIR": str(tmp / "cache"),
+        "OMP_NUM_THREADS": "1",
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp / "compile"),
+        "TRITON_CACHE_DIR": str(tmp / "compile"),
+    }
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_throughput.sh"), "--dry-run"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return tmp, env, done
 
 
@@ -38,14 +52,24 @@ def test_the_dry_run_writes_every_part_and_one_archive(dry_run):
         names = set(tar.getnames())
     for part in PARTS:
         assert f"parts/{part}.json" in names and f"parts/{part}.log" in names, part
-    assert {"parts/training_throughput.json", "parts/environment.txt", "parts/status.txt", "parts/t1_can_best.txt"} <= names
+    assert {
+        "parts/training_throughput.json",
+        "parts/environment.txt",
+        "parts/status.txt",
+        "parts/t1_can_best.txt",
+    } <= names
     assert "mps: off: nvidia-cuda-mps-control not found" in done.stdout
 
 
 def test_the_report_has_provenance_and_the_issues_fields_per_case(dry_run):
     tmp, _, _ = dry_run
     report = json.loads((tmp / "out" / "training_throughput.json").read_text())
-    assert report["dry_run"] is True and len(report["commit"]) >= 40 and report["date"] and report["device"].startswith("CPU")
+    assert (
+        report["dry_run"] is True
+        and len(report["commit"]) >= 40
+        and report["date"]
+        and report["device"].startswith("CPU")
+    )
     assert report["parts"] == {part: "ok" for part in PARTS}
     cases = {(c["part"], c.get("variant"), c.get("shape")): c for c in report["cases"]}
     assert {k[0] for k in cases} == {"T1", "T2", "T3", "T4", "T5"}
@@ -68,8 +92,13 @@ def test_the_report_has_provenance_and_the_issues_fields_per_case(dry_run):
 
 def test_a_second_call_keeps_the_parts_done_and_gathers_again(dry_run):
     tmp, env, _ = dry_run
-    again = subprocess.run(["bash", str(REPO / "scripts" / "gpu_throughput.sh"), "--dry-run"], env=env,
-                           capture_output=True, text=True, timeout=300)
+    again = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_throughput.sh"), "--dry-run"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert again.returncode == 0, again.stdout[-2000:]
     for part in PARTS:
         assert f"{part}: done before, kept" in again.stdout
@@ -82,14 +111,24 @@ def mps(tmp_path: Path, control: str, probe_ok: bool) -> dict[str, str]:
     and the python probe; report the state after mps_start and mps_stop, and what the daemon was sent."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, body in (("nvidia-smi", "exit 0"), ("nvidia-cuda-mps-control", control),
-                       ("python-probe", "exit 0" if probe_ok else "echo 'CUDA error: MPS client failed'; exit 1")):
+    for name, body in (
+        ("nvidia-smi", "exit 0"),
+        ("nvidia-cuda-mps-control", control),
+        ("python-probe", "exit 0" if probe_ok else "echo 'CUDA error: MPS client failed'; exit 1"),
+    ):
         (bin_dir / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
         (bin_dir / name).chmod(0o755)
-    script = (f'. "{REPO}/scripts/mps.sh"; mps_start; echo "start=$MPS_STATE"; echo "pipe=${{CUDA_MPS_PIPE_DIRECTORY:-}}"; '
-              'mps_stop; echo "stop=$MPS_STATE"; echo "after=${CUDA_MPS_PIPE_DIRECTORY:-}"')
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PY": str(bin_dir / "python-probe"),
-           "CANLIB_MPS_DIR": str(tmp_path / "mps"), "CALLS": str(tmp_path / "calls.txt")}
+    script = (
+        f'. "{REPO}/scripts/mps.sh"; mps_start; echo "start=$MPS_STATE"; echo "pipe=${{CUDA_MPS_PIPE_DIRECTORY:-}}"; '
+        'mps_stop; echo "stop=$MPS_STATE"; echo "after=${CUDA_MPS_PIPE_DIRECTORY:-}"'
+    )
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "PY": str(bin_dir / "python-probe"),
+        "CANLIB_MPS_DIR": str(tmp_path / "mps"),
+        "CALLS": str(tmp_path / "calls.txt"),
+    }
     out = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60).stdout
     state = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     state["calls"] = (tmp_path / "calls.txt").read_text() if (tmp_path / "calls.txt").exists() else ""

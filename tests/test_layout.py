@@ -5,6 +5,7 @@ line (cli, info, __main__). The results schema (results) and the computations on
 the book's readers (studies) and the experiment engine (experiments), which are siblings: neither imports the other,
 so loading a result can never reach training and the engine never depends on how a chapter reads.
 """
+
 from __future__ import annotations
 
 import ast
@@ -15,11 +16,33 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "canlib"
-LAYERS = ["io", "bleu", "data", "model", "decoding", "training", "bench", "results", "analysis", "studies", "experiments",
-          "ingest", "cli", "info", "__main__"]
+LAYERS = [
+    "io",
+    "bleu",
+    "data",
+    "model",
+    "decoding",
+    "training",
+    "bench",
+    "results",
+    "analysis",
+    "studies",
+    "experiments",
+    "ingest",
+    "cli",
+    "info",
+    "__main__",
+]
 SIBLINGS = ("studies", "experiments")  # one layer: neither imports the other
 # modules whose canlib imports all stand at their top (a cycle or an optional dependency would be the only excuse)
-TOP_IMPORTS = ["experiments", "data", "studies", "results", "analysis", "ingest"]  # the schema, the engine and every reader
+TOP_IMPORTS = [
+    "experiments",
+    "data",
+    "studies",
+    "results",
+    "analysis",
+    "ingest",
+]  # the schema, the engine and every reader
 MAX_LINES = 600
 
 
@@ -46,7 +69,9 @@ def canlib_imports(path: Path, nested_only: bool = False) -> set[str]:
     found = set()
     nodes = ast.walk(tree)
     if nested_only:
-        nodes = (n for top in tree.body if not isinstance(top, (ast.Import, ast.ImportFrom, ast.If)) for n in ast.walk(top))
+        nodes = (
+            n for top in tree.body if not isinstance(top, (ast.Import, ast.ImportFrom, ast.If)) for n in ast.walk(top)
+        )
     for node in nodes:
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.split(".")[0] == "canlib"}
@@ -112,7 +137,7 @@ def test_the_module_import_graph_has_no_cycles():
             if nxt.startswith(node + ".") or node.startswith(nxt + "."):
                 continue
             if state.get(nxt) == 1:
-                cycles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]) if nxt in stack else f"{node} -> {nxt}")
+                cycles.append(" -> ".join(stack[stack.index(nxt) :] + [nxt]) if nxt in stack else f"{node} -> {nxt}")
             elif nxt not in state:
                 visit(nxt, stack + [nxt])
         state[node] = 2
@@ -125,10 +150,13 @@ def test_the_module_import_graph_has_no_cycles():
 
 @pytest.mark.parametrize("module", ["canlib.io", "canlib.data", "canlib.bleu"])
 def test_importing_a_lower_part_does_not_load_the_models(module):
-    code = (f"import sys, {module}; loaded = sorted(m for m in sys.modules if m.startswith(('canlib.model', 'torch')));"
-            "print(' '.join(loaded))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=PACKAGE.parent).stdout.split()
+    code = (
+        f"import sys, {module}; loaded = sorted(m for m in sys.modules if m.startswith(('canlib.model', 'torch')));"
+        "print(' '.join(loaded))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent
+    ).stdout.split()
     assert not [m for m in out if m.startswith("canlib.model")], out
 
 
@@ -138,9 +166,11 @@ def owned(prefixes: list[str]) -> list[Path]:
 
 # the imports that stay inside a function, each for a reason: reading stored results never prepares data or runs the
 # bench, so a reader imports those only where it computes (a verdict's references, a measurement)
-LOCAL_IMPORTS = {"canlib.experiments.run": ["canlib.training.state"],  # a run's last checkpoint, read to evaluate it
-                 "canlib.studies.store": ["canlib.data.preparation"],
-                 "canlib.analysis.speed": ["canlib.bench", "canlib.decoding.ctranslate"]}
+LOCAL_IMPORTS = {
+    "canlib.experiments.run": ["canlib.training.state"],  # a run's last checkpoint, read to evaluate it
+    "canlib.studies.store": ["canlib.data.preparation"],
+    "canlib.analysis.speed": ["canlib.bench", "canlib.decoding.ctranslate"],
+}
 
 
 def test_the_engine_and_the_readers_import_canlib_at_their_top():
@@ -149,7 +179,11 @@ def test_the_engine_and_the_readers_import_canlib_at_their_top():
 
 
 def test_the_engine_and_the_readers_stay_under_600_lines():
-    long = {module_name(p): n for p in owned(TOP_IMPORTS) if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    long = {
+        module_name(p): n
+        for p in owned(TOP_IMPORTS)
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
     assert long == {}
 
 

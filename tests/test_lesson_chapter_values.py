@@ -3,6 +3,7 @@
 Every expected number is recomputed here from the raw JSON under book/results (and the raw measurement files in
 measurements/) with json, statistics and math only, no canlib reader, then compared with the chapter's values
 module. The stored `small` results were trained on H100s and are committed unchanged, so nothing trains here."""
+
 from __future__ import annotations
 
 import json
@@ -64,10 +65,15 @@ def stored_bleu(system_glob: str, folder: Path = RUNS, split: str = "test") -> l
 
 # -- every glued key exists and renders ---------------------------------------------------------------
 
-CHAPTERS = {"similarity": lambda: similarity.values(small()), "attention": lambda: attention.values(small()),
-            "errors": lambda: errors.values(small()), "training": lambda: training.values(small()),
-            "context": lambda: context.values(small()), "speed": lambda: speed.values(small()),
-            "speed_history": speed_history.values}
+CHAPTERS = {
+    "similarity": lambda: similarity.values(small()),
+    "attention": lambda: attention.values(small()),
+    "errors": lambda: errors.values(small()),
+    "training": lambda: training.values(small()),
+    "context": lambda: context.values(small()),
+    "speed": lambda: speed.values(small()),
+    "speed_history": speed_history.values,
+}
 
 
 @pytest.mark.parametrize("chapter", sorted(CHAPTERS))
@@ -90,6 +96,7 @@ def test_every_key_a_chapter_glues_is_a_plain_value_its_format_accepts(chapter):
 
 # -- similarity -----------------------------------------------------------------------------------
 
+
 def test_similarity_values_are_the_stored_diagonals_and_the_gap_the_papers_argument_needs():
     ours = raw(SMALL / "similarity.json")["result"]
     paper = PAPER["fig2_similarity"]
@@ -105,8 +112,9 @@ def test_similarity_values_are_the_stored_diagonals_and_the_gap_the_papers_argum
     assert v["ours_left_higher"] == sum(a > b for a, b in zip(left, right))
     assert (v["paper_layer1_left"], v["paper_layer1_right"]) == (0.8025, 0.8592)  # right above left at layer 1
     # "alike": every layer at least the paper's lowest diagonal value, 0.80
-    assert v["alike_threshold"] == 0.8 and verdict("inputs-alike") == (HELD if min(left) >= 0.8 else
-                                                                      FAILED if max(left) < 0.8 else NOISE)
+    assert v["alike_threshold"] == 0.8 and verdict("inputs-alike") == (
+        HELD if min(left) >= 0.8 else FAILED if max(left) < 0.8 else NOISE
+    )
     n_left, n_right = diagonal(ours["normalized"]["self_vs_cross"]), diagonal(ours["normalized"]["cross_vs_ffn"])
     assert v["normalized_gap"] == pytest.approx(statistics.mean(a - b for a, b in zip(n_left, n_right)), abs=1e-12)
 
@@ -120,6 +128,7 @@ def test_the_similarity_chapter_says_balanced_at_small_is_not_stored_yet_while_i
 
 
 # -- attention ------------------------------------------------------------------------------------
+
 
 def test_attention_values_are_the_stored_gates_share_near_zero_and_one():
     study = raw(SMALL / "attention.json")["result"]
@@ -151,6 +160,7 @@ def test_the_attention_prose_names_two_can_layers_because_every_scale_has_two():
 
 # -- errors ---------------------------------------------------------------------------------------
 
+
 def test_errors_values_count_only_buckets_with_enough_sentences():
     buckets = raw(SMALL / "errors.json")["result"]
     v = errors.values(small())
@@ -178,7 +188,9 @@ def test_the_whole_test_sets_gap_is_the_seed_mean_with_two_standard_errors_and_t
     bal, can = stored_bleu("balanced-seed*.json"), stored_bleu("can-seed*.json")
     gap = errors.whole_set_gap(small())
     diff, spread = statistics.mean(can) - statistics.mean(bal), two_se(can, bal)
-    assert gap["CAN − Balanced"] == pytest.approx(diff, abs=1e-12) and gap["± 2 s.e."] == pytest.approx(spread, abs=1e-12)
+    assert gap["CAN − Balanced"] == pytest.approx(diff, abs=1e-12) and gap["± 2 s.e."] == pytest.approx(
+        spread, abs=1e-12
+    )
     one = claims.judged(small())["can-below-balanced"].at(1)
     test = next(s for s in one.sets if s["split"] == "test")
     assert test["verdict"] == (HELD if diff + spread < 0 else FAILED if diff - spread >= 0 else NOISE)
@@ -186,6 +198,7 @@ def test_the_whole_test_sets_gap_is_the_seed_mean_with_two_standard_errors_and_t
 
 
 # -- training -------------------------------------------------------------------------------------
+
 
 def test_training_values_are_the_last_validation_of_every_stored_seed():
     final, drops = {}, []
@@ -198,9 +211,13 @@ def test_training_values_are_the_last_validation_of_every_stored_seed():
     v = training.loss_values(small())
     for system, losses in final.items():
         assert len(losses) == 3 and v[f"valid_{system}"] == pytest.approx(statistics.mean(losses), abs=1e-12)
-    assert v["order_ours"] == " < ".join(s for s, _ in sorted(
-        (("Baseline", final["baseline"]), ("Balanced", final["balanced"]), ("CAN", final["can"])),
-        key=lambda item: statistics.mean(item[1])))
+    assert v["order_ours"] == " < ".join(
+        s
+        for s, _ in sorted(
+            (("Baseline", final["baseline"]), ("Balanced", final["balanced"]), ("CAN", final["can"])),
+            key=lambda item: statistics.mean(item[1]),
+        )
+    )
     gap = statistics.mean(final["can"]) - statistics.mean(final["balanced"])
     spread = two_se(final["can"], final["balanced"])
     assert v["loss_gap_can_balanced"] == pytest.approx(gap, abs=1e-12)
@@ -223,8 +240,13 @@ def test_twice_the_updates_adds_bleu_to_both_systems_computed_from_the_raw_x2_ru
         test = next(s for s in claims.judged(small())[f"budget-adds-{system}"].sets if s["split"] == "test")
         assert test["seed_interval"] == pytest.approx([gain - spread, gain + spread])
         logs = [raw(p)["result"]["log"] for p in sorted(BEYOND.glob(f"budget-{system}-x2-seed*.json"))]
-        bleu = {step: statistics.mean(next(r["valid_bleu"] for r in log if r.get("valid_bleu") is not None
-                                           and r["step"] == step) for log in logs) for step in (800, 1200, 2000, 2400)}
+        bleu = {
+            step: statistics.mean(
+                next(r["valid_bleu"] for r in log if r.get("valid_bleu") is not None and r["step"] == step)
+                for log in logs
+            )
+            for step in (800, 1200, 2000, 2400)
+        }
         assert v[f"{system}_bleu_averaged_first"] == pytest.approx(bleu[800], abs=1e-12)
         assert v[f"{system}_bleu_rise"] == pytest.approx(bleu[1200] - bleu[800], abs=1e-12)
         assert v[f"{system}_bleu_last"] == pytest.approx(bleu[2400], abs=1e-12)
@@ -263,8 +285,10 @@ def test_the_budget_table_judges_can_within_half_a_point_at_each_budget_on_all_f
     rows = {r["set"]: r for r in training.budget_gaps(small())}
     assert list(rows) == ["valid (val2016)", "test2016", "test2017 Flickr", "test2017 MSCOCO"]
     for split, name in (("valid", "valid (val2016)"), ("test2017_mscoco", "test2017 MSCOCO")):
-        for factor, (bal_glob, can_glob, folder) in {1: ("balanced-seed*.json", "can-seed*.json", RUNS),
-                                                     2: ("budget-balanced-x2-seed*.json", "budget-can-x2-seed*.json", BEYOND)}.items():
+        for factor, (bal_glob, can_glob, folder) in {
+            1: ("balanced-seed*.json", "can-seed*.json", RUNS),
+            2: ("budget-balanced-x2-seed*.json", "budget-can-x2-seed*.json", BEYOND),
+        }.items():
             can, bal = stored_bleu(can_glob, folder, split), stored_bleu(bal_glob, folder, split)
             diff, spread = statistics.mean(can) - statistics.mean(bal), two_se(can, bal)
             row = rows[name]
@@ -295,12 +319,14 @@ def test_the_full_recipe_costs_tokens_times_epochs_over_eight_measured_rates():
     v = training.cost_values()
     assert v["tokens_per_epoch_m"] == pytest.approx((220_000_000 / 2 + 4_500_000) / 1e6)
     assert v["cost_epochs"] == 21 and v["cost_rows"] == sum(
-        len(raw(p)["result"]["runs"]) for p in GPU.glob("*/training_*k.json"))
+        len(raw(p)["result"]["runs"]) for p in GPU.glob("*/training_*k.json")
+    )
     rates = [raw(p)["result"]["runs"]["baseline"]["target_tokens_per_sec"] for p in GPU.glob("*/training_32k.json")]
     assert v["rate_spread"] == pytest.approx(max(rates) / min(rates))  # the disagreement training.md explains
 
 
 # -- context --------------------------------------------------------------------------------------
+
 
 def test_distillation_values_are_the_stored_students_and_teacher():
     real = {s: stored_bleu(f"{s}-seed*.json") for s in ("balanced", "can")}
@@ -310,18 +336,22 @@ def test_distillation_values_are_the_stored_students_and_teacher():
     gap_real = statistics.mean(real["can"]) - statistics.mean(real["balanced"])
     gap_kd = statistics.mean(kd["can"]) - statistics.mean(kd["balanced"])
     change = gap_kd - gap_real
-    spread = 2 * math.sqrt((two_se(real["can"], real["balanced"]) / 2) ** 2 + (two_se(kd["can"], kd["balanced"]) / 2) ** 2)
+    spread = 2 * math.sqrt(
+        (two_se(real["can"], real["balanced"]) / 2) ** 2 + (two_se(kd["can"], kd["balanced"]) / 2) ** 2
+    )
     assert (v["real_gap"], v["kd_gap"], v["kd_change"]) == pytest.approx((gap_real, gap_kd, change), abs=1e-12)
     assert v["kd_change_2se"] == pytest.approx(spread, abs=1e-12)
     # the verdict is the beyond chapter's, read on four sets (test2016's seed interval alone straddles nothing)
     assert 'data-claim="kd-narrows-gap"' in v["verdict_kd_narrows_gap"] and verdict("kd-narrows-gap") != HELD
     assert v["teacher_bleu"] == teacher[0] and v["student_minus_teacher"] == pytest.approx(
-        statistics.mean(kd["balanced"]) - teacher[0], abs=1e-12)
+        statistics.mean(kd["balanced"]) - teacher[0], abs=1e-12
+    )
     assert (round(gap_real, 2), round(gap_kd, 2)) == (-1.58, -0.48)  # the h100-2026-11-27 README's numbers
     assert v["student_minus_teacher"] < 0, "context.md says the teacher is no better than its students: rewrite it"
 
 
 # -- speed ----------------------------------------------------------------------------------------
+
 
 def ops() -> dict:
     return raw(RESULTS / "cpu" / "ops.json")["result"]["systems"]
@@ -333,8 +363,11 @@ def test_the_speed_chapter_counts_kernels_from_ops_json_and_shows_no_missing_cel
     for system in ("balanced", "can"):
         assert v[f"{system}_kernels_step"] == counts[system]["cuda"]["step"]["kernel_operators"]
         assert v[f"{system}_kernels_per_layer"] == counts[system]["cuda"]["per_layer"]["kernel_operators"]
-    assert v["common_kernels"] == counts["balanced"]["cuda"]["step"]["kernel_operators"] - \
-        counts["balanced"]["cuda"]["decoder"]["kernel_operators"]
+    assert (
+        v["common_kernels"]
+        == counts["balanced"]["cuda"]["step"]["kernel_operators"]
+        - counts["balanced"]["cuda"]["decoder"]["kernel_operators"]
+    )
     frame = speed.ops_frame(small(), list(counts))
     assert len(frame) == len(counts) and not frame.isna().any().any()
     assert list(frame["kernels / step"]) == [c["cuda"]["step"]["kernel_operators"] for c in counts.values()]
@@ -359,8 +392,10 @@ def test_the_profile_and_graph_values_are_the_last_runs_raw_figures():
     graphs = {s: breakdown["systems"][s]["breakdown_graphs"] for s in ("balanced", "can")}
     assert v["graph_balanced_layers_us"] == pytest.approx(1000 * graphs["balanced"]["layers_ms"] / per, rel=1e-12)
     common = 1000 * sum(graphs["balanced"][f"{p}_ms"] for p in ("encode", "output", "search")) / per
-    assert v["graph_ceiling"] == pytest.approx((common + 1000 * graphs["balanced"]["layers_ms"] / per)
-                                               / (common + 1000 * graphs["can"]["layers_ms"] / per), rel=1e-12)
+    assert v["graph_ceiling"] == pytest.approx(
+        (common + 1000 * graphs["balanced"]["layers_ms"] / per) / (common + 1000 * graphs["can"]["layers_ms"] / per),
+        rel=1e-12,
+    )
     bench = raw(REPO / "measurements" / run / "gpu_check" / "gpu_bench.json")["systems"]
     assert v["graph_step_us_balanced"] == pytest.approx(1e6 / bench["balanced"]["captured_tok_per_s"], rel=1e-9)
     # what speed.md reads into these numbers; if a new run breaks one, rewrite the sentence
@@ -370,7 +405,9 @@ def test_the_profile_and_graph_values_are_the_last_runs_raw_figures():
     assert timed["provenance"]["commit"].startswith("c9736eb")
     for s in ("balanced", "can"):
         decoder = timed["result"]["systems"][s]["cuda"]["decoder"]["kernel_operators"]
-        assert v[f"graph_{s}_layer_kernel_us"] == pytest.approx(1000 * graphs[s]["layers_ms"] / per / decoder, rel=1e-12)
+        assert v[f"graph_{s}_layer_kernel_us"] == pytest.approx(
+            1000 * graphs[s]["layers_ms"] / per / decoder, rel=1e-12
+        )
         step = timed["result"]["systems"][s]["cuda"]["step"]["kernel_operators"]
         assert v[f"graph_{s}_us_per_kernel"] == pytest.approx(1e6 / bench[s]["captured_tok_per_s"] / step, rel=1e-9)
     per_kernel = (v["graph_balanced_layer_kernel_us"], v["graph_can_layer_kernel_us"])
@@ -385,11 +422,15 @@ def test_every_stored_run_is_a_row_and_san_beats_can_where_its_median_ratio_is_h
     for row, path in zip(rows, paths):
         systems = raw(path)["result"]["systems"]
         e = {s: systems[s]["eager"] for s in ("balanced", "can", "san")}
-        ratios = [c / b for c, b in zip(e["can"]["tok_per_s_repeats"], e["balanced"]["tok_per_s_repeats"])]  # per repeat
+        ratios = [
+            c / b for c, b in zip(e["can"]["tok_per_s_repeats"], e["balanced"]["tok_per_s_repeats"])
+        ]  # per repeat
         san = [c / b for c, b in zip(e["san"]["tok_per_s_repeats"], e["balanced"]["tok_per_s_repeats"])]
         assert row["CAN / Balanced eager"] == pytest.approx(statistics.median(ratios))
         assert (row["repeats from"], row["repeats to"]) == pytest.approx((min(ratios), max(ratios)))
-        assert row["this run: CAN faster (> 1x)?"] == (HELD if min(ratios) > 1 else FAILED if max(ratios) <= 1 else NOISE)
+        assert row["this run: CAN faster (> 1x)?"] == (
+            HELD if min(ratios) > 1 else FAILED if max(ratios) <= 1 else NOISE
+        )
         beats += statistics.median(san) > statistics.median(ratios)
     v = speed.values(small())
     assert v["san_beats_can"] == beats and v["runs"] == len(paths) == 4
@@ -399,28 +440,39 @@ def test_every_stored_run_is_a_row_and_san_beats_can_where_its_median_ratio_is_h
 
 # -- the speed appendix ----------------------------------------------------------------------------
 
+
 def test_the_ab_values_are_the_medians_of_the_raw_bench_files():
     folder = REPO / "measurements" / "h100-2026-11-26-2edd3fd" / "ab"
-    tok = {side: {system: [raw(p)["systems"][system]["captured_tok_per_s"] for p in sorted(folder.glob(f"{prefix}_*.json"))]
-                  for system in ("baseline", "balanced", "can")}
-           for side, prefix in (("before", "base"), ("after", "new"))}
+    tok = {
+        side: {
+            system: [raw(p)["systems"][system]["captured_tok_per_s"] for p in sorted(folder.glob(f"{prefix}_*.json"))]
+            for system in ("baseline", "balanced", "can")
+        }
+        for side, prefix in (("before", "base"), ("after", "new"))
+    }
     v = speed_history.ab_values()
     for side in ("before", "after"):
         assert len(tok[side]["balanced"]) == v["ab_runs"] == 2
         for system in ("baseline", "balanced", "can"):
             assert v[f"ab_{side}_{system}"] == pytest.approx(statistics.median(tok[side][system]), rel=1e-12)
-    assert v["ab_gain_can"] == pytest.approx(statistics.median(tok["after"]["can"]) / statistics.median(tok["before"]["can"]))
+    assert v["ab_gain_can"] == pytest.approx(
+        statistics.median(tok["after"]["can"]) / statistics.median(tok["before"]["can"])
+    )
 
 
 def test_the_episode_values_are_the_breakdowns_and_the_counts_of_the_code_that_ran():
     before = raw(RESULTS / "cpu" / "ops_before.json")["result"]["systems"]
     v = speed_history.episode_values()
-    assert v["count_layers"] == before["balanced"]["cuda"]["per_layer"]["kernel_operators"] / \
-        before["can"]["cuda"]["per_layer"]["kernel_operators"]
+    assert (
+        v["count_layers"]
+        == before["balanced"]["cuda"]["per_layer"]["kernel_operators"]
+        / before["can"]["cuda"]["per_layer"]["kernel_operators"]
+    )
     for key, run in (("h100", "h100-2026-11-26"), ("h200", "h200-2026-11-26")):
         parts = raw(GPU / run / "breakdown.json")["result"]["systems"]
-        assert v[f"{key}_layers"] == pytest.approx(parts["balanced"]["breakdown"]["layers_ms"] /
-                                                   parts["can"]["breakdown"]["layers_ms"], rel=1e-12)
+        assert v[f"{key}_layers"] == pytest.approx(
+            parts["balanced"]["breakdown"]["layers_ms"] / parts["can"]["breakdown"]["layers_ms"], rel=1e-12
+        )
     assert round(v["h100_eager"], 3) == 1.114  # the first H100 run's eager CAN/Balanced, as its README gives it
 
 
@@ -430,10 +482,13 @@ def test_the_same_gpu_values_span_the_h100_runs():
     eager = [s["balanced"]["eager"]["tok_per_s"] for s in h100]
     graphs = [s["balanced"]["captured"]["tok_per_s"] for s in h100]
     assert v["same_gpu_runs"] == len(h100) == 3
-    assert v["eager_spread"] == pytest.approx(max(eager) / min(eager)) and v["graphs_spread"] == pytest.approx(max(graphs) / min(graphs))
+    assert v["eager_spread"] == pytest.approx(max(eager) / min(eager)) and v["graphs_spread"] == pytest.approx(
+        max(graphs) / min(graphs)
+    )
 
 
 # -- figures --------------------------------------------------------------------------------------
+
 
 def test_models_provenance_names_the_gpu_and_commit_that_trained_the_models_and_where_the_study_ran():
     from canlib.studies.analyses import models_provenance
@@ -455,8 +510,10 @@ def test_error_bucket_rows_hide_buckets_under_the_minimum_and_the_figure_draws_o
     from canlib.studies.plots import plot_error_buckets
 
     side = {"labels": ["a", "b", "c"], "sentences": [40, 29, 0], "bleu": [20.0, 30.0, math.nan]}
-    buckets = {"balanced": {k: dict(side) for k in ("frequency", "length")},
-               "can": {k: {**side, "bleu": [18.5, 42.37, math.nan]} for k in ("frequency", "length")}}
+    buckets = {
+        "balanced": {k: dict(side) for k in ("frequency", "length")},
+        "can": {k: {**side, "bleu": [18.5, 42.37, math.nan]} for k in ("frequency", "length")},
+    }
     rows = {key: bucket_rows(buckets, key, min_sentences=30) for key in ("frequency", "length")}
     assert [r["shown"] for r in rows["length"]] == [True, False, False]
     assert rows["length"][0]["delta"] == -1.5 and math.isnan(rows["length"][1]["delta"])
@@ -505,11 +562,18 @@ def test_the_2x_curves_are_drawn_with_the_papers_figure_8_beside_them():
     fig = plot_budget_curves(curves, PAPER["fig8_curves_en-de"], averaged=(800, 1200), stop=1200)
     bleu_line = fig.axes[0].lines[0]
     assert list(bleu_line.get_xdata()) == [400, 800, 1200, 1600, 2000, 2400]
-    assert list(bleu_line.get_ydata()) == pytest.approx([statistics.mean(
-        r["valid_bleu"] for log in logs for r in log if r.get("valid_bleu") is not None and r["step"] == s)
-        for s in (400, 800, 1200, 1600, 2000, 2400)])
+    assert list(bleu_line.get_ydata()) == pytest.approx(
+        [
+            statistics.mean(
+                r["valid_bleu"] for log in logs for r in log if r.get("valid_bleu") is not None and r["step"] == s
+            )
+            for s in (400, 800, 1200, 1600, 2000, 2400)
+        ]
+    )
     assert [line.get_label() for line in fig.axes[2].lines] == ["Baseline", "Balanced", "CAN"]
-    marks = [(line.get_xdata()[0], line.get_linestyle()) for line in fig.axes[1].lines if len(set(line.get_xdata())) == 1]
+    marks = [
+        (line.get_xdata()[0], line.get_linestyle()) for line in fig.axes[1].lines if len(set(line.get_xdata())) == 1
+    ]
     assert marks == [(800, ":"), (1200, ":"), (1200, "-")]  # the averaged checkpoints, then where a 1x run stops
     plt.close(fig)
 
@@ -525,8 +589,13 @@ def test_checkpoint_averaging_is_not_run_until_the_averaging_study_is_stored(tmp
     folder.mkdir(parents=True)
     for system in ("balanced", "can"):
         for seed in (1, 2):
-            scores = {s: {"bleu": 30.0, "tok_bleu": 30.0} for s in ("valid", "test", "test2017_flickr", "test2017_mscoco")}
-            save_result(folder / f"averaging-{system}-last-seed{seed}.json", {"scores": scores},
-                        provenance("small", {"seed": seed}, reduced_budget=False))
+            scores = {
+                s: {"bleu": 30.0, "tok_bleu": 30.0} for s in ("valid", "test", "test2017_flickr", "test2017_mscoco")
+            }
+            save_result(
+                folder / f"averaging-{system}-last-seed{seed}.json",
+                {"scores": scores},
+                provenance("small", {"seed": seed}, reduced_budget=False),
+            )
             status = training.averaging_status(Store("small", tmp_path))
             assert status == ("not stored yet" if (system, seed) != ("can", 2) else "stored")

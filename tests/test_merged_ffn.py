@@ -1,5 +1,6 @@
 """The merged FFN, ReLU(hidden + mixed) W2 + b2: one module, written out here, and the one path by which CAN, its
 Compress FFN ablation and CAN keeping its residual reach their output; the Compress FFN layer against its equations."""
+
 from __future__ import annotations
 
 import math
@@ -16,8 +17,19 @@ MERGED_KINDS = ("can", "can_ffn", "can_residual")
 
 
 def config(kind: str) -> ModelConfig:
-    return ModelConfig(vocab_size=20, d_model=D, heads=HEADS, ffn_dim=FFN, enc_layers=1, dec_layers=1,
-                       decoder_kind=kind, dropout=0.0, attn_dropout=0.0, relu_dropout=0.0, max_len=32)
+    return ModelConfig(
+        vocab_size=20,
+        d_model=D,
+        heads=HEADS,
+        ffn_dim=FFN,
+        enc_layers=1,
+        dec_layers=1,
+        decoder_kind=kind,
+        dropout=0.0,
+        attn_dropout=0.0,
+        relu_dropout=0.0,
+        max_len=32,
+    )
 
 
 def random_layer(kind: str, seed: int) -> torch.nn.Module:
@@ -104,8 +116,12 @@ def reference_can_ffn(layer: CANFFNDecoderLayer, x: torch.Tensor, h: torch.Tenso
     for b in range(x.size(0)):
         z1 = norm(x[b], layer.self_norm)
         for t in range(x.size(1)):
-            mixed = attend(z1[t] @ wq1.T + bq1, z1[: t + 1] @ wk1.T + bk1, z1[: t + 1] @ wv1.T + bv1,
-                           torch.ones(t + 1, dtype=torch.bool))
+            mixed = attend(
+                z1[t] @ wq1.T + bq1,
+                z1[: t + 1] @ wk1.T + bk1,
+                z1[: t + 1] @ wv1.T + bv1,
+                torch.ones(t + 1, dtype=torch.bool),
+            )
             y1 = x[b, t] + mixed @ sa.out.weight.T + sa.out.bias
             z = norm(y1, layer.norm)
             cross = attend(z @ wq.T + bq, h[b] @ wk2.T + bk2, h[b] @ wv2.T + bv2, ~pad[b])

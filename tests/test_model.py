@@ -1,4 +1,5 @@
 """The model library: incremental decoding equals teacher forcing, causality, masks, configs."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,8 +13,18 @@ VOCAB = 50
 
 def tiny_config(kind: str, dec_layers: int = 2, enc_layers: int = 2, **kw) -> ModelConfig:
     return ModelConfig(
-        vocab_size=VOCAB, d_model=32, heads=4, ffn_dim=64, enc_layers=enc_layers, dec_layers=dec_layers,
-        decoder_kind=kind, dropout=0.0, attn_dropout=0.0, relu_dropout=0.0, max_len=64, **kw,
+        vocab_size=VOCAB,
+        d_model=32,
+        heads=4,
+        ffn_dim=64,
+        enc_layers=enc_layers,
+        dec_layers=dec_layers,
+        decoder_kind=kind,
+        dropout=0.0,
+        attn_dropout=0.0,
+        relu_dropout=0.0,
+        max_len=64,
+        **kw,
     )
 
 

@@ -1,5 +1,6 @@
 """The online (vocabulary-tiled) label-smoothed loss equals the plain formula, written here in float64, within
 stated tolerances, gradients included, and never holds more than one (chunk x block) tile of logits."""
+
 from __future__ import annotations
 
 import pytest

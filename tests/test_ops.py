@@ -1,4 +1,5 @@
 """The operator counter and the operator-count study: counted, never timed."""
+
 from __future__ import annotations
 
 import pytest
@@ -20,8 +21,14 @@ def test_op_counter_counts_a_hand_written_sequence():
         d = c.sum()  # sum: a kernel
         d.item()  # a host read
         torch.nonzero(c > 5)  # gt: a kernel; nonzero: a kernel whose size depends on the data (a sync on a GPU)
-    assert dict(ops.by_name) == {"aten.add": 1, "aten.view": 1, "aten.sum": 1, "aten._local_scalar_dense": 1,
-                                 "aten.gt": 1, "aten.nonzero": 1}
+    assert dict(ops.by_name) == {
+        "aten.add": 1,
+        "aten.view": 1,
+        "aten.sum": 1,
+        "aten._local_scalar_dense": 1,
+        "aten.gt": 1,
+        "aten.nonzero": 1,
+    }
     assert (ops.total, ops.kernels, ops.host_syncs) == (6, 4, 2)
 
 
@@ -76,22 +83,54 @@ def test_the_steps_parts_count_what_each_part_dispatches_on_its_own():
 # The kernels one beam-search step launches on the GPU's code path, written out by hand from the code
 # (the speed goals: Balanced <= 40, CAN <= 30 per step). A change that adds or removes
 # a kernel must change this list, and the stored ops.json with it.
-STANDARD_LAYER = ["layer_norm", "qkv addmm", "key|value write (copy_)", "self SDPA", "out addmm", "residual add",
-                  "layer_norm", "q addmm", "cross SDPA", "out addmm", "residual add",
-                  "layer_norm", "W1 addmm + bias + ReLU", "W2 addmm", "residual add"]
-CAN_LAYER = ["layer_norm", "x_proj addmm", "key|value write (copy_)", "joint SDPA over [source ; prefix]",
-             "hidden + mixed (add)", "relu", "W2 addmm", "residual add"]
+STANDARD_LAYER = [
+    "layer_norm",
+    "qkv addmm",
+    "key|value write (copy_)",
+    "self SDPA",
+    "out addmm",
+    "residual add",
+    "layer_norm",
+    "q addmm",
+    "cross SDPA",
+    "out addmm",
+    "residual add",
+    "layer_norm",
+    "W1 addmm + bias + ReLU",
+    "W2 addmm",
+    "residual add",
+]
+CAN_LAYER = [
+    "layer_norm",
+    "x_proj addmm",
+    "key|value write (copy_)",
+    "joint SDPA over [source ; prefix]",
+    "hidden + mixed (add)",
+    "relu",
+    "W2 addmm",
+    "residual add",
+]
 EMBEDDING = ["embedding", "sqrt(d) * embedding + position (add)"]
 OUTPUT = ["final layer_norm", "output mm", "log_softmax (half -> float in one kernel)"]
-SEARCH = ["ban PAD/BOS/EOS (index_fill_)", "running score + log p (add)", "top-k of each piece", "top-k of the pieces",
-          "piece start + index (add)", "gather", "(row, token) back-pointers (index_select)",
-          "cache reorder: one gather into the other buffer"]
+SEARCH = [
+    "ban PAD/BOS/EOS (index_fill_)",
+    "running score + log p (add)",
+    "top-k of each piece",
+    "top-k of the pieces",
+    "piece start + index (add)",
+    "gather",
+    "(row, token) back-pointers (index_select)",
+    "cache reorder: one gather into the other buffer",
+]
 
 
 # with the fused select (canlib.decoding.fused): the log-softmax, top-k's and back-pointers in two Triton kernels
 OUTPUT_FUSED = ["final layer_norm", "output mm (the logits)"]
-SEARCH_FUSED = ["row partials: piece max, sum of exp, k best (Triton)", "merge: k best per sentence (Triton)",
-                "cache reorder: one gather into the other buffer"]
+SEARCH_FUSED = [
+    "row partials: piece max, sum of exp, k best (Triton)",
+    "merge: k best per sentence (Triton)",
+    "cache reorder: one gather into the other buffer",
+]
 
 
 @pytest.mark.parametrize("fused", [False, True], ids=["pytorch-select", "fused-select"])
@@ -126,7 +165,9 @@ def test_ops_study_records_where_it_was_counted():
     result = ops_study(["can"], scale="tiny", vocab_size=50, paths=("cuda",))
     assert set(result["result"]["systems"]["can"]) == {"cuda"}
     check_provenance(result["provenance"], "ops_study")
-    assert result["provenance"]["config"]["paths"] == {"cuda": {"device": "meta", "dtype": "float16", "fused_select": False}}
+    assert result["provenance"]["config"]["paths"] == {
+        "cuda": {"device": "meta", "dtype": "float16", "fused_select": False}
+    }
     with pytest.raises(ValueError, match="paths"):
         ops_study(["can"], scale="tiny", paths=("tpu",))
 
@@ -140,7 +181,10 @@ def test_can_decode_step_scores_equal_the_scores_scaled_after_the_product(preset
     rows = beam * sentences
     q = torch.randn(rows, h, 1, w, generator=g)
     self_k, self_v = torch.randn(rows, h, t, w, generator=g), torch.randn(rows, h, t, f, generator=g)
-    src = {"k": torch.randn(sentences, h, src_len, w, generator=g), "v": torch.randn(sentences, h, src_len, f, generator=g)}
+    src = {
+        "k": torch.randn(sentences, h, src_len, w, generator=g),
+        "v": torch.randn(sentences, h, src_len, f, generator=g),
+    }
     pad = torch.zeros(sentences, src_len, dtype=torch.bool)
     pad[1, -2:] = True
     memory = SourceMemory(torch.zeros(sentences, src_len, cfg.d_model), pad, beam)
@@ -148,7 +192,9 @@ def test_can_decode_step_scores_equal_the_scores_scaled_after_the_product(preset
     # reference: every row against its own sentence's source, scores scaled after the product
     src_k, src_v = src["k"].repeat_interleave(beam, 0), src["v"].repeat_interleave(beam, 0)
     bias = torch.zeros(rows, 1, 1, src_len).masked_fill(pad.repeat_interleave(beam, 0)[:, None, None, :], float("-inf"))
-    scores = torch.cat([(q @ self_k.transpose(-1, -2)) * w**-0.5, (q @ src_k.transpose(-1, -2)) * w**-0.5 + bias], dim=-1)
+    scores = torch.cat(
+        [(q @ self_k.transpose(-1, -2)) * w**-0.5, (q @ src_k.transpose(-1, -2)) * w**-0.5 + bias], dim=-1
+    )
     probs = torch.softmax(scores, dim=-1)
     expected = probs[..., :t] @ self_v + probs[..., t:] @ src_v
     assert torch.allclose(out, expected, rtol=0, atol=1e-6)

@@ -1,4 +1,5 @@
 """Sub-layer input probes (paper Figure 2)."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,7 +11,17 @@ from canlib.model.config import BOS_ID, PAD_ID
 
 
 def standard_model(dec_layers: int = 3) -> Seq2Seq:
-    cfg = ModelConfig(vocab_size=30, d_model=16, heads=2, ffn_dim=32, enc_layers=1, dec_layers=dec_layers, dropout=0.0, attn_dropout=0.0, relu_dropout=0.0)
+    cfg = ModelConfig(
+        vocab_size=30,
+        d_model=16,
+        heads=2,
+        ffn_dim=32,
+        enc_layers=1,
+        dec_layers=dec_layers,
+        dropout=0.0,
+        attn_dropout=0.0,
+        relu_dropout=0.0,
+    )
     return Seq2Seq(cfg).eval()
 
 
@@ -75,6 +86,12 @@ def test_decoding_costs_give_can_the_same_weights_and_two_and_a_half_times_the_c
 
     standard, can = decoding_costs("balanced"), decoding_costs("can")
     assert standard["weights_per_step_d2"] == can["weights_per_step_d2"] == 14
-    assert decoding_costs("can_attn")["weights_per_step_d2"] == 12 and decoding_costs("can_ffn")["weights_per_step_d2"] == 13
-    assert (standard["cache_per_target_position_d"], can["cache_per_target_position_d"]) == (2, 5)  # key + value; key + 4d value
+    assert (
+        decoding_costs("can_attn")["weights_per_step_d2"] == 12
+        and decoding_costs("can_ffn")["weights_per_step_d2"] == 13
+    )
+    assert (standard["cache_per_target_position_d"], can["cache_per_target_position_d"]) == (
+        2,
+        5,
+    )  # key + value; key + 4d value
     assert (standard["cache_per_source_position_d"], can["cache_per_source_position_d"]) == (2, 5)

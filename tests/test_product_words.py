@@ -1,5 +1,6 @@
 """The product speaks of the project alone: README, the book (stored results included), the library, the scripts
 and the measurement notes say nothing of how the work on them was organised."""
+
 from __future__ import annotations
 
 import re
@@ -24,8 +25,11 @@ def offending_lines(text: str) -> list[str]:
 
 
 def test_the_word_scan_finds_what_it_looks_for():
-    assert offending_lines("ok\nmeasured by the Project Lead's run\nin one session each\nloans\n") == \
-        ["measured by the Project Lead's run", "in one session each", "loans"]
+    assert offending_lines("ok\nmeasured by the Project Lead's run\nin one session each\nloans\n") == [
+        "measured by the Project Lead's run",
+        "in one session each",
+        "loans",
+    ]
     assert offending_lines("sessional? no: obsession, loaner, session_id") == []
 
 

@@ -2,6 +2,7 @@
 (checked against SchemaStore's workflow schema, which check-jsonschema ships, so no network is needed), it builds
 with README's book command and deploys what that command writes, and the book names the repository that
 CITATION.cff names, so that every page links its source and the issue tracker."""
+
 from __future__ import annotations
 
 import subprocess
@@ -16,8 +17,12 @@ WORKFLOW = REPO / ".github" / "workflows" / "book.yml"
 
 def schema_errors(path: Path, schema: str) -> str:
     """check-jsonschema's report on ``path`` against one of its bundled schemas; empty when the file is valid."""
-    out = subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, str(path)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return "" if out.returncode == 0 else out.stdout + out.stderr
 
 
@@ -71,7 +76,9 @@ def test_citation_cff_is_valid_citation_file_format():
 def test_the_workflow_points_the_pages_at_the_repository_it_builds_from(tmp_path):
     """The published pages link the repository the workflow runs in, not the URL committed in _config.yml."""
     (step,) = [s for s in workflow()["jobs"]["build"]["steps"] if s.get("name") == "Point the pages at this repository"]
-    command = step["run"].replace("${{ github.server_url }}/${{ github.repository }}", "https://github.com/someone/fork")
+    command = step["run"].replace(
+        "${{ github.server_url }}/${{ github.repository }}", "https://github.com/someone/fork"
+    )
     (tmp_path / "_config.yml").write_text((REPO / "_config.yml").read_text(encoding="utf-8"), encoding="utf-8")
     subprocess.run(command, shell=True, cwd=tmp_path, check=True, timeout=60)
     before = yaml.safe_load((REPO / "_config.yml").read_text(encoding="utf-8"))

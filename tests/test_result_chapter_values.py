@@ -1,6 +1,7 @@
 """The numbers and verdicts the results, ablation, depths, beyond, tasks and glance pages glue into their prose,
 against the raw stored JSON (read here with json and statistics only) and the paper's numbers, the README's "Results
 at a glance" section against what the code computes now, and its verdict column against `canlib claims --json`."""
+
 from __future__ import annotations
 
 import json
@@ -97,8 +98,13 @@ def test_the_results_chapter_quotes_the_stored_runs(results):
         assert results[f"{s}_test"] == pytest.approx(statistics.fmean(tok(RUNS, s)), abs=1e-12)
         assert results[f"{s}_test_sd"] == pytest.approx(statistics.stdev(tok(RUNS, s)), abs=1e-12)
         assert results[f"{s}_test_sacre"] == pytest.approx(statistics.fmean(tok(RUNS, s, metric="bleu")), abs=1e-12)
-    assert results["metric_gap"] == pytest.approx(max(abs(statistics.fmean(tok(RUNS, s)) - statistics.fmean(
-        tok(RUNS, s, metric="bleu"))) for s in ("baseline", "balanced", "san", "aan", "can")), abs=1e-12)
+    assert results["metric_gap"] == pytest.approx(
+        max(
+            abs(statistics.fmean(tok(RUNS, s)) - statistics.fmean(tok(RUNS, s, metric="bleu")))
+            for s in ("baseline", "balanced", "san", "aan", "can")
+        ),
+        abs=1e-12,
+    )
     # the two spreads issue 30 found printed without their metric: 0.55 (tokenized) and 0.54 (sacreBLEU)
     assert (f"{results['can_test_sd']:.2f}", f"{results['can_test_sacre_sd']:.2f}") == ("0.55", "0.54")
     for split, key in SPLITS.items():
@@ -131,15 +137,22 @@ def test_the_undertraining_numbers_are_the_x2_runs(results):
         for step in (800, 1200, 2400):
             want = statistics.fmean(p["valid_bleu"] for log in logs for p in log if p["step"] == step)
             assert results[f"{s}_greedy_{step}"] == pytest.approx(want, abs=1e-12)
-    logs = [[p for p in r["log"] if p.get("kind") == "valid"] for s in ("balanced", "can")
-            for r in raw(BEYOND, f"budget-{s}-x2")]
+    logs = [
+        [p for p in r["log"] if p.get("kind") == "valid"]
+        for s in ("balanced", "can")
+        for r in raw(BEYOND, f"budget-{s}-x2")
+    ]
     assert results["loss_up"] == sum(log[-1]["valid_loss"] > log[-2]["valid_loss"] for log in logs)
     assert results["runs_2x"] == len(logs) == 4
     # each x2 run passes through its seed's 1x run: the same validation loss at update 1,200
-    through = sum(next(p for p in log if p["step"] == 1200)["valid_loss"] ==
-                  raw(RUNS, s)[k]["training"]["last_valid"]["valid_loss"]
-                  for s in ("balanced", "can") for k, log in enumerate(
-                      [[p for p in r["log"] if p.get("kind") == "valid"] for r in raw(BEYOND, f"budget-{s}-x2")]))
+    through = sum(
+        next(p for p in log if p["step"] == 1200)["valid_loss"]
+        == raw(RUNS, s)[k]["training"]["last_valid"]["valid_loss"]
+        for s in ("balanced", "can")
+        for k, log in enumerate(
+            [[p for p in r["log"] if p.get("kind") == "valid"] for r in raw(BEYOND, f"budget-{s}-x2")]
+        )
+    )
     assert results["through_1x"] == through
     assert (results["averaged_first"], results["updates_1x"]) == (800, 1200)  # the 1x average: its last 2 checkpoints
 
@@ -155,19 +168,33 @@ def test_the_beyond_chapter_quotes_the_three_studies(beyond_values):
     change = contrast([(1, kd["can"]), (-1, kd["balanced"]), (-1, main["can"]), (1, main["balanced"])])
     assert v["change_kd_test"] == pytest.approx(change[0], abs=1e-12) and v["change_kd_pm"] == pytest.approx(change[1])
     assert v["change_2x_test"] == pytest.approx(
-        contrast([(1, x2["can"]), (-1, x2["balanced"]), (-1, main["can"]), (1, main["balanced"])])[0], abs=1e-12)
+        contrast([(1, x2["can"]), (-1, x2["balanced"]), (-1, main["can"]), (1, main["balanced"])])[0], abs=1e-12
+    )
     assert v["gap_66_test"] == pytest.approx(statistics.fmean(c66) - statistics.fmean(main["baseline"]), abs=1e-12)
-    assert v["kd_gain_balanced_test"] == pytest.approx(statistics.fmean(kd["balanced"]) - statistics.fmean(main["balanced"]))
+    assert v["kd_gain_balanced_test"] == pytest.approx(
+        statistics.fmean(kd["balanced"]) - statistics.fmean(main["balanced"])
+    )
     teacher = json.loads((RESULTS / "small" / "beyond" / "distill.json").read_text())["result"]["teacher"]
     assert v["teacher_test"] == teacher["teacher_bleu"]["test"]["tok_bleu"] and v["teacher_pairs"] == teacher["pairs"]
-    assert v["teacher_minus_balanced"] == pytest.approx(teacher["teacher_bleu"]["test"]["tok_bleu"]
-                                                        - statistics.fmean(main["balanced"]))
+    assert v["teacher_minus_balanced"] == pytest.approx(
+        teacher["teacher_bleu"]["test"]["tok_bleu"] - statistics.fmean(main["balanced"])
+    )
     for split, key in SPLITS.items():  # the budget's change on every set, from the raw files
-        want = contrast([(1, tok(BEYOND, "budget-can-x2", split)), (-1, tok(BEYOND, "budget-balanced-x2", split)),
-                         (-1, tok(RUNS, "can", split)), (1, tok(RUNS, "balanced", split))])[0]
+        want = contrast(
+            [
+                (1, tok(BEYOND, "budget-can-x2", split)),
+                (-1, tok(BEYOND, "budget-balanced-x2", split)),
+                (-1, tok(RUNS, "can", split)),
+                (1, tok(RUNS, "balanced", split)),
+            ]
+        )[0]
         assert v[f"change_2x_{key}"] == pytest.approx(want, abs=1e-12)
-    assert v["paper_kd_balanced"] == pytest.approx(PAPER["table4_kd_en-de"]["Balanced"][1] - PAPER["table4_kd_en-de"]["Balanced"][0])
-    assert v["budget_shown"] and v["distill_shown"] and v["can66_shown"]  # each study is shown once its models are stored
+    assert v["paper_kd_balanced"] == pytest.approx(
+        PAPER["table4_kd_en-de"]["Balanced"][1] - PAPER["table4_kd_en-de"]["Balanced"][0]
+    )
+    assert (
+        v["budget_shown"] and v["distill_shown"] and v["can66_shown"]
+    )  # each study is shown once its models are stored
 
 
 def test_the_beyond_verdicts_are_what_the_careful_reader_found(beyond_values, judged):
@@ -189,7 +216,10 @@ def test_the_beyond_chapter_presents_no_number_at_tiny(env, tmp_path):
     ours = {k for k in tiny if k.startswith(("gap", "change", "kd_", "teacher", "gain", "verdict"))}
     assert not ours and tiny["gpu_command"] == "bash scripts/gpu_small.sh" and tiny["models"] >= 3
     # the three studies the chapter weighs, and only they, train with the command it quotes
-    assert tiny["original_models"] == 2 * 3 + 1 + 4 * 3 + 3 == 22 and tiny["models"] == tiny["original_models"] + tiny["next_models"]
+    assert (
+        tiny["original_models"] == 2 * 3 + 1 + 4 * 3 + 3 == 22
+        and tiny["models"] == tiny["original_models"] + tiny["next_models"]
+    )
     assert tiny["original_command"].endswith("--studies budget,distill,can-6-6")
 
 
@@ -198,11 +228,16 @@ def test_the_ablation_chapter_quotes_the_runs_and_the_kernel_counts(store, judge
 
     v = ablation.values(store)
     t5 = PAPER["table5_ablation_en-de"]
-    for system, key, row in (("can_attn", "attn", "Compress Attention"), ("can_ffn", "ffn", "Compress FFN"),
-                             ("can", "all", "Compress All")):
+    for system, key, row in (
+        ("can_attn", "attn", "Compress Attention"),
+        ("can_ffn", "ffn", "Compress FFN"),
+        ("can", "all", "Compress All"),
+    ):
         assert v[f"{key}_test"] == pytest.approx(contrast([(1, tok(RUNS, system)), (-1, tok(RUNS, "balanced"))])[0])
         assert v[f"paper_{key}"] == pytest.approx(t5[row][0] - t5["Balanced"][0])
-    assert v["all_minus_attn_test"] == pytest.approx(statistics.fmean(tok(RUNS, "can")) - statistics.fmean(tok(RUNS, "can_attn")))
+    assert v["all_minus_attn_test"] == pytest.approx(
+        statistics.fmean(tok(RUNS, "can")) - statistics.fmean(tok(RUNS, "can_attn"))
+    )
     assert v["paper_all_minus_attn"] > 0 > v["all_minus_attn_test"]  # the reversal the chapter states
     assert judged["can-above-can-attn"].state in (FAILED, PARTLY_FAILED, NOISE)
     ops = json.loads((RESULTS / "cpu" / "ops.json").read_text())["result"]["systems"]
@@ -210,8 +245,11 @@ def test_the_ablation_chapter_quotes_the_runs_and_the_kernel_counts(store, judge
         assert v[f"kernels_{key}"] == ops[system]["cuda"]["per_layer"]["kernel_operators"]
     assert v["kernels_saved_attn"] > v["kernels_saved_ffn"]  # the count that orders +20 % before +6 %
     removed = ablation.kernels_removed(store)
-    assert removed.sum().to_dict() == {"Compress Attention": v["kernels_saved_attn"], "Compress FFN": v["kernels_saved_ffn"],
-                                       "Compress All": v["kernels_saved_all"]}
+    assert removed.sum().to_dict() == {
+        "Compress Attention": v["kernels_saved_attn"],
+        "Compress FFN": v["kernels_saved_ffn"],
+        "Compress All": v["kernels_saved_all"],
+    }
 
 
 def test_the_depths_chapter_judges_one_seed_by_the_seed_1_pairs_test_set_interval(store, judged):
@@ -226,8 +264,11 @@ def test_the_depths_chapter_judges_one_seed_by_the_seed_1_pairs_test_set_interva
     assert judged["depth-14-1-loses"].state in (HELD, PARTLY_HELD)
     assert "--systems depth-9-4,depth-14-1 --seeds 1,2" in v["seeds_command"] and v["planned_depth_seeds"] == 2
     speeds = [json.loads(p.read_text())["result"]["systems"] for p in sorted((RESULTS / "gpu").glob("*/speed.json"))]
-    smaller = sum(s["balanced"]["captured"]["tok_per_s"] / s["baseline"]["captured"]["tok_per_s"]
-                  < s["balanced"]["eager"]["tok_per_s"] / s["baseline"]["eager"]["tok_per_s"] for s in speeds)
+    smaller = sum(
+        s["balanced"]["captured"]["tok_per_s"] / s["baseline"]["captured"]["tok_per_s"]
+        < s["balanced"]["eager"]["tok_per_s"] / s["baseline"]["eager"]["tok_per_s"]
+        for s in speeds
+    )
     assert (v["graphs_smaller"], v["gpu_runs"]) == (smaller, len(speeds))
 
 
@@ -249,7 +290,10 @@ def test_the_glance_tables_are_the_stored_runs(store):
     t = glance.tables(store)
     for label, name in (("CAN", "can"), ("Balanced", "balanced")):
         x = tok(RUNS, name)
-        assert t["table2"].loc[label, "ours tok-BLEU (seeds)"] == f"{statistics.fmean(x):.2f} ± {statistics.stdev(x):.2f} (3)"
+        assert (
+            t["table2"].loc[label, "ours tok-BLEU (seeds)"]
+            == f"{statistics.fmean(x):.2f} ± {statistics.stdev(x):.2f} (3)"
+        )
     kd = tok(BEYOND, "distill-can-kd")
     assert t["table4"].loc["CAN", "ours distilled"] == f"{statistics.fmean(kd):.2f} ± {statistics.stdev(kd):.2f} (3)"
     assert t["table5"].loc["Compress FFN", "paper BLEU"] == f"{PAPER['table5_ablation_en-de']['Compress FFN'][0]:.2f}"
@@ -257,9 +301,14 @@ def test_the_glance_tables_are_the_stored_runs(store):
     assert t["table2"].loc["CAN", "ours Δ to Balanced"] == f"{can - bal:+.2f} ({100 * (can - bal) / bal:+.1f} %)"
     # Table 2's speed column is the run every speed verdict reads (the H200's, which timed the most tokens)
     speed = json.loads((RESULTS / "gpu" / "h200-2026-11-26" / "speed.json").read_text())["result"]["systems"]
-    ratios = sorted(c / b for c, b in zip(speed["can"]["eager"]["tok_per_s_repeats"],
-                                          speed["balanced"]["eager"]["tok_per_s_repeats"]))
-    assert t["table2"].loc["CAN", "ours speed / Balanced (repeats)"] == f"{ratios[1]:.2f}x ({ratios[0]:.2f}-{ratios[2]:.2f}x)"
+    ratios = sorted(
+        c / b
+        for c, b in zip(speed["can"]["eager"]["tok_per_s_repeats"], speed["balanced"]["eager"]["tok_per_s_repeats"])
+    )
+    assert (
+        t["table2"].loc["CAN", "ours speed / Balanced (repeats)"]
+        == f"{ratios[1]:.2f}x ({ratios[0]:.2f}-{ratios[2]:.2f}x)"
+    )
     assert t["provenance"]["speed_run"] == "h200-2026-11-26"
 
 
@@ -277,16 +326,24 @@ def test_the_readme_verdicts_are_the_claims_commands_claim_by_claim(env):
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "canlib", "claims", "--json", "--source", "paper"], capture_output=True,
-                         text=True, cwd=REPO, timeout=900, env=dict(os.environ))
+    out = subprocess.run(
+        [sys.executable, "-m", "canlib", "claims", "--json", "--source", "paper"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=900,
+        env=dict(os.environ),
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     registry = {row["id"]: row["verdict"] for row in json.loads(out.stdout)}
-    section = (REPO / "README.md").read_text(encoding="utf-8").split("## Results at a glance", 1)[1].split("\n## ", 1)[0]
+    section = (
+        (REPO / "README.md").read_text(encoding="utf-8").split("## Results at a glance", 1)[1].split("\n## ", 1)[0]
+    )
     lines = [line for line in section.splitlines() if line.startswith("|")]
     table = next(i for i, line in enumerate(lines) if line.split("|")[1].strip() == "id")
     header = [c.strip() for c in lines[table].split("|")[1:-1]]
     rows = {}
-    for line in lines[table + 2:]:
+    for line in lines[table + 2 :]:
         cells = [c.strip() for c in line.split("|")[1:-1]]
         if len(cells) != len(header):
             break
@@ -294,8 +351,14 @@ def test_the_readme_verdicts_are_the_claims_commands_claim_by_claim(env):
     assert rows == registry
 
 
-@pytest.mark.parametrize("systems", [("baseline", "balanced", "san", "aan", "can"), ("balanced", "can_attn", "can_ffn", "can"),
-                                     ("baseline", "depth-9-4", "balanced", "depth-14-1")])
+@pytest.mark.parametrize(
+    "systems",
+    [
+        ("baseline", "balanced", "san", "aan", "can"),
+        ("balanced", "can_attn", "can_ffn", "can"),
+        ("baseline", "depth-9-4", "balanced", "depth-14-1"),
+    ],
+)
 def test_the_bleu_tables_show_the_stored_runs(env, systems):
     """The table of the results, ablation and depths chapters: seeds, mean ± sd, sacreBLEU and the difference to
     Balanced, recomputed from the raw files."""
@@ -309,4 +372,6 @@ def test_the_bleu_tables_show_the_stored_runs(env, systems):
         cell = f"{statistics.fmean(x):.2f} ± {statistics.stdev(x):.2f}" if len(x) > 1 else f"{x[0]:.2f} (1 seed)"
         assert row["test2016 tok-BLEU"] == cell
         assert row["sacreBLEU"] == pytest.approx(statistics.fmean(tok(RUNS, s, metric="bleu")), abs=0.006)
-        assert row["Δ to balanced"] == pytest.approx(statistics.fmean(x) - statistics.fmean(tok(RUNS, "balanced")), abs=0.006)
+        assert row["Δ to balanced"] == pytest.approx(
+            statistics.fmean(x) - statistics.fmean(tok(RUNS, "balanced")), abs=0.006
+        )

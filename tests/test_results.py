@@ -1,4 +1,5 @@
 """Stored results always carry their provenance."""
+
 from __future__ import annotations
 
 import json

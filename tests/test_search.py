@@ -1,4 +1,5 @@
 """Beam search: greedy equivalence, exact scores, batching independence, every decoder kind."""
+
 from __future__ import annotations
 
 import platform
@@ -22,14 +23,24 @@ def _one_thread(_deterministic_torch):
     waiting for a busy core make every op many times slower."""
     torch.set_num_threads(1)
 
+
 VOCAB = 40
 
 
 def tiny_model(kind: str = "standard", seed: int = 0, dec_layers: int = 2) -> Seq2Seq:
     torch.manual_seed(seed)
     cfg = ModelConfig(
-        vocab_size=VOCAB, d_model=32, heads=4, ffn_dim=64, enc_layers=2, dec_layers=dec_layers,
-        decoder_kind=kind, dropout=0.0, attn_dropout=0.0, relu_dropout=0.0, max_len=64,
+        vocab_size=VOCAB,
+        d_model=32,
+        heads=4,
+        ffn_dim=64,
+        enc_layers=2,
+        dec_layers=dec_layers,
+        decoder_kind=kind,
+        dropout=0.0,
+        attn_dropout=0.0,
+        relu_dropout=0.0,
+        max_len=64,
     )
     model = Seq2Seq(cfg).eval()
     with torch.no_grad():
@@ -91,8 +102,9 @@ def test_beam_one_equals_reference_greedy(seed):
 def test_every_hypothesis_score_is_its_rescored_log_probability(alpha, stop):
     model = tiny_model(seed=3)
     srcs = sources(3)
-    result = beam_search(model, make_batch(srcs, PAD_ID, EOS_ID),
-                         SearchSettings(beam=4, len_penalty=alpha, return_all=True, stop=stop))
+    result = beam_search(
+        model, make_batch(srcs, PAD_ID, EOS_ID), SearchSettings(beam=4, len_penalty=alpha, return_all=True, stop=stop)
+    )
     checked = 0
     for s, hyps in zip(srcs, result.hypotheses):
         assert hyps[0][1] == max(h[1] for h in hyps)
@@ -139,11 +151,17 @@ def test_every_decoder_kind_decodes_and_forced_length_is_exact(kind):
         assert score == pytest.approx(rescore(model, s, out, 0.0, eos=False), abs=1e-4)
 
 
-@pytest.mark.parametrize("fields, message", [
-    (dict(beam=0), "beam=0"), (dict(stop="never"), "stop='never'"), (dict(forced_length=0), "forced_length=0"),
-    (dict(fused=True), "fused=True"), (dict(fused=True, forced_length=3, renormalize=True), "fused=True"),
-    (dict(check_every=0), "check_every=0"),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(beam=0), "beam=0"),
+        (dict(stop="never"), "stop='never'"),
+        (dict(forced_length=0), "forced_length=0"),
+        (dict(fused=True), "fused=True"),
+        (dict(fused=True, forced_length=3, renormalize=True), "fused=True"),
+        (dict(check_every=0), "check_every=0"),
+    ],
+)
 def test_search_settings_refuse_what_no_search_can_do_naming_the_value(fields, message):
     with pytest.raises(ValueError, match=message):
         SearchSettings(**fields)
@@ -172,13 +190,17 @@ def test_static_buffer_paths_match_eager_across_searches(kind):
         for options in (dict(forced_length=9), dict(len_penalty=0.6, return_all=True)):
             settings = SearchSettings(beam=4, **options)
             eager = beam_search(model, batch, settings)
-            for static in (beam_search(model, batch, settings, decoder=decoder),
-                           beam_search(model, batch, settings, graphs=steps),
-                           timed_search(split, batch, settings)[0]):
+            for static in (
+                beam_search(model, batch, settings, decoder=decoder),
+                beam_search(model, batch, settings, graphs=steps),
+                timed_search(split, batch, settings)[0],
+            ):
                 assert static.tokens == eager.tokens
                 assert static.scores == pytest.approx(eager.scores, abs=1e-5)
                 if eager.hypotheses:  # the static path never drops sentences: float sums may differ in the last bits
-                    assert [[h[0] for h in x] for x in static.hypotheses] == [[h[0] for h in x] for x in eager.hypotheses]
+                    assert [[h[0] for h in x] for x in static.hypotheses] == [
+                        [h[0] for h in x] for x in eager.hypotheses
+                    ]
 
 
 @pytest.mark.parametrize("width, picks", [(2048, 4), (2048, 8), (3000, 8), (128_000, 4)])
@@ -266,8 +288,13 @@ def test_timed_search_gives_each_part_the_time_it_took(monkeypatch):
     settings = SearchSettings(beam=2, forced_length=steps)
     result, parts = timed_search(Slow(model), batch, settings)
     assert result.tokens == beam_search(model, batch, settings).tokens
-    assert parts == {"encode": 18, "layers": 3 * steps, "output": 5 * steps, "search": 2 * (steps - 1),
-                     "total": 18 + 10 * steps - 2}
+    assert parts == {
+        "encode": 18,
+        "layers": 3 * steps,
+        "output": 5 * steps,
+        "search": 2 * (steps - 1),
+        "total": 18 + 10 * steps - 2,
+    }
 
 
 def test_graphed_parts_mark_every_part_of_every_step_and_give_the_eager_tokens():
@@ -296,7 +323,8 @@ class _HostReads(torch.utils._python_dispatch.TorchDispatchMode):
         kwargs = kwargs or {}
         name = func._schema.name
         to_cpu = name in ("aten::_to_copy", "aten::copy_") and any(
-            isinstance(a, torch.Tensor) and a.device.type != "cpu" for a in args)
+            isinstance(a, torch.Tensor) and a.device.type != "cpu" for a in args
+        )
         if name in self.VALUE_OPS or to_cpu:
             self.count += 1
         return func(*args, **kwargs)
@@ -344,7 +372,9 @@ def test_checking_rarely_gives_the_same_result_as_checking_every_step():
         rarely = beam_search(model, batch, SearchSettings(beam=3, stop=stop, return_all=True, check_every=1000))
         # (dropping finished sentences changes the batch shape, so float sums may differ in the last bits)
         assert rarely.tokens == every.tokens and rarely.scores == pytest.approx(every.scores, abs=1e-5)
-        assert [[h[0] for h in hyps] for hyps in rarely.hypotheses] == [[h[0] for h in hyps] for hyps in every.hypotheses]
+        assert [[h[0] for h in hyps] for hyps in rarely.hypotheses] == [
+            [h[0] for h in hyps] for hyps in every.hypotheses
+        ]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -372,8 +402,13 @@ def test_cuda_step_loop_never_synchronises_and_graphs_match_eager(kind):
 # -- translate: text in, text out ----------------------------------------------------------
 
 TEXT = [
-    "the cat sat on the mat", "a dog ran in the park", "we like green tea", "it rained all day long",
-    "der hund lief im park", "die katze sass auf der matte", "wir trinken gerne gruenen tee",
+    "the cat sat on the mat",
+    "a dog ran in the park",
+    "we like green tea",
+    "it rained all day long",
+    "der hund lief im park",
+    "die katze sass auf der matte",
+    "wir trinken gerne gruenen tee",
 ] * 20
 
 
@@ -384,10 +419,20 @@ def tiny_checkpoint(tmp_path):
 
     vocab = Vocabulary.train(TEXT, vocab_size=60)
     vocab.save(tmp_path / "vocab.model")
-    model = Seq2Seq(ModelConfig(
-        vocab_size=vocab.size, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=1,
-        dropout=0.0, attn_dropout=0.0, relu_dropout=0.0, max_len=24,
-    ))
+    model = Seq2Seq(
+        ModelConfig(
+            vocab_size=vocab.size,
+            d_model=32,
+            heads=4,
+            ffn_dim=64,
+            enc_layers=1,
+            dec_layers=1,
+            dropout=0.0,
+            attn_dropout=0.0,
+            relu_dropout=0.0,
+            max_len=24,
+        )
+    )
     (tmp_path / "run").mkdir()
     save_model(model, tmp_path / "run" / "model.pt", vocab_id=vocab.id)
     return tmp_path / "run" / "model.pt", vocab
@@ -400,8 +445,21 @@ def test_translate_cli_round_trip_keeps_order_and_empty_lines(tiny_checkpoint, t
     checkpoint, vocab = tiny_checkpoint
     lines = ["the cat sat on the mat", "", "we like green tea", "a dog", "   ", "die katze sass auf der matte"]
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
-    argv = ["translate", "--checkpoint", str(checkpoint), "--input", str(tmp_path / "in.txt"),
-            "--output", str(tmp_path / "out.txt"), "--beam", "3", "--batch-size", "2", "--device", "cpu"]
+    argv = [
+        "translate",
+        "--checkpoint",
+        str(checkpoint),
+        "--input",
+        str(tmp_path / "in.txt"),
+        "--output",
+        str(tmp_path / "out.txt"),
+        "--beam",
+        "3",
+        "--batch-size",
+        "2",
+        "--device",
+        "cpu",
+    ]
     assert main(argv) == 0  # vocab.model found one folder above the checkpoint
     out = (tmp_path / "out.txt").read_text().split("\n")[:-1]
     assert len(out) == len(lines)
@@ -429,8 +487,17 @@ def test_translate_refuses_a_different_vocabulary(tiny_checkpoint, tmp_path):
     other = Vocabulary.train(TEXT[::-1] + ["zebra quagga"] * 5, vocab_size=60)
     other.save(tmp_path / "other.model")
     (tmp_path / "in.txt").write_text("a dog\n")
-    argv = ["translate", "--checkpoint", str(checkpoint), "--vocab", str(tmp_path / "other.model"),
-            "--input", str(tmp_path / "in.txt"), "--device", "cpu"]
+    argv = [
+        "translate",
+        "--checkpoint",
+        str(checkpoint),
+        "--vocab",
+        str(tmp_path / "other.model"),
+        "--input",
+        str(tmp_path / "in.txt"),
+        "--device",
+        "cpu",
+    ]
     assert other.id != tiny_checkpoint[1].id
     assert main(argv) == 2
 
@@ -460,8 +527,10 @@ def test_graph_cache_keeps_at_most_max_shapes_and_drops_the_oldest():
 
 # triton is a test dependency where it has wheels (Linux on x86_64, pyproject's test extra): there these tests run,
 # the fused kernels in Triton's interpreter on a CPU, and a missing triton fails them
-needs_triton = pytest.mark.skipif(not (sys.platform == "linux" and platform.machine() == "x86_64"),
-                                  reason=f"triton has no wheel for {sys.platform} on {platform.machine()}")
+needs_triton = pytest.mark.skipif(
+    not (sys.platform == "linux" and platform.machine() == "x86_64"),
+    reason=f"triton has no wheel for {sys.platform} on {platform.machine()}",
+)
 
 
 @needs_triton
@@ -474,8 +543,10 @@ def test_fused_select_gives_the_pytorch_steps_tokens_and_scores(kind):
     settings = SearchSettings(beam=3, forced_length=7, len_penalty=0.6, return_all=True)
     want = beam_search(model, batch, settings)
     fused = replace(settings, fused=True)
-    for got in (beam_search(model, batch, fused),
-                beam_search(model, batch, fused, graphs=StepGraphs(model, capture=False))):
+    for got in (
+        beam_search(model, batch, fused),
+        beam_search(model, batch, fused, graphs=StepGraphs(model, capture=False)),
+    ):
         assert got.tokens == want.tokens
         assert got.scores == pytest.approx(want.scores, abs=1e-5)
         assert [[h[0] for h in x] for x in got.hypotheses] == [[h[0] for h in x] for x in want.hypotheses]
@@ -565,6 +636,7 @@ def test_replayed_steps_read_and_write_the_buffers_their_capture_recorded(kind, 
 
 # -- the compiled decoder: Inductor on a GPU, the same graphs traced by aot_eager here ------
 
+
 @pytest.mark.parametrize("kind", ["standard", "can"])
 def test_a_compiled_decoder_gives_eager_tokens_alone_and_inside_static_steps(kind):
     """The encoder, decoder layers and output through torch.compile (aot_eager: the graphs Inductor would generate code
@@ -579,8 +651,10 @@ def test_a_compiled_decoder_gives_eager_tokens_alone_and_inside_static_steps(kin
         for src in (batch, again):  # the second reuses the static steps' state and encodes into it
             settings = SearchSettings(beam=4, **options)
             eager = beam_search(model, src, settings)
-            for compiled in (beam_search(model, src, settings, decoder=decoder),
-                             beam_search(model, src, settings, graphs=steps)):
+            for compiled in (
+                beam_search(model, src, settings, decoder=decoder),
+                beam_search(model, src, settings, graphs=steps),
+            ):
                 assert compiled.tokens == eager.tokens
                 assert compiled.scores == pytest.approx(eager.scores, abs=1e-5)
 

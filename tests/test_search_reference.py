@@ -8,6 +8,7 @@ is scored by one teacher-forced pass. A beam of 1600 keeps every prefix, so with
 rule the search is exhaustive and must return the global optimum; a stop rule that ends too
 early returns something worse.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -33,8 +34,18 @@ def _one_thread(_deterministic_torch):
 def toy_model(seed: int, eos_bias: float = 4.0) -> Seq2Seq:
     """A random model whose outputs end at varied lengths (an EOS bias on the final norm)."""
     torch.manual_seed(seed)
-    cfg = ModelConfig(vocab_size=VOCAB, d_model=16, heads=2, ffn_dim=32, enc_layers=1, dec_layers=2,
-                      dropout=0.0, attn_dropout=0.0, relu_dropout=0.0, max_len=40)
+    cfg = ModelConfig(
+        vocab_size=VOCAB,
+        d_model=16,
+        heads=2,
+        ffn_dim=32,
+        enc_layers=1,
+        dec_layers=2,
+        dropout=0.0,
+        attn_dropout=0.0,
+        relu_dropout=0.0,
+        max_len=40,
+    )
     model = Seq2Seq(cfg).eval()
     with torch.no_grad():
         model.decoder_norm.weight.copy_(torch.randn(cfg.d_model) * 3.0)
@@ -77,8 +88,9 @@ def brute_force(model: Seq2Seq, src_ids: list[int], max_len: int, alpha: float) 
     return best
 
 
-def reference_beam(model: Seq2Seq, src_ids: list[int], k: int, alpha: float, max_len: int,
-                   stop_early: bool = True, min_len: int = 1) -> tuple[list[int], float]:
+def reference_beam(
+    model: Seq2Seq, src_ids: list[int], k: int, alpha: float, max_len: int, stop_early: bool = True, min_len: int = 1
+) -> tuple[list[int], float]:
     """fairseq's beam search, one prefix at a time: at step t the 2k best (prefix, token)
     candidates are taken; an EOS among the top k finishes a hypothesis, scored
     sum(log p) / (t + 1) ** alpha; the k best non-EOS candidates live on. PAD and BOS are never
@@ -113,8 +125,11 @@ def max_output_length(src_ids: list[int], a: float = 1.2, b: float = 10) -> int:
 def test_a_beam_wide_enough_to_keep_every_prefix_finds_the_brute_force_optimum(alpha, stop):
     model = toy_model(seed=21)
     srcs = toy_sources(21)
-    result = beam_search(model, make_batch(srcs, PAD, EOS),
-                         SearchSettings(beam=WIDE, len_penalty=alpha, stop=stop, max_len_a=0.0, max_len_b=4))
+    result = beam_search(
+        model,
+        make_batch(srcs, PAD, EOS),
+        SearchSettings(beam=WIDE, len_penalty=alpha, stop=stop, max_len_a=0.0, max_len_b=4),
+    )
     optima = [brute_force(model, s, 4, alpha) for s in srcs]
     assert result.tokens == [out for out, _ in optima]
     assert result.scores == pytest.approx([score for _, score in optima], abs=1e-4)
@@ -154,8 +169,12 @@ def reference_forced(model: Seq2Seq, src_ids: list[int], k: int, length: int, al
     beams: list[tuple[float, list[int]]] = [(0.0, [])]
     for _ in range(length):
         logp = next_log_probs(model, src_ids, [p for _, p in beams])
-        candidates = [(score + lp, prefix + [tok]) for (score, prefix), row in zip(beams, logp.tolist())
-                      for tok, lp in enumerate(row) if tok not in (PAD, BOS, EOS)]
+        candidates = [
+            (score + lp, prefix + [tok])
+            for (score, prefix), row in zip(beams, logp.tolist())
+            for tok, lp in enumerate(row)
+            if tok not in (PAD, BOS, EOS)
+        ]
         candidates.sort(key=lambda c: -c[0])
         beams = candidates[:k]
     score, best = beams[0]

@@ -1,5 +1,6 @@
 """The speed appendix's record of which code each stored GPU run timed: a stored operator count is credited to a
 run only where the run's commit and the counted commit hold the same model and decoding code (checked with git)."""
+
 from __future__ import annotations
 
 import shutil

@@ -1,4 +1,5 @@
 """The stored GPU results and the shared speed studies the chapters read."""
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,11 @@ def test_gpu_speed_ratios_are_the_measured_ones(results_here):
     raw = raw_json("gpu_bench.json")
     eager, prov = gpu.gpu_speed("eager")
     assert eager["balanced"]["tok_per_s"] / eager["baseline"]["tok_per_s"] == pytest.approx(
-        raw["balanced"]["eager_tok_per_s"] / raw["baseline"]["eager_tok_per_s"], rel=1e-9)
-    assert eager["can"]["ratio_to_balanced"] == pytest.approx(raw["can"]["eager_tok_per_s"] / raw["balanced"]["eager_tok_per_s"], rel=1e-9)
+        raw["balanced"]["eager_tok_per_s"] / raw["baseline"]["eager_tok_per_s"], rel=1e-9
+    )
+    assert eager["can"]["ratio_to_balanced"] == pytest.approx(
+        raw["can"]["eager_tok_per_s"] / raw["balanced"]["eager_tok_per_s"], rel=1e-9
+    )
     assert prov["dtype"] == raw["_dtype"] and prov["captured_matches_eager"] == raw["_captured_matches_eager"]
     captured, _ = gpu.gpu_speed("captured")
     assert captured["balanced"]["tok_per_s"] == pytest.approx(raw["balanced"]["captured_tok_per_s"], rel=1e-9)
@@ -100,7 +104,9 @@ def test_converting_the_raw_folder_computes_each_figure_from_the_raw_seconds(tmp
     for kind, name in (("training_32k", "smoke_32k.json"), ("training_4k", "smoke_full.json")):
         converted, _ = load_result(tmp_path / f"{kind}.json")
         assert converted["runs"] == raw_json(name)["runs"]
-    assert {p.stem for p in tmp_path.glob("*.json")} == {kind for name, kind in gpu.FILES.items() if (RAW / name).exists()}
+    assert {p.stem for p in tmp_path.glob("*.json")} == {
+        kind for name, kind in gpu.FILES.items() if (RAW / name).exists()
+    }
 
 
 @pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
@@ -109,8 +115,9 @@ def test_the_gpu_translation_is_rescored_from_its_hypotheses(tmp_path, shared_da
 
     folder = shared_data / "multi30k-en-de"
     sources, references = read_parallel(folder / "test_2016_flickr.en", folder / "test_2016_flickr.de")
-    written = ingest.convert_translation(RAW, tmp_path, sources, references, device="NVIDIA H200", commit="df024e7",
-                                      date="2026-11-26")
+    written = ingest.convert_translation(
+        RAW, tmp_path, sources, references, device="NVIDIA H200", commit="df024e7", date="2026-11-26"
+    )
     result, prov = load_result(written)
     assert result == load_result(STORED / "translation_small.json")[0]
     assert result["scores"]["bleu"] == pytest.approx(result["recorded_scores"]["bleu"], abs=1e-6)
@@ -131,19 +138,26 @@ def test_a_gpu_translation_scored_against_other_references_is_refused(tmp_path):
     refs = [f"Ein Hund läuft über die Wiese Nummer {i} ." for i in range(8)]
     hyps = [r.replace("läuft", "rennt") for r in refs]
     _fake_measurement(tmp_path / "m", hyps, refs)
-    written = ingest.convert_translation(tmp_path / "m", tmp_path / "out", refs, refs, device="GPU X", commit="abc", date="2026-01-01",
-                                      examples=3)
+    written = ingest.convert_translation(
+        tmp_path / "m", tmp_path / "out", refs, refs, device="GPU X", commit="abc", date="2026-01-01", examples=3
+    )
     result, _ = load_result(written)
-    assert [e["index"] for e in result["examples"]] == [0, 4, 7] and result["train_s"] == 3 and result["valid_loss"] == 4.5
+    assert (
+        [e["index"] for e in result["examples"]] == [0, 4, 7] and result["train_s"] == 3 and result["valid_loss"] == 4.5
+    )
     with pytest.raises(ValueError, match="bleu recomputed here"):
-        ingest.convert_translation(tmp_path / "m", tmp_path / "out", refs, refs[::-1], device="GPU X", commit="abc", date="2026-01-01")
+        ingest.convert_translation(
+            tmp_path / "m", tmp_path / "out", refs, refs[::-1], device="GPU X", commit="abc", date="2026-01-01"
+        )
 
 
 def test_a_malformed_line_of_the_gpu_training_log_is_named(tmp_path):
     refs = ["Ein Hund ."]
     _fake_measurement(tmp_path / "m", refs, refs, train_s="train_s fast")
     with pytest.raises(ValueError, match="line 2: 'train_s fast'"):
-        ingest.convert_translation(tmp_path / "m", tmp_path / "out", refs, refs, device="GPU X", commit="abc", date="2026-01-01")
+        ingest.convert_translation(
+            tmp_path / "m", tmp_path / "out", refs, refs, device="GPU X", commit="abc", date="2026-01-01"
+        )
 
 
 @pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
@@ -155,13 +169,17 @@ def test_the_benchs_current_format_converts_to_the_same_results(tmp_path):
     shutil.copy(RAW / "README.md", new / "README.md")
     for name in ("gpu_bench.json", "breakdown.json", "bench_batch.json"):
         raw = json.loads((RAW / name).read_text())
-        split = {"systems": {k: v for k, v in raw.items() if not k.startswith("_")},
-                 "meta": {k[1:]: v for k, v in raw.items() if k.startswith("_")}}
+        split = {
+            "systems": {k: v for k, v in raw.items() if not k.startswith("_")},
+            "meta": {k[1:]: v for k, v in raw.items() if k.startswith("_")},
+        }
         (new / name).write_text(json.dumps(split))
     ingest.convert_measurements(new, tmp_path / "from_new")
     ingest.convert_measurements(RAW, tmp_path / "from_flat")
     for kind in ("speed", "breakdown", "batch"):
-        assert load_result(tmp_path / "from_new" / f"{kind}.json") == load_result(tmp_path / "from_flat" / f"{kind}.json")
+        assert load_result(tmp_path / "from_new" / f"{kind}.json") == load_result(
+            tmp_path / "from_flat" / f"{kind}.json"
+        )
 
 
 def test_a_tampered_median_is_refused(tmp_path):
@@ -210,8 +228,15 @@ from canlib.analysis import speed as sp  # noqa: E402
 def fake_bench(calls):
     def bench(study_name, settings):
         calls.append((study_name, settings["systems"]))
-        systems = {s: {"tok_per_s": 100.0 + i, "tokens": 30, "seconds": [0.3, 0.25, 0.35]} for i, s in enumerate(settings["systems"])}
-        return {"systems": systems, "meta": {"device": "cpu", "dtype": "float32", "load_average": [0.1, 0.1, 0.1], "device_type": "cpu"}}
+        systems = {
+            s: {"tok_per_s": 100.0 + i, "tokens": 30, "seconds": [0.3, 0.25, 0.35]}
+            for i, s in enumerate(settings["systems"])
+        }
+        return {
+            "systems": systems,
+            "meta": {"device": "cpu", "dtype": "float32", "load_average": [0.1, 0.1, 0.1], "device_type": "cpu"},
+        }
+
     return bench
 
 
@@ -258,8 +283,18 @@ def test_the_bench_runs_without_printing_or_warning(capsys, monkeypatch):
     from canlib.bench import speed as bench
 
     monkeypatch.setattr(bench, "busy_warning", lambda *a: "the machine is busy (test)")
-    settings = sp.settings_for("speed", "tiny", ("balanced", "can"), device="cpu", scale="tiny", sentences=1,
-                               repeats=2, forced_length=2, warmup=0, vocab_size=64)
+    settings = sp.settings_for(
+        "speed",
+        "tiny",
+        ("balanced", "can"),
+        device="cpu",
+        scale="tiny",
+        sentences=1,
+        repeats=2,
+        forced_length=2,
+        warmup=0,
+        vocab_size=64,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         result = sp.run_bench("speed", settings)
@@ -271,7 +306,10 @@ def test_the_bench_runs_without_printing_or_warning(capsys, monkeypatch):
 
 
 def test_comparison_frame_leaves_out_missing_sources():
-    rows = {"balanced": {"tok_per_s": 10.0, "min": 9.0, "max": 11.0}, "can": {"tok_per_s": 12.0, "min": 11.0, "max": 13.0}}
+    rows = {
+        "balanced": {"tok_per_s": 10.0, "min": 9.0, "max": 11.0},
+        "can": {"tok_per_s": 12.0, "min": 11.0, "max": 13.0},
+    }
     frame = sp.comparison_frame(("balanced", "can"), rows, None, rows, {"balanced": 219.53, "can": 290.08})
     assert "GPU eager tok/s median" not in frame and frame.loc["CAN", "CPU tok/s x Balanced"] == pytest.approx(1.2)
     assert frame.loc["CAN", "paper tok/s"] == 290.08

@@ -1,6 +1,7 @@
 """The one store reader (canlib.studies.store.Store): main-plan runs, a study's models through its summary or, before
 the summary exists, from their files, the reduced-budget filter applied once, hypotheses that must be where a run
 says, GPU measurements and operator counts under the same folder."""
+
 from __future__ import annotations
 
 import json
@@ -51,8 +52,13 @@ def test_a_study_is_read_from_its_files_until_its_summary_names_them(tmp_path):
     assert store.budget_factors() == [1, 2]  # no budget.json yet: the x2 files count
     assert store.budget_runs("can", 2).scores["test"] == (37.0, 38.0)
     assert store.budget_runs("can", 1).scores["test"] == (33.0, 33.0)
-    summary = {"study": "budget", "runs": [{"file": "beyond/runs/multi30k-en-de/budget-can-x2-seed1"},
-                                           {"file": "beyond/runs/multi30k-en-de/budget-balanced-x2-seed1"}]}
+    summary = {
+        "study": "budget",
+        "runs": [
+            {"file": "beyond/runs/multi30k-en-de/budget-can-x2-seed1"},
+            {"file": "beyond/runs/multi30k-en-de/budget-balanced-x2-seed1"},
+        ],
+    }
     save_result(stored_path("beyond/budget", "small", tmp_path), summary, provenance("small", {"study": "budget"}))
     assert Store("small", tmp_path).budget_runs("can", 2).seeds == (1,)  # the summary decides which models count
 
@@ -73,17 +79,22 @@ def test_a_run_without_provenance_is_refused(tmp_path):
 
 
 def test_a_missing_run_names_the_command_that_stores_it(tmp_path):
-    with pytest.raises(FileNotFoundError, match="`python -m canlib experiment --scale small --systems can --seeds 2 "
-                                                "--corpora multi30k-en-de --studies runs`"):
+    with pytest.raises(
+        FileNotFoundError,
+        match="`python -m canlib experiment --scale small --systems can --seeds 2 "
+        "--corpora multi30k-en-de --studies runs`",
+    ):
         Store("small", tmp_path).run("can", 2)
 
 
 def test_gpu_measurements_and_operator_counts_are_read_from_the_same_folder(tmp_path):
     """A store opened on a folder reads that folder's gpu/ and cpu/ too, not book/results."""
     rows = {"can": {"eager": {"tok_per_s": 3.0, "tok_per_s_repeats": [3.0]}}}
-    save_result(tmp_path / "gpu" / "run-a" / "speed.json",
-                {"systems": rows, "dtype": "float16", "settings": {"repeats": 1}, "captured_matches_eager": {}},
-                provenance("full", {"command": "test"}))
+    save_result(
+        tmp_path / "gpu" / "run-a" / "speed.json",
+        {"systems": rows, "dtype": "float16", "settings": {"repeats": 1}, "captured_matches_eager": {}},
+        provenance("full", {"command": "test"}),
+    )
     save_result(tmp_path / "cpu" / "ops.json", {"systems": {"can": {}}}, provenance("full", {"command": "test"}))
     store = Store("small", tmp_path)
     assert store.gpu_runs_with("speed") == ["run-a"] and store.gpu_runs_with("batch") == []

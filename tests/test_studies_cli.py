@@ -1,4 +1,5 @@
 """``canlib experiment`` end to end at a reduced budget: files, resume, rescoring (real Multi30k data)."""
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,23 @@ def experiment(tmp_path_factory):
     os.environ["CANLIB_CACHE_DIR"] = str(root / "cache")
     os.environ["CANLIB_DATA_DIR"] = str(SHARED_DATA)  # offline: the workers read the real data there
     out = root / "out"
-    args = ["experiment", "--scale", "tiny", "--max-steps", "4", "--jobs", "2", "--out", str(out),
-            "--systems", ",".join(SYSTEMS), "--seeds", ",".join(map(str, SEEDS)), "--studies", "runs"]
+    args = [
+        "experiment",
+        "--scale",
+        "tiny",
+        "--max-steps",
+        "4",
+        "--jobs",
+        "2",
+        "--out",
+        str(out),
+        "--systems",
+        ",".join(SYSTEMS),
+        "--seeds",
+        ",".join(map(str, SEEDS)),
+        "--studies",
+        "runs",
+    ]
     try:
         import contextlib
         import io
@@ -122,7 +138,9 @@ def test_an_interrupted_run_resumes_from_its_checkpoints(tmp_path, monkeypatch, 
         shutil.copy(first / name, second / name)
     capsys.readouterr()
     assert main([*base, "--max-steps", "4", "--out", str(tmp_path / "out4")]) == 0
-    assert "resumed from" in capsys.readouterr().err and "step_0000002.pt" in str(sorted((second / "checkpoints").iterdir()))
+    assert "resumed from" in capsys.readouterr().err and "step_0000002.pt" in str(
+        sorted((second / "checkpoints").iterdir())
+    )
     log = [json.loads(line) for line in (second / "log.jsonl").read_text().splitlines() if line.strip()]
     assert [r["step"] for r in log if r.get("kind") == "valid"] == [2, 4]
 
@@ -143,7 +161,19 @@ def test_an_interrupted_and_resumed_experiment_equals_an_uninterrupted_one(tmp_p
     monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))
     budget = runs.budget
     monkeypatch.setattr(runs, "budget", lambda *a, **kw: {**budget(*a, **kw), "valid_every": 2})
-    args = ["experiment", "--scale", "tiny", "--systems", "can", "--seeds", "1", "--studies", "runs", "--max-steps", "4"]
+    args = [
+        "experiment",
+        "--scale",
+        "tiny",
+        "--systems",
+        "can",
+        "--seeds",
+        "1",
+        "--studies",
+        "runs",
+        "--max-steps",
+        "4",
+    ]
     folder = runs.run("can", "tiny", 1, reduced=4).folder
     stored = lambda out: tmp_path / out / "tiny" / "runs" / "multi30k-en-de"  # noqa: E731
 
@@ -173,7 +203,10 @@ def test_an_interrupted_and_resumed_experiment_equals_an_uninterrupted_one(tmp_p
     for split in ("valid", "test"):
         hyp = f"can-seed1.{split}.hyp"
         assert (stored("resumed") / hyp).read_text() == (stored("uninterrupted") / hyp).read_text()
-    scores = [json.loads((stored(out) / "can-seed1.json").read_text())["result"]["scores"] for out in ("uninterrupted", "resumed")]
+    scores = [
+        json.loads((stored(out) / "can-seed1.json").read_text())["result"]["scores"]
+        for out in ("uninterrupted", "resumed")
+    ]
     assert scores[0] == scores[1]
 
 

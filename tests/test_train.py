@@ -1,4 +1,5 @@
 """The trainer: overfits real pairs with every decoder kind, resumes bit-identically, guards its inputs."""
+
 from __future__ import annotations
 
 import json
@@ -66,8 +67,19 @@ def split_of(pairs) -> PairList:
 
 
 def tiny(vocab_size: int, kind: str = "can", dropout: float = 0.0, **kw) -> ModelConfig:
-    return ModelConfig(vocab_size=vocab_size, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=2,
-                       decoder_kind=kind, dropout=dropout, attn_dropout=dropout, relu_dropout=dropout, **kw)
+    return ModelConfig(
+        vocab_size=vocab_size,
+        d_model=32,
+        heads=4,
+        ffn_dim=64,
+        enc_layers=1,
+        dec_layers=2,
+        decoder_kind=kind,
+        dropout=dropout,
+        attn_dropout=dropout,
+        relu_dropout=dropout,
+        **kw,
+    )
 
 
 def quick(**kw) -> TrainConfig:
@@ -101,7 +113,14 @@ def test_inverse_sqrt_schedule_warms_up_linearly_then_decays():
 def test_paper_defaults():
     cfg = TrainConfig()
     assert (cfg.lr, cfg.warmup, cfg.betas, cfg.eps, cfg.label_smoothing, cfg.max_tokens, cfg.average_last) == (
-        7e-4, 8000, (0.9, 0.98), 1e-8, 0.1, 4096, 5)
+        7e-4,
+        8000,
+        (0.9, 0.98),
+        1e-8,
+        0.1,
+        4096,
+        5,
+    )
 
 
 def test_averaging_is_the_elementwise_mean(tmp_path):
@@ -134,8 +153,15 @@ RESUME_CFG = dict(label_smoothing=0.1, update_freq=2, valid_every=3, max_steps=1
 
 def make(corpus, run: Path, resume: bool = False, **kw) -> Trainer:
     vocab, pairs = corpus
-    return Trainer(tiny(vocab.size, "can", dropout=0.1), quick(**{**RESUME_CFG, **kw}), split_of(pairs[:40]),
-                   split_of(pairs[40:48]), run, vocab=vocab, resume=resume)
+    return Trainer(
+        tiny(vocab.size, "can", dropout=0.1),
+        quick(**{**RESUME_CFG, **kw}),
+        split_of(pairs[:40]),
+        split_of(pairs[40:48]),
+        run,
+        vocab=vocab,
+        resume=resume,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +253,11 @@ def test_run_directory_layout_and_checkpoint_contents(corpus, reference):
     _, run = reference
     vocab, _ = corpus
     config = json.loads((run / "config.json").read_text())
-    assert config["vocab_id"] == vocab.id and config["train"]["max_steps"] == 10 and config["model"]["decoder_kind"] == "can"
+    assert (
+        config["vocab_id"] == vocab.id
+        and config["train"]["max_steps"] == 10
+        and config["model"]["decoder_kind"] == "can"
+    )
     assert Vocabulary.load(run / "vocab.model").id == vocab.id
     ckpt = torch.load(run / "checkpoints" / "step_0000010.pt", weights_only=True)
     for key in ("model", "optimizer", "scheduler", "scaler", "step", "epoch", "sampler", "rng", "best"):
@@ -269,7 +299,9 @@ def test_valid_bleu_hook_is_logged_and_drives_early_stopping(corpus, tmp_path):
         return next(scores)
 
     cfg = quick(valid_every=2, max_steps=50, patience=2)
-    result = Trainer(tiny(vocab.size), cfg, split_of(pairs[:16]), split_of(pairs[16:20]), tmp_path, valid_bleu=fake_bleu).fit()
+    result = Trainer(
+        tiny(vocab.size), cfg, split_of(pairs[:16]), split_of(pairs[16:20]), tmp_path, valid_bleu=fake_bleu
+    ).fit()
     assert result["stop_reason"] == "early_stopping" and result["step"] == 8
     assert result["best"]["metric"] == 12.0 and result["best"]["step"] == 4
     assert calls == [False] * 4  # called in eval mode
@@ -323,7 +355,9 @@ def test_existing_run_is_refused_unless_resume_or_overwrite(corpus, tmp_path):
     vocab, pairs = corpus
     split = split_of(pairs[:8])
     Trainer(tiny(vocab.size), quick(max_steps=2), split, None, tmp_path).fit()
-    with pytest.raises(ValueError, match=r"already holds another run's checkpoints \(step_0000002.pt.*--resume.*--overwrite"):
+    with pytest.raises(
+        ValueError, match=r"already holds another run's checkpoints \(step_0000002.pt.*--resume.*--overwrite"
+    ):
         Trainer(tiny(vocab.size), quick(max_steps=2), split, None, tmp_path)
     with pytest.raises(ValueError, match="decoder_kind"):
         Trainer(tiny(vocab.size, "aan"), quick(max_steps=2), split, None, tmp_path, resume=True)
@@ -354,8 +388,24 @@ def test_cli_trains_a_preset_on_a_prepared_corpus(corpus, tmp_path, monkeypatch)
 
     monkeypatch.setattr(train_cli, "load_prepared", lambda path: Prepared())
 
-    args = ["train", "--preset", "tiny-can", "--data", str(tmp_path / "data"), "--out", str(tmp_path / "run"),
-            "--max-steps", "2", "--max-tokens", "512", "--warmup", "2", "--no-progress", "--log-every", "1"]
+    args = [
+        "train",
+        "--preset",
+        "tiny-can",
+        "--data",
+        str(tmp_path / "data"),
+        "--out",
+        str(tmp_path / "run"),
+        "--max-steps",
+        "2",
+        "--max-tokens",
+        "512",
+        "--warmup",
+        "2",
+        "--no-progress",
+        "--log-every",
+        "1",
+    ]
     assert main(args) == 0
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["step"] == 2 and result["config"]["model"]["enc_layers"] == 12
@@ -397,10 +447,12 @@ def test_gpu_smoke_script_runs_its_tiny_cpu_mode(tmp_path):
     assert stored == report and prov["scale"] == "tiny" and prov["device"].startswith("CPU")
     assert prov["config"]["command"].startswith("python scripts/gpu_smoke_train.py --tiny --steps 3")
     with pytest.raises(SystemExit, match="mix scales"):
-        script.main(["--steps", "3", "--device", "cpu", "--presets", "tiny-can,small-can", "--result", str(tmp_path / "x.json")])
+        script.main(
+            ["--steps", "3", "--device", "cpu", "--presets", "tiny-can,small-can", "--result", str(tmp_path / "x.json")]
+        )
 
 
-DDP_WORKER = '''
+DDP_WORKER = """
 import sys, torch
 sys.path.insert(0, {repo!r})
 from canlib.data.batching import PairList
@@ -411,7 +463,7 @@ data = torch.load({data!r}, weights_only=True)
 split = PairList([s.tolist() for s in data["src"]], [t.tolist() for t in data["tgt"]])
 cfg = ModelConfig.from_dict(data["model"])
 Trainer(cfg, TrainConfig(**data["train"]), split, split, {run!r}).fit()
-'''
+"""
 
 
 def test_two_cpu_ranks_match_one_process_accumulating_two_batches(corpus, tmp_path):
@@ -425,14 +477,27 @@ def test_two_cpu_ranks_match_one_process_accumulating_two_batches(corpus, tmp_pa
     split = split_of(pairs[:40])
     steps = len(TokenBatchSampler(split.src_lens, split.tgt_lens, 64)) // 2  # stay within the first epoch
     assert steps >= 3
-    train = dict(lr=5e-3, warmup=10, max_tokens=64, progress=False, log_every=1, max_steps=steps, keep_last=1, average_last=1)
+    train = dict(
+        lr=5e-3, warmup=10, max_tokens=64, progress=False, log_every=1, max_steps=steps, keep_last=1, average_last=1
+    )
     model_cfg = tiny(vocab.size)
-    torch.save({"src": [torch.tensor(s) for s in split.src], "tgt": [torch.tensor(t) for t in split.tgt],
-                "model": model_cfg.to_dict(), "train": train}, tmp_path / "data.pt")
+    torch.save(
+        {
+            "src": [torch.tensor(s) for s in split.src],
+            "tgt": [torch.tensor(t) for t in split.tgt],
+            "model": model_cfg.to_dict(),
+            "train": train,
+        },
+        tmp_path / "data.pt",
+    )
     worker = tmp_path / "worker.py"
     worker.write_text(DDP_WORKER.format(repo=str(REPO), data=str(tmp_path / "data.pt"), run=str(tmp_path / "ddp")))
-    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29731", str(worker)],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29731", str(worker)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     single = Trainer(model_cfg, TrainConfig(**{**train, "update_freq": 2}), split, split, tmp_path / "single")
     single.fit()

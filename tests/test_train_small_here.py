@@ -3,6 +3,7 @@ it trains on any machine, at small where small trains (a CUDA device); the chapt
 missing small result names the command and nothing trains. Tested on a CPU by forcing the device selection
 (``CANLIB_TRAIN_SMALL=1``) with the small scale shrunk to a tiny budget, in temporary results and cache folders
 (book/results is never touched)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,10 +37,27 @@ def small_in_seconds(folders, shared_data, monkeypatch):
     search, two seeds; everything else (presets small-*, names, folders, code paths) is small's own."""
     monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))
     spec = scales._SPECS["small"]
-    monkeypatch.setitem(scales._SPECS, "small", dataclasses.replace(
-        spec, corpus_scale="tiny", beam=1, seeds=2,
-        train=dict(lr=1e-3, warmup=2, max_tokens=1024, max_steps=3, valid_every=3, log_every=1, keep_last=1,
-                   average_last=1, progress=False)))
+    monkeypatch.setitem(
+        scales._SPECS,
+        "small",
+        dataclasses.replace(
+            spec,
+            corpus_scale="tiny",
+            beam=1,
+            seeds=2,
+            train=dict(
+                lr=1e-3,
+                warmup=2,
+                max_tokens=1024,
+                max_steps=3,
+                valid_every=3,
+                log_every=1,
+                keep_last=1,
+                average_last=1,
+                progress=False,
+            ),
+        ),
+    )
     return folders
 
 
@@ -48,10 +66,19 @@ def stored_runs(root) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
 
 
-@pytest.mark.parametrize("flag, cuda, scale, expected", [
-    ("", True, "small", True), ("", False, "small", False), ("1", False, "small", True), ("0", True, "small", False),
-    ("", False, "tiny", True), ("0", False, "tiny", True), ("", True, "full", False), ("1", True, "full", False),
-])
+@pytest.mark.parametrize(
+    "flag, cuda, scale, expected",
+    [
+        ("", True, "small", True),
+        ("", False, "small", False),
+        ("1", False, "small", True),
+        ("0", True, "small", False),
+        ("", False, "tiny", True),
+        ("0", False, "tiny", True),
+        ("", True, "full", False),
+        ("1", True, "full", False),
+    ],
+)
 def test_small_trains_here_on_cuda_or_where_the_flag_says_so(monkeypatch, flag, cuda, scale, expected):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     monkeypatch.setenv(TRAIN_HERE_ENV, flag)
@@ -79,8 +106,9 @@ def test_on_a_cpu_a_chapter_trains_nothing_and_names_the_command(folders, monkey
     with pytest.raises(FileNotFoundError, match="canlib experiment --scale small"):
         Store("small").run("can")
     assert Store("small").scores(["can"]) == {}
-    assert "`python -m canlib experiment --scale small --systems can --corpora multi30k-en-de --studies runs`" in \
-        Store("small").describe_runs(["can"])
+    assert "`python -m canlib experiment --scale small --systems can --corpora multi30k-en-de --studies runs`" in Store(
+        "small"
+    ).describe_runs(["can"])
     assert not (folders / "results").exists() and capsys.readouterr().err == ""
 
 
@@ -96,7 +124,9 @@ def test_the_explicit_call_trains_and_stores_exactly_what_a_chapter_reads(small_
         stored = json.loads(stored_path(f"runs/{MAIN}/baseline-seed1", "small").read_text())
         assert stored["result"]["scores"] == result["scores"] and stored["provenance"]["date"] == prov["date"]
         assert (prov["scale"], prov["budget"]["max_steps"], prov["reduced_budget"]) == ("small", 3, False)
-        assert prov["device"].startswith("CPU") and prov["precision"] == "fp32"  # trained on the device it was forced to
+        assert (
+            prov["device"].startswith("CPU") and prov["precision"] == "fp32"
+        )  # trained on the device it was forced to
         for split in result["hyp_files"].values():  # the hypotheses beside it, as `canlib experiment` writes them
             assert (root / "results" / "small" / "runs" / MAIN / split).is_file()
         assert default_scale(["baseline"], seeds=[1]) == "small"

@@ -1,5 +1,6 @@
 """The faster training step (issue 22): vectorised collation and a fused optimizer give today's batches and
 losses, dispatch far fewer operators, and the CPU operator proxy adds its phases up."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -25,14 +26,25 @@ def _one_thread():
 
 
 def tiny(vocab_size: int = 60, dropout: float = 0.1) -> ModelConfig:
-    return ModelConfig(vocab_size=vocab_size, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=2,
-                       dropout=dropout, attn_dropout=dropout, relu_dropout=dropout)
+    return ModelConfig(
+        vocab_size=vocab_size,
+        d_model=32,
+        heads=4,
+        ffn_dim=64,
+        enc_layers=1,
+        dec_layers=2,
+        dropout=dropout,
+        attn_dropout=dropout,
+        relu_dropout=dropout,
+    )
 
 
 def random_split(pairs: int, vocab_size: int, seed: int = 0, min_len: int = 1) -> PairList:
     rng = np.random.default_rng(seed)
     lens = rng.integers(min_len, 12, (pairs, 2))
-    return PairList([rng.integers(4, vocab_size, n) for n in lens[:, 0]], [rng.integers(4, vocab_size, n) for n in lens[:, 1]])
+    return PairList(
+        [rng.integers(4, vocab_size, n) for n in lens[:, 0]], [rng.integers(4, vocab_size, n) for n in lens[:, 1]]
+    )
 
 
 # -- collation -------------------------------------------------------------------------------------------
@@ -60,12 +72,23 @@ def test_collating_a_batch_dispatches_a_handful_of_operators_whatever_its_size()
 
 # -- the optimizer's implementations -------------------------------------------------------------------------
 def train_losses(tmp_path: Path, optimizer: str, steps: int = 12) -> tuple[list[float], dict[str, torch.Tensor]]:
-    cfg = TrainConfig(lr=3e-3, warmup=4, max_tokens=96, max_steps=steps, log_every=1, keep_last=1, average_last=1,
-                      progress=False, optimizer=optimizer)
+    cfg = TrainConfig(
+        lr=3e-3,
+        warmup=4,
+        max_tokens=96,
+        max_steps=steps,
+        log_every=1,
+        keep_last=1,
+        average_last=1,
+        progress=False,
+        optimizer=optimizer,
+    )
     trainer = Trainer(tiny(), cfg, random_split(300, 60), None, tmp_path / optimizer)
     trainer.fit()
     rows = [json.loads(line) for line in (tmp_path / optimizer / "log.jsonl").read_text().splitlines()]
-    return [r["train_loss"] for r in rows if r["kind"] == "train"], {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    return [r["train_loss"] for r in rows if r["kind"] == "train"], {
+        k: v.clone() for k, v in trainer.model.state_dict().items()
+    }
 
 
 def test_foreach_adam_is_the_per_tensor_loop_bit_for_bit_and_fused_within_stated_tolerances(tmp_path):
@@ -102,8 +125,12 @@ def optimizer_step_ops(tmp_path: Path, optimizer: str) -> OpCounter:
 
 
 def test_the_fused_optimizer_step_is_a_few_operators_and_reads_nothing_on_the_host(tmp_path):
-    params = sum(1 for _ in Trainer(tiny(), TrainConfig(max_steps=1, progress=False), random_split(10, 60), None,
-                                    tmp_path / "count").model.parameters())
+    params = sum(
+        1
+        for _ in Trainer(
+            tiny(), TrainConfig(max_steps=1, progress=False), random_split(10, 60), None, tmp_path / "count"
+        ).model.parameters()
+    )
     fused, loop = optimizer_step_ops(tmp_path, "fused"), optimizer_step_ops(tmp_path, "loop")
     assert fused.kernels <= 4 and fused.host_syncs == 0, fused.by_name
     assert loop.kernels >= 8 * params and loop.host_syncs == params, loop.by_name  # one step-count read per tensor
@@ -111,8 +138,17 @@ def test_the_fused_optimizer_step_is_a_few_operators_and_reads_nothing_on_the_ho
 
 def test_resuming_with_another_optimizer_warns_and_uses_the_one_asked_for(tmp_path):
     split = random_split(200, 60)
-    cfg = TrainConfig(lr=1e-3, warmup=4, max_tokens=96, max_steps=3, valid_every=3, keep_last=1, average_last=1,
-                      progress=False, optimizer="loop")
+    cfg = TrainConfig(
+        lr=1e-3,
+        warmup=4,
+        max_tokens=96,
+        max_steps=3,
+        valid_every=3,
+        keep_last=1,
+        average_last=1,
+        progress=False,
+        optimizer="loop",
+    )
     Trainer(tiny(), cfg, split, None, tmp_path).fit()
     cfg.max_steps, cfg.optimizer = 5, "fused"
     with pytest.warns(UserWarning, match="optimizer=.fused.; continuing with the latter"):
@@ -135,8 +171,12 @@ def test_the_cpu_operator_proxy_adds_its_phases_up_to_the_whole_update(tmp_path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     out = tmp_path / "ops.json"
-    assert script.main(["--presets", "", "--d512", "tiny-can", "--d512-tokens", "256", "--threads", "1",
-                        "--result", str(out)]) == 0
+    assert (
+        script.main(
+            ["--presets", "", "--d512", "tiny-can", "--d512-tokens", "256", "--threads", "1", "--result", str(out)]
+        )
+        == 0
+    )
     stored = json.loads(out.read_text())
     run = stored["result"]["runs"]["tiny-can"]
     phases = ("batches", "forward", "backward", "optimizer", "rest")

@@ -2,6 +2,7 @@
 kernels, the vocabulary-tiled loss. Off, nothing changes; on, each gives the losses of the plain run within
 a stated tolerance, a run interrupted and resumed equals a straight one bit for bit, and the kernel settings
 hold inside an update and are restored after it."""
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,17 @@ OPTIONS = {
 
 
 def tiny(dropout: float = 0.1) -> ModelConfig:
-    return ModelConfig(vocab_size=60, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=2,
-                       dropout=dropout, attn_dropout=dropout, relu_dropout=dropout)
+    return ModelConfig(
+        vocab_size=60,
+        d_model=32,
+        heads=4,
+        ffn_dim=64,
+        enc_layers=1,
+        dec_layers=2,
+        dropout=dropout,
+        attn_dropout=dropout,
+        relu_dropout=dropout,
+    )
 
 
 def random_split(pairs: int, seed: int = 0) -> PairList:
@@ -37,8 +47,18 @@ def random_split(pairs: int, seed: int = 0) -> PairList:
 
 
 def config(**kw) -> TrainConfig:
-    base = dict(lr=5e-3, warmup=4, max_tokens=96, update_freq=2, valid_every=3, max_steps=8, log_every=1, keep_last=2,
-                average_last=2, progress=False)
+    base = dict(
+        lr=5e-3,
+        warmup=4,
+        max_tokens=96,
+        update_freq=2,
+        valid_every=3,
+        max_steps=8,
+        log_every=1,
+        keep_last=2,
+        average_last=2,
+        progress=False,
+    )
     return TrainConfig(**{**base, **kw})
 
 
@@ -49,8 +69,11 @@ def trainer(run, resume: bool = False, dropout: float = 0.1, **kw) -> Trainer:
 def train_losses(run) -> list[float]:
     import json
 
-    return [json.loads(line)["train_loss"] for line in (run / "log.jsonl").read_text().splitlines()
-            if json.loads(line)["kind"] == "train"]
+    return [
+        json.loads(line)["train_loss"]
+        for line in (run / "log.jsonl").read_text().splitlines()
+        if json.loads(line)["kind"] == "train"
+    ]
 
 
 # -- shape buckets in the batching ---------------------------------------------------------------------------
@@ -108,12 +131,17 @@ def test_buckets_leave_a_handful_of_batch_shapes_on_real_multi30k(shared_data, t
     from canlib.data import load_prepared, prepare
 
     monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))  # the shared folder, not a download
-    train = load_prepared(prepare("multi30k-en-de", "small", out_dir=tmp_path / "prepared", progress=False)).split("train")
+    train = load_prepared(prepare("multi30k-en-de", "small", out_dir=tmp_path / "prepared", progress=False)).split(
+        "train"
+    )
     shapes = {}
     for multiple in (1, 8):
         sampler = TokenBatchSampler(train.src_lens, train.tgt_lens, 8192, seed=1, pad_multiple=multiple)
-        shapes[multiple] = {tuple(collate(train, b, 0, 2, 3, multiple)["tgt_out"].shape)
-                            + (collate(train, b, 0, 2, 3, multiple)["src"].size(1),) for b in sampler}
+        shapes[multiple] = {
+            tuple(collate(train, b, 0, 2, 3, multiple)["tgt_out"].shape)
+            + (collate(train, b, 0, 2, 3, multiple)["src"].size(1),)
+            for b in sampler
+        }
     assert len(shapes[1]) >= 50 and len(shapes[8]) <= 12, {k: len(v) for k, v in shapes.items()}
 
 
@@ -130,7 +158,9 @@ def test_the_same_batch_bucketed_or_not_gives_the_same_loss_and_gradients():
     for multiple in (1, 8):
         model.zero_grad()
         batch = collate(split, list(range(12)), cfg.pad_id, cfg.bos_id, cfg.eos_id, multiple)
-        loss, nll = LabelSmoothedObjective(model, 0.1, cfg.pad_id, 4096)(batch["src"], batch["tgt_in"], batch["tgt_out"])
+        loss, nll = LabelSmoothedObjective(model, 0.1, cfg.pad_id, 4096)(
+            batch["src"], batch["tgt_in"], batch["tgt_out"]
+        )
         loss.backward()
         out.append((loss.item(), nll.item(), {n: p.grad.clone() for n, p in model.named_parameters()}))
     (l1, n1, g1), (l8, n8, g8) = out
@@ -178,8 +208,14 @@ def test_the_kernel_settings_hold_inside_updates_and_validation_and_are_restored
     seen = []
 
     def probe(module, args):
-        seen.append((module.training, torch.are_deterministic_algorithms_enabled(),
-                     torch.backends.cuda.math_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled()))
+        seen.append(
+            (
+                module.training,
+                torch.are_deterministic_algorithms_enabled(),
+                torch.backends.cuda.math_sdp_enabled(),
+                torch.backends.cuda.flash_sdp_enabled(),
+            )
+        )
 
     run = trainer(tmp_path, sdpa_backend="math", deterministic=True, max_steps=3)
     run.model.encoder_layers[0].register_forward_pre_hook(probe)
@@ -187,7 +223,11 @@ def test_the_kernel_settings_hold_inside_updates_and_validation_and_are_restored
     run.fit()
     assert {s[0] for s in seen} == {True, False}  # updates (train mode) and validation (eval mode) seen
     assert set(seen) == {(True, True, True, False), (False, True, True, False)}
-    assert (torch.are_deterministic_algorithms_enabled(), torch.backends.cuda.flash_sdp_enabled()) == before == (False, True)
+    assert (
+        (torch.are_deterministic_algorithms_enabled(), torch.backends.cuda.flash_sdp_enabled())
+        == before
+        == (False, True)
+    )
 
 
 def test_with_buckets_every_batch_the_model_sees_has_lengths_in_multiples_of_8(tmp_path):
@@ -254,8 +294,12 @@ def test_cli_flags_reach_the_options_and_default_to_off():
     base = ["--preset", "tiny-can", "--data", "d", "--out", "o"]
     off = train_config(parser.parse_args(base))
     assert (off.pad_multiple, off.sdpa_backend, off.deterministic, off.loss_vocab_block) == (1, "default", False, 0)
-    on = train_config(parser.parse_args(base + ["--pad-multiple", "16", "--sdpa-backend", "efficient", "--deterministic",
-                                                "--loss-vocab-block", "2048"]))
+    on = train_config(
+        parser.parse_args(
+            base
+            + ["--pad-multiple", "16", "--sdpa-backend", "efficient", "--deterministic", "--loss-vocab-block", "2048"]
+        )
+    )
     assert (on.pad_multiple, on.sdpa_backend, on.deterministic, on.loss_vocab_block) == (16, "efficient", True, 2048)
 
 

@@ -1,6 +1,7 @@
 """Training throughput on CPU terms: the chunked loss equals the plain one without its (tokens x V)
 tensor, the step loop never reads a tensor on the host between log points, --compile is wired,
 and the GPU smoke script knows each device's peak."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -31,14 +32,26 @@ def _one_thread():
 
 
 def tiny(vocab_size: int = 60, **kw) -> ModelConfig:
-    return ModelConfig(vocab_size=vocab_size, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=2,
-                       dropout=0.0, attn_dropout=0.0, relu_dropout=0.0, **kw)
+    return ModelConfig(
+        vocab_size=vocab_size,
+        d_model=32,
+        heads=4,
+        ffn_dim=64,
+        enc_layers=1,
+        dec_layers=2,
+        dropout=0.0,
+        attn_dropout=0.0,
+        relu_dropout=0.0,
+        **kw,
+    )
 
 
 def random_split(pairs: int, vocab_size: int, seed: int = 0) -> PairList:
     rng = np.random.default_rng(seed)
     lens = rng.integers(3, 12, (pairs, 2))
-    return PairList([rng.integers(4, vocab_size, n) for n in lens[:, 0]], [rng.integers(4, vocab_size, n) for n in lens[:, 1]])
+    return PairList(
+        [rng.integers(4, vocab_size, n) for n in lens[:, 0]], [rng.integers(4, vocab_size, n) for n in lens[:, 1]]
+    )
 
 
 def loss_inputs(dtype: torch.dtype, rows: int = 300, d: int = 32, vocab: int = 1000):
@@ -182,7 +195,9 @@ def test_the_step_loop_reads_no_tensor_on_the_host_between_log_points(tmp_path, 
 
         monkeypatch.setattr(torch.Tensor, name, counted)
     split = random_split(200, 60)
-    cfg = TrainConfig(lr=1e-3, warmup=4, max_tokens=64, max_steps=12, log_every=4, keep_last=1, average_last=1, progress=False)
+    cfg = TrainConfig(
+        lr=1e-3, warmup=4, max_tokens=64, max_steps=12, log_every=4, keep_last=1, average_last=1, progress=False
+    )
     trainer = Trainer(tiny(), cfg, split, None, tmp_path)
     assert len(trainer.sampler) > 12  # one epoch: no epoch-end point inside the run
     for method in ("_update", "_log_interval", "_checkpoint_point"):
@@ -212,7 +227,9 @@ def test_a_nan_between_log_points_is_caught_at_the_next_and_named_by_its_step(tm
     from canlib.training import NonFiniteLossError
 
     split = random_split(200, 60)
-    cfg = TrainConfig(lr=1e-3, warmup=4, max_tokens=64, max_steps=12, log_every=4, keep_last=1, average_last=1, progress=False)
+    cfg = TrainConfig(
+        lr=1e-3, warmup=4, max_tokens=64, max_steps=12, log_every=4, keep_last=1, average_last=1, progress=False
+    )
     trainer = Trainer(tiny(), cfg, split, None, tmp_path)
     real_update = trainer._update
 
@@ -238,8 +255,17 @@ def test_compile_wraps_the_model_part_and_checkpoints_keep_plain_names(tmp_path,
         return module
 
     monkeypatch.setattr(torch, "compile", fake_compile)
-    cfg = TrainConfig(lr=1e-3, warmup=4, max_tokens=64, max_steps=2, log_every=1, keep_last=1, average_last=1,
-                      progress=False, compile=True)
+    cfg = TrainConfig(
+        lr=1e-3,
+        warmup=4,
+        max_tokens=64,
+        max_steps=2,
+        log_every=1,
+        keep_last=1,
+        average_last=1,
+        progress=False,
+        compile=True,
+    )
     trainer = Trainer(tiny(), cfg, random_split(40, 60), None, tmp_path)
     trainer.fit()
     assert compiled == [trainer.objective.features] and trainer.objective.model is trainer.model
@@ -260,7 +286,10 @@ def test_cli_flags_reach_the_train_config():
     assert cfg.compile is True and cfg.loss_chunk == 0 and cfg.precision == "fp32"
     assert train_config(parser.parse_args(["--preset", "p", "--data", "d", "--out", "o"])).compile is False
     assert train_config(parser.parse_args(["--preset", "p", "--data", "d", "--out", "o"])).optimizer == "fused"
-    assert train_config(parser.parse_args(["--preset", "p", "--data", "d", "--out", "o", "--optimizer", "loop"])).optimizer == "loop"
+    assert (
+        train_config(parser.parse_args(["--preset", "p", "--data", "d", "--out", "o", "--optimizer", "loop"])).optimizer
+        == "loop"
+    )
 
 
 # -- the GPU smoke script's peak table ---------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """A run's sets translated in one length-sorted pass, in large batches, give every sentence the tokens that
 today's evaluation (each set on its own, 32 sentences a batch) gives it, in each set's own order."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,14 +22,27 @@ def trained(tmp_path_factory):
         missing(f"real data folder {SHARED_DATA} not present")
     torch.set_num_threads(1)
     folder = tmp_path_factory.mktemp("translate")
-    with pytest.MonkeyPatch.context() as env:  # the shared folder, not a download, whether or not scripts/test.sh set it
+    with (
+        pytest.MonkeyPatch.context() as env
+    ):  # the shared folder, not a download, whether or not scripts/test.sh set it
         env.setenv("CANLIB_DATA_DIR", str(SHARED_DATA))
         corpus = load_prepared(prepare("multi30k-en-de", "tiny", out_dir=folder / "prepared", progress=False))
     train = corpus.split("train")
-    cfg = ModelConfig(vocab_size=corpus.vocab.size, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=1,
-                      dropout=0.0, attn_dropout=0.0, relu_dropout=0.0, max_len=128)
-    run = TrainConfig(lr=3e-3, warmup=30, max_tokens=1024, max_steps=150, log_every=50, keep_last=1, average_last=1,
-                      progress=False)
+    cfg = ModelConfig(
+        vocab_size=corpus.vocab.size,
+        d_model=32,
+        heads=4,
+        ffn_dim=64,
+        enc_layers=1,
+        dec_layers=1,
+        dropout=0.0,
+        attn_dropout=0.0,
+        relu_dropout=0.0,
+        max_len=128,
+    )
+    run = TrainConfig(
+        lr=3e-3, warmup=30, max_tokens=1024, max_steps=150, log_every=50, keep_last=1, average_last=1, progress=False
+    )
     trainer = Trainer(cfg, run, train, None, folder / "run")
     trainer.fit()
     model = trainer.model.eval()

@@ -1,6 +1,7 @@
 """The verdict rule (canlib.studies.verdict): intervals, the pooled paired bootstrap against sacreBLEU itself, the
 combination over sets (two opposite fake results flip the verdict), the test-set interval alone, and the speed rule
 over interleaved repeats."""
+
 from __future__ import annotations
 
 import math
@@ -13,12 +14,27 @@ from sacrebleu.significance import estimate_ci
 
 from canlib.studies import verdict as v
 
-REFS = ["a man rides a red bike down the street", "two dogs play in the green grass", "a woman sings on a stage",
-        "children run along the sandy beach", "an old man reads a newspaper", "a cat sleeps on the warm sofa",
-        "people wait for the train at night", "a boy throws a ball to his dog"]
+REFS = [
+    "a man rides a red bike down the street",
+    "two dogs play in the green grass",
+    "a woman sings on a stage",
+    "children run along the sandy beach",
+    "an old man reads a newspaper",
+    "a cat sleeps on the warm sofa",
+    "people wait for the train at night",
+    "a boy throws a ball to his dog",
+]
 GOOD = list(REFS)  # a perfect system
-BAD = ["a man rides a bike", "dogs play grass", "a woman on stage", "children run", "a man reads",
-       "a cat sleeps", "people wait at night", "a boy throws a ball"]
+BAD = [
+    "a man rides a bike",
+    "dogs play grass",
+    "a woman on stage",
+    "children run",
+    "a man reads",
+    "a cat sleeps",
+    "people wait at night",
+    "a boy throws a ball",
+]
 
 
 def runs(label: str, scores: list[float], hyps: list[list[str]] | None = None, split: str = "test") -> v.Runs:
@@ -54,8 +70,10 @@ def test_the_pooled_bootstrap_is_sacrebleus_resampling_scored_by_sacrebleu(tmp_p
     def score(hyps, rows):
         return bleu.corpus_score([hyps[i] for i in rows], [[REFS[i] for i in rows]]).score
 
-    want = [statistics.fmean(score(h, rows) for h in a_runs) - statistics.fmean(score(h, rows) for h in b_runs)
-            for rows in idx]
+    want = [
+        statistics.fmean(score(h, rows) for h in a_runs) - statistics.fmean(score(h, rows) for h in b_runs)
+        for rows in idx
+    ]
     assert got == pytest.approx(want, abs=1e-9)
     again = v.bootstrap_contrast([(1.0, a_runs), (-1.0, b_runs)], REFS, samples, seed)  # from the disk cache
     assert again == pytest.approx(want, abs=1e-9) and any(tmp_path.glob("bootstrap/*.json"))
@@ -73,7 +91,10 @@ def test_a_verdict_flips_with_opposite_fake_results(tmp_path, monkeypatch):
     """The same claim (CAN at most 0.5 below Balanced) built from two opposite fake results: held, then not."""
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
     refs = {"test": REFS}
-    close = [(1.0, runs("can", [30.0, 30.1, 30.2], [GOOD] * 3)), (-1.0, runs("balanced", [30.1, 30.2, 30.3], [GOOD] * 3))]
+    close = [
+        (1.0, runs("can", [30.0, 30.1, 30.2], [GOOD] * 3)),
+        (-1.0, runs("balanced", [30.1, 30.2, 30.3], [GOOD] * 3)),
+    ]
     far = [(1.0, runs("can", [27.0, 27.1, 27.2], [BAD] * 3)), (-1.0, runs("balanced", [30.1, 30.2, 30.3], [GOOD] * 3))]
     held = v.judge(close, lambda d: d >= -0.5, refs, samples=50)
     failed = v.judge(far, lambda d: d >= -0.5, refs, samples=50)
@@ -84,7 +105,10 @@ def test_a_verdict_flips_with_opposite_fake_results(tmp_path, monkeypatch):
 def test_both_intervals_must_agree_on_a_set(tmp_path, monkeypatch):
     """Seeds clear of the criterion but a test-set interval across it: within noise on that set."""
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
-    seeds_far = [(1.0, runs("can", [27.0, 27.1, 27.2], [GOOD] * 3)), (-1.0, runs("balanced", [30.1, 30.2, 30.3], [GOOD] * 3))]
+    seeds_far = [
+        (1.0, runs("can", [27.0, 27.1, 27.2], [GOOD] * 3)),
+        (-1.0, runs("balanced", [30.1, 30.2, 30.3], [GOOD] * 3)),
+    ]
     j = v.judge(seeds_far, lambda d: d >= -0.5, {"test": REFS}, samples=30)
     assert j.on("test").seeds.high < -0.5 and j.on("test").test_set.low == j.on("test").test_set.high == 0
     assert j.verdict == v.NOISE
@@ -120,8 +144,9 @@ def test_one_seed_is_judged_by_the_test_set_interval_alone(tmp_path, monkeypatch
     assert j.on("test").seeds is None and j.on("test").test_set.high < 0 and j.verdict == v.HELD
     assert j.on("test").value == pytest.approx(-10.0)
     with pytest.raises(ValueError, match="needs every run's hypotheses"):
-        v.judge([(1.0, runs("a", [20.0])), (-1.0, runs("b", [30.0]))], lambda d: d < 0, {"test": REFS},
-                seed_interval=False)
+        v.judge(
+            [(1.0, runs("a", [20.0])), (-1.0, runs("b", [30.0]))], lambda d: d < 0, {"test": REFS}, seed_interval=False
+        )
 
 
 def test_a_speed_ratio_is_read_over_the_interleaved_repeats():

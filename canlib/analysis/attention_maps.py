@@ -14,6 +14,7 @@ The maps are recomputed from each layer's own modules and the inputs the layer r
 teacher-forced pass (captured by forward pre-hooks), so they are exactly what ``forward`` used; the tests
 check this by rebuilding each layer's output from the maps.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -29,7 +30,9 @@ from canlib.model.layers import CANAttnDecoderLayer, CANDecoderLayer, StandardDe
 JOINT_LAYERS = (CANDecoderLayer, CANAttnDecoderLayer)
 
 
-def standard_layer_maps(layer: StandardDecoderLayer, x: Tensor, memory: SourceMemory, blocked: Tensor) -> dict[str, Tensor]:
+def standard_layer_maps(
+    layer: StandardDecoderLayer, x: Tensor, memory: SourceMemory, blocked: Tensor
+) -> dict[str, Tensor]:
     """Self-attention (rows, h, t, t) and cross-attention (rows, h, t, s) probabilities of one standard layer.
 
     ``x`` is the layer's input; cross-attention reads ``x + Self(LN(x))``, as in ``forward`` (dropout off).
@@ -44,7 +47,9 @@ def standard_layer_maps(layer: StandardDecoderLayer, x: Tensor, memory: SourceMe
     return {"self": self_probs, "cross": cross_probs}
 
 
-def joint_layer_map(layer: CANDecoderLayer | CANAttnDecoderLayer, x: Tensor, memory: SourceMemory, blocked: Tensor) -> Tensor:
+def joint_layer_map(
+    layer: CANDecoderLayer | CANAttnDecoderLayer, x: Tensor, memory: SourceMemory, blocked: Tensor
+) -> Tensor:
     """The single softmax of a CAN (or Compress Attention) layer: (rows, h, t, t + s), prefix columns first."""
     q, k = layer._project(x)[:2]
     source = layer.project_source(memory)
@@ -73,8 +78,17 @@ def can_layer_parts(layer: CANDecoderLayer, x: Tensor, memory: SourceMemory, blo
     joint = joint_layer_map(layer, x, memory, blocked)
     t = x.size(1)
     mixed = torch.matmul(joint[..., :t], v) + memory.mix(joint[..., t:].contiguous(), source["v"])
-    return {"q": q, "k_x": k, "k_h": source["k"], "v_x": v, "v_h": source["v"], "hidden": hidden, "joint": joint,
-            "mixed": mixed, "output": layer._output(x, hidden, mixed)}
+    return {
+        "q": q,
+        "k_x": k,
+        "k_h": source["k"],
+        "v_x": v,
+        "v_h": source["v"],
+        "hidden": hidden,
+        "joint": joint,
+        "mixed": mixed,
+        "output": layer._output(x, hidden, mixed),
+    }
 
 
 def pick_pair(split: Any, low: int = 6, high: int = 12) -> int:
@@ -90,8 +104,15 @@ def pick_pair(split: Any, low: int = 6, high: int = 12) -> int:
 TICK_FONT = 11  # points: the figures are about 9 inches wide and shown at page width, so ticks stay readable
 
 
-def plot_map(ax, probs: Tensor | Any, rows: list[str], cols: list[str], title: str, split: int | None = None,
-             colorbar: bool = True) -> None:
+def plot_map(
+    ax,
+    probs: Tensor | Any,
+    rows: list[str],
+    cols: list[str],
+    title: str,
+    split: int | None = None,
+    colorbar: bool = True,
+) -> None:
     """A heatmap of one attention map (queries down, keys across), from 0 to the map's largest weight, with a
     colour bar that says which weight each colour is; ``split`` draws the prefix | source border. ``probs`` is a
     tensor or nested lists (a stored study)."""
@@ -150,15 +171,23 @@ def attention_maps(model: nn.Module, src: list[int] | Tensor, tgt_in: list[int] 
                 out.append({"joint": joint.mean(0), "alpha": target_share(joint, x.size(1)).mean(0), "heads": joint})
             elif isinstance(layer, StandardDecoderLayer):
                 maps = standard_layer_maps(layer, x, memory, blocked)
-                out.append({"self": maps["self"][0].mean(0), "cross": maps["cross"][0].mean(0),
-                            "heads": {k: v[0] for k, v in maps.items()}})
+                out.append(
+                    {
+                        "self": maps["self"][0].mean(0),
+                        "cross": maps["cross"][0].mean(0),
+                        "heads": {k: v[0] for k, v in maps.items()},
+                    }
+                )
             else:
-                raise TypeError(f"{type(layer).__name__}: no attention maps for this decoder kind (standard, can, can_attn)")
+                raise TypeError(
+                    f"{type(layer).__name__}: no attention maps for this decoder kind (standard, can, can_attn)"
+                )
     return out
 
 
-def alpha_statistics(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]],
-                     max_position: int = 30) -> tuple[list[Tensor], dict[str, Tensor]]:
+def alpha_statistics(
+    model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]], max_position: int = 30
+) -> tuple[list[Tensor], dict[str, Tensor]]:
     """:func:`alpha_per_layer` and :func:`alpha_by_position` from one teacher-forced pass over ``batches``."""
     if model.training:
         raise ValueError("alpha needs the model in eval mode (dropout would change the maps)")
@@ -178,7 +207,9 @@ def alpha_statistics(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]],
             position = torch.arange(1, keep + 1, dtype=torch.float64)[None]
             count[:keep] += kept.sum(0)
             uniform[:keep] += (kept * position / (position + src_len)).sum(0)
-            for i, (layer, (x, memory, blocked)) in enumerate(zip(model.decoder_layers, decoder_inputs(model, src, tgt_in))):
+            for i, (layer, (x, memory, blocked)) in enumerate(
+                zip(model.decoder_layers, decoder_inputs(model, src, tgt_in))
+            ):
                 alpha = target_share(joint_layer_map(layer, x, memory, blocked), x.size(1))  # (rows, h, t)
                 per_layer[i].append(alpha.transpose(1, 2)[real].flatten())
                 sums[i, :keep] += (alpha.mean(1)[:, :keep].double() * kept).sum(0)
@@ -200,7 +231,9 @@ def alpha_per_layer(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]]) 
     return alpha_statistics(model, batches)[0]
 
 
-def alpha_by_position(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]], max_position: int = 30) -> dict[str, Tensor]:
+def alpha_by_position(
+    model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]], max_position: int = 30
+) -> dict[str, Tensor]:
     """Mean alpha per decoder layer and target position (1-based, up to ``max_position``), beside the alpha
     that uniform attention would give, ``i / (i + s)`` for query i and source length s.
 
@@ -211,8 +244,14 @@ def alpha_by_position(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]]
     return alpha_statistics(model, batches, max_position)[1]
 
 
-def plot_pair_maps(standard: list[dict[str, Any]], joint: list[dict[str, Any]], src_tokens: list[str],
-                   tgt_tokens: list[str], title: str = "", width: float = 9.0):
+def plot_pair_maps(
+    standard: list[dict[str, Any]],
+    joint: list[dict[str, Any]],
+    src_tokens: list[str],
+    tgt_tokens: list[str],
+    title: str = "",
+    width: float = 9.0,
+):
     """Two rows per decoder layer: a standard model's self map beside its cross map, then below them a CAN model's
     joint map over [prefix | source], whose t + s columns line up with the t + s columns of the two maps above
     (the maps of :func:`attention_maps`, as tensors or as the nested lists a stored study holds)."""
@@ -226,13 +265,29 @@ def plot_pair_maps(standard: list[dict[str, Any]], joint: list[dict[str, Any]], 
     grid = fig.add_gridspec(2 * layers, 2, width_ratios=[t, s])
     for i in range(layers):
         if i < len(standard):
-            plot_map(fig.add_subplot(grid[2 * i, 0]), standard[i]["self"], tgt_tokens, tgt_tokens,
-                     f"standard layer {i + 1}: self")
-            plot_map(fig.add_subplot(grid[2 * i, 1]), standard[i]["cross"], tgt_tokens, src_tokens,
-                     f"standard layer {i + 1}: cross")
+            plot_map(
+                fig.add_subplot(grid[2 * i, 0]),
+                standard[i]["self"],
+                tgt_tokens,
+                tgt_tokens,
+                f"standard layer {i + 1}: self",
+            )
+            plot_map(
+                fig.add_subplot(grid[2 * i, 1]),
+                standard[i]["cross"],
+                tgt_tokens,
+                src_tokens,
+                f"standard layer {i + 1}: cross",
+            )
         if i < len(joint):
-            plot_map(fig.add_subplot(grid[2 * i + 1, :]), joint[i]["joint"], tgt_tokens, tgt_tokens + src_tokens,
-                     f"CAN layer {i + 1}: one softmax over [prefix | source]", split=t)
+            plot_map(
+                fig.add_subplot(grid[2 * i + 1, :]),
+                joint[i]["joint"],
+                tgt_tokens,
+                tgt_tokens + src_tokens,
+                f"CAN layer {i + 1}: one softmax over [prefix | source]",
+                split=t,
+            )
     if title:
         fig.suptitle(title, fontsize=TICK_FONT + 1)
     return fig
@@ -243,17 +298,41 @@ def alpha_summary(alphas: list[Tensor]) -> list[dict[str, Any]]:
     rows = []
     for i, a in enumerate(alphas, 1):
         q = torch.quantile(a.double(), torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64)).tolist()
-        rows.append({"layer": i, "mean": a.mean().item(), "std": a.std().item(), "p10": q[0], "median": q[1],
-                     "p90": q[2], "values": a.numel()})
+        rows.append(
+            {
+                "layer": i,
+                "mean": a.mean().item(),
+                "std": a.std().item(),
+                "p10": q[0],
+                "median": q[1],
+                "p90": q[2],
+                "values": a.numel(),
+            }
+        )
     return rows
 
 
 def alpha_histogram(alphas: list[Tensor], bins: int = 40) -> dict[str, Any]:
     """Counts of alpha per layer in ``bins`` equal bins over [0, 1] (what a stored study keeps of the values)."""
-    return {"edges": torch.linspace(0, 1, bins + 1, dtype=torch.float64).tolist(),
-            "counts": [torch.histc(a.double(), bins=bins, min=0.0, max=1.0).long().tolist() for a in alphas]}
+    return {
+        "edges": torch.linspace(0, 1, bins + 1, dtype=torch.float64).tolist(),
+        "counts": [torch.histc(a.double(), bins=bins, min=0.0, max=1.0).long().tolist() for a in alphas],
+    }
 
 
-__all__ = ["standard_layer_maps", "joint_layer_map", "joint_layer_output", "target_share", "decoder_inputs",
-           "can_layer_parts", "pick_pair", "plot_map", "attention_maps", "alpha_per_layer", "alpha_by_position",
-           "plot_pair_maps", "alpha_summary", "alpha_histogram"]
+__all__ = [
+    "standard_layer_maps",
+    "joint_layer_map",
+    "joint_layer_output",
+    "target_share",
+    "decoder_inputs",
+    "can_layer_parts",
+    "pick_pair",
+    "plot_map",
+    "attention_maps",
+    "alpha_per_layer",
+    "alpha_by_position",
+    "plot_pair_maps",
+    "alpha_summary",
+    "alpha_histogram",
+]

@@ -4,6 +4,7 @@
 measure the paper's Figure 2 premise: the input X of self-attention and the input
 X' = X + Self(X) of cross-attention are nearly the same vector.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -37,6 +38,7 @@ def record_subblock_inputs(model: Seq2Seq, normalized: bool = False) -> Iterator
     handles = []
     for i, layer in enumerate(layers):
         for name, norm in zip(SUBLAYERS, (layer.self_norm, layer.cross_norm, layer.ffn_norm)):
+
             def hook(module, args, output, name=name, i=i):
                 seen[name][i] = (output if normalized else args[0]).detach()
 
@@ -93,11 +95,17 @@ def bytes_per_decode_step(model: Seq2Seq, bytes_per_weight: int = 4) -> dict[str
     When a step is limited by memory bandwidth, as batch-1 decoding on a CPU is, its time is
     roughly these bytes over the bandwidth, whatever the number of operations.
     """
-    layers = sum(p.numel() for name, p in model.decoder_layers.named_parameters()
-                 if not name.split(".", 1)[1].startswith(SOURCE_PROJECTIONS))
+    layers = sum(
+        p.numel()
+        for name, p in model.decoder_layers.named_parameters()
+        if not name.split(".", 1)[1].startswith(SOURCE_PROJECTIONS)
+    )
     output = model.embed.weight.numel()
-    return {"layers": layers * bytes_per_weight, "output": output * bytes_per_weight,
-            "total": (layers + output) * bytes_per_weight}
+    return {
+        "layers": layers * bytes_per_weight,
+        "output": output * bytes_per_weight,
+        "total": (layers + output) * bytes_per_weight,
+    }
 
 
 def decoding_costs(system: str) -> dict[str, Any]:
@@ -107,12 +115,18 @@ def decoding_costs(system: str) -> dict[str, Any]:
     cfg = preset(system, vocab_size=8)
     layer = Seq2Seq(cfg).decoder_layers[0]
     d = cfg.d_model
-    per_step = sum(m.weight.numel() for name, m in layer.named_modules()
-                   if isinstance(m, torch.nn.Linear) and not name.startswith(SOURCE_PROJECTIONS))
+    per_step = sum(
+        m.weight.numel()
+        for name, m in layer.named_modules()
+        if isinstance(m, torch.nn.Linear) and not name.startswith(SOURCE_PROJECTIONS)
+    )
     like = torch.zeros(1)
     cached = [sum(t.numel() for t in layer.new_cache(1, length, like).values()) for length in (1, 2)]
     with torch.no_grad():
         source = layer.project_source(SourceMemory(torch.zeros(1, 1, d), torch.zeros(1, 1, dtype=torch.bool)))
-    return {"decoder_kind": cfg.decoder_kind, "weights_per_step_d2": per_step / d**2,
-            "cache_per_target_position_d": (cached[1] - cached[0]) / d,
-            "cache_per_source_position_d": sum(t.numel() for t in source.values()) / d}
+    return {
+        "decoder_kind": cfg.decoder_kind,
+        "weights_per_step_d2": per_step / d**2,
+        "cache_per_target_position_d": (cached[1] - cached[0]) / d,
+        "cache_per_source_position_d": sum(t.numel() for t in source.values()) / d,
+    }

@@ -10,6 +10,7 @@ CPU rows are labelled as such: on a CPU at batch 1 decoding is bound by memory b
 paper's regime (fp16 on a GPU, bound by kernel launches); the stored GPU measurements are read by
 :class:`canlib.studies.store.Store`.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -22,8 +23,11 @@ from canlib.results.layout import key, study
 from canlib.results.scales import scale_spec
 
 SPEED_SYSTEMS = ALL_SYSTEMS  # one interleaved run times all nine
-SWEEPS = {"beam": ("beam", "beams", "by_beam"), "length": ("beam", "lengths", "by_length"),
-          "batch": ("batch", "batches", "by_batch")}
+SWEEPS = {
+    "beam": ("beam", "beams", "by_beam"),
+    "length": ("beam", "lengths", "by_length"),
+    "batch": ("batch", "batches", "by_batch"),
+}
 REFERENCE_SYSTEMS = ("baseline", "ct2:baseline", "balanced", "ct2:balanced")
 CPU_LABEL = "CPU (bandwidth-bound, not the paper's regime)"
 
@@ -34,16 +38,28 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def settings_for(study_name: str, book_scale: str, systems: tuple[str, ...] | list[str], device: str | None = None,
-                 **overrides: Any) -> dict[str, Any]:
+def settings_for(
+    study_name: str, book_scale: str, systems: tuple[str, ...] | list[str], device: str | None = None, **overrides: Any
+) -> dict[str, Any]:
     """The bench settings of a study at a book scale: it fixes beam, forced length, sentences, repeats
     and the sweeps; shapes are always the paper's (bench ``scale="full"``: d=512 presets, V=32k)."""
     spec = scale_spec(book_scale)
     settings = {
-        "systems": list(systems), "scale": "full", "vocab_size": 32000, "beam": spec.beam, "batch": 1,
-        "forced_length": spec.forced_length, "sentences": spec.speed_sentences, "repeats": spec.speed_repeats,
-        "warmup": 1, "len_penalty": 1.0, "device": device or default_device(), "fp32": False, "graphs": False,
-        "breakdown": study_name == "breakdown", "seed": 0,
+        "systems": list(systems),
+        "scale": "full",
+        "vocab_size": 32000,
+        "beam": spec.beam,
+        "batch": 1,
+        "forced_length": spec.forced_length,
+        "sentences": spec.speed_sentences,
+        "repeats": spec.speed_repeats,
+        "warmup": 1,
+        "len_penalty": 1.0,
+        "device": device or default_device(),
+        "fp32": False,
+        "graphs": False,
+        "breakdown": study_name == "breakdown",
+        "seed": 0,
     }
     if study_name == "beam":
         settings.update(beams=list(spec.beam_sweep), lengths=[spec.forced_length])
@@ -73,8 +89,15 @@ def busy_warning(meta: dict[str, Any]) -> str | None:
     return meta.get("busy_warning")
 
 
-def measure(study_name: str, scale: str, systems: tuple[str, ...] | list[str], *, store: bool = False,
-            device: str | None = None, **overrides: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def measure(
+    study_name: str,
+    scale: str,
+    systems: tuple[str, ...] | list[str],
+    *,
+    store: bool = False,
+    device: str | None = None,
+    **overrides: Any,
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """({"systems": ..., "meta": ...}, provenance) of one bench study, measured once per setting:
     cached (tiny) or stored (``store=True``) under a key of its settings."""
     bench_study = SWEEPS[study_name][0] if study_name in SWEEPS else study_name
@@ -96,8 +119,9 @@ def spread(row: dict[str, Any]) -> dict[str, float]:
     return {"min": min(repeats), "median": statistics.median(repeats), "max": max(repeats)}
 
 
-def speed_table(scale: str, systems: tuple[str, ...] | list[str] = SPEED_SYSTEMS, *, store: bool = False,
-                device: str | None = None) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+def speed_table(
+    scale: str, systems: tuple[str, ...] | list[str] = SPEED_SYSTEMS, *, store: bool = False, device: str | None = None
+) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """Tokens/s of each system from ONE interleaved run of all nine systems (beam of the scale,
     batch 1): {system: {tok_per_s, min, median, max, ratio_to_balanced}} and the provenance."""
     result, prov = measure("speed", scale, SPEED_SYSTEMS, store=store, device=device)
@@ -113,19 +137,32 @@ def speed_table(scale: str, systems: tuple[str, ...] | list[str] = SPEED_SYSTEMS
     return rows, {**prov, "meta": result["meta"]}
 
 
-def sweep(kind: str, scale: str, systems: tuple[str, ...] = ("balanced", "can"), *, store: bool = False,
-          device: str | None = None) -> tuple[dict[str, dict[int, float]], dict[str, Any]]:
+def sweep(
+    kind: str,
+    scale: str,
+    systems: tuple[str, ...] = ("balanced", "can"),
+    *,
+    store: bool = False,
+    device: str | None = None,
+) -> tuple[dict[str, dict[int, float]], dict[str, Any]]:
     """Median tokens/s per beam size (``kind="beam"``), forced length (``"length"``) or batch (``"batch"``)."""
     if kind not in SWEEPS:
         raise ValueError(f"kind={kind!r}: choose one of {', '.join(SWEEPS)}")
     result, prov = measure(kind, scale, systems, store=store, device=device)
     field = SWEEPS[kind][2]
-    return ({s: {int(x): v for x, v in result["systems"][s][field].items()} for s in systems},
-            {**prov, "meta": result["meta"]})
+    return (
+        {s: {int(x): v for x, v in result["systems"][s][field].items()} for s in systems},
+        {**prov, "meta": result["meta"]},
+    )
 
 
-def breakdown(scale: str, systems: tuple[str, ...] = ("baseline", "balanced", "can"), *, store: bool = False,
-              device: str | None = None) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+def breakdown(
+    scale: str,
+    systems: tuple[str, ...] = ("baseline", "balanced", "can"),
+    *,
+    store: bool = False,
+    device: str | None = None,
+) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """Per-sentence milliseconds and shares of encoder, decoder layers, output projection and search."""
     result, prov = measure("breakdown", scale, systems, store=store, device=device)
     return {s: result["systems"][s]["breakdown"] for s in systems}, {**prov, "meta": result["meta"]}
@@ -138,7 +175,10 @@ def reference(scale: str, *, store: bool = False, device: str | None = None):
     if not ctranslate2_installed():
         return None
     result, prov = measure("speed", scale, REFERENCE_SYSTEMS, store=store, device=device)
-    return {s: {"tok_per_s": r["tok_per_s"], **spread(r)} for s, r in result["systems"].items()}, {**prov, "meta": result["meta"]}
+    return {s: {"tok_per_s": r["tok_per_s"], **spread(r)} for s, r in result["systems"].items()}, {
+        **prov,
+        "meta": result["meta"],
+    }
 
 
 def store_all(scale: str, device: str | None = None) -> None:
@@ -154,16 +194,24 @@ def setting(prov: dict[str, Any]) -> str:
     """How a speed was measured, in words, for the line under a table."""
     s = prov["config"]["settings"]
     meta = prov.get("meta", {})
-    return (f"{prov['device']} ({meta.get('dtype', 'float32')}), beam {s['beam']}, batch {s['batch']}, forced length "
-            f"{s['forced_length']}, {s['sentences']} sentences x {s['repeats']} repeats, d=512 presets, random weights, "
-            f"commit {str(prov['commit'])[:12]}, {str(prov['date'])[:10]}")
+    return (
+        f"{prov['device']} ({meta.get('dtype', 'float32')}), beam {s['beam']}, batch {s['batch']}, forced length "
+        f"{s['forced_length']}, {s['sentences']} sentences x {s['repeats']} repeats, d=512 presets, random weights, "
+        f"commit {str(prov['commit'])[:12]}, {str(prov['date'])[:10]}"
+    )
 
 
 # -- tables the chapters show ---------------------------------------------------------------------------
 
-def comparison_frame(systems: tuple[str, ...] | list[str], cpu: dict[str, dict[str, float]] | None,
-                     gpu_eager: dict[str, dict[str, float]] | None, gpu_graphs: dict[str, dict[str, float]] | None,
-                     paper: dict[str, float] | None, reference_system: str = "balanced"):
+
+def comparison_frame(
+    systems: tuple[str, ...] | list[str],
+    cpu: dict[str, dict[str, float]] | None,
+    gpu_eager: dict[str, dict[str, float]] | None,
+    gpu_graphs: dict[str, dict[str, float]] | None,
+    paper: dict[str, float] | None,
+    reference_system: str = "balanced",
+):
     """One row per system: CPU min/median/max, GPU eager and graphs (median, min-max), the paper's, each
     with its ratio to ``reference_system``; a column is left out when its source is missing."""
     import pandas as pd
@@ -182,7 +230,9 @@ def comparison_frame(systems: tuple[str, ...] | list[str], cpu: dict[str, dict[s
         if with_spread:
             frame.loc[labels, f"{prefix} max"] = [rows[s]["max"] for s in have]
         if reference_system in rows:
-            frame.loc[labels, f"{prefix} x {LABELS[reference_system]}"] = [rows[s]["tok_per_s"] / rows[reference_system]["tok_per_s"] for s in have]
+            frame.loc[labels, f"{prefix} x {LABELS[reference_system]}"] = [
+                rows[s]["tok_per_s"] / rows[reference_system]["tok_per_s"] for s in have
+            ]
 
     add("CPU tok/s", cpu, True)
     add("GPU eager tok/s", gpu_eager, True)

@@ -3,6 +3,7 @@ interleaved, repeated timings with medians and spreads.
 
 ``run_study(study, BenchSettings(...)) -> BenchResult``; the command line is :mod:`canlib.bench.cli`.
 """
+
 from canlib.bench.settings import BenchResult, BenchSettings
 from canlib.bench.speed import STUDIES, run_study
 

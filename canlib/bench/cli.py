@@ -2,6 +2,7 @@
 
 The JSON file holds ``BenchResult.to_json()``: ``{"systems": {name: figures}, "meta": {...}}``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,10 +38,16 @@ def parse_checkpoints(items: list[str]) -> tuple[tuple[str, str], ...]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = BenchSettings()
-    parser.add_argument("study", choices=sorted(STUDIES) + ["ops"],
-                        help="which study to run (ops: operators per beam-search step, counted, not timed)")
-    parser.add_argument("--systems", help="comma-separated systems (presets, ct2:<preset>, or checkpoint names); "
-                        "default: the study's systems (speed: with CTranslate2's Baseline and Balanced where installed)")
+    parser.add_argument(
+        "study",
+        choices=sorted(STUDIES) + ["ops"],
+        help="which study to run (ops: operators per beam-search step, counted, not timed)",
+    )
+    parser.add_argument(
+        "--systems",
+        help="comma-separated systems (presets, ct2:<preset>, or checkpoint names); "
+        "default: the study's systems (speed: with CTranslate2's Baseline and Balanced where installed)",
+    )
     parser.add_argument("--checkpoint", action="append", default=[], metavar="NAME=PATH", help="time a trained model")
     parser.add_argument("--scale", choices=SCALES, default=d.scale, help="preset scale of random-weight models")
     parser.add_argument("--vocab-size", type=int, default=d.vocab_size, help="random-weight vocabulary size")
@@ -49,7 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lengths", type=int_list, default=d.lengths, help="beam study: output lengths")
     parser.add_argument("--batch", type=int, default=d.batch, help="sentences per search call")
     parser.add_argument("--batches", type=int_list, default=d.batches, help="batch study: batch sizes")
-    parser.add_argument("--forced-length", type=int, default=d.forced_length, help="generate exactly N tokens (0: free decoding)")
+    parser.add_argument(
+        "--forced-length", type=int, default=d.forced_length, help="generate exactly N tokens (0: free decoding)"
+    )
     parser.add_argument("--sentences", type=int, default=d.sentences, help="source sentences per timed repeat")
     parser.add_argument("--repeats", type=int, default=d.repeats)
     parser.add_argument("--warmup", type=int, default=d.warmup)
@@ -68,12 +77,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     return BenchSettings(
-        systems=tuple(args.systems.split(",")) if args.systems else None, scale=args.scale,
-        vocab_size=args.vocab_size, beam=args.beam, batch=args.batch, forced_length=args.forced_length,
-        sentences=args.sentences, repeats=args.repeats, warmup=args.warmup, len_penalty=args.len_penalty,
-        beams=tuple(args.beams), lengths=tuple(args.lengths), batches=tuple(args.batches), device=args.device,
-        fp32=args.fp32, graphs=args.graphs, breakdown=args.breakdown, threads=args.threads, seed=args.seed,
-        checkpoints=parse_checkpoints(args.checkpoint), progress=not args.no_progress,
+        systems=tuple(args.systems.split(",")) if args.systems else None,
+        scale=args.scale,
+        vocab_size=args.vocab_size,
+        beam=args.beam,
+        batch=args.batch,
+        forced_length=args.forced_length,
+        sentences=args.sentences,
+        repeats=args.repeats,
+        warmup=args.warmup,
+        len_penalty=args.len_penalty,
+        beams=tuple(args.beams),
+        lengths=tuple(args.lengths),
+        batches=tuple(args.batches),
+        device=args.device,
+        fp32=args.fp32,
+        graphs=args.graphs,
+        breakdown=args.breakdown,
+        threads=args.threads,
+        seed=args.seed,
+        checkpoints=parse_checkpoints(args.checkpoint),
+        progress=not args.no_progress,
     )
 
 
@@ -82,14 +106,23 @@ def run_ops(args: argparse.Namespace) -> int:
     on the meta device, float16) and this CPU's (float32); see :mod:`canlib.bench.ops`."""
     from canlib.bench.ops import ops_study
 
-    result = ops_study(args.systems.split(",") if args.systems else None, scale=args.scale, vocab_size=args.vocab_size,
-                       beam=args.beam, batch=args.batch, warmup=args.warmup_steps, seed=args.seed)
+    result = ops_study(
+        args.systems.split(",") if args.systems else None,
+        scale=args.scale,
+        vocab_size=args.vocab_size,
+        beam=args.beam,
+        batch=args.batch,
+        warmup=args.warmup_steps,
+        seed=args.seed,
+    )
     print(f"# operators per beam-search step (beam {args.beam}, batch {args.batch}, after {args.warmup_steps} steps)")
     for name, paths in result["result"]["systems"].items():
         for path, c in paths.items():
-            print(f"{name:<12}{path:<5} step {c['step']['kernel_operators']:>4} kernels {c['step']['operators']:>4} operators"
-                  f" | per layer {c['per_layer']['kernel_operators']:>5.1f} {c['per_layer']['operators']:>6.1f}"
-                  f" | search {c['search']['kernel_operators']:>3} {c['search']['operators']:>3} | host syncs {c['step']['host_syncs']}")
+            print(
+                f"{name:<12}{path:<5} step {c['step']['kernel_operators']:>4} kernels {c['step']['operators']:>4} operators"
+                f" | per layer {c['per_layer']['kernel_operators']:>5.1f} {c['per_layer']['operators']:>6.1f}"
+                f" | search {c['search']['kernel_operators']:>3} {c['search']['operators']:>3} | host syncs {c['step']['host_syncs']}"
+            )
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes((json.dumps(result, indent=1) + "\n").encode(), args.json)
@@ -107,8 +140,10 @@ def run(args: argparse.Namespace) -> int:
         if args.plot or importlib.util.find_spec("matplotlib") is not None:
             plot(args.study, result, args.plot or str(Path(args.json).with_suffix(".png")))
         else:  # a GPU machine may hold torch and numpy alone: the JSON is the result, the plot a view of it
-            print(f"canlib bench: no plot beside {args.json}: matplotlib is not installed (pip install matplotlib)",
-                  file=sys.stderr)
+            print(
+                f"canlib bench: no plot beside {args.json}: matplotlib is not installed (pip install matplotlib)",
+                file=sys.stderr,
+            )
     elif args.plot:
         plot(args.study, result, args.plot)
     return 0

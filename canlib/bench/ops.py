@@ -6,6 +6,7 @@ decoding step or a training update dispatches is the paper's speed argument made
 metadata-only operators launch no kernel, so they are counted apart, and a host synchronisation (a device
 value read by Python: ``.item()``, ``.tolist()``, ``bool(tensor)``) is counted as its ``_local_scalar_dense``.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -19,13 +20,43 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 # operators that only describe memory (no kernel on a GPU)
-NO_KERNEL = {"aten.view", "aten._unsafe_view", "aten.reshape", "aten.expand", "aten.permute", "aten.transpose",
-              "aten.t", "aten.unsqueeze", "aten.squeeze", "aten.slice", "aten.select", "aten.as_strided",
-              "aten.alias", "aten.detach", "aten.split", "aten.split_with_sizes", "aten.unbind", "aten.chunk",
-              "aten.narrow", "aten.diagonal", "aten.unflatten", "aten.flatten", "aten.lift_fresh",
-              "aten._reshape_alias", "aten.sym_size", "aten.sym_stride", "aten.sym_numel", "aten.is_same_size",
-              "aten.empty", "aten.empty_like", "aten.empty_strided", "aten.new_empty", "aten.new_empty_strided",
-              "aten.set_", "aten._local_scalar_dense"}
+NO_KERNEL = {
+    "aten.view",
+    "aten._unsafe_view",
+    "aten.reshape",
+    "aten.expand",
+    "aten.permute",
+    "aten.transpose",
+    "aten.t",
+    "aten.unsqueeze",
+    "aten.squeeze",
+    "aten.slice",
+    "aten.select",
+    "aten.as_strided",
+    "aten.alias",
+    "aten.detach",
+    "aten.split",
+    "aten.split_with_sizes",
+    "aten.unbind",
+    "aten.chunk",
+    "aten.narrow",
+    "aten.diagonal",
+    "aten.unflatten",
+    "aten.flatten",
+    "aten.lift_fresh",
+    "aten._reshape_alias",
+    "aten.sym_size",
+    "aten.sym_stride",
+    "aten.sym_numel",
+    "aten.is_same_size",
+    "aten.empty",
+    "aten.empty_like",
+    "aten.empty_strided",
+    "aten.new_empty",
+    "aten.new_empty_strided",
+    "aten.set_",
+    "aten._local_scalar_dense",
+}
 HOST_SYNC = "aten._local_scalar_dense"
 # operators whose output size depends on the data: on a GPU each waits for the device (a host sync)
 _DATA_DEPENDENT = {"aten.nonzero", "aten.masked_select", "aten._unique2", "aten.unique_dim", "aten.unique_consecutive"}
@@ -35,8 +66,10 @@ _DATA_DEPENDENT = {"aten.nonzero", "aten.masked_select", "aten._unique2", "aten.
 # many: attention (CUDA's flash or memory-efficient kernel; on meta the "math" composite of ~8 operators),
 # and a log-softmax from float16 logits to float32 (one CUDA kernel reads half and writes float; on meta a
 # cast, then the softmax). With ``gpu=True`` each counts as the one operator named here.
-GPU_FUSED = {F.scaled_dot_product_attention: "aten._scaled_dot_product_efficient_attention",
-             F.log_softmax: "aten._log_softmax"}
+GPU_FUSED = {
+    F.scaled_dot_product_attention: "aten._scaled_dot_product_efficient_attention",
+    F.log_softmax: "aten._log_softmax",
+}
 
 
 class _OneKernelOnGPU(TorchFunctionMode):
@@ -108,8 +141,12 @@ class OpCounter(TorchDispatchMode):
 
     def summary(self) -> dict[str, Any]:
         """The counts as plain data (for a stored result)."""
-        return {"operators": self.total, "kernel_operators": self.kernels, "host_syncs": self.host_syncs,
-                "by_name": dict(self.by_name.most_common())}
+        return {
+            "operators": self.total,
+            "kernel_operators": self.kernels,
+            "host_syncs": self.host_syncs,
+            "by_name": dict(self.by_name.most_common()),
+        }
 
 
 # -- the operator-count study: one beam-search step per decoder kind --------------------------------------
@@ -129,8 +166,16 @@ def _counts(ops: OpCounter) -> dict[str, int]:
     return {"operators": ops.total, "kernel_operators": ops.kernels, "host_syncs": ops.host_syncs}
 
 
-def search_step_ops(model: Any, beam: int = 4, batch: int = 1, src_len: int = 27, steps: int = 30,
-                    warmup: int = 5, seed: int = 0, fused: bool = False) -> dict[str, Any]:
+def search_step_ops(
+    model: Any,
+    beam: int = 4,
+    batch: int = 1,
+    src_len: int = 27,
+    steps: int = 30,
+    warmup: int = 5,
+    seed: int = 0,
+    fused: bool = False,
+) -> dict[str, Any]:
     """Operators of beam-search step ``warmup`` (after ``warmup`` steps) of ``model`` on its own device,
     forced length ``steps``: the whole step, its decoder stack (``decode_hidden``), the embedding inside
     it, the output projection, per decoder layer, and the search's own bookkeeping (the rest)."""
@@ -180,15 +225,26 @@ def search_step_ops(model: Any, beam: int = 4, batch: int = 1, src_len: int = 27
     layers = {k: decoder[k] - embed[k] for k in decoder}
     return {
         "decoder_layers": n,
-        "step": step, "decoder": decoder, "embedding": embed, "output": output,
+        "step": step,
+        "decoder": decoder,
+        "embedding": embed,
+        "output": output,
         "per_layer": {k: v / n for k, v in layers.items()},
         "search": {k: step[k] - decoder[k] - output[k] for k in step},
         "by_name": dict(whole.by_name.most_common()),
     }
 
 
-def ops_study(systems: Any = None, scale: str = "full", vocab_size: int = 32000, beam: int = 4, batch: int = 1,
-              warmup: int = 5, paths: Any = ("cuda", "cuda-fused", "cpu"), seed: int = 0) -> dict[str, Any]:
+def ops_study(
+    systems: Any = None,
+    scale: str = "full",
+    vocab_size: int = 32000,
+    beam: int = 4,
+    batch: int = 1,
+    warmup: int = 5,
+    paths: Any = ("cuda", "cuda-fused", "cpu"),
+    seed: int = 0,
+) -> dict[str, Any]:
     """:func:`search_step_ops` for each system (default: the nine) and path (``"cuda"``: the GPU's code
     path in float16, counted on the meta device; ``"cpu"``: float32 on this CPU), as a stored result:
     ``{"result": {"systems": {system: {path: counts}}}, "provenance": {commit, date, device, scale, config}}``."""
@@ -212,12 +268,28 @@ def ops_study(systems: Any = None, scale: str = "full", vocab_size: int = 32000,
             with torch.device(device):
                 model = Seq2Seq(cfg)
             model = model.to(dtype).eval()
-            out[system][path] = search_step_ops(model, beam=beam, batch=batch, warmup=warmup, seed=seed,
-                                                fused=path in FUSED_PATHS)
-    config = {"study": "ops", "command": " ".join(sys.argv), "threads": torch.get_num_threads(), "systems": list(systems),
-              "vocab_size": vocab_size, "beam": beam, "batch": batch, "warmup_steps": warmup, "forced_length": 30,
-              "source_length": 27,
-              "paths": {p: {"device": PATHS[FUSED_PATHS.get(p, p)][0], "fused_select": p in FUSED_PATHS,
-                            "dtype": str(PATHS[FUSED_PATHS.get(p, p)][1]).removeprefix("torch.")} for p in paths}}
+            out[system][path] = search_step_ops(
+                model, beam=beam, batch=batch, warmup=warmup, seed=seed, fused=path in FUSED_PATHS
+            )
+    config = {
+        "study": "ops",
+        "command": " ".join(sys.argv),
+        "threads": torch.get_num_threads(),
+        "systems": list(systems),
+        "vocab_size": vocab_size,
+        "beam": beam,
+        "batch": batch,
+        "warmup_steps": warmup,
+        "forced_length": 30,
+        "source_length": 27,
+        "paths": {
+            p: {
+                "device": PATHS[FUSED_PATHS.get(p, p)][0],
+                "fused_select": p in FUSED_PATHS,
+                "dtype": str(PATHS[FUSED_PATHS.get(p, p)][1]).removeprefix("torch."),
+            }
+            for p in paths
+        },
+    }
     # the stored-result format of canlib.results.files: the result and its provenance
     return {"result": {"systems": out}, "provenance": origin("cpu") | {"scale": scale, "config": config}}

@@ -3,6 +3,7 @@
 Plain data, no torch: the studies and the CLI build a ``BenchSettings``; ``run_study`` turns it
 into a ``BenchResult``, stored as JSON ``{"systems": ..., "meta": ...}``.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -70,7 +71,9 @@ class BenchResult:
     def from_json(cls, data: dict) -> BenchResult:
         missing = {"systems", "meta"} - set(data)
         if missing:
-            raise ValueError(f"bench result: missing key(s) {', '.join(sorted(missing))} (expected {{'systems', 'meta'}})")
+            raise ValueError(
+                f"bench result: missing key(s) {', '.join(sorted(missing))} (expected {{'systems', 'meta'}})"
+            )
         return cls(systems=data["systems"], meta=data["meta"])
 
 

@@ -16,6 +16,7 @@ output projection + log-softmax, and the search bookkeeping as the rest; with ``
 also with the decoder replayed from CUDA graphs). ``ct2:<system>`` times the
 same weights in CTranslate2 (``standard`` systems only).
 """
+
 from __future__ import annotations
 
 import datetime
@@ -70,7 +71,9 @@ class System:
     timed: Callable[[list[list[int]], int, int | None], tuple[int, float]] | None = None
     close: Callable[[], None] = lambda: None
 
-    def measure(self, sources: list[list[int]], beam: int, forced: int | None, device: torch.device) -> tuple[int, float]:
+    def measure(
+        self, sources: list[list[int]], beam: int, forced: int | None, device: torch.device
+    ) -> tuple[int, float]:
         if self.timed:
             return self.timed(sources, beam, forced)
         sync(device)
@@ -107,8 +110,16 @@ def system_model(name: str, settings: BenchSettings, device: torch.device, half:
     return model.half() if half else model
 
 
-def canlib_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, graphs: bool, max_shapes: int = 8,
-                  fused: bool = False, compiled: str | None = None) -> System:
+def canlib_system(
+    name: str,
+    model: Seq2Seq,
+    batch: int,
+    len_penalty: float,
+    graphs: bool,
+    max_shapes: int = 8,
+    fused: bool = False,
+    compiled: str | None = None,
+) -> System:
     """``graphs``: whole search steps replayed from CUDA graphs on CUDA (elsewhere the same static path,
     eagerly), keeping the graphs of up to ``max_shapes`` shapes (source lengths) at once; ``fused``: the
     forced-length select step as two Triton kernels (:mod:`canlib.decoding.fused`); ``compiled``: the decoder
@@ -131,8 +142,9 @@ def canlib_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, gra
     return System(name, run, model)
 
 
-def ct2_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, device: torch.device, threads: int,
-               workdir: Path) -> System:
+def ct2_system(
+    name: str, model: Seq2Seq, batch: int, len_penalty: float, device: torch.device, threads: int, workdir: Path
+) -> System:
     """The same weights in CTranslate2, run (and timed) in a process of its own.
 
     In one process with PyTorch, both engines' OpenMP runtimes are loaded. On this project's
@@ -146,8 +158,11 @@ def ct2_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, device
     compute = "float16" if device.type == "cuda" else "float32"
     context = multiprocessing.get_context("spawn")
     conn, child_conn = context.Pipe()
-    worker = context.Process(target=_ct2_worker, daemon=True,
-                             args=(child_conn, str(folder), model.cfg.vocab_size, device.type, compute, threads, batch, len_penalty))
+    worker = context.Process(
+        target=_ct2_worker,
+        daemon=True,
+        args=(child_conn, str(folder), model.cfg.vocab_size, device.type, compute, threads, batch, len_penalty),
+    )
     worker.start()
     child_conn.close()
 
@@ -176,8 +191,9 @@ def ct2_system(name: str, model: Seq2Seq, batch: int, len_penalty: float, device
     return System(name, lambda *call: timed(*call)[0], None, {"compute_type": compute}, timed, close)
 
 
-def _ct2_worker(conn, folder: str, vocab_size: int, device: str, compute: str, threads: int, batch: int,
-                len_penalty: float) -> None:
+def _ct2_worker(
+    conn, folder: str, vocab_size: int, device: str, compute: str, threads: int, batch: int, len_penalty: float
+) -> None:
     """Child process of :func:`ct2_system`: translate what the parent sends, reply (tokens, seconds)."""
     import traceback
 
@@ -195,7 +211,9 @@ def _ct2_worker(conn, folder: str, vocab_size: int, device: str, compute: str, t
         try:
             start, produced = time.perf_counter(), 0
             for first in range(0, len(sources), batch):
-                out = ct2.translate(sources[first : first + batch], beam=beam, len_penalty=len_penalty, forced_length=forced)
+                out = ct2.translate(
+                    sources[first : first + batch], beam=beam, len_penalty=len_penalty, forced_length=forced
+                )
                 produced += sum(len(t) for t in out)
             conn.send((produced, time.perf_counter() - start))
         except Exception:
@@ -210,8 +228,17 @@ def source_sentences(count: int, vocab_size: int, seed: int, min_len: int = 25, 
     return [torch.randint(4, vocab_size, (n,), generator=g).tolist() for n in lengths]
 
 
-def time_systems(systems: list[System], sources: list[list[int]], beam: int, forced: int | None, repeats: int,
-                 warmup: int, device: torch.device, desc: str, progress: bool = True) -> dict[str, dict]:
+def time_systems(
+    systems: list[System],
+    sources: list[list[int]],
+    beam: int,
+    forced: int | None,
+    repeats: int,
+    warmup: int,
+    device: torch.device,
+    desc: str,
+    progress: bool = True,
+) -> dict[str, dict]:
     """Warm up every system on every source (captured paths capture then), then time them
     round-robin; median tokens/s per system."""
     for system in systems:
@@ -235,8 +262,16 @@ def time_systems(systems: list[System], sources: list[list[int]], beam: int, for
     return out
 
 
-def breakdown(system: System, sources: list[list[int]], beam: int, batch: int, forced: int | None,
-              repeats: int, len_penalty: float, graphs: bool = False) -> dict[str, float]:
+def breakdown(
+    system: System,
+    sources: list[list[int]],
+    beam: int,
+    batch: int,
+    forced: int | None,
+    repeats: int,
+    len_penalty: float,
+    graphs: bool = False,
+) -> dict[str, float]:
     """Median time per sentence of each part (encoder, decoder layers, output projection + softmax, search
     bookkeeping), marked on one timeline without synchronising (:func:`canlib.bench.timing.timed_search`:
     CUDA events on a GPU), and, interleaved in the same repeats, the same search untimed
@@ -252,8 +287,10 @@ def breakdown(system: System, sources: list[list[int]], beam: int, batch: int, f
     timed_path = StepGraphs(model, capture=capture, parts=True) if graphs else EagerDecoder(model)
     whole_path = dict(graphs=StepGraphs(model, capture=capture)) if graphs else {}
     parts = PARTS + ("total",)
-    batches = [make_batch(sources[start : start + batch], model.cfg.pad_id, model.cfg.eos_id, device)
-               for start in range(0, len(sources), batch)]
+    batches = [
+        make_batch(sources[start : start + batch], model.cfg.pad_id, model.cfg.eos_id, device)
+        for start in range(0, len(sources), batch)
+    ]
     settings = SearchSettings(beam=beam, len_penalty=len_penalty, forced_length=forced)
 
     def untimed() -> float:
@@ -298,12 +335,15 @@ def busy_warning(load_average: list[float] | None, threads: int) -> str | None:
     the bench starts, above the threads the bench itself uses (timings then mean little)."""
     if load_average is None or load_average[0] <= threads:
         return None
-    return (f"the machine is busy: load average {load_average[0]:.2f} exceeds the bench's {threads} thread(s); "
-            "other processes share the CPU and these timings may be unreliable")
+    return (
+        f"the machine is busy: load average {load_average[0]:.2f} exceeds the bench's {threads} thread(s); "
+        "other processes share the CPU and these timings may be unreliable"
+    )
 
 
-def metadata(study: str, settings: BenchSettings, device: torch.device, dtype: str,
-             load_average: list[float] | None) -> dict:
+def metadata(
+    study: str, settings: BenchSettings, device: torch.device, dtype: str, load_average: list[float] | None
+) -> dict:
     """Where, when and how a result was measured (stored with it as ``BenchResult.meta``)."""
     meta = {
         "device": device_name(device),
@@ -370,7 +410,9 @@ def _timed_study(study: str, settings: BenchSettings, device: torch.device, half
         for name in names:
             if name.startswith("ct2:"):  # the same seeded weights as the canlib system, in float32 on the CPU
                 copy = system_model(name[4:], settings, torch.device("cpu"), False)
-                systems.append(ct2_system(name, copy, batch, settings.len_penalty, device, torch.get_num_threads(), workdir))
+                systems.append(
+                    ct2_system(name, copy, batch, settings.len_penalty, device, torch.get_num_threads(), workdir)
+                )
             else:
                 systems.append(canlib_system(name, model_for(name), batch, settings.len_penalty, settings.graphs))
         created.extend(systems)
@@ -386,8 +428,14 @@ def _timed_study(study: str, settings: BenchSettings, device: torch.device, half
         shutil.rmtree(workdir, ignore_errors=True)  # exported CTranslate2 models
 
 
-def _study_rows(study: str, s: BenchSettings, names: list[str], sources: list[list[int]],
-                make_systems: Callable[[int], list[System]], device: torch.device) -> dict[str, dict]:
+def _study_rows(
+    study: str,
+    s: BenchSettings,
+    names: list[str],
+    sources: list[list[int]],
+    make_systems: Callable[[int], list[System]],
+    device: torch.device,
+) -> dict[str, dict]:
     """Time the study's systems; the result maps system name -> its figures."""
     forced = s.forced_length or None
     results: dict[str, dict] = {}
@@ -396,29 +444,40 @@ def _study_rows(study: str, s: BenchSettings, names: list[str], sources: list[li
         results = time_systems(systems, sources, s.beam, forced, s.repeats, s.warmup, device, study, s.progress)
         reference = results.get("balanced") or results.get(names[0])
         for row in results.values():
-            row["ratio_to_balanced" if "balanced" in results else f"ratio_to_{names[0]}"] = row["tok_per_s"] / reference["tok_per_s"]
+            row["ratio_to_balanced" if "balanced" in results else f"ratio_to_{names[0]}"] = (
+                row["tok_per_s"] / reference["tok_per_s"]
+            )
         if s.breakdown or study == "breakdown":
             for system in tqdm(systems, desc="breakdown", leave=False, disable=not s.progress):
                 if system.model is not None:
                     reps = max(1, s.repeats // 2 + 1)
-                    results[system.name]["breakdown"] = breakdown(system, sources, s.beam, s.batch, forced, reps, s.len_penalty)
+                    results[system.name]["breakdown"] = breakdown(
+                        system, sources, s.beam, s.batch, forced, reps, s.len_penalty
+                    )
                     if s.graphs:  # the same parts with the decoder replayed from CUDA graphs
                         results[system.name]["breakdown_graphs"] = breakdown(
-                            system, sources, s.beam, s.batch, forced, reps, s.len_penalty, graphs=True)
+                            system, sources, s.beam, s.batch, forced, reps, s.len_penalty, graphs=True
+                        )
     elif study == "beam":
         systems = make_systems(s.batch)
         for beam in s.beams:
-            for name, row in time_systems(systems, sources, beam, forced, s.repeats, s.warmup, device, f"beam {beam}", s.progress).items():
+            for name, row in time_systems(
+                systems, sources, beam, forced, s.repeats, s.warmup, device, f"beam {beam}", s.progress
+            ).items():
                 results.setdefault(name, {}).setdefault("by_beam", {})[str(beam)] = row["tok_per_s"]
         for length in s.lengths:
-            for name, row in time_systems(systems, sources, s.beam, length, s.repeats, s.warmup, device, f"length {length}", s.progress).items():
+            for name, row in time_systems(
+                systems, sources, s.beam, length, s.repeats, s.warmup, device, f"length {length}", s.progress
+            ).items():
                 results[name].setdefault("by_length", {})[str(length)] = row["tok_per_s"]
     else:  # batch
         for batch in s.batches:
             count = max(len(sources), batch)
             batch_sources = (sources * (count // len(sources) + 1))[:count]
             systems = make_systems(batch)
-            rows = time_systems(systems, batch_sources, s.beam, forced, s.repeats, s.warmup, device, f"batch {batch}", s.progress)
+            rows = time_systems(
+                systems, batch_sources, s.beam, forced, s.repeats, s.warmup, device, f"batch {batch}", s.progress
+            )
             for system in systems:
                 system.close()
             for name, row in rows.items():

@@ -1,5 +1,6 @@
 """Timing a search by its parts, without synchronising: encoder, decoder layers, output projection and
 the search's own bookkeeping, on one timeline whose parts add up to the whole search."""
+
 from __future__ import annotations
 
 import time
@@ -84,8 +85,9 @@ class TimedDecoder:
         self.inner.compact(cache, rows)
 
 
-def timed_search(decoder: Decoder | StepGraphs, src: Tensor,
-                 settings: SearchSettings = SearchSettings()) -> tuple[SearchResult, dict[str, float]]:
+def timed_search(
+    decoder: Decoder | StepGraphs, src: Tensor, settings: SearchSettings = SearchSettings()
+) -> tuple[SearchResult, dict[str, float]]:
     """One search, its parts marked on a :class:`PartClock`: the result and seconds per part
     (encode, layers, output, search = the bookkeeping between them, total = their sum, the whole
     search). ``decoder`` is a decoder (wrapped in a :class:`TimedDecoder`) or a :class:`StepGraphs`

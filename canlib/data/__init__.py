@@ -3,18 +3,32 @@
 The names below load on first use (PEP 562): ``import canlib.data.vocab`` (what the model's special ids
 come from) or reading a prepared folder never pulls in the downloader and the preparation code.
 """
+
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "prepare": "preparation", "prepared": "preparation", "default_out_dir": "preparation", "format_statistics": "preparation",
-    "load_prepared": "binarized", "PreparedCorpus": "binarized", "ParallelSplit": "binarized",
-    "REGISTRY": "corpora", "Corpus": "corpora", "Scale": "corpora", "Remote": "corpora", "Member": "corpora",
-    "get_corpus": "corpora", "register_files": "corpora",
-    "cache_dir": "download", "fetch": "download",
-    "normalize": "text", "read_parallel": "text", "sgm_segments": "text",
+    "prepare": "preparation",
+    "prepared": "preparation",
+    "default_out_dir": "preparation",
+    "format_statistics": "preparation",
+    "load_prepared": "binarized",
+    "PreparedCorpus": "binarized",
+    "ParallelSplit": "binarized",
+    "REGISTRY": "corpora",
+    "Corpus": "corpora",
+    "Scale": "corpora",
+    "Remote": "corpora",
+    "Member": "corpora",
+    "get_corpus": "corpora",
+    "register_files": "corpora",
+    "cache_dir": "download",
+    "fetch": "download",
+    "normalize": "text",
+    "read_parallel": "text",
+    "sgm_segments": "text",
 }
 __all__ = list(_EXPORTS)
 

@@ -13,6 +13,7 @@ first, and the budget counts the rounded lengths. Batches of one bucket then sha
 an epoch of Multi30k at 8,192 tokens has about 10 distinct shapes instead of about 60, and the
 kernels that prepare a plan per shape (cuDNN's attention, torch.compile) prepare a few.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
@@ -176,8 +177,12 @@ class TokenBatchSampler:
 
     def state_dict(self) -> dict[str, Any]:
         state = {
-            "epoch": self.epoch, "position": self.position, "seed": self.seed, "max_tokens": self.max_tokens,
-            "world_size": self.world_size, "num_examples": len(self.sizes),
+            "epoch": self.epoch,
+            "position": self.position,
+            "seed": self.seed,
+            "max_tokens": self.max_tokens,
+            "world_size": self.world_size,
+            "num_examples": len(self.sizes),
         }
         if self.pad_multiple > 1:  # absent = 1: states written before shape buckets existed stay valid
             state["pad_multiple"] = self.pad_multiple
@@ -187,16 +192,21 @@ class TokenBatchSampler:
         """Continue where ``state`` left off; refuse a state from a different data or batching setup."""
         mine = self.state_dict()
         if state.get("pad_multiple", 1) != self.pad_multiple:
-            raise ValueError(f"sampler state has pad_multiple={state.get('pad_multiple', 1)}, this sampler has "
-                             f"pad_multiple={self.pad_multiple}; cannot resume exactly")
+            raise ValueError(
+                f"sampler state has pad_multiple={state.get('pad_multiple', 1)}, this sampler has "
+                f"pad_multiple={self.pad_multiple}; cannot resume exactly"
+            )
         for key in ("seed", "max_tokens", "world_size", "num_examples"):
             if key in state and state[key] != mine[key]:
-                raise ValueError(f"sampler state has {key}={state[key]}, this sampler has {key}={mine[key]}; cannot resume exactly")
+                raise ValueError(
+                    f"sampler state has {key}={state[key]}, this sampler has {key}={mine[key]}; cannot resume exactly"
+                )
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
 
 
-def collate(split: Split, indices: Sequence[int], pad_id: int, bos_id: int, eos_id: int,
-            pad_multiple: int = 1) -> dict[str, Any]:
+def collate(
+    split: Split, indices: Sequence[int], pad_id: int, bos_id: int, eos_id: int, pad_multiple: int = 1
+) -> dict[str, Any]:
     """Right-padded tensors: src = ids+[EOS], tgt_in = [BOS]+ids, tgt_out = ids+[EOS], each side's length
     rounded up to a multiple of ``pad_multiple`` (extra columns are padding).
 

@@ -8,6 +8,7 @@ n+1 entries) where each starts, so a 4.5M-pair corpus loads instantly with mmap.
 Format 2 (this one) adds named extra test sets (``meta["test_splits"]``, e.g. Multi30k's
 ``test2017_flickr``), stored like ``test``; format-1 folders, which hold only ``test``, still load.
 """
+
 from __future__ import annotations
 
 import json
@@ -71,8 +72,10 @@ class ParallelSplit:
         self._src, self._src_off = arrays["src", "tokens"], np.asarray(arrays["src", "offsets"])
         self._tgt, self._tgt_off = arrays["tgt", "tokens"], np.asarray(arrays["tgt", "offsets"])
         if len(self._src_off) != len(self._tgt_off):
-            raise ValueError(f"{folder}: split {name!r} has {len(self._src_off) - 1} source but "
-                             f"{len(self._tgt_off) - 1} target sentences")
+            raise ValueError(
+                f"{folder}: split {name!r} has {len(self._src_off) - 1} source but "
+                f"{len(self._tgt_off) - 1} target sentences"
+            )
         self.src_lens = np.diff(self._src_off)
         self.tgt_lens = np.diff(self._tgt_off)
         self._text: dict[str, list[str]] = {}
@@ -84,8 +87,8 @@ class ParallelSplit:
         if not -len(self) <= i < len(self):
             raise IndexError(f"split {self.name!r} has {len(self)} pairs, index {i} is out of range")
         i %= len(self)
-        src = self._src[self._src_off[i]:self._src_off[i + 1]].astype(np.int64)
-        tgt = self._tgt[self._tgt_off[i]:self._tgt_off[i + 1]].astype(np.int64)
+        src = self._src[self._src_off[i] : self._src_off[i + 1]].astype(np.int64)
+        tgt = self._tgt[self._tgt_off[i] : self._tgt_off[i + 1]].astype(np.int64)
         return src, tgt
 
     def _lines(self, side: str) -> list[str]:
@@ -115,11 +118,15 @@ class PreparedCorpus:
             raise FileNotFoundError(f"{meta_path}: not a prepared corpus (run `canlib data prepare`)")
         self.meta = json.loads(meta_path.read_text())
         if self.meta.get("format_version") not in READABLE_FORMATS:
-            raise ValueError(f"{meta_path}: format_version {self.meta.get('format_version')!r}, this canlib reads "
-                             f"{READABLE_FORMATS}; prepare the corpus again (`canlib data prepare`)")
+            raise ValueError(
+                f"{meta_path}: format_version {self.meta.get('format_version')!r}, this canlib reads "
+                f"{READABLE_FORMATS}; prepare the corpus again (`canlib data prepare`)"
+            )
         self.vocab = Vocabulary.load(self.path / "vocab.model")
         if self.vocab.id != self.meta["vocab_id"]:
-            raise ValueError(f"{self.path / 'vocab.model'}: id {self.vocab.id} differs from meta.json's {self.meta['vocab_id']}")
+            raise ValueError(
+                f"{self.path / 'vocab.model'}: id {self.vocab.id} differs from meta.json's {self.meta['vocab_id']}"
+            )
         self._splits: dict[str, ParallelSplit] = {}
 
     @property

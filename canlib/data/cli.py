@@ -4,6 +4,7 @@ A corpus of your own files: ``canlib data prepare NAME --files FOLDER --src en -
 ``FOLDER/{train,valid,test}.{en,de}`` under NAME (in ``$CANLIB_CACHE_DIR``) and prepares it; every later
 command, ``canlib experiment --corpora NAME`` included, then knows NAME.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,15 +29,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub.add_parser("list", help="list the registered corpora and their scales")
     p = sub.add_parser("prepare", help="prepare a corpus: vocabulary + binarized train/valid/test")
     p.add_argument("corpus", help="a registered corpus name (see `canlib data list`), or the name to give --files")
-    p.add_argument("--files", type=Path, default=None, metavar="FOLDER",
-                   help="your own corpus: FOLDER holds train, valid and test files per language (train.en, train.de, ...; "
-                        "plain text or .gz, one sentence a line, every line with a partner); registers it as CORPUS")
+    p.add_argument(
+        "--files",
+        type=Path,
+        default=None,
+        metavar="FOLDER",
+        help="your own corpus: FOLDER holds train, valid and test files per language (train.en, train.de, ...; "
+        "plain text or .gz, one sentence a line, every line with a partner); registers it as CORPUS",
+    )
     p.add_argument("--src", help="with --files: the source language's file suffix (e.g. en)")
     p.add_argument("--tgt", help="with --files: the target language's file suffix (e.g. de)")
-    p.add_argument("--vocab-size", type=int, default=None,
-                   help="with --files: joint subword vocabulary size (default 2000 at tiny, 8000 at small, 32000 at full)")
+    p.add_argument(
+        "--vocab-size",
+        type=int,
+        default=None,
+        help="with --files: joint subword vocabulary size (default 2000 at tiny, 8000 at small, 32000 at full)",
+    )
     p.add_argument("--scale", default="tiny", help="full, small or tiny (default tiny)")
-    p.add_argument("--out", type=Path, default=None, help="output folder (default $CANLIB_CACHE_DIR/prepared/CORPUS-SCALE)")
+    p.add_argument(
+        "--out", type=Path, default=None, help="output folder (default $CANLIB_CACHE_DIR/prepared/CORPUS-SCALE)"
+    )
     p.add_argument("--seed", type=int, default=1, help="seed of the subsampling (default 1)")
     p = sub.add_parser("inspect", help="print a prepared folder's statistics and its iteration speed")
     p.add_argument("path", type=Path, help="a prepared folder")
@@ -54,7 +66,9 @@ def run(args: argparse.Namespace) -> int:
         prepared = load_prepared(args.path)
         print(format_statistics(prepared.meta))
         split = prepared.split(args.split)
-        print(f"iterating {args.split}: {iteration_speed(split):,.0f} sentence pairs/s (split[i] over all {len(split):,})")
+        print(
+            f"iterating {args.split}: {iteration_speed(split):,.0f} sentence pairs/s (split[i] over all {len(split):,})"
+        )
         return 0
     if args.files is not None:
         if not (args.src and args.tgt):

@@ -12,6 +12,7 @@ hold upstream's decompressed text byte for byte (their PROVENANCE.md). The statm
 archives carry none we could verify; for them the downloader records size + sha256 at the
 first download and checks every later use against that record.
 """
+
 from __future__ import annotations
 
 import json
@@ -118,7 +119,9 @@ class Corpus:
     def needed_files(self, scale: str) -> list[str]:
         """Local file names (``stem.lang``) that preparing ``scale`` reads, in order, once each."""
         stems = self.scale(scale).stems().values()
-        return list(dict.fromkeys(f"{stem}.{lang}" for group in stems for stem in group for lang in (self.src, self.tgt)))
+        return list(
+            dict.fromkeys(f"{stem}.{lang}" for group in stems for stem in group for lang in (self.src, self.tgt))
+        )
 
     def scale(self, name: str) -> Scale:
         if name not in self.scales:
@@ -140,8 +143,11 @@ def _wmt14(tgt: str) -> dict[str, tuple[Member, ...]]:
     test_full = Remote(f"{STATMT}/wmt14/test-full.tgz")
     test_filtered = Remote(f"{STATMT}/wmt14/test.tgz")
     train = {
-        lang: [Member(europarl, f"europarl-v7.{pair}.{lang}"), Member(commoncrawl, f"commoncrawl.{pair}.{lang}"),
-               Member(nc, f"news-commentary-v9.{pair}.{lang}")]
+        lang: [
+            Member(europarl, f"europarl-v7.{pair}.{lang}"),
+            Member(commoncrawl, f"commoncrawl.{pair}.{lang}"),
+            Member(nc, f"news-commentary-v9.{pair}.{lang}"),
+        ]
         for lang in ("en", tgt)
     }
     if tgt == "fr":
@@ -152,14 +158,34 @@ def _wmt14(tgt: str) -> dict[str, tuple[Member, ...]]:
     code = f"{tgt}en"
     files = _pair("train", "en", tgt, train["en"], train[tgt])
     for year in range(2008, 2014):
-        files |= _pair(f"newstest{year}", "en", tgt, [Member(dev, f"newstest{year}-src.en.sgm")],
-                       [Member(dev, f"newstest{year}-src.{tgt}.sgm")])
-    files |= _pair("newstest2008-2012", "en", tgt, [m for y in range(2008, 2013) for m in files[f"newstest{y}.en"]],
-                   [m for y in range(2008, 2013) for m in files[f"newstest{y}.{tgt}"]])
-    files |= _pair("newstest2014", "en", tgt, [Member(test_full, f"newstest2014-{code}-src.en.sgm")],
-                   [Member(test_full, f"newstest2014-{code}-ref.{tgt}.sgm")])
-    files |= _pair("newstest2014.filtered", "en", tgt, [Member(test_filtered, f"newstest2014-{code}-src.en.sgm")],
-                   [Member(test_filtered, f"newstest2014-{code}-ref.{tgt}.sgm")])
+        files |= _pair(
+            f"newstest{year}",
+            "en",
+            tgt,
+            [Member(dev, f"newstest{year}-src.en.sgm")],
+            [Member(dev, f"newstest{year}-src.{tgt}.sgm")],
+        )
+    files |= _pair(
+        "newstest2008-2012",
+        "en",
+        tgt,
+        [m for y in range(2008, 2013) for m in files[f"newstest{y}.en"]],
+        [m for y in range(2008, 2013) for m in files[f"newstest{y}.{tgt}"]],
+    )
+    files |= _pair(
+        "newstest2014",
+        "en",
+        tgt,
+        [Member(test_full, f"newstest2014-{code}-src.en.sgm")],
+        [Member(test_full, f"newstest2014-{code}-ref.{tgt}.sgm")],
+    )
+    files |= _pair(
+        "newstest2014.filtered",
+        "en",
+        tgt,
+        [Member(test_filtered, f"newstest2014-{code}-src.en.sgm")],
+        [Member(test_filtered, f"newstest2014-{code}-ref.{tgt}.sgm")],
+    )
     return files
 
 
@@ -168,15 +194,38 @@ def _wmt17(other: str, valid: tuple[str, ...]) -> Corpus:
     base = f"{WMT17}/preprocessed/{other}-en"
     dev = Remote(f"{base}/dev.tgz")
     test = Remote(f"{WMT17}/test.tgz")
-    files = _pair("train", "en", other, [Member(Remote(f"{base}/corpus.tc.en.gz"))],
-                  [Member(Remote(f"{base}/corpus.tc.{other}.gz"))])
-    files |= _pair("valid", "en", other, [Member(dev, f"{name}.tc.en") for name in valid],
-                   [Member(dev, f"{name}.tc.{other}") for name in valid])
-    files |= _pair("newstest2017", "en", other, [Member(test, f"newstest2017-en{other}-src.en.sgm")],
-                   [Member(test, f"newstest2017-en{other}-ref.{other}.sgm")])
-    full = Scale(("train",), ("valid",), ("newstest2017",), vocab_size=32000, vocab_pairs=1_000_000,
-                 description="paper recipe: preprocessed WMT17 training data, newstest2017 test")
-    return Corpus(f"wmt17-en-{other}", "en", other, f"WMT17 English-{other.upper()} (paper Table 3)", files, {"full": full})
+    files = _pair(
+        "train",
+        "en",
+        other,
+        [Member(Remote(f"{base}/corpus.tc.en.gz"))],
+        [Member(Remote(f"{base}/corpus.tc.{other}.gz"))],
+    )
+    files |= _pair(
+        "valid",
+        "en",
+        other,
+        [Member(dev, f"{name}.tc.en") for name in valid],
+        [Member(dev, f"{name}.tc.{other}") for name in valid],
+    )
+    files |= _pair(
+        "newstest2017",
+        "en",
+        other,
+        [Member(test, f"newstest2017-en{other}-src.en.sgm")],
+        [Member(test, f"newstest2017-en{other}-ref.{other}.sgm")],
+    )
+    full = Scale(
+        ("train",),
+        ("valid",),
+        ("newstest2017",),
+        vocab_size=32000,
+        vocab_pairs=1_000_000,
+        description="paper recipe: preprocessed WMT17 training data, newstest2017 test",
+    )
+    return Corpus(
+        f"wmt17-en-{other}", "en", other, f"WMT17 English-{other.upper()} (paper Table 3)", files, {"full": full}
+    )
 
 
 # sha256 of the decompressed text of each upstream ``data/task1/raw/<split>.<lang>.gz`` at
@@ -207,9 +256,11 @@ _MULTI30K_TEXT_SHA256 = {
     "test_2018_flickr.cs": "1db59fe6980c9b3f9bade65122a985e71150214837d76f4768a5a8384c0b2dc7",
 }
 # Upstream has Czech only for train, val, test_2016_flickr and test_2018_flickr.
-_MULTI30K_TESTS = {"de": ("2016_flickr", "2017_flickr", "2017_mscoco", "2018_flickr"),
-                   "fr": ("2016_flickr", "2017_flickr", "2017_mscoco", "2018_flickr"),
-                   "cs": ("2016_flickr", "2018_flickr")}
+_MULTI30K_TESTS = {
+    "de": ("2016_flickr", "2017_flickr", "2017_mscoco", "2018_flickr"),
+    "fr": ("2016_flickr", "2017_flickr", "2017_mscoco", "2018_flickr"),
+    "cs": ("2016_flickr", "2018_flickr"),
+}
 _LANGUAGE = {"en": "English", "de": "German", "fr": "French", "cs": "Czech"}
 
 
@@ -227,14 +278,30 @@ def _multi30k(other: str) -> tuple[Corpus, Corpus]:
     tests = _MULTI30K_TESTS[other]
     files: dict[str, tuple[Member, ...]] = {}
     for split in ("train", "val", *(f"test_{t}" for t in tests)):
-        files |= _pair(split, "en", other, [Member(_multi30k_remote(split, "en"))], [Member(_multi30k_remote(split, other))])
+        files |= _pair(
+            split, "en", other, [Member(_multi30k_remote(split, "en"))], [Member(_multi30k_remote(split, other))]
+        )
     extra = {f"test{t}": (f"test_{t}",) for t in tests if t.startswith("2017")}
     named = f" + {', '.join(extra)}" if extra else ""
     scales = {
-        "small": Scale(("train",), ("val",), ("test_2016_flickr",), vocab_size=8000, extra_tests=extra,
-                       description=f"all 29000 training pairs, val 1014, test2016 1000{named}"),
-        "tiny": Scale(("train",), ("val",), ("test_2016_flickr",), vocab_size=2000, train_pairs=3000,
-                      valid_pairs=200, test_pairs=200, description="CI: 3000 seeded training pairs, 200 val, 200 test"),
+        "small": Scale(
+            ("train",),
+            ("val",),
+            ("test_2016_flickr",),
+            vocab_size=8000,
+            extra_tests=extra,
+            description=f"all 29000 training pairs, val 1014, test2016 1000{named}",
+        ),
+        "tiny": Scale(
+            ("train",),
+            ("val",),
+            ("test_2016_flickr",),
+            vocab_size=2000,
+            train_pairs=3000,
+            valid_pairs=200,
+            test_pairs=200,
+            description="CI: 3000 seeded training pairs, 200 val, 200 test",
+        ),
     }
     what = "Multi30k task 1 image captions"
     forward = Corpus(f"multi30k-en-{other}", "en", other, f"{what}, English-{_LANGUAGE[other]}", files, scales)
@@ -243,20 +310,55 @@ def _multi30k(other: str) -> tuple[Corpus, Corpus]:
 
 _NEWS_POOL = ("train.detok", "newstest2008-2012", "newstest2015-2020")
 _WMT14_EN_DE = Corpus(
-    "wmt14-en-de", "en", "de", "WMT14 English-German (paper Table 2)", _wmt14("de"),
+    "wmt14-en-de",
+    "en",
+    "de",
+    "WMT14 English-German (paper Table 2)",
+    _wmt14("de"),
     {
-        "full": Scale(("train",), ("newstest2013",), ("newstest2014",), vocab_size=32000, vocab_pairs=1_000_000,
-                      description="paper recipe: Europarl v7 + CommonCrawl + News Commentary v9, 32k joint BPE"),
-        "small": Scale(_NEWS_POOL, ("newstest2013",), ("newstest2014",), vocab_size=8000,
-                       description="news pool, local files only: ~37.6k real pairs (train.detok + newstest2008-2012 + 2015-2020)"),
-        "tiny": Scale(_NEWS_POOL, ("newstest2013",), ("newstest2014",), vocab_size=2000, train_pairs=3000,
-                      valid_pairs=200, test_pairs=200, description="3000 seeded pairs of the news pool (local files only)"),
+        "full": Scale(
+            ("train",),
+            ("newstest2013",),
+            ("newstest2014",),
+            vocab_size=32000,
+            vocab_pairs=1_000_000,
+            description="paper recipe: Europarl v7 + CommonCrawl + News Commentary v9, 32k joint BPE",
+        ),
+        "small": Scale(
+            _NEWS_POOL,
+            ("newstest2013",),
+            ("newstest2014",),
+            vocab_size=8000,
+            description="news pool, local files only: ~37.6k real pairs (train.detok + newstest2008-2012 + 2015-2020)",
+        ),
+        "tiny": Scale(
+            _NEWS_POOL,
+            ("newstest2013",),
+            ("newstest2014",),
+            vocab_size=2000,
+            train_pairs=3000,
+            valid_pairs=200,
+            test_pairs=200,
+            description="3000 seeded pairs of the news pool (local files only)",
+        ),
     },
 )
 _WMT14_EN_FR = Corpus(
-    "wmt14-en-fr", "en", "fr", "WMT14 English-French (paper Table 2)", _wmt14("fr"),
-    {"full": Scale(("train",), ("newstest2012", "newstest2013"), ("newstest2014",), vocab_size=32000,
-                   vocab_pairs=1_000_000, description="paper recipe: + UN + Gigaword; valid newstest2012+2013")},
+    "wmt14-en-fr",
+    "en",
+    "fr",
+    "WMT14 English-French (paper Table 2)",
+    _wmt14("fr"),
+    {
+        "full": Scale(
+            ("train",),
+            ("newstest2012", "newstest2013"),
+            ("newstest2014",),
+            vocab_size=32000,
+            vocab_pairs=1_000_000,
+            description="paper recipe: + UN + Gigaword; valid newstest2012+2013",
+        )
+    },
 )
 
 REGISTRY: dict[str, Corpus] = {
@@ -290,25 +392,40 @@ def files_corpus(name: str, folder: str | Path, src: str, tgt: str, vocab_size: 
     pieces (default as the registered corpora at each scale). Every line must have a partner with text."""
     folder = Path(folder).expanduser().resolve()
     if not _NAME.fullmatch(name) or name in REGISTRY:
-        raise ValueError(f"corpus name {name!r}: use lowercase letters, digits, '.', '-' or '_', "
-                         f"and not a registered corpus's name")
+        raise ValueError(
+            f"corpus name {name!r}: use lowercase letters, digits, '.', '-' or '_', and not a registered corpus's name"
+        )
     if src == tgt or not all(_NAME.fullmatch(lang) for lang in (src, tgt)):
         raise ValueError(f"languages {src!r} -> {tgt!r}: two different file suffixes (e.g. en and de)")
-    missing = [f"{stem}.{lang}" for stem in FILE_STEMS for lang in (src, tgt)
-               if not (folder / f"{stem}.{lang}").is_file() and not (folder / f"{stem}.{lang}.gz").is_file()]
+    missing = [
+        f"{stem}.{lang}"
+        for stem in FILE_STEMS
+        for lang in (src, tgt)
+        if not (folder / f"{stem}.{lang}").is_file() and not (folder / f"{stem}.{lang}.gz").is_file()
+    ]
     if missing:
-        raise FileNotFoundError(f"{folder}: no {', '.join(missing)} (a corpus of files needs train, valid and test "
-                                f"files for both languages, one sentence a line)")
+        raise FileNotFoundError(
+            f"{folder}: no {', '.join(missing)} (a corpus of files needs train, valid and test "
+            f"files for both languages, one sentence a line)"
+        )
     if vocab_size is not None and vocab_size < 8:
         raise ValueError(f"vocab_size={vocab_size}: too small for a subword vocabulary")
 
     def scale(name_: str, **caps: int) -> Scale:
-        return Scale(("train",), ("valid",), ("test",), vocab_size=vocab_size or _FILE_VOCAB[name_],
-                     description=f"{folder}: " + ("3000 seeded training pairs, 200 valid, 200 test" if caps else "every line"),
-                     **caps)
+        return Scale(
+            ("train",),
+            ("valid",),
+            ("test",),
+            vocab_size=vocab_size or _FILE_VOCAB[name_],
+            description=f"{folder}: " + ("3000 seeded training pairs, 200 valid, 200 test" if caps else "every line"),
+            **caps,
+        )
 
-    scales = {"tiny": scale("tiny", train_pairs=3000, valid_pairs=200, test_pairs=200), "small": scale("small"),
-              "full": scale("full")}
+    scales = {
+        "tiny": scale("tiny", train_pairs=3000, valid_pairs=200, test_pairs=200),
+        "small": scale("small"),
+        "full": scale("full"),
+    }
     return Corpus(name, src, tgt, f"files in {folder}, {src}->{tgt}", {}, scales, path=str(folder))
 
 
@@ -324,8 +441,10 @@ def register_files(name: str, folder: str | Path, src: str, tgt: str, vocab_size
     record = {"name": name, "folder": corpus.path, "src": src, "tgt": tgt, "vocab_size": vocab_size}
     path = _files_registry() / f"{name}.json"
     if path.is_file() and json.loads(path.read_text(encoding="utf-8")) != record:
-        raise ValueError(f"{path}: corpus {name!r} is registered with other files or settings "
-                         f"({path.read_text(encoding='utf-8').strip()}); remove that file or choose another name")
+        raise ValueError(
+            f"{path}: corpus {name!r} is registered with other files or settings "
+            f"({path.read_text(encoding='utf-8').strip()}); remove that file or choose another name"
+        )
     atomic_write_bytes((json.dumps(record, indent=1) + "\n").encode(), path)
     return corpus
 
@@ -343,5 +462,7 @@ def get_corpus(name: str) -> Corpus:
     if path.is_file():
         record = json.loads(path.read_text(encoding="utf-8"))
         return files_corpus(name, record["folder"], record["src"], record["tgt"], record.get("vocab_size"))
-    raise ValueError(f"unknown corpus {name!r}; known: {', '.join([*REGISTRY, *registered_files()])} "
-                     f"(a corpus of your own files: `canlib data prepare NAME --files FOLDER --src xx --tgt yy`)")
+    raise ValueError(
+        f"unknown corpus {name!r}; known: {', '.join([*REGISTRY, *registered_files()])} "
+        f"(a corpus of your own files: `canlib data prepare NAME --files FOLDER --src xx --tgt yy`)"
+    )

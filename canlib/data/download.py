@@ -11,6 +11,7 @@ every file from a mirror that serves the registry URLs' paths; the cache and the
 records stay keyed by the registry URL, so a mirrored file is verified exactly like the
 original.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -108,7 +109,9 @@ def _check(path: Path, remote: Remote, record: dict | None, source: str | None =
         return digest
     path.unlink()
     where = remote.url if source in (None, remote.url) else f"{remote.url}, fetched from {source}"
-    raise ValueError(f"{path.name.removesuffix('.part')} ({where}): checksum mismatch: expected {expected_what}; the file was deleted")
+    raise ValueError(
+        f"{path.name.removesuffix('.part')} ({where}): checksum mismatch: expected {expected_what}; the file was deleted"
+    )
 
 
 def _transfer(url: str, part: Path, progress: bool) -> None:
@@ -127,10 +130,18 @@ def _transfer(url: str, part: Path, progress: bool) -> None:
         start = have if resumed else 0
         length = resp.headers.get("Content-Length")
         total = start + int(length) if length is not None else None
-        with open(part, "ab" if resumed else "wb") as f, tqdm(
-            total=total, initial=start, unit="B", unit_scale=True, desc=part.name.removesuffix(".part"),
-            disable=not progress, leave=False,
-        ) as bar:
+        with (
+            open(part, "ab" if resumed else "wb") as f,
+            tqdm(
+                total=total,
+                initial=start,
+                unit="B",
+                unit_scale=True,
+                desc=part.name.removesuffix(".part"),
+                disable=not progress,
+                leave=False,
+            ) as bar,
+        ):
             while chunk := resp.read(CHUNK):
                 f.write(chunk)
                 bar.update(len(chunk))
@@ -139,8 +150,14 @@ def _transfer(url: str, part: Path, progress: bool) -> None:
         raise IncompleteDownload(f"{url}: connection closed after {got} of {total} bytes")
 
 
-def fetch(remote: Remote, root: Path | None = None, retries: int = 3, backoff: float = 2.0, progress: bool = True,
-          mirror: str | None = None) -> Path:
+def fetch(
+    remote: Remote,
+    root: Path | None = None,
+    retries: int = 3,
+    backoff: float = 2.0,
+    progress: bool = True,
+    mirror: str | None = None,
+) -> Path:
     """The verified local copy of ``remote``, downloading (and resuming) it if needed.
 
     ``mirror`` (``http://host:port``) fetches ``remote.url``'s path from there instead; the

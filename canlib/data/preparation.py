@@ -7,6 +7,7 @@ folder of ``multi30k-de-en`` is ``multi30k-en-de``), else downloaded into ``$CAN
 Everything is deterministic in (inputs, scale, seed), and the output folder is built under
 a temporary name and renamed into place only when complete.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,8 +60,9 @@ def local_file(corpus: Corpus, filename: str) -> Path | None:
     return None
 
 
-def materialize(corpus: Corpus, filenames: list[str], root: Path, progress: bool = True,
-                mirror: str | None = None) -> dict[str, list[Path]]:
+def materialize(
+    corpus: Corpus, filenames: list[str], root: Path, progress: bool = True, mirror: str | None = None
+) -> dict[str, list[Path]]:
     """For each local file name, the paths whose lines (concatenated) make it up.
 
     Files in the data dir win (never downloaded, never re-verified: that folder is the
@@ -76,10 +78,14 @@ def materialize(corpus: Corpus, filenames: list[str], root: Path, progress: bool
             continue
         where = f"CANLIB_DATA_DIR={data_dir()}" if data_dir() else "CANLIB_DATA_DIR (not set)"
         if name not in corpus.files:
-            raise FileNotFoundError(f"{corpus.folder}/{name}: not found in {where}, and the registry has no download "
-                                    f"for it; point CANLIB_DATA_DIR at a folder holding {corpus.folder}/{name}")
+            raise FileNotFoundError(
+                f"{corpus.folder}/{name}: not found in {where}, and the registry has no download "
+                f"for it; point CANLIB_DATA_DIR at a folder holding {corpus.folder}/{name}"
+            )
         if offline():
-            raise FileNotFoundError(f"{corpus.folder}/{name}: not found in {where}, and CANLIB_OFFLINE forbids downloading")
+            raise FileNotFoundError(
+                f"{corpus.folder}/{name}: not found in {where}, and CANLIB_OFFLINE forbids downloading"
+            )
         for member in corpus.files[name]:
             needed.setdefault(member.remote, []).append(member.name)
     paths: dict[tuple[Remote, str | None], Path] = {}
@@ -90,8 +96,10 @@ def materialize(corpus: Corpus, filenames: list[str], root: Path, progress: bool
             names = [n for n in filenames if n not in found]
             missing = f"{corpus.folder}/" + (names[0] if len(names) == 1 else "{" + ", ".join(names) + "}")
             where = f"CANLIB_DATA_DIR={data_dir()}" if data_dir() else "CANLIB_DATA_DIR (not set)"
-            raise RuntimeError(f"{exc}; {missing} not found in {where}: point CANLIB_DATA_DIR at a folder holding "
-                               f"them (data/README.md)") from None
+            raise RuntimeError(
+                f"{exc}; {missing} not found in {where}: point CANLIB_DATA_DIR at a folder holding "
+                f"them (data/README.md)"
+            ) from None
         members = sorted({n for n in names if n is not None})
         paths |= {(remote, n): p for n, p in extract_members(archive, members, root).items()} if members else {}
         paths[remote, None] = archive
@@ -118,13 +126,16 @@ def read_stems(corpus: Corpus, stems: tuple[str, ...], files: dict[str, list[Pat
 
 def fingerprint(files: dict[str, list[Path]]) -> dict[str, list[dict]]:
     """Size and sha256 of every input, so a prepared folder is reused only for the same text."""
-    return {name: [{"size": p.stat().st_size, "sha256": sha256_file(p)} for p in paths] for name, paths in sorted(files.items())}
+    return {
+        name: [{"size": p.stat().st_size, "sha256": sha256_file(p)} for p in paths]
+        for name, paths in sorted(files.items())
+    }
 
 
 def encode(vocab: Vocabulary, lines: list[str], dtype: np.dtype, desc: str, progress: bool) -> Encoded:
     tokens, lengths = [], []
     for start in tqdm(range(0, len(lines), ENCODE_CHUNK), desc=desc, disable=not progress, leave=False):
-        ids = vocab.encode_batch(lines[start:start + ENCODE_CHUNK])
+        ids = vocab.encode_batch(lines[start : start + ENCODE_CHUNK])
         lengths.append(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)))
         tokens.append(np.fromiter(chain.from_iterable(ids), dtype=dtype, count=int(lengths[-1].sum())))
     return Encoded(np.concatenate(tokens), np.concatenate(lengths))
@@ -153,12 +164,16 @@ def format_statistics(meta: dict) -> str:
     ]
     for split in splits:
         s = meta["statistics"][split]
-        lines.append(f"{split:<{w}}{s['sentences']:>10,}{s['src_words']:>12,}{s['tgt_words']:>12,}"
-                     f"{s['src_words'] + s['tgt_words']:>12,}{s['src_subwords']:>12,}{s['tgt_subwords']:>12,}")
+        lines.append(
+            f"{split:<{w}}{s['sentences']:>10,}{s['src_words']:>12,}{s['tgt_words']:>12,}"
+            f"{s['src_words'] + s['tgt_words']:>12,}{s['src_subwords']:>12,}{s['tgt_subwords']:>12,}"
+        )
     c = meta["cleaning"]
-    lines.append(f"train cleaning: {c['raw_pairs']:,} raw pairs, {c['empty']:,} with an empty side, "
-                 f"{c['subsampled_out']:,} left out by subsampling, {c['too_long']:,} over {meta['recipe']['spec']['max_len']} "
-                 f"subwords, {c['ratio']:,} with length ratio > {meta['recipe']['spec']['max_ratio']}")
+    lines.append(
+        f"train cleaning: {c['raw_pairs']:,} raw pairs, {c['empty']:,} with an empty side, "
+        f"{c['subsampled_out']:,} left out by subsampling, {c['too_long']:,} over {meta['recipe']['spec']['max_len']} "
+        f"subwords, {c['ratio']:,} with length ratio > {meta['recipe']['spec']['max_ratio']}"
+    )
     return "\n".join(lines)
 
 
@@ -191,8 +206,14 @@ def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1,
     stems = spec.stems()
     splits = tuple(stems)  # train, valid, test, then the extra test sets
     files = materialize(entry, entry.needed_files(scale), root, progress, mirror=download_mirror())
-    recipe = {"format_version": FORMAT_VERSION, "corpus": corpus, "scale": scale, "seed": seed,
-              "spec": asdict(spec), "inputs": fingerprint(files)}
+    recipe = {
+        "format_version": FORMAT_VERSION,
+        "corpus": corpus,
+        "scale": scale,
+        "seed": seed,
+        "spec": asdict(spec),
+        "inputs": fingerprint(files),
+    }
     recipe = json.loads(json.dumps(recipe))  # as meta.json stores it (tuples become lists)
     meta_path = out_dir / "meta.json"
     if meta_path.is_file():
@@ -227,8 +248,10 @@ def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1,
     ids = {}
     for split in splits:
         s, t = (src, tgt) if split == "train" else text[split]
-        ids[split] = (encode(vocab, s, dtype, f"encode {split}.{entry.src}", progress),
-                      encode(vocab, t, dtype, f"encode {split}.{entry.tgt}", progress))
+        ids[split] = (
+            encode(vocab, s, dtype, f"encode {split}.{entry.src}", progress),
+            encode(vocab, t, dtype, f"encode {split}.{entry.tgt}", progress),
+        )
     a, b = (e.lengths for e in ids["train"])
     fits = (np.minimum(a, b) >= 1) & (np.maximum(a, b) <= spec.max_len)
     balanced = np.maximum(a, b) <= spec.max_ratio * np.minimum(a, b)
@@ -241,12 +264,24 @@ def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1,
             raise ValueError(f"{corpus}/{'+'.join(stems[split])}: empty {split} split after cleaning")
 
     meta = {
-        "format_version": FORMAT_VERSION, "corpus": corpus, "scale": scale, "seed": seed,
-        "src_lang": entry.src, "tgt_lang": entry.tgt, "vocab_id": vocab.id, "vocab_size": vocab.size,
-        "token_dtype": dtype.name, "test_splits": list(spec.test_splits),
+        "format_version": FORMAT_VERSION,
+        "corpus": corpus,
+        "scale": scale,
+        "seed": seed,
+        "src_lang": entry.src,
+        "tgt_lang": entry.tgt,
+        "vocab_id": vocab.id,
+        "vocab_size": vocab.size,
+        "token_dtype": dtype.name,
+        "test_splits": list(spec.test_splits),
         "counts": {split: len(ids[split][0]) for split in splits},
-        "cleaning": {"raw_pairs": raw_pairs, "empty": empty, "subsampled_out": kept_before_sample - len(src),
-                     "too_long": too_long, "ratio": ratio},
+        "cleaning": {
+            "raw_pairs": raw_pairs,
+            "empty": empty,
+            "subsampled_out": kept_before_sample - len(src),
+            "too_long": too_long,
+            "ratio": ratio,
+        },
         "statistics": {split: statistics(*text[split], *ids[split]) for split in splits},
         "recipe": recipe,
     }

@@ -2,6 +2,7 @@
 
 Every error names the file (and line), so a bad corpus is fixed at its source.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -59,16 +60,20 @@ def read_parallel(src_path: Path, tgt_path: Path, strict: bool = False) -> tuple
     tgt = [normalize(t) for t in read_lines(tgt_path)]
     if len(src) != len(tgt):
         longer, shorter = (src_path, tgt_path) if len(src) > len(tgt) else (tgt_path, src_path)
-        raise ValueError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: the files are not aligned "
-                         f"({longer}:{min(len(src), len(tgt)) + 1} has no partner line in {shorter})")
+        raise ValueError(
+            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: the files are not aligned "
+            f"({longer}:{min(len(src), len(tgt)) + 1} has no partner line in {shorter})"
+        )
     if not src:
         raise ValueError(f"{src_path}: empty corpus (no lines)")
     if strict:
         for number, (s, t) in enumerate(zip(src, tgt), 1):
             if not s or not t:
                 empty, other = (src_path, tgt_path) if not s else (tgt_path, src_path)
-                raise ValueError(f"{empty}:{number}: empty line (its partner {other}:{number} is "
-                                 f"{(t or s)[:60]!r}); a parallel corpus needs text on both sides of every line")
+                raise ValueError(
+                    f"{empty}:{number}: empty line (its partner {other}:{number} is "
+                    f"{(t or s)[:60]!r}); a parallel corpus needs text on both sides of every line"
+                )
     return src, tgt
 
 

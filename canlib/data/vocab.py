@@ -5,6 +5,7 @@ default) on both sides with ids fixed to the model config's defaults
 (pad=0, unk=1, bos=2, eos=3). ``Vocabulary.id`` is the sha256 of the serialized
 model, stored in checkpoints so a model is never paired with the wrong vocabulary.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -9,6 +9,7 @@ LayerNorm epsilon 1e-5 (PyTorch's). Tokens are exchanged as names ``<blank>``, `
 ``<s>``, ``</s>`` for the special ids and the SentencePiece pieces (or ``t<id>`` when no
 vocabulary is given) for the rest; the source carries its EOS explicitly.
 """
+
 from __future__ import annotations
 
 import math
@@ -58,7 +59,9 @@ def export_ctranslate2(model: Seq2Seq, output_dir: str | os.PathLike, vocab: Voc
 
     cfg = model.cfg
     if cfg.decoder_kind != "standard":
-        raise ValueError(f"decoder_kind={cfg.decoder_kind!r}: only 'standard' models map onto CTranslate2's Transformer")
+        raise ValueError(
+            f"decoder_kind={cfg.decoder_kind!r}: only 'standard' models map onto CTranslate2's Transformer"
+        )
     if vocab is not None and vocab.size != cfg.vocab_size:
         raise ValueError(f"{vocab.source}: {vocab.size} pieces but the model has vocab_size={cfg.vocab_size}")
     spec = ts.TransformerSpec.from_config((cfg.enc_layers, cfg.dec_layers), cfg.heads, pre_norm=True)
@@ -110,8 +113,14 @@ class CT2Translator:
     ``SearchSettings(renormalize=True)`` gives the canlib search that matches it (:mod:`canlib.decoding.search`).
     """
 
-    def __init__(self, model_dir: str | os.PathLike, names: list[str], device: str = "cpu",
-                 compute_type: str = "float32", threads: int = 0) -> None:
+    def __init__(
+        self,
+        model_dir: str | os.PathLike,
+        names: list[str],
+        device: str = "cpu",
+        compute_type: str = "float32",
+        threads: int = 0,
+    ) -> None:
         import ctranslate2
 
         self.names = names
@@ -120,8 +129,15 @@ class CT2Translator:
             str(model_dir), device=device, compute_type=compute_type, intra_threads=threads, inter_threads=1
         )
 
-    def translate(self, sources: list[list[int]], beam: int = 4, len_penalty: float = 1.0,
-                  max_len_a: float = 1.2, max_len_b: float = 10, forced_length: int | None = None) -> list[list[int]]:
+    def translate(
+        self,
+        sources: list[list[int]],
+        beam: int = 4,
+        len_penalty: float = 1.0,
+        max_len_a: float = 1.2,
+        max_len_b: float = 10,
+        forced_length: int | None = None,
+    ) -> list[list[int]]:
         """Best output ids (no BOS/EOS) per source id list (each given without its EOS).
 
         ``forced_length=N`` sets CTranslate2's min and max decoding length to N (EOS cannot
@@ -134,8 +150,12 @@ class CT2Translator:
             longest = max(len(ids) + 1 for ids in sources)
             lengths = dict(max_decoding_length=int(math.floor(max_len_a * longest + max_len_b)), min_decoding_length=1)
         results = self.translator.translate_batch(
-            batch, beam_size=beam, length_penalty=len_penalty, return_scores=True,
-            suppress_sequences=[[SPECIALS[0]], [SPECIALS[2]]], **lengths,  # canlib never emits PAD or BOS
+            batch,
+            beam_size=beam,
+            length_penalty=len_penalty,
+            return_scores=True,
+            suppress_sequences=[[SPECIALS[0]], [SPECIALS[2]]],
+            **lengths,  # canlib never emits PAD or BOS
         )
         return [[self.ids[name] for name in r.hypotheses[0]] for r in results]
 

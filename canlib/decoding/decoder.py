@@ -4,6 +4,7 @@ The search (:mod:`canlib.decoding.search`) touches the model only through these 
 can replay them from CUDA graphs (:mod:`canlib.decoding.runners`), compile them
 (:class:`CompiledDecoder`) or time them (:mod:`canlib.bench.timing`) without the search knowing.
 """
+
 from __future__ import annotations
 
 from typing import Protocol

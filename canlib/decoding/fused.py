@@ -19,6 +19,7 @@ an operator (``canlib::beam_row_partials``, ``canlib::beam_merge_top``), so that
 in Triton's interpreter (``TRITON_INTERPRET=1``, set at import where no CUDA device is visible): slow, but the
 same program, which is how the tests check it. Needs the ``triton`` package (PyTorch's CUDA wheels bring it).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -42,8 +43,21 @@ if available():
     import triton.language as tl
 
     @triton.jit
-    def row_partials_kernel(logits, row_stride, vocab, part_max, part_sum, cand_val, cand_idx, pieces,
-                            pad_id, bos_id, eos_id, BLOCK: tl.constexpr, K: tl.constexpr):
+    def row_partials_kernel(
+        logits,
+        row_stride,
+        vocab,
+        part_max,
+        part_sum,
+        cand_val,
+        cand_idx,
+        pieces,
+        pad_id,
+        bos_id,
+        eos_id,
+        BLOCK: tl.constexpr,
+        K: tl.constexpr,
+    ):
         row, piece = tl.program_id(0), tl.program_id(1)
         cols = tl.arange(0, BLOCK)
         offs = piece * BLOCK + cols
@@ -61,9 +75,21 @@ if available():
             x = tl.where(cols == i, float("-inf"), x)
 
     @triton.jit
-    def merge_top_kernel(part_max, part_sum, cand_val, cand_idx, cum, pointers, rows, pieces,
-                         K: tl.constexpr, BEAM: tl.constexpr, BEAM2: tl.constexpr, PIECES2: tl.constexpr,
-                         CAND2: tl.constexpr):
+    def merge_top_kernel(
+        part_max,
+        part_sum,
+        cand_val,
+        cand_idx,
+        cum,
+        pointers,
+        rows,
+        pieces,
+        K: tl.constexpr,
+        BEAM: tl.constexpr,
+        BEAM2: tl.constexpr,
+        PIECES2: tl.constexpr,
+        CAND2: tl.constexpr,
+    ):
         s = tl.program_id(0)
         b = tl.arange(0, BEAM2)[:, None]
         live = b < BEAM
@@ -96,14 +122,35 @@ def _pow2(n: int) -> int:
 
 
 @torch.library.custom_op("canlib::beam_row_partials", mutates_args=("part_max", "part_sum", "cand_val", "cand_idx"))
-def row_partials(logits: Tensor, part_max: Tensor, part_sum: Tensor, cand_val: Tensor, cand_idx: Tensor,
-                 pad_id: int, bos_id: int, eos_id: int) -> None:
+def row_partials(
+    logits: Tensor,
+    part_max: Tensor,
+    part_sum: Tensor,
+    cand_val: Tensor,
+    cand_idx: Tensor,
+    pad_id: int,
+    bos_id: int,
+    eos_id: int,
+) -> None:
     """Kernel 1: per (row, piece) the max and sum of exponentials of the logits, and the piece's k best
     allowed tokens (values and indices): ``cand_val`` / ``cand_idx`` (rows, pieces, k)."""
     rows, vocab = logits.shape
     pieces, k = cand_val.size(1), cand_val.size(2)
-    row_partials_kernel[(rows, pieces)](logits, logits.stride(0), vocab, part_max, part_sum, cand_val, cand_idx, pieces,
-                           pad_id, bos_id, eos_id, BLOCK=min(BLOCK, _pow2(vocab)), K=k)
+    row_partials_kernel[(rows, pieces)](
+        logits,
+        logits.stride(0),
+        vocab,
+        part_max,
+        part_sum,
+        cand_val,
+        cand_idx,
+        pieces,
+        pad_id,
+        bos_id,
+        eos_id,
+        BLOCK=min(BLOCK, _pow2(vocab)),
+        K=k,
+    )
 
 
 @row_partials.register_fake
@@ -112,14 +159,28 @@ def _(logits, part_max, part_sum, cand_val, cand_idx, pad_id, bos_id, eos_id) ->
 
 
 @torch.library.custom_op("canlib::beam_merge_top", mutates_args=("cum", "pointers"))
-def merge_top(part_max: Tensor, part_sum: Tensor, cand_val: Tensor, cand_idx: Tensor, cum: Tensor,
-              pointers: Tensor) -> None:
+def merge_top(
+    part_max: Tensor, part_sum: Tensor, cand_val: Tensor, cand_idx: Tensor, cum: Tensor, pointers: Tensor
+) -> None:
     """Kernel 2: per sentence, the k best of its rows' candidates scored running score + logit -
     log-sum-exp; writes them into ``cum`` (sentences, k) and ``pointers`` (2, rows): (source row, token)."""
     sentences, beam = cum.shape
     rows, pieces, k = cand_val.shape
-    merge_top_kernel[(sentences,)](part_max, part_sum, cand_val, cand_idx, cum, pointers, rows, pieces, K=k, BEAM=beam,
-                         BEAM2=_pow2(beam), PIECES2=_pow2(pieces), CAND2=_pow2(pieces * k))
+    merge_top_kernel[(sentences,)](
+        part_max,
+        part_sum,
+        cand_val,
+        cand_idx,
+        cum,
+        pointers,
+        rows,
+        pieces,
+        K=k,
+        BEAM=beam,
+        BEAM2=_pow2(beam),
+        PIECES2=_pow2(pieces),
+        CAND2=_pow2(pieces * k),
+    )
 
 
 @merge_top.register_fake
@@ -130,7 +191,9 @@ def _(part_max, part_sum, cand_val, cand_idx, cum, pointers) -> None:
 class FusedSelect:
     """The buffers of the two kernels for a search of ``rows`` rows over ``vocab`` tokens, beam ``k``."""
 
-    def __init__(self, rows: int, vocab: int, k: int, device: torch.device, pad_id: int, bos_id: int, eos_id: int) -> None:
+    def __init__(
+        self, rows: int, vocab: int, k: int, device: torch.device, pad_id: int, bos_id: int, eos_id: int
+    ) -> None:
         pieces = -(-vocab // min(BLOCK, _pow2(vocab)))
         self.part_max = torch.empty(rows, pieces, device=device)
         self.part_sum = torch.empty(rows, pieces, device=device)

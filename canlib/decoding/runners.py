@@ -13,6 +13,7 @@ memory pool), and copy each new batch into it:
 
 ``capture=False`` runs the same static-buffer paths without graphs: how they are tested on a CPU.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -102,7 +103,10 @@ class GraphedDecoder(EagerDecoder):
             cache = self.model.init_cache(memory, max_len=max_len)  # every tensor, score biases included
             device = memory.states.device
             self.graphs.add(
-                key, cache=cache, buffers=cache.buffers, output=None,  # the buffers its graphs read and write
+                key,
+                cache=cache,
+                buffers=cache.buffers,
+                output=None,  # the buffers its graphs read and write
                 tokens=torch.zeros(cache.num_rows, dtype=torch.long, device=device),
                 hidden=torch.zeros(cache.num_rows, self.model.cfg.d_model, dtype=memory.states.dtype, device=device),
             )
@@ -123,6 +127,7 @@ class GraphedDecoder(EagerDecoder):
         if not self.capture:
             return self.model.decode_hidden(entry["tokens"], cache)
         if t not in entry["graphs"]:
+
             def step() -> Tensor:
                 cache.seek(t)  # the warm-up ran the step once: run it again from step t
                 return self.model.decode_hidden(entry["tokens"], cache)
@@ -255,8 +260,14 @@ class StepGraphs:
     two graph launches per step.
     """
 
-    def __init__(self, model: Seq2Seq, capture: bool = True, max_shapes: int = 8, parts: bool = False,
-                 compiled: str | None = None) -> None:
+    def __init__(
+        self,
+        model: Seq2Seq,
+        capture: bool = True,
+        max_shapes: int = 8,
+        parts: bool = False,
+        compiled: str | None = None,
+    ) -> None:
         self.model = model
         self.capture = capture
         self.parts = parts

@@ -61,6 +61,7 @@ decoder is run and timed):
 
 On CUDA, run the model in half precision (``model.half()``). On CPU the model stays in float32.
 """
+
 from __future__ import annotations
 
 import math
@@ -143,8 +144,9 @@ class ChunkedTopK:
 
     def __init__(self, width: int, picks: int, device: torch.device, longest: int = 1024, shortest: int = 128) -> None:
         self.width, self.picks = width, picks
-        self.chunk = next((w for w in range(longest, shortest - 1, -1)
-                           if width % w == 0 and width // w >= 2 and w >= 2 * picks), None)
+        self.chunk = next(
+            (w for w in range(longest, shortest - 1, -1) if width % w == 0 and width // w >= 2 and w >= 2 * picks), None
+        )
         self.chunks = width // self.chunk if self.chunk else 1
         # where each piece starts in the row, as (1, chunks, 1) for a broadcast add
         self.starts = (torch.arange(self.chunks, device=device) * (self.chunk or 0)).view(1, -1, 1)
@@ -158,7 +160,9 @@ class ChunkedTopK:
         m, c, k = scores.size(0), self.chunks, self.picks
         piece_s, piece_i = scores.view(m * c, self.chunk).topk(k, dim=1, sorted=False)
         where = torch.empty(m, k, dtype=torch.long, device=scores.device)
-        top_s = torch.topk(piece_s.view(m, c * k), k, dim=1, out=(values if values is not None else piece_s.new_empty(m, k), where))[0]
+        top_s = torch.topk(
+            piece_s.view(m, c * k), k, dim=1, out=(values if values is not None else piece_s.new_empty(m, k), where)
+        )[0]
         return top_s, (piece_i.view(m, c, k) + self.starts).view(m, c * k).gather(1, where)
 
 
@@ -180,8 +184,14 @@ class BeamSearch:
     picks: int  # candidates taken per sentence at each step, as a multiple of the beam
     state_names: tuple[str, ...]  # the tensors a step writes, besides the cache's
 
-    def __init__(self, model: Seq2Seq, src: Tensor, settings: SearchSettings = SearchSettings(),
-                 decoder: Decoder | None = None, static: bool = False) -> None:
+    def __init__(
+        self,
+        model: Seq2Seq,
+        src: Tensor,
+        settings: SearchSettings = SearchSettings(),
+        decoder: Decoder | None = None,
+        static: bool = False,
+    ) -> None:
         cfg = model.cfg
         self.model, self.cfg, self.settings, self.static = model, cfg, settings, static
         self.decoder = decoder or EagerDecoder(model)
@@ -277,8 +287,18 @@ class FreeLengthSearch(BeamSearch):
     live beams, the best finished hypothesis per sentence and, with ``return_all``, every finished one."""
 
     picks = 2  # up to k of the best 2k may end in EOS: k go on
-    state_names = ("tokens", "cum", "done", "count", "best_score", "best_tokens", "best_len", "all_tokens",
-                   "all_score", "all_len")
+    state_names = (
+        "tokens",
+        "cum",
+        "done",
+        "count",
+        "best_score",
+        "best_tokens",
+        "best_len",
+        "all_tokens",
+        "all_score",
+        "all_len",
+    )
 
     def steps_for(self, lengths: list[int]) -> int:
         return max(lengths) + 1  # the last step can only emit EOS
@@ -383,7 +403,9 @@ class FreeLengthSearch(BeamSearch):
         better = new_best > old_best
         best_text = self.tokens.index_select(0, rows.gather(1, first_best).squeeze(1))[:, 1:]  # columns > t are PAD
         self.best_score.index_copy_(0, self.alive, torch.where(better, new_best, old_best))
-        self.best_tokens.index_copy_(0, self.alive, torch.where(better[:, None], best_text, self.best_tokens.index_select(0, self.alive)))
+        self.best_tokens.index_copy_(
+            0, self.alive, torch.where(better[:, None], best_text, self.best_tokens.index_select(0, self.alive))
+        )
         self.best_len.index_copy_(0, self.alive, torch.where(better, t, self.best_len.index_select(0, self.alive)))
         if self.settings.return_all:
             slots = self.all_score.size(1) - 1
@@ -407,7 +429,8 @@ class FreeLengthSearch(BeamSearch):
             rows = (self.base.index_select(0, keep) + torch.arange(self.k, device=self.device)).view(-1)
             self.tokens = self.tokens.index_select(0, rows)
             self.cum, self.alive, self.lengths, self.len_norm, self.done = (
-                x.index_select(0, keep) for x in (self.cum, self.alive, self.lengths, self.len_norm, self.done))
+                x.index_select(0, keep) for x in (self.cum, self.alive, self.lengths, self.len_norm, self.done)
+            )
             self.decoder.compact(self.cache, rows)
         return False
 
@@ -496,8 +519,9 @@ class FusedForcedLengthSearch(ForcedLengthSearch):
             raise ValueError("fused=True needs the triton package (PyTorch's CUDA wheels bring it)")
         super().allocate(lengths)
         cfg = self.cfg
-        self.fused = fused_step.FusedSelect(self.n * self.k, cfg.vocab_size, self.k, self.device, cfg.pad_id,
-                                            cfg.bos_id, cfg.eos_id)
+        self.fused = fused_step.FusedSelect(
+            self.n * self.k, cfg.vocab_size, self.k, self.device, cfg.pad_id, cfg.bos_id, cfg.eos_id
+        )
 
     def log_probs(self, hidden: Tensor) -> Tensor:
         """Part 2 without its log-softmax: the logits (the fused select takes the log-softmax itself)."""
@@ -508,8 +532,13 @@ class FusedForcedLengthSearch(ForcedLengthSearch):
         self.reorder(t, self.history[t + 1, 0])
 
 
-def new_search(model: Seq2Seq, src: Tensor, settings: SearchSettings = SearchSettings(),
-               decoder: Decoder | None = None, static: bool = False) -> BeamSearch:
+def new_search(
+    model: Seq2Seq,
+    src: Tensor,
+    settings: SearchSettings = SearchSettings(),
+    decoder: Decoder | None = None,
+    static: bool = False,
+) -> BeamSearch:
     """The search ``settings`` ask for, over the batch ``src``, before its first step."""
     if settings.forced_length is None:
         kind = FreeLengthSearch
@@ -518,8 +547,13 @@ def new_search(model: Seq2Seq, src: Tensor, settings: SearchSettings = SearchSet
     return kind(model, src, settings, decoder, static)
 
 
-def beam_search(model: Seq2Seq, src: Tensor, settings: SearchSettings = SearchSettings(),
-                decoder: Decoder | None = None, graphs=None) -> SearchResult:
+def beam_search(
+    model: Seq2Seq,
+    src: Tensor,
+    settings: SearchSettings = SearchSettings(),
+    decoder: Decoder | None = None,
+    graphs=None,
+) -> SearchResult:
     """Translate a right-padded batch ``src`` (B, S) of source ids (each ending in EOS).
 
     ``settings``: beam, length penalty, length limits, stopping rule... (:class:`SearchSettings`; the module
@@ -554,6 +588,17 @@ def make_batch(sentences: list[list[int]], pad_id: int, eos_id: int, device: tor
 
 
 __all__ = [
-    "SearchResult", "SearchSettings", "beam_search", "greedy_search", "new_search", "BeamSearch", "FreeLengthSearch",
-    "ForcedLengthSearch", "FusedForcedLengthSearch", "ChunkedTopK", "make_batch", "output_lengths", "STOP_RULES",
+    "SearchResult",
+    "SearchSettings",
+    "beam_search",
+    "greedy_search",
+    "new_search",
+    "BeamSearch",
+    "FreeLengthSearch",
+    "ForcedLengthSearch",
+    "FusedForcedLengthSearch",
+    "ChunkedTopK",
+    "make_batch",
+    "output_lengths",
+    "STOP_RULES",
 ]

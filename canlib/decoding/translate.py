@@ -11,6 +11,7 @@ Batching changes no output: the search treats the sentences of a batch independe
 its own beams, maximum length and stopping point; padding is masked), so a sentence gets the same
 tokens in any batch, up to the last bits of the float sums (tests check the tokens).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,9 +36,7 @@ def find_vocab(checkpoint: str | Path) -> Path:
     for folder in (checkpoint.parent, checkpoint.parent.parent):
         if (folder / "vocab.model").is_file():
             return folder / "vocab.model"
-    raise FileNotFoundError(
-        f"{checkpoint}: no vocab.model beside it or in {checkpoint.parent.parent}; pass --vocab"
-    )
+    raise FileNotFoundError(f"{checkpoint}: no vocab.model beside it or in {checkpoint.parent.parent}; pass --vocab")
 
 
 def load_translator(
@@ -49,8 +48,9 @@ def load_translator(
         raise FileNotFoundError(f"{checkpoint}: no such checkpoint file")
     vocabulary = Vocabulary.load(vocab if vocab is not None else find_vocab(checkpoint))
     ckpt = safe_load(checkpoint)  # read once: whether it records a vocabulary, then the model
-    model = model_from_checkpoint(ckpt, checkpoint, expected_vocab_id=vocabulary.id if ckpt.get("vocab_id") else None,
-                                  map_location=device)
+    model = model_from_checkpoint(
+        ckpt, checkpoint, expected_vocab_id=vocabulary.id if ckpt.get("vocab_id") else None, map_location=device
+    )
     if vocabulary.size != model.cfg.vocab_size:
         raise ValueError(
             f"{vocabulary.source}: {vocabulary.size} pieces, but {checkpoint} has vocab_size={model.cfg.vocab_size}"
@@ -68,7 +68,9 @@ def evaluation_batch_size(device: str | torch.device) -> int:
     return EVALUATION_BATCH.get(torch.device(device).type, EVALUATION_BATCH["cpu"])
 
 
-def source_ids(model: Seq2Seq, vocab: Vocabulary, lines: Sequence[str], names: Sequence[str] | None = None) -> list[list[int]]:
+def source_ids(
+    model: Seq2Seq, vocab: Vocabulary, lines: Sequence[str], names: Sequence[str] | None = None
+) -> list[list[int]]:
     """Subword ids of each line; a line longer than the model's position table is truncated with a
     warning naming it (``names[i]``, default "input line i+1")."""
     limit = model.cfg.max_len - 1  # room for the source EOS
@@ -81,8 +83,15 @@ def source_ids(model: Seq2Seq, vocab: Vocabulary, lines: Sequence[str], names: S
     return ids
 
 
-def translate_ids(model: Seq2Seq, vocab: Vocabulary, ids: list[list[int]], beam: int = 4, batch_size: int = 32,
-                  progress: bool = False, **search_options) -> list[str]:
+def translate_ids(
+    model: Seq2Seq,
+    vocab: Vocabulary,
+    ids: list[list[int]],
+    beam: int = 4,
+    batch_size: int = 32,
+    progress: bool = False,
+    **search_options,
+) -> list[str]:
     """Translations of tokenized sentences in order: sorted longest first, cut into batches of
     ``batch_size``, searched, detokenized, put back in order. Empty sentences give empty outputs.
     ``search_options``: the other fields of :class:`~canlib.decoding.search.SearchSettings`."""
@@ -124,8 +133,15 @@ def translate_lines(
     return translate_ids(model, vocab, source_ids(model, vocab, lines), beam, batch_size, progress, **search_options)
 
 
-def translate_sets(model: Seq2Seq, vocab: Vocabulary, sets: Mapping[str, Sequence[str]], beam: int = 4,
-                   batch_size: int | None = None, progress: bool = False, **search_options) -> dict[str, list[str]]:
+def translate_sets(
+    model: Seq2Seq,
+    vocab: Vocabulary,
+    sets: Mapping[str, Sequence[str]],
+    beam: int = 4,
+    batch_size: int | None = None,
+    progress: bool = False,
+    **search_options,
+) -> dict[str, list[str]]:
     """Translations of several sets of lines (e.g. a run's validation and test sets), each in its own order.
 
     All their lines are sorted by length together and cut into batches of ``batch_size`` sentences
@@ -135,9 +151,15 @@ def translate_sets(model: Seq2Seq, vocab: Vocabulary, sets: Mapping[str, Sequenc
     device = model.embed.weight.device
     names = [f"{name} line {i + 1}" for name, lines in sets.items() for i in range(len(lines))]
     flat = [line for lines in sets.values() for line in lines]
-    outputs = translate_ids(model, vocab, source_ids(model, vocab, flat, names), beam,
-                            evaluation_batch_size(device) if batch_size is None else batch_size, progress,
-                            **search_options)
+    outputs = translate_ids(
+        model,
+        vocab,
+        source_ids(model, vocab, flat, names),
+        beam,
+        evaluation_batch_size(device) if batch_size is None else batch_size,
+        progress,
+        **search_options,
+    )
     result, start = {}, 0
     for name, lines in sets.items():
         result[name] = outputs[start : start + len(lines)]
@@ -147,7 +169,9 @@ def translate_sets(model: Seq2Seq, vocab: Vocabulary, sets: Mapping[str, Sequenc
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", required=True, help="model checkpoint (.pt)")
-    parser.add_argument("--vocab", help="SentencePiece model (default: vocab.model beside the checkpoint or one folder up)")
+    parser.add_argument(
+        "--vocab", help="SentencePiece model (default: vocab.model beside the checkpoint or one folder up)"
+    )
     parser.add_argument("--input", default="-", help="file of raw sentences, one per line ('-' = stdin)")
     parser.add_argument("--output", default="-", help="where to write translations ('-' = stdout)")
     parser.add_argument("--beam", type=int, default=4)
@@ -165,8 +189,15 @@ def run(args: argparse.Namespace) -> int:
         model.half()
     lines = read_text(args.input)  # a missing file, or invalid UTF-8, is an error naming the file (and line)
     outputs = translate_lines(
-        model, vocab, lines, beam=args.beam, batch_size=args.batch_size, progress=args.output != "-",
-        len_penalty=args.len_penalty, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
+        model,
+        vocab,
+        lines,
+        beam=args.beam,
+        batch_size=args.batch_size,
+        progress=args.output != "-",
+        len_penalty=args.len_penalty,
+        max_len_a=args.max_len_a,
+        max_len_b=args.max_len_b,
     )
     text = "".join(line + "\n" for line in outputs)
     if args.output == "-":

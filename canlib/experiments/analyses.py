@@ -13,6 +13,7 @@ Every model an analysis reads is a run of the plan (:func:`runs_needed`), traine
 is computed; computing one trains nothing (:func:`canlib.experiments.run.trained` only loads). The chapters read
 what is stored here with the book's own reader, which does not import this package.
 """
+
 from __future__ import annotations
 
 import math
@@ -48,11 +49,20 @@ def runs_needed(name: str, scale: str, reduced: int | None = None) -> tuple[list
         return reads, []
     balanced = reads[0]
     finetune, base = finetune_budget(scale, reduced), budget(scale, 1, reduced).get("max_steps") or None
-    own = [run("can", scale, 1, variant=Variant("conversion", init, init=init, parent=balanced), train=finetune)
-           for init in ("converted", "random-decoder")]
+    own = [
+        run("can", scale, 1, variant=Variant("conversion", init, init=init, parent=balanced), train=finetune)
+        for init in ("converted", "random-decoder")
+    ]
     if base:
-        own.append(run("can", scale, 1, variant=Variant("conversion", "longer"),
-                       train=budget(scale, 1, base + finetune["max_steps"])))
+        own.append(
+            run(
+                "can",
+                scale,
+                1,
+                variant=Variant("conversion", "longer"),
+                train=budget(scale, 1, base + finetune["max_steps"]),
+            )
+        )
     return reads, own
 
 
@@ -91,8 +101,9 @@ def similarity(source: Run) -> dict[str, Any]:
     data = corpus_of(source)
     out = {}
     for normalized in (False, True):
-        sims = sublayer_similarity(model, teacher_forced_batches(data, "valid", model.cfg), model.cfg.pad_id,
-                                   normalized=normalized)
+        sims = sublayer_similarity(
+            model, teacher_forced_batches(data, "valid", model.cfg), model.cfg.pad_id, normalized=normalized
+        )
         out["normalized" if normalized else "residual"] = {k: v.tolist() for k, v in sims.items()}
     return out
 
@@ -104,12 +115,15 @@ def quantile_buckets(values: np.ndarray, n: int) -> tuple[np.ndarray, list[str]]
     return ids, [f"{edges[i]:.0f}-{edges[i + 1]:.0f}" for i in range(n)]
 
 
-def buckets_of(hyps: list[str], srcs: list[str], refs: list[str], data: Any, lang: str,
-               n_freq: int = 5) -> dict[str, dict[str, list]]:
+def buckets_of(
+    hyps: list[str], srcs: list[str], refs: list[str], data: Any, lang: str, n_freq: int = 5
+) -> dict[str, dict[str, list]]:
     """Tokenized corpus BLEU per bucket of average source-subword training frequency (quantile
     buckets) and of source length in words (1-10, 11-20, 21-30, 31-40, 41+)."""
     train_split = data.split("train")
-    counts = np.bincount(np.concatenate([train_split[i][0] for i in range(len(train_split))]), minlength=data.vocab.size)
+    counts = np.bincount(
+        np.concatenate([train_split[i][0] for i in range(len(train_split))]), minlength=data.vocab.size
+    )
     freq = np.array([counts[data.vocab.encode(s)].mean() if s.strip() else 0.0 for s in srcs])
     freq_ids, freq_labels = quantile_buckets(freq, n_freq)
     lengths = np.array([len(s.split()) for s in srcs])
@@ -131,8 +145,12 @@ def error_buckets(runs: list[Run], root: Path) -> dict[str, Any]:
     """Figure 6 for each run (seed 1, the test split, from its stored hypotheses): {system: {"frequency", "length"}}."""
     data = corpus_of(runs[0])
     test = data.split("test")
-    return {r.system: buckets_of(stored_hypotheses(r, "test", root), list(test.src_text), list(test.tgt_text), data,
-                                 target_lang(data)) for r in runs}
+    return {
+        r.system: buckets_of(
+            stored_hypotheses(r, "test", root), list(test.src_text), list(test.tgt_text), data, target_lang(data)
+        )
+        for r in runs
+    }
 
 
 def stored_hypotheses(run_: Run, split: str, root: Path) -> list[str]:
@@ -153,24 +171,40 @@ def attention(standard: Run, joint: Run) -> dict[str, Any]:
     index = am.pick_pair(test)
     src, tgt = (list(map(int, part)) for part in test[index])
     src_in, tgt_in = src + [EOS_ID], [BOS_ID] + tgt
-    maps = {s: [{k: v.tolist() for k, v in layer.items() if k != "heads"} for layer in am.attention_maps(m, src_in, tgt_in)]
-            for s, m in models.items()}
+    maps = {
+        s: [{k: v.tolist() for k, v in layer.items() if k != "heads"} for layer in am.attention_maps(m, src_in, tgt_in)]
+        for s, m in models.items()
+    }
     cfg = models[joint.system].cfg
-    alphas, by_position = am.alpha_statistics(models[joint.system], teacher_forced_batches(data, "test", cfg), max_position=30)
+    alphas, by_position = am.alpha_statistics(
+        models[joint.system], teacher_forced_batches(data, "test", cfg), max_position=30
+    )
     return {
         "systems": {"standard": standard.system, "joint": joint.system},
-        "pair": {"index": index, "source": data.vocab.decode(test[index][0]), "target": data.vocab.decode(test[index][1]),
-                 "src_tokens": [data.vocab.sp.IdToPiece(i) for i in src_in],
-                 "tgt_tokens": [data.vocab.sp.IdToPiece(i) for i in tgt_in]},
+        "pair": {
+            "index": index,
+            "source": data.vocab.decode(test[index][0]),
+            "target": data.vocab.decode(test[index][1]),
+            "src_tokens": [data.vocab.sp.IdToPiece(i) for i in src_in],
+            "tgt_tokens": [data.vocab.sp.IdToPiece(i) for i in tgt_in],
+        },
         "maps": maps,
         "test_sentences": len(test),
         "alpha_summary": am.alpha_summary(alphas),
         "alpha_histogram": am.alpha_histogram(alphas),
         "alpha_by_position": {k: v.tolist() for k, v in by_position.items()},
-        "models": {s: {"enc_layers": m.cfg.enc_layers, "dec_layers": m.cfg.dec_layers, "decoder_kind": m.cfg.decoder_kind,
-                       "d_model": m.cfg.d_model, "heads": m.cfg.heads, "trained_s": runs[s].result.get("wall_s"),
-                       "trained_on": runs[s].result.get("provenance", {}).get("device")}
-                   for s, m in models.items()},
+        "models": {
+            s: {
+                "enc_layers": m.cfg.enc_layers,
+                "dec_layers": m.cfg.dec_layers,
+                "decoder_kind": m.cfg.decoder_kind,
+                "d_model": m.cfg.d_model,
+                "heads": m.cfg.heads,
+                "trained_s": runs[s].result.get("wall_s"),
+                "trained_on": runs[s].result.get("provenance", {}).get("device"),
+            }
+            for s, m in models.items()
+        },
     }
 
 
@@ -185,8 +219,10 @@ def valid_loss(model: Seq2Seq, data: Any, cfg: TrainConfig = VALID_LOSS) -> floa
     device = next(model.parameters()).device
     model.eval()
     objective = LabelSmoothedObjective(model, cfg.label_smoothing, model.cfg.pad_id, cfg.loss_chunk)
-    on_device = ({**batch, **{k: batch[k].to(device) for k in ("src", "tgt_in", "tgt_out")}}
-                 for batch in batches(data.split("valid"), model.cfg, cfg.max_tokens))
+    on_device = (
+        {**batch, **{k: batch[k].to(device) for k in ("src", "tgt_in", "tgt_out")}}
+        for batch in batches(data.split("valid"), model.cfg, cfg.max_tokens)
+    )
     return split_loss(objective, on_device, device)["valid_loss"]
 
 
@@ -201,19 +237,28 @@ def conversion(scale: str, reduced: int | None = None) -> dict[str, Any]:
     data = corpus_of(balanced_run)
     balanced = trained(balanced_run).model()
     b = f"{base}" if base else "B"
-    models = [("Balanced (trained)", f"{b}", balanced),
-              ("converted, no training", f"{b} + 0", standard_to_can(balanced)),
-              ("converted + fine-tune", f"{b} + {steps}", trained(own[0]).model()),
-              ("Balanced encoder, random CAN decoder + fine-tune", f"{b} (encoder) + {steps}", trained(own[1]).model()),
-              ("CAN from scratch", f"{b}", trained(can_run).model())]
+    models = [
+        ("Balanced (trained)", f"{b}", balanced),
+        ("converted, no training", f"{b} + 0", standard_to_can(balanced)),
+        ("converted + fine-tune", f"{b} + {steps}", trained(own[0]).model()),
+        ("Balanced encoder, random CAN decoder + fine-tune", f"{b} (encoder) + {steps}", trained(own[1]).model()),
+        ("CAN from scratch", f"{b}", trained(can_run).model()),
+    ]
     if base:
         models.append((f"CAN from scratch, {base + steps} updates", f"{base + steps}", trained(own[2]).model()))
     rows = []
     for name, updates, model in models:
         model = model.to(balanced_run.device).eval()
         _, scores = score_split(model, data, "test", scale_spec(scale).beam)
-        rows.append({"system": name, "updates": updates, "valid loss": valid_loss(model, data),
-                     "test BLEU": scores["bleu"], "test tok-BLEU": scores["tok_bleu"]})
+        rows.append(
+            {
+                "system": name,
+                "updates": updates,
+                "valid loss": valid_loss(model, data),
+                "test BLEU": scores["bleu"],
+                "test tok-BLEU": scores["tok_bleu"],
+            }
+        )
     return {"rows": rows, "finetune": finetune}
 
 
@@ -236,8 +281,9 @@ def approximations(source: Run, sentences: int = APPROXIMATION_SENTENCES) -> dic
 
     def nll(m: Seq2Seq) -> float:  # mean NLL per target token (nats), teacher-forced
         logp = m.eval()(batch["src"], batch["tgt_in"])
-        return torch.nn.functional.nll_loss(logp.flatten(0, 1).float(), batch["tgt_out"].flatten(),
-                                            ignore_index=cfg.pad_id).item()
+        return torch.nn.functional.nll_loss(
+            logp.flatten(0, 1).float(), batch["tgt_out"].flatten(), ignore_index=cfg.pad_id
+        ).item()
 
     layers = layer_approximations(model.double(), pairs)
     model = model.float()
@@ -248,13 +294,25 @@ def approximations(source: Run, sentences: int = APPROXIMATION_SENTENCES) -> dic
         "converted: values x1": standard_to_can(model, value_scale=1.0),
         "converted: mean query": standard_to_can(model, query="mean"),
         "converted: values 1/alpha, 1/(1-alpha)": standard_to_can(
-            model, value_scale=[alpha_value_scale(layer["alpha_mean"]) for layer in layers]),
+            model, value_scale=[alpha_value_scale(layer["alpha_mean"]) for layer in layers]
+        ),
         "untrained CAN": Seq2Seq(cfg.replace(decoder_kind="can")),
     }
-    return {"model": {"system": source.system, "enc_layers": cfg.enc_layers, "dec_layers": cfg.dec_layers,
-                      "d_model": cfg.d_model, "heads": cfg.heads, "vocab_size": cfg.vocab_size,
-                      "params": done.result.get("params"), "updates": done.result.get("step"),
-                      "train_pairs": len(corpus_of(source).split("train"))},
-            "sentences": len(pairs), "valid_nll": nll(model), "uniform_nll": math.log(cfg.vocab_size),
-            "layers": layers, "conversion": {name: nll(m) for name, m in candidates.items()}}
-
+    return {
+        "model": {
+            "system": source.system,
+            "enc_layers": cfg.enc_layers,
+            "dec_layers": cfg.dec_layers,
+            "d_model": cfg.d_model,
+            "heads": cfg.heads,
+            "vocab_size": cfg.vocab_size,
+            "params": done.result.get("params"),
+            "updates": done.result.get("step"),
+            "train_pairs": len(corpus_of(source).split("train")),
+        },
+        "sentences": len(pairs),
+        "valid_nll": nll(model),
+        "uniform_nll": math.log(cfg.vocab_size),
+        "layers": layers,
+        "conversion": {name: nll(m) for name, m in candidates.items()},
+    }

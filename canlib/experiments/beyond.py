@@ -7,6 +7,7 @@ pool as the main plan (:func:`canlib.experiments.pool.train_all`, a student afte
 stored models only, never by training: the scores a chapter shows, the budget study's validation curves, the
 distilled corpus's provenance.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -34,7 +35,9 @@ def variant(name: str, tag: str, scale: str, reduced: int | None = None) -> Vari
     if name == "budget":
         return Variant(name, tag, budget_factor=int(tag[1:]), valid_bleu=True)
     if name == "distill" and tag == "kd":
-        return Variant(name, tag, targets="distilled", parent=run(defined.TEACHER, scale, defined.TEACHER_SEED, reduced=reduced))
+        return Variant(
+            name, tag, targets="distilled", parent=run(defined.TEACHER, scale, defined.TEACHER_SEED, reduced=reduced)
+        )
     if name == "distill-x2":
         return Variant(name, tag, targets="distilled", parent=x2_teacher(scale, reduced), **x2)
     if name == "hybrid":
@@ -53,6 +56,7 @@ def x2_teacher(scale: str, reduced: int | None = None) -> Run:
 
 # -- summaries -------------------------------------------------------------------------------------
 
+
 def scores(result: dict[str, Any]) -> dict[str, dict[str, float]]:
     """BLEU and tokenized BLEU per split of a stored run: what a summary quotes (and the rescore rechecks)."""
     return {split: {k: result["scores"][split][k] for k in ("bleu", "tok_bleu")} for split in result["scores"]}
@@ -60,19 +64,32 @@ def scores(result: dict[str, Any]) -> dict[str, dict[str, float]]:
 
 def row(r: Run, result: dict[str, Any], prov: dict[str, Any]) -> dict[str, Any]:
     """One model's line of a summary."""
-    out = {"system": r.system, "seed": r.seed, "tag": r.variant.tag, "file": r.name,
-           "reduced_budget": bool(prov.get("reduced_budget")), "scores": scores(result)}
+    out = {
+        "system": r.system,
+        "seed": r.seed,
+        "tag": r.variant.tag,
+        "file": r.name,
+        "reduced_budget": bool(prov.get("reduced_budget")),
+        "scores": scores(result),
+    }
     if r.variant.valid_bleu:
-        out.update(factor=r.variant.budget_factor, steps=result["training"]["step"],
-                   curve=[{"step": p["step"], "valid_loss": p.get("valid_loss"), "valid_bleu": p.get("valid_bleu")}
-                          for p in result["log"] if p.get("kind") == "valid"])
+        out.update(
+            factor=r.variant.budget_factor,
+            steps=result["training"]["step"],
+            curve=[
+                {"step": p["step"], "valid_loss": p.get("valid_loss"), "valid_bleu": p.get("valid_bleu")}
+                for p in result["log"]
+                if p.get("kind") == "valid"
+            ],
+        )
     if r.variant.decoder:
         out["decoder_layers"] = list(r.variant.decoder)
     return out
 
 
-def summarise(name: str, scale: str, seeds: Sequence[int] | None = None, reduced: int | None = None,
-              root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def summarise(
+    name: str, scale: str, seeds: Sequence[int] | None = None, reduced: int | None = None, root: Path | None = None
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """Store the summary of study ``name`` from those of its models that are stored (None when none is), with the
     provenance of this summary (the commit that summarised, here) and of the models (their commits, devices, dates).
     Nothing is trained."""
@@ -82,26 +99,40 @@ def summarise(name: str, scale: str, seeds: Sequence[int] | None = None, reduced
     loaded = [(r, *load(r, root)) for r in runs]
     out: dict[str, Any] = {"study": name, "runs": [row(r, result, prov) for r, result, prov in loaded]}
     if name == "budget":
-        out.update(systems=list(defined.BUDGET_SYSTEMS), factors=list(defined.BUDGET_FACTORS),
-                   base_steps=run("can", scale, reduced=reduced).steps,
-                   schedule="peak lr and warm-up as at 1x, the inverse-square-root decay continued (not rescaled)",
-                   valid_bleu="greedy (beam 1) sacreBLEU on valid, logged at every validation")
+        out.update(
+            systems=list(defined.BUDGET_SYSTEMS),
+            factors=list(defined.BUDGET_FACTORS),
+            base_steps=run("can", scale, reduced=reduced).steps,
+            schedule="peak lr and warm-up as at 1x, the inverse-square-root decay continued (not rescaled)",
+            valid_bleu="greedy (beam 1) sacreBLEU on valid, logged at every validation",
+        )
     elif name in ("distill", "distill-x2"):
         kd = [result["distilled"] for r, result, _ in loaded if r.variant.tag == "kd"]
-        out.update(teacher=kd[0] if kd else None, corpora=sorted({d["sha256"] for d in kd}),
-                   students=list(defined.STUDENTS if name == "distill" else defined.X2_STUDENTS))
+        out.update(
+            teacher=kd[0] if kd else None,
+            corpora=sorted({d["sha256"] for d in kd}),
+            students=list(defined.STUDENTS if name == "distill" else defined.X2_STUDENTS),
+        )
     elif name in ("hybrid", "can-residual"):
         out["layers"] = {r.variant.tag or r.system: list(r.variant.decoder) for r in runs}
-    models = {key: sorted({str(prov[key])[:10] if key == "date" else prov[key] for _, _, prov in loaded})
-              for key in ("commit", "device", "date")}
-    config = {"study": name, "seeds": sorted({r.seed for r in runs if r.variant.tag != "teacher"}), "max_steps": reduced,
-              "runs": [r.name.rsplit("/", 1)[1] for r in runs], "code_version": code_version()}
+    models = {
+        key: sorted({str(prov[key])[:10] if key == "date" else prov[key] for _, _, prov in loaded})
+        for key in ("commit", "device", "date")
+    }
+    config = {
+        "study": name,
+        "seeds": sorted({r.seed for r in runs if r.variant.tag != "teacher"}),
+        "max_steps": reduced,
+        "runs": [r.name.rsplit("/", 1)[1] for r in runs],
+        "code_version": code_version(),
+    }
     path = runs[0].result_path(root).parent.parent.parent / f"{name}.json"
     save_result(path, out, provenance(scale, config, "cpu", reduced_budget=reduced is not None, models=models))
     return load_result(path)
 
 
 # -- what is left to train, in GPU-minutes --------------------------------------------------------
+
 
 def measured_rate(root: Path | None = None) -> tuple[float, str]:
     """Updates per second in total of the small runs that trained concurrently on one GPU, from the budget study's
@@ -115,7 +146,10 @@ def measured_rate(root: Path | None = None) -> tuple[float, str]:
     wall = max(r["training"]["wall_s"] for r, _ in loaded)
     devices = ", ".join(sorted({p["device"] for _, p in loaded}))
     commits = ", ".join(sorted({str(p["commit"])[:7] for _, p in loaded}))
-    return steps / wall, f"{len(loaded)} concurrent 2x runs on {devices} at commit {commits}: {steps:,} updates in {wall:.0f} s"
+    return (
+        steps / wall,
+        f"{len(loaded)} concurrent 2x runs on {devices} at commit {commits}: {steps:,} updates in {wall:.0f} s",
+    )
 
 
 def to_train(runs: Sequence[Run], root: Path | None = None) -> tuple[list[Run], list[Run]]:
@@ -132,8 +166,14 @@ def to_train(runs: Sequence[Run], root: Path | None = None) -> tuple[list[Run], 
     return todo, parents
 
 
-def estimate(names: Sequence[str], scale: str, seeds: Sequence[int] | None = None, root: Path | None = None,
-             rate: float | None = None, reduced: int | None = None) -> list[str]:
+def estimate(
+    names: Sequence[str],
+    scale: str,
+    seeds: Sequence[int] | None = None,
+    root: Path | None = None,
+    rate: float | None = None,
+    reduced: int | None = None,
+) -> list[str]:
     """One line per study: the models still to train (and parents to train again for their weights), their updates
     and the GPU-minutes they take at ``rate`` updates/s (default: :func:`measured_rate`; training only, evaluation
     not counted)."""
@@ -145,8 +185,10 @@ def estimate(names: Sequence[str], scale: str, seeds: Sequence[int] | None = Non
         todo, parents = to_train(study_runs(name, scale, seeds, reduced), root)
         updates = sum(r.steps for r in [*todo, *parents])
         again = f" + {len(parents)} teacher(s) trained again for their weights" if parents else ""
-        lines.append(f"{name}: {len(todo)} model(s) to train{again}, {updates:,} updates: "
-                     f"~{updates / rate / 60:.1f} GPU-minutes at {rate:.0f} updates/s")
+        lines.append(
+            f"{name}: {len(todo)} model(s) to train{again}, {updates:,} updates: "
+            f"~{updates / rate / 60:.1f} GPU-minutes at {rate:.0f} updates/s"
+        )
     if where:
         lines.append(f"rate measured from {where} (training only; evaluation and distillation add a little)")
     return lines

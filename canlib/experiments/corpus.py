@@ -1,6 +1,7 @@
 """What a run reads: its prepared corpus (prepared on first use, offline from ``CANLIB_DATA_DIR``), batches of a
 whole split in a fixed order for the analyses, and splits translated and scored (:func:`score_splits`, the one
 place a model's translations are scored: evaluation, a teacher's BLEU, greedy validation BLEU, the analyses)."""
+
 from __future__ import annotations
 
 import sys
@@ -44,8 +45,9 @@ def batches(split: Any, cfg: ModelConfig, max_tokens: int = 4096) -> Iterator[di
         yield collate(split, indices.tolist(), cfg.pad_id, cfg.bos_id, cfg.eos_id)
 
 
-def teacher_forced_batches(data: PreparedCorpus, split: str, cfg: ModelConfig,
-                           max_tokens: int = 4096) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def teacher_forced_batches(
+    data: PreparedCorpus, split: str, cfg: ModelConfig, max_tokens: int = 4096
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """(src, tgt_in) batches of a split."""
     for batch in batches(data.split(split), cfg, max_tokens):
         yield batch["src"], batch["tgt_in"]
@@ -66,11 +68,15 @@ def score_splits(model: Seq2Seq, data: Any, splits: Sequence[str], beam: int) ->
         translated = translate_sets(model, data.vocab, sources, beam)
     else:
         batch = evaluation_batch_size(device)
-        translated = {split: translate_lines(model, data.vocab, lines, beam=beam, batch_size=batch)
-                      for split, lines in sources.items()}
+        translated = {
+            split: translate_lines(model, data.vocab, lines, beam=beam, batch_size=batch)
+            for split, lines in sources.items()
+        }
     lang = target_lang(data)
-    return {split: (hyps, corpus_scores(hyps, list(data.split(split).tgt_text), lang=lang))
-            for split, hyps in translated.items()}
+    return {
+        split: (hyps, corpus_scores(hyps, list(data.split(split).tgt_text), lang=lang))
+        for split, hyps in translated.items()
+    }
 
 
 def score_split(model: Seq2Seq, data: Any, split: str, beam: int) -> Scored:

@@ -5,6 +5,7 @@ The distilled targets are cached per teacher (they are not stored in the reposit
 student's result, is their provenance: the teacher, its BLEU on valid and test measured on the model that
 translated, the pairs, the targets' lengths and a hash of them.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,7 +36,7 @@ def distill_targets(model: Any, sources: list[list[int]], beam: int = DISTILL_BE
     batch_size = evaluation_batch_size(device)
     with torch.inference_mode():
         for start in range(0, len(order), batch_size):
-            chunk = order[start:start + batch_size]
+            chunk = order[start : start + batch_size]
             src = make_batch([sources[i] for i in chunk], model.cfg.pad_id, model.cfg.eos_id, device)
             for i, tokens in zip(chunk, beam_search(model, src, SearchSettings(beam=beam)).tokens):
                 out[i] = [int(t) for t in tokens]
@@ -52,7 +53,12 @@ def distilled_corpus(student: Run) -> tuple[PairList, dict[str, Any]]:
     train = data.split("train")
     pairs = min(len(train), REDUCED_PAIRS) if student.reduced is not None else len(train)
     sources = [train[i][0].tolist() for i in range(pairs)]
-    path = cache_dir() / "distill" / student.scale / f"{teacher.folder.name}-{key(code_version() if student.scale == 'tiny' else None, pairs)}.json"
+    path = (
+        cache_dir()
+        / "distill"
+        / student.scale
+        / f"{teacher.folder.name}-{key(code_version() if student.scale == 'tiny' else None, pairs)}.json"
+    )
     if not path.exists():
         model = trained(teacher).model().to(teacher.device)
         targets = distill_targets(model, sources, DISTILL_BEAM)
@@ -60,14 +66,25 @@ def distilled_corpus(student: Run) -> tuple[PairList, dict[str, Any]]:
         teacher_bleu = {split: {k: scores[k] for k in ("bleu", "tok_bleu")} for split, (_, scores) in scored.items()}
         refs = [data.vocab.decode(train[i][1].tolist()) for i in range(pairs)]
         hyps = [data.vocab.decode(t) for t in targets]
-        record = {"targets": targets, "provenance": {
-            "teacher": teacher.system, "teacher_seed": teacher.seed, "teacher_preset": teacher.preset,
-            "teacher_train": teacher.budget, "teacher_bleu": teacher_bleu, "beam": DISTILL_BEAM, "pairs": pairs,
-            "empty": sum(1 for t in targets if not t),
-            "train_bleu_vs_real_targets": corpus_scores(hyps, refs, lang=target_lang(data))["bleu"],
-            "mean_subwords": {"distilled": float(np.mean([len(t) for t in targets])),
-                              "real": float(np.mean([len(train[i][1]) for i in range(pairs)]))},
-            "sha256": hashlib.sha256(json.dumps(targets).encode()).hexdigest()}}
+        record = {
+            "targets": targets,
+            "provenance": {
+                "teacher": teacher.system,
+                "teacher_seed": teacher.seed,
+                "teacher_preset": teacher.preset,
+                "teacher_train": teacher.budget,
+                "teacher_bleu": teacher_bleu,
+                "beam": DISTILL_BEAM,
+                "pairs": pairs,
+                "empty": sum(1 for t in targets if not t),
+                "train_bleu_vs_real_targets": corpus_scores(hyps, refs, lang=target_lang(data))["bleu"],
+                "mean_subwords": {
+                    "distilled": float(np.mean([len(t) for t in targets])),
+                    "real": float(np.mean([len(train[i][1]) for i in range(pairs)])),
+                },
+                "sha256": hashlib.sha256(json.dumps(targets).encode()).hexdigest(),
+            },
+        }
         if teacher.variant.study:
             record["provenance"]["teacher_run"] = teacher.name
         atomic_write_bytes(json.dumps(record).encode(), path)

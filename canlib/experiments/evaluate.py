@@ -5,6 +5,7 @@ The result (scores per split, lengths, parameter count, the training log and bud
 (through the book's store, from the files alone); the hypotheses are plain text, one line per source sentence, so
 ``canlib experiment --rescore`` recomputes every stored sacreBLEU from them.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,10 +36,15 @@ def check_stored_budget(run: Run, root: Path | None = None) -> None:
         return
     stored = load_result(path)[1]["config"].get("train")
     if stored != run.budget:
-        diff = {k: (stored.get(k), run.budget.get(k)) for k in sorted(set(stored) | set(run.budget))
-                if stored.get(k) != run.budget.get(k)}
-        raise ValueError(f"{path}: stored with another training budget (field: (stored, asked)) {diff}; "
-                         "give another --out or delete the stored run")
+        diff = {
+            k: (stored.get(k), run.budget.get(k))
+            for k in sorted(set(stored) | set(run.budget))
+            if stored.get(k) != run.budget.get(k)
+        }
+        raise ValueError(
+            f"{path}: stored with another training budget (field: (stored, asked)) {diff}; "
+            "give another --out or delete the stored run"
+        )
 
 
 def evaluate(run: Run, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -55,17 +61,28 @@ def evaluate(run: Run, root: Path | None = None) -> tuple[dict[str, Any], dict[s
     beam = scale_spec(run.scale).beam
     model = finished.model().to(run.device)
     out: dict[str, Any] = {
-        "system": run.system, "seed": run.seed, "corpus": run.corpus, "src_lang": data.meta.get("src_lang"),
-        "tgt_lang": target_lang(data), "beam": beam, "test_splits": list(test_splits(data)),
-        "params": model.num_parameters(), "scores": {}, "lengths": {}, "hyp_files": {},
+        "system": run.system,
+        "seed": run.seed,
+        "corpus": run.corpus,
+        "src_lang": data.meta.get("src_lang"),
+        "tgt_lang": target_lang(data),
+        "beam": beam,
+        "test_splits": list(test_splits(data)),
+        "params": model.num_parameters(),
+        "scores": {},
+        "lengths": {},
+        "hyp_files": {},
         "training": {k: finished.result.get(k) for k in ("stop_reason", "step", "epoch", "wall_s", "last_valid")},
         "log": finished.log(),
     }
     for split, (hyps, scores) in score_splits(model, data, ("valid", *test_splits(data)), beam).items():
         refs = list(data.split(split).tgt_text)
         out["scores"][split] = {k: scores[k] for k in SCORE_KEYS}
-        out["lengths"][split] = {"hyp_words_mean": float(np.mean([len(h.split()) for h in hyps])),
-                                 "ref_words_mean": float(np.mean([len(r.split()) for r in refs])), "sentences": len(refs)}
+        out["lengths"][split] = {
+            "hyp_words_mean": float(np.mean([len(h.split()) for h in hyps])),
+            "ref_words_mean": float(np.mean([len(r.split()) for r in refs])),
+            "sentences": len(refs),
+        }
         write_lines(hyp_file(path, split), hyps)
         out["hyp_files"][split] = hyp_file(path, split).name
     v = run.variant
@@ -75,6 +92,7 @@ def evaluate(run: Run, root: Path | None = None) -> tuple[dict[str, Any], dict[s
         out["decoder_layers"] = list(v.decoder)
     if v.targets == "distilled":
         out["distilled"] = distilled_corpus(run)[1]
-    save_result(path, out, provenance(run.scale, {**run.config, "code_version": code_version()}, run.device,
-                                      **run.provenance))
+    save_result(
+        path, out, provenance(run.scale, {**run.config, "code_version": code_version()}, run.device, **run.provenance)
+    )
     return load_result(path)

@@ -6,6 +6,7 @@ one visible call with which a chapter (at ``tiny``, on any machine, cached) or a
 what the chapter reads and is not stored yet; the chapter's reader (the book's store, which does not import this
 package) then only reads.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,13 +29,25 @@ from canlib.results.studies import ANALYSES
 
 STUDIES = ("runs", *ANALYSES, *defined.STUDIES, "speed")
 DEFAULT_STUDIES = ("runs", *ANALYSES, *defined.ORIGINAL)  # the next experiments run when named
-TRAIN_HERE_ENV = "CANLIB_TRAIN_SMALL"  # "1": a chapter trains missing small results on this device, even a CPU; "0": never
+TRAIN_HERE_ENV = (
+    "CANLIB_TRAIN_SMALL"  # "1": a chapter trains missing small results on this device, even a CPU; "0": never
+)
 
 
-def experiment(scale: str, *, systems: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
-               corpora: Sequence[str] | None = None, studies: Sequence[str] = DEFAULT_STUDIES, root: Path | None = None,
-               reduced: int | None = None, jobs: int | None = None, time_limit: float | None = None,
-               status_every: float = 60.0, log: Callable[[str], None] | None = print) -> Outcome:
+def experiment(
+    scale: str,
+    *,
+    systems: Sequence[str] | None = None,
+    seeds: Sequence[int] | None = None,
+    corpora: Sequence[str] | None = None,
+    studies: Sequence[str] = DEFAULT_STUDIES,
+    root: Path | None = None,
+    reduced: int | None = None,
+    jobs: int | None = None,
+    time_limit: float | None = None,
+    status_every: float = 60.0,
+    log: Callable[[str], None] | None = print,
+) -> Outcome:
     """Train (concurrently where the device allows), evaluate and store the selected runs, analyses and studies of
     ``scale`` under ``root`` (default: the scale's results folder, see :func:`canlib.results.layout.default_root`):
     the plan's runs (``"runs"``, narrowed by ``systems``, ``seeds`` and ``corpora``), the models every selected
@@ -55,7 +68,9 @@ def experiment(scale: str, *, systems: Sequence[str] | None = None, seeds: Seque
     for name in (a for a in ANALYSES if a in studies):
         reads, own = analyses.runs_needed(name, scale, reduced)
         if chosen is not None and not {(r.system, r.corpus) for r in reads} <= chosen:
-            say(f"{name}: skipped (needs seed 1 of {', '.join(r.system for r in reads)} on {reads[0].corpus} in this selection)")
+            say(
+                f"{name}: skipped (needs seed 1 of {', '.join(r.system for r in reads)} on {reads[0].corpus} in this selection)"
+            )
             continue
         wanted.append(name)
         runs += reads
@@ -74,11 +89,14 @@ def experiment(scale: str, *, systems: Sequence[str] | None = None, seeds: Seque
     jobs = jobs or device_jobs(len(todo) + len(train_only), device)
     if jobs < 1:
         raise ValueError(f"--jobs {jobs}: must be >= 1")
-    say(f"{scale}: {len(runs)} runs, {len(runs) - len(todo)} already stored, {len(todo)} to train"
+    say(
+        f"{scale}: {len(runs)} runs, {len(runs) - len(todo)} already stored, {len(todo)} to train"
         + (f" (+ {len(train_only)} trained for their weights only)" if train_only else "")
-        + f" on {device} with {jobs} process(es)")
-    outcome = train_all(todo, root, jobs=jobs, time_limit=time_limit, status_every=status_every, log=log,
-                        train_only=train_only)
+        + f" on {device} with {jobs} process(es)"
+    )
+    outcome = train_all(
+        todo, root, jobs=jobs, time_limit=time_limit, status_every=status_every, log=log, train_only=train_only
+    )
     if todo or train_only:
         say(summary_line(len(outcome.stored), outcome.seconds, outcome.skipped))
     for name in wanted:
@@ -94,22 +112,33 @@ def experiment(scale: str, *, systems: Sequence[str] | None = None, seeds: Seque
     return outcome
 
 
-def mark_complete(scale: str, root: Path | None, reduced: int | None, log: Callable[[str], None] | None = print) -> bool:
+def mark_complete(
+    scale: str, root: Path | None, reduced: int | None, log: Callable[[str], None] | None = print
+) -> bool:
     """Store ``<results>/<scale>/complete.json`` once every run of the scale's plan and every analysis is stored
     (the chapters switch to a scale only then); say what is missing otherwise."""
     everything = plan(scale, reduced=reduced)
     absent = missing(scale, [r.name for r in everything] + list(ANALYSES), root)
     if absent:
-        (log or (lambda line: None))(f"{scale}: {len(absent)} of {len(everything) + len(ANALYSES)} results still missing "
-                                     f"(e.g. {', '.join(absent[:3])}); the chapters show this scale once all are stored")
+        (log or (lambda line: None))(
+            f"{scale}: {len(absent)} of {len(everything) + len(ANALYSES)} results still missing "
+            f"(e.g. {', '.join(absent[:3])}); the chapters show this scale once all are stored"
+        )
         return False
-    save_result(stored_path(COMPLETE, scale, root), {"runs": len(everything), "analyses": list(ANALYSES)},
-                provenance(scale, {"plan": [r.name.removeprefix("runs/") for r in everything], "max_steps": reduced},
-                           training_device(scale)[0]))
+    save_result(
+        stored_path(COMPLETE, scale, root),
+        {"runs": len(everything), "analyses": list(ANALYSES)},
+        provenance(
+            scale,
+            {"plan": [r.name.removeprefix("runs/") for r in everything], "max_steps": reduced},
+            training_device(scale)[0],
+        ),
+    )
     return True
 
 
 # -- the explicit call of a chapter ------------------------------------------------------------------
+
 
 def trains_here(scale: str) -> bool:
     """Whether :func:`train_missing` trains a missing result of ``scale`` on this machine: always at tiny (CPU
@@ -122,14 +151,23 @@ def trains_here(scale: str) -> bool:
         return False
     flag = os.environ.get(TRAIN_HERE_ENV, "").strip()
     if flag not in ("", "0", "1"):
-        raise ValueError(f"{TRAIN_HERE_ENV}={flag!r}: set 1 (train missing small results here) or 0 (never), "
-                         "or leave it unset (train where CUDA is available)")
+        raise ValueError(
+            f"{TRAIN_HERE_ENV}={flag!r}: set 1 (train missing small results here) or 0 (never), "
+            "or leave it unset (train where CUDA is available)"
+        )
     return flag == "1" if flag else torch.cuda.is_available()
 
 
-def train_missing(scale: str, systems: Sequence[str] = (), *, analyses_: Sequence[str] = (), studies: Sequence[str] = (),
-                  seeds: Sequence[int] | None = None, corpora: Sequence[str] | None = None,
-                  reduced: int | None = None) -> list[str]:
+def train_missing(
+    scale: str,
+    systems: Sequence[str] = (),
+    *,
+    analyses_: Sequence[str] = (),
+    studies: Sequence[str] = (),
+    seeds: Sequence[int] | None = None,
+    corpora: Sequence[str] | None = None,
+    reduced: int | None = None,
+) -> list[str]:
     """Train, evaluate and store what a chapter reads at ``scale`` and is not stored yet: the plan's runs of
     ``systems`` (on the main corpus or ``corpora``, every planned seed or ``seeds``), the stored analyses
     ``analyses_`` and the beyond ``studies`` (``reduced``: their end-to-end budget). At tiny it always trains
@@ -142,12 +180,22 @@ def train_missing(scale: str, systems: Sequence[str] = (), *, analyses_: Sequenc
     if not absent:
         return []
     if not trains_here(scale):
-        raise FileNotFoundError(f"{scale}: {', '.join(absent[:3])}{' ...' if len(absent) > 3 else ''} not stored; "
-                                f"`{experiment_command(scale, studies=selected)}` on a "
-                                f"GPU stores them ({TRAIN_HERE_ENV}=1 trains them on this device)")
+        raise FileNotFoundError(
+            f"{scale}: {', '.join(absent[:3])}{' ...' if len(absent) > 3 else ''} not stored; "
+            f"`{experiment_command(scale, studies=selected)}` on a "
+            f"GPU stores them ({TRAIN_HERE_ENV}=1 trains them on this device)"
+        )
     log = None if scale == "tiny" else (lambda line: print(line, file=sys.stderr, flush=True))
-    outcome = experiment(scale, systems=list(systems) or None, seeds=seeds, corpora=corpora, studies=selected,
-                         reduced=reduced, jobs=1 if scale == "tiny" else None, log=log)
+    outcome = experiment(
+        scale,
+        systems=list(systems) or None,
+        seeds=seeds,
+        corpora=corpora,
+        studies=selected,
+        reduced=reduced,
+        jobs=1 if scale == "tiny" else None,
+        log=log,
+    )
     if outcome.failed:
         raise RuntimeError(f"{len(outcome.failed)} run(s) failed:\n" + "\n".join(outcome.failed))
     return [r.name for r in outcome.stored]

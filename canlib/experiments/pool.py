@@ -13,6 +13,7 @@ finish in the time left, judged by the longest run finished so far (the first ``
 is known yet, and they are the most valuable). A run that is stopped anyway (the caller's ``timeout``) leaves its
 checkpoints, and the next call resumes it.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,9 @@ RUN_GIB = 4.5
 MEMORY_SHARE = 0.9  # of the card's memory, for the processes together
 
 
-def device_jobs(runs: int, device: str, cores: int | None = None, memory_gib: float | None = None,
-                run_gib: float = RUN_GIB) -> int:
+def device_jobs(
+    runs: int, device: str, cores: int | None = None, memory_gib: float | None = None, run_gib: float = RUN_GIB
+) -> int:
     """Concurrent training processes for ``runs`` runs on ``device`` (see the module docstring); 1 on a CPU.
     ``cores`` and ``memory_gib`` default to this machine's CPU cores and the first GPU's memory."""
     if device != "cuda" or runs <= 1:
@@ -71,9 +73,16 @@ class Deadline:
         return self.seconds is None or self.longest is None or self.left() >= self.longest
 
 
-def run_queue(items: Sequence[Any], submit: Callable[[Any], Future], jobs: int, deadline: Deadline,
-              on_done: Callable[[Any, Future], None], on_idle: Callable[[int, int], None] | None = None,
-              status_every: float = 60.0, needs: Callable[[Any], Any] = lambda item: None) -> list[Any]:
+def run_queue(
+    items: Sequence[Any],
+    submit: Callable[[Any], Future],
+    jobs: int,
+    deadline: Deadline,
+    on_done: Callable[[Any, Future], None],
+    on_idle: Callable[[int, int], None] | None = None,
+    status_every: float = 60.0,
+    needs: Callable[[Any], Any] = lambda item: None,
+) -> list[Any]:
     """Run ``items`` in order, at most ``jobs`` at a time, through ``submit`` (which returns a Future); an item
     whose ``needs(item)`` is another item of the queue starts only after that one succeeded, and fails with it.
     Call ``on_done(item, future)`` as each finishes and ``on_idle(finished, pending)`` every ``status_every``
@@ -145,8 +154,12 @@ def train_and_store(run: Run, root: Path | None, store: bool = True) -> dict[str
     if not store:
         return {"trained": finished.result.get("wall_s"), "device": run.device}
     result, prov = evaluate(run, root)
-    return {"test": result["scores"]["test"]["bleu"], "valid": result["scores"]["valid"]["bleu"],
-            "train_s": result["training"].get("wall_s"), "device": prov["device"]}
+    return {
+        "test": result["scores"]["test"]["bleu"],
+        "valid": result["scores"]["valid"]["bleu"],
+        "train_s": result["training"].get("wall_s"),
+        "device": prov["device"],
+    }
 
 
 def needs_of(queue: Sequence[Run]) -> Callable[[Run], Run | None]:
@@ -175,9 +188,16 @@ class Outcome:
     seconds: float = 0.0
 
 
-def train_all(runs: Sequence[Run], root: Path | None, *, jobs: int = 1, time_limit: float | None = None,
-              status_every: float = 60.0, log: Callable[[str], None] | None = print,
-              train_only: Sequence[Run] = ()) -> Outcome:
+def train_all(
+    runs: Sequence[Run],
+    root: Path | None,
+    *,
+    jobs: int = 1,
+    time_limit: float | None = None,
+    status_every: float = 60.0,
+    log: Callable[[str], None] | None = print,
+    train_only: Sequence[Run] = (),
+) -> Outcome:
     """Train, evaluate and store ``runs`` with ``jobs`` processes, and before them train the runs of ``train_only``
     for their weights alone (a teacher whose result is stored but whose weights this machine lacks, the conversion
     study's fine-tunes). A run waits for the run it needs when both are queued; a failed run does not stop the
@@ -200,21 +220,37 @@ def train_all(runs: Sequence[Run], root: Path | None, *, jobs: int = 1, time_lim
         if id(run) in only_weights:
             say(f"[{count}/{total}] {run.label}: trained for its weights only ({s['trained']} s on {s['device']})")
         else:
-            say(f"[{count}/{total}] {run.label}: test sacreBLEU {s['test']:.2f}, valid {s['valid']:.2f}, "
-                f"{s['train_s']} s of training ({s['device']})")
+            say(
+                f"[{count}/{total}] {run.label}: test sacreBLEU {s['test']:.2f}, valid {s['valid']:.2f}, "
+                f"{s['train_s']} s of training ({s['device']})"
+            )
 
     def idle(count: int, waiting: int) -> None:
-        say(f"status: {count}/{total} runs finished after {deadline.clock() - deadline.start:.0f} s, "
-            f"{waiting} in progress or queued")
+        say(
+            f"status: {count}/{total} runs finished after {deadline.clock() - deadline.start:.0f} s, "
+            f"{waiting} in progress or queued"
+        )
 
     if jobs <= 1:
         pool: Executor = InProcess()
     else:
-        pool = ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=set_worker_threads,
-                                   initargs=(max(1, (os.cpu_count() or 1) // jobs),))
+        pool = ProcessPoolExecutor(
+            jobs,
+            mp_context=get_context("spawn"),
+            initializer=set_worker_threads,
+            initargs=(max(1, (os.cpu_count() or 1) // jobs),),
+        )
     with pool:
-        outcome.skipped = run_queue(queue, lambda r: pool.submit(train_and_store, r, root, id(r) not in only_weights),
-                                    jobs, deadline, done, idle, status_every, needs_of(queue))
+        outcome.skipped = run_queue(
+            queue,
+            lambda r: pool.submit(train_and_store, r, root, id(r) not in only_weights),
+            jobs,
+            deadline,
+            done,
+            idle,
+            status_every,
+            needs_of(queue),
+        )
     outcome.seconds = deadline.clock() - deadline.start
     return outcome
 

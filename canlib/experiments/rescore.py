@@ -3,6 +3,7 @@
 :func:`rescore` recomputes each stored run's sacreBLEU from its hypothesis files and the corpus's references;
 :func:`recheck` verifies that each beyond study's summary quotes exactly the scores of the runs it names.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -15,6 +15,7 @@ Where a run lives:
   hypotheses beside it: ``runs/<corpus>/<system>-seed<k>`` for the main plan,
   ``beyond/runs/<corpus>/<study>-<system>[-<tag>]-seed<k>`` for a study's model.
 """
+
 from __future__ import annotations
 
 import json
@@ -108,7 +109,9 @@ class Run:
     @property
     def label(self) -> str:
         """A run in a few words, for a line of progress: ``multi30k-en-de can seed 1 (budget x2)``."""
-        study = f" ({self.variant.study}{' ' + self.variant.tag if self.variant.tag else ''})" if self.variant.study else ""
+        study = (
+            f" ({self.variant.study}{' ' + self.variant.tag if self.variant.tag else ''})" if self.variant.study else ""
+        )
         return f"{self.corpus} {self.system} seed {self.seed}{study}"
 
     @property
@@ -119,11 +122,26 @@ class Run:
     def folder(self) -> Path:
         """Its training folder: checkpoints, log.jsonl, average.pt, result.json."""
         v = self.variant
-        identity = key(code_version() if self.scale == "tiny" else None, self.preset, self.corpus,
-                       scale_spec(self.scale).corpus_scale, self.budget, list(v.decoder), v.targets, v.init,
-                       v.parent.folder.name if v.parent else None, v.valid_bleu)
+        identity = key(
+            code_version() if self.scale == "tiny" else None,
+            self.preset,
+            self.corpus,
+            scale_spec(self.scale).corpus_scale,
+            self.budget,
+            list(v.decoder),
+            v.targets,
+            v.init,
+            v.parent.folder.name if v.parent else None,
+            v.valid_bleu,
+        )
         kind = "-".join(p for p in (v.init, "kd" if v.targets == "distilled" else "", "-".join(v.decoder)) if p)
-        return cache_dir() / "runs" / self.scale / self.corpus / f"{self.system}{'-' + kind if kind else ''}-seed{self.seed}-{identity}"
+        return (
+            cache_dir()
+            / "runs"
+            / self.scale
+            / self.corpus
+            / f"{self.system}{'-' + kind if kind else ''}-seed{self.seed}-{identity}"
+        )
 
     def result_path(self, root: Path | None = None) -> Path:
         """Its stored result (``root``: a results folder, else the scale's default, see ``stored_path``)."""
@@ -144,17 +162,32 @@ class Run:
         """The configuration stored in its result's provenance (a stored result trained with another budget is
         refused)."""
         spec = scale_spec(self.scale)
-        out: dict[str, Any] = {"system": self.system, "preset": self.preset, "corpus": f"{self.corpus}/{spec.corpus_scale}",
-                               "seed": self.seed, "train": self.budget, "beam": spec.beam, "max_steps": self.reduced}
+        out: dict[str, Any] = {
+            "system": self.system,
+            "preset": self.preset,
+            "corpus": f"{self.corpus}/{spec.corpus_scale}",
+            "seed": self.seed,
+            "train": self.budget,
+            "beam": spec.beam,
+            "max_steps": self.reduced,
+        }
         v = self.variant
         if v.study:
-            out = {"study": v.study, **{k: out[k] for k in ("system", "preset", "corpus", "seed")}, "tag": v.tag,
-                   **{k: out[k] for k in ("train", "beam", "max_steps")}}
+            out = {
+                "study": v.study,
+                **{k: out[k] for k in ("system", "preset", "corpus", "seed")},
+                "tag": v.tag,
+                **{k: out[k] for k in ("train", "beam", "max_steps")},
+            }
         if v.valid_bleu:
             out["valid_bleu"] = "greedy (beam 1) sacreBLEU on valid at every validation"
         if v.targets == "distilled":
-            out["distilled"] = {"teacher": v.parent.system, "teacher_seed": v.parent.seed, "beam": DISTILL_BEAM,
-                                "pairs": REDUCED_PAIRS if self.reduced is not None else "all"}
+            out["distilled"] = {
+                "teacher": v.parent.system,
+                "teacher_seed": v.parent.seed,
+                "beam": DISTILL_BEAM,
+                "pairs": REDUCED_PAIRS if self.reduced is not None else "all",
+            }
             if v.parent.variant != MAIN:
                 out["distilled"]["teacher_run"] = v.parent.name
         if v.decoder:
@@ -168,11 +201,17 @@ class Run:
     @property
     def provenance(self) -> dict[str, Any]:
         """The top-level provenance keys of its stored result besides commit, date, device and config."""
-        return {"seed": self.seed, "corpus": self.corpus, "budget": self.budget, "reduced_budget": self.reduced is not None,
-                "precision": self.precision}
+        return {
+            "seed": self.seed,
+            "corpus": self.corpus,
+            "budget": self.budget,
+            "reduced_budget": self.reduced is not None,
+            "precision": self.precision,
+        }
 
 
 # -- building runs ---------------------------------------------------------------------------------
+
 
 def training_device(scale: str) -> tuple[str, str]:
     """(device, precision) a run of ``scale`` trains with here: CUDA in bf16 where there is one, except at tiny
@@ -187,23 +226,42 @@ def budget(scale: str, seed: int = 1, reduced: int | None = None, factor: int = 
     if reduced is not None:
         if reduced < 1:
             raise ValueError(f"max_steps={reduced}: must be >= 1")
-        train.update(max_steps=reduced, max_epochs=0, patience=0, valid_every=min(train.get("valid_every") or reduced, reduced))
+        train.update(
+            max_steps=reduced, max_epochs=0, patience=0, valid_every=min(train.get("valid_every") or reduced, reduced)
+        )
     if factor != 1:
         steps = train["max_steps"] * factor
         train.update(max_steps=steps, valid_every=max(1, steps // 4) if reduced is not None else train["valid_every"])
     return train
 
 
-def run(system: str, scale: str, seed: int = 1, corpus: str | None = None, *, reduced: int | None = None,
-        variant: Variant = MAIN, train: dict[str, Any] | None = None) -> Run:
+def run(
+    system: str,
+    scale: str,
+    seed: int = 1,
+    corpus: str | None = None,
+    *,
+    reduced: int | None = None,
+    variant: Variant = MAIN,
+    train: dict[str, Any] | None = None,
+) -> Run:
     """The run of ``system`` with ``seed`` on ``corpus`` (default: the scale's own) at ``scale``'s budget, times
     the variant's factor (``train``: another budget altogether, as the conversion study's fine-tunes)."""
     check_systems([system])
     corpus = check_corpus(scale, corpus)
     device, precision = training_device(scale)
-    return Run(system, scale, seed, corpus, scale_spec(scale).preset(system),
-               train if train is not None else budget(scale, seed, reduced, variant.budget_factor),
-               device, precision, variant, reduced)
+    return Run(
+        system,
+        scale,
+        seed,
+        corpus,
+        scale_spec(scale).preset(system),
+        train if train is not None else budget(scale, seed, reduced, variant.budget_factor),
+        device,
+        precision,
+        variant,
+        reduced,
+    )
 
 
 def check_systems(systems: Sequence[str]) -> list[str]:
@@ -228,13 +286,21 @@ def check_corpus(scale: str, name: str | None) -> str:
     if name is None:
         return known[0]
     if name not in known and name not in registered_files():
-        raise ValueError(f"corpus {name!r} is not trained at scale {scale!r}; choose from {', '.join(known)}, or "
-                         "register your own files first: `canlib data prepare NAME --files FOLDER --src xx --tgt yy`")
+        raise ValueError(
+            f"corpus {name!r} is not trained at scale {scale!r}; choose from {', '.join(known)}, or "
+            "register your own files first: `canlib data prepare NAME --files FOLDER --src xx --tgt yy`"
+        )
     return name
 
 
-def plan(scale: str, systems: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
-         corpora_: Sequence[str] | None = None, *, reduced: int | None = None) -> list[Run]:
+def plan(
+    scale: str,
+    systems: Sequence[str] | None = None,
+    seeds: Sequence[int] | None = None,
+    corpora_: Sequence[str] | None = None,
+    *,
+    reduced: int | None = None,
+) -> list[Run]:
     """Every run of a scale's main plan, in training order: Table 2 systems and ablations x ``ScaleSpec.seeds``,
     depth systems x ``depth_seeds`` on the main corpus, seed by seed (a plan cut short still leaves whole sets);
     then Baseline, Balanced and CAN x ``direction_seeds`` on each further direction. ``seeds`` replaces those
@@ -248,8 +314,12 @@ def plan(scale: str, systems: Sequence[str] | None = None, seeds: Sequence[int] 
     if seeds is not None and any(int(k) < 1 for k in seeds):
         raise ValueError(f"seeds {list(seeds)}: every seed must be >= 1")
     seeded, depth = pick(spec.seeds), pick(spec.depth_seeds)
-    grid = [(s, k, spec.corpus) for k in sorted(set(seeded) | set(depth))
-            for s in (*SEEDED_SYSTEMS, "depth-9-4", "depth-14-1") if k in (depth if s.startswith("depth-") else seeded)]
+    grid = [
+        (s, k, spec.corpus)
+        for k in sorted(set(seeded) | set(depth))
+        for s in (*SEEDED_SYSTEMS, "depth-9-4", "depth-14-1")
+        if k in (depth if s.startswith("depth-") else seeded)
+    ]
     grid += [(s, k, c) for k in pick(spec.direction_seeds) for c in spec.directions for s in DIRECTION_SYSTEMS]
     wanted = set(check_systems(systems)) if systems is not None else None
     if corpora_ is not None:
@@ -264,13 +334,13 @@ def plan(scale: str, systems: Sequence[str] | None = None, seeds: Sequence[int] 
 
 # -- reading what was stored ---------------------------------------------------------------------
 
+
 def load(run_: Run, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(result, provenance) of a run's stored evaluation; never trains: a missing one is an error naming the
     command that trains and stores it."""
     path = run_.result_path(root)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no stored result of {run_.label}; train and store it with "
-                                f"`{command(run_)}`")
+        raise FileNotFoundError(f"{path}: no stored result of {run_.label}; train and store it with `{command(run_)}`")
     return load_result(path)
 
 
@@ -278,8 +348,9 @@ def command(run_: Run) -> str:
     """The ``canlib experiment`` call that trains and stores ``run_``."""
     if run_.variant.study:
         return experiment_command(run_.scale, seeds=[run_.seed], studies=[run_.variant.study], reduced=run_.reduced)
-    return experiment_command(run_.scale, systems=[run_.system], seeds=[run_.seed], corpora=[run_.corpus],
-                              reduced=run_.reduced)
+    return experiment_command(
+        run_.scale, systems=[run_.system], seeds=[run_.seed], corpora=[run_.corpus], reduced=run_.reduced
+    )
 
 
 @dataclass(frozen=True)
@@ -313,6 +384,8 @@ def trained(run_: Run) -> Trained:
     :func:`canlib.experiments.train.train`): an unfinished one is an error saying so."""
     path = run_.folder / "result.json"
     if not path.is_file():
-        raise FileNotFoundError(f"{run_.folder}: {run_.label} is not trained on this machine; "
-                                "train it first (canlib.experiments.train.train, or `" + command(run_) + "`)")
+        raise FileNotFoundError(
+            f"{run_.folder}: {run_.label} is not trained on this machine; "
+            "train it first (canlib.experiments.train.train, or `" + command(run_) + "`)"
+        )
     return Trained(run_, run_.folder, json.loads(path.read_text(encoding="utf-8")))

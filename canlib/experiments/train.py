@@ -7,6 +7,7 @@ its budget, device and precision. Its variant decides the rest: distilled target
 with a fresh CAN decoder), greedy validation BLEU at every validation. A parent must be trained first; the
 process pool of :mod:`canlib.experiments.pool` orders that.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -54,7 +55,16 @@ def train(run: Run) -> Trained:
     data = corpus_of(run)
     split = distilled_corpus(run)[0] if run.variant.targets == "distilled" else data.split("train")
     cfg = TrainConfig(**{"precision": run.precision, **run.budget, "device": run.device})
-    Trainer(run.model_config(data.vocab.size), cfg, split, data.split("valid"), run.folder, vocab=data.vocab,
-            valid_bleu=greedy_valid_bleu(data) if run.variant.valid_bleu else None, data_path=str(data.path),
-            resume=(run.folder / "checkpoints").exists(), init_weights=init_weights(run)).fit()
+    Trainer(
+        run.model_config(data.vocab.size),
+        cfg,
+        split,
+        data.split("valid"),
+        run.folder,
+        vocab=data.vocab,
+        valid_bleu=greedy_valid_bleu(data) if run.variant.valid_bleu else None,
+        data_path=str(data.path),
+        resume=(run.folder / "checkpoints").exists(),
+        init_weights=init_weights(run),
+    ).fit()
     return trained(run)

@@ -7,6 +7,7 @@ values, padding mask) is stored once per sentence. :class:`SourceMemory` hides t
 difference: it attends the ``rows = sentences * beam`` queries to the shared source
 by folding the beam into the query-length axis, so the source is never copied per beam.
 """
+
 from __future__ import annotations
 
 import math
@@ -73,7 +74,9 @@ class SourceMemory:
         (``length`` = S + steps): -inf on its sentence's padded source positions, 0 on the prefix (cached)."""
         bias = self.row_bias
         if bias is None or bias.dtype != dtype or bias.size(-1) != length:
-            self.row_bias = padded_bias(self.pad_mask.repeat_interleave(self.beam, dim=0), length - self.pad_mask.size(1), dtype)
+            self.row_bias = padded_bias(
+                self.pad_mask.repeat_interleave(self.beam, dim=0), length - self.pad_mask.size(1), dtype
+            )
         return self.row_bias
 
     def scores(self, q: Tensor, keys: Tensor, prescaled: bool = False) -> Tensor:
@@ -86,7 +89,7 @@ class SourceMemory:
         beam = self.beam
         qb = q.view(-1, beam, heads, length, width).transpose(1, 2).reshape(-1, heads, beam * length, width)
         s = torch.matmul(qb, keys.transpose(-1, -2))
-        s = (s if prescaled else s * (width ** -0.5)) + self.score_bias(q.dtype)
+        s = (s if prescaled else s * (width**-0.5)) + self.score_bias(q.dtype)
         s = s.view(-1, heads, beam, length, s.size(-1)).transpose(1, 2)
         return s.reshape(rows, heads, length, -1)
 
@@ -172,12 +175,17 @@ def joint_attention(
     if blocked is not None and memory.beam == 1:  # teacher forcing: one fused kernel over the joined keys
         length, src_len = q.size(2), source["k"].size(2)
         causal = torch.zeros(blocked.shape, dtype=q.dtype, device=q.device).masked_fill_(blocked, float("-inf"))
-        mask = torch.cat([causal.expand(q.size(0), 1, length, -1),
-                          memory.score_bias(q.dtype).expand(-1, -1, length, src_len)], dim=-1)
-        return fused_attention(q, torch.cat([self_keys, source["k"]], dim=2),
-                               torch.cat([self_values, source["v"]], dim=2), mask, dropout)
+        mask = torch.cat(
+            [causal.expand(q.size(0), 1, length, -1), memory.score_bias(q.dtype).expand(-1, -1, length, src_len)],
+            dim=-1,
+        )
+        return fused_attention(
+            q, torch.cat([self_keys, source["k"]], dim=2), torch.cat([self_values, source["v"]], dim=2), mask, dropout
+        )
     if blocked is None:  # a decode step: q scaled once for both score blocks, one kernel fewer per layer
-        q = q * (q.size(-1) ** -0.5)  # (bit-identical to scaling the scores: the scale is a power of two at every preset)
+        q = q * (
+            q.size(-1) ** -0.5
+        )  # (bit-identical to scaling the scores: the scale is a power of two at every preset)
         s_self, s_src = torch.matmul(q, self_keys.transpose(-1, -2)), memory.scores(q, source["k"], prescaled=True)
     else:
         s_self, s_src = self_scores(q, self_keys, blocked), memory.scores(q, source["k"])
@@ -226,8 +234,12 @@ def fast_cpu_linears(module: nn.Module) -> nn.Module:
     """Convert ``module`` in place and return it: every ``nn.Linear`` in it becomes a :class:`RowsLinear` over
     the same parameters, so the state dict, an optimizer's parameters and every path but CPU inference stay
     as they were."""
-    plain = [(parent, name, child) for parent in module.modules() for name, child in parent.named_children()
-             if type(child) is nn.Linear]
+    plain = [
+        (parent, name, child)
+        for parent in module.modules()
+        for name, child in parent.named_children()
+        if type(child) is nn.Linear
+    ]
     for parent, name, linear in plain:
         rows = RowsLinear(linear.in_features, linear.out_features, bias=linear.bias is not None, device="meta")
         rows.weight, rows.bias = linear.weight, linear.bias
@@ -265,8 +277,9 @@ def prefix_heads(state: Tensor, length: int, heads: int) -> Tensor:
     return state[:length].view(length, rows, heads, width // heads).permute(1, 2, 0, 3)
 
 
-def attend_prefix(q: Tensor, state: Tensor, length: int, key_width: int, heads: int, mask: Tensor | None,
-                  dropout: nn.Module) -> Tensor:
+def attend_prefix(
+    q: Tensor, state: Tensor, length: int, key_width: int, heads: int, mask: Tensor | None, dropout: nn.Module
+) -> Tensor:
     """One decode step's attention over the first ``length`` positions of a time-major key|value state
     (positions, rows, key_width + value_width): ``q`` (rows, heads, 1, w) -> (rows, 1, heads * v), one
     ``scaled_dot_product_attention`` call reading keys and values where they lie."""
@@ -298,8 +311,9 @@ class SelfAttention(nn.Module):
         d = self.out.in_features
         qkv = self.qkv(x)  # (rows, 1, 3d): [q | k | v], k and v side by side as the cache keeps them
         cache["kv"][t] = qkv[:, 0, d:]
-        return self.out(attend_prefix(split_heads(qkv[..., :d], self.heads), cache["kv"], t + 1, d, self.heads,
-                                      None, self.drop))
+        return self.out(
+            attend_prefix(split_heads(qkv[..., :d], self.heads), cache["kv"], t + 1, d, self.heads, None, self.drop)
+        )
 
     def cache_layout(self) -> dict[str, int]:
         """The per-row decoding state: its name and width per position (keys and values side by side)."""

@@ -5,6 +5,7 @@ A checkpoint is a plain dict of tensors and primitives, so it loads with
 file in the same folder and are renamed into place, so a crash never leaves a
 half-written file under the final name.
 """
+
 from __future__ import annotations
 
 import os

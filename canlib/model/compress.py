@@ -14,6 +14,7 @@ Pre-norm. The paper omits LayerNorm; canlib's layers have one per sub-layer:
 ``n(x) * g + beta`` with ``n`` the plain normalisation, so its gain and bias fold into
 the next linear map (:func:`fold`) and one plain ``n(x)`` can feed every projection.
 """
+
 from __future__ import annotations
 
 import copy
@@ -226,7 +227,9 @@ def identical_input_gap(w: StandardWeights, x: Tensor, h: Tensor, pad: Tensor | 
 # Eqs. 6-8: parallel attentions, then one product over concatenated values
 
 
-def parallel_layer(w: StandardWeights, x: Tensor, h: Tensor, pad: Tensor | None = None, residual: bool = True) -> Tensor:
+def parallel_layer(
+    w: StandardWeights, x: Tensor, h: Tensor, pad: Tensor | None = None, residual: bool = True
+) -> Tensor:
     """Eq. 6 with X' := X: ``X + Self(X) + Cross(X, H) + FFN(LN_f(X + S + C))``.
 
     ``residual=False`` drops the direct ``S + C`` term, which CAN does: there the
@@ -286,6 +289,7 @@ def per_head(a: Affine, heads: int) -> Tensor:
 
 def interleave_heads(a: Affine, b: Affine, heads: int) -> Affine:
     """Head i of the result is [a^i | b^i] (width 2w): two query maps side by side, per head."""
+
     def cat(x: Tensor, y: Tensor) -> Tensor:
         lead = x.shape[:-1]
         return torch.stack([x.view(*lead, heads, -1), y.view(*lead, heads, -1)], dim=-2).reshape(*lead, -1)
@@ -303,8 +307,11 @@ def concat_query(w: StandardWeights) -> tuple[Affine, Affine, Affine]:
     prefix keys ``[k1^i | 0]``, and of H to the source keys ``[0 | k2^i]``: each query half meets only its keys."""
     q1, k1, q2, k2 = query_key_maps(w)
     zero = lambda a: Affine(torch.zeros_like(a.W), torch.zeros_like(a.b))  # noqa: E731
-    return (interleave_heads(q1, q2, w.heads), interleave_heads(k1, zero(k1), w.heads),
-            interleave_heads(zero(k2), k2, w.heads))
+    return (
+        interleave_heads(q1, q2, w.heads),
+        interleave_heads(k1, zero(k1), w.heads),
+        interleave_heads(zero(k2), k2, w.heads),
+    )
 
 
 def shared_query(q1: Affine, k1: Affine, q2: Affine, k2: Affine, heads: int, method: str = "gram") -> Affine:
@@ -413,8 +420,10 @@ def compressed_layer(
     (2 makes one softmax match two when the self/cross partitions are equal).
     """
     if softmax not in ("two", "one") or values not in ("wide", "split"):
-        raise ValueError(f"compressed_layer: softmax={softmax!r} (choose 'two' or 'one'), values={values!r} "
-                         "(choose 'wide' or 'split')")
+        raise ValueError(
+            f"compressed_layer: softmax={softmax!r} (choose 'two' or 'one'), values={values!r} "
+            "(choose 'wide' or 'split')"
+        )
     z = normalize(x, w.eps)
     s_x, s_h = attention_scores(w, z, h, pad, query)
     probs = two_softmax(s_x, s_h) if softmax == "two" else one_softmax(s_x, s_h)
@@ -449,16 +458,27 @@ def compression_steps(
         Step("W1 inside 4d-wide values", "Eqs. 7-8, 12", True, c(query="separate")),
         Step("both queries side by side", "Eq. 9", True, c(query="concat")),
         Step(f"one shared query ({query})", "Eq. 9", False, c(query=query)),
-        Step(f"one softmax, values x {value_scale:g}", "Eq. 11", False, c(query=query, softmax="one", value_scale=value_scale)),
-        Step("heads split the values (CAN)", "Eq. 13", w.heads == 1,  # one head: nothing to split
-             c(query=query, softmax="one", value_scale=value_scale, values="split")),
+        Step(
+            f"one softmax, values x {value_scale:g}",
+            "Eq. 11",
+            False,
+            c(query=query, softmax="one", value_scale=value_scale),
+        ),
+        Step(
+            "heads split the values (CAN)",
+            "Eq. 13",
+            w.heads == 1,  # one head: nothing to split
+            c(query=query, softmax="one", value_scale=value_scale, values="split"),
+        ),
     ]
 
 
 def concat_steps(runs: list[list[Step]]) -> list[Step]:
     """Join the stages of several runs (e.g. one per sentence, so nothing is padded) along the positions."""
-    return [Step(s.name, s.equation, s.exact, torch.cat([r[i].y.flatten(0, 1) for r in runs])[None])
-            for i, s in enumerate(runs[0])]
+    return [
+        Step(s.name, s.equation, s.exact, torch.cat([r[i].y.flatten(0, 1) for r in runs])[None])
+        for i, s in enumerate(runs[0])
+    ]
 
 
 def step_errors(steps: list[Step], x: Tensor) -> list[dict]:
@@ -470,9 +490,17 @@ def step_errors(steps: list[Step], x: Tensor) -> list[dict]:
     rows, prev = [], ref
     for s in steps:
         upd = s.y - x
-        rows.append({"step": s.name, "eq": s.equation, "exact": s.exact, "max_abs_vs_prev": (upd - prev).abs().max().item(),
-                     "rel_vs_prev": relative_error(upd, prev), "rel_vs_standard": relative_error(upd, ref),
-                     "cos_vs_standard": cosine(upd, ref)})
+        rows.append(
+            {
+                "step": s.name,
+                "eq": s.equation,
+                "exact": s.exact,
+                "max_abs_vs_prev": (upd - prev).abs().max().item(),
+                "rel_vs_prev": relative_error(upd, prev),
+                "rel_vs_standard": relative_error(upd, ref),
+                "cos_vs_standard": cosine(upd, ref),
+            }
+        )
         prev = upd
     return rows
 
@@ -511,7 +539,9 @@ def alpha_value_scale(alpha: float) -> tuple[float, float]:
     return 1.0 / alpha, 1.0 / (1.0 - alpha)
 
 
-def fill_can_layer(can: CANDecoderLayer, layer: StandardDecoderLayer, value_scale: ValueScale = 2.0, query: str = "gram") -> None:
+def fill_can_layer(
+    can: CANDecoderLayer, layer: StandardDecoderLayer, value_scale: ValueScale = 2.0, query: str = "gram"
+) -> None:
     """Write the paper's CAN form of ``layer`` into ``can`` (x_proj = [Wq | Wk1 | W~v1 | W1], h_proj = [Wk2 | W~v2]).
 
     Assumptions, in order: X' := X (Eq. 6); the attention residual S + C is dropped and
@@ -542,8 +572,15 @@ def fill_can_layer(can: CANDecoderLayer, layer: StandardDecoderLayer, value_scal
 
 def _can_config(layer: StandardDecoderLayer) -> ModelConfig:
     d = layer.self_norm.normalized_shape[0]
-    return ModelConfig(d_model=d, heads=layer.self_attn.heads, ffn_dim=layer.ffn.w1.out_features, decoder_kind="can",
-                       dropout=layer.drop.p, attn_dropout=layer.self_attn.drop.p, relu_dropout=layer.ffn.drop.p)
+    return ModelConfig(
+        d_model=d,
+        heads=layer.self_attn.heads,
+        ffn_dim=layer.ffn.w1.out_features,
+        decoder_kind="can",
+        dropout=layer.drop.p,
+        attn_dropout=layer.self_attn.drop.p,
+        relu_dropout=layer.ffn.drop.p,
+    )
 
 
 def standard_to_can(
@@ -571,7 +608,9 @@ def standard_to_can(
         raise ValueError(f"standard_to_can: state mismatch, missing={missing} unexpected={unexpected}")
     scales = value_scale if isinstance(value_scale, list) else [value_scale] * len(standard.decoder_layers)
     if len(scales) != len(standard.decoder_layers):
-        raise ValueError(f"standard_to_can: {len(scales)} value scales for {len(standard.decoder_layers)} decoder layers")
+        raise ValueError(
+            f"standard_to_can: {len(scales)} value scales for {len(standard.decoder_layers)} decoder layers"
+        )
     for can, layer, scale in zip(model.decoder_layers, standard.decoder_layers, scales):
         fill_can_layer(can, layer, scale, query)
     return model.train(standard.training)
@@ -590,8 +629,12 @@ def layer_inputs(model: Seq2Seq, pairs: list[tuple[list[int], list[int]]]) -> li
     """Per decoder layer, per sentence pair (source ids, target ids, without BOS/EOS): the (X, H) the layer
     receives in a teacher-forced pass, in float64; each pair runs alone, so nothing is padded."""
     seen: list[list[tuple[Tensor, Tensor]]] = [[] for _ in model.decoder_layers]
-    hooks = [layer.register_forward_pre_hook(lambda m, args, i=i: seen[i].append((args[0].double(), args[1].states.double())))
-             for i, layer in enumerate(model.decoder_layers)]
+    hooks = [
+        layer.register_forward_pre_hook(
+            lambda m, args, i=i: seen[i].append((args[0].double(), args[1].states.double()))
+        )
+        for i, layer in enumerate(model.decoder_layers)
+    ]
     cfg = model.cfg
     try:
         with torch.no_grad():
@@ -623,12 +666,19 @@ def layer_approximations(model: Seq2Seq, pairs: list[tuple[list[int], list[int]]
         xs_all = torch.cat([x.flatten(0, 1) for x, _ in inputs])[None]
         rows = step_errors(concat_steps([compression_steps(w, x, h) for x, h in inputs]), xs_all)
         gaps = [identical_input_gap(w, x, h) for x, h in inputs]
-        alpha = torch.cat([self_share(*attention_scores(w, normalize(x, w.eps), h, None, "gram")).flatten()
-                           for x, h in inputs])
-        out.append({"steps": rows, **{k: sum(g[k] for g in gaps) / len(gaps) for k in gaps[0]},
-                    "entropy": sum(cross_entropy_ratio(w, x, h) for x, h in inputs) / len(inputs),
-                    "alpha_mean": alpha.mean().item(), "alpha_std": alpha.std().item(),
-                    "alpha_histogram": torch.histc(alpha, bins=bins, min=0.0, max=1.0).long().tolist()})
+        alpha = torch.cat(
+            [self_share(*attention_scores(w, normalize(x, w.eps), h, None, "gram")).flatten() for x, h in inputs]
+        )
+        out.append(
+            {
+                "steps": rows,
+                **{k: sum(g[k] for g in gaps) / len(gaps) for k in gaps[0]},
+                "entropy": sum(cross_entropy_ratio(w, x, h) for x, h in inputs) / len(inputs),
+                "alpha_mean": alpha.mean().item(),
+                "alpha_std": alpha.std().item(),
+                "alpha_histogram": torch.histc(alpha, bins=bins, min=0.0, max=1.0).long().tolist(),
+            }
+        )
     return out
 
 
@@ -673,11 +723,12 @@ def scratch_from(layer: CANDecoderLayer) -> ScratchCAN:
     with torch.no_grad():
         scratch.norm.load_state_dict(layer.norm.state_dict())
         scratch.w2.load_state_dict(layer.ffn.w2.state_dict())
-        for fused, maps in ((layer.x_proj, (scratch.wq, scratch.wk1, scratch.wv1, scratch.w1)),
-                            (layer.h_proj, (scratch.wk2, scratch.wv2))):
+        for fused, maps in (
+            (layer.x_proj, (scratch.wq, scratch.wk1, scratch.wv1, scratch.w1)),
+            (layer.h_proj, (scratch.wk2, scratch.wv2)),
+        ):
             rows = [m.out_features for m in maps]
             for m, weight, bias in zip(maps, fused.weight.split(rows), fused.bias.split(rows)):
                 m.weight.copy_(weight)
                 m.bias.copy_(bias)
     return scratch.train(layer.training)
-

@@ -4,6 +4,7 @@ One frozen dataclass describes a whole model; presets build it by name so that
 checkpoints, the CLI, the trainer and the benchmarks all agree on what
 "balanced" or "can" means.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
@@ -49,8 +50,12 @@ class ModelConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise bad(name, value, "must be a positive integer")
         if self.decoder_kind not in (*DECODER_KINDS, MIXED):
-            raise bad("decoder_kind", self.decoder_kind, f"unknown decoder kind; choose one of {', '.join(DECODER_KINDS)} "
-                      f"(or {MIXED!r} with decoder_layer_kinds)")
+            raise bad(
+                "decoder_kind",
+                self.decoder_kind,
+                f"unknown decoder kind; choose one of {', '.join(DECODER_KINDS)} "
+                f"(or {MIXED!r} with decoder_layer_kinds)",
+            )
         if self.d_model % self.heads:
             raise bad("d_model", self.d_model, f"must be divisible by heads={self.heads}")
         for name in ("dropout", "attn_dropout", "relu_dropout"):
@@ -70,12 +75,20 @@ class ModelConfig:
         object.__setattr__(self, "decoder_layer_kinds", tuple(self.decoder_layer_kinds))
         kinds = self.decoder_layer_kinds
         if (self.decoder_kind == MIXED) != bool(kinds):
-            raise bad("decoder_layer_kinds", kinds, f"give one kind per decoder layer exactly when decoder_kind={MIXED!r}")
+            raise bad(
+                "decoder_layer_kinds", kinds, f"give one kind per decoder layer exactly when decoder_kind={MIXED!r}"
+            )
         if kinds and (len(kinds) != self.dec_layers or not set(kinds) <= set(MIXABLE_KINDS)):
-            raise bad("decoder_layer_kinds", kinds, f"give dec_layers={self.dec_layers} kinds from {', '.join(MIXABLE_KINDS)}")
+            raise bad(
+                "decoder_layer_kinds", kinds, f"give dec_layers={self.dec_layers} kinds from {', '.join(MIXABLE_KINDS)}"
+            )
         wide = [k for k in dict.fromkeys(self.layer_kinds()) if k in ("can", "can_ffn", "can_residual")]
         if wide and self.ffn_dim % self.heads:
-            raise bad("ffn_dim", self.ffn_dim, f"the {', '.join(wide)} values are ffn_dim wide and must split across heads={self.heads}")
+            raise bad(
+                "ffn_dim",
+                self.ffn_dim,
+                f"the {', '.join(wide)} values are ffn_dim wide and must split across heads={self.heads}",
+            )
 
     @property
     def head_dim(self) -> int:
@@ -152,7 +165,9 @@ def scaled_preset(system: str, scale: str) -> str:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    scaled_preset(name, scale): {**size, **system} for scale, size in _SIZES.items() for name, system in _SYSTEMS.items()
+    scaled_preset(name, scale): {**size, **system}
+    for scale, size in _SIZES.items()
+    for name, system in _SYSTEMS.items()
 }
 
 # The paper's Table 2 systems, in the paper's order (used by benchmarks and chapters).
@@ -161,8 +176,15 @@ ABLATION_SYSTEMS = ("balanced", "can_attn", "can_ffn", "can")
 DEPTH_SYSTEMS = ("baseline", "depth-9-4", "balanced", "depth-14-1")
 ALL_SYSTEMS = tuple(dict.fromkeys(PAPER_SYSTEMS + DEPTH_SYSTEMS + ABLATION_SYSTEMS))  # the nine systems
 LABELS = {  # the names the paper's tables use
-    "baseline": "Baseline", "balanced": "Balanced", "san": "SAN", "aan": "AAN", "can": "CAN",
-    "can_attn": "Compress Attention", "can_ffn": "Compress FFN", "depth-9-4": "9/4", "depth-14-1": "14/1",
+    "baseline": "Baseline",
+    "balanced": "Balanced",
+    "san": "SAN",
+    "aan": "AAN",
+    "can": "CAN",
+    "can_attn": "Compress Attention",
+    "can_ffn": "Compress FFN",
+    "depth-9-4": "9/4",
+    "depth-14-1": "14/1",
     "can-6-6": "CAN 6/6",
 }
 
@@ -175,6 +197,20 @@ def preset(name: str, vocab_size: int = 32000, **overrides: Any) -> ModelConfig:
 
 
 __all__ = [
-    "ModelConfig", "PRESETS", "preset", "DECODER_KINDS", "MIXED", "MIXABLE_KINDS", "PAPER_SYSTEMS", "ABLATION_SYSTEMS",
-    "DEPTH_SYSTEMS", "SCALES", "SCALE_VOCAB", "scaled_preset", "PAD_ID", "UNK_ID", "BOS_ID", "EOS_ID",
+    "ModelConfig",
+    "PRESETS",
+    "preset",
+    "DECODER_KINDS",
+    "MIXED",
+    "MIXABLE_KINDS",
+    "PAPER_SYSTEMS",
+    "ABLATION_SYSTEMS",
+    "DEPTH_SYSTEMS",
+    "SCALES",
+    "SCALE_VOCAB",
+    "scaled_preset",
+    "PAD_ID",
+    "UNK_ID",
+    "BOS_ID",
+    "EOS_ID",
 ]

@@ -20,6 +20,7 @@ wrote there. Dropout sits in three places, the same in every kind: on attention
 probabilities (``attn_dropout``), on the ReLU hidden layer (``relu_dropout``) and on
 each sub-layer output before the residual add (``dropout``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -74,7 +75,9 @@ def carve(buffer: Tensor, layers: Sequence[DecoderLayer], lead: int) -> list[Cac
     return caches
 
 
-def fill_sources(caches: list[Cache], layers: Sequence[DecoderLayer], sources: list[Cache], memory: SourceMemory) -> None:
+def fill_sources(
+    caches: list[Cache], layers: Sequence[DecoderLayer], sources: list[Cache], memory: SourceMemory
+) -> None:
     """Write each joint layer's per-sentence source keys and values (B, h, S, w) into the lead positions of its
     rows' state (S, B * beam, keys | values), each sentence's into its ``beam`` rows."""
     for cache, layer, source in zip(caches, layers, sources):
@@ -85,8 +88,9 @@ def fill_sources(caches: list[Cache], layers: Sequence[DecoderLayer], sources: l
                 cache["kv"][:lead, :, start:stop] = per_sentence.repeat_interleave(memory.beam, dim=1)
 
 
-def row_caches(layers: Sequence[DecoderLayer], memory: SourceMemory, sources: list[Cache],
-               max_len: int) -> tuple[Tensor, list[Cache], int]:
+def row_caches(
+    layers: Sequence[DecoderLayer], memory: SourceMemory, sources: list[Cache], max_len: int
+) -> tuple[Tensor, list[Cache], int]:
     """Every layer's per-row decoding state as views of ONE zeroed time-major buffer
     (lead + max_len, sentences * beam, width), and ``lead``: the source length when a layer is joint
     (its rows keep their sentence's source keys|values there, so that one attention call reads
@@ -105,8 +109,9 @@ def row_caches(layers: Sequence[DecoderLayer], memory: SourceMemory, sources: li
     return buffer, caches, lead
 
 
-def joint_step(q: Tensor, kv: Tensor, state: Tensor, memory: SourceMemory,
-               source: Cache, t: int, heads: int, dropout: nn.Module) -> Tensor:
+def joint_step(
+    q: Tensor, kv: Tensor, state: Tensor, memory: SourceMemory, source: Cache, t: int, heads: int, dropout: nn.Module
+) -> Tensor:
     """A joint layer's decode step: write position t's keys|values ``kv`` (rows, width)
     behind the source part of ``state`` (lead + steps, rows, width), then one attention
     call of ``q`` (rows, 1, d) over [source ; prefix 0..t]."""
@@ -336,8 +341,7 @@ class CANDecoderLayer(DecoderLayer):
     def cache_layout(self) -> dict[str, int]:
         return {"kv": self.d + self.f}
 
-    def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int,
-             shared: dict) -> Tensor:
+    def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
         d, f = self.d, self.f
         proj = self.x_proj(self.norm(x))  # (rows, 1, 2d + 2f): [q | k1 | v1 | hidden]
         q, kv, hidden = proj[..., :d], proj[:, 0, d : 2 * d + f], proj[..., 2 * d + f :]
@@ -347,7 +351,7 @@ class CANDecoderLayer(DecoderLayer):
 
 
 class CANAttnDecoderLayer(DecoderLayer):
-    """"Compress Attention" ablation (paper Table 5): self- and cross-attention merged into one
+    """ "Compress Attention" ablation (paper Table 5): self- and cross-attention merged into one
     attention (shared queries, one softmax over [prefix ; source], d-wide values, output
     projection, residual), followed by an ordinary FFN sub-layer."""
 
@@ -389,12 +393,16 @@ class CANAttnDecoderLayer(DecoderLayer):
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
         proj = self.x_proj(self.norm(x))  # (rows, 1, 3d): [q | k1 | v1]
-        return self._output(x, joint_step(proj[..., : self.d], proj[:, 0, self.d :], cache["kv"], memory, source, t,
-                                          self.heads, self.attn_drop))
+        return self._output(
+            x,
+            joint_step(
+                proj[..., : self.d], proj[:, 0, self.d :], cache["kv"], memory, source, t, self.heads, self.attn_drop
+            ),
+        )
 
 
 class CANFFNDecoderLayer(DecoderLayer):
-    """"Compress FFN" ablation (paper Table 5): an ordinary self-attention sub-layer, then
+    """ "Compress FFN" ablation (paper Table 5): an ordinary self-attention sub-layer, then
     cross-attention merged into the FFN: ``y = x + ReLU(z W1 + A_h H W~v2 + b1) W2 + b2``
     with ``A_h = SoftMax(z Wq (H Wk2)^T)`` per head and 4d/h-wide value slices per head."""
 
@@ -477,8 +485,7 @@ class CANResidualDecoderLayer(CANDecoderLayer):
     def cache_layout(self) -> dict[str, int]:
         return {"kv": 2 * self.d + self.f}
 
-    def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int,
-             shared: dict) -> Tensor:
+    def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
         q, k, v, hidden = self._project(x)  # values: each head's FFN slice and residual slice side by side
         kv = torch.cat([merge_heads(k), merge_heads(v)], dim=-1)[:, 0]  # (rows, d + f + d), as fill_sources lays it
         mixed = joint_step(merge_heads(q), kv, cache["kv"], memory, source, t, self.heads, self.attn_drop)

@@ -13,6 +13,7 @@ benchmarks use the incremental API instead::
 Both paths run the same layer code and give the same log-probabilities (tests pin
 this to 1e-5), the way fairseq keeps its incremental state honest.
 """
+
 from __future__ import annotations
 
 import math
@@ -133,7 +134,9 @@ class Seq2Seq(nn.Module):
         """sqrt(d) * embedding + position, the scale and the sum in one kernel."""
         length = tokens.size(1)
         if offset + length > self.cfg.max_len:
-            raise ValueError(f"sequence length {offset + length} exceeds max_len={self.cfg.max_len} of the position table")
+            raise ValueError(
+                f"sequence length {offset + length} exceeds max_len={self.cfg.max_len} of the position table"
+            )
         positions = self.positions[offset : offset + length].to(self.embed.weight.dtype)
         return self.drop(torch.add(positions, self.embed(tokens), alpha=math.sqrt(self.cfg.d_model)))
 
@@ -181,8 +184,9 @@ class Seq2Seq(nn.Module):
         buffer, rows, lead = row_caches(self.decoder_layers, memory, sources, max_len)
         return self._cache(memory, sources, max_len, buffer, lead)
 
-    def _cache(self, memory: SourceMemory, sources: list[dict[str, Tensor]], max_len: int, buffer: Tensor,
-               lead: int) -> DecoderCache:
+    def _cache(
+        self, memory: SourceMemory, sources: list[dict[str, Tensor]], max_len: int, buffer: Tensor, lead: int
+    ) -> DecoderCache:
         """A cache around ``buffer`` and a copy of it (the reorder's target, same source part)."""
         buffers = (buffer, buffer.clone())
         views = tuple(carve(b, self.decoder_layers, lead) for b in buffers)
@@ -246,7 +250,9 @@ class Seq2Seq(nn.Module):
             raise ValueError(f"reorder_cache: index must be a non-empty 1-D tensor of a multiple of beam={beam} rows")
         groups = torch.div(index.view(-1, beam), beam, rounding_mode="floor")
         if validate and not bool((groups == groups[:, :1]).all()):
-            raise ValueError("reorder_cache: a group of beam rows mixes sentences; rows may only move within their sentence")
+            raise ValueError(
+                "reorder_cache: a group of beam rows mixes sentences; rows may only move within their sentence"
+            )
         sentences = groups[:, 0]
         keep_all = sentences.numel() == cache.memory.sentences
         if keep_all and bool((sentences == torch.arange(sentences.numel(), device=index.device)).all()):

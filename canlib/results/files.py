@@ -5,6 +5,7 @@ from a JSON file that a canlib command wrote together with where it came from:
 git commit, date, device, scale and the configuration. ``load_result`` refuses a
 file without that record, so a number can never lose its origin.
 """
+
 from __future__ import annotations
 
 import json

@@ -14,6 +14,7 @@
 * :func:`study`: a measurement computed on first use at tiny and cached, stored with ``store=True``, loaded
   elsewhere (the speed studies of :mod:`canlib.analysis.speed`, the engine's analyses).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -63,8 +64,10 @@ def default_root(scale: str, reduced: int | None = None) -> Path:
     if scale == "tiny":
         return cache_dir() / "results" / (code_version() + (f"-steps{reduced}" if reduced is not None else ""))
     if reduced is not None:
-        raise ValueError(f"a reduced budget (max_steps={reduced}) needs a results folder of its own (--out DIR): "
-                         "book/results holds full-budget results only")
+        raise ValueError(
+            f"a reduced budget (max_steps={reduced}) needs a results folder of its own (--out DIR): "
+            "book/results holds full-budget results only"
+        )
     return results_dir()
 
 
@@ -99,9 +102,15 @@ def read_hypotheses(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").split("\n")[:-1]
 
 
-def experiment_command(scale: str, *, systems: Sequence[str] = (), seeds: Sequence[int] = (),
-                       corpora: Sequence[str] = (), studies: Sequence[str] = ("runs",),
-                       reduced: int | None = None) -> str:
+def experiment_command(
+    scale: str,
+    *,
+    systems: Sequence[str] = (),
+    seeds: Sequence[int] = (),
+    corpora: Sequence[str] = (),
+    studies: Sequence[str] = ("runs",),
+    reduced: int | None = None,
+) -> str:
     """The ``canlib experiment`` call that trains, evaluates and stores what is named (stored results are skipped,
     so it only adds what is missing): every error about a missing result names it."""
     parts = ["python -m canlib experiment", f"--scale {scale}"]
@@ -117,9 +126,18 @@ def experiment_command(scale: str, *, systems: Sequence[str] = (), seeds: Sequen
     return " ".join(parts)
 
 
-def study(name: str, scale: str, config: dict[str, Any], compute: Callable[[], Any], device: str = "cpu", *,
-          store: bool = False, root: Path | None = None, extra: dict[str, Any] | None = None,
-          studies: Sequence[str] = ("speed",)) -> tuple[Any, dict[str, Any]]:
+def study(
+    name: str,
+    scale: str,
+    config: dict[str, Any],
+    compute: Callable[[], Any],
+    device: str = "cpu",
+    *,
+    store: bool = False,
+    root: Path | None = None,
+    extra: dict[str, Any] | None = None,
+    studies: Sequence[str] = ("speed",),
+) -> tuple[Any, dict[str, Any]]:
     """(result, provenance) of the measurement ``name``: at tiny computed on first use and cached under a key
     of the code and ``config``; with ``store=True`` computed if ``<root>/<scale>/<name>.json`` is missing and
     stored there; otherwise loaded, a missing one being an error that names the command which stores it
@@ -130,17 +148,23 @@ def study(name: str, scale: str, config: dict[str, Any], compute: Callable[[], A
         path = cache_dir() / "studies" / scale / f"{name}-{key(code_version(), config)}.json"
     if not store and (scale != "tiny" or root is not None):  # a folder of stored results: load only
         if not path.exists():
-            raise FileNotFoundError(f"{path}: no stored {scale} result; store it with "
-                                    f"`{experiment_command(scale, studies=studies)}` and commit the JSON it writes")
+            raise FileNotFoundError(
+                f"{path}: no stored {scale} result; store it with "
+                f"`{experiment_command(scale, studies=studies)}` and commit the JSON it writes"
+            )
         return load_result(path)
     if not path.exists():
-        save_result(path, compute(), provenance(scale, {**config, "code_version": code_version()}, device, **(extra or {})))
+        save_result(
+            path, compute(), provenance(scale, {**config, "code_version": code_version()}, device, **(extra or {}))
+        )
         return load_result(path)
     result, prov = load_result(path)
     stored = {k: v for k, v in prov["config"].items() if k != "code_version"}  # code changes keep a stored result
     if store and json.loads(json.dumps(stored)) != json.loads(json.dumps(config)):
-        raise ValueError(f"{path}: stored with another configuration ({stored}); this asks for {config}: "
-                         "give another results folder or delete the stored file")
+        raise ValueError(
+            f"{path}: stored with another configuration ({stored}); this asks for {config}: "
+            "give another results folder or delete the stored file"
+        )
     return result, prov
 
 

@@ -13,6 +13,7 @@
 
 Speed is measured at the paper's d=512 shapes at every scale (it depends on shapes, not on weights).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -47,21 +48,53 @@ class ScaleSpec:
 
 _SPECS = {
     "tiny": ScaleSpec(
-        "tiny", "multi30k-en-de", "tiny",
-        dict(lr=3e-3, warmup=30, max_tokens=1024, max_steps=120, valid_every=30, log_every=10, keep_last=3,
-             average_last=3, progress=False),
-        speed_sentences=4, speed_repeats=3, beam_sweep=(1, 4, 16), length_sweep=(10, 30, 50),
-        batch_sweep=(1, 4, 16, 64), finetune_steps=60,
+        "tiny",
+        "multi30k-en-de",
+        "tiny",
+        dict(
+            lr=3e-3,
+            warmup=30,
+            max_tokens=1024,
+            max_steps=120,
+            valid_every=30,
+            log_every=10,
+            keep_last=3,
+            average_last=3,
+            progress=False,
+        ),
+        speed_sentences=4,
+        speed_repeats=3,
+        beam_sweep=(1, 4, 16),
+        length_sweep=(10, 30, 50),
+        batch_sweep=(1, 4, 16, 64),
+        finetune_steps=60,
     ),
     "small": ScaleSpec(
-        "small", "multi30k-en-de", "small",
-        dict(lr=1e-3, warmup=500, max_tokens=8192, max_steps=1200, valid_every=400, keep_last=2, average_last=2,
-             label_smoothing=0.1, log_every=50, progress=False),
-        finetune_steps=400, seeds=3, depth_seeds=2, direction_seeds=2,
+        "small",
+        "multi30k-en-de",
+        "small",
+        dict(
+            lr=1e-3,
+            warmup=500,
+            max_tokens=8192,
+            max_steps=1200,
+            valid_every=400,
+            keep_last=2,
+            average_last=2,
+            label_smoothing=0.1,
+            log_every=50,
+            progress=False,
+        ),
+        finetune_steps=400,
+        seeds=3,
+        depth_seeds=2,
+        direction_seeds=2,
         directions=("multi30k-de-en", "multi30k-en-fr", "multi30k-fr-en", "multi30k-en-cs", "multi30k-cs-en"),
     ),
     "full": ScaleSpec(
-        "full", "wmt14-en-de", "full",
+        "full",
+        "wmt14-en-de",
+        "full",
         dict(lr=7e-4, warmup=8000, max_tokens=4096, update_freq=8, max_epochs=50, patience=5, label_smoothing=0.1),
         finetune_steps=8000,
     ),

@@ -27,16 +27,30 @@ CAN scored with their last checkpoint alone instead of the average of the last t
 Every model is a run result like the main plan's, stored as ``beyond/runs/<corpus>/<study>-<system>[-<tag>]-seed<k>``
 (:func:`canlib.results.layout.study_model_name`); each study's summary is ``beyond/<study>``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from canlib.results.layout import model_name
 
-ANALYSES = ("similarity", "similarity-balanced", "errors", "attention", "conversion", "approximations")  # stored analyses of a plan
+ANALYSES = (
+    "similarity",
+    "similarity-balanced",
+    "errors",
+    "attention",
+    "conversion",
+    "approximations",
+)  # stored analyses of a plan
 # the seed-1 runs on a scale's main corpus that each stored analysis reads
-ANALYSIS_RUNS = {"similarity": ("baseline",), "similarity-balanced": ("balanced",), "errors": ("balanced", "can"),
-                 "attention": ("balanced", "can"), "conversion": ("balanced", "can"), "approximations": ("balanced",)}
+ANALYSIS_RUNS = {
+    "similarity": ("baseline",),
+    "similarity-balanced": ("balanced",),
+    "errors": ("balanced", "can"),
+    "attention": ("balanced", "can"),
+    "conversion": ("balanced", "can"),
+    "approximations": ("balanced",),
+}
 
 ORIGINAL = ("budget", "distill", "can-6-6")  # the three explanations the beyond chapter weighs
 NEXT = ("distill-x2", "hybrid", "can-residual", "averaging")  # the next experiments, run when named
@@ -52,8 +66,15 @@ DISTILL_BEAM = 4
 REDUCED_PAIRS = 64  # an end-to-end test (a reduced budget) distils only the first pairs of the training set
 HYBRIDS = {"std-can": ("standard", "can"), "can-std": ("can", "standard")}  # decoder layer kinds, bottom first
 RESIDUAL_LAYERS = ("can_residual", "can_residual")
-SEEDS = {"budget": (1, 2, 3), "distill": (1, 2, 3), "can-6-6": (1, 2, 3), "distill-x2": (1, 2, 3), "hybrid": (1, 2, 3),
-         "can-residual": (1, 2, 3), "averaging": (1, 2, 3)}
+SEEDS = {
+    "budget": (1, 2, 3),
+    "distill": (1, 2, 3),
+    "can-6-6": (1, 2, 3),
+    "distill-x2": (1, 2, 3),
+    "hybrid": (1, 2, 3),
+    "can-residual": (1, 2, 3),
+    "averaging": (1, 2, 3),
+}
 
 
 def study_models(name: str, seeds: Sequence[int] | None = None) -> list[tuple[str, str, int]]:

@@ -17,6 +17,7 @@ are only loaded, through a :class:`~canlib.studies.store.Store`:
   what the chapters print under a study (the GPU that trained its models as well as the CPU it ran on), the error
   buckets they may score (``MIN_BUCKET_SENTENCES``), the seed spread of a loss curve, and each scale's recipe.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -85,14 +86,22 @@ def models_provenance(store: Store, systems: tuple[str, ...], study_prov: dict[s
     for system in systems:
         prov = store.run(system, 1)[1]
         steps = (prov.get("budget") or prov.get("config", {}).get("train") or {}).get("max_steps")
-        lines.append(f"{LABELS[system]} (seed 1{f', {steps:,} updates' if steps else ''}): trained on {prov['device']} "
-                     f"at commit {str(prov['commit'])[:7]}, {str(prov['date'])[:10]}")
-    return ("models: " + "; ".join(lines) + f"\nstudy: computed on {study_prov['device']} at commit "
-            f"{str(study_prov['commit'])[:7]}, {study_prov['date']} (scale={study_prov['scale']})")
+        lines.append(
+            f"{LABELS[system]} (seed 1{f', {steps:,} updates' if steps else ''}): trained on {prov['device']} "
+            f"at commit {str(prov['commit'])[:7]}, {str(prov['date'])[:10]}"
+        )
+    return (
+        "models: " + "; ".join(lines) + f"\nstudy: computed on {study_prov['device']} at commit "
+        f"{str(study_prov['commit'])[:7]}, {study_prov['date']} (scale={study_prov['scale']})"
+    )
 
 
-def bucket_rows(buckets: dict[str, Any], key: str, systems: tuple[str, str] = ("balanced", "can"),
-                min_sentences: int = MIN_BUCKET_SENTENCES) -> list[dict[str, Any]]:
+def bucket_rows(
+    buckets: dict[str, Any],
+    key: str,
+    systems: tuple[str, str] = ("balanced", "can"),
+    min_sentences: int = MIN_BUCKET_SENTENCES,
+) -> list[dict[str, Any]]:
     """One row per bucket of the error study (``key``: "frequency" or "length"): its label, sentences, each
     system's BLEU, the second minus the first, and ``shown``: False for a bucket under ``min_sentences``
     sentences, whose BLEU (NaN when empty) a chapter must not present as a result."""
@@ -103,8 +112,16 @@ def bucket_rows(buckets: dict[str, Any], key: str, systems: tuple[str, str] = ("
     rows = []
     for label, n, x, y in zip(a["labels"], a["sentences"], a["bleu"], b["bleu"]):
         shown = n >= min_sentences and np.isfinite(x) and np.isfinite(y)
-        rows.append({"bucket": label, "sentences": int(n), first: float(x), second: float(y),
-                     "delta": float(y - x) if shown else float("nan"), "shown": bool(shown)})
+        rows.append(
+            {
+                "bucket": label,
+                "sentences": int(n),
+                first: float(x),
+                second: float(y),
+                "delta": float(y - x) if shown else float("nan"),
+                "shown": bool(shown),
+            }
+        )
     return rows
 
 
@@ -114,15 +131,23 @@ def seed_curves(logs: list[list[dict[str, Any]]], column: str, every: int | None
     multiples: the trainer also logs the few updates that end an epoch, whose short window would draw a zigzag."""
     if not logs:
         raise ValueError("seed_curves: no logs")
-    series = [{r["step"]: r[column] for r in log if r.get(column) is not None and (not every or r["step"] % every == 0)}
-              for log in logs]
+    series = [
+        {r["step"]: r[column] for r in log if r.get(column) is not None and (not every or r["step"] % every == 0)}
+        for log in logs
+    ]
     steps = sorted(set.intersection(*(set(s) for s in series)))
     if not steps:
         raise ValueError(f"seed_curves: the logs share no update with a {column} record")
     values = np.array([[s[step] for step in steps] for s in series], dtype=float)  # (seeds, steps)
     sd = values.std(axis=0, ddof=1) if len(logs) > 1 else np.zeros(len(steps))
-    return {"step": np.array(steps), "mean": values.mean(axis=0), "sd": sd,
-            "min": values.min(axis=0), "max": values.max(axis=0), "seeds": len(logs)}
+    return {
+        "step": np.array(steps),
+        "mean": values.mean(axis=0),
+        "sd": sd,
+        "min": values.min(axis=0),
+        "max": values.max(axis=0),
+        "seeds": len(logs),
+    }
 
 
 def training_recipes(scales: tuple[str, ...] = ("tiny", "small", "full")) -> list[dict[str, Any]]:
@@ -133,18 +158,31 @@ def training_recipes(scales: tuple[str, ...] = ("tiny", "small", "full")) -> lis
         spec = scale_spec(scale)
         t = spec.train
         tokens = t["max_tokens"] * t.get("update_freq", 1)
-        stop = f"{t['max_steps']:,} updates" if t.get("max_steps") else f"up to {t['max_epochs']} epochs (patience {t.get('patience')})"
+        stop = (
+            f"{t['max_steps']:,} updates"
+            if t.get("max_steps")
+            else f"up to {t['max_epochs']} epochs (patience {t.get('patience')})"
+        )
         if t.get("average_last") and t.get("valid_every"):
             averaged = f"last {t['average_last']} checkpoints, {t['valid_every']:,} updates apart"
         else:
             averaged = "last 5 epochs' checkpoints (the paper)"
-        rows.append({"scale": scale, "d": preset(spec.preset("can")).d_model, "corpus": f"{spec.corpus} ({spec.corpus_scale})",
-                     "peak lr": f"{t['lr']:g}", "warm-up updates": f"{t['warmup']:,}",
-                     "tokens per update": f"{tokens:,}" + (f" ({t['max_tokens']:,} x {t['update_freq']})" if t.get("update_freq") else ""),
-                     "stops after": stop, "weights averaged": averaged,
-                     # the full recipe's label smoothing is fairseq's default, which the paper does not state
-                     "label smoothing": f"{t.get('label_smoothing', 0.1):g}"
-                     + (" (fairseq's default; not stated in the paper)" if scale == "full" else "")})
+        rows.append(
+            {
+                "scale": scale,
+                "d": preset(spec.preset("can")).d_model,
+                "corpus": f"{spec.corpus} ({spec.corpus_scale})",
+                "peak lr": f"{t['lr']:g}",
+                "warm-up updates": f"{t['warmup']:,}",
+                "tokens per update": f"{tokens:,}"
+                + (f" ({t['max_tokens']:,} x {t['update_freq']})" if t.get("update_freq") else ""),
+                "stops after": stop,
+                "weights averaged": averaged,
+                # the full recipe's label smoothing is fairseq's default, which the paper does not state
+                "label smoothing": f"{t.get('label_smoothing', 0.1):g}"
+                + (" (fairseq's default; not stated in the paper)" if scale == "full" else ""),
+            }
+        )
     return rows
 
 
@@ -158,12 +196,16 @@ def runs_line(store: Store, systems: tuple[str, ...]) -> str:
         devices = ", ".join(sorted({p["device"] for p in provs}))
         commits = ", ".join(sorted({str(p["commit"])[:7] for p in provs}))
         dates = ", ".join(sorted({str(p["date"])[:10] for p in provs}))
-        lines.append(f"{LABELS[system]}: seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}, "
-                     f"trained on {devices} at commit {commits}, {dates} (scale={store.scale})")
+        lines.append(
+            f"{LABELS[system]}: seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}, "
+            f"trained on {devices} at commit {commits}, {dates} (scale={store.scale})"
+        )
     return "\n".join(lines)
 
 
-def gate_shares(study: dict[str, Any], near: float = 0.1, middle: tuple[float, float] = (0.4, 0.6)) -> list[dict[str, Any]]:
+def gate_shares(
+    study: dict[str, Any], near: float = 0.1, middle: tuple[float, float] = (0.4, 0.6)
+) -> list[dict[str, Any]]:
     """Per CAN layer of the stored attention study: the share of its gate values (alpha over every target position
     and head of the test split) within ``near`` of 0 or 1, and in the ``middle`` band, read from the stored histogram."""
     edges = np.array(study["alpha_histogram"]["edges"])
@@ -172,6 +214,11 @@ def gate_shares(study: dict[str, Any], near: float = 0.1, middle: tuple[float, f
     out = []
     for row, counts in zip(study["alpha_summary"], study["alpha_histogram"]["counts"]):
         counts = np.array(counts, dtype=float)
-        out.append({"layer": row["layer"], "near_ends": float(counts[near_ends].sum() / counts.sum()),
-                    "middle": float(counts[band].sum() / counts.sum())})
+        out.append(
+            {
+                "layer": row["layer"],
+                "near_ends": float(counts[near_ends].sum() / counts.sum()),
+                "middle": float(counts[band].sum() / counts.sum()),
+            }
+        )
     return out

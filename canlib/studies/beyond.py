@@ -5,6 +5,7 @@ The studies are defined as data in the study table (:mod:`canlib.results.studies
 :class:`~canlib.studies.store.Store`, each as soon as its own models are stored, and every verdict is the claims
 registry's (:mod:`canlib.studies.claims`): :data:`STUDY_CLAIMS` names the claims each study answers.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -28,20 +29,24 @@ STUDY_CLAIMS = {
 def shown(store: Store) -> dict[str, bool]:
     """Which study has its own models stored with at least two seeds of every system it compares (and the main
     plan's Balanced and CAN)."""
+
     def enough(*runs: Any) -> bool:
         return all(r is not None and len(r.seeds) >= MIN_SEEDS for r in runs)
 
     if not store.judged:
         return {name: False for name in STUDY_CLAIMS}
     main = enough(store.runs("balanced"), store.runs("can"))
-    return {"budget": main and any(enough(*(store.budget_runs(s, f) for s in BUDGET_SYSTEMS))
-                                   for f in store.budget_factors() if f > 1),
-            "distill": main and enough(store.study_runs("distill", "balanced", "kd"), store.study_runs("distill", "can", "kd")),
-            "can-6-6": main and enough(store.study_runs("can-6-6", "can-6-6"), store.runs("baseline"))}
+    return {
+        "budget": main
+        and any(enough(*(store.budget_runs(s, f) for s in BUDGET_SYSTEMS)) for f in store.budget_factors() if f > 1),
+        "distill": main
+        and enough(store.study_runs("distill", "balanced", "kd"), store.study_runs("distill", "can", "kd")),
+        "can-6-6": main and enough(store.study_runs("can-6-6", "can-6-6"), store.runs("baseline")),
+    }
 
 
 def default_scale(root: Any = None) -> str:
-    """"small" once any study's own models (and the main runs it compares with) are stored at small, else
+    """ "small" once any study's own models (and the main runs it compares with) are stored at small, else
     "tiny", where the chapter shows what each study does and its command, not numbers."""
     return "small" if any(shown(Store("small", root)).values()) else "tiny"
 
@@ -85,8 +90,10 @@ def curves(store: Store, factor: int) -> dict[str, dict[str, list[float]]]:
                 if point.get("kind") == "valid":
                     by_step.setdefault(point["step"], []).append(point)
         steps = sorted(by_step)
-        out[system] = {"step": steps, **{m: [statistics.fmean(p[m] for p in by_step[k]) for k in steps]
-                                         for m in ("valid_loss", "valid_bleu")}}
+        out[system] = {
+            "step": steps,
+            **{m: [statistics.fmean(p[m] for p in by_step[k]) for k in steps] for m in ("valid_loss", "valid_bleu")},
+        }
     return out
 
 
@@ -111,7 +118,9 @@ def budget_figure(store: Store, factor: int = 2, averaged: Sequence[int] = ()):
     axes[0].set(ylabel="valid sacreBLEU (greedy)", title=f"ours ({store.scale})")
     axes[1].set(ylabel="valid loss (label-smoothed)", title=f"ours ({store.scale})")
     f8 = paper_numbers()["fig8_curves_en-de"]
-    axes[2].plot(f8["epochs"], [a - b for a, b in zip(f8["valid"]["CAN"], f8["valid"]["Balanced"])], "s-", color="black")
+    axes[2].plot(
+        f8["epochs"], [a - b for a, b in zip(f8["valid"]["CAN"], f8["valid"]["Balanced"])], "s-", color="black"
+    )
     axes[2].axhline(0, color="grey", lw=0.8)
     axes[2].set(xlabel="epoch", ylabel="valid loss: CAN − Balanced", title="paper, Fig. 8 (WMT14 En-De)")
     fig.tight_layout()

@@ -23,6 +23,7 @@ How the registry works:
 * **Data, not only words.** :meth:`Judged.as_json` gives the per-set values, both intervals, the budget and the named
   evidence; ``python -m canlib claims`` prints the table and ``--json`` that list.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -89,6 +90,7 @@ def glue_key(claim_id: str, budget: int | None = None) -> str:
 
 # -- the claims ------------------------------------------------------------------------------------------------
 
+
 def _paper_claims() -> list[Claim]:
     t2, t4, t5, f4 = paper.table2("en-de"), paper.table4(), paper.table5(), paper.figure4()
     f7 = paper.paper_numbers()["fig7_parallel_en-de"]
@@ -103,66 +105,168 @@ def _paper_claims() -> list[Claim]:
         return Contrast((Term(1.0, system), Term(-1.0, against)), par, budgets=True)
 
     return [
-        Claim("balanced-speed-1.8x", "Balanced 12/2 decodes at least 1.8x as fast as Baseline 6/6",
-              "tokens/s ratio >= 1.8 over every timed repeat", "paper",
-              f"{t2['Balanced'].speed / t2['Baseline'].speed:.2f}x (Table 2, En-De)", "speed",
-              SpeedRatio("balanced", "baseline", Threshold(">=", 1.8)), over="runs"),
-        Claim("balanced-keeps-bleu", f"Balanced 12/2 keeps Baseline 6/6's BLEU (at most {ON_PAR} below)",
-              f"ΔBLEU >= -{ON_PAR} on every evaluation set", "paper",
-              f"{t2['Balanced'].test_bleu - t2['Baseline'].test_bleu:+.2f} (Table 2, En-De)", "results",
-              keeps("balanced", "baseline")),
-        Claim("can-speed-1.28x", f"CAN decodes at least {low:.2f}x as fast as Balanced (the paper's smallest gain)",
-              f"tokens/s ratio >= {low:.2f} over every timed repeat", "paper",
-              f"{can:.2f}x En-De; {min(gains):.2f}-{max(gains):.2f}x over Tables 2-3", "speed",
-              SpeedRatio("can", "balanced", Threshold(">=", low)), over="runs"),
-        Claim("can-faster", "CAN decodes faster than Balanced (more than 1x)", "tokens/s ratio > 1 over every timed repeat",
-              "paper", f"{can:.2f}x (Table 2, En-De)", "speed", SpeedRatio("can", "balanced", Threshold(">", 1.0)),
-              over="runs"),
-        Claim("can-within-0.5", f"CAN stays within {ON_PAR} BLEU of Balanced", f"ΔBLEU >= -{ON_PAR} on every evaluation set",
-              "paper", f"{t2['CAN'].test_bleu - t2['Balanced'].test_bleu:+.2f} (Table 2, En-De)", "results",
-              keeps("can", "balanced")),
-        Claim("can-faster-than-san", "CAN decodes faster than SAN (more than 1x)", "tokens/s ratio > 1 over every timed repeat",
-              "paper", f"{t2['CAN'].speed / t2['SAN'].speed:.2f}x (CAN {can:.2f}x, SAN "
-              f"{t2['SAN'].speed / t2['Balanced'].speed:.2f}x Balanced)", "speed",
-              SpeedRatio("can", "san", Threshold(">", 1.0)), over="runs"),
-        Claim("can-faster-than-aan", "CAN decodes faster than AAN (more than 1x)", "tokens/s ratio > 1 over every timed repeat",
-              "paper", f"{t2['CAN'].speed / t2['AAN'].speed:.2f}x (CAN {can:.2f}x, AAN "
-              f"{t2['AAN'].speed / t2['Balanced'].speed:.2f}x Balanced)", "speed",
-              SpeedRatio("can", "aan", Threshold(">", 1.0)), over="runs"),
-        Claim("attn-faster-than-ffn", "Compress Attention decodes faster than Compress FFN (more than 1x, Table 5)",
-              "Compress Attention / Compress FFN tokens/s > 1 over every timed repeat", "paper",
-              f"{t5['Compress Attention'].speed / t5['Compress FFN'].speed:.2f}x", "ablation",
-              SpeedRatio("can_attn", "can_ffn", Threshold(">", 1.0)), over="runs"),
-        Claim("can-ffn-keeps-bleu", f"Compress FFN keeps Balanced's BLEU (at most {ON_PAR} below, Table 5)",
-              f"ΔBLEU >= -{ON_PAR} on every evaluation set", "paper",
-              f"{t5['Compress FFN'].test_bleu - t5['Balanced'].test_bleu:+.2f}", "ablation", keeps("can_ffn", "balanced")),
-        Claim("depth-14-1-loses", "A 14/1 model scores below 12/2 (Figure 4)",
-              "ΔBLEU < 0 on every evaluation set (with one 14/1 seed: the seed-1 pair's test-set interval alone)", "paper",
-              f"{f4['14/1']['bleu'] - f4['12/2']['bleu']:+.2f}", "depths",
-              Contrast((Term(1.0, "depth-14-1"), Term(-1.0, "balanced")), Threshold("<", 0.0), one_seed=True)),
-        Claim("batch-gain-shrinks", f"CAN's gain over Balanced is smaller at batch {f7['batch'][-1]} than at 1 (Figure 7)",
-              f"(CAN/Balanced at batch {f7['batch'][0]}) - (at {f7['batch'][-1]}) > 0 over every timed repeat", "paper",
-              f"{1 + f7['delta_speed_pct'][0] / 100:.2f}x at {f7['batch'][0]}, "
-              f"{1 + f7['delta_speed_pct'][-1] / 100:.2f}x at {f7['batch'][-1]}", "speed",
-              BatchCurve("can", "balanced", f7["batch"][0], f7["batch"][-1]), over="runs"),
-        Claim("inputs-alike", f"Self- and cross-attention inputs are alike: cosine similarity at least "
-              f"{round(min(diag), 2):.2f} in every decoder layer (Figure 2)",
-              f"cosine similarity >= {round(min(diag), 2):.2f} (the paper's lowest) in every decoder layer", "paper",
-              f"{min(diag):.2f}-{max(diag):.2f} over the 6 layers", "similarity",
-              Similarity(Threshold(">=", round(min(diag), 2))), over="layers"),
-        Claim("can-within-0.5-tasks", f"CAN stays within {ON_PAR} BLEU of Balanced on every direction (Tables 2-3)",
-              f"ΔBLEU >= -{ON_PAR} on every evaluation set of every Multi30k direction", "paper",
-              f"{min(gaps):+.2f} to {max(gaps):+.2f} over {len(gaps)} tasks", "tasks", CrossTask(par), over="directions"),
-        Claim("kd-can-within-0.5", f"With distillation CAN stays within {ON_PAR} BLEU of Balanced (Table 4)",
-              f"ΔBLEU >= -{ON_PAR} on every evaluation set, both distilled", "paper",
-              f"{t4['CAN'].after_kd - t4['Balanced'].after_kd:+.2f} (Table 4, both distilled)", "beyond",
-              Contrast((Term(1.0, "can", "CAN distilled", "distill", "kd"),
-                        Term(-1.0, "balanced", "Balanced distilled", "distill", "kd")), par)),
-        Claim("can-6-6-hurts-less", "CAN hurts less on 6/6 than on 12/2 (Results)",
-              "(CAN 6/6 - Baseline) - (CAN - Balanced) > 0 on every evaluation set", "paper",
-              f"{PAPER_CAN_ON['6/6']:+.2f} vs {PAPER_CAN_ON['12/2']:+.2f} on average (Results)", "beyond",
-              Contrast((Term(1.0, "can-6-6", "CAN 6/6", "can-6-6"), Term(-1.0, "baseline"), Term(-1.0, "can"),
-                        Term(1.0, "balanced")), Threshold(">", 0.0))),
+        Claim(
+            "balanced-speed-1.8x",
+            "Balanced 12/2 decodes at least 1.8x as fast as Baseline 6/6",
+            "tokens/s ratio >= 1.8 over every timed repeat",
+            "paper",
+            f"{t2['Balanced'].speed / t2['Baseline'].speed:.2f}x (Table 2, En-De)",
+            "speed",
+            SpeedRatio("balanced", "baseline", Threshold(">=", 1.8)),
+            over="runs",
+        ),
+        Claim(
+            "balanced-keeps-bleu",
+            f"Balanced 12/2 keeps Baseline 6/6's BLEU (at most {ON_PAR} below)",
+            f"ΔBLEU >= -{ON_PAR} on every evaluation set",
+            "paper",
+            f"{t2['Balanced'].test_bleu - t2['Baseline'].test_bleu:+.2f} (Table 2, En-De)",
+            "results",
+            keeps("balanced", "baseline"),
+        ),
+        Claim(
+            "can-speed-1.28x",
+            f"CAN decodes at least {low:.2f}x as fast as Balanced (the paper's smallest gain)",
+            f"tokens/s ratio >= {low:.2f} over every timed repeat",
+            "paper",
+            f"{can:.2f}x En-De; {min(gains):.2f}-{max(gains):.2f}x over Tables 2-3",
+            "speed",
+            SpeedRatio("can", "balanced", Threshold(">=", low)),
+            over="runs",
+        ),
+        Claim(
+            "can-faster",
+            "CAN decodes faster than Balanced (more than 1x)",
+            "tokens/s ratio > 1 over every timed repeat",
+            "paper",
+            f"{can:.2f}x (Table 2, En-De)",
+            "speed",
+            SpeedRatio("can", "balanced", Threshold(">", 1.0)),
+            over="runs",
+        ),
+        Claim(
+            "can-within-0.5",
+            f"CAN stays within {ON_PAR} BLEU of Balanced",
+            f"ΔBLEU >= -{ON_PAR} on every evaluation set",
+            "paper",
+            f"{t2['CAN'].test_bleu - t2['Balanced'].test_bleu:+.2f} (Table 2, En-De)",
+            "results",
+            keeps("can", "balanced"),
+        ),
+        Claim(
+            "can-faster-than-san",
+            "CAN decodes faster than SAN (more than 1x)",
+            "tokens/s ratio > 1 over every timed repeat",
+            "paper",
+            f"{t2['CAN'].speed / t2['SAN'].speed:.2f}x (CAN {can:.2f}x, SAN "
+            f"{t2['SAN'].speed / t2['Balanced'].speed:.2f}x Balanced)",
+            "speed",
+            SpeedRatio("can", "san", Threshold(">", 1.0)),
+            over="runs",
+        ),
+        Claim(
+            "can-faster-than-aan",
+            "CAN decodes faster than AAN (more than 1x)",
+            "tokens/s ratio > 1 over every timed repeat",
+            "paper",
+            f"{t2['CAN'].speed / t2['AAN'].speed:.2f}x (CAN {can:.2f}x, AAN "
+            f"{t2['AAN'].speed / t2['Balanced'].speed:.2f}x Balanced)",
+            "speed",
+            SpeedRatio("can", "aan", Threshold(">", 1.0)),
+            over="runs",
+        ),
+        Claim(
+            "attn-faster-than-ffn",
+            "Compress Attention decodes faster than Compress FFN (more than 1x, Table 5)",
+            "Compress Attention / Compress FFN tokens/s > 1 over every timed repeat",
+            "paper",
+            f"{t5['Compress Attention'].speed / t5['Compress FFN'].speed:.2f}x",
+            "ablation",
+            SpeedRatio("can_attn", "can_ffn", Threshold(">", 1.0)),
+            over="runs",
+        ),
+        Claim(
+            "can-ffn-keeps-bleu",
+            f"Compress FFN keeps Balanced's BLEU (at most {ON_PAR} below, Table 5)",
+            f"ΔBLEU >= -{ON_PAR} on every evaluation set",
+            "paper",
+            f"{t5['Compress FFN'].test_bleu - t5['Balanced'].test_bleu:+.2f}",
+            "ablation",
+            keeps("can_ffn", "balanced"),
+        ),
+        Claim(
+            "depth-14-1-loses",
+            "A 14/1 model scores below 12/2 (Figure 4)",
+            "ΔBLEU < 0 on every evaluation set (with one 14/1 seed: the seed-1 pair's test-set interval alone)",
+            "paper",
+            f"{f4['14/1']['bleu'] - f4['12/2']['bleu']:+.2f}",
+            "depths",
+            Contrast((Term(1.0, "depth-14-1"), Term(-1.0, "balanced")), Threshold("<", 0.0), one_seed=True),
+        ),
+        Claim(
+            "batch-gain-shrinks",
+            f"CAN's gain over Balanced is smaller at batch {f7['batch'][-1]} than at 1 (Figure 7)",
+            f"(CAN/Balanced at batch {f7['batch'][0]}) - (at {f7['batch'][-1]}) > 0 over every timed repeat",
+            "paper",
+            f"{1 + f7['delta_speed_pct'][0] / 100:.2f}x at {f7['batch'][0]}, "
+            f"{1 + f7['delta_speed_pct'][-1] / 100:.2f}x at {f7['batch'][-1]}",
+            "speed",
+            BatchCurve("can", "balanced", f7["batch"][0], f7["batch"][-1]),
+            over="runs",
+        ),
+        Claim(
+            "inputs-alike",
+            f"Self- and cross-attention inputs are alike: cosine similarity at least "
+            f"{round(min(diag), 2):.2f} in every decoder layer (Figure 2)",
+            f"cosine similarity >= {round(min(diag), 2):.2f} (the paper's lowest) in every decoder layer",
+            "paper",
+            f"{min(diag):.2f}-{max(diag):.2f} over the 6 layers",
+            "similarity",
+            Similarity(Threshold(">=", round(min(diag), 2))),
+            over="layers",
+        ),
+        Claim(
+            "can-within-0.5-tasks",
+            f"CAN stays within {ON_PAR} BLEU of Balanced on every direction (Tables 2-3)",
+            f"ΔBLEU >= -{ON_PAR} on every evaluation set of every Multi30k direction",
+            "paper",
+            f"{min(gaps):+.2f} to {max(gaps):+.2f} over {len(gaps)} tasks",
+            "tasks",
+            CrossTask(par),
+            over="directions",
+        ),
+        Claim(
+            "kd-can-within-0.5",
+            f"With distillation CAN stays within {ON_PAR} BLEU of Balanced (Table 4)",
+            f"ΔBLEU >= -{ON_PAR} on every evaluation set, both distilled",
+            "paper",
+            f"{t4['CAN'].after_kd - t4['Balanced'].after_kd:+.2f} (Table 4, both distilled)",
+            "beyond",
+            Contrast(
+                (
+                    Term(1.0, "can", "CAN distilled", "distill", "kd"),
+                    Term(-1.0, "balanced", "Balanced distilled", "distill", "kd"),
+                ),
+                par,
+            ),
+        ),
+        Claim(
+            "can-6-6-hurts-less",
+            "CAN hurts less on 6/6 than on 12/2 (Results)",
+            "(CAN 6/6 - Baseline) - (CAN - Balanced) > 0 on every evaluation set",
+            "paper",
+            f"{PAPER_CAN_ON['6/6']:+.2f} vs {PAPER_CAN_ON['12/2']:+.2f} on average (Results)",
+            "beyond",
+            Contrast(
+                (
+                    Term(1.0, "can-6-6", "CAN 6/6", "can-6-6"),
+                    Term(-1.0, "baseline"),
+                    Term(-1.0, "can"),
+                    Term(1.0, "balanced"),
+                ),
+                Threshold(">", 0.0),
+            ),
+        ),
     ]
 
 
@@ -185,47 +289,162 @@ def _book_claims() -> list[Claim]:
         return Contrast((Term(1.0, system, f"{LABELS[system]} distilled", "distill", "kd"), Term(-1.0, system)), above)
 
     claims = [
-        Claim("can-below-balanced", "CAN scores below Balanced", "ΔBLEU < 0 on every evaluation set", "book", "—",
-              "errors", pair("can", "balanced", below, budgets=True)),
-        Claim("can-attn-below-balanced", "Compress Attention scores below Balanced", "ΔBLEU < 0 on every evaluation set",
-              "book", "—", "ablation", pair("can_attn", "balanced", below)),
-        Claim("can-ffn-below-balanced", "Compress FFN scores below Balanced", "ΔBLEU < 0 on every evaluation set",
-              "book", "—", "ablation", pair("can_ffn", "balanced", below)),
-        Claim("can-above-can-attn", "CAN scores above Compress Attention (the paper's order)",
-              "ΔBLEU > 0 on every evaluation set", "book", "—", "ablation", pair("can", "can_attn", above)),
-        Claim("can-attn-below-can-ffn", "Compress Attention scores below Compress FFN (the paper's order)",
-              "ΔBLEU < 0 on every evaluation set", "book", "—", "ablation", pair("can_attn", "can_ffn", below)),
-        Claim("budget-adds-balanced", "Twice the updates adds BLEU to Balanced", "Balanced 2x - 1x > 0 on every evaluation set",
-              "book", "—", "results", x2("balanced")),
-        Claim("budget-adds-can", "Twice the updates adds BLEU to CAN", "CAN 2x - 1x > 0 on every evaluation set",
-              "book", "—", "results", x2("can")),
-        Claim("budget-narrows-gap", "Twice the updates narrows CAN's gap to Balanced",
-              "(CAN - Balanced at 2x) - (at 1x) > 0 on every evaluation set", "book", "—", "beyond",
-              Contrast((Term(1.0, "can", "CAN 2x", factor=2), Term(-1.0, "balanced", "Balanced 2x", factor=2),
-                        Term(-1.0, "can", factor=1), Term(1.0, "balanced", factor=1)), above)),
-        Claim("kd-narrows-gap", "Distillation narrows CAN's gap to Balanced",
-              "(CAN - Balanced distilled) - (on real targets) > 0 on every evaluation set", "book", "—", "beyond",
-              Contrast((Term(1.0, "can", "CAN distilled", "distill", "kd"),
-                        Term(-1.0, "balanced", "Balanced distilled", "distill", "kd"), Term(-1.0, "can"),
-                        Term(1.0, "balanced")), above)),
-        *[Claim(f"kd-adds-{s.replace('_', '-')}", f"Distillation adds BLEU to {LABELS[s]}",
-                f"{LABELS[s]} distilled - on real targets > 0 on every evaluation set", "book", "—", "beyond", kd(s))
-          for s in STUDENTS],
-        Claim("can-6-6-within-0.5", f"CAN on 6/6 stays within {ON_PAR} BLEU of Baseline 6/6",
-              f"ΔBLEU >= -{ON_PAR} on every evaluation set", "book", "—", "beyond",
-              Contrast((Term(1.0, "can-6-6", "CAN 6/6", "can-6-6"), Term(-1.0, "baseline")), Threshold(">=", -ON_PAR))),
-        Claim("loss-balanced-above-baseline", "Balanced ends with a higher validation loss than Baseline",
-              "final validation loss difference > 0 (seed interval)", "book", "—", "training",
-              LossGap("balanced", "baseline")),
-        Claim("loss-can-above-balanced", "CAN ends with a higher validation loss than Balanced",
-              "final validation loss difference > 0 (seed interval)", "book", "—", "training", LossGap("can", "balanced")),
-        Claim("loss-still-falling", "The validation loss still falls at the end of training",
-              "(validation loss at the one before last validation) - (at the last) > 0 in every run", "book", "—", "training",
-              LossFalling(("baseline", "balanced", "can")), over="runs"),
-        Claim("gate-decisive", f"CAN's gate is decisive in every layer (more than {DECISIVE:.0%} of its values within "
-              f"{NEAR} of 0 or 1)",
-              f"more than {DECISIVE:.0%} of each layer's gate values within {NEAR} of 0 or 1", "book", "—", "attention",
-              GateShare(Threshold(">", DECISIVE), NEAR), over="layers"),
+        Claim(
+            "can-below-balanced",
+            "CAN scores below Balanced",
+            "ΔBLEU < 0 on every evaluation set",
+            "book",
+            "—",
+            "errors",
+            pair("can", "balanced", below, budgets=True),
+        ),
+        Claim(
+            "can-attn-below-balanced",
+            "Compress Attention scores below Balanced",
+            "ΔBLEU < 0 on every evaluation set",
+            "book",
+            "—",
+            "ablation",
+            pair("can_attn", "balanced", below),
+        ),
+        Claim(
+            "can-ffn-below-balanced",
+            "Compress FFN scores below Balanced",
+            "ΔBLEU < 0 on every evaluation set",
+            "book",
+            "—",
+            "ablation",
+            pair("can_ffn", "balanced", below),
+        ),
+        Claim(
+            "can-above-can-attn",
+            "CAN scores above Compress Attention (the paper's order)",
+            "ΔBLEU > 0 on every evaluation set",
+            "book",
+            "—",
+            "ablation",
+            pair("can", "can_attn", above),
+        ),
+        Claim(
+            "can-attn-below-can-ffn",
+            "Compress Attention scores below Compress FFN (the paper's order)",
+            "ΔBLEU < 0 on every evaluation set",
+            "book",
+            "—",
+            "ablation",
+            pair("can_attn", "can_ffn", below),
+        ),
+        Claim(
+            "budget-adds-balanced",
+            "Twice the updates adds BLEU to Balanced",
+            "Balanced 2x - 1x > 0 on every evaluation set",
+            "book",
+            "—",
+            "results",
+            x2("balanced"),
+        ),
+        Claim(
+            "budget-adds-can",
+            "Twice the updates adds BLEU to CAN",
+            "CAN 2x - 1x > 0 on every evaluation set",
+            "book",
+            "—",
+            "results",
+            x2("can"),
+        ),
+        Claim(
+            "budget-narrows-gap",
+            "Twice the updates narrows CAN's gap to Balanced",
+            "(CAN - Balanced at 2x) - (at 1x) > 0 on every evaluation set",
+            "book",
+            "—",
+            "beyond",
+            Contrast(
+                (
+                    Term(1.0, "can", "CAN 2x", factor=2),
+                    Term(-1.0, "balanced", "Balanced 2x", factor=2),
+                    Term(-1.0, "can", factor=1),
+                    Term(1.0, "balanced", factor=1),
+                ),
+                above,
+            ),
+        ),
+        Claim(
+            "kd-narrows-gap",
+            "Distillation narrows CAN's gap to Balanced",
+            "(CAN - Balanced distilled) - (on real targets) > 0 on every evaluation set",
+            "book",
+            "—",
+            "beyond",
+            Contrast(
+                (
+                    Term(1.0, "can", "CAN distilled", "distill", "kd"),
+                    Term(-1.0, "balanced", "Balanced distilled", "distill", "kd"),
+                    Term(-1.0, "can"),
+                    Term(1.0, "balanced"),
+                ),
+                above,
+            ),
+        ),
+        *[
+            Claim(
+                f"kd-adds-{s.replace('_', '-')}",
+                f"Distillation adds BLEU to {LABELS[s]}",
+                f"{LABELS[s]} distilled - on real targets > 0 on every evaluation set",
+                "book",
+                "—",
+                "beyond",
+                kd(s),
+            )
+            for s in STUDENTS
+        ],
+        Claim(
+            "can-6-6-within-0.5",
+            f"CAN on 6/6 stays within {ON_PAR} BLEU of Baseline 6/6",
+            f"ΔBLEU >= -{ON_PAR} on every evaluation set",
+            "book",
+            "—",
+            "beyond",
+            Contrast((Term(1.0, "can-6-6", "CAN 6/6", "can-6-6"), Term(-1.0, "baseline")), Threshold(">=", -ON_PAR)),
+        ),
+        Claim(
+            "loss-balanced-above-baseline",
+            "Balanced ends with a higher validation loss than Baseline",
+            "final validation loss difference > 0 (seed interval)",
+            "book",
+            "—",
+            "training",
+            LossGap("balanced", "baseline"),
+        ),
+        Claim(
+            "loss-can-above-balanced",
+            "CAN ends with a higher validation loss than Balanced",
+            "final validation loss difference > 0 (seed interval)",
+            "book",
+            "—",
+            "training",
+            LossGap("can", "balanced"),
+        ),
+        Claim(
+            "loss-still-falling",
+            "The validation loss still falls at the end of training",
+            "(validation loss at the one before last validation) - (at the last) > 0 in every run",
+            "book",
+            "—",
+            "training",
+            LossFalling(("baseline", "balanced", "can")),
+            over="runs",
+        ),
+        Claim(
+            "gate-decisive",
+            f"CAN's gate is decisive in every layer (more than {DECISIVE:.0%} of its values within {NEAR} of 0 or 1)",
+            f"more than {DECISIVE:.0%} of each layer's gate values within {NEAR} of 0 or 1",
+            "book",
+            "—",
+            "attention",
+            GateShare(Threshold(">", DECISIVE), NEAR),
+            over="layers",
+        ),
     ]
     return claims
 
@@ -237,6 +456,7 @@ if len(BY_ID) != len(CLAIMS):
 
 
 # -- judging -------------------------------------------------------------------------------------------------------
+
 
 class Judgements:
     """Every claim of one store, each judged on first use and kept: ``judged(store)[id]``."""
@@ -271,20 +491,35 @@ def judged(store: Store) -> Judgements:
 
 # -- the table and the command line ----------------------------------------------------------------------------
 
+
 def table(rows: Sequence[Judged], *, marked: bool = False, link: Callable[[str], str] | None = None):
     """One row per claim: id, claim, the paper's, ours, the verdict (marked HTML with ``marked``), the chapter."""
     import pandas as pd
 
-    return pd.DataFrame([{"id": j.claim.id, "claim": j.claim.name, "paper": j.claim.paper, "ours": j.ours,
-                          "verdict": mark(j) if marked else j.word,
-                          "chapter": link(j.claim.chapter) if link else j.claim.chapter} for j in rows])
+    return pd.DataFrame(
+        [
+            {
+                "id": j.claim.id,
+                "claim": j.claim.name,
+                "paper": j.claim.paper,
+                "ours": j.ours,
+                "verdict": mark(j) if marked else j.word,
+                "chapter": link(j.claim.chapter) if link else j.claim.chapter,
+            }
+            for j in rows
+        ]
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", default=None, help="the scale to judge (default: small once runs are stored there)")
     parser.add_argument("--out", default=None, help="a results folder instead of book/results")
-    parser.add_argument("--source", choices=("paper", "book"), default=None, help="only the paper's or the book's claims")
-    parser.add_argument("--json", action="store_true", help="a JSON list: one object per claim, with its evidence as data")
+    parser.add_argument(
+        "--source", choices=("paper", "book"), default=None, help="only the paper's or the book's claims"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="a JSON list: one object per claim, with its evidence as data"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ cannot drift from the code it explains. Every drawn block carries a ``gid`` (``"
 ``"product"``, ...) so a test can count what the picture claims: three LayerNorms and three residual adds in
 the standard layer, one of each in CAN.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,8 +37,16 @@ class Block:
 
 
 def _box(ax: Axes, b: Block) -> tuple[float, float, float, float]:
-    patch = FancyBboxPatch((b.x - b.w / 2, b.y - b.h / 2), b.w, b.h, boxstyle="round,pad=0.05,rounding_size=0.15",
-                           facecolor=COLORS.get(b.kind, "#eeeeee"), edgecolor="#333333", linewidth=1.0, gid=b.kind)
+    patch = FancyBboxPatch(
+        (b.x - b.w / 2, b.y - b.h / 2),
+        b.w,
+        b.h,
+        boxstyle="round,pad=0.05,rounding_size=0.15",
+        facecolor=COLORS.get(b.kind, "#eeeeee"),
+        edgecolor="#333333",
+        linewidth=1.0,
+        gid=b.kind,
+    )
     ax.add_patch(patch)
     ax.text(b.x, b.y, b.text, ha="center", va="center", fontsize=8.5)
     return b.x, b.y, b.w, b.h
@@ -49,9 +58,21 @@ def _add(ax: Axes, x: float, y: float) -> None:
     ax.text(x, y, "+", ha="center", va="center", fontsize=11)
 
 
-def _arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float], rad: float = 0.0, dashed: bool = False) -> None:
-    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=10, linewidth=1.0, color="#333333",
-                                 connectionstyle=f"arc3,rad={rad}", linestyle="--" if dashed else "-"))
+def _arrow(
+    ax: Axes, start: tuple[float, float], end: tuple[float, float], rad: float = 0.0, dashed: bool = False
+) -> None:
+    ax.add_patch(
+        FancyArrowPatch(
+            start,
+            end,
+            arrowstyle="-|>",
+            mutation_scale=10,
+            linewidth=1.0,
+            color="#333333",
+            connectionstyle=f"arc3,rad={rad}",
+            linestyle="--" if dashed else "-",
+        )
+    )
 
 
 def _residual_path(ax: Axes, x_from: float, y_from: float, y_add: float, side: float) -> None:
@@ -106,26 +127,43 @@ def draw_can_layer(ax: Axes) -> None:
     _box(ax, Block(cx, 2.05, "LayerNorm (the only one)", "norm", h=0.7))
     # one fused product of X: [Wq | Wk1 | W~v1 | W1] (canlib's x_proj)
     ax.add_patch(Rectangle((1.55, 2.85), 7.0, 1.45, fill=False, linestyle="--", edgecolor="#2a7a2a", gid="parallel"))
-    ax.text(1.6, 4.42, r"one product $X[W_q\,|\,W_{k1}\,|\,\tilde W_{v1}\,|\,W_1]$ (x_proj)", fontsize=7.5, color="#2a7a2a")
+    ax.text(
+        1.6, 4.42, r"one product $X[W_q\,|\,W_{k1}\,|\,\tilde W_{v1}\,|\,W_1]$ (x_proj)", fontsize=7.5, color="#2a7a2a"
+    )
     xs = [2.45, 4.15, 5.9, 7.65]
-    labels = [r"$XW_q$" + "\n" + r"$d$", r"$XW_{k1}$" + "\n" + r"$d$", r"$X\tilde W_{v1}$" + "\n" + r"$4d$",
-              r"$XW_1$" + "\n" + r"$4d$"]
+    labels = [
+        r"$XW_q$" + "\n" + r"$d$",
+        r"$XW_{k1}$" + "\n" + r"$d$",
+        r"$X\tilde W_{v1}$" + "\n" + r"$4d$",
+        r"$XW_1$" + "\n" + r"$4d$",
+    ]
     for x, label in zip(xs, labels):
         _arrow(ax, (cx, 2.4), (x, 3.05), rad=0.0)
         _box(ax, Block(x, 3.55, label, "product", w=1.55, h=0.95))
     # one softmax over [prefix ; source], fed by the shared query and both key blocks
-    _box(ax, Block(3.3, 6.3, "ONE softmax over\n[prefix ; source]\n" + r"$A$: $t \times (t+s)$", "softmax", w=3.0, h=1.3))
+    _box(
+        ax, Block(3.3, 6.3, "ONE softmax over\n[prefix ; source]\n" + r"$A$: $t \times (t+s)$", "softmax", w=3.0, h=1.3)
+    )
     for x in (2.45, 4.15):
         _arrow(ax, (x, 4.05), (x, 5.62))
     # the source side: computed once per sentence (h_proj), shared by all steps and beams
     ax.add_patch(Rectangle((6.05, 5.55), 3.05, 1.45, fill=False, linestyle="--", edgecolor="#2a7a2a", gid="parallel"))
-    ax.text(6.05, 7.08, r"encoder $H[W_{k2}|\tilde W_{v2}]$, once" + "\nper sentence (h_proj)", fontsize=7.5,
-            color="#2a7a2a", va="bottom")
+    ax.text(
+        6.05,
+        7.08,
+        r"encoder $H[W_{k2}|\tilde W_{v2}]$, once" + "\nper sentence (h_proj)",
+        fontsize=7.5,
+        color="#2a7a2a",
+        va="bottom",
+    )
     _box(ax, Block(6.8, 6.25, r"$HW_{k2}$" + "\n" + r"$d$", "product", w=1.3, h=0.95))
     _box(ax, Block(8.35, 6.25, r"$H\tilde W_{v2}$" + "\n" + r"$4d$", "product", w=1.3, h=0.95))
     _arrow(ax, (6.15, 6.25), (4.82, 6.25))
     # A times the 4d-wide values of both blocks
-    _box(ax, Block(5.6, 8.9, r"$A\,[X\tilde W_{v1} ; H\tilde W_{v2}]$" + "\n" + r"$t \times 4d$", "attention", w=3.4, h=1.0))
+    _box(
+        ax,
+        Block(5.6, 8.9, r"$A\,[X\tilde W_{v1} ; H\tilde W_{v2}]$" + "\n" + r"$t \times 4d$", "attention", w=3.4, h=1.0),
+    )
     _arrow(ax, (3.3, 6.97), (4.4, 8.38))
     _arrow(ax, (5.9, 4.05), (5.6, 8.38))
     _arrow(ax, (8.35, 6.75), (6.8, 8.38))

@@ -9,6 +9,7 @@ typed) and keeps a device call's raw files in ``measurements/<run>/``; the loade
 each from a results folder ``root`` (default ``book/results``; :class:`canlib.studies.store.Store` passes its own).
 The operator counts of one decoding step (``canlib bench ops``, counted on a CPU) lie beside them in ``cpu/``.
 """
+
 from __future__ import annotations
 
 import re
@@ -43,6 +44,7 @@ def ab_runs(root: Path | None = None) -> list[str]:
 
 
 # -- loaders --------------------------------------------------------------------------------------
+
 
 def available_runs(root: Path | None = None) -> list[str]:
     """The stored GPU runs, newest folder name last."""
@@ -90,11 +92,16 @@ def speed_summary(run: str = DEFAULT_RUN, root: Path | None = None) -> dict[str,
     def ratio(rows: dict[str, dict[str, float]], a: str, b: str) -> float:
         return rows[a]["tok_per_s"] / rows[b]["tok_per_s"] if a in rows and b in rows else float("nan")
 
-    return {"run": run, "device": prov["device"], "commit": commit_label(prov), "date": prov["date"],
-            "Balanced / Baseline eager": ratio(eager, "balanced", "baseline"),
-            "CAN / Balanced eager": ratio(eager, "can", "balanced"),
-            "CAN / Balanced graphs": ratio(graphs, "can", "balanced"),
-            "captured == eager": f"{sum(map(bool, same.values()))} of {len(same)} systems"}
+    return {
+        "run": run,
+        "device": prov["device"],
+        "commit": commit_label(prov),
+        "date": prov["date"],
+        "Balanced / Baseline eager": ratio(eager, "balanced", "baseline"),
+        "CAN / Balanced eager": ratio(eager, "can", "balanced"),
+        "CAN / Balanced graphs": ratio(graphs, "can", "balanced"),
+        "captured == eager": f"{sum(map(bool, same.values()))} of {len(same)} systems",
+    }
 
 
 def ratio_range(rows: dict[str, dict[str, Any]], system: str, against: str) -> tuple[float, float, float]:
@@ -104,8 +111,11 @@ def ratio_range(rows: dict[str, dict[str, Any]], system: str, against: str) -> t
     if a.get("tok_per_s_repeats") and b.get("tok_per_s_repeats"):
         ratios = repeat_ratios(a["tok_per_s_repeats"], b["tok_per_s_repeats"])
         return statistics.median(ratios), min(ratios), max(ratios)
-    return (a["tok_per_s"] / b["tok_per_s"], a.get("min", a["tok_per_s"]) / b.get("max", b["tok_per_s"]),
-            a.get("max", a["tok_per_s"]) / b.get("min", b["tok_per_s"]))
+    return (
+        a["tok_per_s"] / b["tok_per_s"],
+        a.get("min", a["tok_per_s"]) / b.get("max", b["tok_per_s"]),
+        a.get("max", a["tok_per_s"]) / b.get("min", b["tok_per_s"]),
+    )
 
 
 def load(kind: str, run: str = DEFAULT_RUN, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -118,8 +128,9 @@ def load(kind: str, run: str = DEFAULT_RUN, root: Path | None = None) -> tuple[d
     return load_result(path)
 
 
-def gpu_speed(mode: str = "eager", run: str = DEFAULT_RUN,
-              root: Path | None = None) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+def gpu_speed(
+    mode: str = "eager", run: str = DEFAULT_RUN, root: Path | None = None
+) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """Tokens/s of the Table 2 systems on the GPU: {system: {tok_per_s, min, median, max, ratio_to_balanced}}.
 
     ``mode`` is ``"eager"`` (PyTorch launching every kernel, the paper's regime) or ``"captured"``
@@ -132,14 +143,25 @@ def gpu_speed(mode: str = "eager", run: str = DEFAULT_RUN,
     if "balanced" in rows:
         for row in rows.values():
             row["ratio_to_balanced"] = row["tok_per_s"] / rows["balanced"]["tok_per_s"]
-    return rows, {**prov, "mode": mode, "dtype": result["dtype"], "settings": result["settings"],
-                  "captured_matches_eager": result["captured_matches_eager"]}
+    return rows, {
+        **prov,
+        "mode": mode,
+        "dtype": result["dtype"],
+        "settings": result["settings"],
+        "captured_matches_eager": result["captured_matches_eager"],
+    }
 
 
-def gpu_breakdown(run: str = DEFAULT_RUN, root: Path | None = None) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+def gpu_breakdown(
+    run: str = DEFAULT_RUN, root: Path | None = None
+) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """Eager per-sentence milliseconds and shares of encoder, decoder layers, output projection and search."""
     result, prov = load("breakdown", run, root)
-    return {s: r["breakdown"] for s, r in result["systems"].items() if "breakdown" in r}, {**prov, "dtype": result["dtype"], "settings": result["settings"]}
+    return {s: r["breakdown"] for s, r in result["systems"].items() if "breakdown" in r}, {
+        **prov,
+        "dtype": result["dtype"],
+        "settings": result["settings"],
+    }
 
 
 def gpu_batch(run: str = DEFAULT_RUN, root: Path | None = None) -> tuple[dict[str, dict[int, float]], dict[str, Any]]:
@@ -149,8 +171,9 @@ def gpu_batch(run: str = DEFAULT_RUN, root: Path | None = None) -> tuple[dict[st
     return out, {**prov, "dtype": result["dtype"], "settings": result["settings"]}
 
 
-def gpu_training(kind: str = "training_4k", run: str = DEFAULT_RUN,
-                 root: Path | None = None) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+def gpu_training(
+    kind: str = "training_4k", run: str = DEFAULT_RUN, root: Path | None = None
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """Training throughput (bf16, synthetic or real tokens): {system: {target_tokens_per_sec, mfu, ...}}."""
     if not kind.startswith("training"):
         raise ValueError(f"kind={kind!r}: a training file (training_4k, training_32k, training_small)")
@@ -166,9 +189,14 @@ def gpu_profile(run: str, root: Path | None = None) -> tuple[dict[str, dict[str,
     return result["cases"], {**prov, "errors": result["errors"]}
 
 
-PROFILE_COLUMNS = {"wall_ms": "wall ms / step", "cpu_ms": "host CPU ms / step", "gpu_kernel_ms": "GPU kernel ms / step",
-                   "gpu_busy_share": "GPU busy share", "kernel_launches": "kernel launches / step",
-                   "host_syncs": "host syncs / step"}
+PROFILE_COLUMNS = {
+    "wall_ms": "wall ms / step",
+    "cpu_ms": "host CPU ms / step",
+    "gpu_kernel_ms": "GPU kernel ms / step",
+    "gpu_busy_share": "GPU busy share",
+    "kernel_launches": "kernel launches / step",
+    "host_syncs": "host syncs / step",
+}
 
 
 def profile_frame(ops: dict[str, Any] | None = None, runs: list[str] | None = None):
@@ -197,15 +225,22 @@ def gpu_translation(run: str = DEFAULT_RUN, root: Path | None = None) -> tuple[d
     """A small-can trained on the GPU with ``canlib train``: scores recomputed from its hypotheses, examples."""
     path = gpu_dir(run, root) / "translation_small.json"
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no stored GPU translation; convert a measurement folder with `{INGEST_COMMAND}`")
+        raise FileNotFoundError(
+            f"{path}: no stored GPU translation; convert a measurement folder with `{INGEST_COMMAND}`"
+        )
     return load_result(path)
 
 
 def gpu_setting(prov: dict[str, Any]) -> str:
     """How a GPU figure was measured, in words, for the line under a table."""
     s = prov.get("settings") or {}
-    batch = (f"batch sizes {', '.join(map(str, s['batches']))}" if s.get("study") == "batch" and s.get("batches")
-             else f"batch {s.get('batch', 1)}")
-    return (f"{prov['device']}, {prov.get('dtype') or 'dtype not recorded'}, beam {s.get('beam')}, {batch}, "
-            f"forced length {s.get('forced_length')}, {s.get('sentences')} sentences x {s.get('repeats')} repeats, "
-            f"d=512 presets with random weights, commit {prov['commit']}, {prov['date']}")
+    batch = (
+        f"batch sizes {', '.join(map(str, s['batches']))}"
+        if s.get("study") == "batch" and s.get("batches")
+        else f"batch {s.get('batch', 1)}"
+    )
+    return (
+        f"{prov['device']}, {prov.get('dtype') or 'dtype not recorded'}, beam {s.get('beam')}, {batch}, "
+        f"forced length {s.get('forced_length')}, {s.get('sentences')} sentences x {s.get('repeats')} repeats, "
+        f"d=512 presets with random weights, commit {prov['commit']}, {prov['date']}"
+    )

@@ -4,6 +4,7 @@ Quoted as the paper's: chapters print them beside our measurements, never instea
 by name through a small accessor (:func:`table2`, :func:`table3`, :func:`table4`, :func:`table5`, :func:`table1`,
 :func:`figure4`), whose fields are the columns the paper's table gives, so no caller indexes a bare position.
 """
+
 from __future__ import annotations
 
 import json
@@ -60,11 +61,13 @@ class Table1Row:
 
 
 # each table's columns as paper_numbers.json names them, in the order of the row's fields
-COLUMNS = {"table2_wmt14": ("test_bleu", "valid_bleu", "speed_tok_per_s"),
-           "table3_wmt17": ("test_bleu", "valid_bleu", "speed_tok_per_s"), "table4_kd_en-de": ("before_kd", "after_kd"),
-           "table5_ablation_en-de": ("test_bleu", "speed"),
-           "table1_data": ("train_sentences", "train_words", "valid_sentences", "valid_words", "test_sentences",
-                           "test_words")}
+COLUMNS = {
+    "table2_wmt14": ("test_bleu", "valid_bleu", "speed_tok_per_s"),
+    "table3_wmt17": ("test_bleu", "valid_bleu", "speed_tok_per_s"),
+    "table4_kd_en-de": ("before_kd", "after_kd"),
+    "table5_ablation_en-de": ("test_bleu", "speed"),
+    "table1_data": ("train_sentences", "train_words", "valid_sentences", "valid_words", "test_sentences", "test_words"),
+}
 
 
 def _rows(key: str, row: type) -> dict[str, object]:

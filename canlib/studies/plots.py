@@ -3,6 +3,7 @@ several seeds; the 2x runs' learning curves beside it), Figure 2 (sub-layer simi
 it, for the paper's 6/6 model and for Balanced's two layers), Figure 6 (BLEU per bucket), a decoding step's kernels, and
 one figure per BLEU claim (:func:`plot_claim`: the claims registry's judgement per evaluation set and budget, with
 its seed and bootstrap intervals, drawn the same way on every page that judges a claim)."""
+
 from __future__ import annotations
 
 import json
@@ -63,19 +64,31 @@ def plot_seed_curves(curves: dict[str, dict[str, dict[str, Any]]], ax=None):
     for i, (label, c) in enumerate(curves.items()):
         color, train, valid = f"C{i}", c["train"], c["valid"]
         seeds = train["seeds"]
-        ax.plot(train["step"], train["mean"], color=color, label=f"{label} train ({seeds} seed{'s' if seeds > 1 else ''})")
+        ax.plot(
+            train["step"], train["mean"], color=color, label=f"{label} train ({seeds} seed{'s' if seeds > 1 else ''})"
+        )
         if seeds > 1:
             ax.fill_between(train["step"], train["min"], train["max"], color=color, alpha=0.2, linewidth=0)
-        ax.errorbar(valid["step"], valid["mean"], yerr=[valid["mean"] - valid["min"], valid["max"] - valid["mean"]],
-                    color=color, linestyle="--", marker="o", ms=4, capsize=3, label=f"{label} valid")
+        ax.errorbar(
+            valid["step"],
+            valid["mean"],
+            yerr=[valid["mean"] - valid["min"], valid["max"] - valid["mean"]],
+            color=color,
+            linestyle="--",
+            marker="o",
+            ms=4,
+            capsize=3,
+            label=f"{label} valid",
+        )
     ax.set_xlabel("update")
     ax.set_ylabel("label-smoothed loss (nats/token)")
     ax.legend(fontsize="small")
     return ax
 
 
-def plot_budget_curves(curves: dict[str, dict[str, dict[str, Any]]], paper: dict[str, Any], averaged: tuple[int, ...],
-                       stop: int):
+def plot_budget_curves(
+    curves: dict[str, dict[str, dict[str, Any]]], paper: dict[str, Any], averaged: tuple[int, ...], stop: int
+):
     """The 2x learning curves beside the paper's Figure 8: greedy validation BLEU and validation loss per update
     (mean over seeds, bars from min to max), the updates a 1x run averages (dotted) and where it stops (solid),
     and the paper's validation loss per epoch. ``curves[label]`` holds ``"bleu"`` and ``"loss"``, each from
@@ -86,8 +99,16 @@ def plot_budget_curves(curves: dict[str, dict[str, dict[str, Any]]], paper: dict
     for i, (label, c) in enumerate(curves.items()):
         for ax, key in zip(axes, ("bleu", "loss")):
             r = c[key]
-            ax.errorbar(r["step"], r["mean"], yerr=[r["mean"] - r["min"], r["max"] - r["mean"]], color=f"C{i}",
-                        marker="o", ms=4, capsize=3, label=f"{label} 2x ({r['seeds']} seeds)")
+            ax.errorbar(
+                r["step"],
+                r["mean"],
+                yerr=[r["mean"] - r["min"], r["max"] - r["mean"]],
+                color=f"C{i}",
+                marker="o",
+                ms=4,
+                capsize=3,
+                label=f"{label} 2x ({r['seeds']} seeds)",
+            )
     for ax, ylabel in zip(axes, ("greedy valid BLEU", "valid loss (nats/token)")):
         for step in averaged:
             ax.axvline(step, color="gray", linestyle=":", linewidth=1)
@@ -104,8 +125,10 @@ def plot_budget_curves(curves: dict[str, dict[str, dict[str, Any]]], paper: dict
     return fig
 
 
-SIMILARITY_PANELS = (("self_vs_cross", "Self-attention input (layer)", "Cross-attention input (layer)"),
-                     ("cross_vs_ffn", "Cross-attention input (layer)", "FFN input (layer)"))
+SIMILARITY_PANELS = (
+    ("self_vs_cross", "Self-attention input (layer)", "Cross-attention input (layer)"),
+    ("cross_vs_ffn", "Cross-attention input (layer)", "FFN input (layer)"),
+)
 
 
 def _draw_similarity(ax, matrix, xlabel: str, ylabel: str, title: str, vmin: float, vmax: float):
@@ -123,13 +146,21 @@ def _draw_similarity(ax, matrix, xlabel: str, ylabel: str, title: str, vmin: flo
     for i in range(n):
         for j in range(n):
             bright = matrix[i, j] > (vmin + vmax) / 2
-            ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=7 if n > 3 else 10,
-                    color="black" if bright else "white")
+            ax.text(
+                j,
+                i,
+                f"{matrix[i, j]:.2f}",
+                ha="center",
+                va="center",
+                fontsize=7 if n > 3 else 10,
+                color="black" if bright else "white",
+            )
     return image
 
 
-def plot_similarity(paper: dict[str, Any], ours: dict[str, Any], label: str = "ours", vmin: float = 0.7,
-                    vmax: float = 0.95):
+def plot_similarity(
+    paper: dict[str, Any], ours: dict[str, Any], label: str = "ours", vmin: float = 0.7, vmax: float = 0.95
+):
     """Figure 2 as the paper draws it, the paper's matrices above ours on one colour scale: layer 1 at the bottom,
     x labels on top, black at ``vmin`` and below, white at ``vmax`` and above (the paper's pgfplots settings).
 
@@ -141,8 +172,12 @@ def plot_similarity(paper: dict[str, Any], ours: dict[str, Any], label: str = "o
     fig, axes = plt.subplots(2, 2, figsize=(8, 7.8), constrained_layout=True)
     image = None
     for col, (key, ylabel, xlabel) in enumerate(SIMILARITY_PANELS):
-        for row, (matrix, who) in enumerate([(np.array(paper[key]).T, "paper (WMT14 En-De)"), (np.array(ours[key]), label)]):
-            image = _draw_similarity(axes[row, col], matrix, xlabel, ylabel, f"{who}: {key.replace('_', ' ')}", vmin, vmax)
+        for row, (matrix, who) in enumerate(
+            [(np.array(paper[key]).T, "paper (WMT14 En-De)"), (np.array(ours[key]), label)]
+        ):
+            image = _draw_similarity(
+                axes[row, col], matrix, xlabel, ylabel, f"{who}: {key.replace('_', ' ')}", vmin, vmax
+            )
     fig.colorbar(image, ax=axes, shrink=0.6, label=f"cosine similarity (clipped to {vmin}-{vmax}, as the paper)")
     return fig
 
@@ -156,13 +191,16 @@ def plot_layer_similarity(ours: dict[str, Any], label: str, vmin: float = 0.7, v
     fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.9), constrained_layout=True)
     image = None
     for ax, (key, ylabel, xlabel) in zip(axes, SIMILARITY_PANELS):
-        image = _draw_similarity(ax, np.array(ours[key]), xlabel, ylabel, f"{label}: {key.replace('_', ' ')}", vmin, vmax)
+        image = _draw_similarity(
+            ax, np.array(ours[key]), xlabel, ylabel, f"{label}: {key.replace('_', ' ')}", vmin, vmax
+        )
     fig.colorbar(image, ax=axes, shrink=0.8, label=f"cosine ({vmin}-{vmax})")
     return fig
 
 
-def plot_error_buckets(rows: dict[str, list[dict[str, Any]]], paper: dict[str, Any], labels: tuple[str, str],
-                       title: str = "ours"):
+def plot_error_buckets(
+    rows: dict[str, list[dict[str, Any]]], paper: dict[str, Any], labels: tuple[str, str], title: str = "ours"
+):
     """Figure 6: our BLEU per bucket (top; only the rows marked ``shown``, the others named under the axis) above
     the paper's (bottom). ``rows[key]`` is :func:`canlib.studies.analyses.bucket_rows`; ``labels`` name its two
     systems; ``paper`` is ``paper_numbers()["fig6_error_en-de"]``."""
@@ -177,26 +215,36 @@ def plot_error_buckets(rows: dict[str, list[dict[str, Any]]], paper: dict[str, A
         ticks = [f"{r['bucket']}\n(n={r['sentences']})" for r in shown]
         for system, label in zip(systems, labels):
             ax.plot(ticks, [r[system] for r in shown], "o-", label=label)
-        ax.set_title(f"{title}: by source {'subword frequency (quantiles)' if key == 'frequency' else 'length (words)'}",
-                     fontsize=10)
+        ax.set_title(
+            f"{title}: by source {'subword frequency (quantiles)' if key == 'frequency' else 'length (words)'}",
+            fontsize=10,
+        )
         ax.set_ylabel("tokenized BLEU")
         if hidden:
-            ax.set_xlabel("not drawn (too few sentences): " + ", ".join(f"{r['bucket']} (n={r['sentences']})" for r in hidden),
-                          fontsize=8)
+            ax.set_xlabel(
+                "not drawn (too few sentences): " + ", ".join(f"{r['bucket']} (n={r['sentences']})" for r in hidden),
+                fontsize=8,
+            )
         ax.legend()
         ax = axes[1, col]
         series = paper[paper_key]
         for label in ("Balanced", "CAN"):
             ax.plot(series["x"], series[label], "s--", label=label)
-        ax.set_title(f"paper (Fig. 6, WMT14 En-De): by {'word frequency (x1e5)' if key == 'frequency' else 'translation length'}",
-                     fontsize=10)
+        ax.set_title(
+            f"paper (Fig. 6, WMT14 En-De): by {'word frequency (x1e5)' if key == 'frequency' else 'translation length'}",
+            fontsize=10,
+        )
         ax.set_ylabel("BLEU")
         ax.legend()
     return fig
 
 
-STEP_PARTS = (("embedding", "embedding", "#8c8c8c"), ("decoder", "decoder layer", None), ("output", "output projection",
-              "#6a3d9a"), ("search", "search bookkeeping", "#b15928"))
+STEP_PARTS = (
+    ("embedding", "embedding", "#8c8c8c"),
+    ("decoder", "decoder layer", None),
+    ("output", "output projection", "#6a3d9a"),
+    ("search", "search bookkeeping", "#b15928"),
+)
 LAYER_COLOURS = ("#1f78b4", "#a6cee3")  # alternating, so that each decoder layer reads as one block
 
 
@@ -220,8 +268,10 @@ def plot_step_kernels(ops: dict[str, Any], systems: dict[str, str], ax=None, not
         rest = c["decoder"]["kernel_operators"] - embedding - per_layer * c["decoder_layers"]  # the decoder's own
         if rest:
             blocks.append(("decoder, other", rest, STEP_PARTS[0][2]))
-        blocks += [("output", c["output"]["kernel_operators"], STEP_PARTS[2][2]),
-                   ("search", c["search"]["kernel_operators"], STEP_PARTS[3][2])]
+        blocks += [
+            ("output", c["output"]["kernel_operators"], STEP_PARTS[2][2]),
+            ("search", c["search"]["kernel_operators"], STEP_PARTS[3][2]),
+        ]
         for name, count, colour in blocks:
             for k in range(round(count)):
                 ax.add_patch(Rectangle((x + k + 0.06, y - 0.3), 0.88, 0.6, color=colour, lw=0))
@@ -236,8 +286,12 @@ def plot_step_kernels(ops: dict[str, Any], systems: dict[str, str], ax=None, not
     ax.set_xlabel("kernels launched one after another in one decoding step (counted, equal widths: not durations)")
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
-    handles = [Patch(color=STEP_PARTS[0][2], label="embedding"), Patch(color=LAYER_COLOURS[0], label="decoder layers"),
-               Patch(color=STEP_PARTS[2][2], label="output projection"), Patch(color=STEP_PARTS[3][2], label="search")]
+    handles = [
+        Patch(color=STEP_PARTS[0][2], label="embedding"),
+        Patch(color=LAYER_COLOURS[0], label="decoder layers"),
+        Patch(color=STEP_PARTS[2][2], label="output projection"),
+        Patch(color=STEP_PARTS[3][2], label="search"),
+    ]
     ax.legend(handles=handles, ncol=4, fontsize=8, loc="lower right", bbox_to_anchor=(1.0, 1.0), frameon=False)
     if note:
         ax.set_title(note, fontsize=9, loc="left", pad=18)
@@ -268,14 +322,29 @@ def claim_points(j: Any, budgets: Sequence[int] | None = None) -> list[dict[str,
     points = []
     for x in shown:
         for row in sorted(x.sets, key=lambda r: SPLIT_ORDER.index(r["split"])):
-            points.append({"budget": x.budget, "split": row["split"], "set": row["set"], "value": row["value"],
-                           "seed_interval": row["seed_interval"], "test_set_interval": row["test_set_interval"],
-                           "verdict": row["verdict"]})
+            points.append(
+                {
+                    "budget": x.budget,
+                    "split": row["split"],
+                    "set": row["set"],
+                    "value": row["value"],
+                    "seed_interval": row["seed_interval"],
+                    "test_set_interval": row["test_set_interval"],
+                    "verdict": row["verdict"],
+                }
+            )
     return points
 
 
-def plot_claim(j: Any, ax=None, *, paper: float | None = None, budgets: Sequence[int] | None = None,
-               title: str | None = None, legend: bool = True):
+def plot_claim(
+    j: Any,
+    ax=None,
+    *,
+    paper: float | None = None,
+    budgets: Sequence[int] | None = None,
+    title: str | None = None,
+    legend: bool = True,
+):
     """One BLEU claim of the registry as a picture: its contrast on each evaluation set (a point per budget, 1x
     circles, 2x squares), the seed interval as a thick bar, sacreBLEU's paired bootstrap as a thin capped bar beside
     it, the claim's threshold dashed and the paper's value dotted (``paper``; default :func:`paper_value`). ``j`` is a
@@ -304,8 +373,15 @@ def plot_claim(j: Any, ax=None, *, paper: float | None = None, budgets: Sequence
                 ax.plot([x, x], [low, high], color=colour, lw=3.5, alpha=0.55, solid_capstyle="butt")
             if p["test_set_interval"]:
                 low, high = p["test_set_interval"]
-                ax.errorbar(x + width * 0.45, p["value"], yerr=[[p["value"] - low], [high - p["value"]]], fmt="none",
-                            ecolor=colour, elinewidth=0.9, capsize=2.5)
+                ax.errorbar(
+                    x + width * 0.45,
+                    p["value"],
+                    yerr=[[p["value"] - low], [high - p["value"]]],
+                    fmt="none",
+                    ecolor=colour,
+                    elinewidth=0.9,
+                    capsize=2.5,
+                )
             ax.plot(x, p["value"], marker=marker, color=colour, ms=6, ls="none", label=label)
             label = None
     ok = getattr(j.claim.evidence, "ok", None)
@@ -323,8 +399,10 @@ def plot_claim(j: Any, ax=None, *, paper: float | None = None, budgets: Sequence
     from matplotlib.lines import Line2D
 
     handles, _ = ax.get_legend_handles_labels()
-    handles += [Line2D([], [], color="grey", lw=3.5, alpha=0.55, label="seed interval (± 2 s.e.)"),
-                Line2D([], [], color="grey", lw=0.9, marker="_", ms=5, label="bootstrap 95 %")]
+    handles += [
+        Line2D([], [], color="grey", lw=3.5, alpha=0.55, label="seed interval (± 2 s.e.)"),
+        Line2D([], [], color="grey", lw=0.9, marker="_", ms=5, label="bootstrap 95 %"),
+    ]
     if legend:  # below the axes, where it covers no point
         ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=3, frameon=False)
     ax.tick_params(labelsize=8)
@@ -332,21 +410,25 @@ def plot_claim(j: Any, ax=None, *, paper: float | None = None, budgets: Sequence
     return ax
 
 
-def plot_claims(claims: Sequence[Any], *, papers: dict[str, float] | None = None, ncols: int = 2,
-                budgets: dict[str, Sequence[int]] | None = None):
+def plot_claims(
+    claims: Sequence[Any],
+    *,
+    papers: dict[str, float] | None = None,
+    ncols: int = 2,
+    budgets: dict[str, Sequence[int]] | None = None,
+):
     """Several claims of one page, one panel each (:func:`plot_claim`), on a grid of ``ncols`` columns."""
     import matplotlib.pyplot as plt
 
     nrows = -(-len(claims) // ncols)
     cols = min(ncols, len(claims))
-    fig, axes = plt.subplots(nrows, cols, figsize=(3.9 * cols, 3.0 * nrows + 0.5), layout="constrained",
-                             squeeze=False)
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.9 * cols, 3.0 * nrows + 0.5), layout="constrained", squeeze=False)
     labels: dict[str, Any] = {}
     for ax, j in zip(axes.flat, claims):
         plot_claim(j, ax, paper=(papers or {}).get(j.claim.id), budgets=(budgets or {}).get(j.claim.id), legend=False)
         handles, names = ax.get_legend_handles_labels()
         labels |= {name: handle for handle, name in zip(handles, names) if not name.startswith("paper")}
-    for ax in list(axes.flat)[len(claims):]:
+    for ax in list(axes.flat)[len(claims) :]:
         ax.axis("off")
     from matplotlib.lines import Line2D
 
@@ -357,8 +439,9 @@ def plot_claims(claims: Sequence[Any], *, papers: dict[str, float] | None = None
     return fig
 
 
-def claim_table(claims: Sequence[Any], *, budgets: dict[str, Sequence[int]] | None = None,
-                names: dict[str, str] | None = None):
+def claim_table(
+    claims: Sequence[Any], *, budgets: dict[str, Sequence[int]] | None = None, names: dict[str, str] | None = None
+):
     """The numbers of :func:`plot_claims` as one compact table: a row per claim, budget and evaluation set, with the
     contrast, its seed interval (± 2 s.e.), the bootstrap interval and that set's verdict; the claim's name is given
     on its first row only."""
@@ -370,12 +453,17 @@ def claim_table(claims: Sequence[Any], *, budgets: dict[str, Sequence[int]] | No
         for p in claim_points(j, (budgets or {}).get(j.claim.id)):
             seed = p["seed_interval"]
             boot = p["test_set_interval"]
-            rows.append({"claim": ((names or {}).get(j.claim.id, j.claim.name) if first else ""),
-                         **({"budget": f"{p['budget']}x"} if p["budget"] else {}),
-                         "set": p["set"], "Δ": f"{p['value']:+.2f}",
-                         "± 2 s.e. (seeds)": f"{(seed[1] - seed[0]) / 2:.2f}" if seed else "—",
-                         "bootstrap 95 %": f"{boot[0]:+.2f} to {boot[1]:+.2f}" if boot else "—",
-                         "this set": p["verdict"]})
+            rows.append(
+                {
+                    "claim": ((names or {}).get(j.claim.id, j.claim.name) if first else ""),
+                    **({"budget": f"{p['budget']}x"} if p["budget"] else {}),
+                    "set": p["set"],
+                    "Δ": f"{p['value']:+.2f}",
+                    "± 2 s.e. (seeds)": f"{(seed[1] - seed[0]) / 2:.2f}" if seed else "—",
+                    "bootstrap 95 %": f"{boot[0]:+.2f} to {boot[1]:+.2f}" if boot else "—",
+                    "this set": p["verdict"],
+                }
+            )
             first = False
     frame = pd.DataFrame(rows)
     if "budget" in frame:  # a claim judged at one budget only shares the table with one judged at several

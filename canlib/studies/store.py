@@ -12,6 +12,7 @@ do). At ``tiny`` in the default folder a chapter reads seed 1, which its own exp
 elsewhere every stored seed. Nothing here trains; a missing result is an error that names the command storing it
 (:func:`canlib.results.layout.experiment_command`).
 """
+
 from __future__ import annotations
 
 import re
@@ -45,8 +46,14 @@ class Store:
     ``book/results``). ``full_budget=False`` reads runs of a reduced budget as well (an end-to-end test's folder);
     ``references``: {corpus: {split: reference lines}} given instead of read from the prepared corpus."""
 
-    def __init__(self, scale: str, root: Path | str | None = None, *, full_budget: bool = True,
-                 references: dict[str, dict[str, list[str]]] | None = None) -> None:
+    def __init__(
+        self,
+        scale: str,
+        root: Path | str | None = None,
+        *,
+        full_budget: bool = True,
+        references: dict[str, dict[str, list[str]]] | None = None,
+    ) -> None:
         self.spec: ScaleSpec = scale_spec(scale)
         self.scale = scale
         self.explicit = root is not None
@@ -95,16 +102,21 @@ class Store:
         """Chapters of stored results quote a judged scale only: tiny models do not translate, so asking for them
         is an error that names the command which stores the runs."""
         if not self.judged:
-            raise ValueError(f"scale {self.scale!r}: {what} quotes stored runs of a judged scale "
-                             f"({', '.join(QUALITY_SCALES)}); store them with `{experiment_command('small')}`")
+            raise ValueError(
+                f"scale {self.scale!r}: {what} quotes stored runs of a judged scale "
+                f"({', '.join(QUALITY_SCALES)}); store them with `{experiment_command('small')}`"
+            )
 
     # -- the main plan's runs ----------------------------------------------------------------------------
 
     def stored_seeds(self, system: str, corpus: str | None = None) -> list[int]:
         """Seeds of ``system`` whose results are stored (any budget), sorted."""
         folder = self.path(run_name(system, 1, corpus or self.corpus)).parent
-        return sorted(int(m["seed"]) for p in folder.glob(f"{system}-seed*.json")
-                      if (m := SEED.match(p.name)) and m["name"] == system)
+        return sorted(
+            int(m["seed"])
+            for p in folder.glob(f"{system}-seed*.json")
+            if (m := SEED.match(p.name)) and m["name"] == system
+        )
 
     def seeds(self, system: str, corpus: str | None = None) -> list[int]:
         """The seeds of ``system`` a chapter reads: at tiny in the default folder seed 1 (what the chapter's own
@@ -121,7 +133,8 @@ class Store:
             raise FileNotFoundError(
                 f"{path}: no stored {self.scale} result of {system} (seed {seed}); train and store it with "
                 f"`{experiment_command(self.scale, systems=[system], seeds=[seed], corpora=[corpus])}`"
-                + (" (on a GPU; at tiny a chapter's first cell does it)" if self.scale != "full" else ""))
+                + (" (on a GPU; at tiny a chapter's first cell does it)" if self.scale != "full" else "")
+            )
         return _load(path)
 
     def runs(self, system: str, corpus: str | None = None, label: str | None = None) -> Runs | None:
@@ -130,8 +143,9 @@ class Store:
         corpus = corpus or self.corpus
         return self._runs([self.path(run_name(system, k, corpus)) for k in self.seeds(system, corpus)], label or system)
 
-    def scores(self, systems: Sequence[str], split: str = "test", metric: str = "tok_bleu",
-               corpus: str | None = None) -> dict[str, list[float]]:
+    def scores(
+        self, systems: Sequence[str], split: str = "test", metric: str = "tok_bleu", corpus: str | None = None
+    ) -> dict[str, list[float]]:
         """{system: score per read seed} on ``split`` (``metric``: ``tok_bleu``, the paper's, or ``bleu``,
         sacreBLEU); a system with no stored run is absent."""
         if metric not in ("bleu", "tok_bleu"):
@@ -142,8 +156,10 @@ class Store:
             for seed in self.seeds(system, corpus):
                 result, _ = self.run(system, seed, corpus)
                 if split not in result["scores"]:
-                    raise ValueError(f"split {split!r}: the run of {system} (seed {seed}) was scored on "
-                                     f"{', '.join(result['scores'])}")
+                    raise ValueError(
+                        f"split {split!r}: the run of {system} (seed {seed}) was scored on "
+                        f"{', '.join(result['scores'])}"
+                    )
                 values.append(float(result["scores"][split][metric]))
             if values:
                 out[system] = values
@@ -153,8 +169,12 @@ class Store:
         """The hypotheses of a stored run on ``split`` (read from the file beside its result)."""
         result, _ = self.run(system, seed, corpus)
         if split not in result["hyp_files"]:
-            raise ValueError(f"split {split!r}: the run of {system} has hypotheses for {', '.join(result['hyp_files'])}")
-        return list(_hypotheses(self.path(run_name(system, seed, corpus or self.corpus)).with_name(result["hyp_files"][split])))
+            raise ValueError(
+                f"split {split!r}: the run of {system} has hypotheses for {', '.join(result['hyp_files'])}"
+            )
+        return list(
+            _hypotheses(self.path(run_name(system, seed, corpus or self.corpus)).with_name(result["hyp_files"][split]))
+        )
 
     def test_splits(self, system: str = "balanced", corpus: str | None = None) -> list[str]:
         """The test splits the runs were scored on ("test" is test2016; small adds the two test2017 sets)."""
@@ -170,14 +190,18 @@ class Store:
         corpus = corpus or self.corpus
         provs = [self.run(s, k, corpus)[1] for s in systems for k in self.seeds(s, corpus)]
         if not provs:
-            return (f"scale={self.scale} · {corpus}: no stored runs; train them with "
-                    f"`{experiment_command(self.scale, systems=systems, corpora=[corpus])}` (on a GPU)")
+            return (
+                f"scale={self.scale} · {corpus}: no stored runs; train them with "
+                f"`{experiment_command(self.scale, systems=systems, corpora=[corpus])}` (on a GPU)"
+            )
         dates = sorted(p["date"][:10] for p in provs)
         reduced = " · REDUCED BUDGET (end-to-end test)" if any(p.get("reduced_budget") for p in provs) else ""
         d = describe_provenances(provs)
-        return (f"scale={self.scale} · {corpus} · {len(provs)} runs · device={d['device']} · commit="
-                f"{', '.join(sorted({str(p['commit'])[:12] for p in provs}))} · dates {dates[0]}..{dates[-1]} · "
-                f"budget: {d['budget']}{reduced}")
+        return (
+            f"scale={self.scale} · {corpus} · {len(provs)} runs · device={d['device']} · commit="
+            f"{', '.join(sorted({str(p['commit'])[:12] for p in provs}))} · dates {dates[0]}..{dates[-1]} · "
+            f"budget: {d['budget']}{reduced}"
+        )
 
     # -- the beyond studies' models ----------------------------------------------------------------------
 
@@ -204,8 +228,11 @@ class Store:
 
     def budget_factors(self) -> list[int]:
         """The budget factors with stored models of every budget system (1, the main plan, first)."""
-        found = {int(m["factor"]) for p in self.study_files("budget")
-                 if (m := re.match(r"budget-\w+-x(?P<factor>\d+)-seed\d+\.json$", p.name))}
+        found = {
+            int(m["factor"])
+            for p in self.study_files("budget")
+            if (m := re.match(r"budget-\w+-x(?P<factor>\d+)-seed\d+\.json$", p.name))
+        }
         return [1, *sorted(f for f in found if all(self.budget_runs(s, f) for s in ("balanced", "can")))]
 
     def study_summary(self, study: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -252,7 +279,8 @@ class Store:
             raise FileNotFoundError(
                 f"{path}: the {name} study is not stored at {self.scale}; compute it with "
                 f"`{experiment_command(self.scale, studies=[name])}` (a chapter: "
-                f"canlib.experiments.experiment.train_missing(SCALE, analyses_=[{name!r}]))")
+                f"canlib.experiments.experiment.train_missing(SCALE, analyses_=[{name!r}]))"
+            )
         return _load(path)
 
     # -- GPU and CPU measurements ------------------------------------------------------------------------
@@ -264,7 +292,9 @@ class Store:
 
     def gpu_runs_with(self, kind: str) -> list[str]:
         """The stored GPU runs that hold ``<kind>.json`` (``speed``, ``batch``, ``profile``...)."""
-        return [run for run in self.gpu_runs if (gpu_results.gpu_dir(run, self.measurements) / f"{kind}.json").is_file()]
+        return [
+            run for run in self.gpu_runs if (gpu_results.gpu_dir(run, self.measurements) / f"{kind}.json").is_file()
+        ]
 
     def gpu(self, kind: str, run: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """(result, provenance) of one stored file of a GPU run."""
@@ -312,8 +342,13 @@ class Store:
             scores[split] = tuple(float(r["scores"][split]["tok_bleu"]) for _, r in kept)
             if all(split in r.get("hyp_files", {}) for _, r in kept):
                 hyps[split] = tuple(_hypotheses(p.with_name(r["hyp_files"][split])) for p, r in kept)
-        return Runs(label, tuple(int(SEED.match(p.name)["seed"]) for p, _ in kept), scores, hyps,
-                    tuple(str(p.relative_to(self.folder)) if p.is_relative_to(self.folder) else str(p) for p, _ in kept))
+        return Runs(
+            label,
+            tuple(int(SEED.match(p.name)["seed"]) for p, _ in kept),
+            scores,
+            hyps,
+            tuple(str(p.relative_to(self.folder)) if p.is_relative_to(self.folder) else str(p) for p, _ in kept),
+        )
 
 
 def _load(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -343,10 +378,16 @@ def _lines(path: str, _mtime: int) -> tuple[str, ...]:
 
 # -- which scale a chapter shows ---------------------------------------------------------------------------
 
-def default_scale(systems: Sequence[str] | None = None, analyses: Sequence[str] = (), *,
-                  seeds: Sequence[int] | None = None, corpora: Sequence[str] | None = None,
-                  root: Path | None = None) -> str:
-    """"small" where what a chapter shows is stored at small, else "tiny" (what CI trains); it only looks.
+
+def default_scale(
+    systems: Sequence[str] | None = None,
+    analyses: Sequence[str] = (),
+    *,
+    seeds: Sequence[int] | None = None,
+    corpora: Sequence[str] | None = None,
+    root: Path | None = None,
+) -> str:
+    """ "small" where what a chapter shows is stored at small, else "tiny" (what CI trains); it only looks.
 
     With no arguments: once ``canlib experiment --scale small`` has stored the whole plan (it then writes
     ``<results>/small/complete.json``). With ``systems`` and/or ``analyses``: once every planned small run
@@ -365,8 +406,11 @@ def default_scale(systems: Sequence[str] | None = None, analyses: Sequence[str] 
     names = []
     for corpus in corpora or [small.corpus]:
         for system in systems or ():
-            names += [run_name(system, k, corpus) for k in planned_seeds("small", system, corpus)
-                      if seeds is None or k in seeds]
+            names += [
+                run_name(system, k, corpus)
+                for k in planned_seeds("small", system, corpus)
+                if seeds is None or k in seeds
+            ]
     if systems and not names:
         raise ValueError(f"default_scale: the small plan has no run of {list(systems)} with seeds {seeds} on {corpora}")
     return "tiny" if small.missing(names + list(analyses)) else "small"
@@ -385,8 +429,11 @@ def format_budget(budget: dict[str, Any] | None) -> str:
         return "budget not recorded"
     b = budget
     steps = f"{b['max_steps']:,} updates" if b.get("max_steps") else f"up to {b.get('max_epochs')} epochs"
-    parts = [f"{steps} x {b.get('max_tokens', 0) * b.get('update_freq', 1):,} tokens", f"lr {b.get('lr'):g}",
-             f"warm-up {b.get('warmup', 0):,}"]
+    parts = [
+        f"{steps} x {b.get('max_tokens', 0) * b.get('update_freq', 1):,} tokens",
+        f"lr {b.get('lr'):g}",
+        f"warm-up {b.get('warmup', 0):,}",
+    ]
     if b.get("label_smoothing"):
         parts.append(f"label smoothing {b['label_smoothing']:g}")
     if b.get("average_last"):
@@ -396,7 +443,10 @@ def format_budget(budget: dict[str, Any] | None) -> str:
 
 def describe_provenances(provs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Where runs come from, for a chapter's provenance line: how many, devices, commits, dates, budget."""
-    return {"count": len(provs), "device": ", ".join(sorted({p["device"] for p in provs})),
-            "commit": ", ".join(sorted({str(p["commit"])[:7] for p in provs})),
-            "date": ", ".join(sorted({str(p["date"])[:10] for p in provs})),
-            "budget": format_budget(provs[0].get("budget")) if provs else "none"}
+    return {
+        "count": len(provs),
+        "device": ", ".join(sorted({p["device"] for p in provs})),
+        "commit": ", ".join(sorted({str(p["commit"])[:7] for p in provs})),
+        "date": ", ".join(sorted({str(p["date"])[:10] for p in provs})),
+        "budget": format_budget(provs[0].get("budget")) if provs else "none",
+    }

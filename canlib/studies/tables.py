@@ -4,6 +4,7 @@
 Each table keeps to the columns one claim needs (a system's seeds, its BLEU with the seed spread, its
 difference to Balanced, the paper's); the tests compare each table with the raw files.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,14 +18,22 @@ from canlib.studies.verdict import split_name
 
 
 def seed_cell(values: Sequence[float]) -> str:
-    """"mean ± sd" over seeds; "mean (1 seed)" where a spread does not exist."""
+    """ "mean ± sd" over seeds; "mean (1 seed)" where a spread does not exist."""
     if len(values) == 1:
         return f"{values[0]:.2f} (1 seed)"
     return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
-def bleu_table(store: Store, systems: Sequence[str], paper: dict[str, float] | None = None, *, against: str = "balanced",
-               split: str = "test", corpus: str | None = None, labels: dict[str, str] | None = None):
+def bleu_table(
+    store: Store,
+    systems: Sequence[str],
+    paper: dict[str, float] | None = None,
+    *,
+    against: str = "balanced",
+    split: str = "test",
+    corpus: str | None = None,
+    labels: dict[str, str] | None = None,
+):
     """One row per system: seeds, tokenized BLEU (mean ± sd), sacreBLEU (mean), the difference to
     ``against``, and the paper's BLEU and difference (``paper``: {system: BLEU}) when given."""
     import pandas as pd
@@ -37,10 +46,15 @@ def bleu_table(store: Store, systems: Sequence[str], paper: dict[str, float] | N
     for s in systems:
         if s not in tok:
             continue
-        row = {"system": labels.get(s, s), "seeds": len(tok[s]), f"{name} tok-BLEU": seed_cell(tok[s]),
-               "sacreBLEU": statistics.fmean(sacre[s]),
-               f"Δ to {labels.get(against, against)}": statistics.fmean(tok[s]) - statistics.fmean(tok[against])
-               if against in tok else math.nan}
+        row = {
+            "system": labels.get(s, s),
+            "seeds": len(tok[s]),
+            f"{name} tok-BLEU": seed_cell(tok[s]),
+            "sacreBLEU": statistics.fmean(sacre[s]),
+            f"Δ to {labels.get(against, against)}": statistics.fmean(tok[s]) - statistics.fmean(tok[against])
+            if against in tok
+            else math.nan,
+        }
         if paper is not None:
             row["paper BLEU"] = paper[s]
             row["paper Δ"] = paper[s] - paper[against]
@@ -61,8 +75,14 @@ def splits_table(store: Store, systems: Sequence[str], splits: Sequence[str], *,
     return frame
 
 
-def speed_ratio_table(store: Store, systems: Sequence[str], paper: dict[str, float],
-                      cpu: dict[str, dict[str, float]] | None, cpu_label: str, against: str = "balanced"):
+def speed_ratio_table(
+    store: Store,
+    systems: Sequence[str],
+    paper: dict[str, float],
+    cpu: dict[str, dict[str, float]] | None,
+    cpu_label: str,
+    against: str = "balanced",
+):
     """Decoding speed relative to ``against``, one row per measurement, each labelled with its device and
     regime: the paper's GPU, every stored GPU run (eager fp16 and CUDA graphs, device and commit; the median of the
     interleaved repeats' ratios), and this machine's CPU (random d=512 weights, not the paper's regime)."""
@@ -74,7 +94,8 @@ def speed_ratio_table(store: Store, systems: Sequence[str], paper: dict[str, flo
             speed, prov = store.gpu_speed(mode, run)
             if against in speed:
                 rows[f"{prov['device']}, {words} (commit {str(prov['commit'])[:7]})"] = {
-                    s: ratio_range(speed, s, against)[0] for s in systems if s in speed}
+                    s: ratio_range(speed, s, against)[0] for s in systems if s in speed
+                }
     if cpu:
         rows[cpu_label] = {s: cpu[s]["tok_per_s"] / cpu[against]["tok_per_s"] for s in systems if s in cpu}
     frame = pd.DataFrame.from_dict(rows, orient="index")[[s for s in systems if s != against]]
@@ -83,8 +104,9 @@ def speed_ratio_table(store: Store, systems: Sequence[str], paper: dict[str, flo
     return frame.round(2)
 
 
-def bleu_figure(store: Store, systems: Sequence[str], paper: dict[str, float], *, against: str = "balanced",
-                split: str = "test"):
+def bleu_figure(
+    store: Store, systems: Sequence[str], paper: dict[str, float], *, against: str = "balanced", split: str = "test"
+):
     """Left: tokenized BLEU per system, every seed as a dot and the mean with its sd as an error bar.
     Right: each system's difference to ``against``, ours (± 2 standard errors over seeds) beside the paper's."""
     import matplotlib.pyplot as plt
@@ -110,11 +132,19 @@ def bleu_figure(store: Store, systems: Sequence[str], paper: dict[str, float], *
     for s in others:
         a, b = tok[s], tok[against]
         ours.append(statistics.fmean(a) - statistics.fmean(b))
-        err.append(2 * math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
-                   if len(a) > 1 and len(b) > 1 else 0.0)
+        err.append(
+            2 * math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
+            if len(a) > 1 and len(b) > 1
+            else 0.0
+        )
     right.bar(xo - 0.2, ours, 0.4, yerr=err, capsize=4, color="tab:blue", label="ours (± 2 s.e. over seeds)")
-    right.bar(xo + 0.2, [paper[s] - paper[against] for s in others], 0.4, color="tab:gray",
-              label="paper (Table 2, WMT14 En-De, average of 3 runs)")
+    right.bar(
+        xo + 0.2,
+        [paper[s] - paper[against] for s in others],
+        0.4,
+        color="tab:gray",
+        label="paper (Table 2, WMT14 En-De, average of 3 runs)",
+    )
     right.axhline(0, color="black", linewidth=0.8)
     right.set_xticks(xo, [LABELS.get(s, s) for s in others])
     right.set_ylabel(f"BLEU minus {LABELS.get(against, against)}")

@@ -26,6 +26,7 @@ range, lowest to highest (:func:`repeat_ratios`, :func:`ratio_verdict`).
 Which claims there are and which evidence each reads is declared once, in :mod:`canlib.studies.claims`; no other
 module calls the functions here to reach a verdict.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -53,9 +54,18 @@ ON_PAR = 0.5  # BLEU: "keeps the BLEU" / "on par" claims hold at a difference >=
 BOOTSTRAP_SAMPLES = 1000  # sacreBLEU's default number of paired-bootstrap resamples
 BOOTSTRAP_SEED = 12345  # sacreBLEU's default seed (its SACREBLEU_SEED)
 EVAL_SPLITS = ("valid", "test", "test2017_flickr", "test2017_mscoco")
-SPLIT_NAMES = {"valid": "valid", "test": "test2016", "test2017_flickr": "test2017 Flickr",
-               "test2017_mscoco": "test2017 MSCOCO"}
-SPLIT_KEYS = {"valid": "valid", "test": "test", "test2017_flickr": "flickr", "test2017_mscoco": "mscoco"}  # glue-key suffixes
+SPLIT_NAMES = {
+    "valid": "valid",
+    "test": "test2016",
+    "test2017_flickr": "test2017 Flickr",
+    "test2017_mscoco": "test2017 MSCOCO",
+}
+SPLIT_KEYS = {
+    "valid": "valid",
+    "test": "test",
+    "test2017_flickr": "flickr",
+    "test2017_mscoco": "mscoco",
+}  # glue-key suffixes
 
 
 @dataclass(frozen=True)
@@ -169,7 +179,6 @@ def ratio_verdict(ratios: Sequence[float], ok: Callable[[float], bool]) -> str:
     return interval_verdict(min(ratios), max(ratios), ok)
 
 
-
 def seed_difference(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
     """(mean(a) - mean(b), its standard error from the two seed spreads)."""
     return seed_contrast([(1.0, a), (-1.0, b)])
@@ -179,14 +188,20 @@ def seed_contrast(terms: Sequence[tuple[float, Sequence[float]]]) -> tuple[float
     """(sum of weight x mean over seeds, its standard error): each term's seed variance over its seeds."""
     short = [len(v) for _, v in terms if len(v) < MIN_SEEDS]
     if short:
-        raise ValueError(f"a seed interval needs at least {MIN_SEEDS} seeds per system (got {[len(v) for _, v in terms]})")
+        raise ValueError(
+            f"a seed interval needs at least {MIN_SEEDS} seeds per system (got {[len(v) for _, v in terms]})"
+        )
     value = sum(w * statistics.fmean(v) for w, v in terms)
     se = math.sqrt(sum(w * w * statistics.variance(v) / len(v) for w, v in terms))
     return value, se
 
 
-def bootstrap_contrast(terms: Sequence[tuple[float, Sequence[Sequence[str]]]], refs: Sequence[str],
-                       samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED) -> np.ndarray:
+def bootstrap_contrast(
+    terms: Sequence[tuple[float, Sequence[Sequence[str]]]],
+    refs: Sequence[str],
+    samples: int = BOOTSTRAP_SAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> np.ndarray:
     """The contrast of sacreBLEU means on each of ``samples`` resamples of the sentences, the same resampled
     sentences for every run of every term (sacreBLEU's paired bootstrap, pooled over seeds)."""
     refs = tuple(refs)
@@ -230,9 +245,15 @@ def central_95(values: np.ndarray) -> Interval:
     return Interval(float(ordered[k]), float(ordered[len(ordered) - k - 1]))
 
 
-def judge(terms: Sequence[tuple[float, Runs]], ok: Callable[[float], bool],
-          refs: Mapping[str, Sequence[str]] | None = None, splits: Sequence[str] = EVAL_SPLITS,
-          samples: int = BOOTSTRAP_SAMPLES, *, seed_interval: bool = True) -> Judgement | None:
+def judge(
+    terms: Sequence[tuple[float, Runs]],
+    ok: Callable[[float], bool],
+    refs: Mapping[str, Sequence[str]] | None = None,
+    splits: Sequence[str] = EVAL_SPLITS,
+    samples: int = BOOTSTRAP_SAMPLES,
+    *,
+    seed_interval: bool = True,
+) -> Judgement | None:
     """The contrast sum(weight x runs) judged on every split of ``splits`` that all terms were scored on: the
     seed interval, and the test-set interval where every run's hypotheses and the split's references (``refs``)
     are given. None where a term has fewer than ``MIN_SEEDS`` seeds (no verdict). ``seed_interval=False``: the
@@ -249,7 +270,9 @@ def judge(terms: Sequence[tuple[float, Runs]], ok: Callable[[float], bool],
         else:
             value, seeds = sum(w * statistics.fmean(r.scores[split]) for w, r in terms), None
             if not (refs and split in refs and all(split in r.hyps for _, r in terms)):
-                raise ValueError(f"{split}: the test-set interval alone needs every run's hypotheses and the references")
+                raise ValueError(
+                    f"{split}: the test-set interval alone needs every run's hypotheses and the references"
+                )
         test_set = None
         if refs and split in refs and all(split in r.hyps for _, r in terms):
             test_set = central_95(bootstrap_contrast([(w, r.hyps[split]) for w, r in terms], refs[split], samples))

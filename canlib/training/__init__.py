@@ -6,9 +6,16 @@ Read in this order: ``config`` (TrainConfig), ``objective`` (the loss), ``schedu
 backend, deterministic algorithms), ``distributed`` (torchrun plumbing), ``trainer`` (the Trainer),
 ``cli`` (``canlib train``).
 """
+
 from canlib.training.config import TrainConfig
 from canlib.training.objective import chunked_label_smoothed_loss, label_smoothed_nll_loss, online_label_smoothed_loss
 from canlib.training.trainer import NonFiniteLossError, Trainer
 
-__all__ = ["TrainConfig", "Trainer", "NonFiniteLossError", "label_smoothed_nll_loss", "chunked_label_smoothed_loss",
-           "online_label_smoothed_loss"]
+__all__ = [
+    "TrainConfig",
+    "Trainer",
+    "NonFiniteLossError",
+    "label_smoothed_nll_loss",
+    "chunked_label_smoothed_loss",
+    "online_label_smoothed_loss",
+]

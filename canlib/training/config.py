@@ -7,6 +7,7 @@ model stops improving on the validation set, and the average of the last 5 epoch
 parameters. Adam(0.9, 0.98, eps 1e-8) and label smoothing 0.1 are fairseq's Transformer
 recipe (the paper's codebase); the paper does not state them.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
@@ -50,7 +51,9 @@ class TrainConfig:
     # Throughput options, off by default; each changes the last bits of the numbers, none the recipe:
     pad_multiple: int = 1  # shape buckets: padded lengths rounded up to a multiple of this (8 or 16 on a GPU); 1 = off
     sdpa_backend: str = "default"  # attention kernels while training: default | math | efficient | flash | cudnn
-    deterministic: bool = False  # deterministic kernels only: bit-exact resume on a GPU, compiled too (training/kernels.py)
+    deterministic: bool = (
+        False  # deterministic kernels only: bit-exact resume on a GPU, compiled too (training/kernels.py)
+    )
     loss_vocab_block: int = 0  # vocabulary columns per tile of the chunked loss (online logsumexp); 0 = whole rows
 
     def __post_init__(self) -> None:
@@ -64,8 +67,17 @@ class TrainConfig:
         for name in ("max_tokens", "update_freq", "log_every", "pad_multiple"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)}: must be >= 1")
-        for name in ("clip_norm", "max_epochs", "max_steps", "patience", "valid_every", "keep_last", "average_last", "loss_chunk",
-                     "loss_vocab_block"):
+        for name in (
+            "clip_norm",
+            "max_epochs",
+            "max_steps",
+            "patience",
+            "valid_every",
+            "keep_last",
+            "average_last",
+            "loss_chunk",
+            "loss_vocab_block",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}={getattr(self, name)}: must be >= 0")
         if self.keep_last < 1:
@@ -75,7 +87,9 @@ class TrainConfig:
         if self.sdpa_backend not in SDPA_BACKENDS:
             raise ValueError(f"sdpa_backend={self.sdpa_backend!r}: choose {', '.join(SDPA_BACKENDS)}")
         if self.loss_vocab_block and not self.loss_chunk:
-            raise ValueError(f"loss_vocab_block={self.loss_vocab_block} needs loss_chunk > 0 (it tiles the chunked loss)")
+            raise ValueError(
+                f"loss_vocab_block={self.loss_vocab_block} needs loss_chunk > 0 (it tiles the chunked loss)"
+            )
         if self.precision not in ("fp32", "bf16", "fp16"):
             raise ValueError(f"precision={self.precision!r}: choose fp32, bf16 or fp16")
         if self.precision != "fp32" and not self.device.startswith("cuda"):

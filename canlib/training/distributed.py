@@ -4,6 +4,7 @@ Launch with ``torchrun --nproc_per_node=N -m canlib train ... --device cuda``; W
 turns on torch.distributed + DistributedDataParallel (NCCL on GPUs; the tests run 2 CPU ranks
 over gloo; no multi-GPU run has been made).
 """
+
 from __future__ import annotations
 
 import os

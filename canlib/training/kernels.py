@@ -10,6 +10,7 @@ and its resumption). One operator of canlib's models has no deterministic CUDA k
 average (``torch.cumsum``), for which PyTorch raises. ``sdpa_backend`` pins one attention family. On a
 CPU both change nothing but the kernel PyTorch picks.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,16 +21,23 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 # TrainConfig.sdpa_backend -> the one kernel family scaled_dot_product_attention may use
-SDPA_KERNELS = {"math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION,
-                "flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+SDPA_KERNELS = {
+    "math": SDPBackend.MATH,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+}
 
 
 @contextmanager
 def deterministic_algorithms() -> Iterator[None]:
     """Deterministic kernels only, without filling fresh memory (what the code reads it writes first);
     the process's settings are restored afterwards."""
-    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
-              torch.utils.deterministic.fill_uninitialized_memory)
+    before = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.utils.deterministic.fill_uninitialized_memory,
+    )
     torch.use_deterministic_algorithms(True)
     torch.utils.deterministic.fill_uninitialized_memory = False
     try:

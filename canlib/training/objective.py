@@ -25,6 +25,7 @@ With label smoothing eps over V classes, per target token t with logits z and z_
     loss = (1 - eps) * nll + eps / V * sum_v (logsumexp(z) - z_v) = logsumexp(z) - (1 - eps) * z_t - eps / V * sum_v z_v
     d loss / d z_v = softmax(z)_v - (1 - eps) * [v = t] - eps / V
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -34,8 +35,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-def label_smoothed_nll_loss(log_probs: Tensor, target: Tensor, epsilon: float,
-                            ignore_index: int) -> tuple[Tensor, Tensor]:
+def label_smoothed_nll_loss(
+    log_probs: Tensor, target: Tensor, epsilon: float, ignore_index: int
+) -> tuple[Tensor, Tensor]:
     """Summed label-smoothed loss and summed NLL over non-padding targets.
 
     ``F.cross_entropy(label_smoothing=eps)`` computes the same loss on
@@ -55,8 +57,9 @@ def _softmax_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.promote_types(dtype, torch.float32)
 
 
-def _chunk_loss(hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, ignore_index: int,
-                with_grads: bool) -> tuple[Tensor, Tensor, Tensor | None]:
+def _chunk_loss(
+    hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, ignore_index: int, with_grads: bool
+) -> tuple[Tensor, Tensor, Tensor | None]:
     """Loss sum, NLL sum and (if ``with_grads``) d loss / d logits for one chunk, in the chunk's one
     float32 (rows x V) buffer: logits -> log-probs -> probabilities -> gradient, each in place."""
     lp = F.linear(hidden, weight)
@@ -87,8 +90,9 @@ class _ChunkedLoss(torch.autograd.Function):
     only scales them by the incoming gradient. The NLL output is for logging: not differentiable."""
 
     @staticmethod
-    def forward(ctx: Any, hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, ignore_index: int,
-                chunk: int) -> tuple[Tensor, Tensor]:
+    def forward(
+        ctx: Any, hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, ignore_index: int, chunk: int
+    ) -> tuple[Tensor, Tensor]:
         grad_hidden = torch.empty_like(hidden)
         acc = _softmax_dtype(hidden.dtype)
         grad_weight = torch.zeros_like(weight, dtype=acc)
@@ -113,7 +117,14 @@ class _ChunkedLoss(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_loss: Tensor, grad_nll: Tensor) -> tuple[Tensor | None, ...]:
         grad_hidden, grad_weight = ctx.saved_tensors
-        return grad_hidden * grad_loss.to(grad_hidden.dtype), grad_weight * grad_loss.to(grad_weight.dtype), None, None, None, None
+        return (
+            grad_hidden * grad_loss.to(grad_hidden.dtype),
+            grad_weight * grad_loss.to(grad_weight.dtype),
+            None,
+            None,
+            None,
+            None,
+        )
 
 
 def _as_rows(hidden: Tensor, weight: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -138,8 +149,9 @@ def _summed(h: Tensor, tgt: Tensor, chunk: int, loss_of: Any) -> tuple[Tensor, T
     return loss_sum, nll_sum
 
 
-def chunked_label_smoothed_loss(hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, ignore_index: int,
-                                chunk: int = 4096) -> tuple[Tensor, Tensor]:
+def chunked_label_smoothed_loss(
+    hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, ignore_index: int, chunk: int = 4096
+) -> tuple[Tensor, Tensor]:
     """``label_smoothed_nll_loss(log_softmax(hidden @ weight.T), ...)`` without the (tokens x V) tensor.
 
     ``hidden`` (..., d) are the final-normed decoder states, ``weight`` (V, d) the tied output
@@ -156,8 +168,9 @@ def chunked_label_smoothed_loss(hidden: Tensor, weight: Tensor, target: Tensor, 
         return _summed(h, tgt, chunk, lambda rows, t: _chunk_loss(rows, w, t, epsilon, ignore_index, False)[:2])
 
 
-def _block_stats(h: Tensor, w: Tensor, first: int, safe: Tensor, m: Tensor, s: Tensor, zsum: Tensor,
-                 zt: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def _block_stats(
+    h: Tensor, w: Tensor, first: int, safe: Tensor, m: Tensor, s: Tensor, zsum: Tensor, zt: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """One vocabulary block (columns ``first`` ...) folded into the running maximum ``m``, the sum of
     exponentials ``s`` (relative to ``m``), the sum of logits and the target's logit, per row."""
     z = F.linear(h, w).to(m.dtype)
@@ -169,8 +182,9 @@ def _block_stats(h: Tensor, w: Tensor, first: int, safe: Tensor, m: Tensor, s: T
     return top, s, zsum + z.sum(-1), zt
 
 
-def _block_grad(h: Tensor, w: Tensor, first: int, safe: Tensor, keep: Tensor, lse: Tensor, epsilon: float,
-                vocab: int) -> Tensor:
+def _block_grad(
+    h: Tensor, w: Tensor, first: int, safe: Tensor, keep: Tensor, lse: Tensor, epsilon: float, vocab: int
+) -> Tensor:
     """d loss / d logits of one vocabulary block, zero on padding rows, in the products' dtype."""
     z = F.linear(h, w).to(lse.dtype)
     grad = torch.exp(z - lse[:, None]) - epsilon / vocab
@@ -179,8 +193,17 @@ def _block_grad(h: Tensor, w: Tensor, first: int, safe: Tensor, keep: Tensor, ls
     return torch.where(keep[:, None], grad, 0.0).to(h.dtype)
 
 
-def _online_pass(h: Tensor, weight: Tensor, tgt: Tensor, epsilon: float, ignore_index: int, block: int, stats: Any,
-                 grads: Any, with_grads: bool) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+def _online_pass(
+    h: Tensor,
+    weight: Tensor,
+    tgt: Tensor,
+    epsilon: float,
+    ignore_index: int,
+    block: int,
+    stats: Any,
+    grads: Any,
+    with_grads: bool,
+) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
     """Loss sum, NLL sum and (if ``with_grads``) d loss / d h and d loss / d weight for one chunk of rows."""
     acc = _softmax_dtype(h.dtype)
     vocab = weight.size(0)
@@ -209,8 +232,18 @@ class _OnlineLoss(torch.autograd.Function):
     logsumexp over the blocks, then each block's gradient from its recomputed logits."""
 
     @staticmethod
-    def forward(ctx: Any, hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, ignore_index: int,
-                chunk: int, block: int, stats: Any, grads: Any) -> tuple[Tensor, Tensor]:
+    def forward(
+        ctx: Any,
+        hidden: Tensor,
+        weight: Tensor,
+        target: Tensor,
+        epsilon: float,
+        ignore_index: int,
+        chunk: int,
+        block: int,
+        stats: Any,
+        grads: Any,
+    ) -> tuple[Tensor, Tensor]:
         acc = _softmax_dtype(hidden.dtype)
         grad_hidden = torch.empty_like(hidden)
         grad_weight = torch.zeros_like(weight, dtype=acc)
@@ -218,8 +251,9 @@ class _OnlineLoss(torch.autograd.Function):
         nll_sum = hidden.new_zeros((), dtype=acc)
         for start in range(0, hidden.size(0), chunk):
             rows = slice(start, start + chunk)
-            loss, nll, grad_h, grad_w = _online_pass(hidden[rows], weight, target[rows], epsilon, ignore_index, block,
-                                                     stats, grads, True)
+            loss, nll, grad_h, grad_w = _online_pass(
+                hidden[rows], weight, target[rows], epsilon, ignore_index, block, stats, grads, True
+            )
             loss_sum += loss
             nll_sum += nll
             grad_hidden[rows] = grad_h
@@ -231,8 +265,17 @@ class _OnlineLoss(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_loss: Tensor, grad_nll: Tensor) -> tuple[Tensor | None, ...]:
         grad_hidden, grad_weight = ctx.saved_tensors
-        return (grad_hidden * grad_loss.to(grad_hidden.dtype), grad_weight * grad_loss.to(grad_weight.dtype),
-                None, None, None, None, None, None, None)
+        return (
+            grad_hidden * grad_loss.to(grad_hidden.dtype),
+            grad_weight * grad_loss.to(grad_weight.dtype),
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+        )
 
 
 _COMPILED: dict[str, Any] = {}
@@ -243,12 +286,22 @@ def _block_functions(compiled: bool) -> tuple[Any, Any]:
     if not compiled:
         return _block_stats, _block_grad
     if not _COMPILED:
-        _COMPILED.update(stats=torch.compile(_block_stats, dynamic=True), grads=torch.compile(_block_grad, dynamic=True))
+        _COMPILED.update(
+            stats=torch.compile(_block_stats, dynamic=True), grads=torch.compile(_block_grad, dynamic=True)
+        )
     return _COMPILED["stats"], _COMPILED["grads"]
 
 
-def online_label_smoothed_loss(hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, ignore_index: int,
-                               chunk: int = 4096, block: int = 2048, compiled: bool = False) -> tuple[Tensor, Tensor]:
+def online_label_smoothed_loss(
+    hidden: Tensor,
+    weight: Tensor,
+    target: Tensor,
+    epsilon: float,
+    ignore_index: int,
+    chunk: int = 4096,
+    block: int = 2048,
+    compiled: bool = False,
+) -> tuple[Tensor, Tensor]:
     """``label_smoothed_nll_loss(log_softmax(hidden @ weight.T), ...)`` over (chunk x block) tiles of the
     logits: an online logsumexp over the vocabulary blocks, never a (tokens x V) tensor (module docstring).
 
@@ -263,8 +316,12 @@ def online_label_smoothed_loss(hidden: Tensor, weight: Tensor, target: Tensor, e
     with torch.autocast(h.device.type, enabled=False):
         if torch.is_grad_enabled() and (h.requires_grad or w.requires_grad):
             return _OnlineLoss.apply(h, w, tgt, float(epsilon), int(ignore_index), int(chunk), int(block), stats, grads)
-        return _summed(h, tgt, chunk, lambda rows, t: _online_pass(rows, w, t, epsilon, ignore_index, block, stats, grads,
-                                                                   False)[:2])
+        return _summed(
+            h,
+            tgt,
+            chunk,
+            lambda rows, t: _online_pass(rows, w, t, epsilon, ignore_index, block, stats, grads, False)[:2],
+        )
 
 
 class LabelSmoothedObjective(nn.Module):
@@ -279,8 +336,15 @@ class LabelSmoothedObjective(nn.Module):
     compiled graph depend on the number of tokens).
     """
 
-    def __init__(self, model: nn.Module, epsilon: float, ignore_index: int, chunk: int, compile: bool = False,
-                 vocab_block: int = 0) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        epsilon: float,
+        ignore_index: int,
+        chunk: int,
+        compile: bool = False,
+        vocab_block: int = 0,
+    ) -> None:
         super().__init__()
         if vocab_block and not chunk:
             raise ValueError(f"vocab_block={vocab_block} needs a chunked loss (chunk > 0, not the full log-softmax)")
@@ -300,6 +364,7 @@ class LabelSmoothedObjective(nn.Module):
             return label_smoothed_nll_loss(out, tgt_out, self.epsilon, self.ignore_index)
         weight = self.model.embed.weight
         if self.vocab_block:
-            return online_label_smoothed_loss(out, weight, tgt_out, self.epsilon, self.ignore_index, self.chunk,
-                                              self.vocab_block, self.compile)
+            return online_label_smoothed_loss(
+                out, weight, tgt_out, self.epsilon, self.ignore_index, self.chunk, self.vocab_block, self.compile
+            )
         return chunked_label_smoothed_loss(out, weight, tgt_out, self.epsilon, self.ignore_index, self.chunk)

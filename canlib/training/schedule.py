@@ -6,6 +6,7 @@ Learning rate of update n (n = 1, 2, ...)::
 
 linear warm-up to ``lr`` at n = warmup, then proportional to 1/sqrt(n).
 """
+
 from __future__ import annotations
 
 import math

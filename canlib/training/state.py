@@ -7,6 +7,7 @@ resumed from its last checkpoint retraces the same updates: on CPU the final par
 bit-identical to an uninterrupted run's, given the same number of threads (float sums are
 split across threads, so another count changes the last bits; the checkpoint records it).
 """
+
 from __future__ import annotations
 
 import json
@@ -36,7 +37,12 @@ def rng_state() -> dict[str, Any]:
     _, keys, pos, has_gauss, cached = np.random.get_state()
     state: dict[str, Any] = {
         "python": {"version": version, "state": torch.tensor(internal, dtype=torch.int64), "gauss": gauss},
-        "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos), "has_gauss": int(has_gauss), "cached": float(cached)},
+        "numpy": {
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached": float(cached),
+        },
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -119,7 +125,9 @@ def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict[str, Tensor]
         for name, value in weights.items():
             ref = first.setdefault(name, value)
             if ref.shape != value.shape:
-                raise CheckpointError(f"{path}: {name} has shape {tuple(value.shape)}, {paths[0]} has {tuple(ref.shape)}")
+                raise CheckpointError(
+                    f"{path}: {name} has shape {tuple(value.shape)}, {paths[0]} has {tuple(ref.shape)}"
+                )
             if value.is_floating_point():
                 total[name] = total[name] + value.double() if name in total else value.double()
     return {name: (total[name] / len(paths)).to(ref.dtype) if name in total else ref for name, ref in first.items()}

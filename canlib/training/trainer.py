@@ -10,6 +10,7 @@ are summed on it, and the host reads them (and the clock) only at log points, va
 epoch ends and the end of the run. A non-finite loss is therefore detected at the next such
 point, named by the update it happened in, and stops the run before anything is saved.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,14 +53,21 @@ from canlib.training.state import (
 )
 
 __all__ = [
-    "Trainer", "TrainConfig", "NonFiniteLossError", "label_smoothed_nll_loss", "average_checkpoints", "inverse_sqrt_lr",
+    "Trainer",
+    "TrainConfig",
+    "NonFiniteLossError",
+    "label_smoothed_nll_loss",
+    "average_checkpoints",
+    "inverse_sqrt_lr",
 ]
 
 
 # TrainConfig.optimizer -> Adam's flags: one fused operator per update (CPU and CUDA), a few
 # multi-tensor operators, or about nine per parameter tensor plus a host read of its step count
 ADAM_OPTIONS: dict[str, dict[str, bool | None]] = {
-    "fused": {"fused": True, "foreach": None}, "foreach": {"fused": None, "foreach": True}, "loop": {"fused": None, "foreach": False},
+    "fused": {"fused": True, "foreach": None},
+    "foreach": {"fused": None, "foreach": True},
+    "loop": {"fused": None, "foreach": False},
 }
 
 
@@ -80,8 +88,13 @@ def check_run_dir(run_dir: str | os.PathLike) -> None:
 
 
 @torch.no_grad()
-def split_loss(objective: LabelSmoothedObjective, batches: Iterable[dict[str, Any]], device: torch.device,
-               world_size: int = 1, context: Callable[[], AbstractContextManager] = nullcontext) -> dict[str, float]:
+def split_loss(
+    objective: LabelSmoothedObjective,
+    batches: Iterable[dict[str, Any]],
+    device: torch.device,
+    world_size: int = 1,
+    context: Callable[[], AbstractContextManager] = nullcontext,
+) -> dict[str, float]:
     """Label-smoothed loss and NLL per target token over ``batches`` (collated, on ``device``), each forward pass
     inside ``context()``: what :meth:`Trainer.validate` logs, for any model wrapped in an objective. The sums are
     float64, so the order of the batches changes the result only in its last bits; with several ranks each passes
@@ -141,8 +154,9 @@ class Trainer:
         if self.rank:
             seed_everything(cfg.seed + self.rank)  # different dropout masks per rank
         # model + loss in one module, so DDP's hooks see the whole forward
-        self.objective = LabelSmoothedObjective(self.model, cfg.label_smoothing, model_cfg.pad_id, cfg.loss_chunk, cfg.compile,
-                                                cfg.loss_vocab_block)
+        self.objective = LabelSmoothedObjective(
+            self.model, cfg.label_smoothing, model_cfg.pad_id, cfg.loss_chunk, cfg.compile, cfg.loss_vocab_block
+        )
         self.ddp: torch.nn.Module = self.objective
         if self.world_size > 1:
             from torch.nn.parallel import DistributedDataParallel
@@ -150,18 +164,31 @@ class Trainer:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.ddp = DistributedDataParallel(self.objective, device_ids=ids)
         self.optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay,
+            self.model.parameters(),
+            lr=cfg.lr,
+            betas=cfg.betas,
+            eps=cfg.eps,
+            weight_decay=cfg.weight_decay,
             **ADAM_OPTIONS[cfg.optimizer],
         )
         self.scheduler = inverse_sqrt_scheduler(self.optimizer, cfg.warmup)
-        self.scaler = torch.amp.GradScaler("cuda", enabled=cfg.precision == "fp16")  # fp16 only: its step reads a flag on the host
+        self.scaler = torch.amp.GradScaler(
+            "cuda", enabled=cfg.precision == "fp16"
+        )  # fp16 only: its step reads a flag on the host
         self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
         self.sampler = TokenBatchSampler(
-            train_split.src_lens, train_split.tgt_lens, cfg.max_tokens, seed=cfg.seed,
-            rank=self.rank, world_size=self.world_size, pad_multiple=cfg.pad_multiple,
+            train_split.src_lens,
+            train_split.tgt_lens,
+            cfg.max_tokens,
+            seed=cfg.seed,
+            rank=self.rank,
+            world_size=self.world_size,
+            pad_multiple=cfg.pad_multiple,
         )
         if len(self.sampler) == 0:
-            raise ValueError(f"the training split{self._data_name()} makes fewer batches than world_size={self.world_size}")
+            raise ValueError(
+                f"the training split{self._data_name()} makes fewer batches than world_size={self.world_size}"
+            )
         self.step, self.epoch, self.wall = 0, 0, 0.0
         self.best: dict[str, Any] = {"metric": None, "step": None, "bad": 0}
         self.last_valid: dict[str, Any] = {}
@@ -224,9 +251,13 @@ class Trainer:
             now = self.model_cfg.to_dict()
             if stored.get("model") != now:
                 diff = {k: (v, now.get(k)) for k, v in stored.get("model", {}).items() if now.get(k) != v}
-                raise ValueError(f"{config_file}: the run was trained with another model config (field: (run, now)) {diff}")
+                raise ValueError(
+                    f"{config_file}: the run was trained with another model config (field: (run, now)) {diff}"
+                )
             if self.vocab_id is not None and stored.get("vocab_id") not in (None, self.vocab_id):
-                raise ValueError(f"{config_file}: the run used vocabulary {stored.get('vocab_id')}, the corpus given has {self.vocab_id}")
+                raise ValueError(
+                    f"{config_file}: the run used vocabulary {stored.get('vocab_id')}, the corpus given has {self.vocab_id}"
+                )
         found = newest_readable(existing)
         if found is None:
             raise CheckpointError(f"{self.ckpt_dir}: no readable checkpoint to resume from")
@@ -235,8 +266,11 @@ class Trainer:
     def _write_run_files(self) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         config = {
-            "model": self.model_cfg.to_dict(), "train": self.cfg.to_dict(), "data": self.data_path,
-            "vocab_id": self.vocab_id, "world_size": self.world_size,
+            "model": self.model_cfg.to_dict(),
+            "train": self.cfg.to_dict(),
+            "data": self.data_path,
+            "vocab_id": self.vocab_id,
+            "world_size": self.world_size,
         }
         atomic_write_bytes((json.dumps(config, indent=1) + "\n").encode(), self.run_dir / "config.json")
         if self.vocab is not None:
@@ -293,13 +327,17 @@ class Trainer:
         saved_cfg, now = state.get("train_config", {}), self.cfg.to_dict()
         changed = {k: (saved_cfg[k], now[k]) for k in NUMERICS_FIELDS if k in saved_cfg and saved_cfg[k] != now[k]}
         if changed:
-            warnings.warn(f"{path}: resumed with other kernel settings (field: (run, now)) {changed}; "
-                          f"the parameters will differ in the last bits from an uninterrupted run's")
+            warnings.warn(
+                f"{path}: resumed with other kernel settings (field: (run, now)) {changed}; "
+                f"the parameters will differ in the last bits from an uninterrupted run's"
+            )
         wanted = ADAM_OPTIONS[self.cfg.optimizer]
         saved = {k: self.optimizer.param_groups[0].get(k) for k in wanted}
         if saved != wanted:
-            warnings.warn(f"{path}: the run's optimizer ran as {saved}, this process asks for optimizer={self.cfg.optimizer!r}; "
-                          f"continuing with the latter, so the parameters will differ in the last bits from an uninterrupted run's")
+            warnings.warn(
+                f"{path}: the run's optimizer ran as {saved}, this process asks for optimizer={self.cfg.optimizer!r}; "
+                f"continuing with the latter, so the parameters will differ in the last bits from an uninterrupted run's"
+            )
             for group in self.optimizer.param_groups:
                 group.update(wanted)
         self.scheduler.load_state_dict(state["scheduler"])
@@ -311,12 +349,16 @@ class Trainer:
         if len(rngs) == self.world_size:
             set_rng_state(rngs[self.rank])
         else:
-            warnings.warn(f"{path}: saved by {len(rngs)} rank(s), resumed on {self.world_size}; RNG streams are reseeded")
+            warnings.warn(
+                f"{path}: saved by {len(rngs)} rank(s), resumed on {self.world_size}; RNG streams are reseeded"
+            )
             seed_everything(self.cfg.seed + self.rank + self.step)
         threads = state.get("threads")
         if self.device.type == "cpu" and threads is not None and threads != torch.get_num_threads():
-            warnings.warn(f"{path}: the run used {threads} CPU thread(s), this process {torch.get_num_threads()}; "
-                          f"the resumed parameters will differ in the last bits from an uninterrupted run's")
+            warnings.warn(
+                f"{path}: the run used {threads} CPU thread(s), this process {torch.get_num_threads()}; "
+                f"the resumed parameters will differ in the last bits from an uninterrupted run's"
+            )
         if self.is_main:
             truncate_log(self.run_dir / "log.jsonl", self.step)
             print(f"resumed from {path} (step {self.step}, epoch {self.epoch})", file=sys.stderr)
@@ -447,8 +489,10 @@ class Trainer:
         if self.valid_split is not None and len(self.valid_split):
             self.model.eval()
             batches = sorted_batches(self.valid_split, self.cfg.max_tokens, self.cfg.pad_multiple)
-            mine = (self._batch_to_device(indices.tolist(), self.valid_split, "valid")
-                    for indices in batches[self.rank :: self.world_size])
+            mine = (
+                self._batch_to_device(indices.tolist(), self.valid_split, "valid")
+                for indices in batches[self.rank :: self.world_size]
+            )
             out = split_loss(self.objective, mine, self.device, self.world_size, self._forward_context)
         if self.valid_bleu is not None:
             self.model.eval()
@@ -463,7 +507,9 @@ class Trainer:
         """Validate, update best/patience, checkpoint; True when early stopping says stop."""
         self.last_valid = self.validate()
         metric, higher = (
-            (self.last_valid.get("valid_bleu"), True) if "valid_bleu" in self.last_valid else (self.last_valid.get("valid_loss"), False)
+            (self.last_valid.get("valid_bleu"), True)
+            if "valid_bleu" in self.last_valid
+            else (self.last_valid.get("valid_loss"), False)
         )
         is_best = False
         if metric is not None:
@@ -473,8 +519,16 @@ class Trainer:
                 self.best = {"metric": metric, "step": self.step, "bad": 0}
             else:
                 self.best["bad"] += 1
-        self._log({"kind": "valid", "step": self.step, "epoch": self.epoch, **self.last_valid,
-                   "best": self.best["metric"], "wall": round(self.wall, 3)})
+        self._log(
+            {
+                "kind": "valid",
+                "step": self.step,
+                "epoch": self.epoch,
+                **self.last_valid,
+                "best": self.best["metric"],
+                "wall": round(self.wall, 3),
+            }
+        )
         self.save_checkpoint(is_best)
         return bool(self.cfg.patience and self.best["bad"] >= self.cfg.patience)
 
@@ -520,8 +574,13 @@ class Trainer:
                 stop = self._stop_reason(self._end_epoch(interval))
                 continue
             bar = tqdm(
-                total=math.ceil(len(self.sampler) / cfg.update_freq), initial=math.ceil(self.sampler.position / cfg.update_freq),
-                desc=f"epoch {self.epoch + 1}", unit="upd", disable=not (cfg.progress and self.is_main), leave=False, dynamic_ncols=True,
+                total=math.ceil(len(self.sampler) / cfg.update_freq),
+                initial=math.ceil(self.sampler.position / cfg.update_freq),
+                desc=f"epoch {self.epoch + 1}",
+                unit="upd",
+                disable=not (cfg.progress and self.is_main),
+                leave=False,
+                dynamic_ncols=True,
             )
             for group in self._groups():
                 self._start_clock()
@@ -573,15 +632,21 @@ class Trainer:
         self._raise_if_nonfinite()
         tokens = int(interval["tokens"])
         row = {
-            "kind": "train", "step": self.step, "epoch": self.epoch,
-            "train_loss": float(interval["loss"]) / tokens, "train_nll": float(interval["nll"]) / tokens,
-            "lr": self.optimizer.param_groups[0]["lr"], "tokens": tokens,
+            "kind": "train",
+            "step": self.step,
+            "epoch": self.epoch,
+            "train_loss": float(interval["loss"]) / tokens,
+            "train_nll": float(interval["nll"]) / tokens,
+            "lr": self.optimizer.param_groups[0]["lr"],
+            "tokens": tokens,
             "tokens_per_sec": tokens / max(interval["time"], 1e-9),
             "wall": round(self.wall, 3),
         }
         self._log(row)
         if bar is not None:
-            bar.set_postfix(loss=f"{row['train_loss']:.3f}", lr=f"{row['lr']:.2e}", tok_s=f"{row['tokens_per_sec']:.0f}")
+            bar.set_postfix(
+                loss=f"{row['train_loss']:.3f}", lr=f"{row['lr']:.2e}", tok_s=f"{row['tokens_per_sec']:.0f}"
+            )
         interval.update(loss=0.0, nll=0.0, tokens=0, steps=0, time=0.0)
 
     def _finish(self, stop_reason: str) -> dict[str, Any]:
@@ -596,10 +661,21 @@ class Trainer:
             model.load_state_dict(averaged)
             save_model(model, self.run_dir / "average.pt", vocab_id=self.vocab_id, averaged=[p.name for p in chosen])
             result = {
-                "stop_reason": stop_reason, "step": self.step, "epoch": self.epoch, "wall_s": round(self.wall, 3),
-                "best": self.best, "last_valid": self.last_valid, "averaged": [p.name for p in chosen],
-                "params": self.model.num_parameters(), "provenance": origin(self.device),
-                "config": {"model": self.model_cfg.to_dict(), "train": self.cfg.to_dict(), "data": self.data_path, "vocab_id": self.vocab_id},
+                "stop_reason": stop_reason,
+                "step": self.step,
+                "epoch": self.epoch,
+                "wall_s": round(self.wall, 3),
+                "best": self.best,
+                "last_valid": self.last_valid,
+                "averaged": [p.name for p in chosen],
+                "params": self.model.num_parameters(),
+                "provenance": origin(self.device),
+                "config": {
+                    "model": self.model_cfg.to_dict(),
+                    "train": self.cfg.to_dict(),
+                    "data": self.data_path,
+                    "vocab_id": self.vocab_id,
+                },
             }
             atomic_write_bytes((json.dumps(result, indent=1) + "\n").encode(), self.run_dir / "result.json")
         barrier(self.world_size)

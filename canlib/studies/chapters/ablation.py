@@ -3,6 +3,7 @@ order of the three against the paper's (the claims registry's verdicts on the fo
 kernels each decoder layer launches per step (``book/results/cpu/ops.json``), the count that explains the speed
 order.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,7 +14,12 @@ from canlib.studies.claims import judged, marks
 from canlib.studies.store import Store
 
 SYSTEMS = {"can_attn": "attn", "can_ffn": "ffn", "can": "all"}  # system -> key prefix
-PAPER_ROWS = {"balanced": "Balanced", "can_attn": "Compress Attention", "can_ffn": "Compress FFN", "can": "Compress All"}
+PAPER_ROWS = {
+    "balanced": "Balanced",
+    "can_attn": "Compress Attention",
+    "can_ffn": "Compress FFN",
+    "can": "Compress All",
+}
 BELOW = {"can_attn": "can-attn-below-balanced", "can_ffn": "can-ffn-below-balanced", "can": "can-below-balanced"}
 CLAIMS = (*BELOW.values(), "can-above-can-attn", "can-attn-below-can-ffn", "can-ffn-keeps-bleu", "attn-faster-than-ffn")
 

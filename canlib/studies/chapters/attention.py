@@ -1,5 +1,6 @@
 """The attention chapter: how decisive CAN's gate alpha is (the claims registry's "CAN's gate is decisive in every
 layer"), and how it compares with what uniform attention gives."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -20,19 +21,32 @@ def values(store: Store) -> dict[str, Any]:
     quantiles and mean (``layer{i}_...``), the range of those over layers, the registry's verdict of "the gate is
     decisive in every layer", and alpha at position 1 and above uniform attention's."""
     study, _ = attention_study(store)
-    out: dict[str, Any] = {"scale": store.scale, "threshold": THRESHOLD, "high_threshold": 1 - THRESHOLD,
-                           "middle_low": MIDDLE[0], "middle_high": MIDDLE[1], "min_positions": MIN_POSITIONS,
-                           "decisive_share": DECISIVE, "test_sentences": int(study["test_sentences"]),
-                           "layers": len(study["alpha_summary"])}
+    out: dict[str, Any] = {
+        "scale": store.scale,
+        "threshold": THRESHOLD,
+        "high_threshold": 1 - THRESHOLD,
+        "middle_low": MIDDLE[0],
+        "middle_high": MIDDLE[1],
+        "min_positions": MIN_POSITIONS,
+        "decisive_share": DECISIVE,
+        "test_sentences": int(study["test_sentences"]),
+        "layers": len(study["alpha_summary"]),
+    }
     extreme = []
     for row, share in zip(study["alpha_summary"], gate_shares(study, THRESHOLD, MIDDLE)):
         i = row["layer"]
         extreme.append(share["near_ends"])
-        out |= {f"layer{i}_extreme_share": share["near_ends"], f"layer{i}_middle_share": share["middle"],
-                **{f"layer{i}_{k}": float(row[k]) for k in ("p10", "median", "p90", "mean")}}
-    out |= {"extreme_min": min(extreme), "extreme_max": max(extreme),
-            "mean_min": min(float(r["mean"]) for r in study["alpha_summary"]),
-            "mean_max": max(float(r["mean"]) for r in study["alpha_summary"])}
+        out |= {
+            f"layer{i}_extreme_share": share["near_ends"],
+            f"layer{i}_middle_share": share["middle"],
+            **{f"layer{i}_{k}": float(row[k]) for k in ("p10", "median", "p90", "mean")},
+        }
+    out |= {
+        "extreme_min": min(extreme),
+        "extreme_max": max(extreme),
+        "mean_min": min(float(r["mean"]) for r in study["alpha_summary"]),
+        "mean_max": max(float(r["mean"]) for r in study["alpha_summary"]),
+    }
     out |= marks(store, ["gate-decisive"])
     pos = study["alpha_by_position"]
     keep = np.array(pos["count"]) >= MIN_POSITIONS

@@ -5,6 +5,7 @@ Every verdict is the claims registry's (:mod:`canlib.studies.claims`; :data:`can
 names them), glued as its marked word. At a scale whose models are not judged (tiny) only the plan is given (how
 many models, the commands): tiny models do not translate, so no number of theirs is a result.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -21,23 +22,36 @@ from canlib.studies.verdict import HELD, ON_PAR, split_name
 def plan_values(store: Store) -> dict[str, Any]:
     """What the studies train (true at every scale): models, seeds, updates and the commands."""
     models = {n: len(study_models(n)) for n in STUDIES}
-    return {"scale": store.scale, "models": sum(models.values()),
-            "original_models": sum(models[n] for n in ORIGINAL), "next_models": sum(models[n] for n in NEXT),
-            "original_command": experiment_command("small", corpora=["multi30k-en-de"], studies=ORIGINAL),
-            "budget_models": models["budget"], "distill_models": models["distill"],
-            "can66_models": models["can-6-6"], "students": len(STUDENTS),
-            "distill_seeds": len(SEEDS["distill"]), "budget_seeds": len(SEEDS["budget"]),
-            "updates_1x": Store("small").spec.train["max_steps"], "gpu_command": GPU_SCRIPT}
+    return {
+        "scale": store.scale,
+        "models": sum(models.values()),
+        "original_models": sum(models[n] for n in ORIGINAL),
+        "next_models": sum(models[n] for n in NEXT),
+        "original_command": experiment_command("small", corpora=["multi30k-en-de"], studies=ORIGINAL),
+        "budget_models": models["budget"],
+        "distill_models": models["distill"],
+        "can66_models": models["can-6-6"],
+        "students": len(STUDENTS),
+        "distill_seeds": len(SEEDS["distill"]),
+        "budget_seeds": len(SEEDS["budget"]),
+        "updates_1x": Store("small").spec.train["max_steps"],
+        "gpu_command": GPU_SCRIPT,
+    }
 
 
 def paper_values() -> dict[str, Any]:
     t2, t4 = paper.table2("en-de"), paper.table4()
     f8 = paper.paper_numbers()["fig8_curves_en-de"]["valid"]
-    return {"paper_gap": t2["CAN"].test_bleu - t2["Balanced"].test_bleu, "paper_can66": PAPER_CAN_ON["6/6"],
-            "paper_can122": PAPER_CAN_ON["12/2"], "paper_kd_balanced": t4["Balanced"].after_kd - t4["Balanced"].before_kd,
-            "paper_kd_can": t4["CAN"].after_kd - t4["CAN"].before_kd,
-            "paper_kd_gap": t4["CAN"].after_kd - t4["Balanced"].after_kd,
-            "paper_fig8_first": f8["CAN"][0] - f8["Balanced"][0], "paper_fig8_last": f8["CAN"][-1] - f8["Balanced"][-1]}
+    return {
+        "paper_gap": t2["CAN"].test_bleu - t2["Balanced"].test_bleu,
+        "paper_can66": PAPER_CAN_ON["6/6"],
+        "paper_can122": PAPER_CAN_ON["12/2"],
+        "paper_kd_balanced": t4["Balanced"].after_kd - t4["Balanced"].before_kd,
+        "paper_kd_can": t4["CAN"].after_kd - t4["CAN"].before_kd,
+        "paper_kd_gap": t4["CAN"].after_kd - t4["Balanced"].after_kd,
+        "paper_fig8_first": f8["CAN"][0] - f8["Balanced"][0],
+        "paper_fig8_last": f8["CAN"][-1] - f8["Balanced"][-1],
+    }
 
 
 def values(store: Store) -> dict[str, Any]:
@@ -77,14 +91,23 @@ def values(store: Store) -> dict[str, Any]:
                 v[f"real_{system}_test"] = main[system].mean("test")
         v["kd_balanced_test_set"] = j["kd-adds-balanced"].judgement.on("test").verdict
         teacher = teacher_record(store)
-        v |= {"teacher_test": teacher["teacher_bleu"]["test"]["tok_bleu"],
-              "teacher_valid": teacher["teacher_bleu"]["valid"]["tok_bleu"], "teacher_seed": teacher["teacher_seed"],
-              "teacher_pairs": teacher["pairs"], "teacher_empty": teacher["empty"], "teacher_beam": teacher["beam"],
-              "distilled_length": teacher["mean_subwords"]["distilled"], "real_length": teacher["mean_subwords"]["real"]}
+        v |= {
+            "teacher_test": teacher["teacher_bleu"]["test"]["tok_bleu"],
+            "teacher_valid": teacher["teacher_bleu"]["valid"]["tok_bleu"],
+            "teacher_seed": teacher["teacher_seed"],
+            "teacher_pairs": teacher["pairs"],
+            "teacher_empty": teacher["empty"],
+            "teacher_beam": teacher["beam"],
+            "distilled_length": teacher["mean_subwords"]["distilled"],
+            "real_length": teacher["mean_subwords"]["real"],
+        }
         v["teacher_minus_balanced"] = v["teacher_test"] - v["balanced_test"]
         v["balanced_test_sd"] = main["balanced"].sd("test")
-        v["teacher_word"] = ("no better than its students" if v["teacher_minus_balanced"] <= v["balanced_test_sd"]
-                             else "better than an average Balanced model")
+        v["teacher_word"] = (
+            "no better than its students"
+            if v["teacher_minus_balanced"] <= v["balanced_test_sd"]
+            else "better than an average Balanced model"
+        )
         v |= provenance_values(store, list(kd.values()), "distill")
     if shown["can-6-6"]:
         can66 = store.study_runs("can-6-6", "can-6-6")
@@ -92,8 +115,9 @@ def values(store: Store) -> dict[str, Any]:
         v["can66_test"], v["baseline_test"] = can66.mean("test"), main["baseline"].mean("test")
         v |= provenance_values(store, [can66], "can66")
     closers = ("can-within-0.5", "kd-can-within-0.5", "can-6-6-within-0.5")
-    v["closed_count"] = sum(j[c].state == HELD for c, study in zip(closers, ("budget", "distill", "can-6-6"))
-                            if shown[study])
+    v["closed_count"] = sum(
+        j[c].state == HELD for c, study in zip(closers, ("budget", "distill", "can-6-6")) if shown[study]
+    )
     v["test_name"] = split_name("test")
     return v | conversion_values(store)
 
@@ -101,8 +125,11 @@ def values(store: Store) -> dict[str, Any]:
 def conversion_values(store: Store) -> dict[str, Any]:
     """Whether the conversion study is stored at small, and otherwise the command that stores it."""
     stored_ = Store("small", store.root if store.explicit else None).has("conversion")
-    return {"conversion_stored": stored_, "conversion_status": "stored (the table below)" if stored_ else "not stored yet",
-            "conversion_command": experiment_command("small", studies=["conversion"])}
+    return {
+        "conversion_stored": stored_,
+        "conversion_status": "stored (the table below)" if stored_ else "not stored yet",
+        "conversion_command": experiment_command("small", studies=["conversion"]),
+    }
 
 
 def teacher_record(store: Store) -> dict[str, Any]:
@@ -113,4 +140,3 @@ def teacher_record(store: Store) -> dict[str, Any]:
         return summary[0]["teacher"]
     student = next(f for f in store.study_files("distill") if "-kd-seed" in f.name)
     return store.result(student.relative_to(store.folder))[0]["distilled"]
-

@@ -1,12 +1,18 @@
 """The tables and figures of the two compression chapters: the stages of the derivation (``compress.md``) and
 the approximations measured on a trained decoder (``compress_trained.md``, from the stored ``approximations``
 analysis). Formatting only: every number comes from :mod:`canlib.model.compress`."""
+
 from __future__ import annotations
 
 from typing import Any
 
-STAGE_COLUMNS = {"eq": "Eq.", "exact": "exact?", "max_abs_vs_prev": "largest change",
-                 "rel_vs_prev": "relative change", "rel_vs_standard": "relative error vs standard"}
+STAGE_COLUMNS = {
+    "eq": "Eq.",
+    "exact": "exact?",
+    "max_abs_vs_prev": "largest change",
+    "rel_vs_prev": "relative change",
+    "rel_vs_standard": "relative error vs standard",
+}
 
 
 def _sig(value: float, digits: int = 2) -> str:
@@ -19,8 +25,9 @@ def step_table(rows: list[dict[str, Any]]):
     from the stage before (largest entry, and relative to its size) and its error against the standard layer."""
     import pandas as pd
 
-    frame = pd.DataFrame([{"stage": r["step"], **{label: r[key] for key, label in STAGE_COLUMNS.items()}}
-                          for r in rows])
+    frame = pd.DataFrame(
+        [{"stage": r["step"], **{label: r[key] for key, label in STAGE_COLUMNS.items()}} for r in rows]
+    )
     frame["exact?"] = frame["exact?"].map({True: "yes", False: "no"})
     numbers = {label: _sig for key, label in STAGE_COLUMNS.items() if key not in ("eq", "exact")}
     return frame.style.hide(axis="index").format(numbers)
@@ -31,12 +38,24 @@ def layer_table(result: dict[str, Any], paper_fig2: list[list[float]]):
     how uniform the cross-attention is, the target share alpha of one softmax, and the paper's Fig. 2 diagonal."""
     import pandas as pd
 
-    measures = {"cos(X, X')": "cos_input", "cos(LN X, LN X')": "cos_normed", "Cross: relative error": "cross_rel_err",
-                "cross-attention entropy / log S": "entropy", "alpha: mean": "alpha_mean", "alpha: sd": "alpha_std"}
-    rows = [{"measure": name, **{f"layer {i}": _sig(layer[key], 3) for i, layer in enumerate(result["layers"], 1)}}
-            for name, key in measures.items()]
-    rows.append({"measure": "the paper's Fig. 2 diagonal (its layers)",
-                 **{f"layer {i}": _sig(paper_fig2[i - 1][i - 1], 3) for i in range(1, len(result["layers"]) + 1)}})
+    measures = {
+        "cos(X, X')": "cos_input",
+        "cos(LN X, LN X')": "cos_normed",
+        "Cross: relative error": "cross_rel_err",
+        "cross-attention entropy / log S": "entropy",
+        "alpha: mean": "alpha_mean",
+        "alpha: sd": "alpha_std",
+    }
+    rows = [
+        {"measure": name, **{f"layer {i}": _sig(layer[key], 3) for i, layer in enumerate(result["layers"], 1)}}
+        for name, key in measures.items()
+    ]
+    rows.append(
+        {
+            "measure": "the paper's Fig. 2 diagonal (its layers)",
+            **{f"layer {i}": _sig(paper_fig2[i - 1][i - 1], 3) for i in range(1, len(result["layers"]) + 1)},
+        }
+    )
     return pd.DataFrame(rows).style.hide(axis="index")
 
 
@@ -63,7 +82,9 @@ def conversion_table(result: dict[str, Any]):
     import pandas as pd
 
     rows = [{"model": name, "validation NLL (nats per token)": nll} for name, nll in result["conversion"].items()]
-    rows.append({"model": "a uniform guess over the vocabulary", "validation NLL (nats per token)": result["uniform_nll"]})
+    rows.append(
+        {"model": "a uniform guess over the vocabulary", "validation NLL (nats per token)": result["uniform_nll"]}
+    )
     return pd.DataFrame(rows).style.hide(axis="index").format({"validation NLL (nats per token)": "{:.2f}"})
 
 
@@ -79,8 +100,9 @@ def stages_figure(result: dict[str, Any]):
     height = 0.8 / len(layers)
     for k, layer in enumerate(layers):
         y = np.arange(len(stages)) + (k - (len(layers) - 1) / 2) * height
-        ax.barh(y, [max(s["rel_vs_prev"], 1e-17) for s in layer["steps"][1:]], height=height,
-                label=f"decoder layer {k + 1}")
+        ax.barh(
+            y, [max(s["rel_vs_prev"], 1e-17) for s in layer["steps"][1:]], height=height, label=f"decoder layer {k + 1}"
+        )
     ax.set_yticks(range(len(stages)), stages, fontsize=11)
     ax.invert_yaxis()  # the derivation's order, top to bottom
     ax.set_xscale("log")

@@ -1,6 +1,7 @@
 """The context chapter: what distillation did to the CAN - Balanced gap in this book's stored `small` runs, beside
 the paper's Table 4 (tokenized BLEU on test2016, the paper's metric), with the claims registry's verdict of
 "distillation narrows CAN's gap to Balanced" (read on the four evaluation sets, as the beyond chapter reads it)."""
+
 from __future__ import annotations
 
 import statistics
@@ -24,17 +25,25 @@ def values(store: Store) -> dict[str, Any]:
     students = store.study_runs("distill", "balanced", "kd")
     teacher = teacher_record(store)["teacher_bleu"]["test"]["tok_bleu"]
     out: dict[str, Any] = {
-        "real_gap": real["real_test"], "real_gap_2se": real["real_pm"], "kd_gap": kd["kd_test"], "kd_gap_2se": kd["kd_pm"],
-        "kd_change": change["change_test"], "kd_change_2se": change["change_pm"],
-        "kd_change_sets_held": change["change_sets_held"], "kd_change_sets_failed": change["change_sets_failed"],
+        "real_gap": real["real_test"],
+        "real_gap_2se": real["real_pm"],
+        "kd_gap": kd["kd_test"],
+        "kd_gap_2se": kd["kd_pm"],
+        "kd_change": change["change_test"],
+        "kd_change_2se": change["change_pm"],
+        "kd_change_sets_held": change["change_sets_held"],
+        "kd_change_sets_failed": change["change_sets_failed"],
         "kd_seeds": min(len(store.study_runs("distill", s, "kd").seeds) for s in ("balanced", "can")),
         "real_seeds": min(len(store.runs(s).seeds) for s in ("balanced", "can")),
-        "teacher_bleu": teacher, "kd_balanced": students.mean("test"), "kd_balanced_sd": students.sd("test"),
-        "kd_can": store.study_runs("distill", "can", "kd").mean("test"), "real_balanced": store.runs("balanced").mean("test"),
-        "student_minus_teacher": students.mean("test") - teacher}
+        "teacher_bleu": teacher,
+        "kd_balanced": students.mean("test"),
+        "kd_balanced_sd": students.sd("test"),
+        "kd_can": store.study_runs("distill", "can", "kd").mean("test"),
+        "real_balanced": store.runs("balanced").mean("test"),
+        "student_minus_teacher": students.mean("test") - teacher,
+    }
     run = j["batch-gain-shrinks"].files[0] if j["batch-gain-shrinks"].files else None
     if run:
         sweep, prov = store.gpu_batch(run)
-        out |= {"batch_sizes": len(sweep["can"]), "batch_repeats": int(prov["settings"]["repeats"]),
-                "batch_run": run}
+        out |= {"batch_sizes": len(sweep["can"]), "batch_repeats": int(prov["settings"]["repeats"]), "batch_run": run}
     return out | marks(store, CLAIMS) | {"kd_student_mean": statistics.fmean(students.scores["test"])}

@@ -1,5 +1,6 @@
 """The decoding chapter's pictures, toy example and numbers: the decoder cache as the models allocate it,
 one beam-search step small enough to print, and the kernels a step launches (``book/results/cpu/ops.json``)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -41,9 +42,15 @@ def cache_layout(system: str) -> dict[str, Any]:
         for name, view in rows.items():
             parts.append({"layer": i + 1, "name": name, "width_d": view.size(-1) / d, "joint": layer.joint})
     source = sum(t.numel() for s in cache.sources for k, t in s.items() if k != "kv") / (
-        cache.memory.sentences * cache.memory.states.size(1) * d)
-    return {"parts": parts, "width_d": cache.buffer.size(-1) / d, "lead": cache.lead,
-            "buffer_shape": tuple(cache.buffer.shape), "source_per_position_d": source}
+        cache.memory.sentences * cache.memory.states.size(1) * d
+    )
+    return {
+        "parts": parts,
+        "width_d": cache.buffer.size(-1) / d,
+        "lead": cache.lead,
+        "buffer_shape": tuple(cache.buffer.shape),
+        "source_per_position_d": source,
+    }
 
 
 def draw_caches(systems: tuple[str, ...] = ("balanced", "can")) -> Figure:
@@ -65,10 +72,22 @@ def draw_caches(systems: tuple[str, ...] = ("balanced", "can")) -> Figure:
                         continue
                     first = lead
                     if layer.joint and lead:
-                        ax.add_patch(Rectangle((start / d, 0), w / d, lead, facecolor=colours[part], alpha=0.35,
-                                               hatch="//", edgecolor="white"))
-                    ax.add_patch(Rectangle((start / d, first), w / d, positions - first, facecolor=colours[part],
-                                           edgecolor="white"))
+                        ax.add_patch(
+                            Rectangle(
+                                (start / d, 0),
+                                w / d,
+                                lead,
+                                facecolor=colours[part],
+                                alpha=0.35,
+                                hatch="//",
+                                edgecolor="white",
+                            )
+                        )
+                    ax.add_patch(
+                        Rectangle(
+                            (start / d, first), w / d, positions - first, facecolor=colours[part], edgecolor="white"
+                        )
+                    )
                 ax.text((x + width / 2) / d, -0.3, f"layer {i + 1}", ha="center", va="bottom", fontsize=9)
                 x += width
         if lead:
@@ -76,8 +95,13 @@ def draw_caches(systems: tuple[str, ...] = ("balanced", "can")) -> Figure:
             ax.text(x / d + 0.1, lead / 2, "source\n(copied per row)", va="center", fontsize=8)
         ax.text(x / d + 0.1, lead + (positions - lead) / 2, "prefix\n(one position\nper step)", va="center", fontsize=8)
         if not lead:
-            ax.text(0.1, positions + 1.5, "source keys|values: kept once per sentence,\nread by the cross-attention",
-                    va="top", fontsize=8)
+            ax.text(
+                0.1,
+                positions + 1.5,
+                "source keys|values: kept once per sentence,\nread by the cross-attention",
+                va="top",
+                fontsize=8,
+            )
         ax.set_xlim(0, x / d + 2.2)
         ax.set_ylim(max(positions, 9) + 1.5, -1.5)
         ax.set_xlabel("width per position (units of d)")
@@ -92,8 +116,18 @@ def draw_caches(systems: tuple[str, ...] = ("balanced", "can")) -> Figure:
 def toy_model(seed: int = 3) -> Seq2Seq:
     """A random one-layer Balanced-like model over the eight words of :data:`TOY_WORDS`."""
     torch.manual_seed(seed)
-    cfg = ModelConfig(vocab_size=len(TOY_WORDS), d_model=16, heads=2, ffn_dim=32, enc_layers=1, dec_layers=1,
-                      dropout=0.0, attn_dropout=0.0, relu_dropout=0.0, max_len=16)
+    cfg = ModelConfig(
+        vocab_size=len(TOY_WORDS),
+        d_model=16,
+        heads=2,
+        ffn_dim=32,
+        enc_layers=1,
+        dec_layers=1,
+        dropout=0.0,
+        attn_dropout=0.0,
+        relu_dropout=0.0,
+        max_len=16,
+    )
     return Seq2Seq(cfg).eval()
 
 
@@ -116,12 +150,24 @@ def step_table(search: ForcedLengthSearch, t: int) -> tuple[pd.DataFrame, pd.Dat
         rows = []
         for b in range(search.k):
             for w in [1] + list(range(4, len(TOY_WORDS))):  # never PAD, BOS or EOS (a forced length)
-                rows.append({"beam": b, "last word": TOY_WORDS[words[b]], "next word": TOY_WORDS[w],
-                             "log p": logp[b, w].item(), "score": (cum[0, b] + logp[b, w]).item()})
+                rows.append(
+                    {
+                        "beam": b,
+                        "last word": TOY_WORDS[words[b]],
+                        "next word": TOY_WORDS[w],
+                        "log p": logp[b, w].item(),
+                        "score": (cum[0, b] + logp[b, w]).item(),
+                    }
+                )
         search.select(t, logp.clone())
     kept = search.history[t + 1]
-    chosen = pd.DataFrame({"continues beam": kept[0].tolist(), "word": [TOY_WORDS[w] for w in kept[1].tolist()],
-                           "score": search.cum[0].tolist()})
+    chosen = pd.DataFrame(
+        {
+            "continues beam": kept[0].tolist(),
+            "word": [TOY_WORDS[w] for w in kept[1].tolist()],
+            "score": search.cum[0].tolist(),
+        }
+    )
     candidates = pd.DataFrame(rows).sort_values("score", ascending=False, kind="stable").reset_index(drop=True)
     return candidates.round(3), chosen.round(3)
 
@@ -133,13 +179,21 @@ def ops_table() -> tuple[pd.DataFrame, dict[str, Any]]:
     for system in ALL_SYSTEMS:
         paths = result["systems"][system]
         c = paths["cuda"]
-        row = {"system": LABELS[system], "decoder layers": c["decoder_layers"],
-               "kernels per step": c["step"]["kernel_operators"]}
+        row = {
+            "system": LABELS[system],
+            "decoder layers": c["decoder_layers"],
+            "kernels per step": c["step"]["kernel_operators"],
+        }
         if "cuda-fused" in paths:
             row["with the fused select"] = paths["cuda-fused"]["step"]["kernel_operators"]
-        row.update({"per decoder layer": c["per_layer"]["kernel_operators"],
-                    "embedding": c["embedding"]["kernel_operators"], "output": c["output"]["kernel_operators"],
-                    "search": c["search"]["kernel_operators"]})
+        row.update(
+            {
+                "per decoder layer": c["per_layer"]["kernel_operators"],
+                "embedding": c["embedding"]["kernel_operators"],
+                "output": c["output"]["kernel_operators"],
+                "search": c["search"]["kernel_operators"],
+            }
+        )
         rows.append(row)
     table = pd.DataFrame(rows).set_index("system")
     table.index.name = None
@@ -151,10 +205,14 @@ def values() -> dict[str, Any]:
     table, prov = ops_table()
     balanced, can = cache_layout("balanced"), cache_layout("can")
     out = {
-        "balanced_width_d": balanced["width_d"], "can_width_d": can["width_d"],
-        "balanced_layer_width_d": balanced["parts"][0]["width_d"], "can_layer_width_d": can["parts"][0]["width_d"],
-        "can_lead": can["lead"], "balanced_source_d": balanced["source_per_position_d"],
-        "ops_commit": prov["commit"][:7], "ops_date": prov["date"][:10],
+        "balanced_width_d": balanced["width_d"],
+        "can_width_d": can["width_d"],
+        "balanced_layer_width_d": balanced["parts"][0]["width_d"],
+        "can_layer_width_d": can["parts"][0]["width_d"],
+        "can_lead": can["lead"],
+        "balanced_source_d": balanced["source_per_position_d"],
+        "ops_commit": prov["commit"][:7],
+        "ops_date": prov["date"][:10],
     }
     for system, key in (("Balanced", "balanced"), ("CAN", "can"), ("Baseline", "baseline")):
         row = table.loc[system]

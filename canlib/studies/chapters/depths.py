@@ -2,6 +2,7 @@
 has, and the claims registry's verdict of the 14/1 drop (with one 14/1 seed: the seed-1 pair's test-set interval
 alone, as the registry states; the second depth seed is queued in ``scripts/gpu_small.sh``).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -21,8 +22,12 @@ def graphs_values(store: Store) -> dict[str, int]:
     for run in store.gpu_runs_with("speed"):
         eager, _ = store.gpu_speed("eager", run)
         graphs, _ = store.gpu_speed("captured", run)
-        ratios.append((eager["balanced"]["tok_per_s"] / eager["baseline"]["tok_per_s"],
-                       graphs["balanced"]["tok_per_s"] / graphs["baseline"]["tok_per_s"]))
+        ratios.append(
+            (
+                eager["balanced"]["tok_per_s"] / eager["baseline"]["tok_per_s"],
+                graphs["balanced"]["tok_per_s"] / graphs["baseline"]["tok_per_s"],
+            )
+        )
     return {"gpu_runs": len(ratios), "graphs_smaller": sum(g < e for e, g in ratios)}
 
 
@@ -31,8 +36,11 @@ def values(store: Store) -> dict[str, Any]:
     store.requires_judged("the depths chapter")
     f4 = paper.figure4()
     runs = {s: store.runs(s) for s in KEYS}
-    v: dict[str, Any] = {"scale": store.scale, "planned_depth_seeds": store.spec.depth_seeds,
-                         "balanced_bar": BY_ID["balanced-speed-1.8x"].evidence.ok.bound}
+    v: dict[str, Any] = {
+        "scale": store.scale,
+        "planned_depth_seeds": store.spec.depth_seeds,
+        "balanced_bar": BY_ID["balanced-speed-1.8x"].evidence.ok.bound,
+    }
     for s, key in KEYS.items():
         v[f"seeds_{key}"] = len(runs[s].seeds)
         v[f"test_{key}"] = runs[s].mean("test")
@@ -45,9 +53,16 @@ def values(store: Store) -> dict[str, Any]:
     v |= marks(store, ["depth-14-1-loses", "balanced-speed-1.8x"]) | drop.values("drop")
     test = next((s for s in drop.sets if s["split"] == "test"), None)
     if test and test["test_set_interval"]:
-        v |= {"pair_low": test["test_set_interval"][0], "pair_high": test["test_set_interval"][1],
-              "pair_value": test["value"]}
+        v |= {
+            "pair_low": test["test_set_interval"][0],
+            "pair_high": test["test_set_interval"][1],
+            "pair_value": test["value"],
+        }
     v["drop_seed_interval"] = bool(test and test["seed_interval"])
-    v["seeds_command"] = experiment_command(store.scale, systems=["depth-9-4", "depth-14-1"],
-                                            seeds=range(1, store.spec.depth_seeds + 1), corpora=[store.corpus])
+    v["seeds_command"] = experiment_command(
+        store.scale,
+        systems=["depth-9-4", "depth-14-1"],
+        seeds=range(1, store.spec.depth_seeds + 1),
+        corpora=[store.corpus],
+    )
     return v | graphs_values(store)

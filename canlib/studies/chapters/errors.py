@@ -1,5 +1,6 @@
 """The errors chapter (Figure 6): CAN minus Balanced per bucket, the paper's differences, and the whole test set's
 gap over seeds (the claims registry's "CAN scores below Balanced"), against which one seed's buckets must be read."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -24,12 +25,18 @@ def values(store: Store) -> dict[str, Any]:
     deltas = [r["delta"] for rs in shown.values() for r in rs]
     lengths = buckets["balanced"]["length"]
     out: dict[str, Any] = {
-        "scale": store.scale, "min_sentences": MIN_BUCKET_SENTENCES, "test_sentences": int(sum(lengths["sentences"])),
-        "buckets_shown": len(deltas), "buckets_hidden": sum(not r["shown"] for rs in rows.values() for r in rs),
-        "buckets_behind": sum(d < 0 for d in deltas), "buckets_ahead": sum(d > 0 for d in deltas),
-        "bucket_gap_min": min(deltas), "bucket_gap_max": max(deltas),
+        "scale": store.scale,
+        "min_sentences": MIN_BUCKET_SENTENCES,
+        "test_sentences": int(sum(lengths["sentences"])),
+        "buckets_shown": len(deltas),
+        "buckets_hidden": sum(not r["shown"] for rs in rows.values() for r in rs),
+        "buckets_behind": sum(d < 0 for d in deltas),
+        "buckets_ahead": sum(d > 0 for d in deltas),
+        "bucket_gap_min": min(deltas),
+        "bucket_gap_max": max(deltas),
         # source sentences longer than the second length bucket (buckets of 10 words: more than 20 words)
-        "long_sentences": int(sum(lengths["sentences"][2:])), "long_words": int(lengths["labels"][1].split("-")[-1]),
+        "long_sentences": int(sum(lengths["sentences"][2:])),
+        "long_words": int(lengths["labels"][1].split("-")[-1]),
     }
     for key, rs in shown.items():
         worst = min(rs, key=lambda r: r["delta"])

@@ -4,6 +4,7 @@ README.md's "Results at a glance" section is generated from the same code
 (``python -m canlib.studies.chapters.glance --readme``) and a test compares the two, so README never holds a number
 the stored results do not give.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,12 +62,16 @@ def tables(store: Store) -> dict[str, Any]:
     balanced = main["balanced"]
     for s in T2:
         label = LABELS[s]
-        row = {"system": label, "paper BLEU": f"{t2[label].test_bleu:.2f}",
-               "paper Δ to Balanced": _delta(t2[label].test_bleu - t2["Balanced"].test_bleu, t2["Balanced"].test_bleu),
-               "ours tok-BLEU (seeds)": _cell(main[s]),
-               "ours Δ to Balanced": _delta(main[s].mean() - balanced.mean(), balanced.mean())
-               if main[s] is not None and balanced is not None else "not run",
-               "paper speed / Balanced": f"{t2[label].speed / t2['Balanced'].speed:.2f}x"}
+        row = {
+            "system": label,
+            "paper BLEU": f"{t2[label].test_bleu:.2f}",
+            "paper Δ to Balanced": _delta(t2[label].test_bleu - t2["Balanced"].test_bleu, t2["Balanced"].test_bleu),
+            "ours tok-BLEU (seeds)": _cell(main[s]),
+            "ours Δ to Balanced": _delta(main[s].mean() - balanced.mean(), balanced.mean())
+            if main[s] is not None and balanced is not None
+            else "not run",
+            "paper speed / Balanced": f"{t2[label].speed / t2['Balanced'].speed:.2f}x",
+        }
         if s == "balanced":
             row["ours speed / Balanced (repeats)"] = "1.00x (reference)"
         elif s in gpu:
@@ -76,25 +81,52 @@ def tables(store: Store) -> dict[str, Any]:
             row["ours speed / Balanced (repeats)"] = "not measured"
         rows.append(row)
     table2 = pd.DataFrame(rows).set_index("system")
-    table4 = pd.DataFrame([{"system": LABELS[s], "paper before KD": f"{t4[LABELS[s]].before_kd:.2f}",
-                            "paper after KD": f"{t4[LABELS[s]].after_kd:.2f}", "ours real targets": _cell(main[s]),
-                            "ours distilled": _cell(kd.get(s))} for s in STUDENTS]).set_index("system")
+    table4 = pd.DataFrame(
+        [
+            {
+                "system": LABELS[s],
+                "paper before KD": f"{t4[LABELS[s]].before_kd:.2f}",
+                "paper after KD": f"{t4[LABELS[s]].after_kd:.2f}",
+                "ours real targets": _cell(main[s]),
+                "ours distilled": _cell(kd.get(s)),
+            }
+            for s in STUDENTS
+        ]
+    ).set_index("system")
     kernels = _kernels(store)
-    table5 = pd.DataFrame([{"system": name, "paper BLEU": f"{t5[name].test_bleu:.2f}",
-                            "paper speed": f"{100 * (t5[name].speed / t5['Balanced'].speed - 1):+.1f} %",
-                            "ours tok-BLEU (seeds)": _cell(main[s]),
-                            "ours kernels per layer": str(kernels[s])} for s, name in T5.items()]).set_index("system")
+    table5 = pd.DataFrame(
+        [
+            {
+                "system": name,
+                "paper BLEU": f"{t5[name].test_bleu:.2f}",
+                "paper speed": f"{100 * (t5[name].speed / t5['Balanced'].speed - 1):+.1f} %",
+                "ours tok-BLEU (seeds)": _cell(main[s]),
+                "ours kernels per layer": str(kernels[s]),
+            }
+            for s, name in T5.items()
+        ]
+    ).set_index("system")
     plan = describe_provenances(store.provenances(store.runs(s) for s in ALL_SYSTEMS))
     students = describe_provenances(store.provenances(kd.values()))
     speed_prov = store.gpu_speed("eager", run)[1] if run else None
-    return {"table2": table2, "table4": table4, "table5": table5,
-            "provenance": {"runs": plan["count"], "device": plan["device"], "commit": plan["commit"],
-                           "budget": plan["budget"], "kd_device": students["device"], "kd_commit": students["commit"],
-                           "speed_run": run or "none",
-                           "speed_device": speed_prov["device"] if speed_prov else "none",
-                           "speed_commit": str(speed_prov["commit"])[:7] if speed_prov else "none",
-                           "speed_repeats": int(speed_prov["settings"]["repeats"]) if speed_prov else 0,
-                           "speed_sentences": int(speed_prov["settings"]["sentences"]) if speed_prov else 0}}
+    return {
+        "table2": table2,
+        "table4": table4,
+        "table5": table5,
+        "provenance": {
+            "runs": plan["count"],
+            "device": plan["device"],
+            "commit": plan["commit"],
+            "budget": plan["budget"],
+            "kd_device": students["device"],
+            "kd_commit": students["commit"],
+            "speed_run": run or "none",
+            "speed_device": speed_prov["device"] if speed_prov else "none",
+            "speed_commit": str(speed_prov["commit"])[:7] if speed_prov else "none",
+            "speed_repeats": int(speed_prov["settings"]["repeats"]) if speed_prov else 0,
+            "speed_sentences": int(speed_prov["settings"]["sentences"]) if speed_prov else 0,
+        },
+    }
 
 
 def _kernels(store: Store) -> dict[str, int]:
@@ -117,11 +149,21 @@ def budget_values(store: Store) -> dict[str, Any]:
     if at2 is None or at2.judgement is None:
         return {"budget_shown": False}
     gains = {s: j[f"budget-adds-{s}"] for s in ("balanced", "can")}
-    return {"budget_shown": True, "gain_balanced": gains["balanced"].value, "gain_can": gains["can"].value,
-            "gap_1x": at1.value, "gap_2x": at2.value, "verdict_1x": at1.word, "verdict_2x": at2.word,
-            "gain_balanced_word": gains["balanced"].word, "gain_can_word": gains["can"].word,
-            "mark_1x": mark(can, 1), "mark_2x": mark(can, 2), "mark_gain_balanced": mark(gains["balanced"]),
-            "mark_gain_can": mark(gains["can"])}
+    return {
+        "budget_shown": True,
+        "gain_balanced": gains["balanced"].value,
+        "gain_can": gains["can"].value,
+        "gap_1x": at1.value,
+        "gap_2x": at2.value,
+        "verdict_1x": at1.word,
+        "verdict_2x": at2.word,
+        "gain_balanced_word": gains["balanced"].word,
+        "gain_can_word": gains["can"].word,
+        "mark_1x": mark(can, 1),
+        "mark_2x": mark(can, 2),
+        "mark_gain_balanced": mark(gains["balanced"]),
+        "mark_gain_can": mark(gains["can"]),
+    }
 
 
 def values(store: Store) -> dict[str, Any]:
@@ -130,14 +172,31 @@ def values(store: Store) -> dict[str, Any]:
     prov = out.pop("provenance")
     found = verdicts(store)
     words = [j.state for j in judged(store).all("paper")]
-    counts = {f"count_{k}": sum(w == state for w in words) for state, k in
-              (("held", "reproduced"), ("did not hold", "not_reproduced"), ("within noise", "within_noise"),
-               ("not run yet", "not_run_yet"), ("not tested here", "not_tested_here"))}
+    counts = {
+        f"count_{k}": sum(w == state for w in words)
+        for state, k in (
+            ("held", "reproduced"),
+            ("did not hold", "not_reproduced"),
+            ("within noise", "within_noise"),
+            ("not run yet", "not_run_yet"),
+            ("not tested here", "not_tested_here"),
+        )
+    }
     counts["count_partly"] = len(words) - sum(counts.values())
     budget = {f"budget_{k}" if not k.startswith("budget") else k: v for k, v in budget_values(store).items()}
-    return out | {"verdicts": found, "claims": len(found), "margin": ON_PAR, **{f"prov_{k}": v for k, v in prov.items()}, **counts,
-                  **budget, "findings": findings(store), "verdict_words": verdict_words(), "k_spread": K_SPREAD,
-                  "samples": BOOTSTRAP_SAMPLES, "levels": LEVELS}
+    return out | {
+        "verdicts": found,
+        "claims": len(found),
+        "margin": ON_PAR,
+        **{f"prov_{k}": v for k, v in prov.items()},
+        **counts,
+        **budget,
+        "findings": findings(store),
+        "verdict_words": verdict_words(),
+        "k_spread": K_SPREAD,
+        "samples": BOOTSTRAP_SAMPLES,
+        "levels": LEVELS,
+    }
 
 
 HTML_KEYS = ("findings", "verdict_words")  # the values the page shows as HTML (besides its tables and marks)
@@ -158,17 +217,23 @@ def findings(store: Store, marked: bool = True) -> str:
     faster, double = j["can-faster"], j["balanced-speed-1.8x"]
     speed = f"{named('balanced-speed-1.8x')}; {named('can-faster')}"
     if faster.value is not None and double.value is not None:
-        speed = (f"On the GPU run the speed verdicts read, Balanced decodes {double.value:.2f}x as fast as the Baseline "
-                 f"and CAN {faster.value:.2f}x as fast as Balanced: " + speed)
+        speed = (
+            f"On the GPU run the speed verdicts read, Balanced decodes {double.value:.2f}x as fast as the Baseline "
+            f"and CAN {faster.value:.2f}x as fast as Balanced: " + speed
+        )
     keeps = j["can-within-0.5"]
     at1, at2 = keeps.at(1), keeps.at(2)
     bleu = named("can-within-0.5")
     if at1 is not None and at1.value is not None:
-        both = (f"{at1.value:+.2f} tokenized BLEU at the plan's budget and {at2.value:+.2f} with twice the updates"
-                if at2 is not None and at2.value is not None else f"{at1.value:+.2f} tokenized BLEU")
+        both = (
+            f"{at1.value:+.2f} tokenized BLEU at the plan's budget and {at2.value:+.2f} with twice the updates"
+            if at2 is not None and at2.value is not None
+            else f"{at1.value:+.2f} tokenized BLEU"
+        )
         bleu = f"In BLEU, CAN − Balanced on test2016 is {both} (the paper: {keeps.claim.paper.split(' (')[0]}); " + bleu
-    why = ("The explanations the book tests: " + "; ".join(named(c) for c in (
-        "budget-narrows-gap", "kd-narrows-gap", "can-6-6-hurts-less")))
+    why = "The explanations the book tests: " + "; ".join(
+        named(c) for c in ("budget-narrows-gap", "kd-narrows-gap", "can-6-6-hurts-less")
+    )
     speed, bleu, why = (x[0].upper() + x[1:] + "." for x in (speed, bleu, why))
     return " ".join((speed, bleu, why))
 
@@ -206,22 +271,31 @@ def linked(store: Store, prefix: str = "") -> str:
 def budget_sentence(v: dict[str, Any]) -> str:
     """The 1x models are undertrained, and what twice the updates changes, in one sentence (plain words)."""
     if not v.get("budget_shown"):
-        return ("The 1x budget is short of convergence; the budget study that trains Balanced and CAN for twice the "
-                "updates is not stored yet.")
+        return (
+            "The 1x budget is short of convergence; the budget study that trains Balanced and CAN for twice the "
+            "updates is not stored yet."
+        )
     same = v["budget_gain_balanced_word"] == v["budget_gain_can_word"]
-    words = (f"{v['budget_gain_balanced_word']} for both" if same else
-             f"{v['budget_gain_balanced_word']} for Balanced, {v['budget_gain_can_word']} for CAN")
-    return (f"The 1x models are undertrained: twice the updates adds {v['budget_gain_balanced']:+.2f} tokenized BLEU "
-            f"to Balanced and {v['budget_gain_can']:+.2f} to CAN on test2016 (\"twice the updates adds BLEU\": "
-            f"{words}), and CAN − Balanced moves from "
-            f"{v['budget_gap_1x']:+.2f} to {v['budget_gap_2x']:+.2f}, so \"CAN stays within 0.5 BLEU of Balanced\" "
-            f"is {v['budget_verdict_2x']} at 2x ({v['budget_verdict_1x']} at 1x); the other systems were not trained "
-            "longer.")
+    words = (
+        f"{v['budget_gain_balanced_word']} for both"
+        if same
+        else f"{v['budget_gain_balanced_word']} for Balanced, {v['budget_gain_can_word']} for CAN"
+    )
+    return (
+        f"The 1x models are undertrained: twice the updates adds {v['budget_gain_balanced']:+.2f} tokenized BLEU "
+        f'to Balanced and {v["budget_gain_can"]:+.2f} to CAN on test2016 ("twice the updates adds BLEU": '
+        f"{words}), and CAN − Balanced moves from "
+        f'{v["budget_gap_1x"]:+.2f} to {v["budget_gap_2x"]:+.2f}, so "CAN stays within 0.5 BLEU of Balanced" '
+        f"is {v['budget_verdict_2x']} at 2x ({v['budget_verdict_1x']} at 1x); the other systems were not trained "
+        "longer."
+    )
 
 
-LEVELS = ("BLEU levels do not compare across the two setups (Multi30k's short image captions at d=256 against "
-          "WMT14 news at d=512): only differences between systems of one setup are claims, and even those move with "
-          "the budget and the test set, so each difference is also given relative to Balanced's BLEU.")
+LEVELS = (
+    "BLEU levels do not compare across the two setups (Multi30k's short image captions at d=256 against "
+    "WMT14 news at d=512): only differences between systems of one setup are claims, and even those move with "
+    "the budget and the test set, so each difference is also given relative to Balanced's BLEU."
+)
 
 
 def readme_section(scale: str = "small", root: Path | None = None) -> str:
@@ -234,28 +308,43 @@ def readme_section(scale: str = "small", root: Path | None = None) -> str:
     if run:  # the speed run is named once, above the tables, not in every speed row
         name = run_name(store.gpu_speed("eager", run)[1])
         found["ours"] = [o.replace(f"; {name})", ")") for o in found["ours"]]
-    return "\n".join([
-        README_HEADING, "",
-        "Generated from the stored results by `python -m canlib.studies.chapters.glance --readme` (a test fails when "
-        "this section differs from what the code computes now, and when its verdicts differ from "
-        "`python -m canlib claims --json`); the book's first page shows the same tables. " + findings(store, marked=False),
-        "",
-        f"Ours: Multi30k En-De at `{scale}` (d=256), {v['prov_runs']} runs on {v['prov_device']} at commit "
-        f"{v['prov_commit']} ({v['prov_budget']}); tokenized BLEU on test2016, mean ± sd (seeds). The paper: "
-        f"WMT14 En-De, tokenized BLEU, the average of 3 runs. {LEVELS} Speed: tokens/s relative to Balanced at batch "
-        f"1, beam 4, GPU eager fp16 with random d=512 weights and a forced output length of 30 tokens per sentence, the "
-        f"median and range of the per-repeat ratios of one "
-        f"named run, the one every speed verdict reads ({v['prov_speed_device']}, commit {v['prov_speed_commit']}, "
-        f"`book/results/gpu/{v['prov_speed_run']}`: {v['prov_speed_sentences']} sentences x "
-        f"{v['prov_speed_repeats']} interleaved repeats).", "",
-        "**Table 2**", "", v["table2"].to_markdown(), "",
-        "**Table 4** (distilled students; their provenance: [the beyond chapter](book/beyond.md))", "",
-        v["table4"].to_markdown(), "",
-        "**Table 5** (kernels per decoder layer and step, counted on the GPU's code path)", "",
-        v["table5"].to_markdown(), "",
-        "**One verdict per claim of the paper** (`python -m canlib claims` lists these and the book's own; the rule "
-        "and the evidence of each: [the scorecard](book/scorecard.md)). " + budget_sentence(v), "",
-        found.set_index("id").to_markdown(), ""])
+    return "\n".join(
+        [
+            README_HEADING,
+            "",
+            "Generated from the stored results by `python -m canlib.studies.chapters.glance --readme` (a test fails when "
+            "this section differs from what the code computes now, and when its verdicts differ from "
+            "`python -m canlib claims --json`); the book's first page shows the same tables. "
+            + findings(store, marked=False),
+            "",
+            f"Ours: Multi30k En-De at `{scale}` (d=256), {v['prov_runs']} runs on {v['prov_device']} at commit "
+            f"{v['prov_commit']} ({v['prov_budget']}); tokenized BLEU on test2016, mean ± sd (seeds). The paper: "
+            f"WMT14 En-De, tokenized BLEU, the average of 3 runs. {LEVELS} Speed: tokens/s relative to Balanced at batch "
+            f"1, beam 4, GPU eager fp16 with random d=512 weights and a forced output length of 30 tokens per sentence, the "
+            f"median and range of the per-repeat ratios of one "
+            f"named run, the one every speed verdict reads ({v['prov_speed_device']}, commit {v['prov_speed_commit']}, "
+            f"`book/results/gpu/{v['prov_speed_run']}`: {v['prov_speed_sentences']} sentences x "
+            f"{v['prov_speed_repeats']} interleaved repeats).",
+            "",
+            "**Table 2**",
+            "",
+            v["table2"].to_markdown(),
+            "",
+            "**Table 4** (distilled students; their provenance: [the beyond chapter](book/beyond.md))",
+            "",
+            v["table4"].to_markdown(),
+            "",
+            "**Table 5** (kernels per decoder layer and step, counted on the GPU's code path)",
+            "",
+            v["table5"].to_markdown(),
+            "",
+            "**One verdict per claim of the paper** (`python -m canlib claims` lists these and the book's own; the rule "
+            "and the evidence of each: [the scorecard](book/scorecard.md)). " + budget_sentence(v),
+            "",
+            found.set_index("id").to_markdown(),
+            "",
+        ]
+    )
 
 
 def write_readme(path: Path, section: str) -> bool:

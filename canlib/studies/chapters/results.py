@@ -7,6 +7,7 @@ registry's (:mod:`canlib.studies.claims`), glued as its marked word (``{glue}``)
 results: a scale whose models are not judged (tiny) has none, and asking for it is an error that names the command
 which stores them.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -24,11 +25,15 @@ CLAIMS = ("can-within-0.5", "balanced-keeps-bleu", "budget-adds-balanced", "budg
 def values(store: Store) -> dict[str, Any]:
     """Everything the results chapter's prose quotes."""
     t2 = paper.table2("en-de")
-    v: dict[str, Any] = {"scale": store.scale, "paper_gap_can": t2["CAN"].test_bleu - t2["Balanced"].test_bleu,
-                         "paper_gap_balanced": t2["Balanced"].test_bleu - t2["Baseline"].test_bleu,
-                         "paper_gap_san": t2["SAN"].test_bleu - t2["Balanced"].test_bleu,
-                         "paper_gap_aan": t2["AAN"].test_bleu - t2["Balanced"].test_bleu,
-                         "margin": ON_PAR, "sets": len(EVAL_SPLITS)}
+    v: dict[str, Any] = {
+        "scale": store.scale,
+        "paper_gap_can": t2["CAN"].test_bleu - t2["Balanced"].test_bleu,
+        "paper_gap_balanced": t2["Balanced"].test_bleu - t2["Baseline"].test_bleu,
+        "paper_gap_san": t2["SAN"].test_bleu - t2["Balanced"].test_bleu,
+        "paper_gap_aan": t2["AAN"].test_bleu - t2["Balanced"].test_bleu,
+        "margin": ON_PAR,
+        "sets": len(EVAL_SPLITS),
+    }
     store.requires_judged("the results chapter")
     runs = {s: store.runs(s) for s in ALL_SYSTEMS}
     for s in PAPER_SYSTEMS:
@@ -39,8 +44,14 @@ def values(store: Store) -> dict[str, Any]:
         v[f"{key}_test_sacre"], v[f"{key}_test_sacre_sd"] = statistics.fmean(sacre), statistics.stdev(sacre)
     v["metric_gap"] = max(abs(v[f"{s}_test"] - v[f"{s}_test_sacre"]) for s in PAPER_SYSTEMS)
     # the two BLEUs of one run on one set, over every stored run of the plan and every evaluation set
-    v["metric_gap_run"] = max(abs(t - b) for r in runs.values() if r is not None for split in EVAL_SPLITS
-                              if split in r.scores for t, b in zip(r.scores[split], store.sacre(r, split)))
+    v["metric_gap_run"] = max(
+        abs(t - b)
+        for r in runs.values()
+        if r is not None
+        for split in EVAL_SPLITS
+        if split in r.scores
+        for t, b in zip(r.scores[split], store.sacre(r, split))
+    )
     can = judged(store)["can-within-0.5"]
     v |= can.at(1).values("gap_can") | judged(store)["balanced-keeps-bleu"].values("gap_balanced")
     for s in ("san", "aan"):
@@ -62,8 +73,14 @@ def budget_values(store: Store) -> dict[str, Any]:
     steps, every, averaged = train["max_steps"], train["valid_every"], train["average_last"]
     x2 = {s: store.budget_runs(s, 2) for s in ("balanced", "can")}
     one = {s: store.runs(s) for s in ("balanced", "can")}
-    v: dict[str, Any] = {"updates_1x": steps, "updates_2x": 2 * steps, "valid_every": every, "averaged": averaged,
-                         "averaged_first": steps - (averaged - 1) * every, "budget_stored": all(x2.values())}
+    v: dict[str, Any] = {
+        "updates_1x": steps,
+        "updates_2x": 2 * steps,
+        "valid_every": every,
+        "averaged": averaged,
+        "averaged_first": steps - (averaged - 1) * every,
+        "budget_stored": all(x2.values()),
+    }
     if not v["budget_stored"]:
         return v
     v["seeds_2x"] = min(len(r.seeds) for r in x2.values())

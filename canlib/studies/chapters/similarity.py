@@ -4,6 +4,7 @@ the claims registry's verdict of "self- and cross-attention inputs are alike".
 The 6/6 Baseline is the paper's model; CAN compresses the 12/2 decoder, so the premise must also hold in Balanced's
 two layers: the engine's ``similarity-balanced`` study, loaded like the Baseline's.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -38,19 +39,29 @@ def values(store: Store) -> dict[str, Any]:
     ours = {k: diagonal(measured["residual"][k]) for k in KEYS}
     normed = {k: diagonal(measured["normalized"][k]) for k in KEYS}
     theirs = {k: diagonal(paper[k]) for k in KEYS}
-    diff = {"ours": ours["self_vs_cross"] - ours["cross_vs_ffn"], "paper": theirs["self_vs_cross"] - theirs["cross_vs_ffn"]}
+    diff = {
+        "ours": ours["self_vs_cross"] - ours["cross_vs_ffn"],
+        "paper": theirs["self_vs_cross"] - theirs["cross_vs_ffn"],
+    }
     small = Store("small", store.root if store.explicit else None)
     out: dict[str, Any] = {
-        "scale": store.scale, "layers": int(ours["self_vs_cross"].size),
-        "ours_diag_min": float(ours["self_vs_cross"].min()), "ours_diag_max": float(ours["self_vs_cross"].max()),
+        "scale": store.scale,
+        "layers": int(ours["self_vs_cross"].size),
+        "ours_diag_min": float(ours["self_vs_cross"].min()),
+        "ours_diag_max": float(ours["self_vs_cross"].max()),
         "ours_diag_mean": float(ours["self_vs_cross"].mean()),
-        "paper_diag_min": float(theirs["self_vs_cross"].min()), "paper_diag_max": float(theirs["self_vs_cross"].max()),
+        "paper_diag_min": float(theirs["self_vs_cross"].min()),
+        "paper_diag_max": float(theirs["self_vs_cross"].max()),
         "paper_diag_mean": float(theirs["self_vs_cross"].mean()),
         "layers_ours_higher": int((ours["self_vs_cross"] > theirs["self_vs_cross"]).sum()),
-        "ours_gap": float(diff["ours"].mean()), "paper_gap": float(diff["paper"].mean()),
-        "ours_left_higher": int((diff["ours"] > 0).sum()), "paper_left_higher": int((diff["paper"] > 0).sum()),
-        "ours_diff_min": float(diff["ours"].min()), "ours_diff_max": float(diff["ours"].max()),
-        "paper_layer1_left": float(theirs["self_vs_cross"][0]), "paper_layer1_right": float(theirs["cross_vs_ffn"][0]),
+        "ours_gap": float(diff["ours"].mean()),
+        "paper_gap": float(diff["paper"].mean()),
+        "ours_left_higher": int((diff["ours"] > 0).sum()),
+        "paper_left_higher": int((diff["paper"] > 0).sum()),
+        "ours_diff_min": float(diff["ours"].min()),
+        "ours_diff_max": float(diff["ours"].max()),
+        "paper_layer1_left": float(theirs["self_vs_cross"][0]),
+        "paper_layer1_right": float(theirs["cross_vs_ffn"][0]),
         "normalized_gap": float((normed["self_vs_cross"] - normed["cross_vs_ffn"]).mean()),
         "balanced_small": "stored" if stored("balanced", small) else "not stored yet",
         "balanced_layers": int(preset("balanced").dec_layers),

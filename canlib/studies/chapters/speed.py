@@ -6,6 +6,7 @@ the CUDA-graph breakdown) and what the stored GPU runs show, beside the paper's 
 Every number comes from a stored file, read by code; the one constant that is not measured here is the H100's
 memory bandwidth, from NVIDIA's data sheet. Every verdict is the claims registry's (:mod:`canlib.studies.claims`).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,14 +26,21 @@ PARTS = ("encode", "layers", "output", "search")
 # book/results/cpu/ops.json counts today's code
 MEASURED_OPS = "ops_c9736eb.json"
 EARLIER_OPS = "ops_before.json"  # the counts of the code the first stored H100 run timed, before the later cuts
-CLAIMS = ("can-faster", "can-speed-1.28x", "balanced-speed-1.8x", "can-faster-than-san", "can-faster-than-aan",
-          "batch-gain-shrinks")
+CLAIMS = (
+    "can-faster",
+    "can-speed-1.28x",
+    "balanced-speed-1.8x",
+    "can-faster-than-san",
+    "can-faster-than-aan",
+    "batch-gain-shrinks",
+)
 SEARCH_KERNELS = 5  # exercise 3: the search's bookkeeping fused into this many kernels
 
 
 def latest_run(store: Store, kind: str, need: str | None = None) -> str:
     """The stored GPU run measured last (by its file's ``measured_at``, else its date) that holds ``kind``
     (``speed``, ``breakdown``, ``profile``), and whose result holds the key ``need`` for some system when given."""
+
     def has(run: str) -> bool:
         if need is None:
             return True
@@ -42,6 +50,7 @@ def latest_run(store: Store, kind: str, need: str | None = None) -> str:
     runs = [run for run in store.gpu_runs_with(kind) if has(run)]
     if not runs:
         raise FileNotFoundError(f"no stored GPU run holds {kind}.json" + (f" with {need}" if need else ""))
+
     def measured(run: str) -> str:
         prov = store.gpu(kind, run)[1]
         return str(prov.get("measured_at") or prov["date"])
@@ -67,10 +76,12 @@ def values(store: Store) -> dict[str, Any]:
     ops, ops_prov = store.ops()
     measured, measured_prov = store.ops(MEASURED_OPS)
     out: dict[str, Any] = {
-        "paper_balanced": t2["Balanced"].speed, "paper_can": t2["CAN"].speed,
+        "paper_balanced": t2["Balanced"].speed,
+        "paper_can": t2["CAN"].speed,
         "paper_can_ratio": t2["CAN"].speed / t2["Balanced"].speed,
         "paper_san_pct": 100 * (t2["SAN"].speed / t2["Balanced"].speed - 1),
-        "bandwidth_tbs": H100_BANDWIDTH / 1e12, "ops_commit": str(ops_prov["commit"])[:7],
+        "bandwidth_tbs": H100_BANDWIDTH / 1e12,
+        "ops_commit": str(ops_prov["commit"])[:7],
         "measured_ops_commit": str(measured_prov["commit"])[:7],
         "balanced_bar": BY_ID["balanced-speed-1.8x"].evidence.ok.bound,
     }
@@ -110,10 +121,14 @@ def _profile_values(store: Store) -> dict[str, Any]:
     out: dict[str, Any] = {"profile_run": gpu.run_label(prov), "profile_device": prov["device"]}
     for system in ("balanced", "can"):
         case = cases[f"decode_{system}"]
-        out |= {f"profile_{system}_wall_us": 1000 * case["wall_ms"], f"profile_{system}_cpu_us": 1000 * case["cpu_ms"],
-                f"profile_{system}_kernel_us": 1000 * case["gpu_kernel_ms"],
-                f"profile_{system}_busy": case["gpu_busy_share"], f"profile_{system}_launches": case["kernel_launches"],
-                f"profile_{system}_us_per_launch": 1000 * case["cpu_ms"] / case["kernel_launches"]}
+        out |= {
+            f"profile_{system}_wall_us": 1000 * case["wall_ms"],
+            f"profile_{system}_cpu_us": 1000 * case["cpu_ms"],
+            f"profile_{system}_kernel_us": 1000 * case["gpu_kernel_ms"],
+            f"profile_{system}_busy": case["gpu_busy_share"],
+            f"profile_{system}_launches": case["kernel_launches"],
+            f"profile_{system}_us_per_launch": 1000 * case["cpu_ms"] / case["kernel_launches"],
+        }
     out["profile_cpu_ratio"] = out["profile_balanced_cpu_us"] / out["profile_can_cpu_us"]
     out["profile_wall_ratio"] = out["profile_balanced_wall_us"] / out["profile_can_wall_us"]
     out["profile_launch_ratio"] = out["profile_balanced_launches"] / out["profile_can_launches"]
@@ -151,14 +166,20 @@ def run_rows(store: Store) -> list[dict[str, Any]]:
         eager, prov = store.gpu_speed("eager", run)
         graphs, _ = store.gpu_speed("captured", run)
         claim = by_run.get(run, {})
-        rows.append({"run": run, "stored run": gpu.run_label(prov), "GPU": prov["device"].removeprefix("NVIDIA "),
-                     "CAN / Balanced eager": ratio_range(eager, "can", "balanced")[0],
-                     "repeats from": ratio_range(eager, "can", "balanced")[1],
-                     "repeats to": ratio_range(eager, "can", "balanced")[2],
-                     "this run: CAN faster (> 1x)?": claim.get("verdict", "not timed"),
-                     "SAN / Balanced eager": ratio_range(eager, "san", "balanced")[0],
-                     "CAN / Balanced graphs": ratio_range(graphs, "can", "balanced")[0],
-                     "chosen": bool(claim.get("chosen"))})
+        rows.append(
+            {
+                "run": run,
+                "stored run": gpu.run_label(prov),
+                "GPU": prov["device"].removeprefix("NVIDIA "),
+                "CAN / Balanced eager": ratio_range(eager, "can", "balanced")[0],
+                "repeats from": ratio_range(eager, "can", "balanced")[1],
+                "repeats to": ratio_range(eager, "can", "balanced")[2],
+                "this run: CAN faster (> 1x)?": claim.get("verdict", "not timed"),
+                "SAN / Balanced eager": ratio_range(eager, "san", "balanced")[0],
+                "CAN / Balanced graphs": ratio_range(graphs, "can", "balanced")[0],
+                "chosen": bool(claim.get("chosen")),
+            }
+        )
     return rows
 
 
@@ -173,22 +194,34 @@ def _runs_values(store: Store) -> dict[str, Any]:
     eager_rows, _ = store.gpu_speed("eager", latest)
     settings = [store.gpu_speed("eager", run)[1]["settings"] for run in store.gpu_runs_with("speed")]
     chosen = next(r for r in rows if r["chosen"])
-    return {"sentences_min": min(x["sentences"] for x in settings), "sentences_max": max(x["sentences"] for x in settings),
-            "repeats_max": max(x["repeats"] for x in settings),
-            **{f"graph_step_us_{s}": 1e6 / graph_rows[s]["tok_per_s"] for s in ("balanced", "can")},
-            **{f"eager_step_us_{s}": 1e6 / eager_rows[s]["tok_per_s"] for s in ("balanced", "can")},
-            "latest_eager_ratio": eager_rows["can"]["tok_per_s"] / eager_rows["balanced"]["tok_per_s"],
-            "latest_graphs_ratio": graph_rows["can"]["tok_per_s"] / graph_rows["balanced"]["tok_per_s"],
-            "runs": len(rows), "runs_h100": sum("H100" in d for d in devices), "runs_h200": sum("H200" in d for d in devices),
-            "eager_min": min(eager), "eager_max": max(eager), "graphs_min": min(graphs), "graphs_max": max(graphs),
-            "eager_max_run": max(rows, key=lambda r: r["CAN / Balanced eager"])["stored run"],
-            "san_min": min(san), "san_max": max(san),
-            "san_beats_can": sum(r["SAN / Balanced eager"] > r["CAN / Balanced eager"] for r in rows),
-            "can_faster_runs_held": sum(r["this run: CAN faster (> 1x)?"] == "held" for r in rows),
-            "chosen_run": chosen["stored run"], "chosen_ratio": chosen["CAN / Balanced eager"],
-            "chosen_low": chosen["repeats from"], "chosen_high": chosen["repeats to"],
-            "latest_speed_run": gpu.run_label(prov),
-            "latest_graphs_balanced": graph_rows["balanced"]["tok_per_s"], "latest_graphs_can": graph_rows["can"]["tok_per_s"]}
+    return {
+        "sentences_min": min(x["sentences"] for x in settings),
+        "sentences_max": max(x["sentences"] for x in settings),
+        "repeats_max": max(x["repeats"] for x in settings),
+        **{f"graph_step_us_{s}": 1e6 / graph_rows[s]["tok_per_s"] for s in ("balanced", "can")},
+        **{f"eager_step_us_{s}": 1e6 / eager_rows[s]["tok_per_s"] for s in ("balanced", "can")},
+        "latest_eager_ratio": eager_rows["can"]["tok_per_s"] / eager_rows["balanced"]["tok_per_s"],
+        "latest_graphs_ratio": graph_rows["can"]["tok_per_s"] / graph_rows["balanced"]["tok_per_s"],
+        "runs": len(rows),
+        "runs_h100": sum("H100" in d for d in devices),
+        "runs_h200": sum("H200" in d for d in devices),
+        "eager_min": min(eager),
+        "eager_max": max(eager),
+        "graphs_min": min(graphs),
+        "graphs_max": max(graphs),
+        "eager_max_run": max(rows, key=lambda r: r["CAN / Balanced eager"])["stored run"],
+        "san_min": min(san),
+        "san_max": max(san),
+        "san_beats_can": sum(r["SAN / Balanced eager"] > r["CAN / Balanced eager"] for r in rows),
+        "can_faster_runs_held": sum(r["this run: CAN faster (> 1x)?"] == "held" for r in rows),
+        "chosen_run": chosen["stored run"],
+        "chosen_ratio": chosen["CAN / Balanced eager"],
+        "chosen_low": chosen["repeats from"],
+        "chosen_high": chosen["repeats to"],
+        "latest_speed_run": gpu.run_label(prov),
+        "latest_graphs_balanced": graph_rows["balanced"]["tok_per_s"],
+        "latest_graphs_can": graph_rows["can"]["tok_per_s"],
+    }
 
 
 def ops_frame(store: Store, systems: tuple[str, ...] | list[str]):
@@ -200,14 +233,23 @@ def ops_frame(store: Store, systems: tuple[str, ...] | list[str]):
     rows = {}
     for s in systems:
         c = ops["systems"][s]["cuda"]
-        rows[LABELS.get(s, s)] = {"decoder layers": c["decoder_layers"], "kernels / step": c["step"]["kernel_operators"],
-                                  "kernels in the decoder layers": c["decoder"]["kernel_operators"],
-                                  "kernels / layer": c["per_layer"]["kernel_operators"],
-                                  "search kernels / step": c["search"]["kernel_operators"],
-                                  "host syncs / step": c["step"]["host_syncs"]}
+        rows[LABELS.get(s, s)] = {
+            "decoder layers": c["decoder_layers"],
+            "kernels / step": c["step"]["kernel_operators"],
+            "kernels in the decoder layers": c["decoder"]["kernel_operators"],
+            "kernels / layer": c["per_layer"]["kernel_operators"],
+            "search kernels / step": c["search"]["kernel_operators"],
+            "host syncs / step": c["step"]["host_syncs"],
+        }
     frame = pd.DataFrame(rows).T
     frame.index.name = "system"
-    whole = ["decoder layers", "kernels / step", "kernels in the decoder layers", "search kernels / step", "host syncs / step"]
+    whole = [
+        "decoder layers",
+        "kernels / step",
+        "kernels in the decoder layers",
+        "search kernels / step",
+        "host syncs / step",
+    ]
     return frame.astype({c: int for c in whole})
 
 
@@ -218,6 +260,10 @@ def bytes_frame(systems: tuple[str, ...] | list[str]):
     rows = {}
     for s in systems:
         b = bytes_per_decode_step(Seq2Seq(preset(s)), bytes_per_weight=FP16)
-        rows[LABELS.get(s, s)] = {"decoder layers MB": b["layers"] / 1e6, "output embedding MB": b["output"] / 1e6,
-                                  "total MB": b["total"] / 1e6, "floor at the H100's bandwidth (us)": b["total"] / H100_BANDWIDTH * 1e6}
+        rows[LABELS.get(s, s)] = {
+            "decoder layers MB": b["layers"] / 1e6,
+            "output embedding MB": b["output"] / 1e6,
+            "total MB": b["total"] / 1e6,
+            "floor at the H100's bandwidth (us)": b["total"] / H100_BANDWIDTH * 1e6,
+        }
     return pd.DataFrame(rows).T

@@ -6,6 +6,7 @@ BLEU here is tokenized BLEU (``scores.<split>.tok_bleu``), the paper's metric an
 judges; every stored run also records sacreBLEU (``scores.<split>.bleu``). Every verdict is the claims registry's
 (:mod:`canlib.studies.claims`).
 """
+
 from __future__ import annotations
 
 import re
@@ -50,29 +51,41 @@ def loss_values(store: Store) -> dict[str, Any]:
     finals = {s: [_valid_rows(log)[-1]["valid_loss"] for log in runs] for s, runs in logs(store).items()}
     mean = {s: statistics.fmean(v) for s, v in finals.items()}
     last = {s: fig8["valid"][LABELS[s]][-1] for s in SYSTEMS}
-    out: dict[str, Any] = {"loss_scale": store.scale, "loss_seeds": min(len(v) for v in finals.values()),
-                           "paper_epochs": len(fig8["epochs"]),
-                           "order_ours": " < ".join(LABELS[s] for s in sorted(SYSTEMS, key=mean.get)),
-                           "order_paper": " < ".join(LABELS[s] for s in sorted(SYSTEMS, key=last.get))}
+    out: dict[str, Any] = {
+        "loss_scale": store.scale,
+        "loss_seeds": min(len(v) for v in finals.values()),
+        "paper_epochs": len(fig8["epochs"]),
+        "order_ours": " < ".join(LABELS[s] for s in sorted(SYSTEMS, key=mean.get)),
+        "order_paper": " < ".join(LABELS[s] for s in sorted(SYSTEMS, key=last.get)),
+    }
     for s in SYSTEMS:
         out[f"valid_{s}"] = mean[s]
     for a, b in (("balanced", "baseline"), ("can", "balanced")):
         j = judged(store)[f"loss-{a}-above-{b}"]
         diff = mean[a] - mean[b]
-        out |= {f"loss_gap_{a}_{b}": diff, f"loss_gap_{a}_{b}_relative": diff / mean[a],
-                f"loss_gap_{a}_{b}_2se": (j.interval[1] - j.interval[0]) / 2 if j.interval else float("nan"),
-                f"paper_loss_gap_{a}_{b}": last[a] - last[b],
-                f"paper_loss_gap_{a}_{b}_relative": (last[a] - last[b]) / last[a]}
+        out |= {
+            f"loss_gap_{a}_{b}": diff,
+            f"loss_gap_{a}_{b}_relative": diff / mean[a],
+            f"loss_gap_{a}_{b}_2se": (j.interval[1] - j.interval[0]) / 2 if j.interval else float("nan"),
+            f"paper_loss_gap_{a}_{b}": last[a] - last[b],
+            f"paper_loss_gap_{a}_{b}_relative": (last[a] - last[b]) / last[a],
+        }
     falling = judged(store)["loss-still-falling"]
     lrs = [[r["lr"] for r in log if r.get("lr") is not None][-1] for runs in logs(store).values() for log in runs]
     steps = falling.sets[0]["steps"] if falling.sets else [0, 0]
-    out |= {"drop_from": steps[0], "drop_to": steps[1], "drop_min": falling.interval[0] if falling.interval else float("nan"),
-            "drop_max": falling.interval[1] if falling.interval else float("nan"), "drop_runs": len(falling.sets),
-            "last_lr": lrs[-1]}
+    out |= {
+        "drop_from": steps[0],
+        "drop_to": steps[1],
+        "drop_min": falling.interval[0] if falling.interval else float("nan"),
+        "drop_max": falling.interval[1] if falling.interval else float("nan"),
+        "drop_runs": len(falling.sets),
+        "last_lr": lrs[-1],
+    }
     return out | marks(store, LOSS_CLAIMS)
 
 
 # -- twice the budget: the stored 2x runs of the beyond chapter's budget study ----------------------
+
 
 def _curve(store: Store, files: tuple[str, ...], step: int, key: str) -> float:
     """The mean over seeds of ``key`` at the validation of update ``step``."""
@@ -97,32 +110,55 @@ def undertraining_values(store: Store) -> dict[str, Any]:
     steps_1x = int(one["max_steps"])
     averaged = [steps_1x - k * int(one["valid_every"]) for k in reversed(range(int(one["average_last"])))]
     two = store.result(runs["balanced", 2].files[0])[1]
-    out: dict[str, Any] = {"updates_1x": steps_1x, "updates_2x": int(two["budget"]["max_steps"]),
-                           "averaged_first": averaged[0], "averaged_last": averaged[-1], "averaged_count": len(averaged),
-                           "valid_every": int(one["valid_every"]), "budget_commit": str(two["commit"])[:7],
-                           "budget_device": two["device"]}
+    out: dict[str, Any] = {
+        "updates_1x": steps_1x,
+        "updates_2x": int(two["budget"]["max_steps"]),
+        "averaged_first": averaged[0],
+        "averaged_last": averaged[-1],
+        "averaged_count": len(averaged),
+        "valid_every": int(one["valid_every"]),
+        "budget_commit": str(two["commit"])[:7],
+        "budget_device": two["device"],
+    }
     continued = []
     for system in BUDGET_SYSTEMS:
         x1, x2 = runs[system, 1], runs[system, 2]
         gain = judged(store)[f"budget-adds-{system}"]
-        out |= {f"{system}_x1": x1.mean("test"), f"{system}_x2": x2.mean("test"), f"{system}_seeds_x1": len(x1.seeds),
-                f"{system}_seeds_x2": len(x2.seeds), **gain.values(f"{system}_gain")}
+        out |= {
+            f"{system}_x1": x1.mean("test"),
+            f"{system}_x2": x2.mean("test"),
+            f"{system}_seeds_x1": len(x1.seeds),
+            f"{system}_seeds_x2": len(x2.seeds),
+            **gain.values(f"{system}_gain"),
+        }
         valid_steps = [r["step"] for r in _valid_rows(store.log(x2.files[0]))]
-        for name, step in (("averaged_first", averaged[0]), ("averaged_last", averaged[-1]),
-                           ("before_last", valid_steps[-2]), ("last", valid_steps[-1])):
+        for name, step in (
+            ("averaged_first", averaged[0]),
+            ("averaged_last", averaged[-1]),
+            ("before_last", valid_steps[-2]),
+            ("last", valid_steps[-1]),
+        ):
             out[f"{system}_bleu_{name}"] = _curve(store, x2.files, step, "valid_bleu")
         out[f"{system}_bleu_rise"] = out[f"{system}_bleu_averaged_last"] - out[f"{system}_bleu_averaged_first"]
         losses = {step: _curve(store, x2.files, step, "valid_loss") for step in valid_steps}
         bleus = {step: _curve(store, x2.files, step, "valid_bleu") for step in valid_steps}
         lowest = min(losses, key=losses.get)
-        out |= {f"{system}_loss_lowest_at": lowest, f"{system}_loss_rise_after": losses[valid_steps[-1]] - losses[lowest],
-                f"{system}_bleu_highest_at": max(bleus, key=bleus.get)}
+        out |= {
+            f"{system}_loss_lowest_at": lowest,
+            f"{system}_loss_rise_after": losses[valid_steps[-1]] - losses[lowest],
+            f"{system}_bleu_highest_at": max(bleus, key=bleus.get),
+        }
         for file, seed in zip(x2.files, x2.seeds):
             first = x1.files[x1.seeds.index(seed)]
             continued.append(_losses(store.log(file), steps_1x) == _losses(store.log(first), steps_1x))
-    out |= {"x2_last_step": valid_steps[-1], "x2_before_last_step": valid_steps[-2],
-            "continued_runs": sum(continued), "budget_runs": len(continued), "margin": ON_PAR,
-            "averaging_status": averaging_status(store)}
+    out |= {
+        "x2_last_step": valid_steps[-1],
+        "x2_before_last_step": valid_steps[-2],
+        "continued_runs": sum(continued),
+        "budget_runs": len(continued),
+        "margin": ON_PAR,
+        "averaging_status": averaging_status(store),
+    }
     return out | marks(store, BUDGET_CLAIMS)
 
 
@@ -146,13 +182,17 @@ def budget_gaps(store: Store) -> list[dict[str, Any]]:
             if on is None:
                 continue
             half = (on["seed_interval"][1] - on["seed_interval"][0]) / 2 if on["seed_interval"] else float("nan")
-            row |= {f"{factor}x CAN − Balanced": on["value"], f"{factor}x ± {K_SPREAD:g} s.e.": half,
-                    f"{factor}x: this set": on["verdict"]}
+            row |= {
+                f"{factor}x CAN − Balanced": on["value"],
+                f"{factor}x ± {K_SPREAD:g} s.e.": half,
+                f"{factor}x: this set": on["verdict"],
+            }
         rows.append(row)
     return rows
 
 
 # -- the single H200 run -----------------------------------------------------------------------------
+
 
 def h200_values(store: Store) -> dict[str, Any]:
     """The one `small-can` trained on an H200 before the plan ran, beside the plan's CAN runs (tokenized BLEU)."""
@@ -160,16 +200,25 @@ def h200_values(store: Store) -> dict[str, Any]:
     plan = store.runs("can")
     bleu = list(plan.scores["test"])
     seed1, seed1_prov = store.run("can", 1)
-    return {"h200_bleu": float(run["scores"][METRIC]), "h200_valid_loss": float(run["valid_loss"]),
-            "h200_commit": str(prov["commit"])[:7], "h200_device": prov["device"],
-            "plan_can_mean": statistics.fmean(bleu), "plan_can_sd": statistics.stdev(bleu), "plan_can_seeds": len(bleu),
-            "plan_can_min": min(bleu), "plan_can_max": max(bleu), "plan_device": seed1_prov["device"],
-            "plan_commit": str(seed1_prov["commit"])[:7],
-            "plan_seed1_valid_loss": float(seed1["training"]["last_valid"]["valid_loss"]),
-            "plan_seed1_bleu": float(seed1["scores"]["test"][METRIC])}
+    return {
+        "h200_bleu": float(run["scores"][METRIC]),
+        "h200_valid_loss": float(run["valid_loss"]),
+        "h200_commit": str(prov["commit"])[:7],
+        "h200_device": prov["device"],
+        "plan_can_mean": statistics.fmean(bleu),
+        "plan_can_sd": statistics.stdev(bleu),
+        "plan_can_seeds": len(bleu),
+        "plan_can_min": min(bleu),
+        "plan_can_max": max(bleu),
+        "plan_device": seed1_prov["device"],
+        "plan_commit": str(seed1_prov["commit"])[:7],
+        "plan_seed1_valid_loss": float(seed1["training"]["last_valid"]["valid_loss"]),
+        "plan_seed1_bleu": float(seed1["scores"]["test"][METRIC]),
+    }
 
 
 # -- what `full` costs ---------------------------------------------------------------------------------
+
 
 def full_cost(gpus: int = GPUS, epochs: int | None = None, store: Store | None = None) -> dict[str, Any]:
     """Target tokens per WMT14 epoch (a lower bound), the epochs, and for each stored d=512 training rate the
@@ -192,10 +241,19 @@ def full_cost(gpus: int = GPUS, epochs: int | None = None, store: Store | None =
             rates, prov = store.gpu_training(kind, run)
             for system, r in rates.items():
                 rate = r["target_tokens_per_sec"]
-                rows.append({"kind": kind, "batch": prov["max_tokens"], "run": run, "device": prov["device"],
-                             "commit": str(prov["commit"])[:7], "system": system, "tok_s": rate,
-                             "peak_memory_gib": r.get("peak_memory_gib"),
-                             "hours": tokens * epochs / (gpus * rate) / 3600})
+                rows.append(
+                    {
+                        "kind": kind,
+                        "batch": prov["max_tokens"],
+                        "run": run,
+                        "device": prov["device"],
+                        "commit": str(prov["commit"])[:7],
+                        "system": system,
+                        "tok_s": rate,
+                        "peak_memory_gib": r.get("peak_memory_gib"),
+                        "hours": tokens * epochs / (gpus * rate) / 3600,
+                    }
+                )
     return {"pairs": pairs, "words": words, "tokens_per_epoch": tokens, "epochs": epochs, "gpus": gpus, "rows": rows}
 
 
@@ -203,10 +261,18 @@ def cost_values(gpus: int = GPUS, store: Store | None = None) -> dict[str, Any]:
     c = full_cost(gpus, store=store)
     full = scale_spec("full").train
     cap = full["max_epochs"]
-    return {"wmt_pairs_m": c["pairs"] / 1e6, "wmt_words_m": c["words"] / 1e6, "tokens_per_epoch_m": c["tokens_per_epoch"] / 1e6,
-            "cost_epochs": c["epochs"], "cost_gpus": gpus, "full_max_epochs": cap,
-            "full_patience": full["patience"], "epochs_factor": cap / c["epochs"],
-            "cost_rows": len(c["rows"]), **_rate_spread(c["rows"])}
+    return {
+        "wmt_pairs_m": c["pairs"] / 1e6,
+        "wmt_words_m": c["words"] / 1e6,
+        "tokens_per_epoch_m": c["tokens_per_epoch"] / 1e6,
+        "cost_epochs": c["epochs"],
+        "cost_gpus": gpus,
+        "full_max_epochs": cap,
+        "full_patience": full["patience"],
+        "epochs_factor": cap / c["epochs"],
+        "cost_rows": len(c["rows"]),
+        **_rate_spread(c["rows"]),
+    }
 
 
 def _rate_spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -219,11 +285,15 @@ def _rate_spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
         return {}
     fast, slow = max(base.values(), key=lambda r: r["tok_s"]), min(base.values(), key=lambda r: r["tok_s"])
     ratio = {run: can[run]["tok_s"] / r["tok_s"] for run, r in base.items() if run in can}
-    return {"rate_spread": fast["tok_s"] / slow["tok_s"], "rate_fast_run": f"{device_name(fast['device'])} {fast['commit']}",
-            "rate_slow_run": f"{device_name(slow['device'])} {slow['commit']}",
-            "rate_fast_memory": fast["peak_memory_gib"], "rate_slow_memory": slow["peak_memory_gib"],
-            "rate_fast_can_ratio": ratio.get(fast["run"], float("nan")),
-            "rate_slow_can_ratio": ratio.get(slow["run"], float("nan"))}
+    return {
+        "rate_spread": fast["tok_s"] / slow["tok_s"],
+        "rate_fast_run": f"{device_name(fast['device'])} {fast['commit']}",
+        "rate_slow_run": f"{device_name(slow['device'])} {slow['commit']}",
+        "rate_fast_memory": fast["peak_memory_gib"],
+        "rate_slow_memory": slow["peak_memory_gib"],
+        "rate_fast_can_ratio": ratio.get(fast["run"], float("nan")),
+        "rate_slow_can_ratio": ratio.get(slow["run"], float("nan")),
+    }
 
 
 def cost_frame(gpus: int = GPUS, store: Store | None = None):
@@ -231,9 +301,16 @@ def cost_frame(gpus: int = GPUS, store: Store | None = None):
     import pandas as pd
 
     c = full_cost(gpus, store=store)
-    rows = [{"run": f"{device_name(r['device'])} {r['commit']}", "tokens per update": r["batch"],
-             "system": LABELS.get(r["system"], r["system"]), "target tok/s (one GPU)": round(r["tok_s"]),
-             f"hours on {gpus} GPUs": r["hours"]} for r in c["rows"]]
+    rows = [
+        {
+            "run": f"{device_name(r['device'])} {r['commit']}",
+            "tokens per update": r["batch"],
+            "system": LABELS.get(r["system"], r["system"]),
+            "target tok/s (one GPU)": round(r["tok_s"]),
+            f"hours on {gpus} GPUs": r["hours"],
+        }
+        for r in c["rows"]
+    ]
     return pd.DataFrame(rows).set_index(["run", "tokens per update", "system"])
 
 
