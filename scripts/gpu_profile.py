@@ -14,7 +14,8 @@ Cases (random weights, synthetic tokens; bf16 training, fp16 decoding, as the pr
   ``decode_balanced_compiled``, ``decode_can_compiled``: with the encoder, decoder layers and output compiled by
   ``torch.compile`` (``--compile-backend``, default inductor; compiled by the warm-up search, not profiled).
 
-For each case, ``DIR/<case>.txt`` (case = the names above) holds the operator table sorted by GPU time (CPU time on a CPU), and
+For each case, ``DIR/<case>.txt`` (case = the names above) holds the operator table sorted by GPU time (CPU time on
+a CPU), and
 ``DIR/<case>.json`` the summary: wall milliseconds per update or step (timed without the profiler), CPU and GPU
 time under the profiler, kernel launches, host syncs (device synchronisations and device-to-host copies) and the
 top kernels by GPU time. ``DIR/sdpa_backends.json`` times one Baseline and one CAN update with
@@ -353,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         unknown = sorted(set(wanted) - {label for label, _ in cases})
         if unknown:
             raise SystemExit(
-                f"--cases: unknown case(s) {', '.join(unknown)}; choose from {', '.join(l for l, _ in cases)}"
+                f"--cases: unknown case(s) {', '.join(unknown)}; choose from {', '.join(name for name, _ in cases)}"
             )
         cases = [(label, run) for label, run in cases if label in wanted]
     else:  # compiling takes tens of seconds a case: only where asked for (gpu_check.sh --compiled)

@@ -239,7 +239,10 @@ def glued_per_paragraph(text: str) -> list[tuple[int, int]]:
 
 
 def test_glued_values_are_counted_per_paragraph():
-    text = "# T\n\nA {glue:text}`a` b {glue:text}`b:.2f`\nc {glue}`verdict_x` {glue:text}`c`.\n\n$$x$$\n\nd {glue:text}`d`\n"
+    text = (
+        "# T\n\nA {glue:text}`a` b {glue:text}`b:.2f`\nc {glue}`verdict_x` {glue:text}`c`.\n\n$$x$$\n\n"
+        "d {glue:text}`d`\n"
+    )
     assert glued_per_paragraph(text) == [(1, 0), (3, 3), (8, 1)]
 
 

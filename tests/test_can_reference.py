@@ -65,7 +65,6 @@ def reference_layer(layer: CANDecoderLayer, x: torch.Tensor, h: torch.Tensor, sr
     z = (x - mean) / torch.sqrt(var + layer.norm.eps) * layer.norm.weight + layer.norm.bias
 
     batch, length, _ = x.shape
-    src_len = h.size(1)
     dq, dv = D // HEADS, FFN // HEADS
     y = torch.empty_like(x)
     for b in range(batch):

@@ -5,7 +5,8 @@
   mixed by the same softmax from d-wide values and an output map Wo:
 
       A_i = SoftMax(z Wq_i [z Wk1_i ; H Wk2_i]^T / sqrt(d/h))
-      y   = x + concat_i(A_i [z Wr1_i ; H Wr2_i]) Wo + bo + ReLU(z W1 + b1 + concat_i(A_i [z W~v1_i ; H W~v2_i])) W2 + b2
+      y   = x + concat_i(A_i [z Wr1_i ; H Wr2_i]) Wo + bo
+            + ReLU(z W1 + b1 + concat_i(A_i [z W~v1_i ; H W~v2_i])) W2 + b2
 
 * A decoder layer mix (``decoder_kind="mixed"``): layer i of the stack is the kind ``decoder_layer_kinds[i]``,
   bottom first, checked against the two layers composed by hand.

@@ -88,7 +88,8 @@ def site(tmp_path, monkeypatch):
 def sgm(lines: list[str], lang: str) -> bytes:
     """A WMT-style SGM file; extra spaces and a no-break space test the normalisation."""
     segs = "".join(f'<seg id="{i}"> {line.replace(" ", "  ", 1)}\u00a0</seg>\n' for i, line in enumerate(lines, 1))
-    return f'<srcset setid="newstest" srclang="any">\n<doc sysid="ref" docid="d1" genre="news" origlang="en">\n{segs}</doc>\n</srcset>\n'.encode()
+    head = '<srcset setid="newstest" srclang="any">\n<doc sysid="ref" docid="d1" genre="news" origlang="en">\n'
+    return f"{head}{segs}</doc>\n</srcset>\n".encode()
 
 
 def statmt_tgz(shared_data: Path) -> tuple[bytes, dict[str, list[str]]]:
@@ -98,17 +99,17 @@ def statmt_tgz(shared_data: Path) -> tuple[bytes, dict[str, list[str]]]:
     """
     wmt = shared_data / "wmt14-en-de"
     missing = [
-        f"{stem}.{l}"
+        f"{stem}.{lang}"
         for stem in ("train.detok", "newstest2013", "newstest2014")
-        for l in ("en", "de")
-        if not (wmt / f"{stem}.{l}").is_file()
+        for lang in ("en", "de")
+        if not (wmt / f"{stem}.{lang}").is_file()
     ]
     if missing:
         missing_data(f"WMT news files not in {wmt} (local only, no download): {', '.join(missing)}")
     take = lambda name, n: (wmt / name).read_text(encoding="utf-8").split("\n")[:n]  # noqa: E731
-    text = {f"train.{l}": take(f"train.detok.{l}", 300) for l in ("en", "de")}
-    text |= {f"newstest2013.{l}": take(f"newstest2013.{l}", 40) for l in ("en", "de")}
-    text |= {f"newstest2014.{l}": take(f"newstest2014.{l}", 30) for l in ("en", "de")}
+    text = {f"train.{lang}": take(f"train.detok.{lang}", 300) for lang in ("en", "de")}
+    text |= {f"newstest2013.{lang}": take(f"newstest2013.{lang}", 40) for lang in ("en", "de")}
+    text |= {f"newstest2014.{lang}": take(f"newstest2014.{lang}", 30) for lang in ("en", "de")}
     members = {
         "training/europarl-v7.de-en.en": "".join(s + "\n" for s in text["train.en"]).encode(),
         "training/europarl-v7.de-en.de": "".join(s + "\n" for s in text["train.de"]).encode(),

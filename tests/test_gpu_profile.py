@@ -9,8 +9,9 @@ import sys
 import tarfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
 from canlib.decoding import fused
+
+REPO = Path(__file__).resolve().parents[1]
 
 CASES = (
     "train_small-can",

@@ -1,6 +1,7 @@
 """The package's layering, as the folder tree states it: each part imports only the parts below it.
 
-io < bleu < data < model < decoding < training < bench < results < analysis < {studies, experiments} < ingest < the command
+io < bleu < data < model < decoding < training < bench < results < analysis < {studies, experiments} < ingest < the
+command
 line (cli, info, __main__). The results schema (results) and the computations on models (analysis) sit below both
 the book's readers (studies) and the experiment engine (experiments), which are siblings: neither imports the other,
 so loading a result can never reach training and the engine never depends on how a chapter reads.

@@ -580,7 +580,8 @@ def test_the_2x_curves_are_drawn_with_the_papers_figure_8_beside_them():
 
 def test_checkpoint_averaging_is_not_run_until_the_averaging_study_is_stored(tmp_path):
     """training.md's averaging sentence is written for a study that is not stored: it flips to "stored" once both
-    systems have two seeds of it (fake files here), and the repository holds none yet (rewrite the text when it does)."""
+    systems have two seeds of it (fake files here), and the repository holds none yet (rewrite the text when it
+    does)."""
     assert training.averaging_status(small()) == "not stored yet"
     assert not list(BEYOND.glob("averaging-*.json")), "the averaging study is stored now: rewrite its sentences"
     from canlib.results.files import provenance, save_result

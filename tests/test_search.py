@@ -661,7 +661,8 @@ def test_a_compiled_decoder_gives_eager_tokens_alone_and_inside_static_steps(kin
 
 def test_one_compiled_graph_of_the_decoder_serves_every_step_and_source_length():
     """The step index and the shapes are symbolic: 12 steps compile the encoder and the output once and the decoder
-    layers once per buffer parity, and a second sentence of another length compiles nothing more (a step index baked in as a
+    layers once per buffer parity, and a second sentence of another length compiles nothing more (a step index
+    baked in as a
     constant would compile 8 graphs, then give up and run eagerly)."""
     torch._dynamo.reset()
     model = tiny_model("can", seed=15)

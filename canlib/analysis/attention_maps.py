@@ -69,7 +69,8 @@ def joint_layer_output(layer: CANDecoderLayer, x: Tensor, memory: SourceMemory, 
 def can_layer_parts(layer: CANDecoderLayer, x: Tensor, memory: SourceMemory, blocked: Tensor) -> dict[str, Tensor]:
     """Every intermediate tensor of one CAN layer, by the paper's names, for a worked example with shapes.
 
-    ``q``, ``k_x``: (rows, h, t, d/h); ``k_h``: (B, h, s, d/h); ``v_x``: (rows, h, t, 4d/h) and ``v_h``: (B, h, s, 4d/h),
+    ``q``, ``k_x``: (rows, h, t, d/h); ``k_h``: (B, h, s, d/h); ``v_x``: (rows, h, t, 4d/h) and ``v_h``: (B, h, s,
+    4d/h),
     the 4d-wide values z W~v1 and H W~v2 split over heads; ``hidden``: z W1 + b1 (rows, t, 4d); ``joint``: A
     (rows, h, t, t + s); ``mixed``: A [V1 ; V2] (rows, h, t, 4d/h); ``output``: the layer's output (rows, t, d).
     """

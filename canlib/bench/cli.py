@@ -119,9 +119,11 @@ def run_ops(args: argparse.Namespace) -> int:
     for name, paths in result["result"]["systems"].items():
         for path, c in paths.items():
             print(
-                f"{name:<12}{path:<5} step {c['step']['kernel_operators']:>4} kernels {c['step']['operators']:>4} operators"
+                f"{name:<12}{path:<5} step {c['step']['kernel_operators']:>4} kernels "
+                f"{c['step']['operators']:>4} operators"
                 f" | per layer {c['per_layer']['kernel_operators']:>5.1f} {c['per_layer']['operators']:>6.1f}"
-                f" | search {c['search']['kernel_operators']:>3} {c['search']['operators']:>3} | host syncs {c['step']['host_syncs']}"
+                f" | search {c['search']['kernel_operators']:>3} {c['search']['operators']:>3} | host "
+                f"syncs {c['step']['host_syncs']}"
             )
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

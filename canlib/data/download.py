@@ -110,7 +110,8 @@ def _check(path: Path, remote: Remote, record: dict | None, source: str | None =
     path.unlink()
     where = remote.url if source in (None, remote.url) else f"{remote.url}, fetched from {source}"
     raise ValueError(
-        f"{path.name.removesuffix('.part')} ({where}): checksum mismatch: expected {expected_what}; the file was deleted"
+        f"{path.name.removesuffix('.part')} ({where}): checksum mismatch: expected {expected_what}; "
+        "the file was deleted"
     )
 
 

@@ -160,7 +160,8 @@ def format_statistics(meta: dict) -> str:
     lines = [
         f"{meta['corpus']} ({meta['scale']}, seed {meta['seed']}): {src}->{tgt}, "
         f"joint vocabulary {meta['vocab_size']} ({meta['vocab_id']})",
-        f"{'split':<{w}}{'sent.':>10}{src + ' words':>12}{tgt + ' words':>12}{'words':>12}{src + ' subw.':>12}{tgt + ' subw.':>12}",
+        f"{'split':<{w}}{'sent.':>10}{src + ' words':>12}{tgt + ' words':>12}{'words':>12}"
+        f"{src + ' subw.':>12}{tgt + ' subw.':>12}",
     ]
     for split in splits:
         s = meta["statistics"][split]

@@ -271,7 +271,8 @@ class StepGraphs:
         self.model = model
         self.capture = capture
         self.parts = parts
-        # the encoder, decoder layers and output compiled with this torch.compile backend ("inductor"), their kernels captured
+        # the encoder, decoder layers and output compiled with this torch.compile backend ("inductor"), their
+        # kernels captured
         self.decoder = CompiledDecoder(model, backend=compiled) if compiled else None
         self.graphs = GraphCache(max_shapes)
 

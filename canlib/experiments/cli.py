@@ -128,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
     if args.rescore:
         rows = rescore(Path(args.rescore))
         print(
-            f"{len(rows)} stored sacreBLEU scores of {len({r['file'] for r in rows})} runs reproduced from their hypotheses"
+            f"{len(rows)} stored sacreBLEU scores of {len({r['file'] for r in rows})} runs reproduced "
+            "from their hypotheses"
         )
         quoted = recheck(Path(args.rescore))
         if quoted:

@@ -69,7 +69,8 @@ def experiment(
         reads, own = analyses.runs_needed(name, scale, reduced)
         if chosen is not None and not {(r.system, r.corpus) for r in reads} <= chosen:
             say(
-                f"{name}: skipped (needs seed 1 of {', '.join(r.system for r in reads)} on {reads[0].corpus} in this selection)"
+                f"{name}: skipped (needs seed 1 of {', '.join(r.system for r in reads)} on "
+                f"{reads[0].corpus} in this selection)"
             )
             continue
         wanted.append(name)

@@ -93,7 +93,8 @@ def model_from_checkpoint(
         raise CheckpointError(f"{path}: config does not match the expected one (field: (found, expected)) {diff}")
     if expected_vocab_id is not None and ckpt.get("vocab_id") != expected_vocab_id:
         raise CheckpointError(
-            f"{path}: trained with vocabulary {ckpt.get('vocab_id')!r}, but the vocabulary given is {expected_vocab_id!r}"
+            f"{path}: trained with vocabulary {ckpt.get('vocab_id')!r}, but the vocabulary given is "
+            f"{expected_vocab_id!r}"
         )
     model = Seq2Seq(cfg)
     try:

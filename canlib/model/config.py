@@ -10,14 +10,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from canlib.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID  # the special token ids the vocabulary and the model share
+
 # "can_residual": CAN keeping the attention's own residual S + C (a control on this library's reading of
 # the paper, which drops it)
 DECODER_KINDS = ("standard", "aan", "san", "can", "can_attn", "can_ffn", "can_residual")
 MIXED = "mixed"  # decoder_kind of a stack with one kind per layer (``ModelConfig.decoder_layer_kinds``)
 MIXABLE_KINDS = tuple(k for k in DECODER_KINDS if k != "san")  # SAN's groups share maps across layers
-
-# Special token ids shared by the vocabulary code and the model.
-from canlib.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 
 @dataclass(frozen=True)

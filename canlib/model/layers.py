@@ -449,7 +449,8 @@ class CANResidualDecoderLayer(CANDecoderLayer):
     directly, on the residual stream. :class:`CANDecoderLayer` drops the direct term; this layer keeps it,
     mixed by the same softmax from d-wide values and an output map::
 
-        y = x + concat_i(A_i [z Wr1_i ; H Wr2_i]) Wo + bo + ReLU(z W1 + b1 + concat_i(A_i [z W~v1_i ; H W~v2_i])) W2 + b2
+        y = x + concat_i(A_i [z Wr1_i ; H Wr2_i]) Wo + bo
+              + ReLU(z W1 + b1 + concat_i(A_i [z W~v1_i ; H W~v2_i])) W2 + b2
 
     Head i's values are its 4d/h-wide slice for the FFN and its d/h-wide slice for the residual, side by
     side, so one attention per head serves both.

@@ -207,7 +207,8 @@ def gate_shares(
     study: dict[str, Any], near: float = 0.1, middle: tuple[float, float] = (0.4, 0.6)
 ) -> list[dict[str, Any]]:
     """Per CAN layer of the stored attention study: the share of its gate values (alpha over every target position
-    and head of the test split) within ``near`` of 0 or 1, and in the ``middle`` band, read from the stored histogram."""
+    and head of the test split) within ``near`` of 0 or 1, and in the ``middle`` band, read from the stored
+    histogram."""
     edges = np.array(study["alpha_histogram"]["edges"])
     near_ends = (edges[1:] <= near + 1e-12) | (edges[:-1] >= 1 - near - 1e-12)
     band = (edges[:-1] >= middle[0] - 1e-12) & (edges[1:] <= middle[1] + 1e-12)

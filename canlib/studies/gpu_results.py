@@ -4,7 +4,8 @@ as the chapters and the scorecard read them.
 The paper's speed claims are GPU claims (fp16, batch 1, beam 4). No chapter can measure them on the
 CPU that builds the book, so the figures come from a GPU run of this project's own scripts, stored
 under ``book/results/gpu/<run>/`` with the commit, date, device and the exact command that produced
-them. ``canlib ingest`` (:mod:`canlib.ingest`) derives those files from the raw files the scripts wrote (the figures are computed, never
+them. ``canlib ingest`` (:mod:`canlib.ingest`) derives those files from the raw files the scripts wrote (the
+figures are computed, never
 typed) and keeps a device call's raw files in ``measurements/<run>/``; the loaders below only read what it stored,
 each from a results folder ``root`` (default ``book/results``; :class:`canlib.studies.store.Store` passes its own).
 The operator counts of one decoding step (``canlib bench ops``, counted on a CPU) lie beside them in ``cpu/``.
@@ -119,7 +120,8 @@ def ratio_range(rows: dict[str, dict[str, Any]], system: str, against: str) -> t
 
 
 def load(kind: str, run: str = DEFAULT_RUN, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(result, provenance) of one stored file of a GPU run (``speed``, ``breakdown``, ``batch``, ``training_4k``...)."""
+    """(result, provenance) of one stored file of a GPU run (``speed``, ``breakdown``, ``batch``,
+    ``training_4k``...)."""
     if kind not in (*FILES.values(), "profile"):
         raise ValueError(f"kind={kind!r}: choose one of {', '.join(FILES.values())}, profile")
     path = gpu_dir(run, root) / f"{kind}.json"

@@ -231,7 +231,8 @@ def plot_error_buckets(
         for label in ("Balanced", "CAN"):
             ax.plot(series["x"], series[label], "s--", label=label)
         ax.set_title(
-            f"paper (Fig. 6, WMT14 En-De): by {'word frequency (x1e5)' if key == 'frequency' else 'translation length'}",
+            "paper (Fig. 6, WMT14 En-De): by "
+            + ("word frequency (x1e5)" if key == "frequency" else "translation length"),
             fontsize=10,
         )
         ax.set_ylabel("BLEU")
@@ -251,8 +252,8 @@ LAYER_COLOURS = ("#1f78b4", "#a6cee3")  # alternating, so that each decoder laye
 def plot_step_kernels(ops: dict[str, Any], systems: dict[str, str], ax=None, note: str = ""):
     """One beam-search step as the kernels it launches, one box per kernel, part after part (embedding, each decoder
     layer, the output projection, the search's bookkeeping), one row per system, the first on top. ``ops`` is a
-    stored operator count (:func:`canlib.studies.gpu_results.stored_ops`), which counts kernels per part, not their order
-    within a part or their duration: the boxes are counted launches of equal width, not a timeline."""
+    stored operator count (:func:`canlib.studies.gpu_results.stored_ops`), which counts kernels per part, not their
+    order within a part or their duration: the boxes are counted launches of equal width, not a timeline."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch, Rectangle
 

@@ -235,7 +235,8 @@ class Trainer:
         existing = self.checkpoints()
         if existing and not (resume or overwrite):
             raise ValueError(
-                f"{self.run_dir} already holds another run's checkpoints ({existing[-1].name}, {len(existing)} in all); "
+                f"{self.run_dir} already holds another run's checkpoints ({existing[-1].name}, "
+                f"{len(existing)} in all); "
                 f"pass --resume to continue it or --overwrite to start over"
             )
         if overwrite and self.is_main:
@@ -256,7 +257,8 @@ class Trainer:
                 )
             if self.vocab_id is not None and stored.get("vocab_id") not in (None, self.vocab_id):
                 raise ValueError(
-                    f"{config_file}: the run used vocabulary {stored.get('vocab_id')}, the corpus given has {self.vocab_id}"
+                    f"{config_file}: the run used vocabulary {stored.get('vocab_id')}, the corpus "
+                    f"given has {self.vocab_id}"
                 )
         found = newest_readable(existing)
         if found is None:
@@ -336,7 +338,8 @@ class Trainer:
         if saved != wanted:
             warnings.warn(
                 f"{path}: the run's optimizer ran as {saved}, this process asks for optimizer={self.cfg.optimizer!r}; "
-                f"continuing with the latter, so the parameters will differ in the last bits from an uninterrupted run's"
+                "continuing with the latter, so the parameters will differ in the last bits from an "
+                "uninterrupted run's"
             )
             for group in self.optimizer.param_groups:
                 group.update(wanted)
@@ -380,7 +383,8 @@ class Trainer:
                 value = int(ids[row][bad[row]][0])
                 side = "source" if key == "src" else "target"
                 raise ValueError(
-                    f"example {indices[row]} of the {name} split{self._data_name()} has {side} token id {value}, outside "
+                    f"example {indices[row]} of the {name} split{self._data_name()} has {side} token "
+                    f"id {value}, outside "
                     f"[0, vocab_size={cfg.vocab_size}): the corpus was tokenized with another vocabulary"
                 )
         pin = self.device.type == "cuda"
