@@ -113,7 +113,7 @@ def test_a_bleu_claim_flips_with_opposite_runs(tmp_path):
 
 
 def test_a_bleu_claim_failed_on_some_sets_and_held_on_none_says_so():
-    from canlib.studies.judges import Judged
+    from canlib.studies.evidence import Judged
 
     claim = BY_ID["balanced-keeps-bleu"]
     assert Judged(claim, "did not hold on some sets", "", "").word == "not reproduced on some sets"

@@ -15,6 +15,7 @@ from conftest import MEASUREMENTS, missing
 
 from canlib import ingest
 from canlib.cli import main
+from canlib.ingest import device as ingest_device
 from canlib.results.files import load_result
 from canlib.studies import gpu_results as gpu
 
@@ -284,7 +285,7 @@ def _device_output(tmp_path: Path, archives: bool = False) -> Path:
 def test_one_command_keeps_a_device_output_unchanged_and_stores_it(tmp_path, monkeypatch):
     device = _device_output(tmp_path, archives=True)
     (device / "huge.log").write_bytes(b"x" * (ingest.RAW_MAX_BYTES + 1))
-    monkeypatch.setattr(ingest, "MEASUREMENTS_DIR", tmp_path / "measurements")
+    monkeypatch.setattr(ingest_device, "MEASUREMENTS_DIR", tmp_path / "measurements")  # the default folder
     monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path / "results"))
     assert (
         main(["ingest", "--from-device", str(device), "--profile-command", "LIMIT=150 bash scripts/gpu_profile.sh"])

@@ -36,8 +36,7 @@ from pathlib import Path
 from canlib.model.config import LABELS
 from canlib.results.studies import STUDENTS
 from canlib.studies import paper
-from canlib.studies.judges import (  # noqa: F401
-    JUDGES,
+from canlib.studies.evidence import (  # noqa: F401  (the registry's types, read from here by the chapters)
     VOCABULARY,
     BatchCurve,
     Claim,
@@ -51,10 +50,8 @@ from canlib.studies.judges import (  # noqa: F401
     SpeedRatio,
     Term,
     Threshold,
-    run_name,
-    speed_run,
-    timed_tokens,
 )
+from canlib.studies.judges import JUDGES, run_name, speed_run, timed_tokens  # noqa: F401
 from canlib.studies.store import Store, stored_scale
 from canlib.studies.verdict import ON_PAR
 

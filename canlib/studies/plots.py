@@ -349,7 +349,7 @@ def plot_claim(
     """One BLEU claim of the registry as a picture: its contrast on each evaluation set (a point per budget, 1x
     circles, 2x squares), the seed interval as a thick bar, sacreBLEU's paired bootstrap as a thin capped bar beside
     it, the claim's threshold dashed and the paper's value dotted (``paper``; default :func:`paper_value`). ``j`` is a
-    :class:`~canlib.studies.judges.Judged` of a BLEU contrast; nothing is recomputed here."""
+    :class:`~canlib.studies.evidence.Judged` of a BLEU contrast; nothing is recomputed here."""
     import textwrap
 
     import matplotlib.pyplot as plt
