@@ -37,8 +37,9 @@ PROBE = textwrap.dedent("""
             del sys.modules[name]
     sys.meta_path.insert(0, Refuse())
     find_spec = importlib.util.find_spec  # and "is it installed?" answers no, as for a package that is not
-    importlib.util.find_spec = lambda name, package=None: None if name.split(".")[0] in BLOCKED else
-    find_spec(name, package)
+    importlib.util.find_spec = lambda name, package=None: (
+        None if name.split(".")[0] in BLOCKED else find_spec(name, package)
+    )
     repo = Path(sys.argv[2])
     sys.path[:0] = [str(repo), str(repo / "scripts")]
     results = {}
@@ -67,8 +68,8 @@ PROBE = textwrap.dedent("""
 
     for command in ("speed", "breakdown", "ops"):
         attempt(f"canlib bench {command} --help", lambda c=command: cli("bench", c, "--help"))
-    for path in ("scripts/gpu_bench.py", "scripts/gpu_profile.py", "scripts/gpu_smoke_train.py",
-    "tests/test_search.py"):
+    scripts = ("scripts/gpu_bench.py", "scripts/gpu_profile.py", "scripts/gpu_smoke_train.py")
+    for path in (*scripts, "tests/test_search.py"):
         attempt(f"import {path}", lambda p=path: load(p))
 
     def search_without_triton():
