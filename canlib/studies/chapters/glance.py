@@ -312,20 +312,17 @@ def readme_section(scale: str = "small", root: Path | None = None) -> str:
         [
             README_HEADING,
             "",
-            "Generated from the stored results by `python -m canlib.studies.chapters.glance "
-            "--readme` (a test fails when "
-            "this section differs from what the code computes now, and when its verdicts differ from "
+            "Generated from the stored results by `python -m canlib.studies.chapters.glance --readme` (a test "
+            "fails when this section differs from what the code computes now, and when its verdicts differ from "
             "`python -m canlib claims --json`); the book's first page shows the same tables. "
             + findings(store, marked=False),
             "",
             f"Ours: Multi30k En-De at `{scale}` (d=256), {v['prov_runs']} runs on {v['prov_device']} at commit "
             f"{v['prov_commit']} ({v['prov_budget']}); tokenized BLEU on test2016, mean ± sd (seeds). The paper: "
-            f"WMT14 En-De, tokenized BLEU, the average of 3 runs. {LEVELS} Speed: tokens/s relative "
-            "to Balanced at batch "
-            "1, beam 4, GPU eager fp16 with random d=512 weights and a forced output length of 30 "
-            "tokens per sentence, the "
-            f"median and range of the per-repeat ratios of one "
-            f"named run, the one every speed verdict reads ({v['prov_speed_device']}, commit {v['prov_speed_commit']}, "
+            f"WMT14 En-De, tokenized BLEU, the average of 3 runs. {LEVELS} Speed: tokens/s relative to Balanced at "
+            "batch 1, beam 4, GPU eager fp16 with random d=512 weights and a forced output length of 30 tokens per "
+            "sentence, the median and range of the per-repeat ratios of one named run, the one every speed verdict "
+            f"reads ({v['prov_speed_device']}, commit {v['prov_speed_commit']}, "
             f"`book/results/gpu/{v['prov_speed_run']}`: {v['prov_speed_sentences']} sentences x "
             f"{v['prov_speed_repeats']} interleaved repeats).",
             "",
@@ -341,9 +338,8 @@ def readme_section(scale: str = "small", root: Path | None = None) -> str:
             "",
             v["table5"].to_markdown(),
             "",
-            "**One verdict per claim of the paper** (`python -m canlib claims` lists these and the "
-            "book's own; the rule "
-            "and the evidence of each: [the scorecard](book/scorecard.md)). " + budget_sentence(v),
+            "**One verdict per claim of the paper** (`python -m canlib claims` lists these and the book's own; "
+            "the rule and the evidence of each: [the scorecard](book/scorecard.md)). " + budget_sentence(v),
             "",
             found.set_index("id").to_markdown(),
             "",
