@@ -1,5 +1,5 @@
-"""A CAN layer written from Eqs. 11 and 13 in plain PyTorch (compress.ScratchCAN) computes what canlib's
-CANDecoderLayer computes with the same weights; the trained-decoder measurements (compress.layer_approximations)
+"""A CAN layer written from Eqs. 11 and 13 in plain PyTorch (conversion.ScratchCAN) computes what canlib's
+CANDecoderLayer computes with the same weights; the trained-decoder measurements (conversion.layer_approximations)
 keep the exact stages exact and count every position and head."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from canlib import ModelConfig
-from canlib.model import compress as C
+from canlib.model import conversion as V
 from canlib.model.attention import SourceMemory, causal_mask
 from canlib.model.layers import CANDecoderLayer
 from canlib.model.seq2seq import Seq2Seq
@@ -34,7 +34,7 @@ def random_can(d: int = 16, heads: int = 4, ffn: int = 64) -> CANDecoderLayer:
 def test_scratch_can_equals_canlibs_layer_with_shared_weights_and_padding():
     torch.manual_seed(3)
     layer = random_can()
-    scratch = C.scratch_from(layer).eval()
+    scratch = V.scratch_from(layer).eval()
     x = torch.randn(3, 5, 16, dtype=torch.float64)
     h = torch.randn(3, 7, 16, dtype=torch.float64)
     pad = torch.zeros(3, 7, dtype=torch.bool)
@@ -50,7 +50,7 @@ def test_scratch_can_equals_canlibs_layer_with_shared_weights_and_padding():
 
 def test_scratch_can_ignores_padded_source_positions_and_the_future():
     torch.manual_seed(4)
-    scratch = C.scratch_from(random_can()).eval()
+    scratch = V.scratch_from(random_can()).eval()
     x, h = torch.randn(1, 4, 16, dtype=torch.float64), torch.randn(1, 6, 16, dtype=torch.float64)
     pad = torch.tensor([[False] * 4 + [True] * 2])
     changed_h, changed_x = h.clone(), x.clone()
@@ -77,7 +77,7 @@ def test_layer_approximations_keep_exact_stages_exact_and_count_every_position_a
     )
     model = Seq2Seq(cfg).eval()
     pairs = [([5, 6, 7, 8], [9, 10, 11]), ([12, 13], [14, 15, 16, 17, 18])]
-    layers = C.layer_approximations(model, pairs, bins=10)
+    layers = V.layer_approximations(model, pairs, bins=10)
     assert len(layers) == 2
     positions = sum(len(t) + 1 for _, t in pairs)  # BOS + target, one sentence at a time
     for layer in layers:

@@ -9,6 +9,7 @@ import torch
 
 from canlib import ModelConfig, Seq2Seq
 from canlib.model import compress as C
+from canlib.model import conversion as V
 from canlib.model.attention import SourceMemory, causal_mask
 from canlib.model.config import BOS_ID, PAD_ID
 from canlib.model.layers import CANDecoderLayer, StandardDecoderLayer
@@ -48,7 +49,7 @@ def random_layer(cfg: ModelConfig) -> StandardDecoderLayer:
         for m in layer.modules():
             if isinstance(m, torch.nn.Linear):
                 m.bias.normal_(0.0, 0.2)
-    return C.copy_double(layer)
+    return V.copy_double(layer)
 
 
 def inputs(d: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -174,12 +175,12 @@ def test_unknown_options_are_refused_with_their_values(case):
     with pytest.raises(ValueError, match="method='median'"):
         C.compressed_layer(w, x, h, pad, query="median")
     with pytest.raises(ValueError, match=r"value_scale=\(1.0, 2.0, 3.0\)"):
-        C.standard_to_can(layer, value_scale=(1.0, 2.0, 3.0))
+        V.standard_to_can(layer, value_scale=(1.0, 2.0, 3.0))
 
 
 def test_can_layer_filled_by_converter_computes_the_papers_form(case):
     layer, w, x, h, pad = case
-    can = C.standard_to_can(layer)
+    can = V.standard_to_can(layer)
     assert isinstance(can, CANDecoderLayer) and can.x_proj.weight.dtype == torch.float64
     want = C.compressed_layer(w, x, h, pad, query="gram", softmax="one", value_scale=2.0, values="split")
     C.assert_close(run_layer(can, x, h, pad), want, TOL, "CANDecoderLayer vs Eq. 13 split form")
@@ -196,7 +197,7 @@ def test_steps_mark_exact_stages_exact_and_approximate_ones_measurably_different
 def test_converted_balanced_model_is_a_working_can_model():
     torch.manual_seed(3)
     std = Seq2Seq(config(enc_layers=2, dec_layers=2)).eval()
-    can = C.standard_to_can(std)
+    can = V.standard_to_can(std)
     assert can.cfg.decoder_kind == "can" and can.cfg.replace(decoder_kind="standard") == std.cfg
     assert torch.equal(can.embed.weight, std.embed.weight)
     assert torch.equal(can.encoder_layers[1].ffn.w2.weight, std.encoder_layers[1].ffn.w2.weight)
@@ -212,7 +213,7 @@ def test_converted_balanced_model_is_a_working_can_model():
 
 def test_converter_rejects_a_non_standard_model():
     with pytest.raises(ValueError, match="'can'"):
-        C.standard_to_can(Seq2Seq(config(decoder_kind="can")))
+        V.standard_to_can(Seq2Seq(config(decoder_kind="can")))
 
 
 def test_paper_numbers_ship_with_the_package():

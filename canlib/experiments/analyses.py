@@ -29,8 +29,8 @@ from canlib.bleu import corpus_scores
 from canlib.data.batching import collate
 from canlib.experiments.corpus import batches, corpus_of, score_split, target_lang, teacher_forced_batches
 from canlib.experiments.run import Run, Variant, budget, run, trained
-from canlib.model.compress import alpha_value_scale, layer_approximations, standard_to_can
 from canlib.model.config import BOS_ID, EOS_ID
+from canlib.model.conversion import alpha_value_scale, layer_approximations, standard_to_can
 from canlib.model.seq2seq import Seq2Seq
 from canlib.results.files import load_result
 from canlib.results.layout import read_hypotheses, study
@@ -269,7 +269,7 @@ APPROXIMATION_SENTENCES = 100  # validation pairs measured one at a time: float6
 def approximations(source: Run, sentences: int = APPROXIMATION_SENTENCES) -> dict[str, Any]:
     """The compression chapter's measurements on the trained ``source`` (Balanced, seed 1): what the model
     learnt (validation NLL against a uniform guess), every stage of the derivation per decoder layer
-    (:func:`canlib.model.compress.layer_approximations`), and the validation NLL of the model converted to CAN
+    (:func:`canlib.model.conversion.layer_approximations`), and the validation NLL of the model converted to CAN
     without training, in variants, beside an untrained CAN. Runs in float64 on the CPU."""
     done = trained(source)
     model = done.model().cpu().float().eval()

@@ -54,7 +54,7 @@ class Variant:
     tag: str = ""  # its role in the study: "x2", "kd", "teacher"...
     budget_factor: int = 1  # multiplies the updates; the learning-rate schedule stays the recipe's
     targets: str = "real"  # "distilled": trains on ``parent``'s beam-4 translations of the training set
-    # "converted": starts from ``parent`` turned into CAN (:func:`canlib.model.compress.standard_to_can`);
+    # "converted": starts from ``parent`` turned into CAN (:func:`canlib.model.conversion.standard_to_can`);
     # "random-decoder": from ``parent``'s encoder and a fresh CAN decoder; "": a fresh initialisation
     init: str = ""
     parent: Run | None = None  # the run its distilled targets or its starting weights come from

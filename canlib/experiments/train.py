@@ -18,7 +18,7 @@ import torch
 from canlib.experiments.corpus import corpus_of, score_split
 from canlib.experiments.distill import distilled_corpus
 from canlib.experiments.run import Run, Trained, trained
-from canlib.model.compress import standard_to_can
+from canlib.model.conversion import standard_to_can
 from canlib.model.seq2seq import Seq2Seq
 from canlib.training.config import TrainConfig
 from canlib.training.trainer import Trainer

@@ -9,7 +9,8 @@ from pathlib import Path
 from canlib.data import load_prepared
 from canlib.model.config import preset
 from canlib.training.config import OPTIMIZERS, SDPA_BACKENDS, TrainConfig
-from canlib.training.trainer import Trainer, check_run_dir
+from canlib.training.run_folder import check_run_dir
+from canlib.training.trainer import Trainer
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -105,3 +105,12 @@ class TrainConfig:
         """Build from a stored config; keys this version does not know are ignored, missing ones default."""
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+# TrainConfig.optimizer -> Adam's flags: one fused operator per update (CPU and CUDA), a few
+# multi-tensor operators, or about nine per parameter tensor plus a host read of its step count
+ADAM_OPTIONS: dict[str, dict[str, bool | None]] = {
+    "fused": {"fused": True, "foreach": None},
+    "foreach": {"fused": None, "foreach": True},
+    "loop": {"fused": None, "foreach": False},
+}

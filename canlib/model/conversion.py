@@ -1,0 +1,251 @@
+"""A trained standard decoder turned into the paper's CAN form (:func:`standard_to_can`), the paper's approximations
+measured on a trained decoder (:func:`layer_approximations`), and a CAN layer written from scratch
+(:class:`ScratchCAN`), all built on the derivation's steps in :mod:`canlib.model.compress`.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import Tensor, nn
+
+from canlib.model.compress import (
+    Affine,
+    StandardWeights,
+    attention_scores,
+    compression_steps,
+    concat_steps,
+    identical_input_gap,
+    merged_hidden,
+    merged_values,
+    normalize,
+    query_key_maps,
+    self_share,
+    shared_query,
+    standard_weights,
+    step_errors,
+)
+from canlib.model.config import ModelConfig
+from canlib.model.layers import CANDecoderLayer, StandardDecoderLayer
+from canlib.model.seq2seq import Seq2Seq
+
+# ---------------------------------------------------------------------------
+# The converter: a trained standard layer or model -> the paper's CAN form
+
+
+def _set(linear: nn.Linear, *blocks: Affine) -> None:
+    """Write row-vector maps into an nn.Linear, side by side (a fused projection takes several, in order)."""
+    with torch.no_grad():
+        linear.weight.copy_(torch.cat([f.W for f in blocks], dim=1).T)
+        linear.bias.copy_(torch.cat([f.b for f in blocks]))
+
+
+ValueScale = float | tuple[float, float]
+
+
+def alpha_value_scale(alpha: float) -> tuple[float, float]:
+    """Per-block value scales (1/alpha, 1/(1 - alpha)) that undo one softmax for a constant target share alpha.
+
+    One softmax gives the prefix block alpha and the source block 1 - alpha of each row's mass
+    (``self_share``); with alpha the same for every query, scaling the prefix values by 1/alpha and
+    the source values by 1/(1 - alpha) restores the two-softmax sum exactly. alpha = 1/2 gives (2, 2).
+    """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha_value_scale: alpha={alpha!r} must lie strictly between 0 and 1")
+    return 1.0 / alpha, 1.0 / (1.0 - alpha)
+
+
+def fill_can_layer(
+    can: CANDecoderLayer, layer: StandardDecoderLayer, value_scale: ValueScale = 2.0, query: str = "gram"
+) -> None:
+    """Write the paper's CAN form of ``layer`` into ``can`` (x_proj = [Wq | Wk1 | W~v1 | W1], h_proj = [Wk2 | W~v2]).
+
+    Assumptions, in order: X' := X (Eq. 6); the attention residual S + C is dropped and
+    the FFN reads LN_f(X) + S + C; one d/h-wide query per head (``query``, Eq. 9); one
+    softmax with values times ``value_scale`` (Eq. 11; exact when the self and cross
+    partitions are equal and value_scale = 2); heads split ``W~v = Wv Wo W1`` into 4d/h
+    slices (Eq. 13; exact when all heads attend alike). CAN's LayerNorm becomes plain n(x):
+    the three original LayerNorm gains and biases are folded into the projections.
+    ``value_scale`` may be a (prefix, source) pair, e.g. ``alpha_value_scale(measured mean alpha)``.
+    """
+    scales = (value_scale, value_scale) if isinstance(value_scale, (int, float)) else tuple(value_scale)
+    if len(scales) != 2:
+        raise ValueError(f"value_scale={value_scale!r}: give one number or a (prefix, source) pair")
+    scale_x, scale_h = scales
+    w = standard_weights(layer)
+    if (can.d, can.heads, can.f) != (w.q1.W.size(0), w.heads, w.w1.W.size(1)):
+        raise ValueError(f"CAN layer (d, heads, ffn)={(can.d, can.heads, can.f)} does not match the standard layer's")
+    q1, k1, q2, k2 = query_key_maps(w)
+    v1, v2 = merged_values(w)
+    _set(can.x_proj, shared_query(q1, k1, q2, k2, w.heads, query), k1, scale_x * v1, merged_hidden(w))
+    _set(can.h_proj, k2, scale_h * v2)
+    _set(can.ffn.w2, w.w2)
+    with torch.no_grad():
+        can.norm.weight.fill_(1.0)
+        can.norm.bias.zero_()
+        can.norm.eps = w.eps
+
+
+def _can_config(layer: StandardDecoderLayer) -> ModelConfig:
+    d = layer.self_norm.normalized_shape[0]
+    return ModelConfig(
+        d_model=d,
+        heads=layer.self_attn.heads,
+        ffn_dim=layer.ffn.w1.out_features,
+        decoder_kind="can",
+        dropout=layer.drop.p,
+        attn_dropout=layer.self_attn.drop.p,
+        relu_dropout=layer.ffn.drop.p,
+    )
+
+
+def standard_to_can(
+    standard: StandardDecoderLayer | Seq2Seq, value_scale: ValueScale | list[ValueScale] = 2.0, query: str = "gram"
+) -> CANDecoderLayer | Seq2Seq:
+    """Convert, without training, a standard decoder layer or a whole standard Seq2Seq into CAN form.
+
+    A model keeps its embeddings, encoder and final norms; each decoder layer is filled by
+    :func:`fill_can_layer` (whose docstring lists the assumptions). The result has the
+    source model's dtype and is a plain canlib model (forward, encode, decode_step).
+    For a model, ``value_scale`` may be a list with one entry per decoder layer (e.g. per-layer
+    ``alpha_value_scale`` of the measured mean target share).
+    """
+    if isinstance(standard, StandardDecoderLayer):
+        can = CANDecoderLayer(_can_config(standard)).to(standard.self_norm.weight)
+        fill_can_layer(can, standard, value_scale, query)
+        return can
+    if not isinstance(standard, Seq2Seq) or standard.cfg.decoder_kind != "standard":
+        kind = getattr(getattr(standard, "cfg", None), "decoder_kind", type(standard).__name__)
+        raise ValueError(f"standard_to_can: expected a 'standard' Seq2Seq or StandardDecoderLayer, got {kind!r}")
+    model = Seq2Seq(standard.cfg.replace(decoder_kind="can")).to(standard.embed.weight)
+    kept = {k: v for k, v in standard.state_dict().items() if not k.startswith("decoder_layers.")}
+    missing, unexpected = model.load_state_dict(kept, strict=False)
+    if unexpected or any(not k.startswith("decoder_layers.") for k in missing):
+        raise ValueError(f"standard_to_can: state mismatch, missing={missing} unexpected={unexpected}")
+    scales = value_scale if isinstance(value_scale, list) else [value_scale] * len(standard.decoder_layers)
+    if len(scales) != len(standard.decoder_layers):
+        raise ValueError(
+            f"standard_to_can: {len(scales)} value scales for {len(standard.decoder_layers)} decoder layers"
+        )
+    for can, layer, scale in zip(model.decoder_layers, standard.decoder_layers, scales):
+        fill_can_layer(can, layer, scale, query)
+    return model.train(standard.training)
+
+
+def copy_double(module: nn.Module) -> nn.Module:
+    """A float64 eval-mode copy (the exact checks need float64 and no dropout)."""
+    return copy.deepcopy(module).double().eval()
+
+
+# ---------------------------------------------------------------------------
+# The approximations measured on a trained standard decoder
+
+
+def layer_inputs(model: Seq2Seq, pairs: list[tuple[list[int], list[int]]]) -> list[list[tuple[Tensor, Tensor]]]:
+    """Per decoder layer, per sentence pair (source ids, target ids, without BOS/EOS): the (X, H) the layer
+    receives in a teacher-forced pass, in float64; each pair runs alone, so nothing is padded."""
+    seen: list[list[tuple[Tensor, Tensor]]] = [[] for _ in model.decoder_layers]
+    hooks = [
+        layer.register_forward_pre_hook(
+            lambda m, args, i=i: seen[i].append((args[0].double(), args[1].states.double()))
+        )
+        for i, layer in enumerate(model.decoder_layers)
+    ]
+    cfg = model.cfg
+    try:
+        with torch.no_grad():
+            for src, tgt in pairs:
+                model(torch.tensor([list(src) + [cfg.eos_id]]), torch.tensor([[cfg.bos_id] + list(tgt)]))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return seen
+
+
+def cross_entropy_ratio(w: StandardWeights, x: Tensor, h: Tensor) -> float:
+    """Mean entropy of the cross-attention rows over log(source length): 1 = uniform, 0 = one position."""
+    probs = torch.softmax(attention_scores(w, normalize(x, w.eps), h, None, "separate")[1], dim=-1)
+    entropy = -(probs * probs.clamp_min(1e-300).log()).sum(-1)
+    return (entropy / torch.log(torch.tensor(float(h.size(1)), dtype=entropy.dtype))).mean().item()
+
+
+def layer_approximations(model: Seq2Seq, pairs: list[tuple[list[int], list[int]]], bins: int = 40) -> list[dict]:
+    """Every stage of the derivation measured on each decoder layer of a trained standard ``model`` over
+    ``pairs``: per layer the stage errors (:func:`step_errors` over all positions), Eq. 6 measured three ways
+    (:func:`identical_input_gap`, averaged over the sentences), the cross-attention entropy ratio, and the
+    target share alpha of one softmax with the least-squares query (mean, spread, histogram over [0, 1])."""
+    if model.cfg.decoder_kind != "standard":
+        raise ValueError(f"layer_approximations: a standard decoder is needed, got {model.cfg.decoder_kind!r}")
+    out = []
+    for layer, inputs in zip(model.decoder_layers, layer_inputs(model.eval(), pairs)):
+        w = standard_weights(layer)
+        xs_all = torch.cat([x.flatten(0, 1) for x, _ in inputs])[None]
+        rows = step_errors(concat_steps([compression_steps(w, x, h) for x, h in inputs]), xs_all)
+        gaps = [identical_input_gap(w, x, h) for x, h in inputs]
+        alpha = torch.cat(
+            [self_share(*attention_scores(w, normalize(x, w.eps), h, None, "gram")).flatten() for x, h in inputs]
+        )
+        out.append(
+            {
+                "steps": rows,
+                **{k: sum(g[k] for g in gaps) / len(gaps) for k in gaps[0]},
+                "entropy": sum(cross_entropy_ratio(w, x, h) for x, h in inputs) / len(inputs),
+                "alpha_mean": alpha.mean().item(),
+                "alpha_std": alpha.std().item(),
+                "alpha_histogram": torch.histc(alpha, bins=bins, min=0.0, max=1.0).long().tolist(),
+            }
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------
+# CAN from scratch: Eqs. 11 and 13 in plain PyTorch, as a reader would write them
+
+
+class ScratchCAN(nn.Module):
+    """A CAN decoder layer written from Eqs. 11 and 13 alone, in plain PyTorch (teacher-forced, no dropout)."""
+
+    def __init__(self, d: int, heads: int, ffn: int) -> None:
+        super().__init__()
+        self.h, self.f = heads, ffn
+        self.norm = nn.LayerNorm(d)
+        self.wq, self.wk1, self.wk2 = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+        self.wv1, self.wv2 = nn.Linear(d, ffn), nn.Linear(d, ffn)  # the merged values W~v = Wv Wo W1: 4d wide
+        self.w1, self.w2 = nn.Linear(d, ffn), nn.Linear(ffn, d)
+
+    def split(self, t: Tensor) -> Tensor:  # (B, n, width) -> (B, heads, n, width / heads)
+        return t.view(t.size(0), t.size(1), self.h, -1).transpose(1, 2)
+
+    def forward(self, x: Tensor, H: Tensor, pad: Tensor) -> Tensor:
+        """x (B, t, d) the target prefix, H (B, s, d) the encoder output, pad (B, s) True at source padding."""
+        B, t, _ = x.shape
+        z = self.norm(x)  # one LayerNorm for the whole layer
+        q = self.split(self.wq(z))  # (B, h, t, d/h): one query for both attentions
+        k = torch.cat([self.split(self.wk1(z)), self.split(self.wk2(H))], dim=2)  # (B, h, t + s, d/h)
+        v = torch.cat([self.split(self.wv1(z)), self.split(self.wv2(H))], dim=2)  # (B, h, t + s, 4d/h)
+        scores = q @ k.transpose(-1, -2) / q.size(-1) ** 0.5  # (B, h, t, t + s)
+        future = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+        blocked = torch.cat([future.expand(B, t, t), pad[:, None, :].expand(B, t, -1)], dim=-1)
+        A = scores.masked_fill(blocked[:, None], float("-inf")).softmax(dim=-1)  # Eq. 11: ONE softmax per row
+        mixed = (A @ v).transpose(1, 2).reshape(B, t, self.f)  # A [z W~v1 ; H W~v2], heads side by side: (B, t, 4d)
+        return x + self.w2(torch.relu(self.w1(z) + mixed))  # Eq. 13, inside one residual
+
+
+def scratch_from(layer: CANDecoderLayer) -> ScratchCAN:
+    """A :class:`ScratchCAN` holding ``layer``'s weights: its fused ``x_proj`` = [Wq | Wk1 | W~v1 | W1] and
+    ``h_proj`` = [Wk2 | W~v2] cut back into the separate maps of the equations (nn.Linear stores W^T: rows)."""
+    d, f = layer.d, layer.f
+    scratch = ScratchCAN(d, layer.heads, f).to(layer.ffn.w2.weight)
+    with torch.no_grad():
+        scratch.norm.load_state_dict(layer.norm.state_dict())
+        scratch.w2.load_state_dict(layer.ffn.w2.state_dict())
+        for fused, maps in (
+            (layer.x_proj, (scratch.wq, scratch.wk1, scratch.wv1, scratch.w1)),
+            (layer.h_proj, (scratch.wk2, scratch.wv2)),
+        ):
+            rows = [m.out_features for m in maps]
+            for m, weight, bias in zip(maps, fused.weight.split(rows), fused.bias.split(rows)):
+                m.weight.copy_(weight)
+                m.bias.copy_(bias)
+    return scratch.train(layer.training)
