@@ -161,6 +161,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--sentences", type=int, default=50)
     parser.add_argument("--forced-length", type=int, default=30)
+    parser.add_argument(
+        "--min-seconds",
+        type=float,
+        default=1.0,
+        help="each repeat translates the sources as many times over as makes the fastest system's repeat last at "
+        "least this long (default 1.0; 0: one pass)",
+    )
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument(
         "--threads", type=int, default=0, help="torch CPU threads (0: 1 with --quick, else torch's default)"
@@ -192,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     ratios: dict[str, dict] = {}
     results: dict = {name: {} for name in names}
     errors: dict[str, str] = {}
+    passes: dict[str, int] = {}
     suffixes = (
         ([] if args.only else [""]) + (["_fused"] if args.fused else []) + (["_compiled"] if args.compiled else [])
     )
@@ -213,7 +221,18 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 for name in names
             ]
-            rows = time_systems(systems, sources, args.beam, args.forced_length, args.repeats, 1, device, mode)
+            rows = time_systems(
+                systems,
+                sources,
+                args.beam,
+                args.forced_length,
+                args.repeats,
+                1,
+                device,
+                mode,
+                min_seconds=args.min_seconds,
+            )
+            passes[mode] = next(iter(rows.values()))["passes"]
             if "balanced" in rows:  # per repeat: the same tokens in both, so the ratio of the times
                 ratios[mode] = {
                     name: spread([b / x for b, x in zip(rows["balanced"]["seconds"], row["seconds"])])
@@ -291,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
                 "forced_length": args.forced_length,
                 "sentences": len(sources),
                 "repeats": args.repeats,
+                "min_seconds": args.min_seconds,
+                "passes": passes,  # {mode: times each repeat translates the sources}
                 "scale": size,
                 "vocab_size": vocab_size,
                 "sources": args.sources,

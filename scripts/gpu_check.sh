@@ -5,16 +5,20 @@
 #   bash scripts/gpu_check.sh              # on the GPU machine; everything lands in $OUT/gpu_check/
 #   bash scripts/gpu_check.sh --dry-run    # on a CPU: tiny models, few sentences; checks the script gets to the end
 #   bash scripts/gpu_check.sh --compiled   # a second call of under 5 minutes: the compiled decode step (below)
+#   bash scripts/gpu_check.sh --steps=bench,profile   # only the steps named (default: all; "fused" adds the fused
+#                                                     # select step's two modes to bench and profile)
 #
 # Prepare the checkout, then copy it to the GPU machine:  mkdir -p .gpu_data && cp -r DATA/multi30k-en-de .gpu_data/
 #
-# Steps, most valuable first, each under its own timeout (their sum is 290 s; a step that fails or times out is
+# Steps, most valuable first, each under its own timeout (their sum is 370 s; a step that fails or times out is
 # recorded in status.txt and the next one runs):
-#   1. bench:      eager and whole-step-graph tok/s of Baseline, Balanced and CAN (fp16, batch 1, beam 4, forced
-#                  length 30, d=512, V=32k) on the first 50 test2016 sources at their real lengths, 10 interleaved
-#                  repeats (A, B, A, B ...) per mode, the ratios' median and spread over the repeats, and
-#                  captured == eager tokens for all nine systems; where triton is installed, both modes again
-#                  with the fused select step (two Triton kernels) and its tokens against the PyTorch step -> gpu_bench.json
+#   1. bench:      eager and whole-step-graph tok/s of Baseline, Balanced, SAN, AAN and CAN (fp16, batch 1, beam 4,
+#                  forced length 30, d=512, V=32k) on the first 20 test2016 sources at their real lengths, 10
+#                  interleaved repeats (A, B, A, B ...) per mode, each repeat at least 1 s (the sources translated
+#                  as many times over as that takes), the ratios' median and spread over the repeats, and
+#                  captured == eager tokens for all nine systems; with "fused" where triton is installed, both modes
+#                  again with the fused select step (two Triton kernels) and its tokens against the PyTorch step
+#                                                                                      -> gpu_bench.json
 #   2. profile:    kernel launches per eager decode step of Balanced and CAN under torch.profiler, with the
 #                  PyTorch and the fused select step                                     -> profile/
 #   3. breakdown:  encoder / decoder layers / output projection / search, eager and graphs -> breakdown.json
@@ -33,11 +37,13 @@ set -u
 
 DRY=0
 COMPILED=0
+STEPS=bench,profile,breakdown,cuda_tests,ops,fused
 for arg in "$@"; do
   case "$arg" in
     --dry-run) DRY=1 ;;
     --compiled) COMPILED=1 ;;
-    *) echo "gpu_check.sh: unknown option $arg (use --dry-run, --compiled)" >&2; exit 2 ;;
+    --steps=*) STEPS=${arg#--steps=} ;;
+    *) echo "gpu_check.sh: unknown option $arg (use --dry-run, --compiled, --steps=bench,profile,...)" >&2; exit 2 ;;
   esac
 done
 TAG=""
@@ -69,7 +75,9 @@ fi
 
 FUSED=()
 PROFILE_CASES=decode_balanced,decode_can
-if "$PY" -c "import triton" 2>/dev/null; then
+if [[ ",$STEPS," != *",fused,"* ]]; then
+  echo "bench, profile: the fused select step not selected (--steps=...,fused)" | tee -a "$STATUS"
+elif "$PY" -c "import triton" 2>/dev/null; then
   FUSED=(--fused)
   PROFILE_CASES=$PROFILE_CASES,decode_balanced_fused,decode_can_fused
 else
@@ -77,7 +85,7 @@ else
 fi
 
 if [ "$DRY" = 1 ]; then
-  BENCH=(--dry-run --systems balanced,can --check-systems "$NINE" --repeats 3 --sentences 2 --forced-length 3)
+  BENCH=(--dry-run --systems balanced,can --check-systems "$NINE" --repeats 3 --sentences 2 --forced-length 3 --min-seconds 0.2)
   PROFILE=(--dry-run)
   BREAK=(--scale tiny --vocab-size 200 --device cpu --sentences 1 --repeats 1 --forced-length 4)
   OPS=(--systems balanced,can --scale tiny --vocab-size 200)
@@ -86,11 +94,11 @@ if [ "$DRY" = 1 ]; then
   BACKEND=aot_eager  # traces the compiled graphs without generating code (Inductor's C++ on a CPU is minutes)
   C1=300 C2=120
 else
-  BENCH=(--device cuda --systems baseline,balanced,can --check-systems "$NINE" --repeats 10 --sentences 50)
+  BENCH=(--device cuda --systems baseline,balanced,san,aan,can --check-systems "$NINE" --repeats 10 --sentences 20 --min-seconds 1)
   PROFILE=()
   BREAK=(--device cuda --sentences 5 --repeats 3 --graphs)
   OPS=()
-  T1=150 T2=45 T3=35 T4=30 T5=30
+  T1=230 T2=45 T3=35 T4=30 T5=30
   CBENCH=(--device cuda --repeats 10 --sentences 50)
   BACKEND=inductor
   C1=170 C2=100
@@ -99,6 +107,7 @@ fi
 step() {  # step NAME SECONDS COMMAND...: run under a timeout, log its output, record its status
   local name=$1 limit=$2
   shift 2
+  case ",$STEPS," in *",$name,"*) ;; *) echo "$name: not selected (--steps=$STEPS)" | tee -a "$STATUS"; return 0 ;; esac
   local t0
   t0=$(date +%s)
   timeout --kill-after=5 "$limit" "$@" > "$DIR/$name.log" 2>&1

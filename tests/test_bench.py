@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import time
 
 import pytest
 import torch
 
+from canlib.bench.speed import System, time_systems
 from canlib.cli import main
 
 
@@ -278,3 +280,25 @@ def test_bench_warns_when_the_machine_is_busy(monkeypatch):
     assert "7.50" in result.meta["busy_warning"]
     monkeypatch.setattr(speed.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
     assert "busy_warning" not in run_study("speed", settings).meta
+
+
+def test_every_timed_repeat_lasts_at_least_min_seconds():
+    def run(sources, beam, forced):
+        time.sleep(0.01 * len(sources))  # 10 ms a sentence
+        return 3 * len(sources)
+
+    rows = time_systems(
+        [System("slow", run), System("fast", lambda s, b, f: run(s[: len(s) // 2], b, f))],
+        [[5]] * 4,
+        beam=1,
+        forced=None,
+        repeats=3,
+        warmup=0,
+        device=torch.device("cpu"),
+        desc="t",
+        progress=False,
+        min_seconds=0.1,
+    )
+    assert rows["fast"]["passes"] == rows["slow"]["passes"] >= 5  # the fast one's pass takes ~20 ms
+    assert min(rows["fast"]["seconds"]) >= 0.1
+    assert rows["slow"]["tokens"] == 3 * 4 * rows["slow"]["passes"]

@@ -20,6 +20,7 @@ same weights in CTranslate2 (``standard`` systems only).
 from __future__ import annotations
 
 import datetime
+import math
 import multiprocessing
 import os
 import shlex
@@ -238,26 +239,35 @@ def time_systems(
     device: torch.device,
     desc: str,
     progress: bool = True,
+    min_seconds: float = 0.0,
 ) -> dict[str, dict]:
     """Warm up every system on every source (captured paths capture then), then time them
-    round-robin; median tokens/s per system."""
+    round-robin; median tokens/s per system. ``min_seconds``: every repeat translates the sources
+    as many times over (``passes``) as makes the fastest system's repeat last at least that long,
+    judged from one timed pass after the warm-up, so that short repeats' jitter does not decide a ratio."""
     for system in systems:
         for _ in range(warmup):
             system.run(sources, beam, forced)
+    passes = 1
+    if min_seconds > 0:
+        fastest = min(system.measure(sources, beam, forced, device)[1] for system in systems)
+        passes = max(1, math.ceil(min_seconds / max(fastest, 1e-9)))
+    timed = sources * passes
     times: dict[str, list[float]] = {s.name: [] for s in systems}
     tokens: dict[str, int] = {}
     for _ in tqdm(range(repeats), desc=desc, unit="repeat", leave=False, disable=not progress):
         for system in systems:
-            tokens[system.name], seconds = system.measure(sources, beam, forced, device)
+            tokens[system.name], seconds = system.measure(timed, beam, forced, device)
             times[system.name].append(seconds)
     out = {}
     for system in systems:
         median = statistics.median(times[system.name])
         out[system.name] = {
             "tok_per_s": tokens[system.name] / median,
-            "ms_per_sentence": 1000 * median / len(sources),
+            "ms_per_sentence": 1000 * median / len(timed),
             "tokens": tokens[system.name],
             "seconds": times[system.name],
+            "passes": passes,
         }
     return out
 
