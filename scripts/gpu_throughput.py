@@ -183,6 +183,20 @@ def run_epoch(trainer: Trainer, cap: int) -> int:
     return done
 
 
+def updates_ahead(trainer: Trainer, count: int) -> list[list[list[int]]]:
+    """The next ``count`` updates' micro-batches, over as many epochs as they take (a small epoch at 8,192 tokens
+    holds fewer updates than the warm-up and profile need)."""
+    groups: list[list[list[int]]] = []
+    while len(groups) < count:
+        drawn = list(islice(trainer._groups(), count - len(groups)))
+        if not drawn:
+            raise ValueError("the training split yields no batch")
+        groups += drawn
+        if len(groups) < count:
+            trainer.epoch += 1
+    return groups
+
+
 def t1(args: argparse.Namespace, s: dict[str, Any], out: Path) -> dict[str, Any]:
     """One preset and variant in a fresh process: first epoch, warm updates, a profile."""
     data = corpus(s["scale"])
@@ -204,7 +218,7 @@ def t1(args: argparse.Namespace, s: dict[str, Any], out: Path) -> dict[str, Any]
         first = run_epoch(trainer, s["epoch_cap"])
         sync(device)
         first_s = time.perf_counter() - tic
-        groups = list(islice(trainer._groups(), s["warm"] + s["profile"]))
+        groups = updates_ahead(trainer, s["warm"] + s["profile"])
         warm, profile = groups[: s["warm"]], groups[s["warm"] :]
         if device.type == "cuda":
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

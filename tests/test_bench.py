@@ -302,3 +302,17 @@ def test_every_timed_repeat_lasts_at_least_min_seconds():
     assert rows["fast"]["passes"] == rows["slow"]["passes"] >= 5  # the fast one's pass takes ~20 ms
     assert min(rows["fast"]["seconds"]) >= 0.1
     assert rows["slow"]["tokens"] == 3 * 4 * rows["slow"]["passes"]
+
+
+def test_a_slow_first_pass_does_not_shorten_the_timed_repeats():
+    calls = []
+
+    def run(sources, beam, forced):  # the first call after warm-up is slow, as a path that captures late is
+        calls.append(1)
+        time.sleep(0.01 * len(sources) + (0.2 if len(calls) == 1 else 0))
+        return len(sources)
+
+    rows = time_systems(
+        [System("late", run)], [[5]] * 2, 1, None, 2, 0, torch.device("cpu"), "t", progress=False, min_seconds=0.1
+    )
+    assert min(rows["late"]["seconds"]) >= 0.1

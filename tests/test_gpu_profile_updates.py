@@ -37,3 +37,15 @@ def test_training_case_takes_more_updates_than_an_epoch_holds_and_counts_its_bat
     assert target == int((split.tgt_lens[rows] + 1).sum()) == row["target_tokens"]
     assert len(rows) * int(sizes[rows].max()) <= tokens  # one batch within the padded-token budget
     assert target == max(int((split.tgt_lens[b] + 1).sum()) for b in trainer.sampler._epoch_batches())
+
+
+def test_the_throughput_cases_draw_more_updates_than_an_epoch_holds(tmp_path):
+    import gpu_throughput
+
+    trainer, _, _ = gpu_profile.profile_trainer("tiny-can", 100, 512, 16, torch.device("cpu"), str(tmp_path), 80)
+    trainer.epoch = 1  # profile_trainer drew epoch 0
+    per_epoch = len(list(trainer._groups()))
+    trainer.epoch = 2
+    groups = gpu_throughput.updates_ahead(trainer, 2 * per_epoch + 1)
+    assert 1 <= per_epoch < 4 and len(groups) == 2 * per_epoch + 1
+    assert trainer.epoch == 4  # epochs 2 and 3 whole, one update of epoch 4

@@ -244,13 +244,14 @@ def time_systems(
     """Warm up every system on every source (captured paths capture then), then time them
     round-robin; median tokens/s per system. ``min_seconds``: every repeat translates the sources
     as many times over (``passes``) as makes the fastest system's repeat last at least that long,
-    judged from one timed pass after the warm-up, so that short repeats' jitter does not decide a ratio."""
+    judged from the faster of two timed passes after the warm-up (a captured path may still capture in
+    the first), so that short repeats' jitter does not decide a ratio."""
     for system in systems:
         for _ in range(warmup):
             system.run(sources, beam, forced)
     passes = 1
     if min_seconds > 0:
-        fastest = min(system.measure(sources, beam, forced, device)[1] for system in systems)
+        fastest = min(system.measure(sources, beam, forced, device)[1] for system in systems for _ in range(2))
         passes = max(1, math.ceil(min_seconds / max(fastest, 1e-9)))
     timed = sources * passes
     times: dict[str, list[float]] = {s.name: [] for s in systems}

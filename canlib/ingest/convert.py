@@ -101,7 +101,8 @@ def flat(raw: dict[str, Any]) -> dict[str, Any]:
 
 def _convert_gpu_bench(raw: dict[str, Any]) -> dict[str, Any]:
     settings = raw["_settings"]
-    tokens = settings["sentences"] * settings["forced_length"]  # forced length: every sentence yields the same count
+    per_pass = settings["sentences"] * settings["forced_length"]  # forced length: every sentence yields the same count
+    passes = settings.get("passes", {})  # {mode: times a repeat translated the sources}; absent before --min-seconds
     systems: dict[str, Any] = {}
     for name, row in raw.items():
         if name.startswith("_"):
@@ -110,6 +111,7 @@ def _convert_gpu_bench(raw: dict[str, Any]) -> dict[str, Any]:
         for mode in ("eager", "captured"):
             if f"{mode}_seconds" not in row:
                 continue
+            tokens = per_pass * passes.get(mode, 1)
             figures = _repeats(row[f"{mode}_seconds"], tokens)
             stored = row[f"{mode}_tok_per_s"]
             if abs(figures["tok_per_s"] - stored) > 1e-6 * stored:
