@@ -1,24 +1,19 @@
 """How each kind of evidence is judged: one judge per kind of evidence of the claims registry
-(:mod:`canlib.studies.claims`; the types in :mod:`canlib.studies.evidence`), each reading a
+(:mod:`canlib.studies.claims`; the types and standards in :mod:`canlib.studies.evidence`), each reading a
 :class:`~canlib.studies.store.Store` and applying the one rule of :mod:`canlib.studies.verdict`.
 
-* :class:`Contrast` (BLEU): the four evaluation sets, the seed interval and the pooled bootstrap; at every stored
-  budget where the terms are the budget study's systems (the largest budget with at least two seeds leads); with
-  ``one_seed``, the seed-1 pair's test-set interval alone where a system has a single seed.
-* :class:`SpeedRatio`: the per-repeat ratios of the GPU run :func:`speed_run` picks (the most timed tokens per system,
-  the latest among equals), every other stored run's verdict beside it; a run with the opposite verdict makes the
-  claim mixed across runs.
-* :class:`BatchCurve`: the ratio at the first batch size minus at the last, over the repeats of a stored sweep (a
-  sweep that keeps medians only cannot be judged).
-* :class:`Similarity`, :class:`GateShare`: a stored analysis of one trained model, the criterion read over its layers.
-* :class:`LossGap`, :class:`LossFalling`: the training logs, over seeds or over runs.
-* :class:`CrossTask`: the CAN - Balanced contrast on every stored Multi30k direction.
+Every judge finds the **bodies of evidence** a claim has (a BLEU contrast: one per stored budget; a speed ratio: one
+per timed code version), holds each to its standard, and lets the strongest lead: a body that meets the standard
+before one that does not, then the most seeds (BLEU) or the newest code (speed), then the longest budget. The
+weaker bodies stand beside the verdict and never change it. Evidence below the standard is **inconclusive**, with
+what would settle it; evidence not stored at all is **not run**, with its command.
 
-Only this module and :mod:`canlib.studies.claims` call the verdict functions.
+Only this module calls the verdict functions.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -26,10 +21,10 @@ from typing import Any
 
 from canlib.model.config import LABELS
 from canlib.results.layout import experiment_command
-from canlib.results.scales import DIRECTION_SYSTEMS, planned_seeds
+from canlib.results.scales import DIRECTION_SYSTEMS
 from canlib.results.studies import BUDGET_SYSTEMS
 from canlib.studies.analyses import gate_shares
-from canlib.studies.evidence import (  # the types the judges fill
+from canlib.studies.evidence import (
     METRIC,
     BatchCurve,
     Claim,
@@ -41,35 +36,53 @@ from canlib.studies.evidence import (  # the types the judges fill
     LossGap,
     Similarity,
     SpeedRatio,
+    Standard,
     Term,
 )
 from canlib.studies.store import Store
 from canlib.studies.verdict import (
-    FAILED,
-    HELD,
-    K_SPREAD,
-    MIN_SEEDS,
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
     MIXED,
-    NOISE,
     NOT_RUN,
-    NOT_TESTED,
     Judgement,
     Runs,
     describe,
     interval_verdict,
     judge,
+    median_interval,
     outcome,
-    ratio_verdict,
     repeat_ratios,
-    seed_contrast,
+    seed_interval,
     split_name,
 )
 
+SIDE_BY_SIDE = 4  # small runs a GPU trains at once in one `canlib experiment` call, each taking about a run's time
+GPU_CHECK = "bash scripts/gpu_check.sh --steps=bench,profile"  # the decoding-speed run (measurements/README.md)
+GPU_CHECK_MINUTES = 5  # its steps' timeouts, with the machine's start
 
-def _untested(claim: Claim, why: str, state: str = NOT_TESTED, command: str = "", **data: Any) -> Judged:
-    return Judged(
-        claim, state, data.pop("ours", "—"), why + (f": `{command}`" if command else ""), command=command, **data
-    )
+
+def _missing(claim: Claim, why: str, command: str, **data: Any) -> Judged:
+    """Not run: the evidence is not stored; ``command`` stores it."""
+    settle = f"{why}: `{command}`" if command else why
+    return Judged(claim, NOT_RUN, data.pop("ours", "—"), why, command=command, settle=settle, **data)
+
+
+def _below(claim: Claim, why: str, settle: str, command: str = "", **data: Any) -> Judged:
+    """Inconclusive: the evidence is below its standard."""
+    return Judged(claim, INCONCLUSIVE, data.pop("ours", "—"), why, command=command, settle=settle, **data)
+
+
+def _minutes(store: Store, runs: Sequence[tuple[str, int]]) -> str:
+    """What training ``runs`` ((system, budget factor) each) costs: the runs and about how many GPU-minutes, from
+    the wall time of the stored runs of the same budget (they train :data:`SIDE_BY_SIDE` at once)."""
+    walls = [store.train_seconds(s, f) for s, f in runs]
+    known = [w for w in walls if w]
+    if not known:
+        return f"{len(runs)} run(s)"
+    minutes = max(known) * math.ceil(len(runs) / SIDE_BY_SIDE) / 60
+    return f"{len(runs)} run(s), about {minutes:.0f} GPU-minutes side by side"
 
 
 # BLEU contrasts -------------------------------------------------------------------------------------------------
@@ -94,18 +107,15 @@ def _label(t: Term, factor: int) -> str:
     return base + (f" {factor}x" if factor != 1 and t.factor is None and not t.label else "")
 
 
-def _store_command(store: Store, missing: Sequence[Term], factor: int) -> str:
+def _store_command(store: Store, terms: Sequence[Term], factor: int, seeds: int) -> str:
     studies = sorted(
-        {t.study for t in missing if t.study}
-        | ({"budget"} if factor != 1 or any(t.factor not in (None, 1) for t in missing) else set())
+        {t.study for t in terms if t.study}
+        | ({"budget"} if factor != 1 or any(t.factor not in (None, 1) for t in terms) else set())
     )
     if studies:
         return experiment_command(store.scale, corpora=[store.corpus], studies=studies)
-    systems = sorted({t.system for t in missing}, key=[t.system for t in missing].index)
-    planned = max(len(planned_seeds(store.scale, s)) for s in systems)
-    return experiment_command(
-        store.scale, systems=systems, seeds=range(1, max(MIN_SEEDS, planned) + 1), corpora=[store.corpus]
-    )
+    systems = list(dict.fromkeys(t.system for t in terms))
+    return experiment_command(store.scale, systems=systems, seeds=range(1, seeds + 1), corpora=[store.corpus])
 
 
 def _set_rows(j: Judgement) -> tuple[dict[str, Any], ...]:
@@ -122,141 +132,96 @@ def _set_rows(j: Judgement) -> tuple[dict[str, Any], ...]:
     )
 
 
+def _number(on: Any) -> str:
+    """A contrast on one set with its seed interval: ``-1.37 [-3.09, +0.35]``."""
+    return f"{on.value:+.2f} [{on.seeds.low:+.2f}, {on.seeds.high:+.2f}]"
+
+
 def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int) -> Judged:
+    """One body of BLEU evidence: the contrast at one budget."""
+    std: Standard = c.standard
     terms = _terms_runs(store, c, factor)
     seeds = {_label(t, factor): len(r.seeds) if r else 0 for t, r in terms}
     files = tuple(f for _, r in terms if r for f in r.files)
     budget = factor if c.budgets else None
-    short = [t for t, r in terms if r is None or len(r.seeds) < MIN_SEEDS]
-    pair = c.one_seed and short and all(r is not None for _, r in terms)
-    if short and not pair:
-        ours = "—"
-        if all(r is not None for _, r in terms):
-            value = sum(t.weight * r.mean() for t, r in terms)
-            ours = f"{value:+.2f} ({min(seeds.values())} seed{'s' if min(seeds.values()) > 1 else ''}, no spread)"
-        why = (
-            f"scale {store.scale}: "
-            + ", ".join(f"{k} has {n} full-budget seed(s)" for k, n in seeds.items() if n < MIN_SEEDS)
-            + f"; needs at least {MIN_SEEDS}"
-        )
-        return _untested(
+    strength = {"seeds": seeds, "budget": factor, "scale": store.scale}
+    short = [(t, r) for t, r in terms if r is None or len(r.seeds) < std.seeds]
+    todo = [(t.system, t.factor or factor) for t, r in short for _ in range(std.seeds - (len(r.seeds) if r else 0))]
+    command = _store_command(store, [t for t, _ in short] or [t for t, _ in terms], factor, std.seeds)
+    cost = _minutes(store, todo) if short else ""
+    settle = f"{std.seeds} seeds of every system: {cost}: `{command}`" if short else ""
+    common = dict(budget=budget, seeds=seeds, files=files, strength=strength, cost=cost)
+    if any(r is None for _, r in terms):
+        absent = ", ".join(_label(t, factor) for t, r in terms if r is None)
+        return _missing(claim, f"no stored run of {absent} at scale {store.scale}", command, **common)
+    if any(len(r.seeds) < 2 for _, r in terms):
+        value = sum(t.weight * r.mean() for t, r in terms)
+        return _below(
             claim,
-            why,
-            NOT_RUN,
-            _store_command(store, short, factor),
-            ours=ours,
-            budget=budget,
-            seeds=seeds,
-            files=files,
+            f"{METRIC} at scale {store.scale}, {factor}x budget; {', '.join(f'{k} {n}' for k, n in seeds.items())} "
+            "seed(s): no seed interval",
+            settle,
+            command,
+            ours=f"{value:+.2f} (no interval)",
+            value=value,
+            **common,
         )
-    if pair:  # one seed of a system: the seed-1 pair's test-set interval alone, said so
-        shared = sorted(set.intersection(*(set(r.seeds) for _, r in terms)))
-        if not shared:
-            return _untested(claim, "no seed is stored for every system", NOT_RUN, _store_command(store, short, factor))
-        terms = [(t, _only(r, shared[0])) for t, r in terms]
-        j = judge([(t.weight, r) for t, r in terms], c.ok, store.references(), seed_interval=False)
-        how = (
-            f"one seed of {', '.join(_label(t, factor) for t in short)}: the seed-{shared[0]} pair's test-set "
-            "interval alone (sacreBLEU's paired bootstrap: the sampling noise of the sentences; the training noise "
-            "is not measured)"
-        )
-        files = tuple(f for _, r in terms for f in r.files)
-    else:
-        with_hyps = all(r.hyps for _, r in terms)
-        j = judge([(t.weight, r) for t, r in terms], c.ok, store.references() if with_hyps else None)
-        how = (
-            "seed interval ± 2 s.e. and sacreBLEU's paired bootstrap pooled over seeds (95 %)"
-            if with_hyps
-            else "seed interval ± 2 s.e. (no stored hypotheses: no test-set interval)"
-        )
+    with_hyps = all(r.hyps for _, r in terms)
+    j = judge([(t.weight, r) for t, r in terms], c.ok, store.references() if with_hyps else None)
     head = j.on("test") if any(s.split == "test" for s in j.sets) else j.sets[0]
-    ours = f"{_number(head)} ({METRIC} {split_name(head.split)})"
+    meets = store.judged and not short
+    if not store.judged:
+        settle = f"models that translate: `{experiment_command('small', systems=[t.system for t in c.terms])}`"
     counts = ", ".join(f"{k} {n}" for k, n in seeds.items())
-    tally = f"{j.count(HELD)} held, {j.count(FAILED)} did not hold, {j.count(NOISE)} within noise of {len(j.sets)} sets"
     evidence = (
-        f"{METRIC}, scale {store.scale}{f', {factor}x budget' if c.budgets else ''}, seeds: {counts}; {how}; "
-        f"{tally}: {describe(j)}"
+        f"{METRIC}, scale {store.scale}, {factor}x budget, seeds: {counts}; "
+        + ("" if meets else f"below the standard ({std.least}); ")
+        + describe(j)
     )
-    interval = (head.seeds.low, head.seeds.high) if head.seeds else (head.test_set.low, head.test_set.high)
     return Judged(
         claim,
-        j.verdict,
-        ours,
+        j.verdict if meets else INCONCLUSIVE,
+        f"{_number(head)} ({METRIC} {split_name(head.split)})",
         evidence,
         head.value,
-        interval,
+        (head.seeds.low, head.seeds.high),
         budget,
         _set_rows(j),
         seeds=seeds,
         files=files,
+        strength=strength,
+        meets=meets,
+        settle="" if meets else settle,
+        cost="" if meets else cost,
+        command="" if meets else command,
         judgement=j,
     )
 
 
-def _number(on: Any) -> str:
-    """A contrast on one set with its spread: ``-1.58 ± 0.81`` (seed interval), ``-0.88 [-1.69, -0.04]`` (test-set
-    interval alone)."""
-    spread = f" ± {on.half_width:.2f}" if on.seeds else f" [{on.test_set.low:+.2f}, {on.test_set.high:+.2f}]"
-    return f"{on.value:+.2f}{spread}"
-
-
-def _only(runs: Runs, seed: int) -> Runs:
-    k = runs.seeds.index(seed)
-    return Runs(
-        runs.label,
-        (seed,),
-        {s: (v[k],) for s, v in runs.scores.items()},
-        {s: (h[k],) for s, h in runs.hyps.items()},
-        (runs.files[k],),
-    )
+def strongest(bodies: Sequence[Judged]) -> Judged:
+    """The body of BLEU evidence that leads: one that meets the standard, then the most seeds of its weakest
+    system, then the longest budget. A 2-seed body never leads a 3-seed one."""
+    return max(bodies, key=lambda j: (j.meets, min(j.seeds.values(), default=0), j.budget or 1))
 
 
 def _judge_contrast(store: Store, claim: Claim, c: Contrast) -> Judged:
-    if not store.judged:
-        return _untested(claim, f"scale {store.scale}: its models do not translate well enough to judge BLEU")
     main_pair = all(t.factor is None and not t.study and t.system in BUDGET_SYSTEMS for t in c.terms)
     factors = store.budget_factors() if c.budgets and main_pair else [1]
-    at = {f: _contrast_at(store, claim, c, f) for f in factors}
-    judged_factors = [f for f, j in at.items() if j.judgement is not None]
-    lead = max(judged_factors) if judged_factors else 1
-    beside = tuple(at[f] for f in sorted(at, reverse=True) if f != lead)
-    if beside:
-        head = at[lead].judgement.on("test")
-        others = "; ".join(
-            f"{b.budget}x: {_number(b.judgement.on('test'))} ({b.word})" if b.judgement else f"{b.budget}x: {b.word}"
-            for b in beside
-        )
-        ours = f"{lead}x: {_number(head)}; {others} ({METRIC} {split_name(head.split)})"
-        return replace(
-            at[lead],
-            ours=ours,
-            beside=beside,
-            evidence=f"{at[lead].evidence} | beside it: {'; '.join(b.evidence for b in beside)}",
-        )
-    return at[lead]
+    bodies = [_contrast_at(store, claim, c, f) for f in factors]
+    lead = strongest(bodies)
+    beside = tuple(b for b in bodies if b is not lead)
+    if not beside:
+        return lead
+    others = "; ".join(f"{b.budget}x: {b.ours.split(' (')[0]} ({b.word})" for b in beside)
+    return replace(
+        lead,
+        ours=f"{lead.budget}x: {lead.ours.split(' (')[0]}; {others} ({METRIC} test2016)",
+        beside=beside,
+        evidence=f"{lead.evidence} | beside it: {' | '.join(b.evidence for b in beside)}",
+    )
 
 
 # speed -----------------------------------------------------------------------------------------------------------
-
-
-def timed_tokens(settings: dict[str, Any]) -> int:
-    """Tokens a GPU run timed per system: sentences x repeats x forced length."""
-    return int(settings.get("sentences", 0)) * int(settings.get("repeats", 0)) * int(settings.get("forced_length", 0))
-
-
-def speed_run(store: Store, systems: Sequence[str] = ("baseline", "balanced", "can")) -> str | None:
-    """The stored GPU run a speed claim reads: of those that timed ``systems`` in eager mode with per-repeat
-    tokens/s, the one that timed the most tokens per system (sentences x repeats x forced length), the latest
-    measured among equals. The same run gives Table 2's speed column."""
-    best = None
-    for run in store.gpu_runs_with("speed"):
-        rows, prov = store.gpu_speed("eager", run)
-        if not all(s in rows and rows[s].get("tok_per_s_repeats") for s in systems):
-            continue
-        rank = (timed_tokens(prov["settings"]), str(prov.get("measured_at") or prov["date"]))
-        if best is None or rank > best[0]:
-            best = (rank, run)
-    return best[1] if best else None
 
 
 def run_name(prov: dict[str, Any]) -> str:
@@ -264,52 +229,105 @@ def run_name(prov: dict[str, Any]) -> str:
     return f"{prov['device']}, commit {str(prov['commit'])[:7]}"
 
 
-def _judge_speed(store: Store, claim: Claim, s: SpeedRatio) -> Judged:
+def _timed_runs(store: Store, system: str, against: str, mode: str, std: Standard) -> list[dict[str, Any]]:
+    """Every stored GPU run that timed both systems in ``mode`` with per-repeat figures, as readings."""
     rows = []
     for run in store.gpu_runs_with("speed"):
-        eager, prov = store.gpu_speed("eager", run)
-        if not all(x in eager and eager[x].get("tok_per_s_repeats") for x in (s.system, s.against)):
+        timed, prov = store.gpu_speed(mode, run)
+        a, b = timed.get(system, {}), timed.get(against, {})
+        if not (a.get("tok_per_s_repeats") and b.get("tok_per_s_repeats")):
             continue
-        ratios = repeat_ratios(eager[s.system]["tok_per_s_repeats"], eager[s.against]["tok_per_s_repeats"])
+        ratios = repeat_ratios(a["tok_per_s_repeats"], b["tok_per_s_repeats"])
+        shortest = min(min(a.get("seconds", [0.0])), min(b.get("seconds", [0.0])))
         rows.append(
             {
                 "set": run_name(prov),
                 "run": run,
-                "value": statistics.median(ratios),
-                "interval": [min(ratios), max(ratios)],
+                "code": str(prov["commit"])[:7],
+                "date": str(prov.get("measured_at") or prov["date"]),
                 "ratios": ratios,
-                "verdict": ratio_verdict(ratios, s.ok),
-                "timed_tokens": timed_tokens(prov["settings"]),
+                "repeats": len(ratios),
+                "shortest_repeat_s": shortest,
+                "meets": len(ratios) >= std.repeats and shortest >= std.seconds,
+                "mode": mode,
             }
         )
-    chosen = speed_run(store, (s.system, s.against))
-    if chosen is None:
-        return _untested(
-            claim,
-            f"no stored GPU run timed {LABELS[s.system]} and {LABELS[s.against]} (eager fp16, per-repeat tokens/s)",
-        )
-    head = next(r for r in rows if r["run"] == chosen)
-    for r in rows:
-        r["chosen"] = r["run"] == chosen
-    opposite = {HELD: FAILED, FAILED: HELD}.get(head["verdict"])
-    disagree = [r for r in rows if r["verdict"] == opposite]
-    state = MIXED if disagree else head["verdict"]
-    others = "; ".join(
-        f"{r['set']}: {r['value']:.2f}x ({r['interval'][0]:.2f}-{r['interval'][1]:.2f}x), {r['verdict']}"
-        for r in rows
-        if not r["chosen"]
-    )
+    return rows
+
+
+def _pooled(claim: Claim, rows: Sequence[dict[str, Any]], ok: Callable[[float], bool]) -> dict[str, Any]:
+    """The readings of one code version pooled: the median ratio, its interval, the state over the runs."""
+    ratios = [r for row in rows for r in row["ratios"]]
+    ci = median_interval(ratios)
+    for row in rows:
+        own = median_interval(row["ratios"])
+        row["value"] = statistics.median(row["ratios"])
+        row["interval"] = [own[0], own[1]] if own else None  # too few repeats for one
+        row["range"] = [min(row["ratios"]), max(row["ratios"])]
+        row["verdict"] = interval_verdict(*own[:2], ok) if own else INCONCLUSIVE
+    pooled = interval_verdict(ci[0], ci[1], ok) if ci else INCONCLUSIVE
+    verdicts = {row["verdict"] for row in rows}
+    state = MIXED if {HOLDS, FAILS} <= verdicts else pooled
+    return {"value": statistics.median(ratios), "ci": ci, "state": state, "n": len(ratios)}
+
+
+def _speed_body(store: Store, claim: Claim, s: Any, rows: list[dict[str, Any]], ok: Callable[[float], bool]) -> Judged:
+    std: Standard = s.standard
+    meeting = [r for r in rows if r["meets"]]
+    used = meeting or rows
+    p = _pooled(claim, used, ok)
+    code = used[0]["code"]
+    runs = ", ".join(f"{r['set']} ({r['repeats']} repeats, shortest {r['shortest_repeat_s']:.2f} s)" for r in used)
+    interval = (p["ci"][0], p["ci"][1]) if p["ci"] else None
+    shown = f"[{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "(too few repeats for an interval)"
+    mode = "with CUDA graphs" if getattr(s, "mode", "eager") == "captured" else "eager"
+    strength = {
+        "runs": [r["run"] for r in used],
+        "code": code,
+        "repeats": p["n"],
+        "shortest_repeat_s": min(r["shortest_repeat_s"] for r in used),
+        "mode": getattr(s, "mode", "eager"),
+    }
     evidence = (
-        f"GPU eager fp16, batch 1, beam 4, d=512 random weights; the run {head['set']} ({chosen}), chosen as "
-        f"the one that timed the most tokens per system ({head['timed_tokens']}); the criterion read over "
-        f"its {len(head['ratios'])} interleaved repeats' ratios"
-        + (f"; the other runs: {others}" if others else "")
-        + (f"; {len(disagree)} other run(s) reach the opposite verdict" if disagree else "")
+        f"GPU fp16, batch 1, beam 4, d=512 random weights, {mode}; code of commit {code}; {runs}; the median of "
+        f"{p['n']} per-repeat ratios and its order-statistic interval"
+        + ("" if meeting else f"; below the standard ({std.least})")
     )
-    ours = f"{head['value']:.2f}x (repeats {head['interval'][0]:.2f}-{head['interval'][1]:.2f}x; {head['set']})"
+    cost = "" if meeting else f"one GPU run, about {GPU_CHECK_MINUTES} GPU-minutes"
+    settle = "" if meeting else f"a run that meets the standard ({cost}): `{GPU_CHECK}`"
     return Judged(
-        claim, state, ours, evidence, head["value"], tuple(head["interval"]), None, tuple(rows), files=(chosen,)
+        claim,
+        p["state"] if meeting else INCONCLUSIVE,
+        f"{p['value']:.2f}x {shown} ({mode}, commit {code})",
+        evidence,
+        p["value"],
+        interval,
+        None,
+        tuple(used),
+        files=tuple(r["run"] for r in used),
+        strength=strength,
+        meets=bool(meeting),
+        settle=settle,
+        cost=cost,
+        command="" if meeting else GPU_CHECK,
     )
+
+
+def _judge_speed(store: Store, claim: Claim, s: SpeedRatio) -> Judged:
+    rows = _timed_runs(store, s.system, s.against, s.mode, s.standard)
+    if not rows:
+        return _missing(
+            claim,
+            f"no stored GPU run timed {LABELS[s.system]} and {LABELS[s.against]} ({s.mode}, per-repeat tokens/s)",
+            f"{GPU_CHECK} (with --systems {s.system},{s.against} in scripts/gpu_bench.py)",
+            cost=f"one GPU run, about {GPU_CHECK_MINUTES} GPU-minutes",
+        )
+    codes: dict[str, list[dict[str, Any]]] = {}
+    for row in sorted(rows, key=lambda r: r["date"], reverse=True):
+        codes.setdefault(row["code"], []).append(row)
+    bodies = [_speed_body(store, claim, s, group, s.ok) for group in codes.values()]  # newest code first
+    lead = next((b for b in bodies if b.meets), bodies[0])
+    return replace(lead, beside=tuple(b for b in bodies if b is not lead))
 
 
 def _judge_batch(store: Store, claim: Claim, b: BatchCurve) -> Judged:
@@ -318,115 +336,108 @@ def _judge_batch(store: Store, claim: Claim, b: BatchCurve) -> Judged:
         systems = result["systems"]
         if not all(x in systems for x in (b.system, b.against)):
             continue
-        repeats = {
-            x: {int(k): v for k, v in systems[x].get("by_batch_repeats", {}).items()} for x in (b.system, b.against)
-        }
-        if not all(n in repeats[x] for x in repeats for n in (b.first, b.last)):
-            medians = {x: {int(k): v for k, v in systems[x]["by_batch"].items()} for x in (b.system, b.against)}
-            at = {n: medians[b.system][n] / medians[b.against][n] for n in (b.first, b.last) if n in medians[b.system]}
-            shown = ", ".join(f"{v:.2f}x at {n}" for n, v in at.items())
-            return _untested(
-                claim,
-                f"the stored batch sweep ({run_name(prov)}, {run}) keeps one median per batch size "
-                "and no per-repeat times, so no interval can be read from it",
-                ours=f"{shown} (medians)",
-                files=(run,),
-            )
-        r1 = repeat_ratios(repeats[b.system][b.first], repeats[b.against][b.first])
-        r2 = repeat_ratios(repeats[b.system][b.last], repeats[b.against][b.last])
-        low, high = min(r1) - max(r2), max(r1) - min(r2)
-        state = interval_verdict(low, high, lambda d: d > 0)
-        ours = (
-            f"{statistics.median(r1):.2f}x at {b.first}, {statistics.median(r2):.2f}x at {b.last} "
-            f"(difference {low:+.2f} to {high:+.2f} over the repeats)"
-        )
-        rows = (
-            {"set": f"batch {b.first}", "value": statistics.median(r1), "interval": [min(r1), max(r1)]},
-            {"set": f"batch {b.last}", "value": statistics.median(r2), "interval": [min(r2), max(r2)]},
-        )
-        return Judged(
+        repeats = {x: {int(k): v for k, v in systems[x].get("by_batch_repeats", {}).items()} for x in systems}
+        if all(n in repeats.get(x, {}) for x in (b.system, b.against) for n in (b.first, b.last)):
+            r1 = repeat_ratios(repeats[b.system][b.first], repeats[b.against][b.first])
+            r2 = repeat_ratios(repeats[b.system][b.last], repeats[b.against][b.last])
+            row = {"set": run_name(prov), "run": run, "code": str(prov["commit"])[:7], "date": prov["date"]}
+            row |= {"ratios": [x - y for x, y in zip(r1, r2)], "repeats": len(r1), "shortest_repeat_s": 0.0}
+            row["meets"] = len(r1) >= b.standard.repeats
+            return _speed_body(store, claim, b, [row], lambda d: d > 0)
+        medians = {x: {int(k): v for k, v in systems[x]["by_batch"].items()} for x in (b.system, b.against)}
+        at = {n: medians[b.system][n] / medians[b.against][n] for n in (b.first, b.last) if n in medians[b.system]}
+        return _below(
             claim,
-            state,
-            ours,
-            f"GPU eager fp16 batch sweep, {run_name(prov)} ({run}); the difference of the "
-            "ratios read from the lowest to the highest the repeats allow",
-            statistics.median(r1) - statistics.median(r2),
-            (low, high),
-            None,
-            rows,
+            f"the stored batch sweep ({run_name(prov)}, {run}) keeps one median per batch size and no per-repeat "
+            "times: no interval can be read from it",
+            f"a batch sweep with per-repeat times on a GPU (~{GPU_CHECK_MINUTES} GPU-minutes): "
+            "`python -m canlib bench batch --device cuda`",
+            ours=", ".join(f"{v:.2f}x at {n}" for n, v in at.items()) + " (medians)",
             files=(run,),
+            cost=f"one GPU run, about {GPU_CHECK_MINUTES} GPU-minutes",
         )
-    return _untested(claim, "no stored GPU batch sweep of CAN and Balanced")
+    return _missing(
+        claim, "no stored GPU batch sweep of CAN and Balanced", "python -m canlib bench batch --device cuda"
+    )
 
 
 # trained-model analyses -------------------------------------------------------------------------------------------
 
 
-def _analysis(
-    store: Store, claim: Claim, name: str
-) -> tuple[tuple[dict[str, Any], dict[str, Any]] | None, Judged | None]:
-    """The stored analysis a claim about one trained model reads, or the Judged that says why it is not judged."""
+def _analysis_missing(store: Store, claim: Claim, names: Sequence[str]) -> Judged | None:
     if not store.judged:
-        return None, _untested(
-            claim, f"scale {store.scale}: its models show the mechanics only, not what training learns"
+        return _below(
+            claim,
+            f"scale {store.scale}: its models show the mechanics only, not what training learns",
+            f"the analysis of a trained small model: `{experiment_command('small', studies=list(names))}`",
         )
-    if not store.has(name):
-        return None, _untested(
-            claim, f"the {name} study is not stored", NOT_RUN, experiment_command(store.scale, studies=[name])
+    absent = [n for n in names if not store.has(n)]
+    if absent:
+        return _missing(
+            claim, f"the {', '.join(absent)} analysis is not stored", experiment_command(store.scale, studies=absent)
         )
-    return store.analysis(name), None
+    return None
 
 
-def _judge_similarity(store: Store, claim: Claim, s: Similarity) -> Judged:
-    stored, why = _analysis(store, claim, "similarity")
-    if why:
-        return why
-    result, prov = stored
-    diag = [row[i] for i, row in enumerate(result["residual"]["self_vs_cross"])]
-    rows = tuple(
-        {"set": f"layer {i + 1}", "value": v, "verdict": HELD if s.ok(v) else FAILED} for i, v in enumerate(diag)
-    )
-    state = interval_verdict(min(diag), max(diag), s.ok)
-    ours = f"{min(diag):.2f}-{max(diag):.2f} over the {len(diag)} layers"
-    evidence = (
-        f"the seed-1 Baseline 6/6 at {store.scale}, cosine similarity of each decoder layer's self- and "
-        f"cross-attention inputs over the validation split (similarity.json, {prov['device']}); one model, so "
-        "no seed spread: the criterion is read over the layers, lowest to highest"
-    )
+def _layers(claim: Claim, rows: list[dict[str, Any]], evidence: str, files: tuple[str, ...], fmt: str) -> Judged:
+    values = [r["value"] for r in rows]
+    ours = f"{min(values):{fmt}} to {max(values):{fmt}} over {len(rows)} layers"
     return Judged(
         claim,
-        state,
+        outcome([r["verdict"] for r in rows]),
         ours,
         evidence,
-        statistics.fmean(diag),
-        (min(diag), max(diag)),
-        None,
-        rows,
-        files=("similarity.json",),
-    )
-
-
-def _judge_gate(store: Store, claim: Claim, g: GateShare) -> Judged:
-    stored, why = _analysis(store, claim, "attention")
-    if why:
-        return why
-    study, _ = stored
-    shares = gate_shares(study, g.near)
-    values = [x["near_ends"] for x in shares]
-    rows = tuple({"set": f"layer {x['layer']}", "value": x["near_ends"]} for x in shares)
-    ours = f"{min(values):.0%}-{max(values):.0%} of the values within {g.near} of 0 or 1"
-    return Judged(
-        claim,
-        interval_verdict(min(values), max(values), g.ok),
-        ours,
-        f"the seed-1 CAN at {store.scale}, its gate over every (target position, head) of the test split "
-        "(attention.json); one model: the criterion is read over the layers",
         statistics.fmean(values),
         (min(values), max(values)),
         None,
-        rows,
-        files=("attention.json",),
+        tuple(rows),
+        files=files,
+        strength={"models": sorted({r["model"] for r in rows}), "layers": len(rows)},
+        meets=True,
     )
+
+
+MODELS = {"similarity": "Baseline 6/6", "similarity-balanced": "Balanced 12/2"}
+
+
+def _judge_similarity(store: Store, claim: Claim, s: Similarity) -> Judged:
+    why = _analysis_missing(store, claim, s.studies)
+    if why:
+        return why
+    rows = []
+    for name in s.studies:
+        result, _ = store.analysis(name)
+        matrix = result["residual"]
+        for i, row in enumerate(matrix[s.pair]):
+            value = row[i] - (matrix[s.than][i][i] if s.than else 0.0)
+            rows.append(
+                {"set": f"{MODELS[name]} layer {i + 1}", "model": MODELS[name], "layer": i + 1, "value": value}
+                | {"verdict": HOLDS if s.ok(value) else FAILS}
+            )
+    what = f"{s.pair} minus {s.than}" if s.than else s.pair
+    evidence = (
+        f"the seed-1 {' and '.join(MODELS[n] for n in s.studies)} at {store.scale}: the cosine similarity ({what}) "
+        "of each decoder layer over the validation split; one model each, so no seed spread: a measurement, read "
+        "layer by layer"
+    )
+    return _layers(claim, rows, evidence, tuple(f"{n}.json" for n in s.studies), "+.2f" if s.than else ".2f")
+
+
+def _judge_gate(store: Store, claim: Claim, g: GateShare) -> Judged:
+    why = _analysis_missing(store, claim, ("attention",))
+    if why:
+        return why
+    study, _ = store.analysis("attention")
+    rows = [
+        {"set": f"layer {x['layer']}", "model": "CAN", "layer": x["layer"], "value": x["near_ends"]}
+        | {"verdict": HOLDS if g.ok(x["near_ends"]) else FAILS}
+        for x in gate_shares(study, g.near)
+    ]
+    evidence = (
+        f"the seed-1 CAN at {store.scale}, its gate over every (target position, head) of the test split "
+        "(attention.json); one model: a measurement, read layer by layer"
+    )
+    return _layers(claim, rows, evidence, ("attention.json",), ".0%")
 
 
 def _final_losses(store: Store, system: str) -> list[float]:
@@ -435,22 +446,25 @@ def _final_losses(store: Store, system: str) -> list[float]:
 
 def _judge_loss_gap(store: Store, claim: Claim, g: LossGap) -> Judged:
     a, b = _final_losses(store, g.system), _final_losses(store, g.against)
-    if min(len(a), len(b)) < MIN_SEEDS:
-        return _untested(
-            claim,
-            f"scale {store.scale}: {min(len(a), len(b))} seed(s) read; the seed interval needs {MIN_SEEDS}",
-            ours=f"{statistics.fmean(a) - statistics.fmean(b):+.3f} (no spread)" if a and b else "—",
-        )
-    value, se = seed_contrast([(1.0, a), (-1.0, b)])
-    low, high = value - K_SPREAD * se, value + K_SPREAD * se
+    seeds = {g.system: len(a), g.against: len(b)}
+    need = g.standard.seeds
+    if min(len(a), len(b)) < 2:
+        return _missing(claim, f"scale {store.scale}: fewer than 2 seeds stored", experiment_command(store.scale))
+    ci = seed_interval([(1.0, a), (-1.0, b)])
+    value = statistics.fmean(a) - statistics.fmean(b)
+    meets = store.judged and min(len(a), len(b)) >= need
+    state = interval_verdict(ci.low, ci.high, lambda d: d > 0)
     return Judged(
         claim,
-        interval_verdict(low, high, lambda d: d > 0),
-        f"{value:+.3f} ± {K_SPREAD * se:.3f}",
-        f"final label-smoothed validation loss at {store.scale}, {len(a)} and {len(b)} seeds, ± 2 s.e.",
+        state if meets else INCONCLUSIVE,
+        f"{value:+.3f} [{ci.low:+.3f}, {ci.high:+.3f}]",
+        f"final label-smoothed validation loss at {store.scale}, {len(a)} and {len(b)} seeds, the seed interval",
         value,
-        (low, high),
-        seeds={g.system: len(a), g.against: len(b)},
+        (ci.low, ci.high),
+        seeds=seeds,
+        strength={"seeds": seeds, "scale": store.scale},
+        meets=meets,
+        settle="" if meets else f"{need} seeds of each at small: `{experiment_command('small')}`",
     )
 
 
@@ -459,38 +473,38 @@ def _judge_falling(store: Store, claim: Claim, f: LossFalling) -> Judged:
     for system in f.systems:
         for seed, log in zip(store.seeds(system), store.logs(system)):
             valid = [r for r in log if r.get("valid_loss") is not None]
-            if len(valid) < 2:
-                continue
-            rows.append(
-                {
-                    "set": f"{LABELS[system]} seed {seed}",
-                    "value": valid[-2]["valid_loss"] - valid[-1]["valid_loss"],
-                    "steps": [valid[-2]["step"], valid[-1]["step"]],
-                }
-            )
+            if len(valid) >= 2:
+                drop = valid[-2]["valid_loss"] - valid[-1]["valid_loss"]
+                steps = [valid[-2]["step"], valid[-1]["step"]]
+                rows.append({"set": f"{LABELS[system]} seed {seed}", "value": drop, "steps": steps})
+                rows[-1]["verdict"] = HOLDS if drop > 0 else FAILS
     if not rows:
-        return _untested(claim, f"scale {store.scale}: no stored run with two validations")
+        return _missing(claim, f"scale {store.scale}: no stored run with two validations", experiment_command("small"))
     drops = [r["value"] for r in rows]
+    seeds = {s: len(store.seeds(s)) for s in f.systems}
+    meets = store.judged and min(seeds.values()) >= f.standard.seeds
     return Judged(
         claim,
-        interval_verdict(min(drops), max(drops), lambda d: d > 0),
+        outcome([r["verdict"] for r in rows]) if meets else INCONCLUSIVE,
         f"{min(drops):+.3f} to {max(drops):+.3f} over the last {rows[0]['steps'][1] - rows[0]['steps'][0]:,} updates",
-        f"the drop of the validation loss between the last two validations of {len(rows)} runs at "
-        f"{store.scale}, read from the smallest to the largest",
+        f"the drop of the validation loss between the last two validations of {len(rows)} runs at {store.scale}",
         statistics.fmean(drops),
         (min(drops), max(drops)),
         None,
         tuple(rows),
+        seeds=seeds,
+        strength={"seeds": seeds, "scale": store.scale},
+        meets=meets,
+        settle="" if meets else f"3 seeds of each at small: `{experiment_command('small')}`",
     )
 
 
 def _judge_tasks(store: Store, claim: Claim, t: CrossTask) -> Judged:
-    if not store.judged:
-        return _untested(claim, f"scale {store.scale}: its models do not translate well enough to judge BLEU")
     rows, missing = [], []
+    need = t.standard.seeds
     for corpus in (store.corpus, *store.spec.directions):
         runs = {s: store.runs(s, corpus) for s in ("can", "balanced")}
-        if not all(r is not None and len(r.seeds) >= MIN_SEEDS for r in runs.values()):
+        if not store.judged or not all(r is not None and len(r.seeds) >= need for r in runs.values()):
             missing.append(corpus)
             continue
         hyps = all(r.hyps for r in runs.values())
@@ -501,35 +515,30 @@ def _judge_tasks(store: Store, claim: Claim, t: CrossTask) -> Judged:
                 "set": corpus.removeprefix("multi30k-"),
                 "value": head.value,
                 "seed_interval": [head.seeds.low, head.seeds.high],
-                "verdict": j.verdict,
+                "verdict": j.verdict if j.verdict in (HOLDS, FAILS) else INCONCLUSIVE,
                 "sets": _set_rows(j),
             }
         )
+    command = experiment_command(
+        "small" if not store.judged else store.scale,
+        systems=DIRECTION_SYSTEMS,
+        seeds=range(1, need + 1),
+        corpora=missing or [store.corpus],
+    )
     if len(rows) < 2:
-        command = experiment_command(
-            store.scale,
-            systems=DIRECTION_SYSTEMS,
-            seeds=range(1, max(MIN_SEEDS, store.spec.direction_seeds) + 1),
-            corpora=missing,
-        )
-        return _untested(
-            claim,
-            f"{len(rows)} direction(s) with at least {MIN_SEEDS} seeds of CAN and Balanced; needs 2 or more",
-            NOT_RUN if missing else NOT_TESTED,
-            command if missing else "",
-            sets=tuple(rows),
-        )
-    state = outcome([r["verdict"] if r["verdict"] in (HELD, FAILED) else NOISE for r in rows])
+        todo = [(s, 1) for _ in missing for s in DIRECTION_SYSTEMS for _ in range(need)]
+        why = f"{len(rows)} direction(s) with {need} seeds of CAN and Balanced; the claim needs 2 or more"
+        cost = _minutes(store, todo)
+        return replace(_missing(claim, why, command, sets=tuple(rows)), settle=f"{why}: {cost}: `{command}`", cost=cost)
     ours = "; ".join(f"{r['set']} {r['value']:+.2f}" for r in rows)
     return Judged(
         claim,
-        state,
+        outcome([r["verdict"] for r in rows]),
         ours,
         f"{METRIC}, scale {store.scale}, {len(rows)} directions, each by the verdict rule",
-        None,
-        None,
-        None,
-        tuple(rows),
+        sets=tuple(rows),
+        strength={"directions": len(rows), "seeds": need},
+        meets=True,
     )
 
 
@@ -543,3 +552,38 @@ JUDGES: dict[type, Callable[[Store, Claim, Any], Judged]] = {
     LossFalling: _judge_falling,
     CrossTask: _judge_tasks,
 }
+
+
+def speed_runs(store: Store, mode: str = "eager") -> list[str]:
+    """The GPU runs the speed verdicts read in ``mode``: the runs of the newest code that meet the speed standard
+    for every Table 2 system (else the newest code's runs). Table 2's speed column reads the same."""
+    from canlib.studies.evidence import SPEED
+
+    rows = _timed_runs(store, "can", "balanced", mode, SPEED)
+    if not rows:
+        return []
+    rows.sort(key=lambda r: r["date"], reverse=True)
+    meeting = [r for r in rows if r["meets"]]
+    code = (meeting or rows)[0]["code"]
+    return [r["run"] for r in (meeting or rows) if r["code"] == code]
+
+
+def speed_run(store: Store, mode: str = "eager") -> str | None:
+    """The newest of :func:`speed_runs` (None where no run timed Balanced and CAN)."""
+    runs = speed_runs(store, mode)
+    return runs[0] if runs else None
+
+
+def speed_reading(store: Store, system: str, against: str, mode: str = "eager") -> dict[str, Any] | None:
+    """``system``/``against`` over the runs the speed verdicts read (:func:`speed_runs`): the median of the pooled
+    per-repeat ratios, its order-statistic interval (None with too few repeats) and the runs. What Table 2's speed
+    column shows, by the statistic the speed claims use."""
+    from canlib.studies.evidence import SPEED
+
+    runs = set(speed_runs(store, mode))
+    rows = [r for r in _timed_runs(store, system, against, mode, SPEED) if r["run"] in runs]
+    if not rows:
+        return None
+    ratios = [x for r in rows for x in r["ratios"]]
+    ci = median_interval(ratios)
+    return {"median": statistics.median(ratios), "interval": ci[:2] if ci else None, "runs": [r["run"] for r in rows]}

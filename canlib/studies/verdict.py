@@ -1,30 +1,32 @@
-"""The verdict rule: the one rule behind every verdict word of the book.
+"""The verdict rule: the one rule behind every verdict word of the book, and its statistics.
 
-A BLEU claim is a **contrast**: a weighted sum of systems' mean scores over seeds ("CAN - Balanced" is
-{CAN: +1, Balanced: -1}; "the gap narrows with twice the budget" is (CAN x2 - Balanced x2) - (CAN - Balanced),
-four terms) and a **criterion** on it, a threshold (``ok(x)``: x >= -0.5, x > 0, ...). On each evaluation set
-(valid, test2016, test2017 Flickr, test2017 MSCOCO) the contrast gets two intervals:
+**Five words.** A claim is judged on several readings (evaluation sets, GPU runs, decoder layers, directions). Each
+reading *holds*, *does not hold* or is *inconclusive* where its interval lies wholly where the criterion holds,
+wholly where it fails, or across it. Over the readings (:func:`outcome`): **holds** (every reading holds),
+**does not hold** (at least one fails and none holds: the criterion asks for every reading), **mixed** (some hold,
+some fail), **inconclusive** (no reading fails and not all hold, or the evidence is below its standard), and
+**not run** (the evidence is not stored). :mod:`canlib.studies.evidence` states each standard.
 
-* the **seed interval**: the contrast of tokenized-BLEU means (the paper's metric) ± ``K_SPREAD`` standard
-  errors, each system's seed variance divided by its number of seeds (training noise);
-* the **test-set interval**: sacreBLEU's paired bootstrap pooled over seeds: ``BOOTSTRAP_SAMPLES`` resamples of
-  the set's sentences (sacreBLEU's generator and seed), the *same* resampled sentences for every run of every
-  system, the contrast of sacreBLEU (13a) means recomputed on each, and the central 95 % of those contrasts
-  (sacreBLEU's own ``estimate_ci`` bounds) (test-set sampling noise).
+**BLEU.** A BLEU claim is a **contrast**, a weighted sum of systems' mean scores over seeds ("CAN - Balanced" is
+{CAN: +1, Balanced: -1}), with a threshold criterion. On each evaluation set it gets two 95 % intervals:
 
-On one set the criterion ``held`` where every interval lies wholly where it holds, ``did not hold`` where every
-interval lies wholly where it fails, and is ``within noise`` otherwise. Over the sets (:func:`outcome`): ``held``
-if it held on every set, ``did not hold`` if it failed on every set, ``mixed`` if it held on some and failed on
-others, held or failed on some sets with the rest within noise (:data:`PARTLY_HELD`, :data:`PARTLY_FAILED`), and
-``within noise`` where every set is. With fewer than ``MIN_SEEDS`` seeds of any system there is no seed interval:
-no verdict, unless the claim reads the test-set interval alone (``judge(..., seed_interval=False)``, said so).
+* the **seed interval** (training noise): the contrast of tokenized-BLEU means (the paper's metric) ± Student's t
+  quantile times its standard error, with Welch-Satterthwaite degrees of freedom (with 3 seeds a system the quantile
+  is about 3 to 4, not 2: :func:`seed_interval`);
+* the **test-set interval** (the sampling noise of the sentences): sacreBLEU's paired bootstrap pooled over seeds,
+  the same resampled sentences for every run, the central 95 % of the recomputed contrasts (sacreBLEU's
+  ``estimate_ci`` bounds).
 
-A **speed** claim is a ratio of two systems' tokens per second over the interleaved repeats of one timing run
-(each repeat times every system once, in turn): the ratio of each repeat, and the criterion read over their
-range, lowest to highest (:func:`repeat_ratios`, :func:`ratio_verdict`).
+A set holds where both intervals lie wholly where the criterion holds, fails where both lie wholly where it fails,
+and is inconclusive otherwise.
 
-Which claims there are and which evidence each reads is declared once, in :mod:`canlib.studies.claims`; no other
-module calls the functions here to reach a verdict.
+**Speed.** A speed claim is a ratio of two systems' tokens per second, one ratio per interleaved repeat (each repeat
+times every system once, in turn). Its statistic is the **median of the ratios** and its interval the
+distribution-free interval of the median from the order statistics (:func:`median_interval`: at least 95 % for
+any distribution of the ratios; with 10 repeats, the 2nd to the 9th smallest).
+
+Which claims there are and which evidence each reads is declared once, in :mod:`canlib.studies.claims`; only the
+judges (:mod:`canlib.studies.judges`) call the functions here to reach a verdict.
 """
 
 from __future__ import annotations
@@ -42,14 +44,10 @@ import numpy as np
 from canlib.bleu import bleu_of_statistics, sentence_statistics
 from canlib.io import atomic_write_bytes, cache_dir
 
-HELD, FAILED, NOISE = "held", "did not hold", "within noise"
-# decided one way on some sets and never the other, within noise on the rest; decided both ways
-PARTLY_HELD, PARTLY_FAILED, MIXED = "held on some sets", "did not hold on some sets", "mixed"
-NOT_RUN = "not run yet"  # a claim the scale can test whose evidence is not (all) stored
-NOT_TESTED = "not tested here"  # a claim no stored evidence of this book can test
+HOLDS, FAILS, MIXED, INCONCLUSIVE, NOT_RUN = "holds", "does not hold", "mixed", "inconclusive", "not run"
+STATES = (HOLDS, FAILS, MIXED, INCONCLUSIVE, NOT_RUN)
+CONFIDENCE = 0.95  # every interval of the book: seeds, test sentences, repeats
 QUALITY_SCALES = ("small", "full")  # the scales whose models translate well enough for a BLEU verdict
-K_SPREAD = 2.0  # the seed interval: ± this many standard errors
-MIN_SEEDS = 2
 ON_PAR = 0.5  # BLEU: "keeps the BLEU" / "on par" claims hold at a difference >= -ON_PAR (every claim, every chapter)
 BOOTSTRAP_SAMPLES = 1000  # sacreBLEU's default number of paired-bootstrap resamples
 BOOTSTRAP_SEED = 12345  # sacreBLEU's default seed (its SACREBLEU_SEED)
@@ -104,7 +102,7 @@ class OnSet:
 
     @property
     def half_width(self) -> float:
-        """Half the seed interval (``K_SPREAD`` standard errors), NaN without one."""
+        """Half the seed interval, NaN without one."""
         return (self.seeds.high - self.seeds.low) / 2 if self.seeds else math.nan
 
 
@@ -131,39 +129,78 @@ class Judgement:
         seed half-interval), ``<prefix>_verdict`` and ``<prefix>_sets_held|failed|noise``."""
         out: dict[str, float | int | str] = {f"{prefix}_{SPLIT_KEYS[s.split]}": float(s.value) for s in self.sets}
         out[f"{prefix}_pm"] = float(self.on("test").half_width)
-        for v, key in ((HELD, "held"), (FAILED, "failed"), (NOISE, "noise")):
+        for v, key in ((HOLDS, "held"), (FAILS, "failed"), (INCONCLUSIVE, "noise")):
             out[f"{prefix}_sets_{key}"] = self.count(v)
         return out
 
 
 def interval_verdict(low: float, high: float, ok: Callable[[float], bool]) -> str:
-    """held if the criterion holds over the whole interval, did not hold if nowhere, else within noise.
-    ``ok`` must be monotone in its argument (a threshold), so checking the ends suffices."""
+    """holds if the criterion holds over the whole interval, does not hold if nowhere, else inconclusive. ``ok`` must
+    be monotone in its argument (a threshold), so checking the ends suffices."""
     lo_ok, hi_ok = ok(low), ok(high)
-    return HELD if lo_ok and hi_ok else FAILED if not lo_ok and not hi_ok else NOISE
+    return HOLDS if lo_ok and hi_ok else FAILS if not lo_ok and not hi_ok else INCONCLUSIVE
 
 
 def combine(verdicts: Sequence[str]) -> str:
-    """held if every verdict held, did not hold if every one failed, else within noise: the rule that joins the
-    intervals of one set."""
+    """The intervals of one reading joined: holds if every one holds, does not hold if every one fails."""
     if not verdicts:
         raise ValueError("no verdict to combine")
-    return HELD if all(v == HELD for v in verdicts) else FAILED if all(v == FAILED for v in verdicts) else NOISE
+    return HOLDS if all(v == HOLDS for v in verdicts) else FAILS if all(v == FAILS for v in verdicts) else INCONCLUSIVE
 
 
 def outcome(verdicts: Sequence[str]) -> str:
-    """The sets of one claim joined: held (every set), did not hold (every set), mixed (held on some, failed on
-    others), held or did not hold on some sets and within noise on the rest, or within noise (every set)."""
+    """The readings of one claim joined (the module docstring): holds, does not hold, mixed or inconclusive."""
     if not verdicts:
         raise ValueError("no verdict to join")
-    held, failed = sum(v == HELD for v in verdicts), sum(v == FAILED for v in verdicts)
-    if held == len(verdicts):
-        return HELD
-    if failed == len(verdicts):
-        return FAILED
+    held, failed = sum(v == HOLDS for v in verdicts), sum(v == FAILS for v in verdicts)
     if held and failed:
         return MIXED
-    return PARTLY_HELD if held else PARTLY_FAILED if failed else NOISE
+    if failed:
+        return FAILS
+    return HOLDS if held == len(verdicts) else INCONCLUSIVE
+
+
+def t_quantile(df: float, confidence: float = CONFIDENCE) -> float:
+    """Student's t quantile of a two-sided ``confidence`` interval (scipy)."""
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + confidence / 2, df))
+
+
+def seed_contrast(terms: Sequence[tuple[float, Sequence[float]]]) -> tuple[float, float, float]:
+    """(sum of weight x mean over seeds, its standard error, Welch-Satterthwaite degrees of freedom): each term's
+    seed variance over its seeds."""
+    short = [len(v) for _, v in terms if len(v) < 2]
+    if short:
+        raise ValueError(f"a seed interval needs at least 2 seeds per system (got {[len(v) for _, v in terms]})")
+    value = sum(w * statistics.fmean(v) for w, v in terms)
+    parts = [w * w * statistics.variance(v) / len(v) for w, v in terms]
+    var = sum(parts)
+    tails = sum(p * p / (len(v) - 1) for p, (_, v) in zip(parts, terms))
+    df = var * var / tails if tails > 0 else math.inf
+    return value, math.sqrt(var), df
+
+
+def seed_interval(terms: Sequence[tuple[float, Sequence[float]]], confidence: float = CONFIDENCE) -> Interval:
+    """The contrast's ``confidence`` interval over seeds: ± Student's t (Welch's degrees of freedom) x its s.e."""
+    value, se, df = seed_contrast(terms)
+    half = t_quantile(df, confidence) * se if se > 0 else 0.0
+    return Interval(value - half, value + half)
+
+
+def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float] | None:
+    """The narrowest symmetric order-statistic interval (x_(k), x_(n+1-k)) that holds the median of the distribution
+    the values were drawn from with at least ``confidence`` (binomial, any continuous distribution), and its exact
+    coverage; None where n is too small for any (fewer than 6 values at 95 %)."""
+    from scipy.stats import binom
+
+    xs, n = sorted(values), len(values)
+    best = None
+    for k in range(1, n // 2 + 1):
+        coverage = 1 - 2 * float(binom.cdf(k - 1, n, 0.5))
+        if coverage >= confidence:
+            best = (xs[k - 1], xs[n - k], coverage)
+    return best
 
 
 def repeat_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:
@@ -171,29 +208,6 @@ def repeat_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:
     if len(a) != len(b) or not a:
         raise ValueError(f"repeat_ratios: {len(a)} and {len(b)} repeats; the same number (at least one) is needed")
     return [x / y for x, y in zip(a, b)]
-
-
-def ratio_verdict(ratios: Sequence[float], ok: Callable[[float], bool]) -> str:
-    """A speed criterion over the repeats' ratios: held if it holds for the lowest and the highest, did not hold
-    if for neither, within noise otherwise (the interval rule over the repeats)."""
-    return interval_verdict(min(ratios), max(ratios), ok)
-
-
-def seed_difference(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
-    """(mean(a) - mean(b), its standard error from the two seed spreads)."""
-    return seed_contrast([(1.0, a), (-1.0, b)])
-
-
-def seed_contrast(terms: Sequence[tuple[float, Sequence[float]]]) -> tuple[float, float]:
-    """(sum of weight x mean over seeds, its standard error): each term's seed variance over its seeds."""
-    short = [len(v) for _, v in terms if len(v) < MIN_SEEDS]
-    if short:
-        raise ValueError(
-            f"a seed interval needs at least {MIN_SEEDS} seeds per system (got {[len(v) for _, v in terms]})"
-        )
-    value = sum(w * statistics.fmean(v) for w, v in terms)
-    se = math.sqrt(sum(w * w * statistics.variance(v) / len(v) for w, v in terms))
-    return value, se
 
 
 def bootstrap_contrast(
@@ -251,28 +265,18 @@ def judge(
     refs: Mapping[str, Sequence[str]] | None = None,
     splits: Sequence[str] = EVAL_SPLITS,
     samples: int = BOOTSTRAP_SAMPLES,
-    *,
-    seed_interval: bool = True,
 ) -> Judgement | None:
-    """The contrast sum(weight x runs) judged on every split of ``splits`` that all terms were scored on: the
-    seed interval, and the test-set interval where every run's hypotheses and the split's references (``refs``)
-    are given. None where a term has fewer than ``MIN_SEEDS`` seeds (no verdict). ``seed_interval=False``: the
-    test-set interval alone, for evidence of fewer seeds (every split must then have hypotheses and references)."""
-    if seed_interval and any(len(r.seeds) < MIN_SEEDS for _, r in terms):
+    """The contrast sum(weight x runs) judged on every split of ``splits`` that all terms were scored on: the seed
+    interval, and the test-set interval where every run's hypotheses and the split's references (``refs``) are
+    given. None where a term has a single seed (no seed interval)."""
+    if any(len(r.seeds) < 2 for _, r in terms):
         return None
     sets = []
     for split in splits:
         if not all(split in r.scores for _, r in terms):
             continue
-        if seed_interval:
-            value, se = seed_contrast([(w, r.scores[split]) for w, r in terms])
-            seeds = Interval(value - K_SPREAD * se, value + K_SPREAD * se)
-        else:
-            value, seeds = sum(w * statistics.fmean(r.scores[split]) for w, r in terms), None
-            if not (refs and split in refs and all(split in r.hyps for _, r in terms)):
-                raise ValueError(
-                    f"{split}: the test-set interval alone needs every run's hypotheses and the references"
-                )
+        value = sum(w * statistics.fmean(r.scores[split]) for w, r in terms)
+        seeds = seed_interval([(w, r.scores[split]) for w, r in terms])
         test_set = None
         if refs and split in refs and all(split in r.hyps for _, r in terms):
             test_set = central_95(bootstrap_contrast([(w, r.hyps[split]) for w, r in terms], refs[split], samples))
@@ -289,11 +293,13 @@ def split_name(split: str) -> str:
 
 
 def describe(j: Judgement, decimals: int = 2) -> str:
-    """One line per judgement: the contrast ± its seed interval on each set, the set's verdict, and how many
-    sets held (for an evidence cell)."""
+    """One line per judgement: the contrast with its seed interval on each set, the test-set interval and the set's
+    verdict (for an evidence cell)."""
     parts = []
     for s in j.sets:
         boot = f", test-set [{s.test_set.low:+.{decimals}f}, {s.test_set.high:+.{decimals}f}]" if s.test_set else ""
-        spread = f" ± {s.half_width:.{decimals}f}" if s.seeds else " (no seed interval)"
-        parts.append(f"{split_name(s.split)} {s.value:+.{decimals}f}{spread}{boot}: {s.verdict}")
+        parts.append(
+            f"{split_name(s.split)} {s.value:+.{decimals}f} seeds [{s.seeds.low:+.{decimals}f}, "
+            f"{s.seeds.high:+.{decimals}f}]{boot}: {s.verdict}"
+        )
     return "; ".join(parts)

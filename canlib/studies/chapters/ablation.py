@@ -20,8 +20,12 @@ PAPER_ROWS = {
     "can_ffn": "Compress FFN",
     "can": "Compress All",
 }
-BELOW = {"can_attn": "can-attn-below-balanced", "can_ffn": "can-ffn-below-balanced", "can": "can-below-balanced"}
-CLAIMS = (*BELOW.values(), "can-above-can-attn", "can-attn-below-can-ffn", "can-ffn-keeps-bleu", "attn-faster-than-ffn")
+BELOW = {
+    "can_attn": "can-attn-below-balanced",
+    "can_ffn": "can-ffn-keeps-bleu",
+    "can": "can-below-balanced",
+}  # each vs Balanced
+CLAIMS = (*BELOW.values(), "can-above-can-attn", "can-attn-below-can-ffn", "attn-faster-than-ffn")
 
 
 def kernel_values(store: Store) -> dict[str, Any]:

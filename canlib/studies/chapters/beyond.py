@@ -16,7 +16,7 @@ from canlib.studies import beyond, paper
 from canlib.studies.chapters.results import budget_values, provenance_values
 from canlib.studies.claims import PAPER_CAN_ON, judged, marks
 from canlib.studies.store import Store
-from canlib.studies.verdict import HELD, ON_PAR, split_name
+from canlib.studies.verdict import HOLDS, ON_PAR, split_name
 
 
 def plan_values(store: Store) -> dict[str, Any]:
@@ -116,7 +116,7 @@ def values(store: Store) -> dict[str, Any]:
         v |= provenance_values(store, [can66], "can66")
     closers = ("can-within-0.5", "kd-can-within-0.5", "can-6-6-within-0.5")
     v["closed_count"] = sum(
-        j[c].state == HELD for c, study in zip(closers, ("budget", "distill", "can-6-6")) if shown[study]
+        j[c].word == HOLDS for c, study in zip(closers, ("budget", "distill", "can-6-6")) if shown[study]
     )
     v["test_name"] = split_name("test")
     return v | conversion_values(store)

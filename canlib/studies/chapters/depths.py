@@ -39,7 +39,7 @@ def values(store: Store) -> dict[str, Any]:
     v: dict[str, Any] = {
         "scale": store.scale,
         "planned_depth_seeds": store.spec.depth_seeds,
-        "balanced_bar": BY_ID["balanced-speed-1.8x"].evidence.ok.bound,
+        "balanced_bar": BY_ID["balanced-speed-1.90x"].evidence.ok.bound,
     }
     for s, key in KEYS.items():
         v[f"seeds_{key}"] = len(runs[s].seeds)
@@ -50,7 +50,7 @@ def values(store: Store) -> dict[str, Any]:
     v["paper_14_1"] = f4["14/1"]["bleu"] - f4["12/2"]["bleu"]
     v["paper_9_4"] = f4["9/4"]["bleu"] - f4["6/6"]["bleu"]
     drop = judged(store)["depth-14-1-loses"]
-    v |= marks(store, ["depth-14-1-loses", "balanced-speed-1.8x"]) | drop.values("drop")
+    v |= marks(store, ["depth-14-1-loses", "balanced-speed-1.90x"]) | drop.values("drop")
     test = next((s for s in drop.sets if s["split"] == "test"), None)
     if test and test["test_set_interval"]:
         v |= {

@@ -9,7 +9,6 @@ from canlib.studies import paper
 from canlib.studies.analyses import MIN_BUCKET_SENTENCES, bucket_rows, error_buckets
 from canlib.studies.claims import judged, marks
 from canlib.studies.store import Store
-from canlib.studies.verdict import K_SPREAD
 
 BUCKETINGS = ("frequency", "length")
 CLAIM = "can-below-balanced"
@@ -53,7 +52,7 @@ def values(store: Store) -> dict[str, Any]:
 
 def whole_set_gap(store: Store) -> dict[str, Any]:
     """CAN - Balanced on the whole test set over every stored seed (tokenized BLEU, the main plan's budget): the
-    mean, K_SPREAD standard errors (the registry's seed interval of "CAN scores below Balanced" at 1x) and the seeds'
+    mean, half its 95 % seed interval (the registry's of "CAN scores below Balanced" at 1x) and the seeds'
     range; the verdict itself is glued from :func:`values`."""
     tok = store.scores(["balanced", "can"])
     gaps = [c - b for b, c in zip(tok["balanced"], tok["can"])]
@@ -62,7 +61,7 @@ def whole_set_gap(store: Store) -> dict[str, Any]:
     row: dict[str, Any] = {"seeds": len(gaps), "CAN − Balanced": sum(gaps) / len(gaps)}
     test = next((s for s in one.sets if s["split"] == "test"), None)
     if test and test["seed_interval"]:
-        row[f"± {K_SPREAD:g} s.e."] = (test["seed_interval"][1] - test["seed_interval"][0]) / 2
+        row["± seed interval (95 %)"] = (test["seed_interval"][1] - test["seed_interval"][0]) / 2
     if len(gaps) > 1:
         row |= {"seed pairs from": min(gaps), "seed pairs to": max(gaps)}
     return row

@@ -33,14 +33,72 @@ def evidence_cell(j: Judged) -> str:
     )
 
 
+def strength(j: Judged) -> str:
+    """How strong the evidence is, in a few words: seeds and budget, repeats and runs, or models and layers."""
+    s = j.strength
+    if "seeds" in s and isinstance(s["seeds"], dict) and s["seeds"]:
+        seeds = f"{min(s['seeds'].values())} seeds" if s["seeds"] else "no seeds"
+        return seeds + (f", {s['budget']}x" if s.get("budget") else "") + f", {s.get('scale', '')}".rstrip(", ")
+    if "repeats" in s:
+        runs = len(s["runs"])
+        return f"{s['repeats']} repeats in {runs} run{'s' if runs > 1 else ''}, shortest {s['shortest_repeat_s']:.2f} s"
+    if "layers" in s:
+        return f"{s['layers']} layers of {', '.join(s['models'])}"
+    if "directions" in s:
+        return f"{s['directions']} directions"
+    return "—"
+
+
 def evidence_table(rows: Sequence[Judged]) -> str:
-    """The scorecard's "criterion and evidence" table as HTML: id, criterion, evidence (short, details collapsed)."""
+    """The scorecard's evidence table as HTML: id, criterion, the standard's kind and whether the evidence meets it,
+    the evidence's strength, the evidence (short, details collapsed) and what would settle the claim."""
     import pandas as pd
 
     frame = pd.DataFrame(
         [
-            {"id": j.claim.id, "criterion": escape(j.claim.criterion, quote=False), "evidence": evidence_cell(j)}
+            {
+                "id": j.claim.id,
+                "criterion": escape(j.claim.criterion, quote=False),
+                "standard": f"{j.standard.kind}: {'met' if j.meets else 'not met'}",
+                "strength": escape(strength(j), quote=False),
+                "evidence": evidence_cell(j),
+                "what would settle it": as_code(j.settle) if j.settle else "",
+            }
             for j in rows
         ]
     )
     return frame.to_html(index=False, escape=False)
+
+
+def speed_runs_table(rows: Sequence[Judged]):
+    """One row per stored GPU run that a speed claim reads or shows beside: its code, repeats, shortest repeat,
+    whether it meets the standard, and each speed claim's median ratio [interval] and verdict on it alone."""
+    import pandas as pd
+
+    out: dict[str, dict[str, str]] = {}
+    for j in rows:
+        for body in (j, *j.beside):
+            for r in body.sets:
+                mode = "graphs" if r["mode"] == "captured" else "eager"
+                row = out.setdefault(
+                    f"{r['set']}, {mode}",
+                    {
+                        "code": r["code"],
+                        "repeats": str(r["repeats"]),
+                        "shortest repeat": f"{r['shortest_repeat_s']:.2f} s",
+                        "meets the standard": "yes" if r["meets"] else "no",
+                    },
+                )
+                if r["shortest_repeat_s"] < float(row["shortest repeat"].removesuffix(" s")):  # the run's shortest
+                    row["shortest repeat"] = f"{r['shortest_repeat_s']:.2f} s"
+                if not r["meets"]:
+                    row["meets the standard"] = "no"
+                shown = (
+                    f"[{r['interval'][0]:.2f}, {r['interval'][1]:.2f}]"
+                    if r["interval"]
+                    else f"(range {r['range'][0]:.2f}-{r['range'][1]:.2f})"
+                )
+                row[j.claim.id] = f"{r['value']:.2f}x {shown}: {r['verdict']}"
+    frame = pd.DataFrame.from_dict(out, orient="index").fillna("")
+    frame.index.name = "GPU run, mode"
+    return frame

@@ -11,8 +11,9 @@ from canlib.results.layout import experiment_command
 from canlib.results.scales import DIRECTION_SYSTEMS
 from canlib.studies import paper
 from canlib.studies.claims import judged, marks
+from canlib.studies.evidence import BLEU
 from canlib.studies.store import Store
-from canlib.studies.verdict import MIN_SEEDS, ON_PAR
+from canlib.studies.verdict import ON_PAR
 
 
 def paper_values() -> dict[str, Any]:
@@ -43,7 +44,7 @@ def values(store: Store) -> dict[str, Any]:
     stored = [
         c
         for c in directions
-        if all((r := store.runs(s, c)) is not None and len(r.seeds) >= MIN_SEEDS for s in ("balanced", "can"))
+        if all((r := store.runs(s, c)) is not None and len(r.seeds) >= BLEU.seeds for s in ("balanced", "can"))
     ]
     missing = [c for c in directions if c not in stored]
     main = judged(store)["can-within-0.5"].at(1)
