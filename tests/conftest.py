@@ -49,3 +49,24 @@ def measurements() -> Path:
     if not MEASUREMENTS.is_dir():
         missing(f"raw measurements folder {MEASUREMENTS} not present (set CANLIB_MEASUREMENTS_DIR)")
     return MEASUREMENTS
+
+
+@pytest.fixture(scope="session")
+def claims_json() -> dict[str, dict]:
+    """`python -m canlib claims --json` on the stored results, by claim id (run once per test process)."""
+    import json
+    import subprocess
+    import sys
+
+    if not (SHARED_DATA / "multi30k-en-de").is_dir():
+        missing(f"real data {SHARED_DATA}/multi30k-en-de not present (the evaluation sets' references)")
+    out = subprocess.run(
+        [sys.executable, "-m", "canlib", "claims", "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CANLIB_DATA_DIR": str(SHARED_DATA), "CANLIB_RESULTS_DIR": str(REPO / "book" / "results")},
+        cwd=REPO,
+        timeout=900,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return {row["id"]: row for row in json.loads(out.stdout)}

@@ -79,10 +79,11 @@ def _minutes(store: Store, runs: Sequence[tuple[str, int]]) -> str:
     the wall time of the stored runs of the same budget (they train :data:`SIDE_BY_SIDE` at once)."""
     walls = [store.train_seconds(s, f) for s, f in runs]
     known = [w for w in walls if w]
+    count = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
     if not known:
-        return f"{len(runs)} run(s)"
+        return count
     minutes = max(known) * math.ceil(len(runs) / SIDE_BY_SIDE) / 60
-    return f"{len(runs)} run(s), about {minutes:.0f} GPU-minutes side by side"
+    return f"{count}, about {minutes:.0f} GPU-minutes" + (" side by side" if len(runs) > 1 else "")
 
 
 # BLEU contrasts -------------------------------------------------------------------------------------------------

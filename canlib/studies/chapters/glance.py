@@ -25,7 +25,6 @@ from canlib.studies.verdict import BOOTSTRAP_SAMPLES, CONFIDENCE, FAILS, HOLDS, 
 
 T2 = ("baseline", "balanced", "san", "aan", "can")
 T5 = {"balanced": "Balanced", "can_attn": "Compress Attention", "can_ffn": "Compress FFN", "can": "Compress All"}
-README_HEADING = "## Results at a glance"
 WORDS = (HOLDS, FAILS, MIXED, INCONCLUSIVE, NOT_RUN)
 LEVELS = (
     "BLEU levels do not compare across the two setups (Multi30k's short image captions at d=256 against "
@@ -143,36 +142,44 @@ def _span(values: list[float]) -> str:
     return f"{min(values):+.2f} to {max(values):+.2f}"
 
 
+def _names(rows: list[Judged], marked: bool) -> str:
+    return "; ".join(_named(j, marked) for j in rows)
+
+
 def findings(store: Store, marked: bool = True) -> list[str]:
-    """What this reproduction found, in four sentences: what holds (speed), what does not (BLEU), how sure, and what
-    would settle the rest. Every word is the registry's (marked HTML with ``marked``), every number its judgement's."""
+    """What this reproduction found, in four sentences: what holds, what does not, how sure, and what would settle
+    the rest. Every word is the registry's (marked HTML with ``marked``), every number its judgement's."""
     j = judged(store)
+    paper_claims = j.all("paper")
+    by = {w: [c for c in paper_claims if c.word == w] for w in WORDS}
     out = []
-    double, faster, gain, graphs = (
-        j[c] for c in ("balanced-speed-1.90x", "can-faster", "can-speed-1.28x", "can-speed-1.28x-graphs")
-    )
+    double, faster, graphs = (j[c] for c in ("balanced-speed-1.90x", "can-faster", "can-speed-1.28x-graphs"))
     if faster.value is not None and double.value is not None:
         s = faster.strength
+        runs = [store.gpu_speed("eager", run)[1]["device"] for run in s["runs"]]
+        where = f"one {runs[0]} run" if len(runs) == 1 else f"{len(runs)} runs ({', '.join(sorted(set(runs)))})"
         out.append(
-            f"Speed: on {len(s['runs'])} GPU run(s) of the decoder at commit {s['code']} ({s['repeats']} interleaved "
-            f"repeats per ratio), Balanced decodes {double.value:.2f}x as fast as the Baseline and CAN "
-            f"{faster.value:.2f}x as fast as Balanced with every kernel launched"
+            f"What holds: on {where} of the decoder at commit {s['code']} ({s['repeats']} interleaved repeats), "
+            f"Balanced decodes {double.value:.2f}x as fast as the Baseline and CAN {faster.value:.2f}x as fast as "
+            "Balanced with every kernel launched"
             + (f" ({graphs.value:.2f}x with CUDA graphs)" if graphs.value is not None else "")
-            + f": {_named(double, marked)}; {_named(faster, marked)}; {_named(gain, marked)}."
+            + f"; of the paper's claims, these hold: {_names(by[HOLDS], marked)}."
         )
     keeps = j["can-within-0.5"]
     if keeps.judgement is not None:
         values = [row["value"] for row in keeps.sets]
         beside = [b for b in keeps.beside if b.judgement is not None]
         then = "".join(f"; {_span([r['value'] for r in b.sets])} at {b.budget}x" for b in beside)
+        others = [c for c in by[FAILS] + by[MIXED] if c is not keeps]
         out.append(
-            f"BLEU: CAN − Balanced is {_span(values)} over the four evaluation sets at {keeps.budget}x the plan's "
-            f"updates ({min(keeps.seeds.values())} seeds a system{then}), where the paper has "
-            f"{keeps.claim.paper.split(' (')[0]}: {_named(keeps, marked)}."
+            f"What does not: CAN − Balanced is {_span(values)} BLEU over the four evaluation sets at {keeps.budget}x "
+            f"the plan's updates ({min(keeps.seeds.values())} seeds a system{then}), where the paper has "
+            f"{keeps.claim.paper.split(' (')[0]}, so {_named(keeps, marked)}"
+            + (f"; nor do these hold everywhere: {_names(others, marked)}." if others else ".")
         )
     halves = [
         (row["seed_interval"][1] - row["seed_interval"][0]) / 2
-        for c in judged(store).all("paper")
+        for c in paper_claims
         if isinstance(c.claim.evidence, Contrast) and c.meets
         for row in c.sets
         if row["split"] == "test"
@@ -182,17 +189,22 @@ def findings(store: Store, marked: bool = True) -> list[str]:
             f"How sure: a BLEU verdict needs {BLEU.seeds} seeds a system and reads {CONFIDENCE:.0%} intervals over "
             f"the seeds (Student's t) and over the test sentences (paired bootstrap), about "
             f"±{statistics.median(halves):.1f} BLEU on test2016 here, so smaller differences stay inconclusive; a "
-            f"speed verdict reads the "
-            f"{CONFIDENCE:.0%} interval of the median ratio over at least {SPEED.repeats} repeats of at least "
-            f"{SPEED.seconds:g} s."
+            f"speed verdict reads the {CONFIDENCE:.0%} interval of the median ratio over at least {SPEED.repeats} "
+            f"repeats of at least {SPEED.seconds:g} s."
         )
     counts = tally(store)
-    below = [c for c in j.all("paper") if c.cost]
-    settle = "; ".join(f"{c.claim.id} ({c.cost})" for c in below)
+    below = [c for c in paper_claims if c.cost]
+    wide = [c for c in by[INCONCLUSIVE] if c.meets]
     out.append(
         f"The paper's {sum(counts.values())} claims: "
         + ", ".join(f"{w} {n}" for w, n in counts.items())
-        + (f"; below their standard or not run, with what settles each: {settle}." if below else ".")
+        + (
+            f". Of the inconclusive ones, {len(wide)} meet their standard but their intervals straddle the "
+            "criterion (more seeds would narrow them)"
+            if wide
+            else ""
+        )
+        + ("; what settles the others: " + "; ".join(f"{c.claim.id}, {c.cost}" for c in below) + "." if below else ".")
     )
     return out
 
@@ -228,73 +240,88 @@ HTML_KEYS = ("findings", "vocabulary", "verdicts")  # glued as HTML; the tables 
 
 # -- README --------------------------------------------------------------------------------------------------------
 
+FOUND, DETAIL = "## What this reproduction found", "## Results in detail"  # README's two generated sections
 
-def readme_section(scale: str = "small", root: Path | None = None) -> str:
-    """README's "Results at a glance" section, from the stored results (Markdown, ends with a blank line)."""
+
+def readme_sections(scale: str = "small", root: Path | None = None) -> dict[str, str]:
+    """README's two generated sections, by heading, from the stored results (Markdown, each ending with a blank
+    line): the finding at the top, the tables and the verdict of every paper claim further down."""
     store = Store(scale, root)
     t = tables(store)
     prov = t["provenance"]
     found = table(judged(store).all("paper"))
     found["chapter"] = [f"[{c}](book/{c}.md)" for c in found["chapter"]]
-    return "\n".join(
-        [
-            README_HEADING,
-            "",
-            "Generated from the stored results by `python -m canlib.studies.chapters.glance --readme` (a test fails "
-            "when it differs from what the code computes now or from `python -m canlib claims`). What this "
-            "reproduction found:",
-            "",
-            *(f"{i}. {s}" for i, s in enumerate(findings(store, marked=False), 1)),
-            "",
-            "The five words: " + "; ".join(f"**{w}**: {MEANINGS[w]}" for w in WORDS) + ".",
-            "",
-            f"Ours: Multi30k En-De at `{scale}` (d=256), {prov['runs']} runs on {prov['device']} at commit "
-            f"{prov['commit']} ({prov['budget']}); tokenized BLEU on test2016, mean ± sd (seeds). The paper: WMT14 "
-            f"En-De, tokenized BLEU, the average of 3 runs. {LEVELS} Speed: tokens/s relative to Balanced at batch 1, "
-            "beam 4, fp16 with random d=512 weights and a forced output of 30 tokens, the median of the per-repeat "
-            f"ratios [its 95 % interval] over {prov['speed_device']} run `book/results/gpu/{prov['speed_run']}` "
-            f"(commit {prov['speed_commit']}, {prov['speed_repeats']} interleaved repeats).",
-            "",
-            "**Table 2**",
-            "",
-            t["table2"].to_markdown(),
-            "",
-            "**Table 4** (distilled students; their provenance: [the beyond chapter](book/beyond.md))",
-            "",
-            t["table4"].to_markdown(),
-            "",
-            "**Table 5** (kernels per decoder layer and step, counted on the GPU's code path)",
-            "",
-            t["table5"].to_markdown(),
-            "",
-            "**One verdict per claim of the paper** (`python -m canlib claims` lists these and the book's own; each "
-            "claim's standard, evidence and what would settle it: [the scorecard](book/scorecard.md)).",
-            "",
-            found.set_index("id").to_markdown(),
-            "",
-        ]
+    generated = (
+        "Generated from the stored results by `python -m canlib.studies.chapters.glance --readme` (a test fails when "
+        "it differs from what the code computes now or from `python -m canlib claims`)."
     )
+    finding = [
+        FOUND,
+        "",
+        *(f"{i}. {s}" for i, s in enumerate(findings(store, marked=False), 1)),
+        "",
+        "The five verdict words: " + "; ".join(f"**{w}**: {MEANINGS[w]}" for w in WORDS) + ". " + generated,
+        "",
+    ]
+    detail = [
+        DETAIL,
+        "",
+        f"Ours: Multi30k En-De at `{scale}` (d=256), {prov['runs']} runs on {prov['device']} at commit "
+        f"{prov['commit']} ({prov['budget']}); tokenized BLEU on test2016, mean ± sd (seeds). The paper: WMT14 "
+        f"En-De, tokenized BLEU, the average of 3 runs. {LEVELS} Speed: tokens/s relative to Balanced at batch 1, "
+        "beam 4, fp16 with random d=512 weights and a forced output of 30 tokens, the median of the per-repeat "
+        f"ratios [its 95 % interval] over {prov['speed_device']} run `book/results/gpu/{prov['speed_run']}` "
+        f"(commit {prov['speed_commit']}, {prov['speed_repeats']} interleaved repeats). {generated}",
+        "",
+        "**Table 2**",
+        "",
+        t["table2"].to_markdown(),
+        "",
+        "**Table 4** (distilled students; their provenance: [the beyond chapter](book/beyond.md))",
+        "",
+        t["table4"].to_markdown(),
+        "",
+        "**Table 5** (kernels per decoder layer and step, counted on the GPU's code path)",
+        "",
+        t["table5"].to_markdown(),
+        "",
+        "**One verdict per claim of the paper** (`python -m canlib claims` lists these and the book's own; each "
+        "claim's standard, evidence and what would settle it: [the scorecard](book/scorecard.md)).",
+        "",
+        found.set_index("id").to_markdown(),
+        "",
+    ]
+    return {FOUND: "\n".join(finding), DETAIL: "\n".join(detail)}
 
 
-def write_readme(path: Path, section: str) -> bool:
-    """Replace README's section (from its heading to the next ``## `` heading) by ``section``; True if it changed."""
+def _section(heading: str) -> re.Pattern:
+    return re.compile(rf"^{re.escape(heading)}\n.*?(?=^## )", re.S | re.M)
+
+
+def readme_text(path: Path) -> dict[str, str]:
+    """README's current generated sections, by heading (what :func:`readme_sections` must reproduce)."""
     text = path.read_text(encoding="utf-8")
-    pattern = re.compile(rf"^{re.escape(README_HEADING)}\n.*?(?=^## )", re.S | re.M)
-    if not pattern.search(text):
-        raise ValueError(f"{path}: no '{README_HEADING}' section followed by another '## ' heading")
-    new = pattern.sub(lambda _: section + "\n", text, count=1)
+    out = {}
+    for heading in (FOUND, DETAIL):
+        match = _section(heading).search(text)
+        if not match:
+            raise ValueError(f"{path}: no '{heading}' section followed by another '## ' heading")
+        out[heading] = match.group(0)
+    return out
+
+
+def write_readme(path: Path, sections: dict[str, str]) -> bool:
+    """Replace each of README's generated sections (from its heading to the next ``## `` heading); True if any
+    changed."""
+    text = path.read_text(encoding="utf-8")
+    new = text
+    for heading, section in sections.items():
+        if not _section(heading).search(new):
+            raise ValueError(f"{path}: no '{heading}' section followed by another '## ' heading")
+        new = _section(heading).sub(lambda _: section + "\n", new, count=1)
     if new != text:
         path.write_text(new, encoding="utf-8")
     return new != text
-
-
-def readme_text(path: Path) -> str:
-    """README's current "Results at a glance" section (what :func:`readme_section` must reproduce)."""
-    text = path.read_text(encoding="utf-8")
-    match = re.search(rf"^{re.escape(README_HEADING)}\n.*?(?=^## )", text, re.S | re.M)
-    if not match:
-        raise ValueError(f"{path}: no '{README_HEADING}' section followed by another '## ' heading")
-    return match.group(0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -302,12 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readme", action="store_true", help="rewrite README.md's section in place (else print it)")
     parser.add_argument("--scale", default="small")
     args = parser.parse_args(argv)
-    section = readme_section(args.scale)
+    sections = readme_sections(args.scale)
     if args.readme:
-        changed = write_readme(CHECKOUT_DIR / "README.md", section)
-        print("README.md: section rewritten" if changed else "README.md: section already current")
+        changed = write_readme(CHECKOUT_DIR / "README.md", sections)
+        print("README.md: sections rewritten" if changed else "README.md: sections already current")
     else:
-        print(section)
+        print("\n".join(sections.values()))
     return 0
 
 
