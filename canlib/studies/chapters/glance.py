@@ -230,7 +230,6 @@ def values(store: Store) -> dict[str, Any]:
         "verdicts": linked(store),
         "margin": ON_PAR,
         "samples": BOOTSTRAP_SAMPLES,
-        "levels": LEVELS,
         **{f"prov_{k}": v for k, v in prov.items()},
     }
 
