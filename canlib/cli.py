@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         with warnings.catch_warnings():
+            warnings.simplefilter("default")  # each warning once, as one line (whatever filters the caller set)
             warnings.showwarning = warn
             return int(modules[args.command].run(args) or 0)
     except (ValueError, FileNotFoundError, RuntimeError, MissingDependency) as exc:

@@ -20,6 +20,7 @@ and its translation written and flushed at once, as fairseq-interactive and mari
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import select
 import stat
@@ -33,9 +34,11 @@ import torch
 
 from canlib.bleu import read_text
 from canlib.data.vocab import Vocabulary
+from canlib.decoding.ctranslate import CT2Translator, token_names
 from canlib.decoding.search import SearchSettings, beam_search, make_batch
-from canlib.io import atomic_write_bytes, option_type, tqdm
+from canlib.io import atomic_write_bytes, option_type, require, tqdm
 from canlib.model.checkpoint import CheckpointError, model_from_checkpoint, safe_load
+from canlib.model.config import ModelConfig
 from canlib.model.seq2seq import Seq2Seq
 
 
@@ -246,6 +249,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-len-b", type=option_type(float, "nonnegative"), default=10, help="(default 10)")
     parser.add_argument(
+        "--renormalize",
+        action="store_true",
+        help="normalise each step's probabilities over the tokens the search may emit (CTranslate2's convention, "
+        "so a checkpoint gives its exported folder's translations); default: over the whole vocabulary",
+    )
+    parser.add_argument(
         "--device", type=device_type, default="cuda" if torch.cuda.is_available() else "cpu", help="cpu or cuda"
     )
     parser.add_argument("--fp32", action="store_true", help="keep float32 on CUDA (default there: half precision)")
@@ -313,15 +322,13 @@ def translator(args: argparse.Namespace) -> Translate:
     """The function that translates lines with the --checkpoint's model: canlib's search, or CTranslate2 for a
     `canlib export` folder."""
     limits = dict(len_penalty=args.len_penalty, max_len_a=args.max_len_a, max_len_b=args.max_len_b)
-    if Path(args.checkpoint).is_dir() and (Path(args.checkpoint) / "model.bin").is_file():
-        import json
-
-        from canlib.decoding.ctranslate import CT2Translator, token_names
-        from canlib.model.config import ModelConfig
-
-        folder = Path(args.checkpoint)
+    folder = Path(args.checkpoint)
+    if folder.is_dir() and (folder / "model.bin").is_file():
+        if not (folder / "canlib.json").is_file():
+            raise ValueError(f"{folder}: a CTranslate2 model, but not one `canlib export` wrote (no canlib.json)")
+        require("ctranslate2", "translating with an exported CTranslate2 model")
         vocab = Vocabulary.load(args.vocab or folder / "vocab.model")
-        cfg = ModelConfig.from_dict(json.loads((folder / "canlib.json").read_text())["model"])
+        cfg = ModelConfig.from_dict(json.loads((folder / "canlib.json").read_text(encoding="utf-8"))["model"])
         ct2 = CT2Translator(folder, token_names(cfg.vocab_size, vocab), device=torch.device(args.device).type)
 
         def translate_ct2(lines: list[str], names: list[str], progress: bool) -> list[str]:
@@ -335,7 +342,8 @@ def translator(args: argparse.Namespace) -> Translate:
 
     def translate_canlib(lines: list[str], names: list[str], progress: bool) -> list[str]:
         ids = source_ids(model, vocab, lines, names)
-        return translate_ids(model, vocab, ids, args.beam, args.batch_size, progress, **limits)
+        options = dict(limits, renormalize=args.renormalize)
+        return translate_ids(model, vocab, ids, args.beam, args.batch_size, progress, **options)
 
     return translate_canlib
 

@@ -176,21 +176,29 @@ def new_run(args: argparse.Namespace, out: Path) -> tuple[ModelConfig, TrainConf
     return preset(args.preset, vocab_size=corpus.vocab.size, **rates), cfg, corpus, str(Path(args.data).resolve())
 
 
-def build_trainer(args: argparse.Namespace) -> Trainer:
-    """The Trainer the command asks for: a new run, or the run stored in --out continued."""
+Settings = tuple[ModelConfig, TrainConfig, Any, str, bool]  # model, options, corpus, its folder, a new run
+
+
+def run_settings(args: argparse.Namespace) -> Settings:
+    """What the command trains: a new run, or the run stored in --out with the options given checked against it."""
     out = Path(args.out)
     check_run_dir(out)  # before the corpus is loaded: a wrong --out fails at once
     stored = stored_run(out) if args.resume else None
     if stored is None:
-        model_cfg, cfg, corpus, data = new_run(args, out)
-    else:
-        config_file = out / "config.json"
-        cfg = resumed_config(stored, given_options(args), config_file)
-        data = stored_corpus(args, stored, config_file)
-        model_cfg = stored_model(args, stored, config_file)
-        corpus = load_prepared(data)
-        if not any((out / "checkpoints").glob("*.pt")):
-            print(f"{out}: no checkpoint saved yet: starting the stored run from its first update", file=sys.stderr)
+        return (*new_run(args, out), True)
+    config_file = out / "config.json"
+    cfg = resumed_config(stored, given_options(args), config_file)
+    data = stored_corpus(args, stored, config_file)
+    model_cfg = stored_model(args, stored, config_file)
+    return model_cfg, cfg, load_prepared(data), data, False
+
+
+def build_trainer(args: argparse.Namespace, settings: Settings) -> Trainer:
+    """The Trainer of ``settings`` (:func:`run_settings`); the default warm-up longer than the run is an error."""
+    model_cfg, cfg, corpus, data, new = settings
+    out = Path(args.out)
+    if not new and not any((out / "checkpoints").glob("*.pt")):
+        print(f"{out}: no checkpoint saved yet: starting the stored run from its first update", file=sys.stderr)
     with warnings.catch_warnings():
         if args.warmup is None:  # the default warm-up (the paper's) that does not fit this run is an error
             warnings.simplefilter("error", LongWarmupWarning)
@@ -207,7 +215,7 @@ def build_trainer(args: argparse.Namespace) -> Trainer:
                 overwrite=args.overwrite,
                 console=True,
                 stop_signals=STOP_SIGNALS,
-                run_info={"preset": args.preset} if stored is None else None,
+                run_info={"preset": args.preset} if new else None,
             )
         except LongWarmupWarning as exc:
             raise ValueError(f"{exc} (the default warm-up is the paper's, for runs of 100,000s of updates)") from None
@@ -228,9 +236,10 @@ def finished(out: Path, args: argparse.Namespace) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
+    settings = run_settings(args)  # every option checked against a stored run first
     done = finished(out, args)
     if done is None:
-        trainer = build_trainer(args)
+        trainer = build_trainer(args, settings)
         stop = trainer.stop_reason() if args.resume and (out / "result.json").is_file() else None
         done = f"{stop} at step {trainer.step}" if stop else None
     if done is not None:
