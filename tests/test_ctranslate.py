@@ -162,10 +162,7 @@ def test_the_exported_model_appends_the_source_eos_itself(tmp_path, capsys):
     from canlib.cli import main
 
     checkpoint, model, vocab = saved_model(tmp_path, "standard")
-    out = tmp_path / "ct2"
-    assert main(["export", "ctranslate2", "--checkpoint", str(checkpoint), "--out", str(out)]) == 0
-    assert {"model.bin", "vocab.model", "canlib.json"} <= {p.name for p in out.iterdir()}
-    translator = ctranslate2.Translator(str(out), intra_threads=1)
+    translator = ctranslate2.Translator(str(export_ctranslate2(model, tmp_path / "api", vocab)), intra_threads=1)
     lines = ["a dog runs in the park", "the cat sits", "zwei hunde spielen in the park"]
     ids = [vocab.encode(line) for line in lines]
     pieces = [[vocab.sp.id_to_piece(i) for i in x] for x in ids]
@@ -175,5 +172,9 @@ def test_the_exported_model_appends_the_source_eos_itself(tmp_path, capsys):
     ours = beam_search(model, make_batch(ids, PAD_ID, EOS_ID), SearchSettings(beam=1, max_len_a=0, max_len_b=20))
     assert [[vocab.sp.piece_to_id(p) for p in r.hypotheses[0]] for r in found] == ours.tokens
     assert len({len(t) for t in ours.tokens}) > 1  # outputs end at different lengths: the EOS handling is compared
+    out = tmp_path / "ct2"  # the command writes the same model, with the vocabulary beside it
+    assert main(["export", "ctranslate2", "--checkpoint", str(checkpoint), "--out", str(out)]) == 0
+    assert {"model.bin", "vocab.model", "canlib.json"} <= {p.name for p in out.iterdir()}
+    assert (out / "model.bin").read_bytes() == (tmp_path / "api" / "model.bin").read_bytes()
     assert main(["export", "ctranslate2", "--checkpoint", str(checkpoint), "--out", str(out)]) == 2
     assert "pass --overwrite to replace it" in capsys.readouterr().err

@@ -122,8 +122,8 @@ def test_a_device_this_pytorch_lacks_is_one_line(checkpoint, capsys):
     assert len(err) == 1 and "argument --device: cuda: this PyTorch" in err[0] and "sees no CUDA GPU" in err[0]
 
 
-def test_a_checkpoint_of_another_kind_is_one_line(tmp_path, capsys):
-    text = tmp_path / "notes.pt"
+def test_a_checkpoint_of_another_kind_is_one_line(checkpoint, tmp_path, capsys):
+    text = tmp_path / "notes.pt"  # beside the vocabulary: only the checkpoint is wrong
     text.write_text("not a model\n")
     pickled = tmp_path / "object.pt"
     torch.save({"path": Path("x")}, pickled)  # a pickle that weights-only loading refuses
