@@ -99,6 +99,21 @@ def option_type(kind: type, rule: str | None = None) -> Callable[[str], Any]:
     return parse
 
 
+def device_option(text: str) -> str:
+    """An argparse ``type`` for a device option: one this PyTorch has (``cpu``, or ``cuda``/``cuda:N`` with a GPU)."""
+    import torch
+
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a device (cpu, cuda, cuda:N)") from None
+    if device.type not in ("cpu", "cuda"):
+        raise argparse.ArgumentTypeError(f"{text}: choose cpu or cuda")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise argparse.ArgumentTypeError(f"{text}: this PyTorch ({torch.__version__}) sees no CUDA GPU; use cpu")
+    return text
+
+
 # -- folders ---------------------------------------------------------------------------------------
 
 

@@ -288,6 +288,14 @@ def test_option_values_are_checked_as_parsed_in_one_line(option, value, problem,
     ]
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA build with a GPU takes --device cuda")
+def test_a_device_this_pytorch_lacks_is_refused_as_parsed(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--preset", "tiny-can", "--data", str(tmp_path), "--out", str(tmp_path / "r"), "--device=cuda"])
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "argument --device: cuda: this PyTorch" in err[0] and not (tmp_path / "r").exists()
+
+
 def test_run_files_get_the_usual_permissions(prepared, tmp_path):
     run = tmp_path / "run"
     assert train(prepared, run, "--max-steps", "10") == 0

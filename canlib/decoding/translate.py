@@ -36,7 +36,7 @@ from canlib.bleu import read_text
 from canlib.data.vocab import Vocabulary
 from canlib.decoding.ctranslate import CT2Translator, token_names
 from canlib.decoding.search import SearchSettings, beam_search, make_batch
-from canlib.io import atomic_write_bytes, option_type, require, tqdm
+from canlib.io import atomic_write_bytes, device_option, option_type, require, tqdm
 from canlib.model.checkpoint import CheckpointError, model_from_checkpoint, safe_load
 from canlib.model.config import ModelConfig
 from canlib.model.seq2seq import Seq2Seq
@@ -203,19 +203,6 @@ def translate_sets(
 # -- the command ------------------------------------------------------------------------------------------
 
 
-def device_type(text: str) -> str:
-    """An argparse ``type`` for --device: a device this PyTorch has."""
-    try:
-        device = torch.device(text)
-    except RuntimeError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a device (cpu, cuda, cuda:N)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise argparse.ArgumentTypeError(f"{text}: this PyTorch ({torch.__version__}) sees no CUDA GPU; use cpu")
-    if device.type not in ("cpu", "cuda"):
-        raise argparse.ArgumentTypeError(f"{text}: choose cpu or cuda")
-    return text
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--checkpoint",
@@ -255,7 +242,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "so a checkpoint gives its exported folder's translations); default: over the whole vocabulary",
     )
     parser.add_argument(
-        "--device", type=device_type, default="cuda" if torch.cuda.is_available() else "cpu", help="cpu or cuda"
+        "--device", type=device_option, default="cuda" if torch.cuda.is_available() else "cpu", help="cpu or cuda"
     )
     parser.add_argument("--fp32", action="store_true", help="keep float32 on CUDA (default there: half precision)")
     parser.add_argument(

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from canlib.data import load_prepared
-from canlib.io import option_type
+from canlib.io import device_option, option_type
 from canlib.model.config import ModelConfig, preset
 from canlib.training.config import TrainConfig, resume_kind
 from canlib.training.run_folder import check_run_dir
@@ -33,7 +33,7 @@ from canlib.training.watch import TrainingInterrupted
 GROUPS = {
     "optimisation": None,
     "batches": "batches",
-    "stopping": "stopping (a resume may move these)",
+    "stopping": "stopping (a resume may move --max-steps and --max-epochs)",
     "checkpoints": "checkpoints",
     "device": "device and speed",
     "throughput": "throughput (each changes the last bits of the numbers, not the recipe)",
@@ -73,6 +73,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             options["action"] = argparse.BooleanOptionalAction
         elif meta["choices"]:
             options["choices"] = meta["choices"]
+        elif f.name == "device":
+            options["type"] = device_option
         elif isinstance(f.default, tuple):
             options.update(nargs=len(f.default), type=option_type(float, meta["rule"]), metavar="B")
         elif not isinstance(f.default, str):
