@@ -305,3 +305,23 @@ def test_run_files_get_the_usual_permissions(prepared, tmp_path):
     assert len(files) > 10
     modes = {str(p.relative_to(p.parents[1])): oct(p.stat().st_mode & 0o777) for p in files}
     assert set(modes.values()) == {oct(0o666 & ~mask)}, modes
+
+
+def test_every_trainconfig_field_is_an_option_that_defaults_to_the_field():
+    """The command line is derived from TrainConfig: one option per field, its help naming the field's default,
+    and a command that gives none trains with TrainConfig's defaults."""
+    import argparse
+    from dataclasses import fields
+
+    from canlib.training.cli import add_arguments, train_config
+    from canlib.training.config import TrainConfig
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    actions = {a.dest: a for a in parser._actions}
+    written = {tuple: lambda v: " ".join(map(str, v)), float: lambda v: f"{v:g}"}  # 7e-4 -> 0.0007
+    for f in fields(TrainConfig):
+        assert f.name in actions, f.name
+        default = written.get(type(f.default), str)(f.default)
+        assert f.name == "precision" or actions[f.name].help.endswith(f"(default {default})"), f.name
+    assert train_config(parser.parse_args(["--out", "o"])) == TrainConfig()
