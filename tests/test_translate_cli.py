@@ -30,7 +30,7 @@ def checkpoint(tmp_path) -> Path:
     vocab.save(tmp_path / "vocab.model")
     torch.manual_seed(0)
     model = Seq2Seq(
-        ModelConfig(vocab_size=vocab.size, d_model=16, heads=2, ffn_dim=32, enc_layers=1, dec_layers=1, max_len=16)
+        ModelConfig(vocab_size=vocab.size, d_model=16, heads=2, ffn_dim=32, enc_layers=1, dec_layers=1, max_len=64)
     )
     (tmp_path / "run").mkdir()
     save_model(model, tmp_path / "run" / "model.pt", vocab_id=vocab.id)
