@@ -146,23 +146,61 @@ def _lines(f: BinaryIO, name: str) -> list[str]:
     return lines
 
 
+def moses_languages() -> list[str]:
+    """The languages sacremoses has tokenization rules (nonbreaking prefixes) for; for another code it would
+    tokenize silently with none."""
+    corpus = require("sacremoses.corpus", "tokenized BLEU (the Moses tokenizer)")
+    return sorted(set(corpus.NonbreakingPrefixes().available_langs.values()))
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("hyp", help="detokenized system output, one sentence a line ('-' = stdin)")
     parser.add_argument("ref", help="detokenized reference, line-aligned with HYP ('-' = stdin)")
-    parser.add_argument("--lang", default="de", help="target language for the Moses tokenizer (default de)")
+    parser.add_argument(
+        "--lang",
+        help="target language of tokenized BLEU's Moses tokenizer (e.g. de, fr); default: the prepared corpus's, "
+        "from --data or from the prepared folder REF is in",
+    )
+    parser.add_argument("--data", type=Path, help="a prepared corpus folder: its target language is --lang")
+
+
+def target_language(args: argparse.Namespace) -> str:
+    """--lang, else the target language of the prepared corpus (--data, or the folder REF is in); refused when
+    neither says, when they disagree, or when the Moses tokenizer has no rules for it."""
+    folder = args.data or (Path(args.ref).parent if args.ref != "-" else None)
+    corpus_lang = None
+    if folder is not None and (folder / "meta.json").is_file():
+        corpus_lang = json.loads((folder / "meta.json").read_text(encoding="utf-8")).get("tgt_lang")
+    elif args.data is not None:
+        raise ValueError(f"--data {args.data}: not a prepared corpus folder (no meta.json)")
+    lang = args.lang or corpus_lang
+    if lang is None:
+        raise ValueError(
+            "--lang is needed: the target language (e.g. de or fr), or --data PREPARED_FOLDER to read it from"
+        )
+    if corpus_lang is not None and lang != corpus_lang:
+        raise ValueError(f"--lang {lang}: the prepared corpus {folder} translates into {corpus_lang}")
+    known = moses_languages()
+    if lang not in known:
+        raise ValueError(
+            f"--lang {lang}: the Moses tokenizer has no rules for it (it knows {', '.join(known)}); "
+            "tokenized BLEU needs one of those"
+        )
+    return lang
 
 
 def run(args: argparse.Namespace) -> int:
     if args.hyp == args.ref == "-":
         raise ValueError("HYP and REF are both '-': only one of them can be read from stdin")
+    lang = target_language(args)  # before the files are read
     hyps, refs = read_text(args.hyp), read_text(args.ref)
     if len(hyps) != len(refs):
         raise ValueError(f"{args.hyp} has {len(hyps)} lines but {args.ref} has {len(refs)}")
     if not hyps:
         raise ValueError(f"{args.hyp} and {args.ref} are empty: no sentences to score")
-    scores = corpus_scores(hyps, refs, args.lang)
+    scores = corpus_scores(hyps, refs, lang)
     print(f"sacreBLEU {scores['bleu']:.2f}  ({scores['signature']})")
-    print(f"tokenized BLEU {scores['tok_bleu']:.2f}  (sacremoses {args.lang} + multi-bleu, case-sensitive)")
+    print(f"tokenized BLEU {scores['tok_bleu']:.2f}  (sacremoses {lang} + multi-bleu, case-sensitive)")
     print(f"tokenized BLEU, compounds split {scores['tok_bleu_compound']:.2f}")
     print(json.dumps(scores))
     return 0

@@ -1,7 +1,9 @@
 """``python -m canlib <command>`` (also the ``canlib`` console script).
 
 Each command lives in the module that does the work; this file only lists them.
-A command module provides ``add_arguments(parser)`` and ``run(args) -> int``.
+A command module provides ``add_arguments(parser)`` and ``run(args) -> int``. Whatever goes wrong is one line
+on stderr naming the command, and the exit status says what happened: 0 done, 2 refused (bad input), 130 or 143
+stopped by SIGINT or SIGTERM.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 
 from canlib.io import MissingDependency
 
@@ -19,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bleu": ("canlib.bleu", "score detokenized hypotheses: sacreBLEU and the paper's tokenized BLEU"),
     "train": ("canlib.training.cli", "train a model preset on a prepared corpus (resumable; CPU or CUDA)"),
     "translate": ("canlib.decoding.translate", "translate raw sentences with a checkpoint (beam search)"),
+    "export": ("canlib.decoding.export", "export a trained model to another engine (CTranslate2)"),
     "bench": ("canlib.bench.cli", "decoding-speed studies of the paper (JSON and plots)"),
     "experiment": (
         "canlib.experiments.cli",
@@ -29,8 +33,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with a bad option or value said in one line (what and why; ``--help`` shows the usage)."""
+
+    def error(self, message: str) -> None:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def one_line(text: object) -> str:
+    """A message on one line (an error from a library may span several)."""
+    return " ".join(str(text).split())
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="canlib", description="Compressed Attention Network toolkit")
+    parser = Parser(prog="canlib", description="Compressed Attention Network toolkit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     modules = {}
     for name, (module_name, help_text) in COMMANDS.items():
@@ -38,11 +54,22 @@ def main(argv: list[str] | None = None) -> int:
         module.add_arguments(sub.add_parser(name, help=help_text, description=help_text))
         modules[name] = module
     args = parser.parse_args(argv)
+    name = f"canlib {args.command}"
+
+    def warn(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        print(f"{name}: warning: {one_line(message)}", file=sys.stderr)
+
     try:
-        return int(modules[args.command].run(args) or 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")  # each warning once, as one line (whatever filters the caller set)
+            warnings.showwarning = warn
+            return int(modules[args.command].run(args) or 0)
     except (ValueError, FileNotFoundError, RuntimeError, MissingDependency) as exc:
-        print(f"canlib {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{name}: error: {one_line(exc)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
 """Files and where they come from: atomic writes, provenance, and the data, cache and results folders.
 
 The bottom of the library: every other part may import it, it imports no other part, so writing a
-file or recording where a number came from never pulls in the model. It also imports the optional
+file or recording where a number came from never pulls in the model. It also holds the checks every
+command applies to its option values (``checked``, ``option_type``), and imports the optional
 third-party packages for the rest (``require``, ``tqdm``): see the end of this file.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import importlib
+import math
 import os
 import platform
 import subprocess
@@ -23,15 +26,24 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 CHECKOUT_DIR = PACKAGE_DIR.parent  # the repository root when canlib runs from a checkout
 
 
+def umask() -> int:
+    """The process's file-creation mask (read by setting it and putting it back: POSIX has no getter)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> None:
     """Call ``write(file)`` on a temp file beside ``path``, fsync, then rename into place.
 
-    A crash at any moment leaves either the old file or the new one, never a partial one.
+    A crash at any moment leaves either the old file or the new one, never a partial one. The file gets
+    the permissions ``open()`` gives a new file (0666 less the umask; a temp file alone would be 0600).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~umask())
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
@@ -44,6 +56,62 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> 
 
 def atomic_write_bytes(data: bytes, path: str | os.PathLike) -> None:
     atomic_write(path, lambda f: f.write(data))
+
+
+# -- option values ---------------------------------------------------------------------------------
+# One rule per kind of value, shared by the dataclasses that hold options (TrainConfig) and by the command
+# line, which checks each value as it parses it: NaN, infinities and out-of-range numbers never reach the work.
+
+RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "positive": (lambda x: x > 0, "must be positive"),
+    "nonnegative": (lambda x: x >= 0, "must be >= 0"),
+    "at least 1": (lambda x: x >= 1, "must be >= 1"),
+    "fraction": (lambda x: 0 <= x < 1, "must be in [0, 1)"),
+    "finite": (lambda x: True, ""),
+}
+
+
+def checked(value: Any, rule: str | None) -> str | None:
+    """What is wrong with ``value`` under ``rule`` (a key of ``RULES``), or None when it is fine."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number"
+    if rule is None:
+        return None
+    ok, problem = RULES[rule]
+    return None if ok(value) else problem
+
+
+def option_type(kind: type, rule: str | None = None) -> Callable[[str], Any]:
+    """An argparse ``type``: the text converted to ``kind`` and checked against ``rule``, else an error
+    naming the value (argparse adds the option)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        problem = checked(value, rule)
+        if problem:
+            raise argparse.ArgumentTypeError(f"{text}: {problem}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def device_option(text: str) -> str:
+    """An argparse ``type`` for a device option: one this PyTorch has (``cpu``, or ``cuda``/``cuda:N`` with a GPU)."""
+    import torch
+
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a device (cpu, cuda, cuda:N)") from None
+    if device.type not in ("cpu", "cuda"):
+        raise argparse.ArgumentTypeError(f"{text}: choose cpu or cuda")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise argparse.ArgumentTypeError(f"{text}: this PyTorch ({torch.__version__}) sees no CUDA GPU; use cpu")
+    return text
 
 
 # -- folders ---------------------------------------------------------------------------------------

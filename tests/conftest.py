@@ -70,3 +70,33 @@ def claims_json() -> dict[str, dict]:
     )
     assert out.returncode == 0, out.stderr[-3000:]
     return {row["id"]: row for row in json.loads(out.stdout)}
+
+
+# -- a toy parallel corpus of plain files ----------------------------------------------------------------------------
+TOY_NOUNS = [
+    ("cat", "Katze"),
+    ("dog", "Hund"),
+    ("house", "Haus"),
+    ("tree", "Baum"),
+    ("car", "Auto"),
+    ("bird", "Vogel"),
+    ("child", "Kind"),
+    ("man", "Mann"),
+    ("woman", "Frau"),
+    ("ball", "Ball"),
+]
+TOY_VERBS = [("sees", "sieht"), ("has", "hat"), ("likes", "mag"), ("finds", "findet")]
+
+
+def write_toy_corpus(folder: Path, lines: dict[str, int], src: str = "en", tgt: str = "de") -> Path:
+    """Plain parallel files ``<split>.<src>``/``<split>.<tgt>`` of made-up sentences ("the cat sees the dog ." ->
+    "die Katze sieht die Hund ."), ``lines[split]`` pairs each, the same for the same counts."""
+    import random
+
+    rng = random.Random(0)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, count in lines.items():
+        pairs = [(rng.choice(TOY_NOUNS), rng.choice(TOY_VERBS), rng.choice(TOY_NOUNS)) for _ in range(count)]
+        (folder / f"{split}.{src}").write_text("".join(f"the {a[0]} {v[0]} the {b[0]} .\n" for a, v, b in pairs))
+        (folder / f"{split}.{tgt}").write_text("".join(f"die {a[1]} {v[1]} die {b[1]} .\n" for a, v, b in pairs))
+    return folder

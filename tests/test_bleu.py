@@ -85,7 +85,10 @@ def test_cli_prints_json_last_line(hyp_ref, tmp_path):
     short = tmp_path / "short.de"
     short.write_text("eine Zeile\n", encoding="utf-8")
     bad = subprocess.run(
-        [sys.executable, "-m", "canlib", "bleu", str(short), str(ref_path)], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "canlib", "bleu", str(short), str(ref_path), "--lang", "de"],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert bad.returncode == 2 and "short.de has 1 lines" in bad.stderr
 

@@ -77,10 +77,10 @@ def test_info_counts_each_scale_at_its_own_vocabulary():
 def test_bleu_of_two_empty_files_is_a_clear_error(tmp_path):
     for name in ("a.txt", "b.txt"):
         (tmp_path / name).write_text("")
-    out = run_cli("bleu", str(tmp_path / "a.txt"), str(tmp_path / "b.txt"))
+    out = run_cli("bleu", str(tmp_path / "a.txt"), str(tmp_path / "b.txt"), "--lang", "de")
     assert out.returncode == 2
     assert "empty: no sentences to score" in out.stderr and "Traceback" not in out.stderr
-    out = run_cli("bleu", "/dev/null", "/dev/null")  # a readable path that is not a regular file
+    out = run_cli("bleu", "/dev/null", "/dev/null", "--lang", "de")  # a readable path that is not a regular file
     assert out.returncode == 2 and "no sentences to score" in out.stderr and "no such file" not in out.stderr
 
 
@@ -88,7 +88,7 @@ def test_bleu_reads_stdin_and_pipes(tmp_path):
     ref = tmp_path / "ref.txt"
     ref.write_text("the cat sat on the mat\nthe dog ran\n")
     out = subprocess.run(
-        [sys.executable, "-m", "canlib", "bleu", "-", str(ref)],
+        [sys.executable, "-m", "canlib", "bleu", "-", str(ref), "--lang", "en"],
         input=ref.read_text(),
         capture_output=True,
         text=True,
@@ -97,14 +97,14 @@ def test_bleu_reads_stdin_and_pipes(tmp_path):
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.splitlines()[-1])["bleu"] == pytest.approx(100.0)
     out = subprocess.run(
-        ["bash", "-c", f'"{sys.executable}" -m canlib bleu <(cat "{ref}") "{ref}"'],
+        ["bash", "-c", f'"{sys.executable}" -m canlib bleu <(cat "{ref}") "{ref}" --lang en'],
         capture_output=True,
         text=True,
         timeout=300,
     )  # process substitution: /dev/fd/N
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.splitlines()[-1])["bleu"] == pytest.approx(100.0)
-    missing = run_cli("bleu", str(tmp_path / "nope.txt"), str(ref))
+    missing = run_cli("bleu", str(tmp_path / "nope.txt"), str(ref), "--lang", "en")
     assert missing.returncode == 2 and "nope.txt: no such file" in missing.stderr
 
 

@@ -115,3 +115,66 @@ def test_only_standard_models_export(tmp_path):
     )
     with pytest.raises(ValueError, match="decoder_kind='can'"):
         export_ctranslate2(model, tmp_path / "ct2")
+
+
+# -- canlib export ctranslate2 ---------------------------------------------------------------------------------------
+def saved_model(tmp_path, kind: str) -> tuple:
+    """A tiny model of decoder ``kind`` saved as RUN/model.pt, with a SentencePiece vocabulary in RUN."""
+    from canlib.data.vocab import Vocabulary
+    from canlib.model.checkpoint import save_model
+
+    vocab = Vocabulary.train(["a dog runs in the park", "the cat sits on the mat", "zwei hunde spielen"] * 30, 40)
+    run = tmp_path / kind
+    run.mkdir()
+    vocab.save(run / "vocab.model")
+    torch.manual_seed(1)
+    cfg = ModelConfig(vocab_size=vocab.size, d_model=32, heads=4, ffn_dim=64, enc_layers=2, dec_layers=2)
+    model = Seq2Seq(cfg.replace(decoder_kind=kind)).eval()
+    with torch.no_grad():  # as small_standard: varied outputs that end at different lengths
+        model.decoder_norm.weight.copy_(torch.randn(cfg.d_model) * 3.0)
+        eos = model.embed.weight[EOS_ID]
+        model.decoder_norm.bias.add_(10.0 * eos / eos.norm() ** 2)
+    save_model(model, run / "model.pt", vocab_id=vocab.id)
+    return run / "model.pt", model, vocab
+
+
+@pytest.mark.parametrize(
+    "kind, reason",
+    [
+        ("can", "CAN computes self-attention, cross-attention and the FFN as one compressed sub-layer"),
+        ("aan", "the Average Attention Network's cumulative average"),
+        ("san", "the Sharing Attention Network reuses attention maps across layers"),
+    ],
+)
+def test_export_refuses_what_ctranslate2_cannot_express_in_one_line(kind, reason, tmp_path, capsys):
+    from canlib.cli import main
+
+    checkpoint, _, _ = saved_model(tmp_path, kind)
+    assert main(["export", "ctranslate2", "--checkpoint", str(checkpoint), "--out", str(tmp_path / "ct2")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"canlib export: error: {checkpoint}: decoder_kind={kind!r} cannot")
+    assert reason in err[0] and not (tmp_path / "ct2").exists()
+
+
+def test_the_exported_model_appends_the_source_eos_itself(tmp_path, capsys):
+    """CTranslate2 given a sentence's pieces alone (no "</s>") translates it as canlib does: the EOS canlib's
+    encoder reads is the exported model's to add."""
+    from canlib.cli import main
+
+    checkpoint, model, vocab = saved_model(tmp_path, "standard")
+    translator = ctranslate2.Translator(str(export_ctranslate2(model, tmp_path / "api", vocab)), intra_threads=1)
+    lines = ["a dog runs in the park", "the cat sits", "zwei hunde spielen in the park"]
+    ids = [vocab.encode(line) for line in lines]
+    pieces = [[vocab.sp.id_to_piece(i) for i in x] for x in ids]
+    found = translator.translate_batch(
+        pieces, beam_size=1, max_decoding_length=20, suppress_sequences=[["<blank>"], ["<s>"]]
+    )
+    ours = beam_search(model, make_batch(ids, PAD_ID, EOS_ID), SearchSettings(beam=1, max_len_a=0, max_len_b=20))
+    assert [[vocab.sp.piece_to_id(p) for p in r.hypotheses[0]] for r in found] == ours.tokens
+    assert len({len(t) for t in ours.tokens}) > 1  # outputs end at different lengths: the EOS handling is compared
+    out = tmp_path / "ct2"  # the command writes the same model, with the vocabulary beside it
+    assert main(["export", "ctranslate2", "--checkpoint", str(checkpoint), "--out", str(out)]) == 0
+    assert {"model.bin", "vocab.model", "canlib.json"} <= {p.name for p in out.iterdir()}
+    assert (out / "model.bin").read_bytes() == (tmp_path / "api" / "model.bin").read_bytes()
+    assert main(["export", "ctranslate2", "--checkpoint", str(checkpoint), "--out", str(out)]) == 2
+    assert "pass --overwrite to replace it" in capsys.readouterr().err

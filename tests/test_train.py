@@ -148,7 +148,7 @@ def test_every_decoder_kind_memorises_eight_real_pairs(corpus, kind, tmp_path):
 
 
 # -- resuming --------------------------------------------------------------------------------------------
-RESUME_CFG = dict(label_smoothing=0.1, update_freq=2, valid_every=3, max_steps=10)
+RESUME_CFG = dict(label_smoothing=0.1, update_freq=2, valid_every=3, max_steps=10, warmup=4)  # averaging: 9 and 10
 
 
 def make(corpus, run: Path, resume: bool = False, **kw) -> Trainer:

@@ -1,19 +1,33 @@
 """``canlib data list``, ``canlib data prepare CORPUS --scale S`` and ``canlib data inspect FOLDER``.
 
-A corpus of your own files: ``canlib data prepare NAME --files FOLDER --src en --tgt de`` registers
-``FOLDER/{train,valid,test}.{en,de}`` under NAME (in ``$CANLIB_CACHE_DIR``) and prepares it; every later
-command, ``canlib experiment --corpora NAME`` included, then knows NAME.
+A corpus of your own files: ``canlib data prepare NAME --files FOLDER --src en --tgt de`` prepares
+``FOLDER/{train,valid,test}.{en,de}`` whole (every line kept unless ``--train-pairs``, ``--max-len`` or
+``--max-ratio`` ask otherwise; what is left out is counted by cause in the summary) and, once that succeeded,
+registers it under NAME (in ``$CANLIB_CACHE_DIR``); every later command, ``canlib experiment --corpora NAME``
+included, then knows NAME. ``--force`` prepares again, and gives NAME other files or settings.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 from canlib.data.binarized import ParallelSplit, load_prepared
-from canlib.data.corpora import REGISTRY, get_corpus, register_files, registered_files
+from canlib.data.corpora import (
+    REGISTRY,
+    check_registration,
+    files_corpus,
+    files_record,
+    get_corpus,
+    register,
+    registered_files,
+)
 from canlib.data.preparation import format_statistics, prepare
+from canlib.io import option_type
+
+FILE_SETTINGS = ("vocab_size", "train_pairs", "max_len", "max_ratio")  # the options of a corpus of files
 
 
 def iteration_speed(split: ParallelSplit) -> float:
@@ -41,15 +55,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--tgt", help="with --files: the target language's file suffix (e.g. de)")
     p.add_argument(
         "--vocab-size",
-        type=int,
+        type=option_type(int, "at least 1"),
         default=None,
         help="with --files: joint subword vocabulary size (default 2000 at tiny, 8000 at small, 32000 at full)",
     )
-    p.add_argument("--scale", default="tiny", help="full, small or tiny (default tiny)")
+    p.add_argument(
+        "--train-pairs",
+        type=option_type(int, "at least 1"),
+        default=None,
+        help="with --files: train on a seeded sample of this many pairs (default: every pair)",
+    )
+    p.add_argument(
+        "--max-len",
+        type=option_type(int, "at least 1"),
+        default=None,
+        help="with --files: leave out training pairs with a side over this many subwords (default: only what the "
+        "models cannot hold, 1023; fairseq's WMT recipe: 250)",
+    )
+    p.add_argument(
+        "--max-ratio",
+        type=option_type(float, "nonnegative"),
+        default=None,
+        help="with --files: leave out training pairs whose longer side has over this many times the subwords of "
+        "the shorter (default: off; fairseq's WMT recipe: 1.5)",
+    )
+    p.add_argument(
+        "--scale",
+        default="tiny",
+        help="full, small or tiny (default tiny); with --files it sets the default vocabulary size only",
+    )
     p.add_argument(
         "--out", type=Path, default=None, help="output folder (default $CANLIB_CACHE_DIR/prepared/CORPUS-SCALE)"
     )
-    p.add_argument("--seed", type=int, default=1, help="seed of the subsampling (default 1)")
+    p.add_argument("--seed", type=option_type(int, "nonnegative"), default=1, help="seed of any sampling (default 1)")
+    p.add_argument(
+        "--force", action="store_true", help="prepare again even if done; with --files, re-register NAME with these"
+    )
     p = sub.add_parser("inspect", help="print a prepared folder's statistics and its iteration speed")
     p.add_argument("path", type=Path, help="a prepared folder")
     p.add_argument("--split", default="train", help="split whose `split[i]` loop is timed (default train)")
@@ -70,14 +111,25 @@ def run(args: argparse.Namespace) -> int:
             f"iterating {args.split}: {iteration_speed(split):,.0f} sentence pairs/s (split[i] over all {len(split):,})"
         )
         return 0
+    settings = {name: getattr(args, name) for name in FILE_SETTINGS}
+    corpus, record = args.corpus, None
     if args.files is not None:
         if not (args.src and args.tgt):
             raise ValueError("--files needs --src and --tgt (the two languages' file suffixes)")
-        register_files(args.corpus, args.files, args.src, args.tgt, args.vocab_size)
-    elif args.src or args.tgt or args.vocab_size:
-        raise ValueError("--src, --tgt and --vocab-size describe a corpus of your own files: give --files FOLDER too")
+        if args.max_ratio and args.max_ratio < 1:
+            raise ValueError(f"--max-ratio {args.max_ratio:g}: must be at least 1 (or 0: off)")
+        corpus = files_corpus(args.corpus, args.files, args.src, args.tgt, **settings)
+        record = files_record(args.corpus, args.files, args.src, args.tgt, **settings)
+        check_registration(record, args.force)  # before any work: a name taken by other files is refused
+    elif args.src or args.tgt or any(v is not None for v in settings.values()):
+        raise ValueError(
+            "--src, --tgt, --vocab-size, --train-pairs, --max-len and --max-ratio describe a corpus of your own "
+            "files: give --files FOLDER too"
+        )
     start = time.perf_counter()
-    path = prepare(args.corpus, args.scale, args.out, seed=args.seed)
+    path = prepare(corpus, args.scale, args.out, seed=args.seed, progress=sys.stderr.isatty(), force=args.force)
+    if record is not None:
+        register(record)  # only once the preparation succeeded
     prepared = load_prepared(path)
     print(f"prepared {path} in {time.perf_counter() - start:.1f} s")
     print(format_statistics(prepared.meta))

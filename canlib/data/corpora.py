@@ -382,14 +382,26 @@ REGISTRY: dict[str, Corpus] = {
 
 FILE_STEMS = ("train", "valid", "test")  # <folder>/<stem>.<lang>, plain text or .gz, one sentence a line
 _FILE_VOCAB = {"tiny": 2000, "small": 8000, "full": 32000}  # the registered corpora's sizes at each scale
+FILES_MAX_LEN = 1023  # subwords a side the models' position table holds (1024 rows, one for EOS or BOS)
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
 
 
-def files_corpus(name: str, folder: str | Path, src: str, tgt: str, vocab_size: int | None = None) -> Corpus:
-    """A corpus of plain parallel files ``<folder>/{train,valid,test}.{src,tgt}`` (or ``.gz``), prepared at
-    every scale like the registered ones: ``tiny`` takes a seeded 3,000 training pairs and the first 200
-    valid and test lines, ``small`` and ``full`` take every line; the joint vocabulary has ``vocab_size``
-    pieces (default as the registered corpora at each scale). Every line must have a partner with text."""
+def files_corpus(
+    name: str,
+    folder: str | Path,
+    src: str,
+    tgt: str,
+    vocab_size: int | None = None,
+    train_pairs: int | None = None,
+    max_len: int | None = None,
+    max_ratio: float | None = None,
+) -> Corpus:
+    """A corpus of plain parallel files ``<folder>/{train,valid,test}.{src,tgt}`` (or ``.gz``), prepared whole at
+    every scale: every training pair is kept unless asked otherwise (``train_pairs``: a seeded sample of that many;
+    ``max_len``: pairs with a side longer than that many subwords left out, default only what the models cannot
+    hold; ``max_ratio``: pairs whose longer side is over that many times the shorter left out, default off), valid
+    and test are never cut. The scale sets the joint vocabulary's size (``vocab_size``, default as the registered
+    corpora at each scale). Every line must have a partner with text."""
     folder = Path(folder).expanduser().resolve()
     if not _NAME.fullmatch(name) or name in REGISTRY:
         raise ValueError(
@@ -410,42 +422,77 @@ def files_corpus(name: str, folder: str | Path, src: str, tgt: str, vocab_size: 
         )
     if vocab_size is not None and vocab_size < 8:
         raise ValueError(f"vocab_size={vocab_size}: too small for a subword vocabulary")
+    for option, value, least in (("train_pairs", train_pairs, 1), ("max_len", max_len, 1), ("max_ratio", max_ratio, 0)):
+        if value is not None and not value >= least:
+            raise ValueError(f"{option}={value}: must be >= {least}")
+    caps = {"train_pairs": train_pairs} if train_pairs else {}
+    kept = f"a seeded {train_pairs} training pairs" if train_pairs else "every training pair"
+    filters = [f"none over {max_len} subwords"] if max_len else []
+    filters += [f"none with one side over {max_ratio:g}x the other"] if max_ratio else []
 
-    def scale(name_: str, **caps: int) -> Scale:
+    def scale(name_: str) -> Scale:
         return Scale(
             ("train",),
             ("valid",),
             ("test",),
             vocab_size=vocab_size or _FILE_VOCAB[name_],
-            description=f"{folder}: " + ("3000 seeded training pairs, 200 valid, 200 test" if caps else "every line"),
+            max_len=max_len or FILES_MAX_LEN,
+            max_ratio=max_ratio or 0.0,
+            description=f"{folder}: {', '.join([kept, *filters])}; every valid and test line",
             **caps,
         )
 
-    scales = {
-        "tiny": scale("tiny", train_pairs=3000, valid_pairs=200, test_pairs=200),
-        "small": scale("small"),
-        "full": scale("full"),
-    }
-    return Corpus(name, src, tgt, f"files in {folder}, {src}->{tgt}", {}, scales, path=str(folder))
+    return Corpus(
+        name, src, tgt, f"files in {folder}, {src}->{tgt}", {}, {s: scale(s) for s in _FILE_VOCAB}, path=str(folder)
+    )
 
 
 def _files_registry() -> Path:
     return cache_dir() / "corpora"
 
 
-def register_files(name: str, folder: str | Path, src: str, tgt: str, vocab_size: int | None = None) -> Corpus:
+def files_record(name: str, folder: str | Path, src: str, tgt: str, **settings: float | None) -> dict:
+    """What the registry keeps of a corpus of files: its folder, languages and the settings it is prepared with
+    (``vocab_size``, ``train_pairs``, ``max_len``, ``max_ratio``; unset ones left out)."""
+    folder = str(Path(folder).expanduser().resolve())
+    return {"name": name, "folder": folder, "src": src, "tgt": tgt, **{k: v for k, v in settings.items() if v}}
+
+
+def check_registration(record: dict, force: bool = False) -> None:
+    """Refuse to give a registered name other files or settings, unless ``force`` (prepare it again with these)."""
+    path = _files_registry() / f"{record['name']}.json"
+    if force or not path.is_file():
+        return
+    old = {k: v for k, v in json.loads(path.read_text(encoding="utf-8")).items() if v}  # an older record: nulls
+    if old == record:
+        return
+    diff = ", ".join(
+        f"{k} {old.get(k, 'unset')} -> {record.get(k, 'unset')}"
+        for k in sorted({*old, *record})
+        if old.get(k) != record.get(k)
+    )
+    raise ValueError(
+        f"corpus {record['name']!r} is registered with other files or settings ({diff}; {path}): pass --force to "
+        "prepare it again with these, or choose another name"
+    )
+
+
+def register(record: dict) -> None:
+    """Write ``record`` (:func:`files_record`) to the registry in ``$CANLIB_CACHE_DIR``."""
+    atomic_write_bytes((json.dumps(record, indent=1) + "\n").encode(), _files_registry() / f"{record['name']}.json")
+
+
+def register_files(
+    name: str, folder: str | Path, src: str, tgt: str, vocab_size: int | None = None, force: bool = False, **filters
+) -> Corpus:
     """Check a corpus of files (:func:`files_corpus`) and register it under ``name`` in ``$CANLIB_CACHE_DIR``,
     so that every later command (``canlib data prepare NAME``, ``canlib experiment --corpora NAME``) finds it.
-    Registering the same name again with other files is an error (remove ``<cache>/corpora/NAME.json`` first)."""
-    corpus = files_corpus(name, folder, src, tgt, vocab_size)
-    record = {"name": name, "folder": corpus.path, "src": src, "tgt": tgt, "vocab_size": vocab_size}
-    path = _files_registry() / f"{name}.json"
-    if path.is_file() and json.loads(path.read_text(encoding="utf-8")) != record:
-        raise ValueError(
-            f"{path}: corpus {name!r} is registered with other files or settings "
-            f"({path.read_text(encoding='utf-8').strip()}); remove that file or choose another name"
-        )
-    atomic_write_bytes((json.dumps(record, indent=1) + "\n").encode(), path)
+    Registering the same name again with other files or settings is an error unless ``force``. (``canlib data
+    prepare --files`` registers a corpus only once it is prepared.)"""
+    corpus = files_corpus(name, folder, src, tgt, vocab_size, **filters)
+    record = files_record(name, folder, src, tgt, vocab_size=vocab_size, **filters)
+    check_registration(record, force)
+    register(record)
     return corpus
 
 
@@ -461,7 +508,8 @@ def get_corpus(name: str) -> Corpus:
     path = _files_registry() / f"{name}.json"
     if path.is_file():
         record = json.loads(path.read_text(encoding="utf-8"))
-        return files_corpus(name, record["folder"], record["src"], record["tgt"], record.get("vocab_size"))
+        settings = {k: record.get(k) for k in ("vocab_size", "train_pairs", "max_len", "max_ratio")}
+        return files_corpus(name, record["folder"], record["src"], record["tgt"], **settings)
     raise ValueError(
         f"unknown corpus {name!r}; known: {', '.join([*REGISTRY, *registered_files()])} "
         f"(a corpus of your own files: `canlib data prepare NAME --files FOLDER --src xx --tgt yy`)"

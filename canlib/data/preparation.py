@@ -34,7 +34,7 @@ from canlib.data.corpora import Corpus, Remote, get_corpus
 from canlib.data.download import cache_dir, download_mirror, extract_members, fetch, sha256_file
 from canlib.data.text import drop_empty, read_parallel
 from canlib.data.vocab import Vocabulary
-from canlib.io import data_dir, tqdm
+from canlib.io import data_dir, tqdm, umask
 
 ENCODE_CHUNK = 10_000
 
@@ -169,13 +169,26 @@ def format_statistics(meta: dict) -> str:
             f"{split:<{w}}{s['sentences']:>10,}{s['src_words']:>12,}{s['tgt_words']:>12,}"
             f"{s['src_words'] + s['tgt_words']:>12,}{s['src_subwords']:>12,}{s['tgt_subwords']:>12,}"
         )
-    c = meta["cleaning"]
-    lines.append(
-        f"train cleaning: {c['raw_pairs']:,} raw pairs, {c['empty']:,} with an empty side, "
-        f"{c['subsampled_out']:,} left out by subsampling, {c['too_long']:,} over {meta['recipe']['spec']['max_len']} "
-        f"subwords, {c['ratio']:,} with length ratio > {meta['recipe']['spec']['max_ratio']}"
+    return "\n".join(lines + cleaning_lines(meta))
+
+
+def cleaning_lines(meta: dict) -> list[str]:
+    """What preparation left out, each count named by its cause: the training pairs dropped (by emptiness,
+    sampling, length, length ratio) and the valid and test lines cut by the scale's caps."""
+    c, spec = meta["cleaning"], meta["recipe"]["spec"]
+    ratio = (
+        f"{c['ratio']:,} with one side over {spec['max_ratio']:g}x the other's length"
+        if spec["max_ratio"]
+        else "no length-ratio filter"
     )
-    return "\n".join(lines)
+    kept = meta["statistics"]["train"]["sentences"]
+    lines = [
+        f"train: {kept:,} of {c['raw_pairs']:,} pairs kept; left out: {c['empty']:,} with an empty side, "
+        f"{c['subsampled_out']:,} by sampling, {c['too_long']:,} with a side over {spec['max_len']} subwords, {ratio}"
+    ]
+    for split, (kept_lines, read) in c.get("cut", {}).items():
+        lines.append(f"{split}: the first {kept_lines:,} of {read:,} lines (the {meta['scale']} scale's cap)")
+    return lines
 
 
 def default_out_dir(corpus: str, scale: str) -> Path:
@@ -194,13 +207,22 @@ def _prepared(corpus: str, scale: str, data: str, cache: str, progress: bool) ->
     return load_prepared(prepare(corpus, scale, progress=progress))
 
 
-def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1, progress: bool = True) -> Path:
-    """Prepare ``corpus`` at ``scale`` into ``out_dir`` and return it (reusing an identical one).
+def prepare(
+    corpus: str | Corpus,
+    scale: str,
+    out_dir: Path | None = None,
+    seed: int = 1,
+    progress: bool = True,
+    force: bool = False,
+) -> Path:
+    """Prepare ``corpus`` (a name, or a :class:`Corpus` not registered yet) at ``scale`` into ``out_dir`` and return
+    it, reusing an identical one unless ``force``.
 
     Reads ``$CANLIB_DATA_DIR``, ``$CANLIB_CACHE_DIR``, ``$CANLIB_OFFLINE`` and
     ``$CANLIB_DOWNLOAD_MIRROR`` (see the module docstring).
     """
-    entry = get_corpus(corpus)
+    entry = corpus if isinstance(corpus, Corpus) else get_corpus(corpus)
+    corpus = entry.name
     spec = entry.scale(scale)
     root = cache_dir()
     out_dir = Path(out_dir) if out_dir is not None else default_out_dir(corpus, scale)
@@ -218,7 +240,7 @@ def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1,
     recipe = json.loads(json.dumps(recipe))  # as meta.json stores it (tuples become lists)
     meta_path = out_dir / "meta.json"
     if meta_path.is_file():
-        if json.loads(meta_path.read_text()).get("recipe") == recipe:
+        if json.loads(meta_path.read_text()).get("recipe") == recipe and not force:
             return out_dir
     elif out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise ValueError(f"{out_dir}: exists and is not a prepared corpus; choose another output folder")
@@ -234,10 +256,12 @@ def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1,
     if spec.train_pairs is not None and spec.train_pairs < len(src):
         pick = np.sort(rng.choice(len(src), size=spec.train_pairs, replace=False))
         src, tgt = [src[i] for i in pick], [tgt[i] for i in pick]
+    cut = {}  # split -> (lines kept, lines read), for the valid and test sets a scale's cap shortened
     for split in splits[1:]:
         limit = spec.valid_pairs if split == "valid" else spec.test_pairs
         s, t = text[split]
-        text[split] = (s[:limit], t[:limit]) if limit is not None else (s, t)
+        if limit is not None and limit < len(s):
+            text[split], cut[split] = (s[:limit], t[:limit]), (limit, len(s))
 
     vocab_src, vocab_tgt = src, tgt
     if spec.vocab_pairs is not None and spec.vocab_pairs < len(src):
@@ -255,7 +279,7 @@ def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1,
         )
     a, b = (e.lengths for e in ids["train"])
     fits = (np.minimum(a, b) >= 1) & (np.maximum(a, b) <= spec.max_len)
-    balanced = np.maximum(a, b) <= spec.max_ratio * np.minimum(a, b)
+    balanced = np.maximum(a, b) <= spec.max_ratio * np.minimum(a, b) if spec.max_ratio else np.ones_like(fits)
     keep = fits & balanced
     too_long, ratio = int((~fits).sum()), int((fits & ~balanced).sum())
     ids["train"] = tuple(e.select(keep) for e in ids["train"])
@@ -282,6 +306,7 @@ def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1,
             "subsampled_out": kept_before_sample - len(src),
             "too_long": too_long,
             "ratio": ratio,
+            "cut": cut,
         },
         "statistics": {split: statistics(*text[split], *ids[split]) for split in splits},
         "recipe": recipe,
@@ -289,7 +314,7 @@ def prepare(corpus: str, scale: str, out_dir: Path | None = None, seed: int = 1,
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
     try:
-        tmp.chmod(0o755)
+        tmp.chmod(0o777 & ~umask())
         vocab.save(tmp / "vocab.model")
         for split in splits:
             for side, side_ids, lines in zip(("src", "tgt"), ids[split], text[split]):

@@ -1,4 +1,4 @@
-"""Export ``standard`` models (Baseline 6/6, Balanced 12/2) to CTranslate2, the reference engine.
+"""Export ``standard`` models (Baseline 6/6, Balanced 12/2, the other depths) to CTranslate2, the reference engine.
 
 CTranslate2's pre-norm Transformer is the same function as ours once the weights are
 placed right: fused [q|k|v] self-attention and [k|v] cross-attention projections (our
@@ -7,22 +7,50 @@ projection (no output bias), embeddings scaled by sqrt(d), our interleaved sinus
 table passed explicitly as the position encodings, final LayerNorms on both stacks and
 LayerNorm epsilon 1e-5 (PyTorch's). Tokens are exchanged as names ``<blank>``, ``<unk>``,
 ``<s>``, ``</s>`` for the special ids and the SentencePiece pieces (or ``t<id>`` when no
-vocabulary is given) for the rest; the source carries its EOS explicitly.
+vocabulary is given) for the rest. canlib's encoder reads each source with its EOS: the exported model says so
+(``add_source_eos``), so CTranslate2 appends it to the pieces it is given, as canlib's batches do.
+
+The other decoder kinds have no CTranslate2 layer (``UNSUPPORTED`` says why, one line each).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
+from collections import defaultdict
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from canlib.data.vocab import Vocabulary
+from canlib.io import tqdm
 from canlib.model.seq2seq import Seq2Seq
 
 SPECIALS = {0: "<blank>", 1: "<unk>", 2: "<s>", 3: "</s>"}
+_MERGED = "which CTranslate2's Transformer has no layer for"
+# decoder kind -> why CTranslate2 cannot run it
+UNSUPPORTED = {
+    "can": f"CAN computes self-attention, cross-attention and the FFN as one compressed sub-layer, {_MERGED}",
+    "can_attn": f"Compress Attention merges self- and cross-attention into one sub-layer, {_MERGED}",
+    "can_ffn": f"Compress FFN merges cross-attention into the FFN, {_MERGED}",
+    "can_residual": f"CAN (with the attention's own residual) is one compressed sub-layer, {_MERGED}",
+    "aan": "the Average Attention Network's cumulative average in place of self-attention has no CTranslate2 layer",
+    "san": "the Sharing Attention Network reuses attention maps across layers, which CTranslate2 cannot express",
+    "mixed": "a decoder of several layer kinds has no CTranslate2 counterpart",
+}
+
+
+def export_refusal(kind: str) -> str | None:
+    """Why a model of decoder kind ``kind`` cannot be exported, in one line; None when it can."""
+    if kind == "standard":
+        return None
+    reason = UNSUPPORTED.get(kind, "CTranslate2 runs standard Transformer decoders only")
+    return (
+        f"decoder_kind={kind!r} cannot be exported to CTranslate2: {reason}; the standard decoders export "
+        "(baseline, balanced, depth-*)"
+    )
 
 
 def token_names(size: int, vocab: Vocabulary | None = None) -> list[str]:
@@ -58,15 +86,15 @@ def export_ctranslate2(model: Seq2Seq, output_dir: str | os.PathLike, vocab: Voc
     import ctranslate2.specs.transformer_spec as ts
 
     cfg = model.cfg
-    if cfg.decoder_kind != "standard":
-        raise ValueError(
-            f"decoder_kind={cfg.decoder_kind!r}: only 'standard' models map onto CTranslate2's Transformer"
-        )
+    refusal = export_refusal(cfg.decoder_kind)
+    if refusal:
+        raise ValueError(refusal)
     if vocab is not None and vocab.size != cfg.vocab_size:
         raise ValueError(f"{vocab.source}: {vocab.size} pieces but the model has vocab_size={cfg.vocab_size}")
     spec = ts.TransformerSpec.from_config((cfg.enc_layers, cfg.dec_layers), cfg.heads, pre_norm=True)
     spec.config.layer_norm_epsilon = 1e-5
     spec.config.decoder_start_token = SPECIALS[cfg.bos_id]
+    spec.config.add_source_eos = True  # canlib's encoder reads each source with its EOS
     embed = _np(model.embed.weight)
     positions = _np(model.positions)
     for stack in (spec.encoder, spec.decoder):
@@ -128,6 +156,9 @@ class CT2Translator:
         self.translator = ctranslate2.Translator(
             str(model_dir), device=device, compute_type=compute_type, intra_threads=threads, inter_threads=1
         )
+        config = Path(model_dir) / "config.json"
+        # a model exported before it said add_source_eos gets the EOS here
+        self.eos = [] if config.is_file() and json.loads(config.read_text()).get("add_source_eos") else [SPECIALS[3]]
 
     def translate(
         self,
@@ -137,18 +168,21 @@ class CT2Translator:
         max_len_a: float = 1.2,
         max_len_b: float = 10,
         forced_length: int | None = None,
+        max_len: int | None = None,
     ) -> list[list[int]]:
         """Best output ids (no BOS/EOS) per source id list (each given without its EOS).
 
         ``forced_length=N`` sets CTranslate2's min and max decoding length to N (EOS cannot
-        come earlier, and decoding stops there), as canlib's forced length does.
+        come earlier, and decoding stops there), as canlib's forced length does. Otherwise at most
+        floor(max_len_a * (longest source + EOS) + max_len_b) tokens, and fewer than the model's ``max_len``.
         """
-        batch = [[self.names[i] for i in ids] + [SPECIALS[3]] for ids in sources]
+        batch = [[self.names[i] for i in ids] + self.eos for ids in sources]
         if forced_length is not None:
             lengths = dict(min_decoding_length=forced_length, max_decoding_length=forced_length)
         else:
             longest = max(len(ids) + 1 for ids in sources)
-            lengths = dict(max_decoding_length=int(math.floor(max_len_a * longest + max_len_b)), min_decoding_length=1)
+            most = max(int(math.floor(max_len_a * longest + max_len_b)), 1)
+            lengths = dict(max_decoding_length=min(most, max_len - 1) if max_len else most, min_decoding_length=1)
         results = self.translator.translate_batch(
             batch,
             beam_size=beam,
@@ -159,5 +193,36 @@ class CT2Translator:
         )
         return [[self.ids[name] for name in r.hypotheses[0]] for r in results]
 
+    def translate_ids(
+        self,
+        vocab: Vocabulary,
+        ids: list[list[int]],
+        beam: int = 4,
+        batch_size: int = 32,
+        progress: bool = False,
+        max_len: int | None = None,
+        **limits: float,
+    ) -> list[str]:
+        """``canlib translate``'s outputs, from CTranslate2: detokenized translations of tokenized sentences in
+        order. Each batch holds sentences of one source length, since CTranslate2's length limit is one per batch
+        and canlib's one per sentence; empty sentences give empty outputs. ``limits``: len_penalty, max_len_a,
+        max_len_b."""
+        outputs = [""] * len(ids)
+        by_length: dict[int, list[int]] = defaultdict(list)
+        for i, piece_ids in enumerate(ids):
+            if piece_ids:
+                by_length[len(piece_ids)].append(i)
+        bar = tqdm(total=sum(map(len, by_length.values())), unit="sent", desc="translate", disable=not progress)
+        for length in sorted(by_length, reverse=True):
+            group = by_length[length]
+            for start in range(0, len(group), batch_size):
+                chunk = group[start : start + batch_size]
+                found = self.translate([ids[i] for i in chunk], beam=beam, max_len=max_len, **limits)
+                for i, tokens in zip(chunk, found):
+                    outputs[i] = vocab.decode(tokens)
+                bar.update(len(chunk))
+        bar.close()
+        return outputs
 
-__all__ = ["export_ctranslate2", "CT2Translator", "token_names", "ctranslate2_installed"]
+
+__all__ = ["export_ctranslate2", "export_refusal", "CT2Translator", "token_names", "ctranslate2_installed"]

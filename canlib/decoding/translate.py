@@ -10,23 +10,35 @@ batches of :func:`evaluation_batch_size` on a GPU.
 Batching changes no output: the search treats the sentences of a batch independently (each has
 its own beams, maximum length and stopping point; padding is masked), so a sentence gets the same
 tokens in any batch, up to the last bits of the float sums (tests check the tokens).
+
+The command reads a file in length-sorted batches (a bar on stderr when it is a terminal); from a pipe or a
+terminal it streams: each line is translated as soon as it arrives (with the lines already waiting, up to a batch)
+and its translation written and flushed at once, as fairseq-interactive and marian-decoder do. A folder written by
+``canlib export ctranslate2`` is translated by CTranslate2, with the same outputs.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import select
+import stat
 import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from canlib.bleu import read_text
 from canlib.data.vocab import Vocabulary
+from canlib.decoding.ctranslate import CT2Translator, token_names
 from canlib.decoding.search import SearchSettings, beam_search, make_batch
-from canlib.io import tqdm
-from canlib.model.checkpoint import model_from_checkpoint, safe_load
+from canlib.io import atomic_write_bytes, device_option, option_type, require, tqdm
+from canlib.model.checkpoint import CheckpointError, model_from_checkpoint, safe_load
+from canlib.model.config import ModelConfig
 from canlib.model.seq2seq import Seq2Seq
 
 
@@ -39,15 +51,29 @@ def find_vocab(checkpoint: str | Path) -> Path:
     raise FileNotFoundError(f"{checkpoint}: no vocab.model beside it or in {checkpoint.parent.parent}; pass --vocab")
 
 
+def read_checkpoint(checkpoint: str | Path) -> dict[str, Any]:
+    """A checkpoint's contents; a missing file, a folder or a file of another kind is a one-line error."""
+    path = Path(checkpoint)
+    if path.is_dir():
+        raise ValueError(f"{checkpoint}: is a folder, not a checkpoint file (nor a `canlib export` folder)")
+    if not path.is_file():
+        raise FileNotFoundError(f"{checkpoint}: no such checkpoint file")
+    try:
+        return safe_load(path)
+    except CheckpointError as exc:
+        if exc.__cause__ is None:
+            raise
+        what = type(exc.__cause__).__name__
+        raise CheckpointError(f"{checkpoint}: not a canlib checkpoint (PyTorch cannot read it: {what})") from None
+
+
 def load_translator(
     checkpoint: str | Path, vocab: str | Path | None = None, device: str | torch.device = "cpu"
 ) -> tuple[Seq2Seq, Vocabulary]:
     """Model (eval mode, on ``device``) and its vocabulary; refuses a vocabulary whose id
     differs from the one the checkpoint was trained with (when the checkpoint records one)."""
-    if not Path(checkpoint).is_file():
-        raise FileNotFoundError(f"{checkpoint}: no such checkpoint file")
+    ckpt = read_checkpoint(checkpoint)  # read once: whether it records a vocabulary, then the model
     vocabulary = Vocabulary.load(vocab if vocab is not None else find_vocab(checkpoint))
-    ckpt = safe_load(checkpoint)  # read once: whether it records a vocabulary, then the model
     model = model_from_checkpoint(
         ckpt, checkpoint, expected_vocab_id=vocabulary.id if ckpt.get("vocab_id") else None, map_location=device
     )
@@ -73,7 +99,14 @@ def source_ids(
 ) -> list[list[int]]:
     """Subword ids of each line; a line longer than the model's position table is truncated with a
     warning naming it (``names[i]``, default "input line i+1")."""
-    limit = model.cfg.max_len - 1  # room for the source EOS
+    return encode_sources(vocab, lines, model.cfg.max_len, names)
+
+
+def encode_sources(
+    vocab: Vocabulary, lines: Sequence[str], max_len: int, names: Sequence[str] | None = None
+) -> list[list[int]]:
+    """:func:`source_ids` for a model whose position table has ``max_len`` rows."""
+    limit = max_len - 1  # room for the source EOS
     ids = vocab.encode_batch([line.strip() for line in lines])
     for i, piece_ids in enumerate(ids):
         if len(piece_ids) > limit:
@@ -167,41 +200,163 @@ def translate_sets(
     return result
 
 
+# -- the command ------------------------------------------------------------------------------------------
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="model checkpoint (.pt)")
+    parser.add_argument(
+        "--checkpoint",
+        required=True,
+        help="model checkpoint (.pt), or a folder `canlib export ctranslate2` wrote (translated by CTranslate2)",
+    )
     parser.add_argument(
         "--vocab", help="SentencePiece model (default: vocab.model beside the checkpoint or one folder up)"
     )
-    parser.add_argument("--input", default="-", help="file of raw sentences, one per line ('-' = stdin)")
+    parser.add_argument(
+        "--input",
+        default="-",
+        help="raw sentences, one a line ('-' = stdin); a pipe or terminal is translated line by line as it comes",
+    )
     parser.add_argument("--output", default="-", help="where to write translations ('-' = stdout)")
-    parser.add_argument("--beam", type=int, default=4)
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
-    parser.add_argument("--len-penalty", type=float, default=1.0, help="alpha: score / (length incl. EOS)^alpha")
-    parser.add_argument("--max-len-a", type=float, default=1.2)
-    parser.add_argument("--max-len-b", type=float, default=10)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--beam", type=option_type(int, "at least 1"), default=4, help="beam size (default 4)")
+    parser.add_argument(
+        "--batch-size", type=option_type(int, "at least 1"), default=32, help="sentences per batch (default 32)"
+    )
+    parser.add_argument(
+        "--len-penalty",
+        type=option_type(float, "finite"),
+        default=1.0,
+        help="alpha: a hypothesis scores sum(log p) / (length incl. EOS)^alpha (default 1)",
+    )
+    parser.add_argument(
+        "--max-len-a",
+        type=option_type(float, "nonnegative"),
+        default=1.2,
+        help="at most a * source length + b output tokens (default 1.2)",
+    )
+    parser.add_argument("--max-len-b", type=option_type(float, "nonnegative"), default=10, help="(default 10)")
+    parser.add_argument(
+        "--renormalize",
+        action="store_true",
+        help="normalise each step's probabilities over the tokens the search may emit (CTranslate2's convention, "
+        "so a checkpoint gives its exported folder's translations); default: over the whole vocabulary",
+    )
+    parser.add_argument(
+        "--device", type=device_option, default="cuda" if torch.cuda.is_available() else "cpu", help="cpu or cuda"
+    )
     parser.add_argument("--fp32", action="store_true", help="keep float32 on CUDA (default there: half precision)")
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a bar on stderr while a file is translated (default: when stderr is a terminal)",
+    )
 
 
-def run(args: argparse.Namespace) -> int:
+def check_paths(input_: str, output: str) -> None:
+    """The input can be read and the output written, checked before any model is loaded."""
+    if input_ != "-":
+        path = Path(input_)
+        if path.is_dir():
+            raise ValueError(f"--input {input_}: is a folder, not a text file")
+        if not path.exists():
+            raise FileNotFoundError(f"--input {input_}: no such file")
+        if not os.access(path, os.R_OK):
+            raise ValueError(f"--input {input_}: permission denied")
+    if output != "-":
+        path = Path(output)
+        if path.is_dir():
+            raise ValueError(f"--output {output}: is a folder; give a file name")
+        folder = path.parent
+        if not folder.is_dir():
+            raise ValueError(f"--output {output}: its folder {folder} does not exist")
+        if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            raise ValueError(f"--output {output}: permission denied")
+
+
+def streamed_lines(fd: int, name: str, most: int) -> Iterator[list[tuple[int, str]]]:
+    """(line number, text) of the lines of ``fd`` as they come: waits for one line, then takes the lines already
+    waiting, up to ``most``; invalid UTF-8 names the line."""
+    pending, eof, number = b"", False, 0
+    while True:
+        while b"\n" not in pending and not eof:
+            chunk = os.read(fd, 1 << 16)
+            eof, pending = not chunk, pending + chunk
+        while not eof and pending.count(b"\n") < most and select.select([fd], [], [], 0)[0]:
+            chunk = os.read(fd, 1 << 16)
+            eof, pending = not chunk, pending + chunk
+        lines = pending.split(b"\n")
+        pending = lines.pop()
+        if eof and pending:
+            lines, pending = [*lines, pending], b""
+        if not lines:
+            return
+        pending = b"\n".join([*lines[most:], pending]) if len(lines) > most else pending
+        batch = []
+        for raw in lines[:most]:
+            number += 1
+            try:
+                batch.append((number, raw.decode("utf-8").rstrip("\r")))
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{name}:{number}: invalid UTF-8 ({exc.reason})") from None
+        yield batch
+
+
+Translate = Callable[[list[str], list[str], bool], list[str]]  # (lines, their names, progress) -> translations
+
+
+def translator(args: argparse.Namespace) -> Translate:
+    """The function that translates lines with the --checkpoint's model: canlib's search, or CTranslate2 for a
+    `canlib export` folder."""
+    limits = dict(len_penalty=args.len_penalty, max_len_a=args.max_len_a, max_len_b=args.max_len_b)
+    folder = Path(args.checkpoint)
+    if folder.is_dir() and (folder / "model.bin").is_file():
+        if not (folder / "canlib.json").is_file():
+            raise ValueError(f"{folder}: a CTranslate2 model, but not one `canlib export` wrote (no canlib.json)")
+        require("ctranslate2", "translating with an exported CTranslate2 model")
+        vocab = Vocabulary.load(args.vocab or folder / "vocab.model")
+        cfg = ModelConfig.from_dict(json.loads((folder / "canlib.json").read_text(encoding="utf-8"))["model"])
+        ct2 = CT2Translator(folder, token_names(cfg.vocab_size, vocab), device=torch.device(args.device).type)
+
+        def translate_ct2(lines: list[str], names: list[str], progress: bool) -> list[str]:
+            ids = encode_sources(vocab, lines, cfg.max_len, names)
+            return ct2.translate_ids(vocab, ids, args.beam, args.batch_size, progress, cfg.max_len, **limits)
+
+        return translate_ct2
     model, vocab = load_translator(args.checkpoint, args.vocab, args.device)
     if model.embed.weight.device.type == "cuda" and not args.fp32:
         model.half()
-    lines = read_text(args.input)  # a missing file, or invalid UTF-8, is an error naming the file (and line)
-    outputs = translate_lines(
-        model,
-        vocab,
-        lines,
-        beam=args.beam,
-        batch_size=args.batch_size,
-        progress=args.output != "-",
-        len_penalty=args.len_penalty,
-        max_len_a=args.max_len_a,
-        max_len_b=args.max_len_b,
-    )
-    text = "".join(line + "\n" for line in outputs)
-    if args.output == "-":
-        sys.stdout.write(text)
-    else:
-        Path(args.output).write_text(text, encoding="utf-8")
+
+    def translate_canlib(lines: list[str], names: list[str], progress: bool) -> list[str]:
+        ids = source_ids(model, vocab, lines, names)
+        options = dict(limits, renormalize=args.renormalize)
+        return translate_ids(model, vocab, ids, args.beam, args.batch_size, progress, **options)
+
+    return translate_canlib
+
+
+def run(args: argparse.Namespace) -> int:
+    check_paths(args.input, args.output)
+    translate = translator(args)
+    fd = sys.stdin.fileno() if args.input == "-" else os.open(args.input, os.O_RDONLY)
+    name = "<stdin>" if args.input == "-" else args.input
+    if stat.S_ISREG(os.fstat(fd).st_mode):  # a file: read it whole, translate in length-sorted batches
+        lines = read_text(args.input)  # invalid UTF-8 is an error naming the file and line
+        progress = sys.stderr.isatty() if args.progress is None else args.progress
+        outputs = translate(lines, [f"{name}:{i + 1}" for i in range(len(lines))], progress)
+        text = "".join(line + "\n" for line in outputs)
+        if args.output == "-":
+            sys.stdout.write(text)
+        else:
+            atomic_write_bytes(text.encode("utf-8"), args.output)
+        return 0
+    out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")  # noqa: SIM115
+    try:
+        for batch in streamed_lines(fd, name, args.batch_size):
+            outputs = translate([line for _, line in batch], [f"{name}:{n}" for n, _ in batch], False)
+            out.write("".join(line + "\n" for line in outputs))
+            out.flush()
+    finally:
+        if out is not sys.stdout:
+            out.close()
     return 0

@@ -1,10 +1,11 @@
 """Training: the paper's recipe (label-smoothed loss, inverse-sqrt schedule, checkpoint averaging),
 resumable bit for bit, on one device or several through torchrun.
 
-Read in this order: ``config`` (TrainConfig), ``objective`` (the loss), ``schedule``
-(inverse-sqrt), ``state`` (RNG, checkpoint files, averaging, the log), ``kernels`` (attention
-backend, deterministic algorithms), ``distributed`` (torchrun plumbing), ``trainer`` (the Trainer),
-``cli`` (``canlib train``).
+Read in this order: ``config`` (TrainConfig, whose fields are the command line's options), ``objective`` (the
+loss), ``schedule`` (inverse-sqrt), ``state`` (RNG, checkpoint files, averaging, the log), ``kernels`` (attention
+backend, deterministic algorithms), ``distributed`` (torchrun plumbing), ``run_folder`` (the run's files and what a
+resume may change), ``watch`` (the bar, the validation lines, stop signals), ``trainer`` (the Trainer), ``cli``
+(``canlib train``).
 """
 
 from canlib.training.config import TrainConfig

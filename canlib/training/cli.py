@@ -1,148 +1,263 @@
-"""``canlib train``: a model preset on a prepared corpus (resumable; CPU or CUDA; torchrun for several GPUs)."""
+"""``canlib train``: a model preset on a prepared corpus (resumable; CPU or CUDA; torchrun for several GPUs).
+
+Every training option is a field of :class:`~canlib.training.config.TrainConfig`, and the command line is derived
+from the fields (help, rule, group, default), so each default is written once. The run folder is the source of
+truth: ``canlib train --out RUN --resume`` alone continues the run stored there (its model, corpus and every option,
+from ``RUN/config.json``). An option given on resume must equal the stored one: only the stopping point
+(``--max-steps``, ``--max-epochs``) may move, and what is shown or how often the newest state is saved
+(``--no-progress``, ``--save-every``). SIGINT (Ctrl-C) and SIGTERM stop a run after its current update with its
+state saved, and the command says how to continue.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import signal
+import sys
+import warnings
+from dataclasses import fields, replace
 from pathlib import Path
+from typing import Any
 
 from canlib.data import load_prepared
-from canlib.model.config import preset
-from canlib.training.config import OPTIMIZERS, SDPA_BACKENDS, TrainConfig
+from canlib.io import device_option, option_type
+from canlib.model.config import ModelConfig, preset
+from canlib.training.config import TrainConfig, resume_kind
 from canlib.training.run_folder import check_run_dir
-from canlib.training.trainer import Trainer
+from canlib.training.trainer import LongWarmupWarning, Trainer
+from canlib.training.watch import TrainingInterrupted
+
+# TrainConfig's groups -> their titles in --help (None: the main list)
+GROUPS = {
+    "optimisation": None,
+    "batches": "batches",
+    "stopping": "stopping (a resume may move --max-steps and --max-epochs)",
+    "checkpoints": "checkpoints",
+    "device": "device and speed",
+    "throughput": "throughput (each changes the last bits of the numbers, not the recipe)",
+}
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def flag(name: str) -> str:
+    """The command-line option of TrainConfig field ``name`` (``max_steps`` -> ``--max-steps``)."""
+    return "--" + name.replace("_", "-")
+
+
+def shown(value: Any) -> str:
+    """A value as the command line writes it."""
+    if isinstance(value, (tuple, list)):
+        return " ".join(map(shown, value))
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    d = TrainConfig()
     parser.add_argument(
-        "--preset", required=True, help="model preset, e.g. tiny-can, can, balanced (see `canlib info`)"
+        "--preset", help="model preset, e.g. tiny-can, can, balanced (see `canlib info`); on resume: the run's"
     )
-    parser.add_argument("--data", required=True, help="prepared corpus directory (canlib.data.prepare)")
-    parser.add_argument("--out", required=True, help="run directory to write")
+    parser.add_argument("--data", help="prepared corpus folder (`canlib data prepare`); on resume: the run's")
+    parser.add_argument("--out", required=True, help="the run folder (it holds every option of the run)")
     parser.add_argument(
-        "--max-tokens", type=int, default=d.max_tokens, help="tokens per micro-batch and device (default 4096)"
+        "--dropout", type=option_type(float, "fraction"), help="override the preset's dropout (all three rates)"
     )
-    parser.add_argument(
-        "--update-freq", type=int, default=d.update_freq, help="micro-batches per update (8 on 1 GPU = paper's 8x4096)"
-    )
-    parser.add_argument("--lr", type=float, default=d.lr, help="peak learning rate (default 7e-4)")
-    parser.add_argument("--warmup", type=int, default=d.warmup, help="linear warm-up updates (default 8000)")
-    parser.add_argument("--label-smoothing", type=float, default=d.label_smoothing)
-    parser.add_argument("--clip-norm", type=float, default=d.clip_norm, help="gradient norm clip; 0 = off")
-    parser.add_argument("--dropout", type=float, default=None, help="override the preset's dropout (all three rates)")
-    stop = parser.add_argument_group("stopping")
-    stop.add_argument("--max-epochs", type=int, default=d.max_epochs)
-    stop.add_argument("--max-steps", type=int, default=d.max_steps)
-    stop.add_argument(
-        "--patience", type=int, default=d.patience, help="validations without improvement before stopping; 0 = off"
-    )
-    parser.add_argument(
-        "--valid-every", type=int, default=d.valid_every, help="validate every K updates; 0 = every epoch"
-    )
-    parser.add_argument("--keep-last", type=int, default=d.keep_last)
-    parser.add_argument("--average-last", type=int, default=d.average_last)
-    parser.add_argument(
-        "--log-every", type=int, default=d.log_every, help="updates per log row (the host reads the device's sums then)"
-    )
-    parser.add_argument("--device", default=d.device, help="cpu or cuda")
-    parser.add_argument(
-        "--precision", choices=("fp32", "bf16", "fp16"), default=None, help="default: bf16 on cuda, fp32 on cpu"
-    )
-    parser.add_argument("--compile", action="store_true", help="torch.compile the model and loss")
-    parser.add_argument(
-        "--loss-chunk",
-        type=int,
-        default=d.loss_chunk,
-        help=f"target tokens per chunk of the output layer and loss (default {d.loss_chunk}); 0 = unchunked",
-    )
-    parser.add_argument(
-        "--optimizer",
-        choices=OPTIMIZERS,
-        default=d.optimizer,
-        help="Adam's implementation: fused (default; one operator per update), foreach, or loop (per tensor)",
-    )
-    fast = parser.add_argument_group("throughput (each changes the last bits of the numbers, not the recipe)")
-    fast.add_argument(
-        "--pad-multiple",
-        type=int,
-        default=d.pad_multiple,
-        help="shape buckets: round padded lengths up to a multiple of this (8 or 16 on a GPU); 1 = off",
-    )
-    fast.add_argument(
-        "--sdpa-backend",
-        choices=SDPA_BACKENDS,
-        default=d.sdpa_backend,
-        help="attention kernels while training (default: PyTorch picks per call)",
-    )
-    fast.add_argument(
-        "--deterministic",
-        action="store_true",
-        help="deterministic kernels only, so that a resumed GPU run equals an uninterrupted one bit for bit",
-    )
-    fast.add_argument(
-        "--loss-vocab-block",
-        type=int,
-        default=d.loss_vocab_block,
-        help="vocabulary columns per tile of the chunked loss (online logsumexp); 0 = whole rows",
-    )
-    parser.add_argument("--seed", type=int, default=d.seed)
-    parser.add_argument("--no-progress", action="store_true", help="no tqdm bar")
+    groups: dict[str, Any] = {}
+    for f in fields(TrainConfig):
+        meta = f.metadata
+        title = GROUPS[meta["group"]]
+        group = groups.setdefault(meta["group"], parser if title is None else parser.add_argument_group(title))
+        default = "bf16 on cuda, fp32 on cpu" if f.name == "precision" else shown(f.default)
+        options: dict[str, Any] = {"default": None, "help": f"{meta['help']} (default {default})"}
+        if isinstance(f.default, bool):
+            options["action"] = argparse.BooleanOptionalAction
+        elif meta["choices"]:
+            options["choices"] = meta["choices"]
+        elif f.name == "device":
+            options["type"] = device_option
+        elif isinstance(f.default, tuple):
+            options.update(nargs=len(f.default), type=option_type(float, meta["rule"]), metavar="B")
+        elif not isinstance(f.default, str):
+            options["type"] = option_type(type(f.default), meta["rule"])
+        group.add_argument(flag(f.name), **options)
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    mode.add_argument(
+        "--resume", action="store_true", help="continue the run in --out with its own model, corpus and options"
+    )
     mode.add_argument("--overwrite", action="store_true", help="delete the run in --out and start over")
 
 
+def given_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The TrainConfig fields the command line sets (the options it does not give are None)."""
+    given = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name, None) is not None}
+    if "betas" in given:
+        given["betas"] = tuple(given["betas"])
+    return given
+
+
 def train_config(args: argparse.Namespace) -> TrainConfig:
-    """The TrainConfig the parsed arguments ask for (bf16 on CUDA and fp32 on CPU unless --precision says)."""
-    precision = args.precision or ("bf16" if args.device.startswith("cuda") else "fp32")
-    return TrainConfig(
-        lr=args.lr,
-        warmup=args.warmup,
-        label_smoothing=args.label_smoothing,
-        max_tokens=args.max_tokens,
-        update_freq=args.update_freq,
-        clip_norm=args.clip_norm,
-        max_epochs=args.max_epochs,
-        max_steps=args.max_steps,
-        patience=args.patience,
-        valid_every=args.valid_every,
-        keep_last=args.keep_last,
-        average_last=args.average_last,
-        seed=args.seed,
-        device=args.device,
-        precision=precision,
-        log_every=args.log_every,
-        progress=not args.no_progress,
-        compile=args.compile,
-        loss_chunk=args.loss_chunk,
-        optimizer=args.optimizer,
-        pad_multiple=args.pad_multiple,
-        sdpa_backend=args.sdpa_backend,
-        deterministic=args.deterministic,
-        loss_vocab_block=args.loss_vocab_block,
-    )
+    """The TrainConfig of a new run: the defaults and the options given (bf16 on CUDA and fp32 on CPU unless
+    --precision says)."""
+    given = given_options(args)
+    device = given.get("device", TrainConfig.device)
+    given.setdefault("precision", "bf16" if device.startswith("cuda") else "fp32")
+    return TrainConfig(**given)
+
+
+def resumed_config(stored: dict[str, Any], given: dict[str, Any], config_file: Path) -> TrainConfig:
+    """The stored run's TrainConfig with the options given on resume, each of which must equal the stored one
+    unless it only says when to stop, what to show or how often to save."""
+    base = TrainConfig.from_dict(stored.get("train", {}))
+    for name, value in given.items():
+        old = getattr(base, name)
+        if value != old and resume_kind(name) not in ("stop", "free"):
+            raise ValueError(
+                f"{flag(name)} {shown(value)} differs from the run's {shown(old)} ({config_file}): a resumed run "
+                f"keeps its options; leave {flag(name)} out to continue it, or start over with --overwrite"
+            )
+    return replace(base, **given)
+
+
+def stored_run(out: Path) -> dict[str, Any] | None:
+    """``RUN/config.json``, or None when the folder holds no run."""
+    path = out / "config.json"
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a run's configuration ({exc})") from None
+
+
+def stored_corpus(args: argparse.Namespace, stored: dict[str, Any], config_file: Path) -> str:
+    """The corpus folder a resumed run reads: the stored one; --data only where it names the same folder, or
+    where the stored one is gone (the run's vocabulary is checked against it)."""
+    path = stored.get("data")
+    if args.data is None:
+        if not path:
+            raise ValueError(f"{config_file} names no corpus folder: give --data")
+        return path
+    given = str(Path(args.data).resolve())
+    if path and given != path and Path(path).exists():
+        raise ValueError(
+            f"--data {args.data} differs from the run's {path} ({config_file}): leave --data out to continue the run"
+        )
+    return given
+
+
+def stored_model(args: argparse.Namespace, stored: dict[str, Any], config_file: Path) -> ModelConfig:
+    """The resumed run's model; --preset and --dropout, where given, must describe it."""
+    model = ModelConfig.from_dict(stored["model"])
+    name = stored.get("preset")
+    if args.preset is not None and name is not None and args.preset != name:
+        raise ValueError(
+            f"--preset {args.preset} differs from the run's {name} ({config_file}): leave --preset out to continue it"
+        )
+    if args.preset is not None and name is None:
+        rates = {k: getattr(model, k) for k in ("dropout", "attn_dropout", "relu_dropout")}
+        if preset(args.preset, vocab_size=model.vocab_size, **rates) != model:
+            raise ValueError(f"--preset {args.preset} is not the model of the run ({config_file})")
+    if args.dropout is not None and args.dropout != model.dropout:
+        raise ValueError(
+            f"--dropout {shown(args.dropout)} differs from the run's {shown(model.dropout)} ({config_file}): "
+            "leave --dropout out to continue it"
+        )
+    return model
+
+
+def new_run(args: argparse.Namespace, out: Path) -> tuple[ModelConfig, TrainConfig, Any, str]:
+    """The model, options, corpus and corpus folder of a new run."""
+    if not (args.preset and args.data):
+        where = f" ({out} holds no run to resume)" if args.resume else ""
+        raise ValueError(f"--preset and --data are needed to start a run{where}")
+    if args.resume:
+        print(f"{out}: no run to resume there (no config.json): starting a new one", file=sys.stderr)
+    cfg = train_config(args)
+    corpus = load_prepared(args.data)
+    rates = {} if args.dropout is None else dict.fromkeys(("dropout", "attn_dropout", "relu_dropout"), args.dropout)
+    return preset(args.preset, vocab_size=corpus.vocab.size, **rates), cfg, corpus, str(Path(args.data).resolve())
+
+
+Settings = tuple[ModelConfig, TrainConfig, Any, str, bool]  # model, options, corpus, its folder, a new run
+
+
+def run_settings(args: argparse.Namespace) -> Settings:
+    """What the command trains: a new run, or the run stored in --out with the options given checked against it."""
+    out = Path(args.out)
+    check_run_dir(out)  # before the corpus is loaded: a wrong --out fails at once
+    stored = stored_run(out) if args.resume else None
+    if stored is None:
+        return (*new_run(args, out), True)
+    config_file = out / "config.json"
+    cfg = resumed_config(stored, given_options(args), config_file)
+    data = stored_corpus(args, stored, config_file)
+    model_cfg = stored_model(args, stored, config_file)
+    return model_cfg, cfg, load_prepared(data), data, False
+
+
+def build_trainer(args: argparse.Namespace, settings: Settings) -> Trainer:
+    """The Trainer of ``settings`` (:func:`run_settings`); the default warm-up longer than the run is an error."""
+    model_cfg, cfg, corpus, data, new = settings
+    out = Path(args.out)
+    if not new and not any((out / "checkpoints").glob("*.pt")):
+        print(f"{out}: no checkpoint saved yet: starting the stored run from its first update", file=sys.stderr)
+    with warnings.catch_warnings():
+        if args.warmup is None:  # the default warm-up (the paper's) that does not fit this run is an error
+            warnings.simplefilter("error", LongWarmupWarning)
+        try:
+            return Trainer(
+                model_cfg,
+                cfg,
+                corpus.split("train"),
+                corpus.split("valid"),
+                out,
+                vocab=corpus.vocab,
+                data_path=data,
+                resume=args.resume,
+                overwrite=args.overwrite,
+                console=True,
+                stop_signals=STOP_SIGNALS,
+                run_info={"preset": args.preset} if new else None,
+            )
+        except LongWarmupWarning as exc:
+            raise ValueError(f"{exc} (the default warm-up is the paper's, for runs of 100,000s of updates)") from None
+
+
+def finished(out: Path, args: argparse.Namespace) -> str | None:
+    """Why the run in ``out`` is finished, when it is and the command moves none of its stops: a resume of it has
+    nothing to train."""
+    result = out / "result.json"
+    if not (args.resume and result.is_file()) or any(resume_kind(n) == "stop" for n in given_options(args)):
+        return None
+    try:
+        done = json.loads(result.read_text(encoding="utf-8"))
+        return f"{done['stop_reason']} at step {done['step']}"
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError):
+        return None  # a result cut short: resuming writes it again
 
 
 def run(args: argparse.Namespace) -> int:
-    check_run_dir(args.out)  # before the corpus is loaded: a wrong --out fails at once
-    corpus = load_prepared(args.data)
-    overrides = (
-        {} if args.dropout is None else dict(dropout=args.dropout, attn_dropout=args.dropout, relu_dropout=args.dropout)
-    )
-    model_cfg = preset(args.preset, vocab_size=corpus.vocab.size, **overrides)
-    trainer = Trainer(
-        model_cfg,
-        train_config(args),
-        corpus.split("train"),
-        corpus.split("valid"),
-        args.out,
-        vocab=corpus.vocab,
-        data_path=str(Path(args.data).resolve()),
-        resume=args.resume,
-        overwrite=args.overwrite,
-    )
-    result = trainer.fit()
+    out = Path(args.out)
+    settings = run_settings(args)  # every option checked against a stored run first
+    done = finished(out, args)
+    if done is None:
+        trainer = build_trainer(args, settings)
+        stop = trainer.stop_reason() if args.resume and (out / "result.json").is_file() else None
+        done = f"{stop} at step {trainer.step}" if stop else None
+    if done is not None:
+        print(
+            f"{out}: the run is finished ({done}): nothing to train; raise --max-steps or --max-epochs to train "
+            "it longer",
+            file=sys.stderr,
+        )
+        return 0
+    try:
+        result = trainer.fit()
+    except TrainingInterrupted as stop:
+        if trainer.is_main:
+            print(f"canlib train: stopped by {stop}", file=sys.stderr)
+            print(f"continue with: canlib train --out {shlex.quote(str(out))} --resume", file=sys.stderr)
+        return stop.exit_code
     if trainer.is_main:
         print(json.dumps({k: result[k] for k in ("stop_reason", "step", "epoch", "best", "last_valid")}))
     return 0

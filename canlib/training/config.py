@@ -10,8 +10,10 @@ recipe (the paper's codebase); the paper does not state them.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+from canlib.io import checked
 
 # Adam's three implementations in PyTorch: the same update, dispatched as one fused operator, as a
 # few multi-tensor (foreach) operators, or as about nine operators per parameter tensor (with a host read of each
@@ -19,79 +21,133 @@ from typing import Any
 OPTIMIZERS = ("fused", "foreach", "loop")
 # scaled_dot_product_attention's kernels (torch.nn.attention.SDPBackend); "default" lets PyTorch choose per call
 SDPA_BACKENDS = ("default", "math", "efficient", "flash", "cudnn")
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+# What a resumed run may change (``resume`` in each field's metadata):
+#   "recipe": nothing; the run folder's value holds, and another one is refused
+#   "stop":   when to stop; a resume may move it (to train longer)
+#   "free":   what is shown and how often the newest state is saved: never the numbers
+#   "kernel": how an update is computed, not what it computes: the Python API warns that the last bits will
+#             differ from an uninterrupted run's, the command line refuses like a recipe option
+RESUME_KINDS = ("recipe", "stop", "free", "kernel")
+
+
+def option(
+    default: Any,
+    help: str,
+    rule: str | None = None,
+    group: str = "optimisation",
+    resume: str = "recipe",
+    choices: tuple[str, ...] | None = None,
+) -> Any:
+    """A TrainConfig field with what the command line derives from it: its help, the rule its values obey
+    (``canlib.io.RULES``), its group in ``--help``, what a resume may do with it, its choices."""
+    meta = {"help": help, "rule": rule, "group": group, "resume": resume, "choices": choices}
+    return field(default=default, metadata=meta)
 
 
 @dataclass
 class TrainConfig:
-    """Optimisation and run settings (the paper's defaults)."""
+    """Optimisation and run settings (the paper's defaults); the ``canlib train`` options are derived from these
+    fields (``canlib.training.cli``)."""
 
-    lr: float = 7e-4
-    warmup: int = 8000
-    betas: tuple[float, float] = (0.9, 0.98)
-    eps: float = 1e-8
-    weight_decay: float = 0.0
-    label_smoothing: float = 0.1
-    max_tokens: int = 4096  # per device and micro-batch
-    update_freq: int = 1  # micro-batches accumulated per update (8 on one GPU = the paper's 8x4096)
-    clip_norm: float = 0.0  # 0 = no gradient clipping (fairseq's default for this recipe)
-    max_epochs: int = 0  # 0 = no limit
-    max_steps: int = 0  # 0 = no limit
-    patience: int = 0  # stop after this many validations without improvement; 0 = off
-    valid_every: int = 0  # validate (and checkpoint) every K updates; 0 = at the end of every epoch
-    keep_last: int = 5  # step checkpoints kept (best.pt is kept apart)
-    average_last: int = 5  # checkpoints averaged into average.pt
-    seed: int = 1
-    device: str = "cpu"
-    precision: str = "fp32"  # fp32 | bf16 | fp16 (the last two on CUDA)
-    log_every: int = 100  # also how often the host waits for the device (losses are summed on it)
-    progress: bool = True  # tqdm bar
-    compile: bool = False  # torch.compile the model and loss (the first updates of each new shape compile)
-    loss_chunk: int = 4096  # target tokens per chunk of the output layer + loss; 0 = one (tokens x V) log-softmax
-    optimizer: str = "fused"  # Adam's implementation: fused (one operator per update, CPU and CUDA) | foreach | loop
-    # Throughput options, off by default; each changes the last bits of the numbers, none the recipe:
-    pad_multiple: int = 1  # shape buckets: padded lengths rounded up to a multiple of this (8 or 16 on a GPU); 1 = off
-    sdpa_backend: str = "default"  # attention kernels while training: default | math | efficient | flash | cudnn
-    deterministic: bool = (
-        False  # deterministic kernels only: bit-exact resume on a GPU, compiled too (training/kernels.py)
+    lr: float = option(7e-4, "peak learning rate of the inverse-square-root schedule", "positive")
+    warmup: int = option(8000, "linear warm-up updates to the peak (the paper's 8000 needs a long run)", "at least 1")
+    betas: tuple[float, float] = option((0.9, 0.98), "Adam's two betas", "fraction")
+    eps: float = option(1e-8, "Adam's epsilon", "positive")
+    weight_decay: float = option(0.0, "Adam's L2 weight decay", "nonnegative")
+    label_smoothing: float = option(0.1, "label smoothing of the loss", "fraction")
+    max_tokens: int = option(4096, "tokens per micro-batch and device", "at least 1", "batches")
+    update_freq: int = option(
+        1, "micro-batches accumulated per update (8 on one GPU = the paper's 8x4096)", "at least 1", "batches"
     )
-    loss_vocab_block: int = 0  # vocabulary columns per tile of the chunked loss (online logsumexp); 0 = whole rows
+    clip_norm: float = option(0.0, "gradient norm clip; 0 = off (fairseq's default for this recipe)", "nonnegative")
+    max_epochs: int = option(0, "stop after this many epochs; 0 = no limit", "nonnegative", "stopping", "stop")
+    max_steps: int = option(0, "stop after this many updates; 0 = no limit", "nonnegative", "stopping", "stop")
+    patience: int = option(
+        0, "stop after this many validations without improvement; 0 = off", "nonnegative", "stopping"
+    )
+    valid_every: int = option(
+        0, "validate and checkpoint every K updates; 0 = at the end of every epoch", "nonnegative", "checkpoints"
+    )
+    save_every: int = option(
+        0,
+        "also save the newest state (checkpoints/last.pt) every N updates between validations; 0 = off",
+        "nonnegative",
+        "checkpoints",
+        "free",
+    )
+    keep_last: int = option(5, "step checkpoints kept (best.pt is kept apart)", "at least 1", "checkpoints")
+    average_last: int = option(
+        5,
+        "checkpoints averaged into average.pt (never one from inside the warm-up)",
+        "nonnegative",
+        "checkpoints",
+    )
+    seed: int = option(1, "seed of the initialisation, dropout and batch order", "nonnegative")
+    device: str = option("cpu", "cpu or cuda", None, "device")
+    precision: str = option("fp32", "fp32, or bf16 / fp16 on CUDA", None, "device", choices=PRECISIONS)
+    log_every: int = option(
+        100, "updates per log row (the host waits for the device only then)", "at least 1", "device"
+    )
+    progress: bool = option(True, "a progress bar over the whole run", None, "device", "free")
+    compile: bool = option(False, "torch.compile the model and loss", None, "device", "kernel")
+    loss_chunk: int = option(
+        4096, "target tokens per chunk of the output layer and loss; 0 = unchunked", "nonnegative", "device", "kernel"
+    )
+    optimizer: str = option(
+        "fused",
+        "Adam's implementation: fused (one operator per update), foreach, or loop (per tensor)",
+        None,
+        "device",
+        "kernel",
+        OPTIMIZERS,
+    )
+    # Throughput options, off by default; each changes the last bits of the numbers, none the recipe:
+    pad_multiple: int = option(
+        1,
+        "shape buckets: padded lengths rounded up to a multiple of this (8 or 16 on a GPU); 1 = off",
+        "at least 1",
+        "throughput",
+    )
+    sdpa_backend: str = option(
+        "default",
+        "attention kernels while training (default: PyTorch picks per call)",
+        None,
+        "throughput",
+        "kernel",
+        SDPA_BACKENDS,
+    )
+    deterministic: bool = option(
+        False,
+        "deterministic kernels only: a resumed GPU run equals an uninterrupted one bit for bit",
+        None,
+        "throughput",
+        "kernel",
+    )
+    loss_vocab_block: int = option(
+        0,
+        "vocabulary columns per tile of the chunked loss (online logsumexp); 0 = whole rows",
+        "nonnegative",
+        "throughput",
+        "kernel",
+    )
 
     def __post_init__(self) -> None:
         self.betas = tuple(self.betas)
-        if self.lr <= 0:
-            raise ValueError(f"lr={self.lr}: must be positive")
-        if self.warmup < 1:
-            raise ValueError(f"warmup={self.warmup}: must be >= 1 (the schedule is lr*min(n/warmup, sqrt(warmup/n)))")
-        if not 0 <= self.label_smoothing < 1:
-            raise ValueError(f"label_smoothing={self.label_smoothing}: must be in [0, 1)")
-        for name in ("max_tokens", "update_freq", "log_every", "pad_multiple"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}={getattr(self, name)}: must be >= 1")
-        for name in (
-            "clip_norm",
-            "max_epochs",
-            "max_steps",
-            "patience",
-            "valid_every",
-            "keep_last",
-            "average_last",
-            "loss_chunk",
-            "loss_vocab_block",
-        ):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name}={getattr(self, name)}: must be >= 0")
-        if self.keep_last < 1:
-            raise ValueError(f"keep_last={self.keep_last}: must keep at least one checkpoint to resume from")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer={self.optimizer!r}: choose {', '.join(OPTIMIZERS)}")
-        if self.sdpa_backend not in SDPA_BACKENDS:
-            raise ValueError(f"sdpa_backend={self.sdpa_backend!r}: choose {', '.join(SDPA_BACKENDS)}")
+        for f in fields(self):
+            values = self.betas if f.name == "betas" else (getattr(self, f.name),)
+            for value in values:
+                problem = checked(value, f.metadata["rule"])
+                if problem:
+                    raise ValueError(f"{f.name}={getattr(self, f.name)}: {problem}")
+            choices = f.metadata["choices"]
+            if choices and getattr(self, f.name) not in choices:
+                raise ValueError(f"{f.name}={getattr(self, f.name)!r}: choose {', '.join(choices)}")
         if self.loss_vocab_block and not self.loss_chunk:
             raise ValueError(
                 f"loss_vocab_block={self.loss_vocab_block} needs loss_chunk > 0 (it tiles the chunked loss)"
             )
-        if self.precision not in ("fp32", "bf16", "fp16"):
-            raise ValueError(f"precision={self.precision!r}: choose fp32, bf16 or fp16")
         if self.precision != "fp32" and not self.device.startswith("cuda"):
             raise ValueError(f"precision={self.precision} needs device=cuda (CPU training runs in fp32)")
 
@@ -105,6 +161,18 @@ class TrainConfig:
         """Build from a stored config; keys this version does not know are ignored, missing ones default."""
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def resume_kind(name: str) -> str:
+    """What a resume may do with TrainConfig field ``name`` (``RESUME_KINDS``)."""
+    return next(f.metadata["resume"] for f in fields(TrainConfig) if f.name == name)
+
+
+def changed_fields(stored: dict[str, Any], now: TrainConfig) -> dict[str, tuple[Any, Any]]:
+    """The fields whose value ``now`` differs from the ``stored`` config's (a run folder's): name -> (stored, now).
+    Fields the stored config lacks (an older canlib) are left out."""
+    new = now.to_dict()
+    return {name: (stored[name], new[name]) for name in new if name in stored and stored[name] != new[name]}
 
 
 # TrainConfig.optimizer -> Adam's flags: one fused operator per update (CPU and CUDA), a few

@@ -28,11 +28,15 @@ With label smoothing eps over V classes, per target token t with logits z and z_
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from canlib.training.distributed import all_sum
 
 
 def label_smoothed_nll_loss(
@@ -368,3 +372,24 @@ class LabelSmoothedObjective(nn.Module):
                 out, weight, tgt_out, self.epsilon, self.ignore_index, self.chunk, self.vocab_block, self.compile
             )
         return chunked_label_smoothed_loss(out, weight, tgt_out, self.epsilon, self.ignore_index, self.chunk)
+
+
+@torch.no_grad()
+def split_loss(
+    objective: LabelSmoothedObjective,
+    batches: Iterable[dict[str, Any]],
+    device: torch.device,
+    world_size: int = 1,
+    context: Callable[[], AbstractContextManager] = nullcontext,
+) -> dict[str, float]:
+    """Label-smoothed loss and NLL per target token over ``batches`` (collated, on ``device``), each forward pass
+    inside ``context()``: what :meth:`Trainer.validate` logs, for any model wrapped in an objective. The sums are
+    float64, so the order of the batches changes the result only in its last bits; with several ranks each passes
+    its own share of the batches and the sums are added over all of them."""
+    sums = torch.zeros(3, dtype=torch.float64, device=device)
+    for batch in batches:
+        with context():
+            loss, nll = objective(batch["src"], batch["tgt_in"], batch["tgt_out"])
+        sums += torch.stack([loss.double(), nll.double(), loss.new_tensor(batch["ntokens"], dtype=torch.float64)])
+    loss_sum, nll_sum, tokens = all_sum(sums, world_size).tolist()
+    return {"valid_loss": loss_sum / tokens, "valid_nll": nll_sum / tokens}

@@ -16,22 +16,24 @@ import torch
 
 from canlib.io import atomic_write_bytes
 from canlib.model.checkpoint import CheckpointError, atomic_save, model_payload, safe_load
-from canlib.training.config import ADAM_OPTIONS
+from canlib.training.config import ADAM_OPTIONS, TrainConfig, changed_fields, resume_kind
 from canlib.training.distributed import barrier
 from canlib.training.state import (
+    LAST_NAME,
     checkpoint_name,
     link_best,
     list_checkpoints,
-    newest_readable,
     prune_checkpoints,
+    resume_point,
     rng_state,
     seed_everything,
     set_rng_state,
     truncate_log,
 )
 
-# fields that change the last bits of an update but not the recipe: a resume that changes one warns
-NUMERICS_FIELDS = ("compile", "loss_chunk", "loss_vocab_block", "sdpa_backend", "deterministic")
+# fields that change the last bits of an update but not the recipe: a resume that changes one warns (the optimizer's
+# implementation is checked against the flags its saved state holds, in _load)
+NUMERICS_FIELDS = tuple(n for n in TrainConfig.__dataclass_fields__ if resume_kind(n) == "kernel" and n != "optimizer")
 
 
 def check_run_dir(run_dir: str | os.PathLike) -> None:
@@ -51,15 +53,18 @@ class RunFolder:
     read: ``run_dir``, ``cfg``, the model, optimizer, sampler and step counters)."""
 
     def _prepare_run_dir(self, resume: bool, overwrite: bool) -> Path | None:
-        """Refuse to clobber another run or a file; on resume, return the newest readable checkpoint."""
+        """Refuse to clobber another run or a file; on resume, check that the run continues with its own settings
+        and return the checkpoint to continue from (None: nothing saved yet, the run starts from its first update)."""
         check_run_dir(self.run_dir)
         if resume and overwrite:
             raise ValueError("choose either resume or overwrite, not both")
         existing = self.checkpoints()
-        if existing and not (resume or overwrite):
+        saved = bool(existing) or (self.ckpt_dir / LAST_NAME).is_file()
+        if saved and not (resume or overwrite):
+            newest = existing[-1].name if existing else LAST_NAME
             raise ValueError(
-                f"{self.run_dir} already holds another run's checkpoints ({existing[-1].name}, "
-                f"{len(existing)} in all); "
+                f"{self.run_dir} already holds another run's checkpoints ({newest}, "
+                f"{len(existing)} step checkpoint(s)); "
                 f"pass --resume to continue it or --overwrite to start over"
             )
         if overwrite and self.is_main:
@@ -67,7 +72,7 @@ class RunFolder:
             for name in ("log.jsonl", "average.pt", "result.json", "config.json", "vocab.model"):
                 (self.run_dir / name).unlink(missing_ok=True)
         barrier(self.world_size)
-        if not resume or not existing:
+        if not resume or not saved:
             return None
         config_file = self.run_dir / "config.json"
         if config_file.is_file():
@@ -83,10 +88,32 @@ class RunFolder:
                     f"{config_file}: the run used vocabulary {stored.get('vocab_id')}, the corpus "
                     f"given has {self.vocab_id}"
                 )
-        found = newest_readable(existing)
+            self._check_train_config(stored, config_file)
+        found = resume_point(self.ckpt_dir)
         if found is None:
             raise CheckpointError(f"{self.ckpt_dir}: no readable checkpoint to resume from")
         return found
+
+    def _check_train_config(self, stored: dict[str, Any], config_file: Path) -> None:
+        """A resume continues the run's recipe: a changed recipe field is refused, a changed stopping point is
+        said and written to ``config.json`` (so that the next resume continues to it)."""
+        changed = changed_fields(stored.get("train", {}), self.cfg)
+        recipe = {k: v for k, v in changed.items() if resume_kind(k) == "recipe"}
+        if recipe:
+            name, (old, new) = next(iter(recipe.items()))
+            others = [k for k in recipe if k != name]
+            more = f" (and {', '.join(others)})" if others else ""
+            raise ValueError(
+                f"{config_file}: the run has {name}={old!r}, this resume asks for {name}={new!r}{more}: "
+                f"a resumed run keeps its recipe (to change it, start over with overwrite)"
+            )
+        moved = {k: v for k, v in changed.items() if resume_kind(k) in ("stop", "free")}
+        if moved and self.is_main:
+            for name, (old, new) in moved.items():
+                if resume_kind(name) == "stop":
+                    print(f"{self.run_dir}: {name} changed from {old} to {new}", file=sys.stderr)
+            stored["train"] = {**stored["train"], **{k: new for k, (_, new) in moved.items()}}
+            atomic_write_bytes((json.dumps(stored, indent=1) + "\n").encode(), config_file)
 
     def _write_run_files(self) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -96,6 +123,7 @@ class RunFolder:
             "data": self.data_path,
             "vocab_id": self.vocab_id,
             "world_size": self.world_size,
+            **self.run_info,
         }
         atomic_write_bytes((json.dumps(config, indent=1) + "\n").encode(), self.run_dir / "config.json")
         if self.vocab is not None:

@@ -28,6 +28,7 @@ from canlib.io import atomic_write_bytes
 from canlib.model.checkpoint import CheckpointError, safe_load
 
 CKPT_RE = re.compile(r"^step_(\d{7,})\.pt$")
+LAST_NAME = "last.pt"  # the newest state saved between validations (--save-every, an interrupt); never averaged
 
 
 # -- RNG state as tensors (loadable with weights_only=True) --------------------------------
@@ -89,6 +90,22 @@ def newest_readable(paths: Sequence[Path]) -> Path | None:
         except CheckpointError as exc:
             warnings.warn(f"skipping unreadable checkpoint: {exc}")
     return None
+
+
+def resume_point(ckpt_dir: Path) -> Path | None:
+    """The checkpoint a resume continues from: of the newest readable step checkpoint and ``last.pt`` (the state
+    saved between validations), the one that holds the later step."""
+    found = newest_readable(list_checkpoints(ckpt_dir))
+    last = ckpt_dir / LAST_NAME
+    if last.is_file():
+        try:
+            step = int(safe_load(last)["step"])
+        except (CheckpointError, KeyError, TypeError, ValueError) as exc:
+            warnings.warn(f"skipping unreadable checkpoint: {last}: {exc}")
+        else:
+            if found is None or step > int(CKPT_RE.match(found.name).group(1)):
+                return last
+    return found
 
 
 def link_best(path: Path) -> None:

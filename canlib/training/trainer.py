@@ -2,8 +2,10 @@
 
 Run directory: ``config.json``, ``vocab.model``, ``log.jsonl`` (one JSON row per log point
 and per validation), ``checkpoints/step_XXXXXXX.pt`` (the newest ``keep_last`` and the best,
-``best.pt`` a hard link to it), ``average.pt`` (the mean of the last ``average_last``) and
-``result.json``. Resuming retraces the same updates (see ``canlib.training.state``).
+``best.pt`` a hard link to it; ``last.pt``, the newest state saved between validations by ``save_every`` or a stop
+signal), ``average.pt`` (the mean of the last ``average_last``, none from inside the warm-up) and ``result.json``.
+Resuming retraces the same updates (see ``canlib.training.state``); ``config.json`` holds every option, and a resume
+that changes the recipe is refused (``canlib.training.run_folder``).
 
 The step loop never waits for the device: losses, token counts and a non-finite-loss flag
 are summed on it, and the host reads them (and the clock) only at log points, validations,
@@ -16,7 +18,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
@@ -28,54 +32,44 @@ from torch.nn.utils import clip_grad_norm_
 
 from canlib.data.batching import Split, TokenBatchSampler, collate, sorted_batches
 from canlib.io import atomic_write_bytes, origin, tqdm
-from canlib.model.checkpoint import save_model
+from canlib.model.checkpoint import atomic_save, save_model
 from canlib.model.config import ModelConfig
 from canlib.model.seq2seq import Seq2Seq
 from canlib.training.config import ADAM_OPTIONS, TrainConfig
 from canlib.training.distributed import all_sum, barrier, dist_env, init_process_group
 from canlib.training.kernels import kernel_choices, prepare_deterministic_cuda
-from canlib.training.objective import LabelSmoothedObjective, label_smoothed_nll_loss
+from canlib.training.objective import LabelSmoothedObjective, label_smoothed_nll_loss, split_loss
 from canlib.training.run_folder import RunFolder
 from canlib.training.schedule import inverse_sqrt_lr, inverse_sqrt_scheduler
 from canlib.training.state import (
+    CKPT_RE,
+    LAST_NAME,
     average_checkpoints,
     checkpoint_name,
     seed_everything,
 )
+from canlib.training.watch import StopSignals, TrainingInterrupted, run_bar, validation_line
 
 __all__ = [
     "Trainer",
     "TrainConfig",
     "NonFiniteLossError",
+    "LongWarmupWarning",
+    "TrainingInterrupted",
     "label_smoothed_nll_loss",
+    "split_loss",
     "average_checkpoints",
     "inverse_sqrt_lr",
 ]
 
 
-@torch.no_grad()
-def split_loss(
-    objective: LabelSmoothedObjective,
-    batches: Iterable[dict[str, Any]],
-    device: torch.device,
-    world_size: int = 1,
-    context: Callable[[], AbstractContextManager] = nullcontext,
-) -> dict[str, float]:
-    """Label-smoothed loss and NLL per target token over ``batches`` (collated, on ``device``), each forward pass
-    inside ``context()``: what :meth:`Trainer.validate` logs, for any model wrapped in an objective. The sums are
-    float64, so the order of the batches changes the result only in its last bits; with several ranks each passes
-    its own share of the batches and the sums are added over all of them."""
-    sums = torch.zeros(3, dtype=torch.float64, device=device)
-    for batch in batches:
-        with context():
-            loss, nll = objective(batch["src"], batch["tgt_in"], batch["tgt_out"])
-        sums += torch.stack([loss.double(), nll.double(), loss.new_tensor(batch["ntokens"], dtype=torch.float64)])
-    loss_sum, nll_sum, tokens = all_sum(sums, world_size).tolist()
-    return {"valid_loss": loss_sum / tokens, "valid_nll": nll_sum / tokens}
-
-
 class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or infinite; the run stops before saving anything."""
+
+
+class LongWarmupWarning(UserWarning):
+    """The warm-up is longer than the whole run: the learning rate never reaches its peak (``canlib train`` makes
+    this an error unless ``--warmup`` was given)."""
 
 
 class Trainer(RunFolder):
@@ -83,7 +77,9 @@ class Trainer(RunFolder):
 
     ``valid_bleu(model) -> float``, if given, is called at every validation on the raw
     (unwrapped, eval-mode) model; then BLEU (higher is better) drives early stopping and
-    best.pt instead of the validation loss.
+    best.pt instead of the validation loss. ``console``: print a line per validation and what average.pt
+    holds; ``stop_signals`` (e.g. SIGINT, SIGTERM): while :meth:`fit` runs, each stops the run after its
+    current update with the state saved (:class:`TrainingInterrupted`). ``run_info``: more keys for config.json.
     """
 
     def __init__(
@@ -99,6 +95,9 @@ class Trainer(RunFolder):
         resume: bool = False,
         overwrite: bool = False,
         init_weights: dict[str, Tensor] | None = None,
+        console: bool = False,
+        stop_signals: Iterable[int] = (),
+        run_info: dict[str, Any] | None = None,
     ) -> None:
         self.model_cfg, self.cfg = model_cfg, cfg
         self.train_split, self.valid_split = train_split, valid_split
@@ -108,8 +107,26 @@ class Trainer(RunFolder):
         self.vocab_id = getattr(vocab, "id", None)
         self.rank, self.local_rank, self.world_size = dist_env()
         self.is_main = self.rank == 0
+        self.console, self.run_info = console, dict(run_info or {})
+        self._signals = StopSignals(stop_signals)
+        self._saved_step: int | None = None  # the step of the newest checkpoint this process wrote
 
         self._check_data()
+        self.sampler = TokenBatchSampler(
+            train_split.src_lens,
+            train_split.tgt_lens,
+            cfg.max_tokens,
+            seed=cfg.seed,
+            rank=self.rank,
+            world_size=self.world_size,
+            pad_multiple=cfg.pad_multiple,
+        )
+        if len(self.sampler) == 0:
+            raise ValueError(
+                f"the training split{self._data_name()} makes fewer batches than world_size={self.world_size}"
+            )
+        if not (resume and (self.checkpoints() or (self.ckpt_dir / LAST_NAME).is_file())):
+            self._check_warmup()  # before anything in the run folder is written or removed
         self.device = self._setup_device()
         resume_from = self._prepare_run_dir(resume, overwrite)
 
@@ -142,19 +159,6 @@ class Trainer(RunFolder):
             "cuda", enabled=cfg.precision == "fp16"
         )  # fp16 only: its step reads a flag on the host
         self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
-        self.sampler = TokenBatchSampler(
-            train_split.src_lens,
-            train_split.tgt_lens,
-            cfg.max_tokens,
-            seed=cfg.seed,
-            rank=self.rank,
-            world_size=self.world_size,
-            pad_multiple=cfg.pad_multiple,
-        )
-        if len(self.sampler) == 0:
-            raise ValueError(
-                f"the training split{self._data_name()} makes fewer batches than world_size={self.world_size}"
-            )
         self.step, self.epoch, self.wall = 0, 0, 0.0
         self.best: dict[str, Any] = {"metric": None, "step": None, "bad": 0}
         self.last_valid: dict[str, Any] = {}
@@ -178,6 +182,30 @@ class Trainer(RunFolder):
 
     def _data_name(self) -> str:
         return f" of {self.data_path}" if self.data_path else ""
+
+    def planned_updates(self) -> int | None:
+        """The updates the run will make if nothing stops it early: ``max_steps``, or ``max_epochs`` epochs of the
+        first epoch's length, whichever comes first; None when only patience stops it."""
+        limits = [self.cfg.max_steps] if self.cfg.max_steps else []
+        if self.cfg.max_epochs:
+            limits.append(self.cfg.max_epochs * math.ceil(len(self.sampler) / self.cfg.update_freq))
+        return min(limits) if limits else None
+
+    def _check_warmup(self) -> None:
+        """Warn (:class:`LongWarmupWarning`) when the warm-up is longer than the run: the schedule would stop
+        while the learning rate is still climbing."""
+        planned, cfg = self.planned_updates(), self.cfg
+        if planned is None or cfg.warmup <= planned:
+            return
+        peak = inverse_sqrt_lr(planned, cfg.lr, cfg.warmup)
+        warnings.warn(
+            LongWarmupWarning(
+                f"warmup={cfg.warmup} is longer than the whole run ({planned} updates): the learning rate would "
+                f"end at {peak:.2g}, {peak / cfg.lr:.1%} of lr={cfg.lr:g}; give a warm-up shorter than "
+                f"the run, e.g. --warmup {max(1, planned // 10)} (a tenth of it)"
+            ),
+            stacklevel=3,
+        )
 
     def _setup_device(self) -> torch.device:
         dev = torch.device(self.cfg.device)
@@ -360,10 +388,20 @@ class Trainer(RunFolder):
                 "wall": round(self.wall, 3),
             }
         )
+        if self.console and self.is_main:
+            tqdm.write(validation_line(self.step, self.last_valid, is_best), file=sys.stdout)
         self.save_checkpoint(is_best)
+        self._saved_step = self.step
+        return self._patience_spent()
+
+    def _patience_spent(self) -> bool:
         return bool(self.cfg.patience and self.best["bad"] >= self.cfg.patience)
 
     # -- the loop -----------------------------------------------------------------------------------------
+    def stop_reason(self) -> str | None:
+        """Why the run would stop before its next update (a finished run, resumed), or None."""
+        return self._stop_reason(self._patience_spent())
+
     def _stop_reason(self, early_stop: bool) -> str | None:
         """The one place that decides whether (and why) training stops."""
         if early_stop:
@@ -399,38 +437,34 @@ class Trainer(RunFolder):
         if cfg.patience and self.valid_split is None and self.valid_bleu is None:
             raise ValueError(f"patience={cfg.patience} needs a validation split or a valid_bleu hook to watch")
         interval: dict[str, Any] = {"loss": 0.0, "nll": 0.0, "tokens": 0, "steps": 0, "time": 0.0}
-        stop = self._stop_reason(early_stop=False)
-        while stop is None:
-            if self._epoch_drawn():  # resumed from a checkpoint written after an epoch's last update
-                stop = self._stop_reason(self._end_epoch(interval))
-                continue
-            bar = tqdm(
-                total=math.ceil(len(self.sampler) / cfg.update_freq),
-                initial=math.ceil(self.sampler.position / cfg.update_freq),
-                desc=f"epoch {self.epoch + 1}",
-                unit="upd",
-                disable=not (cfg.progress and self.is_main),
-                leave=False,
-                dynamic_ncols=True,
-            )
-            for group in self._groups():
-                self._start_clock()
-                loss, nll, tokens = self._update(group)
-                for key, value in (("loss", loss), ("nll", nll), ("tokens", tokens), ("steps", 1)):
-                    interval[key] += value
-                bar.update(1)
-                early = False
-                if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
-                    self._log_interval(interval, bar)
-                if cfg.valid_every and self.step % cfg.valid_every == 0:
-                    early = self._checkpoint_point(interval)
-                epoch_over = self._epoch_drawn()
-                if epoch_over and not early:
-                    early = self._end_epoch(interval)
-                stop = self._stop_reason(early)
-                if stop is not None or epoch_over:
-                    break
-            bar.close()
+        stop = self.stop_reason()
+        bar = run_bar(self.planned_updates(), self.step, self.epoch, cfg.progress and self.is_main)
+        with bar, self._signals:
+            while stop is None:
+                if self._epoch_drawn():  # resumed from a checkpoint written after an epoch's last update
+                    stop = self._stop_reason(self._end_epoch(interval))
+                    continue
+                bar.set_description(f"epoch {self.epoch + 1}")
+                for group in self._groups():
+                    self._start_clock()
+                    loss, nll, tokens = self._update(group)
+                    for key, value in (("loss", loss), ("nll", nll), ("tokens", tokens), ("steps", 1)):
+                        interval[key] += value
+                    bar.update(1)
+                    early = False
+                    log_point = self.step % cfg.log_every == 0 or self.step == cfg.max_steps
+                    if log_point:
+                        self._log_interval(interval, bar)
+                    if cfg.valid_every and self.step % cfg.valid_every == 0:
+                        early = self._checkpoint_point(interval)
+                    epoch_over = self._epoch_drawn()
+                    if epoch_over and not early:
+                        early = self._end_epoch(interval)
+                    stop = self._stop_reason(early)
+                    if stop is None:
+                        self._between_checkpoints(interval, log_point)
+                    if stop is not None or epoch_over:
+                        break
         if interval["steps"]:
             self._log_interval(interval, None)
         self._stop_clock(interval)
@@ -438,6 +472,41 @@ class Trainer(RunFolder):
         if not last or last[-1].name != checkpoint_name(self.step):
             self._checkpoint_point(interval)
         return self._finish(stop)
+
+    def _between_checkpoints(self, interval: dict[str, Any], log_point: bool) -> None:
+        """After an update that ends no run: stop on a signal (the state saved first), or save the newest state
+        every ``save_every`` updates."""
+        if self._stop_requested(log_point):
+            if interval["steps"]:
+                self._log_interval(interval, None)
+            path = self._save_latest(interval)
+            raise TrainingInterrupted(self._signals.received or 0, self.step, path)
+        if self.cfg.save_every and self.step % self.cfg.save_every == 0:
+            self._save_latest(interval)
+
+    def _stop_requested(self, log_point: bool) -> bool:
+        """Whether a stop signal arrived; with several ranks they agree at log points only (one all-reduce)."""
+        if self.world_size == 1:
+            return self._signals.received is not None
+        if not log_point:
+            return False
+        flag = torch.tensor(float(self._signals.received is not None), device=self.device)
+        return bool(all_sum(flag, self.world_size) > 0)
+
+    def _save_latest(self, interval: dict[str, Any]) -> Path:
+        """Save the state after this update to ``last.pt`` (unless a step checkpoint of it exists), outside the
+        clock and only once the losses are known to be finite; returns the file that holds it."""
+        if self._saved_step == self.step:
+            return self.ckpt_dir / checkpoint_name(self.step)
+        self._stop_clock(interval)
+        self._raise_if_nonfinite()
+        state = self._state()  # collective when distributed
+        path = self.ckpt_dir / LAST_NAME
+        if self.is_main:
+            atomic_save(state, path)
+        barrier(self.world_size)
+        self._saved_step = self.step
+        return path
 
     def _end_epoch(self, interval: dict[str, Any]) -> bool:
         """Count the epoch done and start the next; with valid_every = 0 validate and checkpoint here.
@@ -484,9 +553,7 @@ class Trainer(RunFolder):
         """Average the last checkpoints into average.pt and write result.json."""
         result: dict[str, Any] = {}
         if self.is_main:
-            # the newest keep_last files are consecutive; an older best.pt twin kept by _prune is not averaged
-            recent = self.checkpoints()[-self.cfg.keep_last :]
-            chosen = recent[-max(self.cfg.average_last, 1) :]
+            chosen = self._to_average()
             averaged = average_checkpoints(chosen)
             model = Seq2Seq(self.model_cfg)
             model.load_state_dict(averaged)
@@ -509,5 +576,20 @@ class Trainer(RunFolder):
                 },
             }
             atomic_write_bytes((json.dumps(result, indent=1) + "\n").encode(), self.run_dir / "result.json")
+            (self.ckpt_dir / LAST_NAME).unlink(missing_ok=True)  # the final step checkpoint holds a later state
         barrier(self.world_size)
         return result
+
+    def _to_average(self) -> list[Path]:
+        """The newest ``average_last`` step checkpoints that were written after the warm-up (a model still warming
+        up would drag the mean back), or the newest alone when every one is inside the warm-up; said on the
+        console."""
+        # the newest keep_last files are consecutive; an older best.pt twin kept by _prune is not averaged
+        recent = self.checkpoints()[-self.cfg.keep_last :][-max(self.cfg.average_last, 1) :]
+        chosen = [p for p in recent if int(CKPT_RE.match(p.name).group(1)) >= self.cfg.warmup] or recent[-1:]
+        if self.console:
+            steps = ", ".join(str(int(CKPT_RE.match(p.name).group(1))) for p in chosen)
+            left = len(recent) - len(chosen)
+            why = f" ({left} inside the {self.cfg.warmup}-update warm-up left out)" if left else ""
+            tqdm.write(f"average.pt: the mean of the checkpoints of steps {steps}{why}", file=sys.stdout)
+        return chosen
