@@ -48,9 +48,9 @@ ValueScale = float | tuple[float, float]
 def alpha_value_scale(alpha: float) -> tuple[float, float]:
     """Per-block value scales (1/alpha, 1/(1 - alpha)) that undo one softmax for a constant target share alpha.
 
-    One softmax gives the prefix block alpha and the source block 1 - alpha of each row's mass
-    (``self_share``); with alpha the same for every query, scaling the prefix values by 1/alpha and
-    the source values by 1/(1 - alpha) restores the two-softmax sum exactly. alpha = 1/2 gives (2, 2).
+    One softmax gives the prefix block a share alpha of each row's mass and the source block the rest
+    (``self_share``). Where alpha is the same for every query, these scales restore the two-softmax sum
+    exactly; a half gives the converter's default, both blocks doubled.
     """
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha_value_scale: alpha={alpha!r} must lie strictly between 0 and 1")
@@ -62,12 +62,16 @@ def fill_can_layer(
 ) -> None:
     """Write the paper's CAN form of ``layer`` into ``can`` (x_proj = [Wq | Wk1 | W~v1 | W1], h_proj = [Wk2 | W~v2]).
 
-    Assumptions, in order: X' := X (Eq. 6); the attention residual S + C is dropped and
-    the FFN reads LN_f(X) + S + C; one d/h-wide query per head (``query``, Eq. 9); one
-    softmax with values times ``value_scale`` (Eq. 11; exact when the self and cross
-    partitions are equal and value_scale = 2); heads split ``W~v = Wv Wo W1`` into 4d/h
-    slices (Eq. 13; exact when all heads attend alike). CAN's LayerNorm becomes plain n(x):
-    the three original LayerNorm gains and biases are folded into the projections.
+    The assumptions, in order:
+
+    * X' := X (Eq. 6);
+    * the attention residual S + C is dropped, and the FFN reads LN_f(X) + S + C;
+    * one d/h-wide query per head (``query``, Eq. 9);
+    * one softmax with the values times ``value_scale`` (Eq. 11; exact where the self and cross partitions are
+      equal and the scale doubles them);
+    * heads split ``W~v = Wv Wo W1`` into 4d/h-wide slices (Eq. 13; exact when all heads attend alike).
+
+    CAN's LayerNorm becomes plain n(x): the original LayerNorms' gains and biases are folded into the projections.
     ``value_scale`` may be a (prefix, source) pair, e.g. ``alpha_value_scale(measured mean alpha)``.
     """
     scales = (value_scale, value_scale) if isinstance(value_scale, (int, float)) else tuple(value_scale)
