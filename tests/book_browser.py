@@ -115,15 +115,18 @@ for (const el of article.querySelectorAll('table, pre')) {
   }
 }
 
-// 3b. a line of code that wraps (code: a cell's input or an included listing, not printed output): a line longer than
-//     the block holds, measured in the block's own monospace characters
+// 3b. a line of code that wraps (a cell's input or a listing written for the page; not printed output, and not a
+//     block marked `verbatim`: canlib's own source, whose lines run to 120 characters, or a command as the library
+//     prints it): a line longer than the block holds, measured in the block's own monospace characters
 for (const pre of article.querySelectorAll('div.highlight pre')) {
-  if (!pre.clientWidth || pre.closest('.cell_output')) continue;
+  if (!pre.clientWidth || pre.closest('.cell_output, .verbatim')) continue;
   const cs = getComputedStyle(pre);
-  const ruler = document.createElement('span');
-  ruler.textContent = 'x'.repeat(100);
+  if (!cs.whiteSpace.startsWith('pre-') && cs.whiteSpace !== 'break-spaces') continue;  // it scrolls: checked above
+  const ruler = document.createElement('span');  // ten characters that may not wrap, in the block's font
+  Object.assign(ruler.style, {whiteSpace: 'pre', display: 'inline-block', overflowWrap: 'normal'});
+  ruler.textContent = 'x'.repeat(10);
   pre.appendChild(ruler);
-  const char = ruler.getBoundingClientRect().width / 100;
+  const char = ruler.getBoundingClientRect().width / 10;
   ruler.remove();
   const room = pre.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
   const wide = pre.textContent.split('\n').filter((line) => line.length * char > room + 0.5);

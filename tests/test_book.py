@@ -128,7 +128,7 @@ def test_book_builds_with_rendered_math_and_plots(built_book: Path) -> None:
     assert re.search(r'class="math[^"]*"', html), "no rendered math in the compress chapter"
     assert "W_{v1}" in html
     shown = set(re.findall(r'<span class="n[fc]">(\w+)</span>', html))  # functions and classes the chapter shows
-    assert {"forward", "step", "compressed_layer", "compression_steps", "fill_can_layer", "ScratchCAN"} <= shown, shown
+    assert {"forward", "step", "fill_can_layer", "ScratchCAN", "joint_mask", "scratch_from"} <= shown, shown
     assert re.search(r'<img[^>]+src="[^"]+\.png"', html), "no plot image in the compress chapter"
     assert "Traceback" not in html
     for chapter in PLOTTING_CHAPTERS:  # every figure of the reproduction chapters reaches the HTML
@@ -147,23 +147,24 @@ def test_book_builds_with_rendered_math_and_plots(built_book: Path) -> None:
 
 # Pages rewritten elsewhere at the time these checks were written, each with the kinds of fault it is not checked
 # for yet. An entry goes once its page passes; a page not named here is checked for everything.
-CROWDED, BROKEN_CELL, GRAMMAR = (
+CROWDED, BROKEN_CELL, GRAMMAR, WRAPPED_CODE = (
     "paragraph with more than five numbers",
     "number broken across lines in a table",
     "template grammar",
+    "code line wrapped",
 )
 NOT_CHECKED_YET = {
     "glance.html": {CROWDED, BROKEN_CELL},
     "scorecard.html": {CROWDED, BROKEN_CELL},
-    "results.html": {CROWDED, GRAMMAR},
-    "speed.html": {CROWDED},
-    "speed_history.html": {CROWDED, BROKEN_CELL},
+    "results.html": {CROWDED, GRAMMAR, WRAPPED_CODE},
+    "speed.html": {CROWDED, WRAPPED_CODE},
+    "speed_history.html": {CROWDED, BROKEN_CELL, WRAPPED_CODE},
     "beyond.html": {CROWDED, BROKEN_CELL},
-    "training.html": {CROWDED},
-    "ablation.html": {CROWDED, GRAMMAR},
-    "context.html": {CROWDED, BROKEN_CELL, GRAMMAR},
-    "depths.html": {CROWDED},
-    "gpu.html": {CROWDED, BROKEN_CELL},
+    "training.html": {CROWDED, WRAPPED_CODE},
+    "ablation.html": {CROWDED, GRAMMAR, WRAPPED_CODE},
+    "context.html": {CROWDED, BROKEN_CELL, GRAMMAR, WRAPPED_CODE},
+    "depths.html": {CROWDED, WRAPPED_CODE},
+    "gpu.html": {CROWDED, BROKEN_CELL, WRAPPED_CODE},
 }
 
 

@@ -53,6 +53,9 @@ FAULTS = {  # kind reported -> a page body holding that fault alone
     + "x = 1  # "
     + "a long comment " * 20
     + "</pre></div></div>",
+    "code line wrapped": '<div class="cell_input"><div class="highlight-ipython3"><div class="highlight"><pre>x = 1  # '
+    + "a long comment " * 12
+    + "</pre></div></div></div>",
     "equation numbered twice": DOUBLE_EQ8,
     "glyph cut off by its box": CLIPPED_EQ9,
     "formula wider than the column": r'<div class="math notranslate nohighlight">\['
@@ -75,7 +78,15 @@ CLEAN = (
     + "a long comment "
     * 20
     + "</pre></div></div>"
-    '<div class="highlight-python"><div class="highlight"><pre>y = 2  # ' + "wrapped " * 30 + "</pre></div></div>"
+    # canlib's own source (its lines run to 120 characters) wraps in the column; the page's code does not
+    '<div class="verbatim highlight-python"><div class="highlight"><pre>y = 2  # '
+    + "wrapped "
+    * 30
+    + "</pre></div></div>"
+    '<div class="cell_input"><div class="highlight-ipython3"><div class="highlight"><pre>z = 3  # '
+    + "short "
+    * 8
+    + "</pre></div></div></div>"
     "<dl class='py function'><dd><p>Returns None where nothing is stored.</p></dd></dl>"
     # Eq. 9 in the book's own formula box (book/_static/outputs.css leaves room for the transpose)
     f'<div class="math notranslate nohighlight">\\[{EQ9} \\tag{{9}}\\]</div>'

@@ -122,10 +122,10 @@ def test_similarity_values_are_the_stored_diagonals_and_the_gap_the_papers_argum
 def test_the_similarity_chapter_reads_balanced_at_small_once_stored_and_leads_with_the_command_before(tmp_path):
     """similarity.md's Balanced section reads the stored small study (its words from its numbers); where that study
     is missing it leads with the fact, the command that stores it and its GPU-minutes instead."""
-    from canlib.studies.chapters.analysis_notes import small_lead
+    from canlib.studies.chapters.analysis_notes import not_stored_note
 
     assert (SMALL / "similarity-balanced.json").exists() and similarity.stored("balanced", small())
-    assert small_lead("similarity-balanced", "measurement", ["balanced"], RESULTS) == ""
+    assert not_stored_note("similarity-balanced", "measurement", ["balanced"], RESULTS) == ""
     balanced = raw(SMALL / "similarity-balanced.json")["result"]["residual"]
     left, right = diagonal(balanced["self_vs_cross"]), diagonal(balanced["cross_vs_ffn"])
     text = similarity.balanced_findings({"residual": balanced}, 0.8)
@@ -133,12 +133,12 @@ def test_the_similarity_chapter_reads_balanced_at_small_once_stored_and_leads_wi
     above = [a > b for a, b in zip(left, right)]
     assert ("premise holds" in text) == all(above) and ("fails there" in text) == (not all(above))
     assert similarity.values(small())["balanced_layers"] == len(left) == 2
-    # a results folder without the study: the lead names it, the command and the minutes of Balanced's stored run
+    # a results folder without the study: the note names it, the command and the minutes of Balanced's stored run
     (tmp_path / "small" / "runs").mkdir(parents=True)
     (tmp_path / "small" / "runs" / "multi30k-en-de").symlink_to(RUNS)
-    lead = small_lead("similarity-balanced", "measurement", ["balanced"], tmp_path)
+    note = not_stored_note("similarity-balanced", "measurement", ["balanced"], tmp_path)
     minutes = math.ceil((60 + raw(RUNS / "balanced-seed1.json")["result"]["training"]["wall_s"]) / 60)
-    assert "not stored yet" in lead and "--studies similarity-balanced" in lead and f"about {minutes} minutes" in lead
+    assert "not stored yet" in note and "--studies similarity-balanced" in note and f"about {minutes} minutes" in note
 
 
 # -- attention ------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """What a chapter says about the stored analysis it shows: where it is not stored at ``small``, that fact first, what
-the page shows instead, and the command that stores it with the GPU-minutes it takes (once stored, the lead is empty
+the page shows instead, and the command that stores it with the GPU-minutes it takes (once stored, the note is empty
 and the chapter reads it: its ``default_scale``); and which weights an analysis of a trained model read."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def gpu_minutes(small: Store, systems: Sequence[str]) -> int:
     return math.ceil(seconds / 60)
 
 
-def small_lead(analysis: str, what: str, systems: Sequence[str], root=None) -> str:
+def not_stored_note(analysis: str, what: str, systems: Sequence[str], root=None) -> str:
     """Markdown for the top of a page whose ``analysis`` (``what`` it measures) is not stored at small; "" once
     it is."""
     small = Store("small", root)

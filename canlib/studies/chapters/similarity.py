@@ -30,10 +30,10 @@ def at_layers(holds: np.ndarray) -> str:
     if k == 0:
         return "at no layer"
     ordinals = ("first", "second", "third", "fourth", "fifth", "sixth")
-    if n - k == 1 and n <= len(ordinals):
-        return f"at every layer but the {ordinals[int(np.flatnonzero(~holds)[0])]}"
     if k == 1 and n <= len(ordinals):
         return f"at the {ordinals[int(np.flatnonzero(holds)[0])]} layer only"
+    if n - k == 1 and n <= len(ordinals):
+        return f"at every layer but the {ordinals[int(np.flatnonzero(~holds)[0])]}"
     return f"at {k} of the {n} layers"
 
 
