@@ -154,12 +154,12 @@ CROWDED, BROKEN_CELL, GRAMMAR, WRAPPED_CODE = (
     "code line wrapped",
 )
 NOT_CHECKED_YET = {
-    "glance.html": {CROWDED, BROKEN_CELL},
-    "scorecard.html": {CROWDED, BROKEN_CELL},
+    "glance.html": {CROWDED, BROKEN_CELL, WRAPPED_CODE},
+    "scorecard.html": {CROWDED, BROKEN_CELL, WRAPPED_CODE},
     "results.html": {CROWDED, GRAMMAR, WRAPPED_CODE},
     "speed.html": {CROWDED, WRAPPED_CODE},
     "speed_history.html": {CROWDED, BROKEN_CELL, WRAPPED_CODE},
-    "beyond.html": {CROWDED, BROKEN_CELL},
+    "beyond.html": {CROWDED, BROKEN_CELL, WRAPPED_CODE},
     "training.html": {CROWDED, WRAPPED_CODE},
     "ablation.html": {CROWDED, GRAMMAR, WRAPPED_CODE},
     "context.html": {CROWDED, BROKEN_CELL, GRAMMAR, WRAPPED_CODE},
