@@ -1,6 +1,9 @@
 """Every page of the built book as a reader's browser shows it: headless Chromium loads each page, waits for
-MathJax to typeset it, and reports what a careful reader would call broken (a MathJax error, TeX left as text,
-NaN or Python values in the text, a traceback in an output, a table or code block wider than the text column).
+MathJax to typeset it, and reports what a careful reader would call broken: a MathJax error, TeX left as text,
+NaN or Python values in the text, a traceback in an output, a table or code block wider than the text column, an
+equation numbered twice (Sphinx's number beside the TeX \\tag), a glyph of a formula cut off by its box, a line of
+code wrapped, template grammar ("is holds"), a number or one-word cell broken across lines in a table, and a paragraph with more than
+five numbers (a table or a figure written out as prose).
 
 Used by ``tests/test_book.py`` on the book it builds, and by ``tests/test_book_browser.py`` on small pages made
 to hold each fault. The browser is Debian's ``chromium`` driven through its ``chromium-driver`` by Selenium (no
@@ -10,6 +13,7 @@ installs both with apt.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -30,6 +34,8 @@ CHROMIUM_FLAGS = (
 )
 WINDOW = (1280, 1000)  # a laptop's browser window: the book's text column is then about 680 px wide
 MATHJAX_TIMEOUT_S = 60
+MOST_NUMBERS = 5  # more numbers than this in one paragraph: a table or a figure written out as prose
+CROWDED = "paragraph with more than five numbers"
 
 # What the page reports, computed in the browser after MathJax is done. "Prose" is the text a reader reads:
 # paragraphs, list items, captions, admonitions, table cells and the Markdown a cell displays, without code (inline
@@ -108,6 +114,78 @@ for (const el of article.querySelectorAll('table, pre')) {
         `${Math.round(el.scrollWidth)} px in ${Math.round(right - box.left)} px: ` + el.innerText.split('\n')[0]);
   }
 }
+
+// 3b. a line of code that wraps (a cell's input or a listing written for the page; not printed output, and not a
+//     block marked `verbatim`: canlib's own source, whose lines run to 120 characters, or a command as the library
+//     prints it): a line longer than the block holds, measured in the block's own monospace characters
+for (const pre of article.querySelectorAll('div.highlight pre')) {
+  if (!pre.clientWidth || pre.closest('.cell_output, .verbatim')) continue;
+  const cs = getComputedStyle(pre);
+  if (!cs.whiteSpace.startsWith('pre-') && cs.whiteSpace !== 'break-spaces') continue;  // it scrolls: checked above
+  const ruler = document.createElement('span');  // ten characters that may not wrap, in the block's font
+  Object.assign(ruler.style, {whiteSpace: 'pre', display: 'inline-block', overflowWrap: 'normal'});
+  ruler.textContent = 'x'.repeat(10);
+  pre.appendChild(ruler);
+  const char = ruler.getBoundingClientRect().width / 10;
+  ruler.remove();
+  const room = pre.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+  const wide = pre.textContent.split('\n').filter((line) => line.length * char > room + 0.5);
+  if (wide.length) say('code line wrapped', where(pre), `${wide.length} line(s), e.g. ${wide[0].trim()}`);
+}
+
+// 4. an equation numbered twice: Sphinx numbers an amsmath block (span.eqno) that also carries a TeX \tag
+for (const m of article.querySelectorAll('div.math')) {
+  const tag = m.querySelector('mjx-labels, mjx-mlabeledtr');
+  const eqno = m.querySelector('span.eqno');
+  if (tag && eqno) say('equation numbered twice', where(m), `${eqno.textContent.replace('#', '').trim()} beside ${tag.textContent || 'a \\tag'}`);
+}
+
+// 5. a number, or a one-word cell (a task like "en-de"), broken across lines in a table
+const numberCell = /^[\s+\-−–±]*\d[\d\s.,:;+\-−–±%()x×/e]*$/;
+for (const cell of article.querySelectorAll('td, th')) {
+  const text = cell.innerText.trim();
+  if (!text || !(numberCell.test(text) || (!/\s/.test(text) && text.length > 1))) continue;
+  const range = document.createRange();
+  range.selectNodeContents(cell);
+  const tops = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+  if (tops.size > 1) say('number broken across lines in a table', where(cell), cell.innerText);
+}
+
+// the text a reader sees in an element: its words, its inline code, and each formula as its TeX without the
+// sub- and superscripts (the 1 of W_{v1} is a name, not a number); the cells' code and tables are not prose
+const texOf = new Map();
+if (window.MathJax && MathJax.startup && MathJax.startup.document) {
+  for (const item of MathJax.startup.document.math) if (item.typesetRoot) texOf.set(item.typesetRoot, item.math);
+}
+const unscripted = (tex) => {
+  let out = tex, before;
+  do { before = out; out = out.replace(/[_^](?:\{[^{}]*\}|\\[A-Za-z]+|[^\s{}\\])/g, ' '); } while (out !== before);
+  return out.replace(/\\[A-Za-z]+/g, ' ');
+};
+const seen = (el) => {
+  let out = '';
+  for (const n of el.childNodes) {
+    if (n.nodeType === 3) out += n.textContent;
+    else if (n.nodeType === 1 && n.matches('mjx-container')) out += ' ' + unscripted(texOf.get(n) || '') + ' ';
+    else if (n.nodeType === 1 && !n.matches('script, style, mjx-assistive-mml, a.headerlink, .headerlink')) out += seen(n);
+  }
+  return out;
+};
+
+// 6. template grammar: a verdict word glued after a verb ("is holds"), a word twice
+const grammar = /\b(?:is|are|was|were)\s+(?:holds|does not hold|fails|did not hold)\b|\b(is|the|a|an|of|to|and|in|on|for)\s+\1\b/i;
+// 7. paragraphs: every number a reader sees, none over MOST
+const numbers = /(?<![\p{L}\d_.\\])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\p{L}\d_.\\])\d+(?:\.\d+)?/gu;
+const paragraphs = [...article.querySelectorAll('p, li, figcaption, caption, dd')].filter((el) =>
+  !el.closest('pre, .cell_input, .highlight, table, .toctree-wrapper, nav') &&
+  !(el.matches('li, dd, figcaption') && el.querySelector('p, li')));
+for (const el of paragraphs) {
+  const text = seen(el).replace(/\s+/g, ' ').trim();
+  const g = text.match(grammar);
+  if (g) say('template grammar', where(el), `"${g[0]}": ${text}`);
+  const found = text.match(numbers) || [];
+  if (found.length > arguments[0]) say('paragraph with more than five numbers', where(el), `${found.length} numbers: ${text}`);
+}
 return faults;
 """
 
@@ -176,12 +254,64 @@ def browser(paths: tuple[str, str]) -> Iterator[object]:
             session.quit()
 
 
-def page_faults(session: object, page: Path) -> list[dict[str, str]]:
+# The displayed formulas whose box clips its content (a scroll box: overflow not visible), with where they are.
+CLIPPING_MATH = r"""
+const out = [];
+for (const c of document.querySelectorAll('article mjx-container[display="true"]')) {
+  const st = getComputedStyle(c);
+  if (st.overflowX === 'visible' && st.overflowY === 'visible') continue;
+  const section = c.closest('section');
+  const heading = section && section.querySelector('h1, h2, h3');
+  out.push({index: out.length, where: heading ? heading.textContent.replace('#', '').trim() : '(top)',
+            wide: c.scrollWidth > c.clientWidth + 1, tex: (c.getAttribute('aria-label') || c.textContent).slice(0, 80)});
+  c.setAttribute('data-clip-check', out.length - 1);
+}
+return out;
+"""
+SHOW_MATH = r"""
+const c = document.querySelector(`[data-clip-check="${arguments[0]}"]`);
+c.scrollIntoView({block: 'center'});
+const r = c.getBoundingClientRect();
+return [r.left, r.top, r.right, r.bottom];
+"""
+UNCLIP = 'document.querySelector(`[data-clip-check="${arguments[0]}"]`).style.overflow = arguments[1];'
+CLIP_MARGIN = 8  # px above and below a formula's box where its cut-off ink would show once unclipped
+
+
+def clipped_math(session: object) -> list[dict[str, str]]:
+    """Displayed formulas whose box cuts off part of a glyph: each is drawn as the page has it and again with its box
+    unclipped (``overflow: visible``); ink that appears only unclipped, just above or below the box, was cut off.
+    (A glyph can reach past the box MathJax computes for it: the TeX fonts' heights are not their inks'.)"""
+    from PIL import Image, ImageChops
+
+    faults = []
+    for math in session.execute_script(CLIPPING_MATH):
+        if math["wide"]:
+            faults.append({"kind": "formula wider than the column", "where": math["where"], "text": math["tex"]})
+            continue
+        left, top, right, bottom = session.execute_script(SHOW_MATH, math["index"])
+        if right - left < 1 or bottom - top < 1:
+            continue  # not shown (a closed drop-down)
+        ratio = session.execute_script("return window.devicePixelRatio") or 1
+        region = [round(v * ratio) for v in (left, top - CLIP_MARGIN, right, bottom + CLIP_MARGIN)]
+        shots = []
+        for overflow in ("", "visible"):
+            session.execute_script(UNCLIP, math["index"], overflow)
+            shots.append(Image.open(io.BytesIO(session.get_screenshot_as_png())).convert("L").crop(region))
+        session.execute_script(UNCLIP, math["index"], "")
+        diff = ImageChops.difference(*shots).point(lambda v: 255 if v > 60 else 0)
+        if diff.getbbox():
+            faults.append({"kind": "glyph cut off by its box", "where": math["where"], "text": math["tex"]})
+    return faults
+
+
+def page_faults(session: object, page: Path, most_numbers: int = MOST_NUMBERS) -> list[dict[str, str]]:
     """Load ``page`` (an HTML file), wait for MathJax and return its faults: {kind, where, text} each."""
     session.get(page.resolve().as_uri())
     state = session.execute_async_script(WAIT_FOR_MATHJAX)
     faults = [] if state in ("typeset", "no MathJax") else [{"kind": "MathJax error", "where": "(page)", "text": state}]
-    return faults + session.execute_script(FIND_FAULTS)
+    faults += clipped_math(session)  # as the page opens, before a drop-down moves what follows it
+    return faults + session.execute_script(FIND_FAULTS, most_numbers)  # opens every drop-down, as a reader may
 
 
 def book_faults(session: object, pages: list[Path]) -> dict[str, list[dict[str, str]]]:

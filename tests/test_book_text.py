@@ -61,10 +61,13 @@ def test_the_speedups_the_introduction_quotes_are_the_papers_maxima_not_means():
 
 
 def test_the_fig2_diagonal_quoted_in_the_derivation_matches_the_paper():
+    """compress says the paper's own Fig. 2 diagonal is below 0.9 at its first two layers: true of the paper's
+    numbers, and not of any later layer (else it would say more layers)."""
     diagonal = [row[i] for i, row in enumerate(paper_numbers()["fig2_similarity"]["self_vs_cross"])]
-    text = (REPO / "book" / "compress.md").read_text()
-    assert f"gives {diagonal[0]:.2f} and {diagonal[1]:.2f} for layers 1-2" in text
-    assert f"and {min(diagonal[2:]):.2f}-{max(diagonal[2:]):.2f} for layers 3-6" in text
+    text = " ".join((REPO / "book" / "compress.md").read_text().split())
+    below = sum(value < 0.9 for value in diagonal)
+    assert below == 2 and all(value < 0.9 for value in diagonal[:2])
+    assert "the paper's diagonal is below 0.9 at its first two layers" in text
     assert "above 0.9 between the two" not in text
 
 

@@ -119,12 +119,26 @@ def test_similarity_values_are_the_stored_diagonals_and_the_gap_the_papers_argum
     assert v["normalized_gap"] == pytest.approx(statistics.mean(a - b for a, b in zip(n_left, n_right)), abs=1e-12)
 
 
-def test_the_similarity_chapter_says_balanced_at_small_is_not_stored_yet_while_it_is_not():
-    """similarity.md's Balanced paragraph is written for a small study that is not stored: when it is, rewrite it."""
-    stored = (SMALL / "similarity-balanced.json").exists()
-    assert similarity.values(small())["balanced_small"] == ("stored" if stored else "not stored yet")
-    assert not stored, "similarity-balanced.json is stored now: rewrite similarity.md's 'Balanced's two layers' text"
-    assert similarity.values(small())["balanced_layers"] == 2
+def test_the_similarity_chapter_reads_balanced_at_small_once_stored_and_leads_with_the_command_before(tmp_path):
+    """similarity.md's Balanced section reads the stored small study (its words from its numbers); where that study
+    is missing it leads with the fact, the command that stores it and its GPU-minutes instead."""
+    from canlib.studies.chapters.analysis_notes import not_stored_note
+
+    assert (SMALL / "similarity-balanced.json").exists() and similarity.stored("balanced", small())
+    assert not_stored_note("similarity-balanced", "measurement", ["balanced"], RESULTS) == ""
+    balanced = raw(SMALL / "similarity-balanced.json")["result"]["residual"]
+    left, right = diagonal(balanced["self_vs_cross"]), diagonal(balanced["cross_vs_ffn"])
+    text = similarity.balanced_findings({"residual": balanced}, 0.8)
+    assert f"{min(left):.2f} to {max(left):.2f}" in text
+    above = [a > b for a, b in zip(left, right)]
+    assert ("premise holds" in text) == all(above) and ("fails there" in text) == (not all(above))
+    assert similarity.values(small())["balanced_layers"] == len(left) == 2
+    # a results folder without the study: the note names it, the command and the minutes of Balanced's stored run
+    (tmp_path / "small" / "runs").mkdir(parents=True)
+    (tmp_path / "small" / "runs" / "multi30k-en-de").symlink_to(RUNS)
+    note = not_stored_note("similarity-balanced", "measurement", ["balanced"], tmp_path)
+    minutes = math.ceil((60 + raw(RUNS / "balanced-seed1.json")["result"]["training"]["wall_s"]) / 60)
+    assert "not stored yet" in note and "--studies similarity-balanced" in note and f"about {minutes} minutes" in note
 
 
 # -- attention ------------------------------------------------------------------------------------

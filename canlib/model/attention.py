@@ -167,10 +167,11 @@ def joint_attention(
 ) -> Tensor:
     """ONE softmax per head over [target prefix ; source] (paper Eq. 11), then A [V_x ; V_h].
 
-    The keys are never concatenated: the two score blocks are joined (they are small),
-    normalised together, split again and each multiplies its own values. This is the
-    same function as softmax over concatenated keys, but lets the source keys/values
-    stay shared across the beam.
+    Teacher forcing with one row per sentence (``blocked`` given, beam 1) concatenates the keys
+    and values of both blocks and makes one fused attention call. Otherwise the two score blocks
+    are computed apart, joined for one softmax, split again, and each multiplies its own values:
+    the same function, with each sentence's source keys and values kept once and shared by its
+    beam rows (a decode step passes ``blocked=None``).
     """
     if blocked is not None and memory.beam == 1:  # teacher forcing: one fused kernel over the joined keys
         length, src_len = q.size(2), source["k"].size(2)

@@ -1,6 +1,7 @@
-"""A trained standard decoder turned into the paper's CAN form (:func:`standard_to_can`), the paper's approximations
-measured on a trained decoder (:func:`layer_approximations`), and a CAN layer written from scratch
-(:class:`ScratchCAN`), all built on the derivation's steps in :mod:`canlib.model.compress`.
+"""A trained standard decoder turned into the paper's CAN form (:func:`standard_to_can`) and the paper's
+approximations measured on a trained decoder (:func:`layer_approximations`), both built on the derivation's steps
+in :mod:`canlib.model.compress`. (The book's compression chapter writes a CAN layer from scratch in its own cells and
+checks it against :class:`~canlib.model.layers.CANDecoderLayer`.)
 """
 
 from __future__ import annotations
@@ -47,9 +48,9 @@ ValueScale = float | tuple[float, float]
 def alpha_value_scale(alpha: float) -> tuple[float, float]:
     """Per-block value scales (1/alpha, 1/(1 - alpha)) that undo one softmax for a constant target share alpha.
 
-    One softmax gives the prefix block alpha and the source block 1 - alpha of each row's mass
-    (``self_share``); with alpha the same for every query, scaling the prefix values by 1/alpha and
-    the source values by 1/(1 - alpha) restores the two-softmax sum exactly. alpha = 1/2 gives (2, 2).
+    One softmax gives the prefix block a share alpha of each row's mass and the source block the rest
+    (``self_share``). Where alpha is the same for every query, these scales restore the two-softmax sum
+    exactly; a half gives the converter's default, both blocks doubled.
     """
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha_value_scale: alpha={alpha!r} must lie strictly between 0 and 1")
@@ -61,12 +62,16 @@ def fill_can_layer(
 ) -> None:
     """Write the paper's CAN form of ``layer`` into ``can`` (x_proj = [Wq | Wk1 | W~v1 | W1], h_proj = [Wk2 | W~v2]).
 
-    Assumptions, in order: X' := X (Eq. 6); the attention residual S + C is dropped and
-    the FFN reads LN_f(X) + S + C; one d/h-wide query per head (``query``, Eq. 9); one
-    softmax with values times ``value_scale`` (Eq. 11; exact when the self and cross
-    partitions are equal and value_scale = 2); heads split ``W~v = Wv Wo W1`` into 4d/h
-    slices (Eq. 13; exact when all heads attend alike). CAN's LayerNorm becomes plain n(x):
-    the three original LayerNorm gains and biases are folded into the projections.
+    The assumptions, in order:
+
+    * X' := X (Eq. 6);
+    * the attention residual S + C is dropped, and the FFN reads LN_f(X) + S + C;
+    * one d/h-wide query per head (``query``, Eq. 9);
+    * one softmax with the values times ``value_scale`` (Eq. 11; exact where the self and cross partitions are
+      equal and the scale doubles them);
+    * heads split ``W~v = Wv Wo W1`` into 4d/h-wide slices (Eq. 13; exact when all heads attend alike).
+
+    CAN's LayerNorm becomes plain n(x): the original LayerNorms' gains and biases are folded into the projections.
     ``value_scale`` may be a (prefix, source) pair, e.g. ``alpha_value_scale(measured mean alpha)``.
     """
     scales = (value_scale, value_scale) if isinstance(value_scale, (int, float)) else tuple(value_scale)
@@ -197,55 +202,3 @@ def layer_approximations(model: Seq2Seq, pairs: list[tuple[list[int], list[int]]
             }
         )
     return out
-
-
-# ---------------------------------------------------------------------------
-# CAN from scratch: Eqs. 11 and 13 in plain PyTorch, as a reader would write them
-
-
-class ScratchCAN(nn.Module):
-    """A CAN decoder layer written from Eqs. 11 and 13 alone, in plain PyTorch (teacher-forced, no dropout)."""
-
-    def __init__(self, d: int, heads: int, ffn: int) -> None:
-        super().__init__()
-        self.h, self.f = heads, ffn
-        self.norm = nn.LayerNorm(d)
-        self.wq, self.wk1, self.wk2 = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
-        self.wv1, self.wv2 = nn.Linear(d, ffn), nn.Linear(d, ffn)  # the merged values W~v = Wv Wo W1: 4d wide
-        self.w1, self.w2 = nn.Linear(d, ffn), nn.Linear(ffn, d)
-
-    def split(self, t: Tensor) -> Tensor:  # (B, n, width) -> (B, heads, n, width / heads)
-        return t.view(t.size(0), t.size(1), self.h, -1).transpose(1, 2)
-
-    def forward(self, x: Tensor, H: Tensor, pad: Tensor) -> Tensor:
-        """x (B, t, d) the target prefix, H (B, s, d) the encoder output, pad (B, s) True at source padding."""
-        B, t, _ = x.shape
-        z = self.norm(x)  # one LayerNorm for the whole layer
-        q = self.split(self.wq(z))  # (B, h, t, d/h): one query for both attentions
-        k = torch.cat([self.split(self.wk1(z)), self.split(self.wk2(H))], dim=2)  # (B, h, t + s, d/h)
-        v = torch.cat([self.split(self.wv1(z)), self.split(self.wv2(H))], dim=2)  # (B, h, t + s, 4d/h)
-        scores = q @ k.transpose(-1, -2) / q.size(-1) ** 0.5  # (B, h, t, t + s)
-        future = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
-        blocked = torch.cat([future.expand(B, t, t), pad[:, None, :].expand(B, t, -1)], dim=-1)
-        A = scores.masked_fill(blocked[:, None], float("-inf")).softmax(dim=-1)  # Eq. 11: ONE softmax per row
-        mixed = (A @ v).transpose(1, 2).reshape(B, t, self.f)  # A [z W~v1 ; H W~v2], heads side by side: (B, t, 4d)
-        return x + self.w2(torch.relu(self.w1(z) + mixed))  # Eq. 13, inside one residual
-
-
-def scratch_from(layer: CANDecoderLayer) -> ScratchCAN:
-    """A :class:`ScratchCAN` holding ``layer``'s weights: its fused ``x_proj`` = [Wq | Wk1 | W~v1 | W1] and
-    ``h_proj`` = [Wk2 | W~v2] cut back into the separate maps of the equations (nn.Linear stores W^T: rows)."""
-    d, f = layer.d, layer.f
-    scratch = ScratchCAN(d, layer.heads, f).to(layer.ffn.w2.weight)
-    with torch.no_grad():
-        scratch.norm.load_state_dict(layer.norm.state_dict())
-        scratch.w2.load_state_dict(layer.ffn.w2.state_dict())
-        for fused, maps in (
-            (layer.x_proj, (scratch.wq, scratch.wk1, scratch.wv1, scratch.w1)),
-            (layer.h_proj, (scratch.wk2, scratch.wv2)),
-        ):
-            rows = [m.out_features for m in maps]
-            for m, weight, bias in zip(maps, fused.weight.split(rows), fused.bias.split(rows)):
-                m.weight.copy_(weight)
-                m.bias.copy_(bias)
-    return scratch.train(layer.training)

@@ -286,7 +286,7 @@ class CANDecoderLayer(DecoderLayer):
 
     Paper Eq. 11 (the single softmax) and Eq. 13 (the merged FFN), with z = LayerNorm(x)::
 
-        A = SoftMax(z Wq [z Wk1 ; H Wk2]^T / sqrt(d/h))      one softmax per head
+        A = SoftMax(z Wq [z Wk1 ; H Wk2]^T / sqrt(d/h))  (per head)
         y = x + ReLU(z W1 + A [z W~v1 ; H W~v2] + b1) W2 + b2
 
     Decisions the paper leaves open, made here (and derived in the book):

@@ -3,12 +3,12 @@
 ``Seq2Seq.forward`` is the teacher-forced pass used for training. Search and
 benchmarks use the incremental API instead::
 
-    memory = model.encode(src)                        # once per batch of sentences
+    memory = model.encode(src)  # once per batch of sentences
     cache = model.init_cache(memory, beam=4, max_len=T)
     for t in range(T):
-        logp = model.decode_step(tokens, cache)       # (sentences*beam, vocab)
+        logp = model.decode_step(tokens, cache)  # (sentences*beam, vocab)
         ...
-        model.reorder_cache(cache, index)             # after pruning beams
+        model.reorder_cache(cache, index)  # after pruning beams
 
 Both paths run the same layer code and give the same log-probabilities (tests pin
 this to 1e-5), the way fairseq keeps its incremental state honest.

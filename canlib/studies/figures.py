@@ -9,6 +9,7 @@ the standard layer, one of each in CAN.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -200,3 +201,167 @@ def decoder_layers_figure(figsize: tuple[float, float] = (11.0, 8.5)) -> Figure:
 def count_blocks(ax: Axes, gid: str) -> int:
     """How many drawn blocks of one kind a panel holds (for tests, and for a reader's own figures)."""
     return sum(1 for p in ax.patches if p.get_gid() == gid)
+
+
+# ---------------------------------------------------------------------------
+# The three ideas of the paper's chain (Eqs. 7-13), drawn from the tensors a chapter computes
+
+PREFIX, SOURCE = "#3b75af", "#e08a2c"  # the target prefix's columns and the source's, in every picture below
+
+
+def _mass_bars(ax: Axes, prefix: list[float], source: list[float], limit: float) -> None:
+    """One horizontal bar per query row: the mass on the prefix block, then the mass on the source block."""
+    rows = range(len(prefix))
+    ax.barh(rows, prefix, color=PREFIX, height=0.6, gid="prefix-mass")
+    ax.barh(rows, source, left=prefix, color=SOURCE, height=0.6, gid="source-mass")
+    for r, (a, b) in enumerate(zip(prefix, source)):
+        ax.text(a + b + 0.04 * limit, r, f"{a + b:.0f}", va="center", fontsize=10)
+    ax.set_xlim(0, limit * 1.25)
+    ax.set_ylim(len(prefix) - 0.5, -0.5)
+    ax.set_yticks([])
+    ax.set_xticks(range(int(limit) + 1))
+    ax.tick_params(labelsize=10)
+    ax.set_xlabel("row mass: prefix, source", fontsize=10)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+
+
+def joint_softmax_figure(two: Any, one: Any, prefix: int) -> Figure:
+    """Eq. 10 beside Eq. 11 on the same scores: each a t x (t + s) map (prefix columns, a white line, source
+    columns) and, per query row, the mass each block holds. Two softmaxes give each block a unit of its own (rows sum
+    to 2); one softmax shares a single unit, alpha on the prefix and 1 - alpha on the source."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    maps = [np.asarray(m, dtype=float) for m in (two, one)]
+    t, width = maps[0].shape
+    fig, axes = plt.subplots(
+        2, 2, figsize=(7.5, 4.8), gridspec_kw={"width_ratios": [width, 2.6], "wspace": 0.08, "hspace": 0.55}
+    )
+    titles = ("Eq. 10: two softmaxes, each block a unit of its own", "Eq. 11: one softmax over [X ; H], one unit")
+    keys = [f"x{j + 1}" for j in range(prefix)] + [f"h{j + 1}" for j in range(width - prefix)]
+    for k, (values, title) in enumerate(zip(maps, titles)):
+        ax, bars = axes[k]
+        ax.imshow(values, cmap="Greys", vmin=0.0, vmax=1.0, aspect="equal")
+        for r in range(t):
+            for c in range(width):
+                shade = "white" if values[r, c] > 0.55 else "black"
+                ax.text(c, r, f"{values[r, c]:.2f}", ha="center", va="center", fontsize=9, color=shade)
+        ax.axvline(prefix - 0.5, color="white", linewidth=3)
+        ax.axvline(prefix - 0.5, color="#555555", linewidth=0.8)
+        ax.set_xticks(range(width), keys, fontsize=10)
+        for label, color in zip(ax.get_xticklabels(), [PREFIX] * prefix + [SOURCE] * (width - prefix)):
+            label.set_color(color)
+        ax.set_yticks(range(t), [f"query {r + 1}" for r in range(t)], fontsize=10)
+        ax.set_title(title, fontsize=10.5, loc="left")
+        _mass_bars(bars, list(values[:, :prefix].sum(1)), list(values[:, prefix:].sum(1)), 2.0)
+    return fig
+
+
+def _matrix(ax: Axes, x: float, y: float, rows: float, cols: float, label: str, color: str, gid: str, **kw) -> None:
+    """A matrix drawn to scale (``rows`` high, ``cols`` wide, in data units), its name inside, its shape below."""
+    ax.add_patch(Rectangle((x, y - rows), cols, rows, facecolor=color, edgecolor="#333333", gid=gid, **kw))
+    ax.text(x + cols / 2, y - rows / 2, label, ha="center", va="center", fontsize=10)
+
+
+def absorbed_values_figure() -> Figure:
+    """Eq. 12 to Eq. 13 as shapes, drawn to scale for d = 2 units: the attention mixes the d-wide values, and W1
+    (d x 4d) multiplies the result; by associativity W1 moves into the value maps, W~v = Wv W1 (d x 4d; canlib's
+    output map Wo sits between them, dashed), so the attention mixes 4d-wide values and nothing waits after it."""
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 4.6))
+    d, t, s = 1.0, 1.2, 1.6  # drawn sizes: the width d, the prefix and source lengths
+    rows = t + s
+    for ax in (top, bottom):
+        ax.set_xlim(-0.2, 17.5)
+        ax.set_ylim(-0.6, rows + 0.9)
+        ax.set_aspect("equal")
+        ax.axis("off")
+
+    def values(ax: Axes, x: float, width: float, tilde: str) -> float:
+        """[X W ; H W] stacked: the prefix rows above the source rows."""
+        _matrix(ax, x, rows, t, width, rf"$X{tilde}_{{v1}}$", PREFIX + "55", "values")
+        _matrix(ax, x, s, s, width, rf"$H{tilde}_{{v2}}$", SOURCE + "55", "values")
+        return x + width
+
+    # Eq. 12: A [X Wv1 ; H Wv2] W1 -- the product with W1 waits for the attention
+    top.set_title(
+        r"Eq. 12: $A\,[XW_{v1} ; HW_{v2}]\,W_1$: the attention mixes $d$-wide values, then $W_1$", fontsize=10
+    )
+    _matrix(top, 0, rows, t, rows, "$A$", "#dddddd", "attention")
+    top.text(rows + 0.25, rows / 2, r"$\times$", fontsize=12, va="center")
+    end = values(top, rows + 0.8, d, "W")
+    top.text(end + 0.25, rows / 2, r"$\times$", fontsize=12, va="center")
+    _matrix(top, end + 0.8, rows / 2 + d / 2, d, 4 * d, "$W_1$", "#bcdcf0", "w1")
+    top.text(end + 0.8 + 2 * d, rows / 2 - d / 2 - 0.45, r"$d \times 4d$", ha="center", fontsize=10)
+    top.text(end + 1.2 + 4 * d, rows / 2, r"$=\ t \times 4d$", fontsize=10, va="center")
+    # Eq. 13: W~v = Wv (Wo) W1 first, once; the attention then mixes 4d-wide values
+    bottom.set_title(
+        r"Eq. 13: $\widetilde W_v = W_v\,W_1$ (canlib: $W_v W_o W_1$) first, once: $A\,[X\widetilde W_{v1} ; "
+        r"H\widetilde W_{v2}]$",
+        fontsize=10,
+    )
+    _matrix(bottom, 0, rows, t, rows, "$A$", "#dddddd", "attention")
+    bottom.text(rows + 0.25, rows / 2, r"$\times$", fontsize=12, va="center")
+    end = values(bottom, rows + 0.8, 4 * d, r"\widetilde W")
+    bottom.text(end + 0.3, rows / 2, "where", fontsize=10, va="center")
+    x = end + 1.4
+    y = rows / 2 + d / 2
+    _matrix(bottom, x, y, d, d, "$W_v$", "#d8ecd0", "wv")
+    _matrix(bottom, x + d + 0.3, y, d, d, "$W_o$", "#ffffff", "wo", linestyle="--")
+    _matrix(bottom, x + 2 * d + 0.6, y, d, 4 * d, "$W_1$", "#bcdcf0", "w1")
+    bottom.text(x + 6 * d + 0.75, y - d / 2, r"$= \widetilde W_v$", fontsize=10, va="center")
+    bottom.text(x + d + 0.3 + d / 2, y - d - 0.45, "canlib only", ha="center", fontsize=9, color="#555555")
+    fig.tight_layout()
+    return fig
+
+
+def ffn_entry_figure() -> Figure:
+    """Where the attention meets the FFN. Left, Eq. 12: the attention's output is added to X and the sum passes
+    W1, so W1 waits for the attention. Right, Eq. 13: X W1 is computed beside the query, keys and values, and the
+    4d-wide attention output joins it inside the ReLU: nothing of the FFN but ReLU and W2 follows the attention."""
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(7.5, 4.6))
+    for ax, title in ((left, "Eq. 12: W1 after the attention"), (right, "Eq. 13: the attention inside the ReLU")):
+        ax.set_xlim(0, 10)
+        ax.set_ylim(0, 11.4)
+        ax.set_aspect("equal")
+        ax.axis("off")
+        ax.set_title(title, fontsize=10)
+    # Eq. 12
+    left.text(5, 0.3, r"$X$ ($t \times d$), $H$", ha="center", fontsize=9)
+    _arrow(left, (5, 0.7), (5, 1.4))
+    _box(left, Block(5, 1.9, r"$A\,[XW_{v1} ; HW_{v2}]$: $t \times d$", "attention", w=5.0, h=0.8))
+    _arrow(left, (5, 2.35), (5, 3.2))
+    _box(left, Block(5, 3.6, r"$X + \cdot$", "io", w=2.2, h=0.7))
+    _arrow(left, (5, 3.95), (5, 4.8))
+    _box(left, Block(5, 5.3, r"$\cdot\, W_1 + b_1$: $t \times 4d$" + "\nwaits for the attention", "ffn", w=5.0, h=1.0))
+    _arrow(left, (5, 5.85), (5, 6.9))
+    _box(left, Block(5, 7.3, "ReLU", "ffn", w=2.2, h=0.7))
+    _arrow(left, (5, 7.65), (5, 8.5))
+    _box(left, Block(5, 8.9, r"$\cdot\, W_2 + b_2$", "ffn", w=2.6, h=0.7))
+    _arrow(left, (5, 9.25), (5, 10.0))
+    left.text(5, 10.3, r"$Y_f$ ($t \times d$)", ha="center", fontsize=9)
+    # Eq. 13
+    right.text(5, 0.3, r"$X$ ($t \times d$), $H$", ha="center", fontsize=9)
+    _arrow(right, (3.2, 0.7), (3.2, 1.4))
+    _arrow(right, (7.6, 0.7), (7.6, 1.4))
+    mixed = r"$A\,[X\widetilde W_{v1} ; H\widetilde W_{v2}]$" + "\n" + r"$t \times 4d$"
+    _box(right, Block(3.2, 1.9, mixed, "attention", w=4.6, h=1.0))
+    _box(right, Block(7.6, 1.9, r"$XW_1 + b_1$" + "\n" + r"$t \times 4d$", "product", w=2.6, h=1.0))
+    ax = right
+    ax.add_patch(Circle((5, 4.6), 0.3, facecolor="white", edgecolor="#333333", linewidth=1.0, gid="sum"))
+    ax.text(5, 4.6, "+", ha="center", va="center", fontsize=11)
+    _arrow(right, (3.2, 2.45), (4.75, 4.4))
+    _arrow(right, (7.6, 2.45), (5.25, 4.4))
+    right.text(4.75, 5.9, "side by side:\none product of X", ha="right", fontsize=9, color="#2a7a2a")
+    _arrow(right, (5, 4.9), (5, 6.9))
+    _box(right, Block(5, 7.3, "ReLU", "ffn", w=2.2, h=0.7))
+    _arrow(right, (5, 7.65), (5, 8.5))
+    _box(right, Block(5, 8.9, r"$\cdot\, W_2 + b_2$", "ffn", w=2.6, h=0.7))
+    _arrow(right, (5, 9.25), (5, 10.0))
+    right.text(5, 10.3, r"$Y_f$ ($t \times d$)", ha="center", fontsize=9)
+    fig.tight_layout()
+    return fig

@@ -1,5 +1,5 @@
 """The tables and the figure of the results, ablation and depths chapters, built from the stored runs of a
-:class:`~canlib.studies.store.Store`.
+:class:`~canlib.studies.store.Store`, and :func:`reading_table`, the form every chapter's table takes on the page.
 
 Each table keeps to the columns one claim needs (a system's seeds, its BLEU with the seed spread, its
 difference to Balanced, the paper's); the tests compare each table with the raw files.
@@ -8,13 +8,72 @@ difference to Balanced, the paper's); the tests compare each table with the raw 
 from __future__ import annotations
 
 import math
+import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from canlib.model.config import LABELS
 from canlib.studies.gpu_results import ratio_range
 from canlib.studies.store import Store
 from canlib.studies.verdict import split_name
+
+# a cell that reads as a number: digits with signs, decimals, thousands, percent, ranges, ratios and spreads
+NUMBER_CELL = re.compile(r"^[\s+\-−–±]*\d[\d\s.,:;+\-−–±%()x×/e]*$")
+NUMBER_STYLE = "white-space: nowrap; text-align: right; font-variant-numeric: tabular-nums;"
+WORD_STYLE = "white-space: nowrap; text-align: left;"  # one token (a task, a code name): never cut at its hyphen
+TEXT_STYLE = "text-align: left;"
+CAPTION_STYLE = "caption-side: top; text-align: left; color: inherit; font-size: 1em; padding: 0 0 0.3em 0;"
+
+
+def reads_as_number(text: str) -> bool:
+    """Whether a cell's text is a number a reader reads as one: "+0.54 (+1.5%)", "28.40 ± 0.31", "12/2", "1,200"."""
+    return bool(NUMBER_CELL.match(text.strip()))
+
+
+def reading_table(
+    frame: Any,
+    caption: str | None = None,
+    formats: Mapping[str, str | Callable[[Any], str]] | str | Callable[[Any], str] | None = None,
+    precision: int = 2,
+):
+    """A chapter's table as the page shows it (a pandas Styler): one header row (a meaningful index becomes the first
+    column, a default one is dropped), numbers right-aligned in even-width figures under right-aligned headers and
+    never broken across lines, one-word cells (a task like "en-de") never broken at a hyphen, text left-aligned, and
+    a caption above. ``formats`` is what ``Styler.format`` takes; other floats get ``precision`` decimals."""
+    import pandas as pd
+
+    default = isinstance(frame.index, pd.RangeIndex) and frame.index.name is None
+    frame = frame.reset_index(drop=default)
+    styler = frame.style.hide(axis="index").format(precision=precision, thousands=",", escape="html")
+    styler = styler.format_index(escape="html", axis=1)
+    if formats is not None:
+        styler = styler.format(formats, precision=precision, thousands=",", escape="html")
+    styles = {}
+    for column in frame.columns:
+        values = frame[column].dropna()
+        cells = [str(v) for v in values if str(v).strip()]
+        if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
+            styles[column] = NUMBER_STYLE
+        elif any(reads_as_number(v) for v in cells) and all(reads_as_number(v) or len(v.split()) <= 2 for v in cells):
+            styles[column] = NUMBER_STYLE  # numbers, with a word or two where a number is missing ("too few")
+        elif cells and all(len(v.split()) == 1 for v in cells):
+            styles[column] = WORD_STYLE
+        else:
+            styles[column] = TEXT_STYLE
+    rules = []
+    for i, column in enumerate(frame.columns):  # the cells keep their lines; a header may wrap between its words
+        align = "right" if styles[column] == NUMBER_STYLE else "left"
+        rules += [
+            {"selector": f"td.col{i}", "props": styles[column]},
+            {"selector": f"th.col{i}", "props": f"text-align: {align}; vertical-align: bottom;"},
+        ]
+    styler = styler.set_table_styles(rules, overwrite=False)
+    if caption:
+        styler = styler.set_caption(caption).set_table_styles(
+            [{"selector": "caption", "props": CAPTION_STYLE}], overwrite=False
+        )
+    return styler
 
 
 def seed_cell(values: Sequence[float]) -> str:

@@ -1,11 +1,14 @@
 """TrainConfig: the optimisation and run settings, defaulting to the paper's recipe.
 
-The paper's Experimental Setup states: an inverse-square-root schedule with 8000 warm-up
-updates to a peak of 7e-4, 4096 tokens per GPU on 8 GPUs (``update_freq`` accumulates
-gradients to reach the same 8x4096 on fewer devices), mixed precision, training until the
-model stops improving on the validation set, and the average of the last 5 epochs'
-parameters. Adam(0.9, 0.98, eps 1e-8) and label smoothing 0.1 are fairseq's Transformer
-recipe (the paper's codebase); the paper does not state them.
+The paper's Experimental Setup states:
+
+* an inverse-square-root schedule with 8000 warm-up updates to a peak of 7e-4;
+* 4096 tokens per GPU on 8 GPUs (``update_freq`` accumulates gradients to reach the same 8x4096 on fewer devices);
+* mixed precision, and training until the model stops improving on the validation set;
+* the average of the last 5 epochs' parameters.
+
+Adam(0.9, 0.98, eps 1e-8) and label smoothing 0.1 are fairseq's Transformer recipe (the paper's codebase); the
+paper does not state them.
 """
 
 from __future__ import annotations

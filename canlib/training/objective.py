@@ -22,7 +22,8 @@ non-padding targets. Three ways to compute it give the same numbers:
 With label smoothing eps over V classes, per target token t with logits z and z_t the target's::
 
     nll = logsumexp(z) - z_t
-    loss = (1 - eps) * nll + eps / V * sum_v (logsumexp(z) - z_v) = logsumexp(z) - (1 - eps) * z_t - eps / V * sum_v z_v
+    loss = (1 - eps) * nll + eps / V * sum_v (logsumexp(z) - z_v)
+         = logsumexp(z) - (1 - eps) * z_t - eps / V * sum_v z_v
     d loss / d z_v = softmax(z)_v - (1 - eps) * [v = t] - eps / V
 """
 

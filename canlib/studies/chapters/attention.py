@@ -10,6 +10,7 @@ import numpy as np
 from canlib.studies.analyses import attention_study, gate_shares
 from canlib.studies.claims import DECISIVE, NEAR, marks
 from canlib.studies.store import Store
+from canlib.studies.tables import reading_table
 
 THRESHOLD = NEAR  # alpha below this or above 1 - this: the head reads (almost) one side only
 MIDDLE = (0.4, 0.6)  # alpha in this band: the head mixes both sides
@@ -56,5 +57,42 @@ def values(store: Store) -> dict[str, Any]:
         alpha = np.array(alpha, dtype=float)
         out |= {f"layer{i}_first": float(alpha[0]), f"layer{i}_above_uniform": int((alpha[keep] > uniform[keep]).sum())}
     above = [out[f"layer{i}_above_uniform"] for i in range(1, len(pos["alpha"]) + 1)]
-    out |= {"above_uniform_min": min(above), "above_uniform_max": max(above)}
+    first = [out[f"layer{i}_first"] for i in range(1, len(pos["alpha"]) + 1)]
+    out |= {
+        "above_uniform_min": min(above),
+        "above_uniform_max": max(above),
+        "first_words": in_order(f"{a:.3f}" for a in first),
+        "above_words": in_order(str(a) for a in above),
+    }
     return out
+
+
+def in_order(items) -> str:
+    """Per-layer values in the layers' order, in words: "0.732 and 0.035 (the first layer, then the second)"."""
+    items = list(items)
+    ordinals = ("first", "second", "third", "fourth", "fifth", "sixth")
+    if len(items) == 1:
+        return items[0]
+    named = ", then the ".join(ordinals[: len(items)]) if len(items) <= len(ordinals) else "in order"
+    return (
+        f"{', '.join(items[:-1])} and {items[-1]} ({'in order' if named == 'in order' else 'the ' + named + ' layer'})"
+    )
+
+
+def gate_table(store: Store):
+    """Per CAN layer: the share of alpha values near either end and in the middle band, and the mean alpha."""
+    import pandas as pd
+
+    v = values(store)
+    rows = [
+        {
+            "layer": i,
+            f"alpha below {THRESHOLD:g} or above {1 - THRESHOLD:g}": v[f"layer{i}_extreme_share"],
+            f"alpha from {MIDDLE[0]:g} to {MIDDLE[1]:g}": v[f"layer{i}_middle_share"],
+            "mean alpha": v[f"layer{i}_mean"],
+        }
+        for i in range(1, v["layers"] + 1)
+    ]
+    frame = pd.DataFrame(rows)
+    shares = {c: "{:.0%}" for c in frame.columns[1:3]}
+    return reading_table(frame, "How decisive CAN's gate is, per layer", formats=shares | {"mean alpha": "{:.2f}"})

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from canlib.studies.tables import reading_table
+
 STAGE_COLUMNS = {
     "eq": "Eq.",
     "exact": "exact?",
@@ -30,7 +32,7 @@ def step_table(rows: list[dict[str, Any]]):
     )
     frame["exact?"] = frame["exact?"].map({True: "yes", False: "no"})
     numbers = {label: _sig for key, label in STAGE_COLUMNS.items() if key not in ("eq", "exact")}
-    return frame.style.hide(axis="index").format(numbers)
+    return reading_table(frame, formats=numbers)
 
 
 def layer_table(result: dict[str, Any], paper_fig2: list[list[float]]):
@@ -56,7 +58,7 @@ def layer_table(result: dict[str, Any], paper_fig2: list[list[float]]):
             **{f"layer {i}": _sig(paper_fig2[i - 1][i - 1], 3) for i in range(1, len(result["layers"]) + 1)},
         }
     )
-    return pd.DataFrame(rows).style.hide(axis="index")
+    return reading_table(pd.DataFrame(rows))
 
 
 def stage_table(result: dict[str, Any]):
@@ -73,7 +75,7 @@ def stage_table(result: dict[str, Any]):
             row[f"layer {i}: vs standard"] = layer["steps"][j]["rel_vs_standard"]
         rows.append(row)
     frame = pd.DataFrame(rows)
-    return frame.style.hide(axis="index").format({c: _sig for c in frame.columns[2:]})
+    return reading_table(frame, formats={c: _sig for c in frame.columns[2:]})
 
 
 def conversion_table(result: dict[str, Any]):
@@ -85,7 +87,7 @@ def conversion_table(result: dict[str, Any]):
     rows.append(
         {"model": "a uniform guess over the vocabulary", "validation NLL (nats per token)": result["uniform_nll"]}
     )
-    return pd.DataFrame(rows).style.hide(axis="index").format({"validation NLL (nats per token)": "{:.2f}"})
+    return reading_table(pd.DataFrame(rows), formats={"validation NLL (nats per token)": "{:.2f}"})
 
 
 def stages_figure(result: dict[str, Any]):
@@ -120,3 +122,84 @@ def stages_figure(result: dict[str, Any]):
     ax_alpha.legend(fontsize=10)
     fig.tight_layout()
     return fig
+
+
+# -- what compress_trained says, written from the stored numbers -------------------------------------------------
+
+LEARNT_LITTLE = 0.2  # below this share of a uniform guess's loss removed, a model has learnt almost nothing
+NEAR_UNIFORM = 0.9  # cross-attention rows with more than this share of the largest entropy are nearly uniform
+NEAR_HALF = 0.1  # a mean target share alpha within this of 1/2 is what the value scale 2 assumes
+
+
+def _span(values: list[float], digits: int = 2) -> str:
+    """ "0.84 to 0.94" over the layers, or one number where they agree at that precision."""
+    low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return low if low == high else f"{low} to {high}"
+
+
+def trained_findings(result: dict[str, Any], paper_fig2: list[list[float]]) -> list[str]:
+    """The page's reading of the stored ``approximations`` analysis, one short paragraph per finding, each sentence
+    chosen by the numbers (how much the model learnt, how far X' is from X, how peaked cross-attention is, which stage
+    costs most, alpha against 1/2, and the conversion against an untrained CAN)."""
+    layers = result["layers"]
+    learnt = (result["uniform_nll"] - result["valid_nll"]) / result["uniform_nll"]
+    out = [
+        f"**What the model learnt.** Its validation loss is {result['valid_nll']:.2f} nats per token, against "
+        f"{result['uniform_nll']:.2f} for a uniform guess over the vocabulary: "
+        + (
+            "it has learnt almost nothing, so the sizes below demonstrate the method, not the paper's assumptions."
+            if learnt < LEARNT_LITTLE
+            else "it translates, so the sizes below are those of a decoder that has learnt where to look."
+        )
+    ]
+    cosines = [layer["cos_input"] for layer in layers]
+    above = sum(c > paper_fig2[i][i] for i, c in enumerate(cosines))
+    where = {0: "below it at every one", len(layers): "above it at every one"}.get(
+        above, f"above it at {above} of the {len(layers)}"
+    )
+    out.append(
+        f"**Eq. 6.** The cosine of X and X′ is {_span(cosines)} over the decoder layers. Beside the paper's own "
+        f"diagonal at the same layers (of a deeper decoder, on WMT), ours is {where}."
+    )
+    entropy = [layer["entropy"] for layer in layers]
+    cross = [layer["cross_rel_err"] for layer in layers]
+    peaked = min(entropy) <= NEAR_UNIFORM
+    out.append(
+        f"**Where cross-attention looks.** Its rows have {_span(entropy)} of the largest possible entropy: "
+        + ("they pick source positions, " if peaked else "nearly uniform rows, which hide Eq. 6's error (exercise 1), ")
+        + f"and reading X instead of X′ moves its output by {_span(cross)} of its size."
+    )
+    stages = [(s["rel_vs_prev"], s["step"], s["eq"]) for layer in layers for s in layer["steps"] if not s["exact"]]
+    worst, step, eq = max(stages)
+    total = [layer["steps"][-1]["rel_vs_standard"] for layer in layers]
+    out.append(
+        f"**The costliest stage** is '{step}' ({eq}), a change of up to {worst:.2f} of the update's size. All stages "
+        f"together move a layer's update by {_span(total)} of its size against the standard layer."
+    )
+    alpha = [layer["alpha_mean"] for layer in layers]
+    half = all(abs(a - 0.5) <= NEAR_HALF for a in alpha)
+    out.append(
+        f"**One softmax** gives the target prefix a mean share α of {_span(alpha)} per layer: "
+        + (
+            "close to the half that the converter's factor 2 assumes."
+            if half
+            else "not the half that the converter's factor 2 assumes, and it varies from query to query (the figure)."
+        )
+    )
+    nll = result["conversion"]
+    trained, converted = nll["trained standard (Balanced)"], nll["converted: shared query (least squares), values x2"]
+    untrained = nll["untrained CAN"]
+    variants = {k: v for k, v in nll.items() if k.startswith("converted")}
+    best = min(variants, key=variants.get)
+    keeps = converted < result["uniform_nll"] and converted < untrained
+    out.append(
+        f"**The converted model.** Without training, its loss rises from {trained:.2f} to {converted:.2f} nats per "
+        f"token (the best variant, '{best.removeprefix('converted: ')}', {variants[best]:.2f}); an untrained CAN's "
+        f"is {untrained:.2f}. "
+        + (
+            "The conversion keeps part of what the model learnt: a starting point, not a replacement."
+            if keeps
+            else "The conversion keeps nothing an untrained CAN does not have."
+        )
+    )
+    return out

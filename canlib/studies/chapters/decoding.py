@@ -56,7 +56,7 @@ def cache_layout(system: str) -> dict[str, Any]:
 def draw_caches(systems: tuple[str, ...] = ("balanced", "can")) -> Figure:
     """One panel per system: its decoder cache buffer (positions x width) as allocated, one block per layer
     and key/value part; a joint layer's rows start with the source's keys|values (hatched)."""
-    fig, axes = plt.subplots(1, len(systems), figsize=(10, 3.6), sharey=True)
+    fig, axes = plt.subplots(1, len(systems), figsize=(7.5, 4.4), sharey=True)
     colours = {"k": "#4c72b0", "v": "#dd8452"}
     for ax, system in zip(axes, systems):
         model, cache = model_cache(system)
@@ -92,21 +92,25 @@ def draw_caches(systems: tuple[str, ...] = ("balanced", "can")) -> Figure:
                 x += width
         if lead:
             ax.axhline(lead, color="black", lw=1)
-            ax.text(x / d + 0.1, lead / 2, "source\n(copied per row)", va="center", fontsize=8)
-        ax.text(x / d + 0.1, lead + (positions - lead) / 2, "prefix\n(one position\nper step)", va="center", fontsize=8)
+            ax.text(x / d + 0.1, lead / 2, "source\n(copied\nper row)", va="center", fontsize=9)
+        ax.text(
+            x / d + 0.1, lead + (positions - lead) / 2, "prefix\n(one\nposition\nper step)", va="center", fontsize=9
+        )
         if not lead:
             ax.text(
                 0.1,
                 positions + 1.5,
-                "source keys|values: kept once per sentence,\nread by the cross-attention",
+                "source keys|values:\nkept once per sentence,\nread by the\ncross-attention",
                 va="top",
-                fontsize=8,
+                fontsize=9,
             )
-        ax.set_xlim(0, x / d + 2.2)
-        ax.set_ylim(max(positions, 9) + 1.5, -1.5)
-        ax.set_xlabel("width per position (units of d)")
-        ax.set_title(f"{LABELS[system]}: {x // d}d per position" + (f", {lead} source positions" if lead else ""))
-    axes[0].set_ylabel("position in the buffer")
+        ax.set_xlim(0, x / d + 3.2)
+        ax.set_ylim(max(positions, 9) + 3.5, -1.5)
+        ax.set_xlabel("width per position (units of d)", fontsize=10)
+        ax.set_title(
+            f"{LABELS[system]}: {x // d}d per position" + (f",\n{lead} source positions" if lead else ""), fontsize=10
+        )
+    axes[0].set_ylabel("position in the buffer", fontsize=10)
     handles = [Rectangle((0, 0), 1, 1, facecolor=c) for c in colours.values()]
     fig.legend(handles, ["keys", "values"], loc="lower center", ncol=2, frameon=False)
     fig.tight_layout(rect=(0, 0.06, 1, 1))

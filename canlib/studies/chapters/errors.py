@@ -9,6 +9,7 @@ from canlib.studies import paper
 from canlib.studies.analyses import MIN_BUCKET_SENTENCES, bucket_rows, error_buckets
 from canlib.studies.claims import judged, marks
 from canlib.studies.store import Store
+from canlib.studies.tables import reading_table
 
 BUCKETINGS = ("frequency", "length")
 CLAIM = "can-below-balanced"
@@ -40,6 +41,12 @@ def values(store: Store) -> dict[str, Any]:
     for key, rs in shown.items():
         worst = min(rs, key=lambda r: r["delta"])
         out |= {f"worst_{key}": worst["bucket"], f"worst_{key}_gap": worst["delta"], f"last_{key}": rs[-1]["bucket"]}
+        last = "most frequent" if key == "frequency" else "longest"
+        out[f"worst_{key}_where"] = (
+            f"in the {last} bucket scored" if worst is rs[-1] else f"not in the {last} bucket scored"
+        )
+    behind, ahead = out["buckets_behind"], out["buckets_ahead"]
+    out["behind_words"] = "in every one" if behind == len(deltas) else f"in {behind}, and ahead in {ahead},"
     figure = paper.paper_numbers()["fig6_error_en-de"]
     for key, series in (("frequency", figure["word_freq_x1e5"]), ("length", figure["length"])):
         gaps = [c - b for b, c in zip(series["Balanced"], series["CAN"])]
@@ -48,6 +55,42 @@ def values(store: Store) -> dict[str, Any]:
     gaps = [c - b for b, c in zip(tok["balanced"], tok["can"])]
     out |= {"seed1_gap": gaps[0], "seeds": len(gaps)}
     return out | marks(store, [CLAIM])
+
+
+def paper_table():
+    """The paper's Figure 6 as numbers (read off its figure, ``paper_numbers.json``): per bucket of each axis,
+    Balanced's and CAN's BLEU and CAN - Balanced."""
+    import pandas as pd
+
+    figure = paper.paper_numbers()["fig6_error_en-de"]
+    rows = []
+    for axis, key, unit in (("word frequency", "word_freq_x1e5", " (x 1e5)"), ("translation length", "length", "")):
+        series = figure[key]
+        for x, b, c in zip(series["x"], series["Balanced"], series["CAN"]):
+            rows.append({"axis": axis, "bucket up to": f"{x}{unit}", "Balanced": b, "CAN": c, "CAN − Balanced": c - b})
+    frame = pd.DataFrame(rows)
+    caption = "The paper's Figure 6 (WMT14 En-De, BLEU per bucket, the paper's numbers)"
+    return reading_table(frame, caption, formats={"CAN − Balanced": "{:+.2f}"})
+
+
+def bucket_table(rows: list[dict[str, Any]], caption: str):
+    """Our buckets of one axis: sentences, each system's tokenized BLEU and CAN - Balanced; a bucket under
+    ``MIN_BUCKET_SENTENCES`` sentences shows its size and no score."""
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        [
+            {
+                "bucket": r["bucket"],
+                "sentences": r["sentences"],
+                "Balanced": f"{r['balanced']:.2f}" if r["shown"] else "too few",
+                "CAN": f"{r['can']:.2f}" if r["shown"] else "too few",
+                "CAN − Balanced": f"{r['delta']:+.2f}" if r["shown"] else "",
+            }
+            for r in rows
+        ]
+    )
+    return reading_table(frame, caption)
 
 
 def whole_set_gap(store: Store) -> dict[str, Any]:
