@@ -222,6 +222,7 @@ class Judged:
     meets: bool = False  # whether the evidence meets the claim's standard
     settle: str = ""  # what would settle an inconclusive or missing claim (runs, GPU-minutes, the command)
     cost: str = ""  # what settling it costs, in runs and GPU-minutes (the middle of ``settle``)
+    minutes: float | None = None  # the GPU-minutes of ``cost``, where known
     judgement: Judgement | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -263,6 +264,7 @@ class Judged:
             "standard": {"kind": s.kind, "least": s.least, "interval": s.interval, "met": self.meets},
             "settle": self.settle,
             "cost": self.cost,
+            "gpu_minutes": self.minutes,
             "command": self.command,
         }
         if beside:

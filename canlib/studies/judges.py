@@ -74,16 +74,20 @@ def _below(claim: Claim, why: str, settle: str, command: str = "", **data: Any) 
     return Judged(claim, INCONCLUSIVE, data.pop("ours", "—"), why, command=command, settle=settle, **data)
 
 
-def _minutes(store: Store, runs: Sequence[tuple[str, int]]) -> str:
-    """What training ``runs`` ((system, budget factor) each) costs: the runs and about how many GPU-minutes, from
-    the wall time of the stored runs of the same budget (they train :data:`SIDE_BY_SIDE` at once)."""
+def _minutes(store: Store, runs: Sequence[tuple[str, int]]) -> tuple[str, float | None]:
+    """What training ``runs`` ((system, budget factor) each) costs, in words and in GPU-minutes: the runs and about
+    how many GPU-minutes, from the wall time of the stored runs of the same budget (they train :data:`SIDE_BY_SIDE`
+    at once)."""
     walls = [store.train_seconds(s, f) for s, f in runs]
     known = [w for w in walls if w]
     count = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
     if not known:
-        return count
+        return count, None
     minutes = max(known) * math.ceil(len(runs) / SIDE_BY_SIDE) / 60
-    return f"{count}, about {minutes:.0f} GPU-minutes" + (" side by side" if len(runs) > 1 else "")
+    return f"{count}, about {minutes:.0f} GPU-minutes" + (" side by side" if len(runs) > 1 else ""), minutes
+
+
+GPU_RUN = (f"one GPU run, about {GPU_CHECK_MINUTES} GPU-minutes", float(GPU_CHECK_MINUTES))
 
 
 # BLEU contrasts -------------------------------------------------------------------------------------------------
@@ -149,9 +153,9 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int) -> Judged
     short = [(t, r) for t, r in terms if r is None or len(r.seeds) < std.seeds]
     todo = [(t.system, t.factor or factor) for t, r in short for _ in range(std.seeds - (len(r.seeds) if r else 0))]
     command = _store_command(store, [t for t, _ in short] or [t for t, _ in terms], factor, std.seeds)
-    cost = _minutes(store, todo) if short else ""
+    cost, minutes = _minutes(store, todo) if short else ("", None)
     settle = f"{std.seeds} seeds of every system: {cost}: `{command}`" if short else ""
-    common = dict(budget=budget, seeds=seeds, files=files, strength=strength, cost=cost)
+    common = dict(budget=budget, seeds=seeds, files=files, strength=strength, cost=cost, minutes=minutes)
     if any(r is None for _, r in terms):
         absent = ", ".join(_label(t, factor) for t, r in terms if r is None)
         return _missing(claim, f"no stored run of {absent} at scale {store.scale}", command, **common)
@@ -194,6 +198,7 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int) -> Judged
         meets=meets,
         settle="" if meets else settle,
         cost="" if meets else cost,
+        minutes=None if meets else minutes,
         command="" if meets else command,
         judgement=j,
     )
@@ -294,7 +299,7 @@ def _speed_body(store: Store, claim: Claim, s: Any, rows: list[dict[str, Any]], 
         f"{p['n']} per-repeat ratios and its order-statistic interval"
         + ("" if meeting else f"; below the standard ({std.least})")
     )
-    cost = "" if meeting else f"one GPU run, about {GPU_CHECK_MINUTES} GPU-minutes"
+    cost, minutes = ("", None) if meeting else GPU_RUN
     settle = "" if meeting else f"a run that meets the standard ({cost}): `{GPU_CHECK}`"
     return Judged(
         claim,
@@ -310,6 +315,7 @@ def _speed_body(store: Store, claim: Claim, s: Any, rows: list[dict[str, Any]], 
         meets=bool(meeting),
         settle=settle,
         cost=cost,
+        minutes=minutes,
         command="" if meeting else GPU_CHECK,
     )
 
@@ -321,7 +327,8 @@ def _judge_speed(store: Store, claim: Claim, s: SpeedRatio) -> Judged:
             claim,
             f"no stored GPU run timed {LABELS[s.system]} and {LABELS[s.against]} ({s.mode}, per-repeat tokens/s)",
             f"{GPU_CHECK} (with --systems {s.system},{s.against} in scripts/gpu_bench.py)",
-            cost=f"one GPU run, about {GPU_CHECK_MINUTES} GPU-minutes",
+            cost=GPU_RUN[0],
+            minutes=GPU_RUN[1],
         )
     codes: dict[str, list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: r["date"], reverse=True):
@@ -355,7 +362,8 @@ def _judge_batch(store: Store, claim: Claim, b: BatchCurve) -> Judged:
             "`python -m canlib bench batch --device cuda`",
             ours=", ".join(f"{v:.2f}x at {n}" for n, v in at.items()) + " (medians)",
             files=(run,),
-            cost=f"one GPU run, about {GPU_CHECK_MINUTES} GPU-minutes",
+            cost=GPU_RUN[0],
+            minutes=GPU_RUN[1],
         )
     return _missing(
         claim, "no stored GPU batch sweep of CAN and Balanced", "python -m canlib bench batch --device cuda"
@@ -529,8 +537,9 @@ def _judge_tasks(store: Store, claim: Claim, t: CrossTask) -> Judged:
     if len(rows) < 2:
         todo = [(s, 1) for _ in missing for s in DIRECTION_SYSTEMS for _ in range(need)]
         why = f"{len(rows)} direction(s) with {need} seeds of CAN and Balanced; the claim needs 2 or more"
-        cost = _minutes(store, todo)
-        return replace(_missing(claim, why, command, sets=tuple(rows)), settle=f"{why}: {cost}: `{command}`", cost=cost)
+        cost, minutes = _minutes(store, todo)
+        settle = f"{why}: {cost}: `{command}`"
+        return replace(_missing(claim, why, command, sets=tuple(rows)), settle=settle, cost=cost, minutes=minutes)
     ours = "; ".join(f"{r['set']} {r['value']:+.2f}" for r in rows)
     return Judged(
         claim,

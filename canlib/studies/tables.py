@@ -19,7 +19,7 @@ from canlib.studies.store import Store
 from canlib.studies.verdict import split_name
 
 # a cell that reads as a number: digits with signs, decimals, thousands, percent, ranges, ratios and spreads
-NUMBER_CELL = re.compile(r"^[\s+\-−–±]*\d[\d\s.,:;+\-−–±%()x×/e]*$")
+NUMBER_CELL = re.compile(r"^[\s+\-−–±]*\d[\d\s.,:;+\-−–±%()\[\]x×/e]*$")
 NUMBER_STYLE = "white-space: nowrap; text-align: right; font-variant-numeric: tabular-nums;"
 WORD_STYLE = "white-space: nowrap; text-align: left;"  # one token (a task, a code name): never cut at its hyphen
 TEXT_STYLE = "text-align: left;"
@@ -36,19 +36,22 @@ def reading_table(
     caption: str | None = None,
     formats: Mapping[str, str | Callable[[Any], str]] | str | Callable[[Any], str] | None = None,
     precision: int = 2,
+    escape: bool = True,
 ):
     """A chapter's table as the page shows it (a pandas Styler): one header row (a meaningful index becomes the first
     column, a default one is dropped), numbers right-aligned in even-width figures under right-aligned headers and
     never broken across lines, one-word cells (a task like "en-de") never broken at a hyphen, text left-aligned, and
-    a caption above. ``formats`` is what ``Styler.format`` takes; other floats get ``precision`` decimals."""
+    a caption above. ``formats`` is what ``Styler.format`` takes; other floats get ``precision`` decimals;
+    ``escape=False`` keeps cells that are HTML already (links, marked verdicts)."""
     import pandas as pd
 
     default = isinstance(frame.index, pd.RangeIndex) and frame.index.name is None
     frame = frame.reset_index(drop=default)
-    styler = frame.style.hide(axis="index").format(precision=precision, thousands=",", escape="html")
+    esc = "html" if escape else None
+    styler = frame.style.hide(axis="index").format(precision=precision, thousands=",", escape=esc)
     styler = styler.format_index(escape="html", axis=1)
     if formats is not None:
-        styler = styler.format(formats, precision=precision, thousands=",", escape="html")
+        styler = styler.format(formats, precision=precision, thousands=",", escape=esc)
     styles = {}
     for column in frame.columns:
         values = frame[column].dropna()

@@ -17,15 +17,17 @@ from canlib.io import CHECKOUT_DIR
 from canlib.model.config import ALL_SYSTEMS, LABELS
 from canlib.results.studies import STUDENTS
 from canlib.studies import paper
-from canlib.studies.claims import Judged, judged, mark, table
+from canlib.studies.claims import Judged, judged, table
 from canlib.studies.evidence import BLEU, MEANINGS, SPEED, Contrast
 from canlib.studies.judges import speed_reading, speed_runs
 from canlib.studies.store import Store, describe_provenances
+from canlib.studies.tables import reading_table
 from canlib.studies.verdict import BOOTSTRAP_SAMPLES, CONFIDENCE, FAILS, HOLDS, INCONCLUSIVE, MIXED, NOT_RUN, ON_PAR
 
 T2 = ("baseline", "balanced", "san", "aan", "can")
 T5 = {"balanced": "Balanced", "can_attn": "Compress Attention", "can_ffn": "Compress FFN", "can": "Compress All"}
 WORDS = (HOLDS, FAILS, MIXED, INCONCLUSIVE, NOT_RUN)
+TIMES = {1: "", 2: "twice", 4: "four times"}  # a budget factor in words
 LEVELS = (
     "BLEU levels do not compare across the two setups (Multi30k's short image captions at d=256 against "
     "WMT14 news at d=512): only differences between systems of one setup are claims, and even those move with "
@@ -134,48 +136,48 @@ def tally(store: Store, source: str = "paper") -> dict[str, int]:
     return {w: states.count(w) for w in WORDS}
 
 
-def _named(j: Judged, marked: bool) -> str:
-    return f"\u201c{j.claim.name}\u201d: {mark(j) if marked else j.word}"
+def _ids(rows: list[Judged]) -> str:
+    return ", ".join(f"`{j.claim.id}`" for j in rows)
 
 
-def _span(values: list[float]) -> str:
-    return f"{min(values):+.2f} to {max(values):+.2f}"
+def _groups(rows: list[Judged]) -> str:
+    """``word: `id`, `id`; word: `id``` for the claims of ``rows``, grouped by their word."""
+    return "; ".join(f"{w}: {_ids([j for j in rows if j.word == w])}" for w in WORDS if any(j.word == w for j in rows))
 
 
-def _names(rows: list[Judged], marked: bool) -> str:
-    return "; ".join(_named(j, marked) for j in rows)
-
-
-def findings(store: Store, marked: bool = True) -> list[str]:
-    """What this reproduction found, in four sentences: what holds, what does not, how sure, and what would settle
-    the rest. Every word is the registry's (marked HTML with ``marked``), every number its judgement's."""
+def findings(store: Store) -> list[str]:
+    """What this reproduction found, in five plain sentences of at most five numbers each: what holds, what does
+    not, how sure, how the paper's claims fare, and what would settle the rest. Every word is the registry's, each
+    claim named by its id in backticks, every number a judgement's."""
     j = judged(store)
     paper_claims = j.all("paper")
     by = {w: [c for c in paper_claims if c.word == w] for w in WORDS}
     out = []
-    double, faster, graphs = (j[c] for c in ("balanced-speed-1.90x", "can-faster", "can-speed-1.28x-graphs"))
+    double, faster = j["balanced-speed-1.90x"], j["can-faster"]
     if faster.value is not None and double.value is not None:
         s = faster.strength
-        runs = [store.gpu_speed("eager", run)[1]["device"] for run in s["runs"]]
-        where = f"one {runs[0]} run" if len(runs) == 1 else f"{len(runs)} runs ({', '.join(sorted(set(runs)))})"
+        runs = "one GPU run" if len(s["runs"]) == 1 else "GPU runs"
+        speed = [c for c in by[HOLDS] if c.standard.kind == "speed"]
+        rest = [c for c in by[HOLDS] if c.standard.kind != "speed"]
         out.append(
-            f"What holds: on {where} of the decoder at commit {s['code']} ({s['repeats']} interleaved repeats), "
-            f"Balanced decodes {double.value:.2f}x as fast as the Baseline and CAN {faster.value:.2f}x as fast as "
-            "Balanced with every kernel launched"
-            + (f" ({graphs.value:.2f}x with CUDA graphs)" if graphs.value is not None else "")
-            + f"; of the paper's claims, these hold: {_names(by[HOLDS], marked)}."
+            f"What holds is the speed: with every kernel launched, Balanced decodes {double.value:.2f}x as fast as the "
+            f"Baseline and CAN {faster.value:.2f}x as fast as Balanced ({runs} of the decoder at commit {s['code']}, "
+            f"{s['repeats']} interleaved repeats; holds: {_ids(speed)}"
+            + (f"; also {_ids(rest)}" if rest else "")
+            + ")."
         )
     keeps = j["can-within-0.5"]
     if keeps.judgement is not None:
-        values = [row["value"] for row in keeps.sets]
-        beside = [b for b in keeps.beside if b.judgement is not None]
-        then = "".join(f"; {_span([r['value'] for r in b.sets])} at {b.budget}x" for b in beside)
-        others = [c for c in by[FAILS] + by[MIXED] if c is not keeps]
+        gaps = [row["value"] for row in keeps.sets]
+        if max(gaps) < 0:
+            gap = f"scores {-max(gaps):.2f} to {-min(gaps):.2f} BLEU below Balanced on every evaluation set"
+        else:
+            gap = f"scores {min(gaps):+.2f} to {max(gaps):+.2f} BLEU against Balanced over the evaluation sets"
+        others = [c for c in by[FAILS] + by[MIXED]]
+        budget = TIMES.get(keeps.budget, f"{keeps.budget}x")
         out.append(
-            f"What does not: CAN − Balanced is {_span(values)} BLEU over the four evaluation sets at {keeps.budget}x "
-            f"the plan's updates ({min(keeps.seeds.values())} seeds a system{then}), where the paper has "
-            f"{keeps.claim.paper.split(' (')[0]}, so {_named(keeps, marked)}"
-            + (f"; nor do these hold everywhere: {_names(others, marked)}." if others else ".")
+            f"What does not is CAN's BLEU: it {gap} with {budget} the plan's updates, against the paper's "
+            f"{keeps.claim.paper.split(' (')[0]}, so it does not stay within half a point ({_groups(others)})."
         )
     halves = [
         (row["seed_interval"][1] - row["seed_interval"][0]) / 2
@@ -186,27 +188,40 @@ def findings(store: Store, marked: bool = True) -> list[str]:
     ]
     if halves:
         out.append(
-            f"How sure: a BLEU verdict needs {BLEU.seeds} seeds a system and reads {CONFIDENCE:.0%} intervals over "
-            f"the seeds (Student's t) and over the test sentences (paired bootstrap), about "
-            f"±{statistics.median(halves):.1f} BLEU on test2016 here, so smaller differences stay inconclusive; a "
-            f"speed verdict reads the {CONFIDENCE:.0%} interval of the median ratio over at least {SPEED.repeats} "
-            f"repeats of at least {SPEED.seconds:g} s."
+            f"How sure: a BLEU verdict reads {BLEU.seeds} seeds a system and {CONFIDENCE:.0%} intervals over the "
+            f"seeds and over the test sentences, about ±{statistics.median(halves):.1f} BLEU here, so smaller "
+            f"differences stay inconclusive; a speed verdict reads the {CONFIDENCE:.0%} interval of the median ratio "
+            "over at least "
+            f"{SPEED.repeats} repeats."
         )
     counts = tally(store)
+    out.append("The paper's claims: " + ", ".join(f"{w} {n}" for w, n in counts.items()) + ".")
     below = [c for c in paper_claims if c.cost]
     wide = [c for c in by[INCONCLUSIVE] if c.meets]
-    out.append(
-        f"The paper's {sum(counts.values())} claims: "
-        + ", ".join(f"{w} {n}" for w, n in counts.items())
-        + (
-            f". Of the inconclusive ones, {len(wide)} meet their standard but their intervals straddle the "
-            "criterion (more seeds would narrow them)"
-            if wide
-            else ""
+    minutes = sum(c.minutes or 0 for c in below)
+    if wide or below:
+        out.append(
+            "What would settle the rest: "
+            + (
+                f"{len(wide)} inconclusive claims meet their standard, and only more seeds would narrow their intervals"
+                if wide
+                else ""
+            )
+            + ("; " if wide and below else "")
+            + (
+                f"the others need about {minutes:.0f} GPU-minutes of runs in all ({_ids(below)}; the scorecard gives "
+                "each command)"
+                if below
+                else ""
+            )
+            + "."
         )
-        + ("; what settles the others: " + "; ".join(f"{c.claim.id}, {c.cost}" for c in below) + "." if below else ".")
-    )
     return out
+
+
+def as_html(sentence: str) -> str:
+    """A finding as HTML: the claim ids in backticks as code."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", sentence)
 
 
 def vocabulary() -> str:
@@ -217,15 +232,22 @@ def vocabulary() -> str:
 def linked(store: Store, prefix: str = "") -> str:
     """The verdict table of the paper's claims as HTML: each verdict marked with its claim id, each chapter a link."""
     out = table(judged(store).all("paper"), marked=True, link=lambda c: f'<a href="{prefix}{c}.html">{c}</a>')
-    return out.drop(columns="id").to_html(index=False, escape=False)
+    return reading_table(out.drop(columns="id"), escape=False).to_html()
 
 
 def values(store: Store) -> dict[str, Any]:
     """What the glance page glues: the findings, the vocabulary, the tables, their provenance and the verdict table."""
     out = tables(store)
     prov = out.pop("provenance")
+    captions = {
+        "table2": "Table 2: tokenized BLEU on test2016 (ours: Multi30k En-De, d=256; the paper: WMT14 En-De) and "
+        "speed relative to Balanced",
+        "table4": "Table 4: BLEU of students trained on a Balanced teacher's translations",
+        "table5": "Table 5: the ablation, BLEU and kernels per decoder layer and step",
+    }
+    out = {k: reading_table(v, captions[k]).to_html() for k, v in out.items()}
     return out | {
-        "findings": '<ol class="findings">' + "".join(f"<li>{s}</li>" for s in findings(store)) + "</ol>",
+        "findings": '<ol class="findings">' + "".join(f"<li>{as_html(s)}</li>" for s in findings(store)) + "</ol>",
         "vocabulary": vocabulary(),
         "verdicts": linked(store),
         "margin": ON_PAR,
@@ -234,7 +256,7 @@ def values(store: Store) -> dict[str, Any]:
     }
 
 
-HTML_KEYS = ("findings", "vocabulary", "verdicts")  # glued as HTML; the tables as tables
+HTML_KEYS = ("findings", "vocabulary", "verdicts", "table2", "table4", "table5")  # glued as HTML
 
 
 # -- README --------------------------------------------------------------------------------------------------------
@@ -257,7 +279,7 @@ def readme_sections(scale: str = "small", root: Path | None = None) -> dict[str,
     finding = [
         FOUND,
         "",
-        *(f"{i}. {s}" for i, s in enumerate(findings(store, marked=False), 1)),
+        *(f"{i}. {s}" for i, s in enumerate(findings(store), 1)),
         "",
         "The five verdict words: " + "; ".join(f"**{w}**: {MEANINGS[w]}" for w in WORDS) + ". " + generated,
         "",

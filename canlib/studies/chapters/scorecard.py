@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from html import escape
 
 from canlib.studies.claims import Judged
+from canlib.studies.tables import reading_table
 
 SHORT = 90  # characters of the one-line summary
 
@@ -67,7 +68,7 @@ def evidence_table(rows: Sequence[Judged]) -> str:
             for j in rows
         ]
     )
-    return frame.to_html(index=False, escape=False)
+    return reading_table(frame, escape=False).to_html()
 
 
 def speed_runs_table(rows: Sequence[Judged]):
