@@ -46,13 +46,16 @@ def one_line(text: object) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = Parser(prog="canlib", description="Compressed Attention Network toolkit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    modules = {}
-    for name, (module_name, help_text) in COMMANDS.items():
-        module = importlib.import_module(module_name)
-        module.add_arguments(sub.add_parser(name, help=help_text, description=help_text))
-        modules[name] = module
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    module = None
+    for command, (module_name, help_text) in COMMANDS.items():
+        command_parser = sub.add_parser(command, help=help_text, description=help_text)
+        if command == chosen:  # only the command that runs is imported (`canlib bleu` loads no experiment engine)
+            module = importlib.import_module(module_name)
+            module.add_arguments(command_parser)
     args = parser.parse_args(argv)
     name = f"canlib {args.command}"
 
@@ -63,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("default")  # each warning once, as one line (whatever filters the caller set)
             warnings.showwarning = warn
-            return int(modules[args.command].run(args) or 0)
+            return int(module.run(args) or 0)
     except (ValueError, FileNotFoundError, RuntimeError, MissingDependency) as exc:
         print(f"{name}: error: {one_line(exc)}", file=sys.stderr)
         return 2

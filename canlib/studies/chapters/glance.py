@@ -17,7 +17,7 @@ from canlib.io import CHECKOUT_DIR
 from canlib.model.config import ALL_SYSTEMS, LABELS
 from canlib.results.studies import STUDENTS
 from canlib.studies import paper
-from canlib.studies.claims import Judged, judged, table
+from canlib.studies.claims import judged, mark, table
 from canlib.studies.evidence import BLEU, MEANINGS, SPEED, Contrast
 from canlib.studies.judges import speed_reading, speed_runs
 from canlib.studies.store import Store, describe_provenances
@@ -136,48 +136,41 @@ def tally(store: Store, source: str = "paper") -> dict[str, int]:
     return {w: states.count(w) for w in WORDS}
 
 
-def _ids(rows: list[Judged]) -> str:
-    return ", ".join(f"`{j.claim.id}`" for j in rows)
-
-
-def _groups(rows: list[Judged]) -> str:
-    """``word: `id`, `id`; word: `id``` for the claims of ``rows``, grouped by their word."""
-    return "; ".join(f"{w}: {_ids([j for j in rows if j.word == w])}" for w in WORDS if any(j.word == w for j in rows))
-
-
-def findings(store: Store) -> list[str]:
+def findings(store: Store, html: bool = False) -> list[str]:
     """What this reproduction found, in five plain sentences of at most five numbers each: what holds, what does
-    not, how sure, how the paper's claims fare, and what would settle the rest. Every word is the registry's, each
-    claim named by its id in backticks, every number a judgement's."""
+    not, how sure, how the paper's claims fare, and what would settle the rest. Every verdict is the registry's word:
+    marked HTML with ``html`` (the first page), else the word with the claim's id in backticks (README)."""
     j = judged(store)
     paper_claims = j.all("paper")
-    by = {w: [c for c in paper_claims if c.word == w] for w in WORDS}
+
+    def said(claim_id: str, what: str) -> str:
+        word = mark(j[claim_id]) if html else f"{j[claim_id].word} (`{claim_id}`)"
+        return f"\u201c{what}\u201d: {word}"
+
     out = []
     double, faster = j["balanced-speed-1.90x"], j["can-faster"]
     if faster.value is not None and double.value is not None:
         s = faster.strength
-        runs = "one GPU run" if len(s["runs"]) == 1 else "GPU runs"
-        speed = [c for c in by[HOLDS] if c.standard.kind == "speed"]
-        rest = [c for c in by[HOLDS] if c.standard.kind != "speed"]
+        runs = "one GPU run" if len(s["runs"]) == 1 else f"{len(s['runs'])} GPU runs"
         out.append(
             f"What holds is the speed: with every kernel launched, Balanced decodes {double.value:.2f}x as fast as the "
-            f"Baseline and CAN {faster.value:.2f}x as fast as Balanced ({runs} of the decoder at commit {s['code']}, "
-            f"{s['repeats']} interleaved repeats; holds: {_ids(speed)}"
-            + (f"; also {_ids(rest)}" if rest else "")
-            + ")."
+            f"Baseline and CAN {faster.value:.2f}x as fast as Balanced ({runs} of the decoder as it is now, "
+            f"{s['repeats']} interleaved repeats); "
+            f"{said(double.claim.id, 'Balanced about twice as fast as the Baseline')}; "
+            f"{said(faster.claim.id, 'CAN faster than Balanced')}."
         )
     keeps = j["can-within-0.5"]
     if keeps.judgement is not None:
         gaps = [row["value"] for row in keeps.sets]
-        if max(gaps) < 0:
-            gap = f"scores {-max(gaps):.2f} to {-min(gaps):.2f} BLEU below Balanced on every evaluation set"
-        else:
-            gap = f"scores {min(gaps):+.2f} to {max(gaps):+.2f} BLEU against Balanced over the evaluation sets"
-        others = [c for c in by[FAILS] + by[MIXED]]
+        gap = (
+            f"scores {-max(gaps):.2f} to {-min(gaps):.2f} BLEU below Balanced on every evaluation set"
+            if max(gaps) < 0
+            else f"scores {min(gaps):+.2f} to {max(gaps):+.2f} BLEU against Balanced over the evaluation sets"
+        )
         budget = TIMES.get(keeps.budget, f"{keeps.budget}x")
         out.append(
-            f"What does not is CAN's BLEU: it {gap} with {budget} the plan's updates, against the paper's "
-            f"{keeps.claim.paper.split(' (')[0]}, so it does not stay within half a point ({_groups(others)})."
+            f"What does not is CAN's BLEU: it {gap} with {budget} the plan's updates, where the paper has "
+            f"{keeps.claim.paper.split(' (')[0]}; {said(keeps.claim.id, 'CAN within half a point of Balanced')}."
         )
     halves = [
         (row["seed_interval"][1] - row["seed_interval"][0]) / 2
@@ -191,37 +184,21 @@ def findings(store: Store) -> list[str]:
             f"How sure: a BLEU verdict reads {BLEU.seeds} seeds a system and {CONFIDENCE:.0%} intervals over the "
             f"seeds and over the test sentences, about ±{statistics.median(halves):.1f} BLEU here, so smaller "
             f"differences stay inconclusive; a speed verdict reads the {CONFIDENCE:.0%} interval of the median ratio "
-            "over at least "
-            f"{SPEED.repeats} repeats."
+            f"over at least {SPEED.repeats} repeats."
         )
     counts = tally(store)
     out.append("The paper's claims: " + ", ".join(f"{w} {n}" for w, n in counts.items()) + ".")
     below = [c for c in paper_claims if c.cost]
-    wide = [c for c in by[INCONCLUSIVE] if c.meets]
-    minutes = sum(c.minutes or 0 for c in below)
+    wide = [c for c in paper_claims if c.word == INCONCLUSIVE and c.meets]
     if wide or below:
-        out.append(
-            "What would settle the rest: "
-            + (
-                f"{len(wide)} inconclusive claims meet their standard, and only more seeds would narrow their intervals"
-                if wide
-                else ""
-            )
-            + ("; " if wide and below else "")
-            + (
-                f"the others need about {minutes:.0f} GPU-minutes of runs in all ({_ids(below)}; the scorecard gives "
-                "each command)"
-                if below
-                else ""
-            )
-            + "."
+        parts = [f"{len(wide)} inconclusive claims meet their standard, and only more seeds would narrow them"] * bool(
+            wide
         )
+        if below:
+            minutes = sum(c.minutes or 0 for c in below)
+            parts.append(f"the {len(below)} others need about {minutes:.0f} GPU-minutes of runs in all")
+        out.append("What would settle the rest: " + "; ".join(parts) + " (the scorecard gives each command).")
     return out
-
-
-def as_html(sentence: str) -> str:
-    """A finding as HTML: the claim ids in backticks as code."""
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", sentence)
 
 
 def vocabulary() -> str:
@@ -246,17 +223,29 @@ def values(store: Store) -> dict[str, Any]:
         "table5": "Table 5: the ablation, BLEU and kernels per decoder layer and step",
     }
     out = {k: reading_table(v, captions[k]).to_html() for k, v in out.items()}
+    import pandas as pd
+
+    where = pd.DataFrame(
+        {
+            "what": ["the plan's runs", "their recipe", "the speed run"],
+            "where it comes from": [
+                f"{prov['runs']} runs on {prov['device']}, commit {prov['commit']}",
+                prov["budget"],
+                f"book/results/gpu/{prov['speed_run']} ({prov['speed_device']}, commit {prov['speed_commit']})",
+            ],
+        }
+    )
+    out["provenance"] = reading_table(where).to_html()
     return out | {
-        "findings": '<ol class="findings">' + "".join(f"<li>{as_html(s)}</li>" for s in findings(store)) + "</ol>",
+        "findings": '<ol class="findings">' + "".join(f"<li>{s}</li>" for s in findings(store, html=True)) + "</ol>",
         "vocabulary": vocabulary(),
         "verdicts": linked(store),
         "margin": ON_PAR,
         "samples": BOOTSTRAP_SAMPLES,
-        **{f"prov_{k}": v for k, v in prov.items()},
     }
 
 
-HTML_KEYS = ("findings", "vocabulary", "verdicts", "table2", "table4", "table5")  # glued as HTML
+HTML_KEYS = ("findings", "vocabulary", "verdicts", "table2", "table4", "table5", "provenance")  # glued as HTML
 
 
 # -- README --------------------------------------------------------------------------------------------------------

@@ -51,8 +51,8 @@ def strength(j: Judged) -> str:
 
 
 def evidence_table(rows: Sequence[Judged]) -> str:
-    """The scorecard's evidence table as HTML: id, criterion, the standard's kind and whether the evidence meets it,
-    the evidence's strength, the evidence (short, details collapsed) and what would settle the claim."""
+    """The scorecard's evidence table as HTML: id, criterion, the evidence (whether it meets its standard, its
+    strength, a one-line summary, the whole of it collapsed) and what would settle the claim."""
     import pandas as pd
 
     frame = pd.DataFrame(
@@ -60,9 +60,10 @@ def evidence_table(rows: Sequence[Judged]) -> str:
             {
                 "id": j.claim.id,
                 "criterion": escape(j.claim.criterion, quote=False),
-                "standard": f"{j.standard.kind}: {'met' if j.meets else 'not met'}",
-                "strength": escape(strength(j), quote=False),
-                "evidence": evidence_cell(j),
+                "evidence": f"<b>{j.standard.kind}, standard {'met' if j.meets else 'not met'}:</b> "
+                + escape(strength(j), quote=False)
+                + "<br>"
+                + evidence_cell(j),
                 "what would settle it": as_code(j.settle) if j.settle else "",
             }
             for j in rows
@@ -72,34 +73,29 @@ def evidence_table(rows: Sequence[Judged]) -> str:
 
 
 def speed_runs_table(rows: Sequence[Judged]):
-    """One row per stored GPU run that a speed claim reads or shows beside: its code, repeats, shortest repeat,
-    whether it meets the standard, and each speed claim's median ratio [interval] and verdict on it alone."""
+    """One row per speed claim and stored GPU run it reads or shows beside (eager claims on the eager timings, the
+    graph claim on the graph ones): the run, its code, repeats, shortest repeat, whether it meets the standard, and
+    the claim read on that run alone (median ratio [interval]: verdict; a run too short for an interval shows its
+    range)."""
     import pandas as pd
 
-    out: dict[str, dict[str, str]] = {}
+    out = []
     for j in rows:
         for body in (j, *j.beside):
             for r in body.sets:
-                mode = "graphs" if r["mode"] == "captured" else "eager"
-                row = out.setdefault(
-                    f"{r['set']}, {mode}",
-                    {
-                        "code": r["code"],
-                        "repeats": str(r["repeats"]),
-                        "shortest repeat": f"{r['shortest_repeat_s']:.2f} s",
-                        "meets the standard": "yes" if r["meets"] else "no",
-                    },
-                )
-                if r["shortest_repeat_s"] < float(row["shortest repeat"].removesuffix(" s")):  # the run's shortest
-                    row["shortest repeat"] = f"{r['shortest_repeat_s']:.2f} s"
-                if not r["meets"]:
-                    row["meets the standard"] = "no"
                 shown = (
                     f"[{r['interval'][0]:.2f}, {r['interval'][1]:.2f}]"
                     if r["interval"]
                     else f"(range {r['range'][0]:.2f}-{r['range'][1]:.2f})"
                 )
-                row[j.claim.id] = f"{r['value']:.2f}x {shown}: {r['verdict']}"
-    frame = pd.DataFrame.from_dict(out, orient="index").fillna("")
-    frame.index.name = "GPU run, mode"
-    return frame
+                out.append(
+                    {
+                        "claim": j.claim.id,
+                        "GPU run": r["set"],
+                        "repeats": r["repeats"],
+                        "shortest": f"{r['shortest_repeat_s']:.2f} s",
+                        "standard": "met" if r["meets"] else "not met",
+                        "on this run alone": f"{r['value']:.2f}x {shown}: {r['verdict']}",
+                    }
+                )
+    return pd.DataFrame(out)
