@@ -1,25 +1,37 @@
-"""The speed studies the chapters share: each setting measured once per book build, with its spread.
+"""The speed studies the chapters share, and the CPU speed tables they show: read from a stored measurement, never
+timed while the book builds.
 
-Speed depends on shapes, not on what the weights learned, so every study times the paper's d=512
-presets with random weights and a forced output length. One measurement per setting: the results,
-depths, ablation, speed and scorecard chapters all read the same interleaved run of all nine systems
-(:func:`speed_table`), so a system's speed is the same number in every chapter. Each run is cached (tiny)
-or stored (``store=True``) by :func:`canlib.results.layout.study` under a key of its settings.
+Speed depends on shapes, not on what the weights learned, so every study times the paper's d=512 presets with random
+weights and a forced output length.
 
-CPU rows are labelled as such: on a CPU at batch 1 decoding is bound by memory bandwidth, not the
-paper's regime (fp16 on a GPU, bound by kernel launches); the stored GPU measurements are read by
+**The CPU tables.** The results, depths, ablation and speed chapters show one CPU measurement: all nine systems timed
+in one interleaved run (:func:`cpu_table`), and canlib against CTranslate2 on the same weights
+(:func:`cpu_reference`). Both are stored in ``book/results/cpu/`` by :data:`STORE_COMMAND` with their provenance: the
+machine, the commit, the settings, the repeats, the spread of the repeats, the machine's load average before the run
+and the CPU time other processes took while it ran. A book built on a busy laptop shows the same tables as one built
+on an idle machine. ``CANLIB_LIVE_CPU_SPEED=1`` (or ``live=True``) measures on this machine instead, once per code
+version (cached); every table, stored or live, is judged by :func:`noise` first, and a noisy run is shown as noisy,
+without ratios.
+
+CPU rows are labelled as such: on a CPU at batch 1 decoding is bound by memory bandwidth, not the paper's regime
+(fp16 on a GPU, bound by kernel launches); the stored GPU measurements are read by
 :class:`canlib.studies.store.Store`.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
+import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 from canlib.analysis.probes import decoding_costs
+from canlib.io import cache_dir, results_dir
 from canlib.model.config import ABLATION_SYSTEMS, ALL_SYSTEMS, LABELS
-from canlib.results.layout import key, study
+from canlib.results.files import load_result, provenance, save_result
+from canlib.results.layout import code_version, key, study
 from canlib.results.scales import scale_spec
 
 SPEED_SYSTEMS = ALL_SYSTEMS  # one interleaved run times all nine
@@ -30,6 +42,14 @@ SWEEPS = {
 }
 REFERENCE_SYSTEMS = ("baseline", "ct2:baseline", "balanced", "ct2:balanced")
 CPU_LABEL = "CPU (bandwidth-bound, not the paper's regime)"
+STORE_COMMAND = "python -m canlib bench cpu-tables"  # stores the CPU tables in book/results/cpu/
+LIVE_ENV = "CANLIB_LIVE_CPU_SPEED"  # 1: the chapters time this machine's CPU instead of reading the stored tables
+CPU_FILES = {"speed": "speed.json", "reference": "reference.json"}  # under <results>/cpu/
+CPU_SYSTEMS = {"speed": SPEED_SYSTEMS, "reference": REFERENCE_SYSTEMS}
+# the stored CPU run: every repeat times every system once, in turn (beam 4, batch 1, d=512, V=32k, fp32)
+CPU_SETTINGS = dict(sentences=8, repeats=10, warmup=1, beam=4, batch=1, forced_length=30, threads=1)
+SPREAD_BOUND = 0.10  # a run whose system's tokens/s range over more than this share of its median is noisy
+OTHER_BOUND = 0.25  # ... or while which other processes took more than this many cores on average
 
 
 def default_device() -> str:
@@ -119,22 +139,185 @@ def spread(row: dict[str, Any]) -> dict[str, float]:
     return {"min": min(repeats), "median": statistics.median(repeats), "max": max(repeats)}
 
 
-def speed_table(
-    scale: str, systems: tuple[str, ...] | list[str] = SPEED_SYSTEMS, *, store: bool = False, device: str | None = None
-) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
-    """Tokens/s of each system from ONE interleaved run of all nine systems (beam of the scale,
-    batch 1): {system: {tok_per_s, min, median, max, ratio_to_balanced}} and the provenance."""
-    result, prov = measure("speed", scale, SPEED_SYSTEMS, store=store, device=device)
+def cpu_settings(kind: str) -> dict[str, Any]:
+    """The bench settings of the stored CPU run ``kind`` (``speed``: the nine systems; ``reference``: canlib and
+    CTranslate2 on Baseline's and Balanced's weights)."""
+    if kind not in CPU_FILES:
+        raise ValueError(f"kind={kind!r}: choose one of {', '.join(CPU_FILES)}")
+    return settings_for("speed", "tiny", CPU_SYSTEMS[kind], "cpu", **CPU_SETTINGS)
+
+
+def _tree_cpu_seconds(pid: int) -> float | None:
+    """CPU seconds (user + system) of process ``pid`` and its descendants, from /proc (None elsewhere)."""
+    proc = Path("/proc")
+    if not (proc / str(pid) / "stat").is_file():
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    parent, used = {}, {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(entry.name)] = int(fields[1])
+        used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+    tree, todo = {pid}, [pid]
+    while todo:
+        here = todo.pop()
+        for child, up in parent.items():
+            if up == here and child not in tree:
+                tree.add(child)
+                todo.append(child)
+    return sum(used.get(p, 0.0) for p in tree)
+
+
+def _busy_cpu_seconds() -> float | None:
+    """CPU seconds every core of the machine has spent busy since boot (/proc/stat; None elsewhere)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and waiting for I/O
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_cpu(kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Time the CPU run ``kind`` on this machine now: ({"systems", "meta"}, its provenance). The provenance holds the
+    settings, the load average before and after, and ``other_cores``: the CPU time the rest of the machine took
+    while the run timed, in cores (its busy time less this process's and its children's, over the wall time)."""
+    import torch
+
+    settings, threads = cpu_settings(kind), torch.get_num_threads()
+    busy0, own0, wall0 = _busy_cpu_seconds(), _tree_cpu_seconds(os.getpid()), time.perf_counter()
+    try:
+        result = run_bench("speed", settings)
+    finally:
+        torch.set_num_threads(threads)  # the bench sets its own; a notebook that asked for a live run keeps its own
+    busy1, own1, wall = _busy_cpu_seconds(), _tree_cpu_seconds(os.getpid()), time.perf_counter() - wall0
+    known = None not in (busy0, busy1, own0, own1)
+    other = max(0.0, ((busy1 - busy0) - (own1 - own0)) / wall) if known else None
+    after = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    meta = result["meta"]
+    prov = provenance(
+        "full",
+        {"study": "speed", "kind": kind, "settings": settings, "command": STORE_COMMAND},
+        "cpu",
+        machine=f"{meta.get('device', 'CPU')} of {os.cpu_count()} cores",
+        load_average_before=meta.get("load_average"),
+        load_average_after=after,
+        other_cores=other,
+        wall_s=wall,
+    )
+    return result, prov
+
+
+def store_cpu_tables(root: Path | None = None, kinds: tuple[str, ...] = tuple(CPU_FILES)) -> list[Path]:
+    """Measure the CPU runs on this machine and store them in ``<root>/cpu/`` (default ``book/results``): what
+    :data:`STORE_COMMAND` runs. Run it on a machine with nothing else running; the stored provenance says whether
+    it was."""
+    from canlib.decoding.ctranslate import ctranslate2_installed
+
+    paths = []
+    for kind in kinds:
+        if kind == "reference" and not ctranslate2_installed():
+            continue
+        result, prov = measure_cpu(kind)
+        paths.append(save_result(Path(root or results_dir()) / "cpu" / CPU_FILES[kind], result, prov))
+    return paths
+
+
+def cpu_measurement(
+    kind: str = "speed", *, live: bool | None = None, root: Path | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """({"systems", "meta"}, provenance) of the CPU run ``kind``: the stored one (``<root>/cpu/``), or with ``live``
+    (default: the ``CANLIB_LIVE_CPU_SPEED`` environment variable) one timed on this machine once per code version and
+    cached. Loading never times anything."""
+    if live is None:
+        live = os.environ.get(LIVE_ENV, "") not in ("", "0")
+    if live:
+        path = cache_dir() / "studies" / "cpu" / f"{kind}-{key(code_version(), cpu_settings(kind))}.json"
+        if not path.is_file():
+            save_result(path, *measure_cpu(kind))
+        return load_result(path)
+    path = Path(root or results_dir()) / "cpu" / CPU_FILES[kind]
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no stored CPU speed measurement; store it with `{STORE_COMMAND}`")
+    return load_result(path)
+
+
+def noise(result: dict[str, Any], prov: dict[str, Any]) -> str | None:
+    """Why a CPU run's ratios should not be read (None: they can be): a system's tokens/s ranging over more than
+    :data:`SPREAD_BOUND` of its median over the repeats, other processes taking more than :data:`OTHER_BOUND` cores
+    while it ran, or the bench's own warning that the machine was busy when it started."""
+    reasons = []
+    worst = max(result["systems"], key=lambda s: _spread(result["systems"][s]))
+    if _spread(result["systems"][worst]) > SPREAD_BOUND:
+        reasons.append(
+            f"{LABELS.get(worst, worst)}'s tokens/s ranged over {_spread(result['systems'][worst]):.0%} of its median "
+            f"across the repeats (the bound: {SPREAD_BOUND:.0%})"
+        )
+    other = prov.get("other_cores")
+    if other is not None and other > OTHER_BOUND:
+        reasons.append(f"other processes took {other:.2f} cores while it ran (the bound: {OTHER_BOUND:g})")
+    if result["meta"].get("busy_warning"):
+        reasons.append(result["meta"]["busy_warning"])
+    return "; ".join(reasons) or None
+
+
+def _spread(row: dict[str, Any]) -> float:
+    s = spread(row)
+    return (s["max"] - s["min"]) / s["median"]
+
+
+def cpu_table(
+    systems: tuple[str, ...] | list[str] = SPEED_SYSTEMS,
+    *,
+    kind: str = "speed",
+    against: str = "balanced",
+    live: bool | None = None,
+    root: Path | None = None,
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """The CPU run's rows: {system: {tok_per_s (the median repeat), min, median, max, ratio (the median of the
+    per-repeat ratios to ``against``), interval (its order-statistic 95 % interval), low, high (the lowest and
+    highest per-repeat ratio)}} and the provenance with ``noisy`` (:func:`noise`: None, or why not to read it),
+    ``repeats``, ``spread`` (the widest system's) and ``file``."""
+    from canlib.studies.gpu_results import ratio_stat
+
+    result, prov = cpu_measurement(kind, live=live, root=root)
+    timed = result["systems"]
     rows = {}
     for s in systems:
-        if s not in result["systems"]:
-            raise KeyError(f"speed_table: {s!r} is not one of the timed systems {', '.join(result['systems'])}")
-        row = result["systems"][s]
-        rows[s] = {"tok_per_s": row["tok_per_s"], **spread(row)}
-    base = result["systems"]["balanced"]["tok_per_s"]
-    for row in rows.values():
-        row["ratio_to_balanced"] = row["tok_per_s"] / base
-    return rows, {**prov, "meta": result["meta"]}
+        if s not in timed:
+            raise KeyError(f"cpu_table: {s!r} is not one of the timed systems {', '.join(timed)}")
+        stat = ratio_stat(timed, s, against)
+        rows[s] = {"tok_per_s": timed[s]["tok_per_s"], **spread(timed[s]), "ratio": stat["median"]}
+        rows[s] |= {"interval": stat["interval"], "low": stat["range"][0], "high": stat["range"][1]}
+    info = {
+        "noisy": noise(result, prov),
+        "repeats": len(timed[against]["seconds"]),
+        "spread": max(_spread(r) for r in timed.values()),
+        "file": f"book/results/cpu/{CPU_FILES[kind]}",
+        "meta": result["meta"],
+    }
+    return rows, {**prov, **info}
+
+
+def cpu_note(prov: dict[str, Any]) -> str:
+    """Where a CPU table comes from, in one paragraph for its provenance drop-down."""
+    s = prov["config"]["settings"]
+    load = prov.get("load_average_before") or ["?"]
+    other = prov.get("other_cores")
+    return (
+        f"`{prov['file']}`, stored by `{STORE_COMMAND}` on {prov['machine']} at commit {str(prov['commit'])[:7]} "
+        f"({str(prov['date'])[:10]}): {s['sentences']} sentences x {prov['repeats']} interleaved repeats, beam "
+        f"{s['beam']}, batch {s['batch']}, forced length {s['forced_length']}, fp32, {s['threads']} thread, random "
+        f"d=512 weights. The widest "
+        f"spread of a system's repeats: {prov['spread']:.1%} of its median. Load average before the run: "
+        f"{load[0]}; other processes took "
+        + (f"{other:.2f} cores while it ran." if other is not None else "an unknown share of the CPU while it ran.")
+    )
 
 
 def sweep(
@@ -168,26 +351,30 @@ def breakdown(
     return {s: result["systems"][s]["breakdown"] for s in systems}, {**prov, "meta": result["meta"]}
 
 
-def reference(scale: str, *, store: bool = False, device: str | None = None):
-    """canlib against CTranslate2 on the same weights, one interleaved run; None without ctranslate2."""
-    from canlib.decoding.ctranslate import ctranslate2_installed
-
-    if not ctranslate2_installed():
+def cpu_reference(
+    *, live: bool | None = None, root: Path | None = None
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]] | None:
+    """canlib against CTranslate2 on the same weights, one interleaved CPU run (:func:`cpu_table` of the stored
+    ``reference`` run, each row's ratio to canlib's Baseline); None where no such run is stored (CTranslate2 was
+    not installed where the tables were stored)."""
+    try:
+        return cpu_table(REFERENCE_SYSTEMS, kind="reference", against="baseline", live=live, root=root)
+    except FileNotFoundError:
         return None
-    result, prov = measure("speed", scale, REFERENCE_SYSTEMS, store=store, device=device)
-    return {s: {"tok_per_s": r["tok_per_s"], **spread(r)} for s, r in result["systems"].items()}, {
-        **prov,
-        "meta": result["meta"],
-    }
 
 
 def store_all(scale: str, device: str | None = None) -> None:
-    """Measure and store every speed study a chapter reads at ``scale`` (for ``canlib experiment``)."""
-    speed_table(scale, store=True, device=device)
+    """Measure and store the speed studies of ``scale`` (``canlib experiment --studies speed``): the interleaved run of
+    all nine systems, the sweeps, the breakdown and, where CTranslate2 is installed, the reference engine, in
+    ``book/results/<scale>/``. The chapters' CPU tables are :data:`STORE_COMMAND`'s."""
+    from canlib.decoding.ctranslate import ctranslate2_installed
+
+    measure("speed", scale, SPEED_SYSTEMS, store=True, device=device)
     for kind in SWEEPS:
         sweep(kind, scale, store=True, device=device)
     breakdown(scale, store=True, device=device)
-    reference(scale, store=True, device=device)
+    if ctranslate2_installed():
+        measure("speed", scale, REFERENCE_SYSTEMS, store=True, device=device)
 
 
 def setting(prov: dict[str, Any]) -> str:

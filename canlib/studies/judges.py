@@ -587,3 +587,20 @@ def speed_reading(store: Store, system: str, against: str, mode: str = "eager") 
     ratios = [x for r in rows for x in r["ratios"]]
     ci = median_interval(ratios)
     return {"median": statistics.median(ratios), "interval": ci[:2] if ci else None, "runs": [r["run"] for r in rows]}
+
+
+def ratio_reading(ratios: Sequence[float]) -> dict[str, Any]:
+    """One ratio of two systems' speeds as every page shows it: the median of its per-repeat ratios, the
+    order-statistic 95 % interval of that median (None where the repeats are too few for one: fewer than 6) with
+    its exact coverage, and the lowest and highest ratio. The statistic the speed claims read, for a table that
+    judges nothing."""
+    if not ratios:
+        raise ValueError("ratio_reading: no per-repeat ratio")
+    ci = median_interval(ratios)
+    return {
+        "median": statistics.median(ratios),
+        "interval": (ci[0], ci[1]) if ci else None,
+        "coverage": ci[2] if ci else None,
+        "range": (min(ratios), max(ratios)),
+        "n": len(ratios),
+    }
