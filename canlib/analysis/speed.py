@@ -261,11 +261,11 @@ def noise(result: dict[str, Any], prov: dict[str, Any]) -> str | None:
     if worst is not None and widths[worst] > SPREAD_BOUND:
         reasons.append(
             f"the 95 % interval of {LABELS.get(worst, worst)}'s ratio to {LABELS.get(against, against)} spans "
-            f"{widths[worst]:.0%} of its median (the bound: {SPREAD_BOUND:.0%})"
+            f"{widths[worst]:.0%} of its median (bound: {SPREAD_BOUND:.0%})"
         )
     other = prov.get("other_cores")
     if other is not None and other > OTHER_BOUND:
-        reasons.append(f"other processes took {other:.2f} cores on average while it ran (the bound: {OTHER_BOUND:g})")
+        reasons.append(f"other processes took {other:.2f} cores on average while it ran (bound: {OTHER_BOUND:g})")
     return "; ".join(reasons) or None
 
 
@@ -310,6 +310,19 @@ def cpu_table(
         "meta": result["meta"],
     }
     return rows, {**prov, **info}
+
+
+def noisy_sentence(prov: dict[str, Any]) -> str:
+    """What a page says in place of a noisy CPU run's ratios."""
+    return f"The stored CPU run is noisy: {prov['noisy']}. Its ratios are not shown, and nothing is read from them."
+
+
+def cpu_cell(row: dict[str, Any]) -> str:
+    """A CPU row's ratio in a table cell: ``1.02 [1.00, 1.03]`` (the median of the per-repeat ratios and its 95 %
+    interval) or ``1.02 (0.99-1.04)`` (the range of too few repeats for an interval)."""
+    if row["interval"]:
+        return f"{row['ratio']:.2f} [{row['interval'][0]:.2f}, {row['interval'][1]:.2f}]"
+    return f"{row['ratio']:.2f} ({row['low']:.2f}-{row['high']:.2f})"
 
 
 def cpu_provenance(prov: dict[str, Any]):

@@ -99,10 +99,15 @@ def commit_label(prov: dict[str, Any]) -> str:
     return str(prov["commit"])[:7] + ("" if dirty in ("0", "") else "+dirty")
 
 
+def gpu_label(prov: dict[str, Any]) -> str:
+    """The GPU of a stored run in one word: ``H100``."""
+    match = re.search(r"\b([A-Z]+\d{2,4}[A-Za-z]*)\b", prov["device"].removeprefix("NVIDIA "))
+    return match.group(1) if match else prov["device"]
+
+
 def run_label(prov: dict[str, Any]) -> str:
     """A stored GPU run in a few words for a column or row label: ``H100 e19dd56 2026-11-26``."""
-    match = re.search(r"\b([A-Z]+\d{2,4}[A-Za-z]*)\b", prov["device"].removeprefix("NVIDIA "))
-    return f"{match.group(1) if match else prov['device']} {commit_label(prov)} {prov['date']}"
+    return f"{gpu_label(prov)} {commit_label(prov)} {prov['date']}"
 
 
 def speed_summary(run: str = DEFAULT_RUN, root: Path | None = None) -> dict[str, Any]:
@@ -156,6 +161,14 @@ def ratio_text(stat: dict[str, Any]) -> str:
         return f"{stat['median']:.2f}x [{stat['interval'][0]:.2f}, {stat['interval'][1]:.2f}]"
     low, high = stat["range"]
     return f"{stat['median']:.2f}x ({low:.2f}-{high:.2f}, {stat['n']} repeats: no interval)"
+
+
+def ratio_cell(stat: dict[str, Any]) -> str:
+    """A ratio in a table cell whose caption explains the brackets: ``1.47 [1.01, 1.52]`` (the median and its 95 %
+    interval) or ``1.21 (1.09-1.39)`` (the median and the range of too few repeats for an interval)."""
+    if stat["interval"]:
+        return f"{stat['median']:.2f} [{stat['interval'][0]:.2f}, {stat['interval'][1]:.2f}]"
+    return f"{stat['median']:.2f} ({stat['range'][0]:.2f}-{stat['range'][1]:.2f})"
 
 
 def ratio_range(rows: dict[str, dict[str, Any]], system: str, against: str) -> tuple[float, float, float]:
