@@ -28,6 +28,8 @@ def sets_sentence(j: Judged, what: str = "evaluation sets") -> str:
     the criterion on two, miss it on one and leave one undecided.`` (``The intervals decide none of the four
     evaluation sets.``)."""
     rows = j.sets
+    if not rows:
+        return ""
     met = sum(r["verdict"] == HOLDS for r in rows)
     missed = sum(r["verdict"] == FAILS for r in rows)
     open_ = len(rows) - met - missed
