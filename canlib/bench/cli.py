@@ -40,9 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = BenchSettings()
     parser.add_argument(
         "study",
-        choices=sorted(STUDIES) + ["ops", "cpu-tables"],
-        help="which study to run (ops: operators per beam-search step, counted, not timed; cpu-tables: the CPU "
-        "speed tables the book shows, stored in book/results/cpu/ or --out)",
+        choices=sorted(STUDIES) + ["ops"],
+        help="which study to run (ops: operators per beam-search step, counted, not timed)",
     )
     parser.add_argument(
         "--systems",
@@ -73,7 +72,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=d.seed)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars (e.g. inside a notebook)")
     parser.add_argument("--json", help="write the results here (JSON)")
-    parser.add_argument("--out", help="cpu-tables: a results folder instead of book/results (its cpu/ sub-folder)")
     parser.add_argument("--plot", help="write a plot here (default: the JSON path with .png)")
 
 
@@ -133,23 +131,9 @@ def run_ops(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_cpu_tables(args: argparse.Namespace) -> int:
-    """``canlib bench cpu-tables``: time the CPU runs the book's speed tables show and store them with their
-    provenance (:func:`canlib.analysis.speed.store_cpu_tables`); say whether a run was noisy."""
-    from canlib.analysis import speed
-
-    for path in speed.store_cpu_tables(Path(args.out) if args.out else None):
-        result, prov = json.loads(path.read_text(encoding="utf-8")).values()
-        noisy = speed.noise(result, prov)
-        print(f"{path}: stored" + (f"; noisy: {noisy}" if noisy else ""))
-    return 0
-
-
 def run(args: argparse.Namespace) -> int:
     if args.study == "ops":
         return run_ops(args)
-    if args.study == "cpu-tables":
-        return run_cpu_tables(args)
     result = run_study(args.study, settings_from_args(args))
     print_table(args.study, result)
     if args.json:

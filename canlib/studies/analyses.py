@@ -24,8 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from canlib.data.corpora import get_corpus
 from canlib.model.config import LABELS, preset
 from canlib.results.scales import scale_spec
+from canlib.studies.paper import paper_numbers
 from canlib.studies.store import Store
 
 
@@ -154,9 +156,6 @@ def training_recipes(scales: tuple[str, ...] = ("tiny", "small", "full")) -> lis
     """What each scale trains, one row per scale, from the code that trains it (``full`` is the paper's recipe):
     width and heads, corpus, its vocabulary and length filter, peak learning rate, warm-up, tokens per update,
     precision, when training stops, what is averaged."""
-    from canlib.data.corpora import get_corpus
-    from canlib.studies.paper import paper_numbers
-
     setup = paper_numbers()["setup"]
     rows = []
     for scale in scales:

@@ -21,7 +21,7 @@ from canlib.io import results_dir
 from canlib.model.config import LABELS
 from canlib.results.files import load_result
 from canlib.results.layout import GPU_FILES, INGEST_COMMAND, OPS_COMMAND
-from canlib.studies.verdict import repeat_ratios
+from canlib.studies.verdict import ratio_reading, repeat_ratios
 
 DEFAULT_RUN = "h200-2026-11-26"
 FILES = GPU_FILES  # raw file -> stored kind (canlib ingest converts each)
@@ -149,8 +149,6 @@ def ratio_stat(rows: dict[str, dict[str, Any]], system: str, against: str) -> di
     """``system``/``against`` over the interleaved repeats of one run: the median of the per-repeat ratios, its
     order-statistic 95 % interval (None with fewer than 6 repeats), its range and the number of repeats
     (:func:`canlib.studies.judges.ratio_reading`, the statistic of the speed claims)."""
-    from canlib.studies.judges import ratio_reading  # the judges read this module's loaders
-
     return ratio_reading(repeat_ratios(repeat_speeds(rows[system]), repeat_speeds(rows[against])))
 
 

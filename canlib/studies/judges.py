@@ -26,6 +26,7 @@ from canlib.results.studies import BUDGET_SYSTEMS
 from canlib.studies.analyses import gate_shares
 from canlib.studies.evidence import (
     METRIC,
+    SPEED,
     BatchCurve,
     Claim,
     Contrast,
@@ -557,8 +558,6 @@ JUDGES: dict[type, Callable[[Store, Claim, Any], Judged]] = {
 def speed_runs(store: Store, mode: str = "eager") -> list[str]:
     """The GPU runs the speed verdicts read in ``mode``: the runs of the newest code that meet the speed standard
     for every Table 2 system (else the newest code's runs). Table 2's speed column reads the same."""
-    from canlib.studies.evidence import SPEED
-
     rows = _timed_runs(store, "can", "balanced", mode, SPEED)
     if not rows:
         return []
@@ -578,8 +577,6 @@ def speed_reading(store: Store, system: str, against: str, mode: str = "eager") 
     """``system``/``against`` over the runs the speed verdicts read (:func:`speed_runs`): the median of the pooled
     per-repeat ratios, its order-statistic interval (None with too few repeats) and the runs. What Table 2's speed
     column shows, by the statistic the speed claims use."""
-    from canlib.studies.evidence import SPEED
-
     runs = set(speed_runs(store, mode))
     rows = [r for r in _timed_runs(store, system, against, mode, SPEED) if r["run"] in runs]
     if not rows:
@@ -587,29 +584,3 @@ def speed_reading(store: Store, system: str, against: str, mode: str = "eager") 
     ratios = [x for r in rows for x in r["ratios"]]
     ci = median_interval(ratios)
     return {"median": statistics.median(ratios), "interval": ci[:2] if ci else None, "runs": [r["run"] for r in rows]}
-
-
-def ratio_reading(ratios: Sequence[float]) -> dict[str, Any]:
-    """One ratio of two systems' speeds as every page shows it: the median of its per-repeat ratios, the
-    order-statistic 95 % interval of that median (None where the repeats are too few for one: fewer than 6) with
-    its exact coverage, and the lowest and highest ratio. The statistic the speed claims read, for a table that
-    judges nothing."""
-    if not ratios:
-        raise ValueError("ratio_reading: no per-repeat ratio")
-    ci = median_interval(ratios)
-    return {
-        "median": statistics.median(ratios),
-        "interval": (ci[0], ci[1]) if ci else None,
-        "coverage": ci[2] if ci else None,
-        "range": (min(ratios), max(ratios)),
-        "n": len(ratios),
-    }
-
-
-def difference_interval(a: Sequence[float], b: Sequence[float]) -> tuple[float, float] | None:
-    """The 95 % seed interval of mean(a) - mean(b) (Student's t, Welch's degrees of freedom), the interval every BLEU
-    claim reads, for a figure that judges nothing; None where a side has fewer than 2 seeds."""
-    if min(len(a), len(b)) < 2:
-        return None
-    ci = seed_interval([(1.0, a), (-1.0, b)])
-    return ci.low, ci.high

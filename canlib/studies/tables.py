@@ -12,9 +12,8 @@ import statistics
 from collections.abc import Sequence
 
 from canlib.model.config import LABELS
-from canlib.studies.judges import difference_interval
 from canlib.studies.store import Store
-from canlib.studies.verdict import split_name
+from canlib.studies.verdict import difference_interval, split_name
 
 
 def seed_cell(values: Sequence[float]) -> str:

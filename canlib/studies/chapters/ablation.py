@@ -9,14 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 from canlib.analysis.probes import bytes_per_decode_step
-from canlib.analysis.speed import cpu_cell, cpu_table, noisy_sentence, weights_per_token
-from canlib.analysis.speed import cpu_provenance as speed_provenance
+from canlib.analysis.speed import weights_per_token
 from canlib.bench.ops import NO_KERNEL  # the operators the counts treat as launching no kernel
 from canlib.model.config import ABLATION_SYSTEMS, preset
 from canlib.model.seq2seq import Seq2Seq
 from canlib.studies import paper
 from canlib.studies.chapters.prose import lead_sentence, names, sets_sentence
 from canlib.studies.claims import judged, marks
+from canlib.studies.cpu_speed import cpu_cell, cpu_table, noisy_sentence
+from canlib.studies.cpu_speed import cpu_provenance as speed_provenance
 from canlib.studies.store import Store
 
 SYSTEMS = {"can_attn": "attn", "can_ffn": "ffn", "can": "all"}  # system -> key prefix

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from canlib.analysis.speed import cpu_cell, cpu_table, noisy_sentence
-from canlib.analysis.speed import cpu_provenance as speed_provenance
 from canlib.model.config import DEPTH_SYSTEMS, preset
 from canlib.studies import gpu_results as gpu
 from canlib.studies import paper
 from canlib.studies.chapters.prose import names, sets_sentence
 from canlib.studies.claims import BY_ID, judged, marks
+from canlib.studies.cpu_speed import cpu_cell, cpu_table, noisy_sentence
+from canlib.studies.cpu_speed import cpu_provenance as speed_provenance
 from canlib.studies.store import Store
 
 KEYS = {"baseline": "6_6", "depth-9-4": "9_4", "balanced": "12_2", "depth-14-1": "14_1"}

@@ -13,12 +13,13 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from canlib.analysis.speed import cpu_cell, cpu_table
-from canlib.model.config import ALL_SYSTEMS, PAPER_SYSTEMS, preset
+from canlib.data.preparation import prepared  # the corpus a chapter quotes (prepared once, from the data folder)
+from canlib.model.config import ALL_SYSTEMS, LABELS, PAPER_SYSTEMS, preset
 from canlib.studies import gpu_results as gpu
 from canlib.studies import paper
 from canlib.studies.chapters.prose import lead_sentence, sets_sentence
 from canlib.studies.claims import judged, marks
+from canlib.studies.cpu_speed import cpu_cell, cpu_table
 from canlib.studies.judges import speed_runs
 from canlib.studies.store import Store, describe_provenances
 from canlib.studies.verdict import EVAL_SPLITS, ON_PAR
@@ -74,8 +75,6 @@ def values(store: Store) -> dict[str, Any]:
 def corpus_values(store: Store) -> dict[str, Any]:
     """The prepared training corpus of the scale (its ``meta.json``): the pairs it trains on after the length filter,
     the raw pairs, how many the length-ratio filter left out, its bound, and the joint vocabulary's size."""
-    from canlib.data.preparation import prepared  # only here: reading stored results never prepares data
-
     meta = prepared(store.corpus, store.spec.corpus_scale).meta
     return {
         "train_pairs": meta["counts"]["train"],
@@ -91,8 +90,6 @@ def speed_frame(store: Store, systems: tuple[str, ...] = PAPER_SYSTEMS, against:
     commit it timed: the paper's GPU, every stored GPU run (eager fp16 and CUDA graphs) and the stored CPU run, every
     ratio the median of the per-repeat ratios [its 95 % interval] or (the range of too few repeats for one)."""
     import pandas as pd
-
-    from canlib.model.config import LABELS
 
     t2 = paper.table2("en-de")
     rows = {"paper (its GPU, Table 2)": {s: f"{t2[LABELS[s]].speed / t2[LABELS[against]].speed:.2f}" for s in systems}}

@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from canlib.analysis.probes import bytes_per_decode_step
-from canlib.analysis.speed import cpu_cell, cpu_provenance, cpu_reference, cpu_table, noisy_sentence
-from canlib.model.config import LABELS, preset
+from canlib.model.config import LABELS, PAPER_SYSTEMS, preset
 from canlib.model.seq2seq import Seq2Seq
 from canlib.studies import gpu_results as gpu
 from canlib.studies import paper
 from canlib.studies.claims import BY_ID, judged, marks
+from canlib.studies.cpu_speed import cpu_cell, cpu_provenance, cpu_reference, cpu_table, noisy_sentence
 from canlib.studies.judges import speed_runs
 from canlib.studies.store import Store
 
@@ -419,8 +419,6 @@ def cpu_values(store: Store) -> dict[str, Any]:
     """The stored CPU run against the byte model: for how many systems the prediction lies inside the measured
     interval of the median ratio to Balanced (a generated sentence), and where the run comes from; a noisy run says
     so and gives no ratio."""
-    from canlib.model.config import PAPER_SYSTEMS
-
     rows, prov = cpu_table(PAPER_SYSTEMS, root=store.measurements)
     out: dict[str, Any] = {"cpu_provenance": cpu_provenance(prov), "search_kernels": SEARCH_KERNELS}
     if prov["noisy"]:
@@ -459,8 +457,6 @@ def cpu_frame(store: Store):
     (the median of its per-repeat ratios [95 % interval]; "noisy run" where the run is), the run the verdicts read
     (GPU, eager) and the paper's."""
     import pandas as pd
-
-    from canlib.model.config import PAPER_SYSTEMS
 
     rows, prov = cpu_table(PAPER_SYSTEMS, root=store.measurements)
     predicted = _predicted(PAPER_SYSTEMS)
