@@ -191,23 +191,21 @@ def measure_cpu(kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
     busy0, own0, wall0 = _busy_cpu_seconds(), _tree_cpu_seconds(os.getpid()), time.perf_counter()
     try:
         result = run_bench("speed", settings)
+        busy1, own1, wall = _busy_cpu_seconds(), _tree_cpu_seconds(os.getpid()), time.perf_counter() - wall0
+        known = None not in (busy0, busy1, own0, own1)
+        other = max(0.0, ((busy1 - busy0) - (own1 - own0)) / wall) if known else None
+        prov = provenance(
+            "full",
+            {"study": "speed", "kind": kind, "settings": settings, "command": STORE_COMMAND},
+            "cpu",  # named while the bench's threads are set: the device string counts them
+            machine=f"{result['meta'].get('device', 'CPU')}, on a machine of {os.cpu_count()} cores",
+            load_average_before=result["meta"].get("load_average"),
+            load_average_after=list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+            other_cores=other,
+            wall_s=wall,
+        )
     finally:
         torch.set_num_threads(threads)  # the bench sets its own; a notebook that asked for a live run keeps its own
-    busy1, own1, wall = _busy_cpu_seconds(), _tree_cpu_seconds(os.getpid()), time.perf_counter() - wall0
-    known = None not in (busy0, busy1, own0, own1)
-    other = max(0.0, ((busy1 - busy0) - (own1 - own0)) / wall) if known else None
-    after = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
-    meta = result["meta"]
-    prov = provenance(
-        "full",
-        {"study": "speed", "kind": kind, "settings": settings, "command": STORE_COMMAND},
-        "cpu",
-        machine=f"{meta.get('device', 'CPU')} of {os.cpu_count()} cores",
-        load_average_before=meta.get("load_average"),
-        load_average_after=after,
-        other_cores=other,
-        wall_s=wall,
-    )
     return result, prov
 
 

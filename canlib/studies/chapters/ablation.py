@@ -177,5 +177,6 @@ def cpu_values(store: Store) -> dict[str, Any]:
     if inside:
         parts.append(f"the bytes' prediction lies inside the measured interval for {names(inside)}")
     if outside:
-        parts.append(f"outside it for {names(outside)}, where the bytes alone do not explain the measured change")
+        head = "outside it" if inside else "the bytes' prediction lies outside the measured interval"
+        parts.append(f"{head} for {names(outside)}, where the bytes alone do not explain the measured change")
     return {"cpu_sentence": "In the stored CPU run " + ", and ".join(parts) + "."}

@@ -468,7 +468,7 @@ def cpu_frame(store: Store):
                 "fp32 MB / step": bytes_per_decode_step(Seq2Seq(preset(s)))["total"] / 1e6,
                 "bytes predict": f"{predicted[s]:.2f}",
                 "CPU measured": "noisy run" if prov["noisy"] else cpu_cell(rows[s]),
-                f"GPU eager ({gpu_name(eager_prov['device'])})": gpu.ratio_text(gpu.ratio_stat(eager, s, "balanced")),
+                f"GPU eager ({gpu_name(eager_prov['device'])})": gpu.ratio_cell(gpu.ratio_stat(eager, s, "balanced")),
                 "paper (GPU)": f"{t2[LABELS[s]].speed / t2['Balanced'].speed:.2f}",
             }
             for s in PAPER_SYSTEMS
