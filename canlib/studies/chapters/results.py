@@ -11,9 +11,11 @@ which stores them.
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 from typing import Any
 
-from canlib.data.preparation import prepared  # the corpus a chapter quotes (prepared once, from the data folder)
+from canlib.data.preparation import prepared
+from canlib.io import CHECKOUT_DIR  # the corpus a chapter quotes (prepared once, from the data folder)
 from canlib.model.config import ALL_SYSTEMS, LABELS, PAPER_SYSTEMS, preset
 from canlib.studies import gpu_results as gpu
 from canlib.studies import paper
@@ -154,5 +156,38 @@ def budget_values(store: Store) -> dict[str, Any]:
 
 
 def provenance_values(store: Store, runs: list[Any], prefix: str = "runs") -> dict[str, Any]:
-    """Where the runs come from, for the chapter's provenance line: how many, devices, commits, dates, budget."""
-    return {f"{prefix}_{k}": v for k, v in describe_provenances(store.provenances(runs)).items()}
+    """Where the runs come from, for the chapter's provenance drop-down: how many, devices, commits, dates, budget,
+    and the same as a table (``<prefix>_table``: a drop-down's numbers belong in a table, not a sentence)."""
+    provs = store.provenances(runs)
+    described = describe_provenances(provs)
+    out = {f"{prefix}_{k}": v for k, v in described.items()}
+    out[f"{prefix}_table"] = provenance_frame(described, provs)
+    return out
+
+
+def provenance_frame(described: dict[str, Any], provs: list[dict[str, Any]]):
+    """A two-column table of where runs come from, with the repository's folders of the device calls that trained
+    them (``measurements/<call>/``, found by the commits their notes name)."""
+    import pandas as pd
+
+    commits = sorted({str(p["commit"]).removesuffix("+dirty") for p in provs})
+    folder = CHECKOUT_DIR / "measurements"
+
+    def names_them(call: Path) -> bool:
+        notes = [*call.glob("*.txt"), *call.glob("README.md")]
+        return any(c[:7] in note.read_text(encoding="utf-8") for note in notes for c in commits)
+
+    calls = (
+        [call.name for call in sorted(folder.iterdir()) if call.is_dir() and names_them(call)]
+        if folder.is_dir()
+        else []
+    )
+    rows = {
+        "models": str(described["count"]),
+        "devices": described["device"],
+        "commits": described["commit"],
+        "dates": described["date"],
+        "budget": described["budget"],
+        "device calls (measurements/)": ", ".join(calls) or "not kept in the repository",
+    }
+    return pd.DataFrame({"": rows}).rename_axis("trained")

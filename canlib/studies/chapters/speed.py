@@ -25,6 +25,7 @@ from canlib.studies.claims import BY_ID, judged, marks
 from canlib.studies.cpu_speed import cpu_cell, cpu_provenance, cpu_reference, cpu_table, noisy_sentence
 from canlib.studies.judges import speed_runs
 from canlib.studies.store import Store
+from canlib.studies.verdict import INCONCLUSIVE
 
 FP16 = 2  # bytes per weight in half precision, the paper's regime
 # bytes/s of each GPU's memory (NVIDIA's data sheets: the H100 SXM5 80GB's HBM3, the H200's HBM3e): inputs, not
@@ -333,6 +334,10 @@ def ratio_rows(store: Store) -> list[dict[str, Any]]:
     ]
 
 
+def _runs_words(n: int) -> str:
+    return {1: "one run", 2: "two runs", 3: "three runs"}.get(n, f"{n} runs")
+
+
 def _runs_values(store: Store) -> dict[str, Any]:
     """What the runs say together, for the sentences that compare them: which runs the verdicts read, how many older
     runs put each ratio outside the read interval, how often SAN came out ahead of CAN, and how many of the read
@@ -359,9 +364,22 @@ def _runs_values(store: Store) -> dict[str, Any]:
         "san_closest": min(r["value"] for r in san.values()),
     }
     bar = BY_ID["can-speed-1.28x"].evidence.ok.bound
-    eager = judged(store)["can-speed-1.28x"]
+    eager, graphs = judged(store)["can-speed-1.28x"], judged(store)["can-speed-1.28x-graphs"]
     repeats = [x for r in eager.sets for x in r["ratios"]]
-    out |= {"below_bar": sum(x < bar for x in repeats), "bar_repeats": len(repeats)}
+    below = sum(x < bar for x in repeats)
+    out |= {"below_bar": below, "bar_repeats": len(repeats), "read_runs_words": _runs_words(len(read))}
+    out["bar_sentence"] = (
+        f"Why the gain of at least {bar:.2f}x stays undecided eagerly: {below} of the {len(repeats)} repeats put CAN "
+        "below it, so the interval of the median reaches under the bound though the median lies above it."
+        if eager.word == INCONCLUSIVE and eager.meets and eager.value and eager.value >= bar
+        else ""
+    )
+    if graphs.word == INCONCLUSIVE and not graphs.meets:
+        shortest = graphs.strength.get("shortest_repeat_s", float("nan"))
+        out["bar_sentence"] += (
+            f" With CUDA graphs the repeats lasted {shortest:.2f} s at the shortest, under the standard's "
+            f"{graphs.standard.seconds:g} s: that body of evidence is below its standard."
+        )
     settings = [store.gpu_speed("eager", run)[1]["settings"] for run in store.gpu_runs_with("speed")]
     out |= {"repeats_min": min(s["repeats"] for s in settings), "repeats_max": max(s["repeats"] for s in settings)}
     return out
