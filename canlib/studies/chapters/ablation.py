@@ -165,7 +165,7 @@ def cpu_values(store: Store) -> dict[str, Any]:
     prediction lies inside the measured interval, and for which it does not; a noisy run says so and reads nothing."""
     rows, prov = cpu_table(ABLATION_SYSTEMS, root=store.measurements)
     if prov["noisy"]:
-        return {"cpu_sentence": noisy_sentence(prov)}
+        return {"cpu_sentence": noisy_sentence(prov), "cpu_order": ""}
     predicted = _predicted()
     inside, outside = [], []
     for s in ABLATION_SYSTEMS:
@@ -179,4 +179,12 @@ def cpu_values(store: Store) -> dict[str, Any]:
     if outside:
         head = "outside it" if inside else "the bytes' prediction lies outside the measured interval"
         parts.append(f"{head} for {names(outside)}, where the bytes alone do not explain the measured change")
-    return {"cpu_sentence": "In the stored CPU run " + ", and ".join(parts) + "."}
+    kernels = kernel_values(store)
+    measured = sorted(ABLATION_SYSTEMS, key=lambda s: -rows[s]["ratio"])
+    by_kernels = sorted(ABLATION_SYSTEMS, key=lambda s: kernels[f"kernels_{SYSTEMS.get(s, s)}"])
+    by_bytes = sorted(ABLATION_SYSTEMS, key=lambda s: -round(predicted[s], 3))
+    follows = [name for name, order in (("the bytes'", by_bytes), ("the kernels'", by_kernels)) if order == measured]
+    order = f"Fastest first, the stored CPU run measured {names([PAPER_ROWS[s] for s in measured])}: " + (
+        f"{names(follows)} order." if follows else "neither the bytes' order nor the kernels'."
+    )
+    return {"cpu_sentence": "In the stored CPU run " + ", and ".join(parts) + ".", "cpu_order": order}
