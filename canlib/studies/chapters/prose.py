@@ -12,6 +12,14 @@ from canlib.studies.evidence import Judged
 from canlib.studies.verdict import FAILS, HOLDS
 
 
+SENTENCES = ("_sets", "_sets_1x", "_lead", "_sentence", "_reading", "_order", "_agreement")  # keys of generated prose
+
+
+def is_sentence(key: str) -> bool:
+    """Whether a chapter's glued value is a generated sentence, shown as prose (``{glue:md}``), not as a value."""
+    return key.endswith(SENTENCES)
+
+
 def names(items: Sequence[str]) -> str:
     """``a``, ``a and b``, ``a, b and c``."""
     items = list(items)
