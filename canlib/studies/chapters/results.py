@@ -109,6 +109,11 @@ def speed_frame(store: Store, systems: tuple[str, ...] = PAPER_SYSTEMS, against:
     return frame
 
 
+def nowrap(frame):
+    """A table whose cells keep their lines (a number and its interval are read as one)."""
+    return frame.style.set_properties(**{"white-space": "nowrap"})
+
+
 def budget_values(store: Store) -> dict[str, Any]:
     """Twice the updates (the budget study's x2 models against the 1x main-plan runs): each system's gain and the
     gap at 2x (the registry's judgements), the greedy valid BLEU of the x2 logs at the 1x run's averaged checkpoints,

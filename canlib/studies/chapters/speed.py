@@ -302,6 +302,7 @@ def run_rows(store: Store) -> list[dict[str, Any]]:
         rows.append(
             {
                 "run": run,
+                "short": f"{gpu.gpu_label(prov)} {gpu.commit_label(prov)}",
                 "GPU run": gpu.run_label(prov),
                 "commit timed": gpu.commit_label(prov),
                 "repeats": r["repeats"],
@@ -315,11 +316,11 @@ def run_rows(store: Store) -> list[dict[str, Any]]:
 
 
 RATIOS = {
-    "can-faster": "CAN / Balanced, eager",
-    "can-speed-1.28x-graphs": "CAN / Balanced, graphs",
-    "balanced-speed-1.90x": "Balanced / Baseline, eager",
-    "can-faster-than-san": "CAN / SAN, eager",
-    "can-faster-than-aan": "CAN / AAN, eager",
+    "can-faster": "CAN / Balanced eager",
+    "can-speed-1.28x-graphs": "CAN / Balanced graphs",
+    "balanced-speed-1.90x": "Balanced / Baseline eager",
+    "can-faster-than-san": "CAN / SAN eager",
+    "can-faster-than-aan": "CAN / AAN eager",
 }
 
 
@@ -329,7 +330,7 @@ def ratio_rows(store: Store) -> list[dict[str, Any]]:
     readings = {claim: _readings(store, claim) for claim in RATIOS}
     runs = run_rows(store)
     return [
-        {"GPU run": r["GPU run"], **{label: ratio_cell(readings[c].get(r["run"])) for c, label in RATIOS.items()}}
+        {"GPU run": r["short"], **{label: ratio_cell(readings[c].get(r["run"])) for c, label in RATIOS.items()}}
         for r in runs
     ]
 
@@ -483,7 +484,7 @@ def cpu_frame(store: Store):
     frame = pd.DataFrame(
         {
             LABELS[s]: {
-                "fp32 MB / step": bytes_per_decode_step(Seq2Seq(preset(s)))["total"] / 1e6,
+                "fp32 MB / step": f"{bytes_per_decode_step(Seq2Seq(preset(s)))['total'] / 1e6:.1f}",
                 "bytes predict": f"{predicted[s]:.2f}",
                 "CPU measured": "noisy run" if prov["noisy"] else cpu_cell(rows[s]),
                 f"GPU eager ({gpu_name(eager_prov['device'])})": gpu.ratio_cell(gpu.ratio_stat(eager, s, "balanced")),
@@ -511,8 +512,8 @@ def reference_frame(store: Store):
     for s in ("baseline", "balanced"):
         mine = cpu_table((s,), kind="reference", against=f"ct2:{s}", root=store.measurements)[0][s]
         out[LABELS[s]] = {
-            "canlib tok/s": rows[s]["tok_per_s"],
-            "CTranslate2 tok/s": rows[f"ct2:{s}"]["tok_per_s"],
+            "canlib tok/s": f"{rows[s]['tok_per_s']:.1f}",
+            "CTranslate2 tok/s": f"{rows[f'ct2:{s}']['tok_per_s']:.1f}",
             "canlib / CTranslate2": "noisy run" if prov["noisy"] else cpu_cell(mine),
         }
     frame = pd.DataFrame(out).T
