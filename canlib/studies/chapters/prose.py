@@ -11,7 +11,6 @@ from typing import Any
 from canlib.studies.evidence import Judged
 from canlib.studies.verdict import FAILS, HOLDS
 
-
 SENTENCES = ("_sets", "_sets_1x", "_lead", "_sentence", "_reading", "_order", "_agreement")  # keys of generated prose
 
 
