@@ -1,8 +1,11 @@
-"""The speed appendix's record of which code each stored GPU run timed: a stored operator count is credited to a
-run only where the run's commit and the counted commit hold the same model and decoding code (checked with git)."""
+"""Which code each stored GPU run timed, read from the stored measurements themselves: an operator count names the
+commits whose model and decoding code it counts (``same_code_as``), each such claim is checked here with git, a run
+is credited with a count only through it, and the library holds no commit hash of its own."""
 
 from __future__ import annotations
 
+import ast
+import re
 import shutil
 import subprocess
 
@@ -10,8 +13,9 @@ import pytest
 from conftest import REPO
 
 from canlib.studies import gpu_results as gpu
-from canlib.studies.chapters.speed_history import TIMED_CODE
-from canlib.studies.gpu_results import stored_ops
+from canlib.studies.gpu_results import counted_code, ops_files, stored_ops, timed_ops
+
+HASH = re.compile(r"(?<![0-9A-Za-z])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![0-9A-Za-z])")
 
 
 def same_code(a: str, b: str) -> bool | None:
@@ -25,15 +29,53 @@ def same_code(a: str, b: str) -> bool | None:
     return diff.returncode == 0
 
 
-@pytest.mark.parametrize("run", sorted(TIMED_CODE))
-def test_a_runs_kernel_count_is_of_the_code_it_timed(run):
-    run_commit = str(gpu.gpu_speed("eager", run)[1]["commit"]).removesuffix("+dirty")
-    counted_commit = str(stored_ops(TIMED_CODE[run])[1]["commit"]).removesuffix("+dirty")
-    same = same_code(run_commit, counted_commit)
+CLAIMS = [(name, commit) for name in ops_files() for commit in stored_ops(name)[1].get("same_code_as", [])]
+
+
+@pytest.mark.parametrize(("name", "commit"), CLAIMS)
+def test_a_count_covers_only_commits_with_the_same_decoding_code(name, commit):
+    counted = str(stored_ops(name)[1]["commit"]).removesuffix("+dirty")
+    same = same_code(commit, counted)
     if same is None:
         pytest.skip("no git history of both commits in this checkout")
-    assert same, f"{run} timed {run_commit[:7]}, whose model or decoding code differs from {counted_commit[:7]}'s"
+    assert same, f"{name} says it counts the code of {commit[:7]}, whose model or decoding differs from {counted[:7]}'s"
+
+
+def test_every_run_is_credited_with_the_count_that_names_its_commit():
+    credited = {run: timed_ops(run) for run in gpu.speed_runs()}
+    for run, name in credited.items():
+        commit = str(gpu.gpu_speed("eager", run)[1]["commit"]).removesuffix("+dirty")
+        assert (name is not None) == any(commit in counted_code(stored_ops(n)[1]) for n in ops_files()), run
+        if name:
+            assert commit in counted_code(stored_ops(name)[1])
+    # the run the speed verdicts read timed the code of this repository, and today's count says so
+    assert credited["h200-2026-11-27-81cbcbb"] == "ops.json"
 
 
 def test_the_check_tells_different_code_apart():
     assert same_code("e19dd56", "108477e") in (False, None)  # e19dd56 changed attention.py, config.py and layers.py
+
+
+def test_the_studies_package_names_no_commit_of_its_own():
+    """Which code a measurement timed is data stored beside it; the package that reads the measurements names no
+    commit (docstrings' examples aside)."""
+    found = []
+    for path in sorted((REPO / "canlib" / "studies").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                found += [f"{path.relative_to(REPO)}:{node.lineno}: {m}" for m in HASH.findall(node.value)]
+    assert not found, "\n".join(found)
+
+
+def test_the_hash_pattern_finds_a_commit_and_passes_words():
+    assert HASH.findall("ops_c9736eb.json, run h100-2026-11-26-e19dd56") == ["c9736eb", "e19dd56"]
+    assert HASH.findall("deadbeef is a word, 2026-11-26 a date, faced none") == []

@@ -223,6 +223,7 @@ def test_stored_file_without_provenance_is_refused(tmp_path, monkeypatch):
 # -- canlib.analysis.speed: one measurement per setting, shared, with its spread -----------------------
 
 from canlib.analysis import speed as sp  # noqa: E402
+from canlib.studies import cpu_speed  # noqa: E402
 
 
 def fake_bench(calls):
@@ -241,12 +242,14 @@ def fake_bench(calls):
 
 
 def test_every_chapter_reads_one_measurement_of_a_setting(tmp_path, monkeypatch):
+    """A live CPU run (asked for) times all nine systems once; every chapter's rows come from it."""
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(sp.LIVE_ENV, "1")
     calls = []
     monkeypatch.setattr(sp, "run_bench", fake_bench(calls))
-    table2, _ = sp.speed_table("tiny", ("baseline", "balanced", "can"))
-    depths, _ = sp.speed_table("tiny", ("baseline", "depth-9-4", "balanced", "depth-14-1"))
-    ablation, prov = sp.speed_table("tiny", ("balanced", "can_attn", "can_ffn", "can"))
+    table2, _ = cpu_speed.cpu_table(("baseline", "balanced", "can"))
+    depths, _ = cpu_speed.cpu_table(("baseline", "depth-9-4", "balanced", "depth-14-1"))
+    ablation, prov = cpu_speed.cpu_table(("balanced", "can_attn", "can_ffn", "can"))
     assert len(calls) == 1 and calls[0][1] == list(sp.SPEED_SYSTEMS)
     assert table2["balanced"] == depths["balanced"] == ablation["balanced"]
     assert prov["config"]["settings"]["systems"] == list(sp.SPEED_SYSTEMS)
@@ -254,22 +257,22 @@ def test_every_chapter_reads_one_measurement_of_a_setting(tmp_path, monkeypatch)
 
 def test_speed_rows_carry_min_median_max_of_the_repeats(tmp_path, monkeypatch):
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(sp.LIVE_ENV, "1")
     monkeypatch.setattr(sp, "run_bench", fake_bench([]))
-    rows, _ = sp.speed_table("tiny", ("balanced", "can"))
+    rows, _ = cpu_speed.cpu_table(("balanced", "can"))
     assert rows["balanced"]["min"] == pytest.approx(30 / 0.35)
     assert rows["balanced"]["median"] == pytest.approx(30 / 0.3)
     assert rows["balanced"]["max"] == pytest.approx(30 / 0.25)
-    # fake_bench gives the i-th system 100 + i tokens/s: CAN's ratio is its rate over Balanced's
-    order = list(sp.SPEED_SYSTEMS)
-    expected = (100.0 + order.index("can")) / (100.0 + order.index("balanced"))
-    assert expected != 1.0 and rows["can"]["ratio_to_balanced"] == pytest.approx(expected, rel=1e-12)
+    # every system's repeats take the same seconds here: each per-repeat ratio, and their median, is 1
+    assert rows["can"]["ratio"] == pytest.approx(1.0) and rows["can"]["interval"] is None  # 3 repeats: no interval
 
 
 def test_a_system_outside_the_shared_run_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(sp.LIVE_ENV, "1")
     monkeypatch.setattr(sp, "run_bench", fake_bench([]))
     with pytest.raises(KeyError, match="'small-can'"):
-        sp.speed_table("tiny", ("small-can",))
+        cpu_speed.cpu_table(("small-can",))
 
 
 def test_unknown_setting_is_refused():

@@ -1,25 +1,37 @@
-"""The speed studies the chapters share: each setting measured once per book build, with its spread.
+"""The speed studies the chapters share, and the CPU speed tables they show: read from a stored measurement, never
+timed while the book builds.
 
-Speed depends on shapes, not on what the weights learned, so every study times the paper's d=512
-presets with random weights and a forced output length. One measurement per setting: the results,
-depths, ablation, speed and scorecard chapters all read the same interleaved run of all nine systems
-(:func:`speed_table`), so a system's speed is the same number in every chapter. Each run is cached (tiny)
-or stored (``store=True``) by :func:`canlib.results.layout.study` under a key of its settings.
+Speed depends on shapes, not on what the weights learned, so every study times the paper's d=512 presets with random
+weights and a forced output length.
 
-CPU rows are labelled as such: on a CPU at batch 1 decoding is bound by memory bandwidth, not the
-paper's regime (fp16 on a GPU, bound by kernel launches); the stored GPU measurements are read by
+**The CPU tables.** The results, depths, ablation and speed chapters show one CPU measurement: all nine systems timed
+in one interleaved run (:func:`cpu_table`), and canlib against CTranslate2 on the same weights
+(:func:`cpu_reference`). Both are stored in ``book/results/cpu/`` by :data:`STORE_COMMAND` with their provenance: the
+machine, the commit, the settings, the repeats, the spread of the repeats, the machine's load average before the run
+and the CPU time other processes took while it ran. A book built on a busy laptop shows the same tables as one built
+on an idle machine. ``CANLIB_LIVE_CPU_SPEED=1`` (or ``live=True``) measures on this machine instead, once per code
+version (cached); every table, stored or live, is judged by :func:`noise` first, and a noisy run is shown as noisy,
+without ratios.
+
+CPU rows are labelled as such: on a CPU at batch 1 decoding is bound by memory bandwidth, not the paper's regime
+(fp16 on a GPU, bound by kernel launches); the stored GPU measurements are read by
 :class:`canlib.studies.store.Store`.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
+import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 from canlib.analysis.probes import decoding_costs
+from canlib.io import cache_dir, results_dir
 from canlib.model.config import ABLATION_SYSTEMS, ALL_SYSTEMS, LABELS
-from canlib.results.layout import key, study
+from canlib.results.files import load_result, provenance, save_result
+from canlib.results.layout import code_version, key, study
 from canlib.results.scales import scale_spec
 
 SPEED_SYSTEMS = ALL_SYSTEMS  # one interleaved run times all nine
@@ -30,6 +42,12 @@ SWEEPS = {
 }
 REFERENCE_SYSTEMS = ("baseline", "ct2:baseline", "balanced", "ct2:balanced")
 CPU_LABEL = "CPU (bandwidth-bound, not the paper's regime)"
+STORE_COMMAND = "python -m canlib experiment --scale small --studies speed"  # the CPU tables, book/results/cpu/
+LIVE_ENV = "CANLIB_LIVE_CPU_SPEED"  # 1: the chapters time this machine's CPU instead of reading the stored tables
+CPU_FILES = {"speed": "speed.json", "reference": "reference.json"}  # under <results>/cpu/
+CPU_SYSTEMS = {"speed": SPEED_SYSTEMS, "reference": REFERENCE_SYSTEMS}
+# the stored CPU run: every repeat times every system once, in turn (beam 4, batch 1, d=512, V=32k, fp32)
+CPU_SETTINGS = dict(sentences=8, repeats=20, warmup=1, beam=4, batch=1, forced_length=30, threads=1)
 
 
 def default_device() -> str:
@@ -119,22 +137,110 @@ def spread(row: dict[str, Any]) -> dict[str, float]:
     return {"min": min(repeats), "median": statistics.median(repeats), "max": max(repeats)}
 
 
-def speed_table(
-    scale: str, systems: tuple[str, ...] | list[str] = SPEED_SYSTEMS, *, store: bool = False, device: str | None = None
-) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
-    """Tokens/s of each system from ONE interleaved run of all nine systems (beam of the scale,
-    batch 1): {system: {tok_per_s, min, median, max, ratio_to_balanced}} and the provenance."""
-    result, prov = measure("speed", scale, SPEED_SYSTEMS, store=store, device=device)
-    rows = {}
-    for s in systems:
-        if s not in result["systems"]:
-            raise KeyError(f"speed_table: {s!r} is not one of the timed systems {', '.join(result['systems'])}")
-        row = result["systems"][s]
-        rows[s] = {"tok_per_s": row["tok_per_s"], **spread(row)}
-    base = result["systems"]["balanced"]["tok_per_s"]
-    for row in rows.values():
-        row["ratio_to_balanced"] = row["tok_per_s"] / base
-    return rows, {**prov, "meta": result["meta"]}
+def cpu_settings(kind: str) -> dict[str, Any]:
+    """The bench settings of the stored CPU run ``kind`` (``speed``: the nine systems; ``reference``: canlib and
+    CTranslate2 on Baseline's and Balanced's weights)."""
+    if kind not in CPU_FILES:
+        raise ValueError(f"kind={kind!r}: choose one of {', '.join(CPU_FILES)}")
+    return settings_for("speed", "tiny", CPU_SYSTEMS[kind], "cpu", **CPU_SETTINGS)
+
+
+def _tree_cpu_seconds(pid: int) -> float | None:
+    """CPU seconds (user + system) of process ``pid`` and its descendants, from /proc (None elsewhere)."""
+    proc = Path("/proc")
+    if not (proc / str(pid) / "stat").is_file():
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    parent, used = {}, {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(entry.name)] = int(fields[1])
+        used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+    tree, todo = {pid}, [pid]
+    while todo:
+        here = todo.pop()
+        for child, up in parent.items():
+            if up == here and child not in tree:
+                tree.add(child)
+                todo.append(child)
+    return sum(used.get(p, 0.0) for p in tree)
+
+
+def _busy_cpu_seconds() -> float | None:
+    """CPU seconds every core of the machine has spent busy since boot (/proc/stat; None elsewhere)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and waiting for I/O
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_cpu(kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Time the CPU run ``kind`` on this machine now: ({"systems", "meta"}, its provenance). The provenance holds the
+    settings, the load average before and after, and ``other_cores``: the CPU time the rest of the machine took
+    while the run timed, in cores (its busy time less this process's and its children's, over the wall time)."""
+    import torch
+
+    settings, threads = cpu_settings(kind), torch.get_num_threads()
+    busy0, own0, wall0 = _busy_cpu_seconds(), _tree_cpu_seconds(os.getpid()), time.perf_counter()
+    try:
+        result = run_bench("speed", settings)
+        busy1, own1, wall = _busy_cpu_seconds(), _tree_cpu_seconds(os.getpid()), time.perf_counter() - wall0
+        known = None not in (busy0, busy1, own0, own1)
+        other = max(0.0, ((busy1 - busy0) - (own1 - own0)) / wall) if known else None
+        prov = provenance(
+            "full",
+            {"study": "speed", "kind": kind, "settings": settings, "command": STORE_COMMAND},
+            "cpu",  # named while the bench's threads are set: the device string counts them
+            machine=f"{result['meta'].get('device', 'CPU')}, on a machine of {os.cpu_count()} cores",
+            load_average_before=result["meta"].get("load_average"),
+            load_average_after=list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+            other_cores=other,
+            wall_s=wall,
+        )
+    finally:
+        torch.set_num_threads(threads)  # the bench sets its own; a notebook that asked for a live run keeps its own
+    return result, prov
+
+
+def store_cpu_tables(root: Path | None = None, kinds: tuple[str, ...] = tuple(CPU_FILES)) -> list[Path]:
+    """Measure the CPU runs on this machine and store them in ``<root>/cpu/`` (default ``book/results``): what
+    :data:`STORE_COMMAND` runs. Run it on a machine with nothing else running; the stored provenance says whether
+    it was."""
+    from canlib.decoding.ctranslate import ctranslate2_installed
+
+    paths = []
+    for kind in kinds:
+        if kind == "reference" and not ctranslate2_installed():
+            continue
+        result, prov = measure_cpu(kind)
+        paths.append(save_result(Path(root or results_dir()) / "cpu" / CPU_FILES[kind], result, prov))
+    return paths
+
+
+def cpu_measurement(
+    kind: str = "speed", *, live: bool | None = None, root: Path | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """({"systems", "meta"}, provenance) of the CPU run ``kind``: the stored one (``<root>/cpu/``), or with ``live``
+    (default: the ``CANLIB_LIVE_CPU_SPEED`` environment variable) one timed on this machine once per code version and
+    cached. Loading never times anything."""
+    if live is None:
+        live = os.environ.get(LIVE_ENV, "") not in ("", "0")
+    if live:
+        path = cache_dir() / "studies" / "cpu" / f"{kind}-{key(code_version(), cpu_settings(kind))}.json"
+        if not path.is_file():
+            save_result(path, *measure_cpu(kind))
+        return load_result(path)
+    path = Path(root or results_dir()) / "cpu" / CPU_FILES[kind]
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no stored CPU speed measurement; store it with `{STORE_COMMAND}`")
+    return load_result(path)
 
 
 def sweep(
@@ -168,26 +274,20 @@ def breakdown(
     return {s: result["systems"][s]["breakdown"] for s in systems}, {**prov, "meta": result["meta"]}
 
 
-def reference(scale: str, *, store: bool = False, device: str | None = None):
-    """canlib against CTranslate2 on the same weights, one interleaved run; None without ctranslate2."""
-    from canlib.decoding.ctranslate import ctranslate2_installed
-
-    if not ctranslate2_installed():
-        return None
-    result, prov = measure("speed", scale, REFERENCE_SYSTEMS, store=store, device=device)
-    return {s: {"tok_per_s": r["tok_per_s"], **spread(r)} for s, r in result["systems"].items()}, {
-        **prov,
-        "meta": result["meta"],
-    }
-
-
-def store_all(scale: str, device: str | None = None) -> None:
-    """Measure and store every speed study a chapter reads at ``scale`` (for ``canlib experiment``)."""
-    speed_table(scale, store=True, device=device)
-    for kind in SWEEPS:
-        sweep(kind, scale, store=True, device=device)
-    breakdown(scale, store=True, device=device)
-    reference(scale, store=True, device=device)
+def store_all(root: Path | None = None) -> list[Path]:
+    """What ``canlib experiment --studies speed`` stores (:data:`STORE_COMMAND`): the CPU tables
+    (:func:`store_cpu_tables`), each line of its report saying what the machine did beside the run."""
+    paths = store_cpu_tables(root)
+    for path in paths:
+        _, prov = load_result(path)
+        other = prov.get("other_cores")
+        load = (prov.get("load_average_before") or [float("nan")])[0]
+        print(
+            f"{path}: stored ({prov['config']['settings']['repeats']} interleaved repeats; load average before "
+            f"{load:.2f}; other processes took "
+            + (f"{other:.2f} cores while it ran)" if other is not None else "an unknown share of the CPU)")
+        )
+    return paths
 
 
 def setting(prov: dict[str, Any]) -> str:

@@ -45,8 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--studies",
         default=",".join(DEFAULT_STUDIES),
         help=f"comma-separated, from {', '.join(STUDIES)} (runs: train and score every run, which gives "
-        "Table 2, the depth and the ablation BLEU; speed: the shared speed studies, book/results "
-        f"only; the next experiments {', '.join(defined.NEXT)} run only when named)",
+        "Table 2, the depth and the ablation BLEU; speed: the CPU speed tables the chapters show, timed on this "
+        "machine and stored in book/results/cpu/ whatever the scale; the next experiments "
+        f"{', '.join(defined.NEXT)} run only when named)",
     )
     parser.add_argument(
         "--jobs",

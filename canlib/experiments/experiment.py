@@ -109,7 +109,7 @@ def experiment(
     if "speed" in studies:
         if root != default_root(scale):
             raise ValueError("--studies speed stores into book/results only (it takes no --out)")
-        store_all(scale)
+        store_all()
     return outcome
 
 

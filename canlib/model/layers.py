@@ -159,7 +159,8 @@ class AANDecoderLayer(DecoderLayer):
 
     The self-attention sub-layer becomes a cumulative average of the (normalised) inputs,
     passed through an FFN and a gate: ``out = sigmoid(i) * z + sigmoid(f) * FFN(avg)`` with
-    ``[i; f] = Linear_2d->2d([z; FFN(avg)])``. Decoding keeps only a running sum.
+    ``[i; f] = Linear_2d->2d([z; FFN(avg)])``. Decoding keeps no keys or values, only the sum of the inputs so far,
+    once per target position (:meth:`cache_layout`).
     """
 
     def __init__(self, cfg: ModelConfig) -> None:

@@ -24,8 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from canlib.data.corpora import get_corpus
 from canlib.model.config import LABELS, preset
 from canlib.results.scales import scale_spec
+from canlib.studies.paper import paper_numbers
 from canlib.studies.store import Store
 
 
@@ -152,11 +154,15 @@ def seed_curves(logs: list[list[dict[str, Any]]], column: str, every: int | None
 
 def training_recipes(scales: tuple[str, ...] = ("tiny", "small", "full")) -> list[dict[str, Any]]:
     """What each scale trains, one row per scale, from the code that trains it (``full`` is the paper's recipe):
-    width, corpus, peak learning rate, warm-up, tokens per update, when training stops, what is averaged."""
+    width and heads, corpus, its vocabulary and length filter, peak learning rate, warm-up, tokens per update,
+    precision, when training stops, what is averaged."""
+    setup = paper_numbers()["setup"]
     rows = []
     for scale in scales:
         spec = scale_spec(scale)
         t = spec.train
+        model = preset(spec.preset("can"))
+        corpus = get_corpus(spec.corpus).scales[spec.corpus_scale]
         tokens = t["max_tokens"] * t.get("update_freq", 1)
         stop = (
             f"{t['max_steps']:,} updates"
@@ -167,15 +173,28 @@ def training_recipes(scales: tuple[str, ...] = ("tiny", "small", "full")) -> lis
             averaged = f"last {t['average_last']} checkpoints, {t['valid_every']:,} updates apart"
         else:
             averaged = "last 5 epochs' checkpoints (the paper)"
+        vocabulary = f"{corpus.vocab_size:,} joint SentencePiece BPE"
+        if scale == "full":
+            vocabulary += f" (the paper: {setup['bpe_merges']:,} BPE merges)"
         rows.append(
             {
                 "scale": scale,
-                "d": preset(spec.preset("can")).d_model,
+                "d": model.d_model,
+                "heads": str(model.heads) + (f" (the paper: {setup['heads']})" if scale == "full" else ""),
                 "corpus": f"{spec.corpus} ({spec.corpus_scale})",
+                "vocabulary": vocabulary,
+                "length filter": f"1-{corpus.max_len} subwords a side, the longer at most {corpus.max_ratio:g} x the "
+                "shorter"
+                + (
+                    f" (the paper: at most {setup['max_subwords']} subwords; the ratio is fairseq's WMT14 recipe)"
+                    if scale == "full"
+                    else ""
+                ),
                 "peak lr": f"{t['lr']:g}",
                 "warm-up updates": f"{t['warmup']:,}",
                 "tokens per update": f"{tokens:,}"
                 + (f" ({t['max_tokens']:,} x {t['update_freq']})" if t.get("update_freq") else ""),
+                "precision": training_precision(scale),
                 "stops after": stop,
                 "weights averaged": averaged,
                 # the full recipe's label smoothing is fairseq's default, which the paper does not state
@@ -184,6 +203,19 @@ def training_recipes(scales: tuple[str, ...] = ("tiny", "small", "full")) -> lis
             }
         )
     return rows
+
+
+def training_precision(scale: str) -> str:
+    """How a scale trains, in words: at tiny fp32 on a CPU (its definition); at small what its stored runs record; at
+    full the paper's mixed precision (canlib would train it in bf16 on CUDA)."""
+    if scale == "tiny":
+        return "fp32 (CPU)"
+    if scale == "full":
+        return "mixed precision, fp16 (the paper); canlib: bf16 on CUDA"
+    store = Store(scale)
+    seeds = store.stored_seeds("can")
+    recorded = store.run("can", seeds[0])[1].get("precision") if seeds else None
+    return f"{recorded} (the stored runs)" if recorded else "bf16 on CUDA, fp32 on a CPU"
 
 
 def runs_line(store: Store, systems: tuple[str, ...]) -> str:

@@ -14,7 +14,6 @@ The operator counts of one decoding step (``canlib bench ops``, counted on a CPU
 from __future__ import annotations
 
 import re
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from canlib.io import results_dir
 from canlib.model.config import LABELS
 from canlib.results.files import load_result
 from canlib.results.layout import GPU_FILES, INGEST_COMMAND, OPS_COMMAND
-from canlib.studies.verdict import repeat_ratios
+from canlib.studies.verdict import ratio_reading, repeat_ratios
 
 DEFAULT_RUN = "h200-2026-11-26"
 FILES = GPU_FILES  # raw file -> stored kind (canlib ingest converts each)
@@ -71,33 +70,64 @@ def stored_ops(name: str = "ops.json", root: Path | None = None) -> tuple[dict[s
     return load_result(path)
 
 
+def ops_files(root: Path | None = None) -> list[str]:
+    """The stored operator counts (``cpu/ops*.json``), by name."""
+    folder = Path(root or results_dir()) / "cpu"
+    return sorted(p.name for p in folder.glob("ops*.json")) if folder.is_dir() else []
+
+
+def counted_code(prov: dict[str, Any]) -> list[str]:
+    """The commits whose decoding code an operator count counts: the commit it was counted at and those its
+    provenance names as holding the same ``canlib/model`` and ``canlib/decoding`` (``same_code_as``, checked with git
+    by the tests)."""
+    return [str(prov["commit"]).removesuffix("+dirty"), *prov.get("same_code_as", [])]
+
+
+def timed_ops(run: str, root: Path | None = None) -> str | None:
+    """The stored operator count (``cpu/<name>``) of the code the GPU run ``run`` timed, None where none covers it:
+    the count whose :func:`counted_code` holds the run's commit."""
+    commit = str(load("speed", run, root)[1]["commit"]).removesuffix("+dirty")
+    for name in ops_files(root):
+        if commit in counted_code(stored_ops(name, root)[1]):
+            return name
+    return None
+
+
 def commit_label(prov: dict[str, Any]) -> str:
     """The short commit of a stored GPU result, with ``+dirty`` when its environment recorded changed files."""
     dirty = str((prov.get("environment") or {}).get("dirty", "0")).split()[0]
     return str(prov["commit"])[:7] + ("" if dirty in ("0", "") else "+dirty")
 
 
+def gpu_label(prov: dict[str, Any]) -> str:
+    """The GPU of a stored run in one word: ``H100``."""
+    match = re.search(r"\b([A-Z]+\d{2,4}[A-Za-z]*)\b", prov["device"].removeprefix("NVIDIA "))
+    return match.group(1) if match else prov["device"]
+
+
 def run_label(prov: dict[str, Any]) -> str:
     """A stored GPU run in a few words for a column or row label: ``H100 e19dd56 2026-11-26``."""
-    match = re.search(r"\b([A-Z]+\d{2,4}[A-Za-z]*)\b", prov["device"].removeprefix("NVIDIA "))
-    return f"{match.group(1) if match else prov['device']} {commit_label(prov)} {prov['date']}"
+    return f"{gpu_label(prov)} {commit_label(prov)} {prov['date']}"
 
 
 def speed_summary(run: str = DEFAULT_RUN, root: Path | None = None) -> dict[str, Any]:
-    """One GPU run's Table 2 speed in a row: device, commit, date, eager and CUDA-graph ratios (medians of
-    the timed repeats) and how many systems' captured decoding returned the eager tokens."""
+    """One GPU run's Table 2 speed in a row: device, the commit it timed, date, its repeats, and the ratios by the
+    one statistic every page uses (:func:`ratio_text`: the median of the per-repeat ratios with its 95 % interval,
+    or its range where the repeats are too few for one), and how many systems' captured decoding returned the
+    eager tokens."""
     eager, prov = gpu_speed("eager", run, root)
     graphs, _ = gpu_speed("captured", run, root)
     same = prov["captured_matches_eager"]
 
-    def ratio(rows: dict[str, dict[str, float]], a: str, b: str) -> float:
-        return rows[a]["tok_per_s"] / rows[b]["tok_per_s"] if a in rows and b in rows else float("nan")
+    def ratio(rows: dict[str, dict[str, Any]], a: str, b: str) -> str:
+        return ratio_text(ratio_stat(rows, a, b)) if a in rows and b in rows else "not timed"
 
     return {
         "run": run,
         "device": prov["device"],
         "commit": commit_label(prov),
         "date": prov["date"],
+        "repeats": int(prov["settings"]["repeats"]),
         "Balanced / Baseline eager": ratio(eager, "balanced", "baseline"),
         "CAN / Balanced eager": ratio(eager, "can", "balanced"),
         "CAN / Balanced graphs": ratio(graphs, "can", "balanced"),
@@ -105,18 +135,44 @@ def speed_summary(run: str = DEFAULT_RUN, root: Path | None = None) -> dict[str,
     }
 
 
+def repeat_speeds(row: dict[str, Any]) -> list[float]:
+    """Tokens per second of each timed repeat of one system's row (stored per repeat, or tokens over each repeat's
+    seconds)."""
+    if row.get("tok_per_s_repeats"):
+        return list(row["tok_per_s_repeats"])
+    if row.get("seconds") and row.get("tokens"):
+        return [row["tokens"] / s for s in row["seconds"]]
+    raise ValueError(f"a speed row without per-repeat times ({', '.join(sorted(row))})")
+
+
+def ratio_stat(rows: dict[str, dict[str, Any]], system: str, against: str) -> dict[str, Any]:
+    """``system``/``against`` over the interleaved repeats of one run: the median of the per-repeat ratios, its
+    order-statistic 95 % interval (None with fewer than 6 repeats), its range and the number of repeats
+    (:func:`canlib.studies.judges.ratio_reading`, the statistic of the speed claims)."""
+    return ratio_reading(repeat_ratios(repeat_speeds(rows[system]), repeat_speeds(rows[against])))
+
+
+def ratio_text(stat: dict[str, Any]) -> str:
+    """A ratio as every table shows it: ``1.47x [1.01, 1.52]`` (the median and its 95 % interval) or, with too few
+    repeats for an interval, ``1.21x (1.09-1.39, 3 repeats: no interval)``."""
+    if stat["interval"]:
+        return f"{stat['median']:.2f}x [{stat['interval'][0]:.2f}, {stat['interval'][1]:.2f}]"
+    low, high = stat["range"]
+    return f"{stat['median']:.2f}x ({low:.2f}-{high:.2f}, {stat['n']} repeats: no interval)"
+
+
+def ratio_cell(stat: dict[str, Any]) -> str:
+    """A ratio in a table cell whose caption explains the brackets: ``1.47 [1.01, 1.52]`` (the median and its 95 %
+    interval) or ``1.21 (1.09-1.39)`` (the median and the range of too few repeats for an interval)."""
+    if stat["interval"]:
+        return f"{stat['median']:.2f} [{stat['interval'][0]:.2f}, {stat['interval'][1]:.2f}]"
+    return f"{stat['median']:.2f} ({stat['range'][0]:.2f}-{stat['range'][1]:.2f})"
+
+
 def ratio_range(rows: dict[str, dict[str, Any]], system: str, against: str) -> tuple[float, float, float]:
-    """(median, lowest, highest) of ``system``/``against`` tokens/s over the interleaved repeats of one run (the
-    ratio of each repeat); a row without per-repeat values gives the ratio of medians and its min..max extremes."""
-    a, b = rows[system], rows[against]
-    if a.get("tok_per_s_repeats") and b.get("tok_per_s_repeats"):
-        ratios = repeat_ratios(a["tok_per_s_repeats"], b["tok_per_s_repeats"])
-        return statistics.median(ratios), min(ratios), max(ratios)
-    return (
-        a["tok_per_s"] / b["tok_per_s"],
-        a.get("min", a["tok_per_s"]) / b.get("max", b["tok_per_s"]),
-        a.get("max", a["tok_per_s"]) / b.get("min", b["tok_per_s"]),
-    )
+    """(median, lowest, highest) of ``system``/``against`` over the interleaved repeats of one run."""
+    stat = ratio_stat(rows, system, against)
+    return stat["median"], *stat["range"]
 
 
 def load(kind: str, run: str = DEFAULT_RUN, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:

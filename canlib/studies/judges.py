@@ -26,6 +26,7 @@ from canlib.results.studies import BUDGET_SYSTEMS
 from canlib.studies.analyses import gate_shares
 from canlib.studies.evidence import (
     METRIC,
+    SPEED,
     BatchCurve,
     Claim,
     Contrast,
@@ -567,8 +568,6 @@ JUDGES: dict[type, Callable[[Store, Claim, Any], Judged]] = {
 def speed_runs(store: Store, mode: str = "eager") -> list[str]:
     """The GPU runs the speed verdicts read in ``mode``: the runs of the newest code that meet the speed standard
     for every Table 2 system (else the newest code's runs). Table 2's speed column reads the same."""
-    from canlib.studies.evidence import SPEED
-
     rows = _timed_runs(store, "can", "balanced", mode, SPEED)
     if not rows:
         return []
@@ -588,8 +587,6 @@ def speed_reading(store: Store, system: str, against: str, mode: str = "eager") 
     """``system``/``against`` over the runs the speed verdicts read (:func:`speed_runs`): the median of the pooled
     per-repeat ratios, its order-statistic interval (None with too few repeats) and the runs. What Table 2's speed
     column shows, by the statistic the speed claims use."""
-    from canlib.studies.evidence import SPEED
-
     runs = set(speed_runs(store, mode))
     rows = [r for r in _timed_runs(store, system, against, mode, SPEED) if r["run"] in runs]
     if not rows:

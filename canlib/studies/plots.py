@@ -401,7 +401,7 @@ def plot_claim(
 
     handles, _ = ax.get_legend_handles_labels()
     handles += [
-        Line2D([], [], color="grey", lw=3.5, alpha=0.55, label="seed interval (± 2 s.e.)"),
+        Line2D([], [], color="grey", lw=3.5, alpha=0.55, label="seed interval (95 %, t)"),
         Line2D([], [], color="grey", lw=0.9, marker="_", ms=5, label="bootstrap 95 %"),
     ]
     if legend:  # below the axes, where it covers no point
@@ -433,7 +433,7 @@ def plot_claims(
         ax.axis("off")
     from matplotlib.lines import Line2D
 
-    labels["seed interval (± 2 s.e.)"] = Line2D([], [], color="grey", lw=3.5, alpha=0.55)
+    labels["seed interval (95 %, t)"] = Line2D([], [], color="grey", lw=3.5, alpha=0.55)
     labels["bootstrap 95 %"] = Line2D([], [], color="grey", lw=0.9, marker="_", ms=5)
     labels["paper (each panel's value)"] = Line2D([], [], color="tab:green", ls=":", lw=1.6)
     fig.legend(list(labels.values()), list(labels), loc="outside lower center", ncols=3, fontsize=8, frameon=False)
@@ -444,8 +444,8 @@ def claim_table(
     claims: Sequence[Any], *, budgets: dict[str, Sequence[int]] | None = None, names: dict[str, str] | None = None
 ):
     """The numbers of :func:`plot_claims` as one compact table: a row per claim, budget and evaluation set, with the
-    contrast, its seed interval (± 2 s.e.), the bootstrap interval and that set's verdict; the claim's name is given
-    on its first row only."""
+    contrast, half its 95 % seed interval (Student's t), the bootstrap interval and that set's verdict; the claim's
+    name is given on its first row only."""
     import pandas as pd
 
     rows = []
@@ -460,7 +460,7 @@ def claim_table(
                     **({"budget": f"{p['budget']}x"} if p["budget"] else {}),
                     "set": p["set"],
                     "Δ": f"{p['value']:+.2f}",
-                    "± 2 s.e. (seeds)": f"{(seed[1] - seed[0]) / 2:.2f}" if seed else "—",
+                    "± seeds (95 %)": f"{(seed[1] - seed[0]) / 2:.2f}" if seed else "—",
                     "bootstrap 95 %": f"{boot[0]:+.2f} to {boot[1]:+.2f}" if boot else "—",
                     "this set": p["verdict"],
                 }

@@ -14,9 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from canlib.model.config import LABELS
-from canlib.studies.gpu_results import ratio_range
 from canlib.studies.store import Store
-from canlib.studies.verdict import split_name
+from canlib.studies.verdict import difference_interval, split_name
 
 # a cell that reads as a number: digits with signs, decimals, thousands, percent, ranges, ratios and spreads
 NUMBER_CELL = re.compile(r"^[\s+\-−–±]*\d[\d\s.,:;+\-−–±%()\[\]x×/e]*$")
@@ -137,40 +136,12 @@ def splits_table(store: Store, systems: Sequence[str], splits: Sequence[str], *,
     return frame
 
 
-def speed_ratio_table(
-    store: Store,
-    systems: Sequence[str],
-    paper: dict[str, float],
-    cpu: dict[str, dict[str, float]] | None,
-    cpu_label: str,
-    against: str = "balanced",
-):
-    """Decoding speed relative to ``against``, one row per measurement, each labelled with its device and
-    regime: the paper's GPU, every stored GPU run (eager fp16 and CUDA graphs, device and commit; the median of the
-    interleaved repeats' ratios), and this machine's CPU (random d=512 weights, not the paper's regime)."""
-    import pandas as pd
-
-    rows = {"paper (its GPU, Table 2)": {s: paper[s] / paper[against] for s in systems}}
-    for run in store.gpu_runs_with("speed"):
-        for mode, words in (("eager", "eager fp16"), ("captured", "CUDA graphs fp16")):
-            speed, prov = store.gpu_speed(mode, run)
-            if against in speed:
-                rows[f"{prov['device']}, {words} (commit {str(prov['commit'])[:7]})"] = {
-                    s: ratio_range(speed, s, against)[0] for s in systems if s in speed
-                }
-    if cpu:
-        rows[cpu_label] = {s: cpu[s]["tok_per_s"] / cpu[against]["tok_per_s"] for s in systems if s in cpu}
-    frame = pd.DataFrame.from_dict(rows, orient="index")[[s for s in systems if s != against]]
-    frame.columns = [f"{LABELS.get(s, s)} / {LABELS.get(against, against)}" for s in frame.columns]
-    frame.index.name = "measurement (tokens/s ratio, beam 4, batch 1)"
-    return frame.round(2)
-
-
 def bleu_figure(
     store: Store, systems: Sequence[str], paper: dict[str, float], *, against: str = "balanced", split: str = "test"
 ):
     """Left: tokenized BLEU per system, every seed as a dot and the mean with its sd as an error bar.
-    Right: each system's difference to ``against``, ours (± 2 standard errors over seeds) beside the paper's."""
+    Right: each system's difference to ``against``, ours (with its 95 % seed interval, Student's t as every BLEU claim
+    reads it) beside the paper's."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -190,16 +161,14 @@ def bleu_figure(
     left.legend(fontsize=8)
     others = [s for s in shown if s != against]
     xo = np.arange(len(others))
-    ours, err = [], []
+    ours, err = [], [[], []]
     for s in others:
         a, b = tok[s], tok[against]
         ours.append(statistics.fmean(a) - statistics.fmean(b))
-        err.append(
-            2 * math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
-            if len(a) > 1 and len(b) > 1
-            else 0.0
-        )
-    right.bar(xo - 0.2, ours, 0.4, yerr=err, capsize=4, color="tab:blue", label="ours (± 2 s.e. over seeds)")
+        ci = difference_interval(a, b) or (ours[-1], ours[-1])
+        err[0].append(ours[-1] - ci[0])
+        err[1].append(ci[1] - ours[-1])
+    right.bar(xo - 0.2, ours, 0.4, yerr=err, capsize=4, color="tab:blue", label="ours (95 % seed interval)")
     right.bar(
         xo + 0.2,
         [paper[s] - paper[against] for s in others],

@@ -13,10 +13,20 @@ from typing import Any
 from canlib.results.layout import GPU_SCRIPT, experiment_command
 from canlib.results.studies import NEXT, ORIGINAL, SEEDS, STUDENTS, STUDIES, study_models
 from canlib.studies import beyond, paper
+from canlib.studies.chapters.prose import lead_sentence, sets_sentence
 from canlib.studies.chapters.results import budget_values, provenance_values
 from canlib.studies.claims import PAPER_CAN_ON, judged, marks
 from canlib.studies.store import Store
-from canlib.studies.verdict import HOLDS, ON_PAR, split_name
+from canlib.studies.verdict import FAILS, HOLDS, INCONCLUSIVE, MIXED, NOT_RUN, ON_PAR, split_name
+
+# what a verdict of a study's claim means for the explanation it tests (the verdict itself is glued, never typed)
+READING = {
+    HOLDS: "supports it as an explanation",
+    FAILS: "rules it out as an explanation",
+    MIXED: "neither supports nor rules it out: the sets disagree",
+    INCONCLUSIVE: "neither supports nor rules it out yet",
+    NOT_RUN: "has not been tested",
+}
 
 
 def plan_values(store: Store) -> dict[str, Any]:
@@ -68,6 +78,7 @@ def values(store: Store) -> dict[str, Any]:
     main = {s: store.runs(s) for s in ("baseline", *STUDENTS)}
     v |= gap.at(1).values("gap")
     v["gap_vs_paper"] = "larger than" if v["gap_test"] < v["paper_gap"] else "no larger than"
+    v |= {"gap_lead": lead_sentence(gap), "gap_sets": sets_sentence(gap)}
     v["can_test"], v["balanced_test"] = main["can"].mean("test"), main["balanced"].mean("test")
     v["main_seeds"] = len(main["can"].seeds)
     for study, ok in shown.items():
@@ -76,6 +87,10 @@ def values(store: Store) -> dict[str, Any]:
     if shown["budget"]:
         v |= gap.at(2).values("gap_2x") | j["budget-narrows-gap"].values("change_2x")
         v["change_2x_test_set"] = j["budget-narrows-gap"].judgement.on("test").verdict
+        v["change_2x_sets"] = sets_sentence(j["budget-narrows-gap"])
+        least = min(j["budget-narrows-gap"].sets, key=lambda r: abs(r["value"]))
+        v["change_least_set"] = least["set"]
+        v["budget_reading"] = READING[j["budget-narrows-gap"].word]
         v["budget_seeds"] = min(len(store.budget_runs(s, 2).seeds) for s in ("balanced", "can"))
         for system in ("balanced", "can"):
             v |= j[f"budget-adds-{system}"].values(f"gain_2x_{system}")
@@ -90,6 +105,8 @@ def values(store: Store) -> dict[str, Any]:
                 v[f"kd_{system}_test"] = kd[system].mean("test")
                 v[f"real_{system}_test"] = main[system].mean("test")
         v["kd_balanced_test_set"] = j["kd-adds-balanced"].judgement.on("test").verdict
+        v["change_kd_sets"] = sets_sentence(j["kd-narrows-gap"])
+        v["kd_reading"] = READING[j["kd-narrows-gap"].word]
         teacher = teacher_record(store)
         v |= {
             "teacher_test": teacher["teacher_bleu"]["test"]["tok_bleu"],
@@ -114,11 +131,17 @@ def values(store: Store) -> dict[str, Any]:
         v |= j["can-6-6-within-0.5"].values("gap_66") | j["can-6-6-hurts-less"].values("change_66")
         v["can66_test"], v["baseline_test"] = can66.mean("test"), main["baseline"].mean("test")
         v |= provenance_values(store, [can66], "can66")
+        v["change_66_sets"] = sets_sentence(j["can-6-6-hurts-less"])
+        v["can66_reading"] = READING[j["can-6-6-hurts-less"].word]
+        v["can66_seeds"] = len(can66.seeds)
     closers = ("can-within-0.5", "kd-can-within-0.5", "can-6-6-within-0.5")
     v["closed_count"] = sum(
         j[c].word == HOLDS for c, study in zip(closers, ("budget", "distill", "can-6-6")) if shown[study]
     )
     v["test_name"] = split_name("test")
+    v["study_seeds"] = ", ".join(
+        sorted({str(n) for c in closers for n in j[c].seeds.values()}, key=int)
+    )  # the seeds per system the studies' verdicts read
     return v | conversion_values(store)
 
 

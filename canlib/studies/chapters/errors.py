@@ -7,6 +7,7 @@ from typing import Any
 
 from canlib.studies import paper
 from canlib.studies.analyses import MIN_BUCKET_SENTENCES, bucket_rows, error_buckets
+from canlib.studies.chapters.prose import lead_sentence, sets_sentence
 from canlib.studies.claims import judged, marks
 from canlib.studies.store import Store
 from canlib.studies.tables import reading_table
@@ -54,7 +55,7 @@ def values(store: Store) -> dict[str, Any]:
     tok = store.scores(["balanced", "can"])
     gaps = [c - b for b, c in zip(tok["balanced"], tok["can"])]
     out |= {"seed1_gap": gaps[0], "seeds": len(gaps)}
-    return out | marks(store, [CLAIM])
+    return out | marks(store, [CLAIM]) | verdict_values(store)
 
 
 def paper_table():
@@ -108,3 +109,10 @@ def whole_set_gap(store: Store) -> dict[str, Any]:
     if len(gaps) > 1:
         row |= {"seed pairs from": min(gaps), "seed pairs to": max(gaps)}
     return row
+
+
+def verdict_values(store: Store) -> dict[str, Any]:
+    """The sentences beside the registry's verdict of "CAN scores below Balanced": which body of evidence it reads and
+    why, and on how many evaluation sets the intervals decide it."""
+    j = judged(store)[CLAIM]
+    return {"below_lead": lead_sentence(j), "below_sets": sets_sentence(j)}

@@ -11,11 +11,18 @@ which stores them.
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 from typing import Any
 
-from canlib.model.config import ALL_SYSTEMS, PAPER_SYSTEMS
+from canlib.data.preparation import prepared
+from canlib.io import CHECKOUT_DIR  # the corpus a chapter quotes (prepared once, from the data folder)
+from canlib.model.config import ALL_SYSTEMS, LABELS, PAPER_SYSTEMS, preset
+from canlib.studies import gpu_results as gpu
 from canlib.studies import paper
-from canlib.studies.claims import judged, marks, run_name, speed_run
+from canlib.studies.chapters.prose import lead_sentence, sets_sentence
+from canlib.studies.claims import judged, marks
+from canlib.studies.cpu_speed import cpu_cell, cpu_table
+from canlib.studies.judges import speed_runs
 from canlib.studies.store import Store, describe_provenances
 from canlib.studies.verdict import EVAL_SPLITS, ON_PAR
 
@@ -52,17 +59,59 @@ def values(store: Store) -> dict[str, Any]:
         if split in r.scores
         for t, b in zip(r.scores[split], store.sacre(r, split))
     )
-    can = judged(store)["can-within-0.5"]
-    v |= can.at(1).values("gap_can") | judged(store)["balanced-keeps-bleu"].values("gap_balanced")
+    can, keeps = judged(store)["can-within-0.5"], judged(store)["balanced-keeps-bleu"]
+    v |= can.at(1).values("gap_can") | keeps.values("gap_balanced")
+    v |= {"can_lead": lead_sentence(can), "can_sets": sets_sentence(can), "can_sets_1x": sets_sentence(can.at(1))}
+    v |= {"balanced_sets": sets_sentence(keeps), "keeps_seeds": min(keeps.seeds.values())}
     for s in ("san", "aan"):
         v[f"gap_{s}"] = runs[s].mean("test") - runs["balanced"].mean("test")
     stored = {s: r for s, r in runs.items() if r is not None}
     v["systems"] = len(stored)
     v["can_last"] = sum(min(stored, key=lambda s: stored[s].mean(split)) == "can" for split in EVAL_SPLITS)
     v |= marks(store, CLAIMS) | budget_values(store) | provenance_values(store, [runs[s] for s in ALL_SYSTEMS])
-    run = speed_run(store)
-    v["speed_run"] = run_name(store.gpu_speed("eager", run)[1]) if run else "no stored GPU run"
-    return v
+    read = speed_runs(store)
+    v["speed_runs"] = ", ".join(gpu.run_label(store.gpu_speed("eager", r)[1]) for r in read) or "no stored GPU run"
+    return v | corpus_values(store) | {"d_small": preset("small-can").d_model, "d_paper": preset("can").d_model}
+
+
+def corpus_values(store: Store) -> dict[str, Any]:
+    """The prepared training corpus of the scale (its ``meta.json``): the pairs it trains on after the length filter,
+    the raw pairs, how many the length-ratio filter left out, its bound, and the joint vocabulary's size."""
+    meta = prepared(store.corpus, store.spec.corpus_scale).meta
+    return {
+        "train_pairs": meta["counts"]["train"],
+        "raw_pairs": meta["cleaning"]["raw_pairs"],
+        "ratio_removed": meta["cleaning"]["ratio"],
+        "max_ratio": meta["recipe"]["spec"]["max_ratio"],
+        "vocab": meta["vocab_size"],
+    }
+
+
+def speed_frame(store: Store, systems: tuple[str, ...] = PAPER_SYSTEMS, against: str = "balanced"):
+    """Decoding speed relative to ``against``, one row per measurement, each labelled with its device, regime and the
+    commit it timed: the paper's GPU, every stored GPU run (eager fp16 and CUDA graphs) and the stored CPU run, every
+    ratio the median of the per-repeat ratios [its 95 % interval] or (the range of too few repeats for one)."""
+    import pandas as pd
+
+    t2 = paper.table2("en-de")
+    rows = {"paper (its GPU, Table 2)": {s: f"{t2[LABELS[s]].speed / t2[LABELS[against]].speed:.2f}" for s in systems}}
+    for run in store.gpu_runs_with("speed"):
+        for mode, words in (("eager", "eager"), ("captured", "graphs")):
+            speed, prov = store.gpu_speed(mode, run)
+            rows[f"{gpu.gpu_label(prov)} {gpu.commit_label(prov)}, {words}"] = {
+                s: gpu.ratio_cell(gpu.ratio_stat(speed, s, against)) if s in speed else "not timed" for s in systems
+            }
+    cpu, prov = cpu_table(systems, against=against, root=store.measurements)
+    rows["CPU, fp32 (not the paper's)"] = {s: "noisy" if prov["noisy"] else cpu_cell(cpu[s]) for s in systems}
+    frame = pd.DataFrame.from_dict(rows, orient="index")[[s for s in systems if s != against]]
+    frame.columns = [LABELS[s] for s in frame.columns]
+    frame.index.name = f"tokens/s x {LABELS[against]}"
+    return frame
+
+
+def nowrap(frame):
+    """A table whose cells keep their lines (a number and its interval are read as one)."""
+    return frame.style.set_properties(**{"white-space": "nowrap"})
 
 
 def budget_values(store: Store) -> dict[str, Any]:
@@ -89,6 +138,7 @@ def budget_values(store: Store) -> dict[str, Any]:
         v[f"{s}_test_2x"] = x2[s].mean("test")
     v |= judged(store)["can-within-0.5"].at(2).values("gap_can_2x")
     v |= judged(store)["budget-narrows-gap"].values("change_2x")
+    v["change_sets"] = sets_sentence(judged(store)["budget-narrows-gap"])
     up, total, through = 0, 0, 0
     for s in ("balanced", "can"):
         curve: dict[int, list[dict[str, Any]]] = {}
@@ -111,5 +161,38 @@ def budget_values(store: Store) -> dict[str, Any]:
 
 
 def provenance_values(store: Store, runs: list[Any], prefix: str = "runs") -> dict[str, Any]:
-    """Where the runs come from, for the chapter's provenance line: how many, devices, commits, dates, budget."""
-    return {f"{prefix}_{k}": v for k, v in describe_provenances(store.provenances(runs)).items()}
+    """Where the runs come from, for the chapter's provenance drop-down: how many, devices, commits, dates, budget,
+    and the same as a table (``<prefix>_table``: a drop-down's numbers belong in a table, not a sentence)."""
+    provs = store.provenances(runs)
+    described = describe_provenances(provs)
+    out = {f"{prefix}_{k}": v for k, v in described.items()}
+    out[f"{prefix}_table"] = provenance_frame(described, provs)
+    return out
+
+
+def provenance_frame(described: dict[str, Any], provs: list[dict[str, Any]]):
+    """A two-column table of where runs come from, with the repository's folders of the device calls that trained
+    them (``measurements/<call>/``, found by the commits their notes name)."""
+    import pandas as pd
+
+    commits = sorted({str(p["commit"]).removesuffix("+dirty") for p in provs})
+    folder = CHECKOUT_DIR / "measurements"
+
+    def names_them(call: Path) -> bool:
+        notes = [*call.glob("*.txt"), *call.glob("README.md")]
+        return any(c[:7] in note.read_text(encoding="utf-8") for note in notes for c in commits)
+
+    calls = (
+        [call.name for call in sorted(folder.iterdir()) if call.is_dir() and names_them(call)]
+        if folder.is_dir()
+        else []
+    )
+    rows = {
+        "models": str(described["count"]),
+        "devices": described["device"],
+        "commits": described["commit"],
+        "dates": described["date"],
+        "budget": described["budget"],
+        "device calls (measurements/)": ", ".join(calls) or "not kept in the repository",
+    }
+    return pd.DataFrame({"": rows}).rename_axis("trained")

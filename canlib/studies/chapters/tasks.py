@@ -10,6 +10,7 @@ from typing import Any
 from canlib.results.layout import experiment_command
 from canlib.results.scales import DIRECTION_SYSTEMS
 from canlib.studies import paper
+from canlib.studies.chapters.results import corpus_values
 from canlib.studies.claims import judged, marks
 from canlib.studies.evidence import BLEU
 from canlib.studies.store import Store
@@ -66,6 +67,9 @@ def values(store: Store) -> dict[str, Any]:
         "margin": ON_PAR,
     }
     v |= marks(store, ["can-within-0.5-tasks", "can-within-0.5"])
+    main_runs = store.runs("can")
+    v |= {"main_seeds": len(main_runs.seeds) if main_runs else 0, "updates": spec.train["max_steps"]}
+    v |= corpus_values(store) | {"lead_budget": judged(store)["can-within-0.5"].budget or 1}
     if main is not None and main.value is not None:
         v["main_gap"], v["main_pm"] = main.value, main.values("main")["main_pm"]
     return v

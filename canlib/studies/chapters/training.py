@@ -16,6 +16,7 @@ from typing import Any
 from canlib.model.config import LABELS
 from canlib.results.scales import scale_spec
 from canlib.studies import paper
+from canlib.studies.chapters.prose import lead_sentence
 from canlib.studies.claims import judged, marks
 from canlib.studies.store import Store
 from canlib.studies.verdict import ON_PAR, split_name
@@ -158,6 +159,7 @@ def undertraining_values(store: Store) -> dict[str, Any]:
         "budget_runs": len(continued),
         "margin": ON_PAR,
         "averaging_status": averaging_status(store),
+        "can_lead": lead_sentence(judged(store)["can-within-0.5"]),
     }
     return out | marks(store, BUDGET_CLAIMS)
 
