@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 from pathlib import Path
 
@@ -364,45 +363,6 @@ def test_the_glance_tables_are_the_stored_runs(store):
         f"{statistics.median(ratios):.2f}x [{ratios[1]:.2f}, {ratios[8]:.2f}]"
     )
     assert t["provenance"]["speed_run"] == "h200-2026-11-27-81cbcbb"
-
-
-def test_the_readme_section_is_what_the_stored_results_give_now(env):
-    """README cannot glue: its section is generated (python -m canlib.studies.chapters.glance --readme), and this
-    fails when the stored results or the code give another table than README holds."""
-    from canlib.studies.chapters import glance
-
-    assert glance.readme_text(REPO / "README.md") == glance.readme_section("small", RESULTS) + "\n"
-
-
-def test_the_readme_verdicts_are_the_claims_commands_claim_by_claim(env):
-    """Every claim of the paper in `python -m canlib claims --json` is a row of README's verdict table with the same
-    verdict word, and README has no row the registry does not."""
-    import subprocess
-    import sys
-
-    out = subprocess.run(
-        [sys.executable, "-m", "canlib", "claims", "--json", "--source", "paper"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=900,
-        env=dict(os.environ),
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    registry = {row["id"]: row["verdict"] for row in json.loads(out.stdout)}
-    section = (
-        (REPO / "README.md").read_text(encoding="utf-8").split("## Results at a glance", 1)[1].split("\n## ", 1)[0]
-    )
-    lines = [line for line in section.splitlines() if line.startswith("|")]
-    table = next(i for i, line in enumerate(lines) if line.split("|")[1].strip() == "id")
-    header = [c.strip() for c in lines[table].split("|")[1:-1]]
-    rows = {}
-    for line in lines[table + 2 :]:
-        cells = [c.strip() for c in line.split("|")[1:-1]]
-        if len(cells) != len(header):
-            break
-        rows[cells[0]] = cells[header.index("verdict")]
-    assert rows == registry
 
 
 @pytest.mark.parametrize(

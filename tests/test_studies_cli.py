@@ -136,6 +136,9 @@ def test_an_interrupted_run_resumes_from_its_checkpoints(tmp_path, monkeypatch, 
     shutil.copytree(first / "checkpoints", second / "checkpoints")
     for name in ("config.json", "log.jsonl", "vocab.model"):
         shutil.copy(first / name, second / name)
+    config = json.loads((second / "config.json").read_text())  # as the 4-update run wrote it before it stopped
+    config["train"]["valid_every"] = run("can", "tiny", 1, reduced=4).budget["valid_every"]
+    (second / "config.json").write_text(json.dumps(config))
     capsys.readouterr()
     assert main([*base, "--max-steps", "4", "--out", str(tmp_path / "out4")]) == 0
     assert "resumed from" in capsys.readouterr().err and "step_0000002.pt" in str(

@@ -99,7 +99,7 @@ def values(store: Store) -> dict[str, Any]:
         "small_updates": int(small.spec.train["max_steps"]),
         "alike_threshold": BY_ID["inputs-alike"].evidence.ok.bound,
     }
-    return out | marks(store, ["inputs-alike"])
+    return out | marks(store, ["inputs-alike", "ffn-inputs-less-alike"])
 
 
 def balanced_findings(measured: dict[str, Any], threshold: float) -> str:
