@@ -23,13 +23,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("canlib.training.cli", "train a model preset on a prepared corpus (resumable; CPU or CUDA)"),
     "translate": ("canlib.decoding.translate", "translate raw sentences with a checkpoint (beam search)"),
     "export": ("canlib.decoding.export", "export a trained model to another engine (CTranslate2)"),
-    "bench": ("canlib.bench.cli", "decoding-speed studies of the paper (JSON and plots)"),
+    "bench": ("canlib.repro.bench.cli", "decoding-speed studies of the paper (JSON and plots)"),
     "experiment": (
-        "canlib.experiments.cli",
+        "canlib.repro.experiments.cli",
         "train (concurrently), evaluate and store every run and study of a scale under book/results/",
     ),
-    "ingest": ("canlib.ingest", "store measurements made on another machine (a GPU) as results with provenance"),
-    "claims": ("canlib.studies.claims", "every claim the book tests, judged from the stored results (--json: as data)"),
+    "ingest": ("canlib.repro.ingest", "store measurements made on another machine (a GPU) as results with provenance"),
+    "claims": (
+        "canlib.repro.studies.claims",
+        "every claim the book tests, judged from the stored results (--json: as data)",
+    ),
 }
 
 

@@ -41,7 +41,7 @@ if [ "$DRY" = 1 ]; then
   LIMIT=600
 else
   RESULTS="$ROOT/book/results"
-  RUN=(--scale small ${JOBS:+--jobs "$JOBS"})  # default: one process per CPU core as GPU memory allows (canlib.experiments.pool)
+  RUN=(--scale small ${JOBS:+--jobs "$JOBS"})  # default: one process per CPU core as GPU memory allows (canlib.repro.experiments.pool)
   REST=()
   BEYOND_SEEDS=()
   LIMIT="${LIMIT:-540}"
@@ -56,7 +56,7 @@ mps_start
 echo "MPS: $MPS_STATE" | tee -a "$LOG"
 START=$(date +%s)
 # every `canlib experiment` below starts a run only if it can finish before START + LIMIT (the rest waits for the
-# next call; canlib.experiments.pool), and a run the timeout stops anyway resumes from its checkpoints
+# next call; canlib.repro.experiments.pool), and a run the timeout stops anyway resumes from its checkpoints
 export CANLIB_DEADLINE=$(( START + LIMIT ))
 # 1. Seed 1 of every system on the main corpus and the analyses that only read them: the most valuable part
 #    first (each chapter switches to small as soon as its own runs are stored). The conversion study trains
@@ -100,7 +100,7 @@ and evaluated in $ELAPSED s: $(awk -v n="$(( PLAN_RUNS + BEYOND_RUNS ))" -v s="$
   'BEGIN { printf "%.2f", (s > 0 ? 60 * n / s : 0) }') runs per minute" | tee -a "$LOG"
 # the plan's cost from this call's rate, an estimate: the plan's runs and the beyond studies' models in runs of the
 # 1x budget's updates (a 4x model counts 4), at the 2x budget twice as many (evaluation counted twice: an upper bound)
-PLAN_SIZE=$("$PY" -c "from canlib.experiments.run import budget, plan; from canlib.experiments.beyond import study_runs; from canlib.results.studies import STUDIES
+PLAN_SIZE=$("$PY" -c "from canlib.repro.experiments.run import budget, plan; from canlib.repro.experiments.beyond import study_runs; from canlib.repro.results.studies import STUDIES
 print(round(len(plan('small')) + sum(r.steps for s in STUDIES for r in study_runs(s, 'small')) / budget('small')['max_steps']))" 2>/dev/null)
 DONE=$(( PLAN_RUNS + BEYOND_RUNS ))
 if [ -n "$PLAN_SIZE" ] && [ "$DONE" -gt 0 ]; then

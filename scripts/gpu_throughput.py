@@ -76,7 +76,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "deterministic": True,
     },
 }
-# the small scale's budget (canlib.results.scales), what every small run trains with
+# the small scale's budget (canlib.repro.results.scales), what every small run trains with
 SMALL = dict(lr=1e-3, warmup=500, max_tokens=8192, label_smoothing=0.1)
 RUNS = Path(tempfile.gettempdir()) / "canlib-throughput-runs"  # T2's models, which T5 evaluates
 

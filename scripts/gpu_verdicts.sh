@@ -18,7 +18,7 @@
 #   3. book/results/small and the logs packed into $OUT/small.tar.gz (recompute its scores from the stored
 #      hypotheses where it is unpacked: `canlib experiment --rescore book/results/small`).
 # LIMIT (default 575 s) bounds the whole; each part runs under its own timeout and a run that cannot finish by
-# the deadline is not started (canlib.experiments.pool). Store what comes back with `canlib ingest` (speed) and by
+# the deadline is not started (canlib.repro.experiments.pool). Store what comes back with `canlib ingest` (speed) and by
 # unpacking small.tar.gz over book/results/ (the runs).
 set -u
 
@@ -57,7 +57,7 @@ fi
 CORPUS=multi30k-en-de
 
 # the prepared corpus once, before the concurrent commands below would each prepare it
-"$PY" -c "from canlib.data.preparation import prepare; from canlib.results.scales import scale_spec
+"$PY" -c "from canlib.data.preparation import prepare; from canlib.repro.results.scales import scale_spec
 prepare('$CORPUS', scale_spec('$SCALE').corpus_scale, progress=False)" >> "$LOG" 2>&1
 say "corpus prepared: exit $?"
 

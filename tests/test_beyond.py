@@ -13,9 +13,9 @@ import shutil
 import pytest
 
 from canlib.cli import main
-from canlib.experiments import beyond as engine
-from canlib.experiments.rescore import recheck, rescore
-from canlib.results import studies as beyond  # the study table: the studies as data
+from canlib.repro.experiments import beyond as engine
+from canlib.repro.experiments.rescore import recheck, rescore
+from canlib.repro.results import studies as beyond  # the study table: the studies as data
 
 # -- the plan --------------------------------------------------------------------------------------
 

@@ -7,11 +7,11 @@ import statistics
 
 import pytest
 
-from canlib.results.files import provenance, save_result
-from canlib.results.layout import model_name, stored_path
-from canlib.studies import beyond, claims
-from canlib.studies.claims import judged
-from canlib.studies.store import Store
+from canlib.repro.results.files import provenance, save_result
+from canlib.repro.results.layout import model_name, stored_path
+from canlib.repro.studies import beyond, claims
+from canlib.repro.studies.claims import judged
+from canlib.repro.studies.store import Store
 
 SPLITS = ("valid", "test")
 

@@ -239,7 +239,7 @@ def page_words(page: Path) -> int:
 
 def test_every_built_page_and_readme_show_one_word_per_claim_the_registrys(built_book: Path) -> None:
     """Every verdict a reader sees, read from the built HTML (each marked with its claim id by
-    canlib.studies.claims.mark) and from README's verdict table: one word per claim (and budget) across the pages,
+    canlib.repro.studies.claims.mark) and from README's verdict table: one word per claim (and budget) across the pages,
     and that word is the registry's (``python -m canlib claims --json``)."""
     import json
 

@@ -1,4 +1,5 @@
-"""The claims registry (canlib.studies.claims): every claim one row, judged once, in five words, from the strongest
+"""The claims registry (canlib.repro.studies.claims): every claim one row, judged once, in five words, from the
+strongest
 body of evidence held to its standard. Each kind of claim is built from two opposite fake stores and its word must
 flip; each is made inconclusive by taking its evidence below the standard; a weaker body never overrides a stronger
 one; the stored results give the readings a careful reviewer would; ``canlib claims --json`` carries the evidence,
@@ -15,13 +16,13 @@ from pathlib import Path
 import pytest
 from conftest import REPO, SHARED_DATA
 
-from canlib.results.files import provenance, save_result
-from canlib.results.layout import stored_path
-from canlib.studies import claims
-from canlib.studies.claims import BY_ID, CLAIMS, judged, mark
-from canlib.studies.evidence import MEANINGS
-from canlib.studies.store import Store
-from canlib.studies.verdict import STATES
+from canlib.repro.results.files import provenance, save_result
+from canlib.repro.results.layout import stored_path
+from canlib.repro.studies import claims
+from canlib.repro.studies.claims import BY_ID, CLAIMS, judged, mark
+from canlib.repro.studies.evidence import MEANINGS
+from canlib.repro.studies.store import Store
+from canlib.repro.studies.verdict import STATES
 
 RESULTS = REPO / "book" / "results"
 REFS = [
@@ -364,7 +365,7 @@ VERDICT_FUNCTIONS = {
     "bootstrap_contrast",
     "central_95",
 }
-ALLOWED = {"canlib/studies/verdict.py", "canlib/studies/judges.py", "canlib/studies/claims.py"}
+ALLOWED = {"canlib/repro/studies/verdict.py", "canlib/repro/studies/judges.py", "canlib/repro/studies/claims.py"}
 
 
 def test_no_module_outside_the_rule_and_the_registry_calls_the_verdict_functions():
@@ -439,7 +440,7 @@ def test_every_page_that_shows_a_verdict_shows_the_registrys_word(stored):
     registry's."""
     import os
 
-    from canlib.studies.chapters import (
+    from canlib.repro.studies.chapters import (
         ablation,
         attention,
         beyond,

@@ -6,9 +6,9 @@ from concurrent.futures import Future
 
 import pytest
 
-from canlib.experiments import cli, pool
-from canlib.experiments.pool import Deadline, device_jobs, needs_of, run_queue, runs_per_minute, train_all
-from canlib.experiments.run import Run, Variant, run
+from canlib.repro.experiments import cli, pool
+from canlib.repro.experiments.pool import Deadline, device_jobs, needs_of, run_queue, runs_per_minute, train_all
+from canlib.repro.experiments.run import Run, Variant, run
 
 
 def test_jobs_are_one_per_core_as_memory_allows_and_one_on_a_cpu():

@@ -8,7 +8,7 @@ import pytest
 
 from canlib.io import results_dir
 from canlib.model.config import preset
-from canlib.studies.chapters import decoding
+from canlib.repro.studies.chapters import decoding
 
 
 def test_values_quote_the_stored_counts_and_the_cache_widths_of_the_configs():

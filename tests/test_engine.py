@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from canlib.experiments import beyond as engine_beyond
-from canlib.experiments.run import MAIN, Run, Variant, load, plan, run, trained
-from canlib.results import studies as table
-from canlib.results.files import load_result
-from canlib.studies import beyond
+from canlib.repro.experiments import beyond as engine_beyond
+from canlib.repro.experiments.run import MAIN, Run, Variant, load, plan, run, trained
+from canlib.repro.results import studies as table
+from canlib.repro.results.files import load_result
+from canlib.repro.studies import beyond
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = REPO / "book" / "results" / "small"
@@ -25,14 +25,14 @@ NEVER_LOADED = (
     "canlib.data.preparation",
     "canlib.data.download",
     "canlib.decoding",
-    "canlib.bench",
-    "canlib.experiments.train",
-    "canlib.experiments.evaluate",
-    "canlib.experiments.pool",
-    "canlib.experiments.distill",
-    "canlib.experiments.corpus",
-    "canlib.experiments.experiment",
-    "canlib.experiments.analyses",
+    "canlib.repro.bench",
+    "canlib.repro.experiments.train",
+    "canlib.repro.experiments.evaluate",
+    "canlib.repro.experiments.pool",
+    "canlib.repro.experiments.distill",
+    "canlib.repro.experiments.corpus",
+    "canlib.repro.experiments.experiment",
+    "canlib.repro.experiments.analyses",
 )
 
 
@@ -91,11 +91,11 @@ def test_loading_every_stored_result_imports_no_training_or_data_preparation(tmp
     code = f"""
 import json, sys
 from pathlib import Path
-from canlib.experiments.run import load, plan
-from canlib.studies import analyses, beyond, claims, gpu_results
-from canlib.studies.store import Store, default_scale
-from canlib.results.files import load_result
-from canlib.results.scales import DIRECTION_SYSTEMS
+from canlib.repro.experiments.run import load, plan
+from canlib.repro.studies import analyses, beyond, claims, gpu_results
+from canlib.repro.studies.store import Store, default_scale
+from canlib.repro.results.files import load_result
+from canlib.repro.results.scales import DIRECTION_SYSTEMS
 from canlib.model.config import ALL_SYSTEMS
 loaded = 0
 for path in sorted(Path({str(REPO / "book" / "results")!r}).rglob("*.json")):
@@ -140,8 +140,8 @@ print(json.dumps({{"loaded": loaded, "systems": len(scores), "sums": len(sums), 
 
 
 def test_a_reader_never_trains_a_missing_result_it_names_the_call_that_stores_it(tmp_path, monkeypatch):
-    from canlib.studies import analyses
-    from canlib.studies.store import Store
+    from canlib.repro.studies import analyses
+    from canlib.repro.studies.store import Store
 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))  # an empty tiny folder: nothing trained here
     with pytest.raises(FileNotFoundError, match="canlib experiment --scale tiny --systems can --seeds 1"):
@@ -254,8 +254,8 @@ def write_corpus(folder: Path, lines: dict[str, int]) -> Path:
 
 def test_your_own_corpus_of_plain_files_trains_and_evaluates_end_to_end_at_tiny(tmp_path, monkeypatch, capsys):
     from canlib.cli import main
-    from canlib.experiments.rescore import rescore
-    from canlib.studies.store import Store
+    from canlib.repro.experiments.rescore import rescore
+    from canlib.repro.studies.store import Store
 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
     files = write_corpus(tmp_path / "my-en-de", {"train": 120, "valid": 12, "test": 10})
@@ -366,8 +366,8 @@ def test_the_averaging_variant_scores_the_last_checkpoint_alone_from_the_recipes
 
     import torch
 
-    from canlib.experiments.run import budget
-    from canlib.experiments.train import train
+    from canlib.repro.experiments.run import budget
+    from canlib.repro.experiments.train import train
 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))

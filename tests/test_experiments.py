@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from canlib.cli import main
-from canlib.experiments.experiment import mark_complete
-from canlib.experiments.run import plan
-from canlib.results.layout import stored_path, study
-from canlib.results.scales import scale_spec
+from canlib.repro.experiments.experiment import mark_complete
+from canlib.repro.experiments.run import plan
+from canlib.repro.results.layout import stored_path, study
+from canlib.repro.results.scales import scale_spec
 
 
 def test_tiny_study_is_computed_once_and_carries_provenance(tmp_path, monkeypatch):
@@ -98,8 +98,8 @@ def test_reduced_budget_is_refused_for_the_default_results_folder(capsys):
 
 
 def test_the_store_reads_every_stored_seed_and_skips_missing_systems(tmp_path):
-    from canlib.results.files import provenance, save_result
-    from canlib.studies.store import Store
+    from canlib.repro.results.files import provenance, save_result
+    from canlib.repro.studies.store import Store
 
     for seed, score in ((1, 30.0), (2, 32.0), (3, 31.0)):
         save_result(
@@ -118,9 +118,9 @@ def test_the_store_reads_every_stored_seed_and_skips_missing_systems(tmp_path):
 
 
 def test_verdicts_read_only_runs_trained_with_the_full_budget(tmp_path):
-    from canlib.results.files import provenance, save_result
-    from canlib.studies import claims
-    from canlib.studies.store import Store
+    from canlib.repro.results.files import provenance, save_result
+    from canlib.repro.studies import claims
+    from canlib.repro.studies.store import Store
 
     for seed in (1, 2, 3):
         for system, score in (("can", 30.0 + seed), ("balanced", 29.0 + seed)):
@@ -138,8 +138,8 @@ def test_verdicts_read_only_runs_trained_with_the_full_budget(tmp_path):
 
 
 def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
-    from canlib.results.files import provenance, save_result
-    from canlib.studies.store import default_scale
+    from canlib.repro.results.files import provenance, save_result
+    from canlib.repro.studies.store import default_scale
 
     assert default_scale(root=tmp_path) == "tiny"
     runs = plan("small")
@@ -160,8 +160,8 @@ def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
 
 
 def test_a_chapter_shows_small_once_every_seed_of_its_own_runs_is_stored(tmp_path):
-    from canlib.results.files import provenance, save_result
-    from canlib.studies.store import default_scale
+    from canlib.repro.results.files import provenance, save_result
+    from canlib.repro.studies.store import default_scale
 
     def store(name):
         save_result(stored_path(name, "small", tmp_path), {"scores": {}}, provenance("small", {}))
@@ -191,8 +191,8 @@ def test_experiment_command_refuses_unknown_studies(capsys):
 
 
 def test_a_failed_run_is_named_and_does_not_stop_the_others(monkeypatch, capsys):
-    from canlib.experiments import pool
-    from canlib.experiments.run import run
+    from canlib.repro.experiments import pool
+    from canlib.repro.experiments.run import run
 
     def fake(r, root, store=True):
         if r.system == "san":

@@ -51,7 +51,7 @@ def test_the_command_scan_catches_a_command_canlib_does_not_have():
         "Run `canlib reproduce --all`, or:\n```bash\nCUDA_VISIBLE_DEVICES=0 python -m canlib evaluate x  # note\n```\n"
     )
     assert commands_named(text) == {"reproduce", "evaluate"}
-    assert commands_named("`canlib.studies.cli` and canlib editable in prose") == set()
+    assert commands_named("`canlib.repro.studies.cli` and canlib editable in prose") == set()
 
 
 def gpu_small_commands(tmp_path: Path) -> list[str]:

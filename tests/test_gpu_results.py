@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from conftest import MEASUREMENTS, missing
 
-from canlib import ingest
+from canlib.repro import ingest
 from canlib.cli import main
-from canlib.ingest import device as ingest_device
-from canlib.results.files import load_result
-from canlib.studies import gpu_results as gpu
+from canlib.repro.ingest import device as ingest_device
+from canlib.repro.results.files import load_result
+from canlib.repro.studies import gpu_results as gpu
 
 REPO = Path(__file__).resolve().parents[1]
 IN_REPO = REPO / "measurements"

@@ -1,10 +1,12 @@
-"""The package's layering, as the folder tree states it: each part imports only the parts below it.
+"""The package's two halves and their layers, read from the folder tree.
 
-io < bleu < data < model < decoding < training < bench < results < analysis < {studies, experiments} < ingest < the
-command
-line (cli, info, __main__). The results schema (results) and the computations on models (analysis) sit below both
-the book's readers (studies) and the experiment engine (experiments), which are siblings: neither imports the other,
-so loading a result can never reach training and the engine never depends on how a chapter reads.
+``canlib/`` holds the core a user imports (data, model, decoding, training, analysis, bleu, io and the command line);
+``canlib/repro/`` holds the reproduction the book reads (the results schema, the bench, the experiment engine, the
+readers and ingest). The core never imports the reproduction. Inside each half a part imports only the parts below
+it: ``io < bleu < data < model < decoding < training < analysis < {cli, info}`` in the core and
+``results < bench < {studies, experiments} < ingest`` in the reproduction, where the engine (experiments) and the
+readers (studies) are siblings: neither imports the other, so loading a result can never reach training. A layer
+list appears below only for the order of the parts; which part belongs to which half is the tree's.
 """
 
 from __future__ import annotations
@@ -17,40 +19,40 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "canlib"
-LAYERS = [
-    "io",
-    "bleu",
-    "data",
-    "model",
-    "decoding",
-    "training",
-    "bench",
-    "results",
-    "analysis",
-    "studies",
-    "experiments",
-    "ingest",
-    "cli",
-    "info",
-    "__main__",
-]
+REPRO = PACKAGE / "repro"
+CORE_ORDER = ["io", "bleu", "data", "model", "decoding", "training", "analysis", "cli", "info", "__main__"]
+REPRO_ORDER = ["results", "bench", "studies", "experiments", "ingest"]
 SIBLINGS = ("studies", "experiments")  # one layer: neither imports the other
-# modules whose canlib imports all stand at their top (a cycle or an optional dependency would be the only excuse)
+# modules whose canlib imports all stand at their top, LOCAL_IMPORTS the exceptions: the schema, the engine, every
+# reader, the chapters' measurements, ingest, the data pipeline and the analyses
 TOP_IMPORTS = [
-    "experiments",
+    "repro/results",
+    "repro/experiments",
+    "repro/studies",
+    "repro/ingest",
+    "repro/bench/chapters.py",
     "data",
-    "studies",
-    "results",
     "analysis",
-    "ingest",
-]  # the schema, the engine and every reader
+]
 MAX_LINES = 600
 
 
+def in_repro(module: str) -> bool:
+    return module == "canlib.repro" or module.startswith("canlib.repro.")
+
+
 def part(module: str) -> str:
-    """The layer of a dotted canlib module name (``canlib.model.layers`` -> ``model``)."""
+    """The part of a dotted canlib module name, in its half: ``canlib.model.layers`` -> ``model``,
+    ``canlib.repro.studies.claims`` -> ``studies``."""
     pieces = module.split(".")
+    if in_repro(module):
+        return pieces[2] if len(pieces) > 2 else "__init__"
     return pieces[1] if len(pieces) > 1 else "__init__"
+
+
+def layer(module: str) -> int:
+    order = REPRO_ORDER if in_repro(module) else CORE_ORDER
+    return order.index(part(module))
 
 
 def module_name(path: Path) -> str:
@@ -90,31 +92,64 @@ def all_modules() -> list[Path]:
     return sorted(PACKAGE.rglob("*.py"))
 
 
-def test_no_part_imports_a_part_above_it():
+def test_the_core_never_imports_the_reproduction():
+    crossing = [
+        f"{module_name(path)} imports {target}"
+        for path in all_modules()
+        if not in_repro(module_name(path))
+        for target in canlib_imports(path)
+        if in_repro(target)
+    ]
+    assert not crossing, "\n".join(crossing)
+
+
+def test_no_part_imports_a_part_above_it_in_its_half():
     upward = []
     for path in all_modules():
-        source = part(module_name(path))
-        if source == "__init__":
-            continue  # the package root re-exports the public API lazily
+        source = module_name(path)
+        if part(source) == "__init__":
+            continue  # a package root re-exports its parts
         for target in canlib_imports(path):
-            dest = part(target)
-            if dest == "__init__":
-                upward.append(f"{module_name(path)} imports the package root (import the part itself)")
-            elif LAYERS.index(dest) > LAYERS.index(source):
-                upward.append(f"{module_name(path)} ({source}) imports {target} ({dest}), a part above it")
+            if part(target) == "__init__" and target in ("canlib", "canlib.repro"):
+                upward.append(f"{source} imports the package root {target} (import the part itself)")
+            elif in_repro(target) == in_repro(source) and layer(target) > layer(source):
+                upward.append(f"{source} ({part(source)}) imports {target} ({part(target)}), a part above it")
     assert not upward, "\n".join(upward)
 
 
 def test_the_engine_and_the_readers_do_not_import_each_other():
     crossing = []
     for path in all_modules():
-        source = part(module_name(path))
-        if source not in SIBLINGS:
+        source = module_name(path)
+        if not in_repro(source) or part(source) not in SIBLINGS:
             continue
         for target in canlib_imports(path):
-            if part(target) in SIBLINGS and part(target) != source:
-                crossing.append(f"{module_name(path)} ({source}) imports {target}")
+            if in_repro(target) and part(target) in SIBLINGS and part(target) != part(source):
+                crossing.append(f"{source} ({part(source)}) imports {target}")
     assert not crossing, "\n".join(crossing)
+
+
+def test_a_command_imports_only_its_own_module():
+    """`canlib bleu --help` loads the core's BLEU and nothing of the reproduction (every other command's module waits
+    until that command runs)."""
+    code = (
+        "import sys\nfrom canlib.cli import main\ntry:\n    main(['bleu', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print(' '.join(m for m in sys.modules if m.startswith('canlib')), file=sys.stderr)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent)
+    loaded = out.stderr.split()
+    assert "canlib.bleu" in loaded and not [m for m in loaded if in_repro(m)], loaded
+
+
+def test_every_part_stands_in_its_halfs_order():
+    parts = {(in_repro(module_name(p)), part(module_name(p))) for p in all_modules()} - {
+        (False, "__init__"),
+        (True, "__init__"),
+    }
+    unknown = {
+        f"{'canlib.repro' if r else 'canlib'}.{x}" for r, x in parts if x not in (REPRO_ORDER if r else CORE_ORDER)
+    }
+    assert not unknown, f"parts of no layer (add them to the order): {sorted(unknown)}"
 
 
 def test_the_module_import_graph_has_no_cycles():
@@ -168,26 +203,19 @@ def owned(prefixes: list[str]) -> list[Path]:
 # the imports that stay inside a function, each for a reason: reading stored results never prepares data or runs the
 # bench, so a reader imports those only where it computes (a verdict's references, a measurement)
 LOCAL_IMPORTS = {
-    "canlib.experiments.run": ["canlib.training.state"],  # a run's last checkpoint, read to evaluate it
-    "canlib.studies.store": ["canlib.data.preparation"],
-    "canlib.analysis.speed": ["canlib.bench", "canlib.decoding.ctranslate"],
+    "canlib.repro.experiments.run": ["canlib.training.state"],  # a run's last checkpoint, read to evaluate it
+    "canlib.repro.studies.store": ["canlib.data.preparation"],
+    "canlib.repro.bench.chapters": ["canlib.decoding.ctranslate", "canlib.repro.bench"],
 }
 
 
-def test_the_engine_and_the_readers_import_canlib_at_their_top():
+def test_the_reproduction_imports_canlib_at_its_top():
     nested = {module_name(p): sorted(canlib_imports(p, nested_only=True)) for p in owned(TOP_IMPORTS)}
     assert {m: i for m, i in nested.items() if i} == LOCAL_IMPORTS
 
 
-def test_the_engine_and_the_readers_stay_under_600_lines():
+def test_every_module_stays_under_600_lines():
     long = {
-        module_name(p): n
-        for p in owned(TOP_IMPORTS)
-        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+        module_name(p): n for p in all_modules() if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert long == {}
-
-
-def test_the_layer_list_names_every_part():
-    parts = {part(module_name(p)) for p in all_modules()} - {"__init__"}
-    assert parts <= set(LAYERS), parts - set(LAYERS)

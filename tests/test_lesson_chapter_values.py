@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from conftest import missing
 
-from canlib.studies import claims
-from canlib.studies.chapters import attention, context, errors, similarity, speed, speed_history, training
-from canlib.studies.store import Store
-from canlib.studies.verdict import FAILS, HOLDS, INCONCLUSIVE, MIXED
+from canlib.repro.studies import claims
+from canlib.repro.studies.chapters import attention, context, errors, similarity, speed, speed_history, training
+from canlib.repro.studies.store import Store
+from canlib.repro.studies.verdict import FAILS, HOLDS, INCONCLUSIVE, MIXED
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "book" / "results"
@@ -132,7 +132,7 @@ def test_similarity_values_are_the_stored_diagonals_and_the_gap_the_papers_argum
 def test_the_similarity_chapter_reads_balanced_at_small_once_stored_and_leads_with_the_command_before(tmp_path):
     """similarity.md's Balanced section reads the stored small study (its words from its numbers); where that study
     is missing it leads with the fact, the command that stores it and its GPU-minutes instead."""
-    from canlib.studies.chapters.analysis_notes import not_stored_note
+    from canlib.repro.studies.chapters.analysis_notes import not_stored_note
 
     assert (SMALL / "similarity-balanced.json").exists() and similarity.stored("balanced", small())
     assert not_stored_note("similarity-balanced", "measurement", ["balanced"], RESULTS) == ""
@@ -460,7 +460,7 @@ def test_the_same_gpu_values_span_the_h100_runs():
 
 
 def test_models_provenance_names_the_gpu_and_commit_that_trained_the_models_and_where_the_study_ran():
-    from canlib.studies.analyses import models_provenance
+    from canlib.repro.studies.analyses import models_provenance
 
     study = raw(SMALL / "errors.json")["provenance"]
     run = raw(RUNS / "can-seed1.json")["provenance"]
@@ -475,8 +475,8 @@ def test_error_bucket_rows_hide_buckets_under_the_minimum_and_the_figure_draws_o
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from canlib.studies.analyses import bucket_rows
-    from canlib.studies.plots import plot_error_buckets
+    from canlib.repro.studies.analyses import bucket_rows
+    from canlib.repro.studies.plots import plot_error_buckets
 
     side = {"labels": ["a", "b", "c"], "sentences": [40, 29, 0], "bleu": [20.0, 30.0, math.nan]}
     buckets = {
@@ -499,7 +499,7 @@ def test_similarity_is_drawn_as_the_paper_draws_it():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from canlib.studies.plots import plot_layer_similarity, plot_similarity
+    from canlib.repro.studies.plots import plot_layer_similarity, plot_similarity
 
     ours = raw(SMALL / "similarity.json")["result"]["residual"]
     fig = plot_similarity(PAPER["fig2_similarity"], ours)
@@ -523,8 +523,8 @@ def test_the_2x_curves_are_drawn_with_the_papers_figure_8_beside_them():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from canlib.studies.analyses import seed_curves
-    from canlib.studies.plots import plot_budget_curves
+    from canlib.repro.studies.analyses import seed_curves
+    from canlib.repro.studies.plots import plot_budget_curves
 
     logs = [raw(p)["result"]["log"] for p in sorted(BEYOND.glob("budget-can-x2-seed*.json"))]
     curves = {"CAN": {"bleu": seed_curves(logs, "valid_bleu"), "loss": seed_curves(logs, "valid_loss")}}
@@ -553,7 +553,7 @@ def test_checkpoint_averaging_is_not_run_until_the_averaging_study_is_stored(tmp
     does)."""
     assert training.averaging_status(small()) == "not stored yet"
     assert not list(BEYOND.glob("averaging-*.json")), "the averaging study is stored now: rewrite its sentences"
-    from canlib.results.files import provenance, save_result
+    from canlib.repro.results.files import provenance, save_result
 
     folder = tmp_path / "small" / "beyond" / "runs" / "multi30k-en-de"
     folder.mkdir(parents=True)

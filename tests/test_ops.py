@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from canlib.bench.ops import PATHS, OpCounter, ops_study, search_step_ops
-from canlib.bench.speed import PARTS, breakdown_gap
 from canlib.model import Seq2Seq
 from canlib.model.attention import SourceMemory, joint_attention
 from canlib.model.config import ALL_SYSTEMS, preset
-from canlib.results.files import check_provenance
+from canlib.repro.bench.ops import PATHS, OpCounter, ops_study, search_step_ops
+from canlib.repro.bench.speed import PARTS, breakdown_gap
+from canlib.repro.results.files import check_provenance
 
 
 def test_op_counter_counts_a_hand_written_sequence():

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, SHARED_DATA, missing
 
-from canlib.studies.verdict import FAILS, HOLDS, INCONCLUSIVE, MIXED
+from canlib.repro.studies.verdict import FAILS, HOLDS, INCONCLUSIVE, MIXED
 
 RESULTS = REPO / "book" / "results"
 RUNS = RESULTS / "small" / "runs" / "multi30k-en-de"
@@ -72,28 +72,28 @@ def env():
 
 @pytest.fixture(scope="module")
 def store(env):
-    from canlib.studies.store import Store
+    from canlib.repro.studies.store import Store
 
     return Store("small", RESULTS)
 
 
 @pytest.fixture(scope="module")
 def judged(store):
-    from canlib.studies.claims import judged
+    from canlib.repro.studies.claims import judged
 
     return judged(store)
 
 
 @pytest.fixture(scope="module")
 def results(store):
-    from canlib.studies.chapters import results
+    from canlib.repro.studies.chapters import results
 
     return results.values(store)
 
 
 @pytest.fixture(scope="module")
 def beyond_values(store):
-    from canlib.studies.chapters import beyond
+    from canlib.repro.studies.chapters import beyond
 
     return beyond.values(store)
 
@@ -216,8 +216,8 @@ def test_the_beyond_verdicts_are_what_the_careful_reader_found(beyond_values, ju
 
 
 def test_the_beyond_chapter_presents_no_number_at_tiny(env, tmp_path):
-    from canlib.studies.chapters import beyond
-    from canlib.studies.store import Store
+    from canlib.repro.studies.chapters import beyond
+    from canlib.repro.studies.store import Store
 
     tiny = beyond.values(Store("tiny", tmp_path))
     ours = {k for k in tiny if k.startswith(("gap", "change", "kd_", "teacher", "gain", "verdict"))}
@@ -231,7 +231,7 @@ def test_the_beyond_chapter_presents_no_number_at_tiny(env, tmp_path):
 
 
 def test_the_ablation_chapter_quotes_the_runs_and_the_kernel_counts(store, judged):
-    from canlib.studies.chapters import ablation
+    from canlib.repro.studies.chapters import ablation
 
     v = ablation.values(store)
     t5 = PAPER["table5_ablation_en-de"]
@@ -268,7 +268,7 @@ def per_repeat_median(run_systems: dict, system: str, against: str, mode: str) -
 def test_the_depths_chapter_shows_one_number_for_the_14_1_drop_the_registrys(store, judged):
     """14/1 - 12/2 is one number on the page: the registry's, the means over every stored seed with its seed interval
     (no seed-1 pair beside it), and its verdict says what would settle it."""
-    from canlib.studies.chapters import depths
+    from canlib.repro.studies.chapters import depths
 
     v = depths.values(store)
     assert (v["seeds_14_1"], v["seeds_9_4"]) == (len(tok(RUNS, "depth-14-1")), len(tok(RUNS, "depth-9-4")))
@@ -290,7 +290,7 @@ def test_the_corpus_size_is_the_prepared_corpus_after_its_length_filter(results,
     """The pairs a page quotes are those the models trained on: the prepared corpus's count after the length-ratio
     filter, not the raw corpus's."""
     from canlib.data.preparation import prepared
-    from canlib.studies.chapters import tasks
+    from canlib.repro.studies.chapters import tasks
 
     meta = json.loads((prepared(store.corpus, "small").path / "meta.json").read_text())
     assert (
@@ -311,7 +311,7 @@ def test_the_training_recipe_table_names_every_difference_from_the_configs():
     corpora and the stored runs, beside the paper's."""
     from canlib.data.corpora import get_corpus
     from canlib.model.config import preset
-    from canlib.studies.analyses import training_recipes
+    from canlib.repro.studies.analyses import training_recipes
 
     rows = {r["scale"]: r for r in training_recipes()}
     for scale in ("tiny", "small", "full"):
@@ -325,7 +325,7 @@ def test_the_training_recipe_table_names_every_difference_from_the_configs():
 
 
 def test_the_tasks_chapter_reads_the_papers_tables(store, judged):
-    from canlib.studies.chapters import tasks
+    from canlib.repro.studies.chapters import tasks
 
     v = tasks.values(store)
     t2, t3 = PAPER["table2_wmt14"], PAPER["table3_wmt17"]
@@ -337,7 +337,7 @@ def test_the_tasks_chapter_reads_the_papers_tables(store, judged):
 
 
 def test_the_glance_tables_are_the_stored_runs(store):
-    from canlib.studies.chapters import glance
+    from canlib.repro.studies.chapters import glance
 
     t = glance.tables(store)
     for label, name in (("CAN", "can"), ("Balanced", "balanced")):
@@ -359,7 +359,7 @@ def test_the_glance_tables_are_the_stored_runs(store):
         for c, b in zip(speed["can"]["eager"]["tok_per_s_repeats"], speed["balanced"]["eager"]["tok_per_s_repeats"])
     )
     assert len(ratios) == 10
-    assert t["table2"].loc["CAN", "ours speed, eager"] == (
+    assert t["speed"].loc["CAN", "ours, every kernel launched"] == (
         f"{statistics.median(ratios):.2f}x [{ratios[1]:.2f}, {ratios[8]:.2f}]"
     )
     assert t["provenance"]["speed_run"] == "h200-2026-11-27-81cbcbb"
@@ -376,8 +376,8 @@ def test_the_glance_tables_are_the_stored_runs(store):
 def test_the_bleu_tables_show_the_stored_runs(env, systems):
     """The table of the results, ablation and depths chapters: seeds, mean ± sd, sacreBLEU and the difference to
     Balanced, recomputed from the raw files."""
-    from canlib.studies import tables
-    from canlib.studies.store import Store
+    from canlib.repro.studies import tables
+    from canlib.repro.studies.store import Store
 
     table = tables.bleu_table(Store("small", RESULTS), systems, labels={s: s for s in systems})
     for s in systems:

@@ -52,7 +52,7 @@ def test_the_chapter_modules_speak_the_registrys_words():
 
 
 def test_the_budget_factors_named_in_the_notes_are_the_codes():
-    from canlib.results.studies import BUDGET_FACTORS
+    from canlib.repro.results.studies import BUDGET_FACTORS
 
     for path in (REPO / "measurements" / "README.md", REPO / "book" / "gpu.md", REPO / "book" / "beyond.md"):
         named = {int(x) for x in re.findall(r"budget (?:study )?at (\d+)x", path.read_text(encoding="utf-8"))}

@@ -12,8 +12,8 @@ import subprocess
 import pytest
 from conftest import REPO
 
-from canlib.studies import gpu_results as gpu
-from canlib.studies.gpu_results import counted_code, ops_files, stored_ops, timed_ops
+from canlib.repro.studies import gpu_results as gpu
+from canlib.repro.studies.gpu_results import counted_code, ops_files, stored_ops, timed_ops
 
 HASH = re.compile(r"(?<![0-9A-Za-z])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![0-9A-Za-z])")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, SHARED_DATA, missing
 
-from canlib.results.files import provenance, save_result
+from canlib.repro.results.files import provenance, save_result
 
 RESULTS = REPO / "book" / "results"
 GPU = RESULTS / "gpu"
@@ -49,7 +49,7 @@ def cell(xs: list[float]) -> str:
 def store():
     if not (SHARED_DATA / "multi30k-en-de").is_dir():
         missing(f"real data {SHARED_DATA}/multi30k-en-de not present (the evaluation sets' references)")
-    from canlib.studies.store import Store
+    from canlib.repro.studies.store import Store
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("CANLIB_DATA_DIR", str(SHARED_DATA))
@@ -63,8 +63,8 @@ RUNS = sorted(p.parent.name for p in GPU.glob("*/speed.json"))
 
 @pytest.mark.parametrize("run", RUNS)
 def test_every_page_shows_a_runs_ratio_as_the_median_of_its_per_repeat_ratios(store, run):
-    from canlib.studies import gpu_results as gpu
-    from canlib.studies.chapters import depths, results, speed
+    from canlib.repro.studies import gpu_results as gpu
+    from canlib.repro.studies.chapters import depths, results, speed
 
     can = ratios(run, "can", "balanced")
     prov = gpu.gpu_speed("eager", run, RESULTS)[1]
@@ -82,7 +82,7 @@ def test_every_page_shows_a_runs_ratio_as_the_median_of_its_per_repeat_ratios(st
 
 def test_the_first_h100_run_reads_one_ratio_everywhere(store):
     """The median of the per-repeat ratios, not the ratio of the two medians, which disagreed with it."""
-    from canlib.studies import gpu_results as gpu
+    from canlib.repro.studies import gpu_results as gpu
 
     run = "h100-2026-11-26"
     rows = json.loads((GPU / run / "speed.json").read_text())["result"]["systems"]
@@ -93,8 +93,8 @@ def test_the_first_h100_run_reads_one_ratio_everywhere(store):
 
 
 def test_a_run_too_short_for_an_interval_shows_its_range_and_says_so():
-    from canlib.studies.gpu_results import ratio_text
-    from canlib.studies.verdict import ratio_reading
+    from canlib.repro.studies.gpu_results import ratio_text
+    from canlib.repro.studies.verdict import ratio_reading
 
     three = ratio_reading([1.2, 1.0, 1.4])
     assert three["interval"] is None and ratio_text(three) == "1.20x (1.00-1.40, 3 repeats: no interval)"
@@ -107,7 +107,7 @@ def test_a_run_too_short_for_an_interval_shows_its_range_and_says_so():
 
 def test_the_san_sentence_counts_the_stored_runs(store):
     """How often SAN came out ahead of CAN is counted from the runs, not written by hand."""
-    from canlib.studies.chapters import speed
+    from canlib.repro.studies.chapters import speed
 
     v = speed.values(store)
     per_run = [ratios(run, "can", "san") for run in RUNS]
@@ -124,7 +124,7 @@ def test_the_san_sentence_counts_the_stored_runs(store):
 
 def cpu_outputs(store) -> dict:
     """Every CPU table and sentence the results, speed, depths and ablation pages show."""
-    from canlib.studies.chapters import ablation, depths, results, speed
+    from canlib.repro.studies.chapters import ablation, depths, results, speed
 
     return {
         "results": results.speed_frame(store),
@@ -148,8 +148,8 @@ def test_the_cpu_tables_are_read_not_timed_and_a_busy_machine_changes_nothing(st
         pytest.fail(
             "book/results/cpu/speed.json is not stored: `python -m canlib experiment --scale small --studies speed`"
         )
-    from canlib.analysis import speed as sp
-    from canlib.bench import speed as bench
+    from canlib.repro.bench import chapters as sp
+    from canlib.repro.bench import speed as bench
 
     def timed(*args, **kwargs):
         raise AssertionError("a page timed the CPU while it built")
@@ -184,7 +184,7 @@ def steady(k: int, base: float) -> float:
 
 
 def test_a_quiet_cpu_run_shows_the_median_of_its_per_repeat_ratios(tmp_path):
-    from canlib.studies.cpu_speed import cpu_table
+    from canlib.repro.studies.cpu_speed import cpu_table
 
     seconds = {s: [steady(k, 2.0 + 0.1 * i) for k in range(20)] for i, s in enumerate(NINE)}
     fake_run(tmp_path, seconds)
@@ -195,9 +195,9 @@ def test_a_quiet_cpu_run_shows_the_median_of_its_per_repeat_ratios(tmp_path):
 
 
 def test_a_noisy_cpu_run_shows_no_ratio_and_says_why(tmp_path):
-    from canlib.studies.chapters import depths
-    from canlib.studies.cpu_speed import OTHER_BOUND, cpu_table
-    from canlib.studies.store import Store
+    from canlib.repro.studies.chapters import depths
+    from canlib.repro.studies.cpu_speed import OTHER_BOUND, cpu_table
+    from canlib.repro.studies.store import Store
 
     seconds = {s: [steady(k, 2.0 + 0.1 * i) for k in range(20)] for i, s in enumerate(NINE)}
     seconds["can"] = [2.4 * (1 + 0.05 * (k % 7)) for k in range(20)]  # a third apart: another process meddled
@@ -213,8 +213,8 @@ def test_a_noisy_cpu_run_shows_no_ratio_and_says_why(tmp_path):
 
 
 def test_a_live_cpu_run_is_timed_only_on_request_and_once(tmp_path, monkeypatch):
-    from canlib.analysis import speed as sp
-    from canlib.studies.cpu_speed import cpu_table
+    from canlib.repro.bench import chapters as sp
+    from canlib.repro.studies.cpu_speed import cpu_table
 
     calls = []
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import MEASUREMENTS, REQUIRE_DATA
 
-from canlib import ingest
-from canlib.results.files import ProvenanceError, load_result
-from canlib.studies import gpu_results as gpu
+from canlib.repro import ingest
+from canlib.repro.results.files import ProvenanceError, load_result
+from canlib.repro.studies import gpu_results as gpu
 
 REPO = Path(__file__).resolve().parents[1]
 STORED = REPO / "book" / "results" / "gpu" / gpu.DEFAULT_RUN
@@ -220,10 +220,10 @@ def test_stored_file_without_provenance_is_refused(tmp_path, monkeypatch):
         gpu.gpu_speed()
 
 
-# -- canlib.analysis.speed: one measurement per setting, shared, with its spread -----------------------
+# -- canlib.repro.bench.chapters: one measurement per setting, shared, with its spread -----------------------
 
-from canlib.analysis import speed as sp  # noqa: E402
-from canlib.studies import cpu_speed  # noqa: E402
+from canlib.repro.bench import chapters as sp  # noqa: E402
+from canlib.repro.studies import cpu_speed  # noqa: E402
 
 
 def fake_bench(calls):
@@ -283,7 +283,7 @@ def test_unknown_setting_is_refused():
 def test_the_bench_runs_without_printing_or_warning(capsys, monkeypatch):
     import warnings
 
-    from canlib.bench import speed as bench
+    from canlib.repro.bench import speed as bench
 
     monkeypatch.setattr(bench, "busy_warning", lambda *a: "the machine is busy (test)")
     settings = sp.settings_for(

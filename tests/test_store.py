@@ -1,4 +1,5 @@
-"""The one store reader (canlib.studies.store.Store): main-plan runs, a study's models through its summary or, before
+"""The one store reader (canlib.repro.studies.store.Store): main-plan runs, a study's models through its summary or,
+before
 the summary exists, from their files, the reduced-budget filter applied once, hypotheses that must be where a run
 says, GPU measurements and operator counts under the same folder."""
 
@@ -8,9 +9,9 @@ import json
 
 import pytest
 
-from canlib.results.files import provenance, save_result
-from canlib.results.layout import stored_path
-from canlib.studies.store import Store
+from canlib.repro.results.files import provenance, save_result
+from canlib.repro.results.layout import stored_path
+from canlib.repro.studies.store import Store
 
 
 def put(root, name, seed, tok, *, reduced=False, hyps=True, split="test"):

@@ -10,8 +10,8 @@ import pytest
 from conftest import missing as missing_data
 
 from canlib.cli import main
-from canlib.experiments.rescore import rescore
-from canlib.studies.store import Store
+from canlib.repro.experiments.rescore import rescore
+from canlib.repro.studies.store import Store
 
 SYSTEMS, SEEDS = ("baseline", "can"), (1, 2)
 
@@ -127,7 +127,7 @@ def test_an_interrupted_run_resumes_from_its_checkpoints(tmp_path, monkeypatch, 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))
     base = ["experiment", "--scale", "tiny", "--systems", "can", "--seeds", "1", "--studies", "runs"]
-    from canlib.experiments.run import run
+    from canlib.repro.experiments.run import run
 
     # the "interrupted" run: 2 of 4 updates, checkpoint at 2
     assert main([*base, "--max-steps", "2", "--out", str(tmp_path / "out2")]) == 0
@@ -155,7 +155,7 @@ def test_an_interrupted_and_resumed_experiment_equals_an_uninterrupted_one(tmp_p
     never stopped."""
     import torch
 
-    import canlib.experiments.run as runs
+    import canlib.repro.experiments.run as runs
     from canlib.training.trainer import Trainer
 
     if not (shared_data / "multi30k-en-de").is_dir():

@@ -19,7 +19,7 @@ from canlib.data.vocab import Vocabulary
 from canlib.model import Seq2Seq
 from canlib.model.checkpoint import save_model
 from canlib.model.config import DECODER_KINDS, ModelConfig
-from canlib.results.files import load_result
+from canlib.repro.results.files import load_result
 from canlib.training import NonFiniteLossError, TrainConfig, Trainer, label_smoothed_nll_loss
 from canlib.training.schedule import inverse_sqrt_lr
 from canlib.training.state import average_checkpoints
@@ -418,7 +418,7 @@ def test_loss_curves_plot_train_and_valid_of_each_run(reference):
     import matplotlib
 
     matplotlib.use("Agg")
-    from canlib.studies.plots import plot_loss_curves
+    from canlib.repro.studies.plots import plot_loss_curves
 
     _, run = reference
     ax = plot_loss_curves({"can": run, "again": run / "log.jsonl"})

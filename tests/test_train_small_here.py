@@ -1,4 +1,5 @@
-"""The one explicit call that trains what a chapter reads (``canlib.experiments.experiment.train_missing``): at tiny
+"""The one explicit call that trains what a chapter reads (``canlib.repro.experiments.experiment.train_missing``): at
+tiny
 it trains on any machine, at small where small trains (a CUDA device); the chapter's loaders only read. On a CPU a
 missing small result names the command and nothing trains. Tested on a CPU by forcing the device selection
 (``CANLIB_TRAIN_SMALL=1``) with the small scale shrunk to a tiny budget, in temporary results and cache folders
@@ -12,12 +13,12 @@ import json
 import pytest
 import torch
 
-from canlib.experiments import pool
-from canlib.experiments.experiment import TRAIN_HERE_ENV, train_missing, trains_here
-from canlib.results import scales
-from canlib.results.layout import stored_path
-from canlib.studies.analyses import similarity
-from canlib.studies.store import Store, default_scale
+from canlib.repro.experiments import pool
+from canlib.repro.experiments.experiment import TRAIN_HERE_ENV, train_missing, trains_here
+from canlib.repro.results import scales
+from canlib.repro.results.layout import stored_path
+from canlib.repro.studies.analyses import similarity
+from canlib.repro.studies.store import Store, default_scale
 
 MAIN = "multi30k-en-de"
 

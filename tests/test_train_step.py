@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from canlib.bench.ops import OpCounter
 from canlib.data.batching import PairList, collate
 from canlib.model.config import ModelConfig
+from canlib.repro.bench.ops import OpCounter
 from canlib.training import TrainConfig, Trainer
 
 REPO = Path(__file__).resolve().parents[1]

@@ -148,7 +148,7 @@ _SIZES: dict[str, dict[str, Any]] = {
     "small": dict(d_model=256, heads=4, ffn_dim=1024),
     "full": dict(d_model=512, heads=8, ffn_dim=2048),
 }
-SCALES = tuple(_SIZES)  # smallest first; canlib.results.scales gives each its corpus and budget
+SCALES = tuple(_SIZES)  # smallest first; canlib.repro.results.scales gives each its corpus and budget
 # the joint vocabulary each scale's prepared corpora use (canlib.data.corpora's Scale.vocab_size)
 SCALE_VOCAB: dict[str, int] = {"full": 32000, "small": 8000, "tiny": 2000}
 

@@ -1,0 +1,69 @@
+"""The context chapter: what distillation did to the CAN - Balanced gap in this book's stored `small` runs, beside
+the paper's Table 4 (tokenized BLEU on test2016, the paper's metric), with the claims registry's verdict of
+"distillation narrows CAN's gap to Balanced" (read on the four evaluation sets, as the beyond chapter reads it)."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from canlib.repro.studies.chapters.beyond import teacher_record
+from canlib.repro.studies.chapters.prose import sets_sentence
+from canlib.repro.studies.claims import judged, marks
+from canlib.repro.studies.store import Store
+
+CLAIMS = ("kd-narrows-gap", "kd-can-within-0.5", "batch-gain-shrinks")
+
+
+def values(store: Store) -> dict[str, Any]:
+    """CAN - Balanced on real targets and on the teacher's translations on test2016 (each with its seed
+    half-interval), the change, the registry's verdicts, the teacher's score against its Balanced students', and
+    the size of the stored GPU batch sweep."""
+    j = judged(store)
+    real = j["can-within-0.5"].at(1).values("real")
+    kd = j["kd-can-within-0.5"].values("kd")
+    change = j["kd-narrows-gap"].values("change")
+    students = store.study_runs("distill", "balanced", "kd")
+    teacher = teacher_record(store)["teacher_bleu"]["test"]["tok_bleu"]
+    out: dict[str, Any] = {
+        "real_gap": real["real_test"],
+        "real_gap_2se": real["real_pm"],
+        "kd_gap": kd["kd_test"],
+        "kd_gap_2se": kd["kd_pm"],
+        "kd_change": change["change_test"],
+        "kd_change_2se": change["change_pm"],
+        "kd_change_sets_held": change["change_sets_held"],
+        "kd_change_sets_failed": change["change_sets_failed"],
+        "kd_seeds": min(len(store.study_runs("distill", s, "kd").seeds) for s in ("balanced", "can")),
+        "real_seeds": min(len(store.runs(s).seeds) for s in ("balanced", "can")),
+        "teacher_bleu": teacher,
+        "kd_balanced": students.mean("test"),
+        "kd_balanced_sd": students.sd("test"),
+        "kd_can": store.study_runs("distill", "can", "kd").mean("test"),
+        "real_balanced": store.runs("balanced").mean("test"),
+        "student_minus_teacher": students.mean("test") - teacher,
+    }
+    run = j["batch-gain-shrinks"].files[0] if j["batch-gain-shrinks"].files else None
+    if run:
+        sweep, prov = store.gpu_batch(run)
+        out |= {"batch_sizes": len(sweep["can"]), "batch_repeats": int(prov["settings"]["repeats"]), "batch_run": run}
+    out["kd_change_sets"] = sets_sentence(j["kd-narrows-gap"])
+    return out | marks(store, CLAIMS) | {"kd_student_mean": statistics.fmean(students.scores["test"])}
+
+
+def kd_frame(store: Store):
+    """CAN - Balanced on test2016 on the real targets and on the teacher's translations, and the change: each with
+    half its 95 % seed interval (the registry's judgements, tokenized BLEU, Multi30k En-De at d=256)."""
+    import pandas as pd
+
+    v = values(store)
+    rows = {
+        "real targets": (v["real_gap"], v["real_gap_2se"]),
+        "the teacher's translations": (v["kd_gap"], v["kd_gap_2se"]),
+        "change (distilled - real)": (v["kd_change"], v["kd_change_2se"]),
+    }
+    frame = pd.DataFrame(
+        {k: {"CAN − Balanced": f"{a:+.2f}", "± (95 % seed interval)": f"{b:.2f}"} for k, (a, b) in rows.items()}
+    ).T
+    frame.index.name = f"test2016, {v['kd_seeds']} seeds"
+    return frame

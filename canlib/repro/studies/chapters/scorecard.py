@@ -1,0 +1,101 @@
+"""The scorecard's evidence table: one short line per claim, the whole evidence in a collapsed ``<details>`` beside
+it, commands shown as code. The words and numbers are the claims registry's (:mod:`canlib.repro.studies.claims`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from html import escape
+
+from canlib.repro.studies.claims import Judged
+from canlib.repro.studies.tables import reading_table
+
+SHORT = 90  # characters of the one-line summary
+
+
+def as_code(text: str) -> str:
+    """Escaped HTML with every `backticked` span shown as code (no literal backticks)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(text, quote=False))
+
+
+def summary(j: Judged) -> str:
+    """The evidence in one line: its first clause (what was measured, at which scale and budget), without a command."""
+    first = j.evidence.split(" | ")[0].split("; ")[0].split(": `")[0].strip()
+    return first if len(first) <= SHORT else first[: SHORT - 1].rsplit(" ", 1)[0] + " …"
+
+
+def evidence_cell(j: Judged) -> str:
+    """A cell of the evidence table: the summary, then the whole evidence (one item per part, the budgets beside the
+    lead one on their own line) in a ``<details>`` a reader opens."""
+    parts = [p.strip() for p in j.evidence.split(" | ")]
+    body = "<br>".join(as_code(p) for p in parts)
+    return (
+        f'{escape(summary(j), quote=False)}<details class="evidence"><summary>details</summary><p>{body}</p></details>'
+    )
+
+
+def strength(j: Judged) -> str:
+    """How strong the evidence is, in a few words: seeds and budget, repeats and runs, or models and layers."""
+    s = j.strength
+    if "seeds" in s and isinstance(s["seeds"], dict) and s["seeds"]:
+        seeds = f"{min(s['seeds'].values())} seeds" if s["seeds"] else "no seeds"
+        return seeds + (f", {s['budget']}x" if s.get("budget") else "") + f", {s.get('scale', '')}".rstrip(", ")
+    if "repeats" in s:
+        runs = len(s["runs"])
+        return f"{s['repeats']} repeats in {runs} run{'s' if runs > 1 else ''}, shortest {s['shortest_repeat_s']:.2f} s"
+    if "layers" in s:
+        return f"{s['layers']} layers of {', '.join(s['models'])}"
+    if "directions" in s:
+        return f"{s['directions']} directions"
+    return "—"
+
+
+def evidence_table(rows: Sequence[Judged]) -> str:
+    """The scorecard's evidence table as HTML: id, criterion, the evidence (whether it meets its standard, its
+    strength, a one-line summary, the whole of it collapsed) and what would settle the claim."""
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        [
+            {
+                "id": j.claim.id,
+                "criterion": escape(j.claim.criterion, quote=False),
+                "evidence": f"<b>{j.standard.kind}, standard {'met' if j.meets else 'not met'}:</b> "
+                + escape(strength(j), quote=False)
+                + "<br>"
+                + evidence_cell(j),
+                "what would settle it": as_code(j.settle) if j.settle else "",
+            }
+            for j in rows
+        ]
+    )
+    return reading_table(frame, escape=False).to_html()
+
+
+def speed_runs_table(rows: Sequence[Judged]):
+    """One row per speed claim and stored GPU run it reads or shows beside (eager claims on the eager timings, the
+    graph claim on the graph ones): the run, its code, repeats, shortest repeat, whether it meets the standard, and
+    the claim read on that run alone (median ratio [interval]: verdict; a run too short for an interval shows its
+    range)."""
+    import pandas as pd
+
+    out = []
+    for j in rows:
+        for body in (j, *j.beside):
+            for r in body.sets:
+                shown = (
+                    f"[{r['interval'][0]:.2f}, {r['interval'][1]:.2f}]"
+                    if r["interval"]
+                    else f"(range {r['range'][0]:.2f}-{r['range'][1]:.2f})"
+                )
+                out.append(
+                    {
+                        "claim": j.claim.id,
+                        "GPU run": r["set"],
+                        "repeats": r["repeats"],
+                        "shortest": f"{r['shortest_repeat_s']:.2f} s",
+                        "standard": "met" if r["meets"] else "not met",
+                        "on this run alone": f"{r['value']:.2f}x {shown}: {r['verdict']}",
+                    }
+                )
+    return pd.DataFrame(out)

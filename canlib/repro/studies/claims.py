@@ -1,0 +1,534 @@
+"""The claims registry: every claim the book tests, declared once as a row, judged once, in five words.
+
+* **Declared once.** :data:`CLAIMS` is a table: one :class:`Claim` row per claim, with a stable short id
+  (``can-speed-1.28x``), a name that states its criterion, the criterion in symbols, whose claim it is (``paper``:
+  the paper states it, in a table, a figure or its text; ``book``: the book's own question), the paper's figure, the
+  chapter that shows the evidence and the evidence it reads (:mod:`canlib.repro.studies.evidence`). Adding a claim is
+  adding a row.
+* **Held to a standard.** Each kind of evidence has a standard (:data:`canlib.repro.studies.evidence.STANDARDS`): the
+  least evidence that can decide it. The judges (:mod:`canlib.repro.studies.judges`) let the strongest body of evidence
+  lead (budgets, GPU runs, code versions); weaker ones stand beside it and never override it. Below the standard a
+  claim is inconclusive and says what would settle it (runs, GPU-minutes, the command).
+* **Five words.** holds, does not hold, mixed, inconclusive, not run (:data:`canlib.repro.studies.evidence.MEANINGS`).
+  Pages show a verdict through :func:`mark`, which tags the word with the claim id, so a test can read every page and
+  README and fail on a word that is not the registry's.
+* **Data, not only words.** :meth:`Judged.as_json` gives the readings, the intervals, the strength of the evidence
+  and the standard; ``python -m canlib claims`` prints the table and ``--json`` that list.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from html import escape
+from pathlib import Path
+
+from canlib.model.config import LABELS
+from canlib.repro.results.studies import STUDENTS
+from canlib.repro.studies import paper
+from canlib.repro.studies.evidence import (  # noqa: F401  (the registry's types, read from here by the chapters)
+    MEANINGS,
+    BatchCurve,
+    Claim,
+    Contrast,
+    CrossTask,
+    GateShare,
+    Judged,
+    LossFalling,
+    LossGap,
+    Similarity,
+    SpeedRatio,
+    Term,
+    Threshold,
+)
+from canlib.repro.studies.judges import JUDGES, run_name, speed_run, speed_runs  # noqa: F401
+from canlib.repro.studies.store import Store, stored_scale
+from canlib.repro.studies.verdict import ON_PAR
+
+
+def mark(j: Judged, budget: int | None = None) -> str:
+    """The verdict word as HTML tagged with its claim id (and the budget it reads where there are several), the one
+    way a page shows a verdict; ``budget`` shows the claim at that budget (:meth:`Judged.at`)."""
+    shown = j.at(budget) if budget is not None else j
+    if shown is None:
+        raise ValueError(f"{j.claim.id}: no verdict at {budget}x")
+    tag = f' data-budget="{shown.budget}"' if shown.budget is not None else ""
+    return f'<span class="claim-verdict" data-claim="{j.claim.id}"{tag}>{escape(shown.word)}</span>'
+
+
+def marks(store: Store, ids: Sequence[str]) -> dict[str, str]:
+    """The marked verdict of each claim of ``ids`` on ``store``, and of each budget it was judged at, under
+    :func:`glue_key` names: what a chapter glues so that its prose shows the registry's word."""
+    out: dict[str, str] = {}
+    for claim_id in ids:
+        j = judged(store)[claim_id]
+        out[glue_key(claim_id)] = mark(j)
+        for other in (j, *j.beside):
+            if other.budget is not None:
+                out[glue_key(claim_id, other.budget)] = mark(j, other.budget)
+    return out
+
+
+def glue_key(claim_id: str, budget: int | None = None) -> str:
+    """The name a chapter glues a claim's marked verdict under: ``verdict_can_speed_1_28x`` (``_1x`` for a budget)."""
+    key = "verdict_" + "".join(ch if ch.isalnum() else "_" for ch in claim_id)
+    return key + (f"_{budget}x" if budget is not None else "")
+
+
+# -- the paper's figures the rows quote ---------------------------------------------------------------------------
+
+T2, T4, T5, F4 = paper.table2("en-de"), paper.table4(), paper.table5(), paper.figure4()
+F7 = paper.paper_numbers()["fig7_parallel_en-de"]
+F2 = paper.paper_numbers()["fig2_similarity"]
+TASKS = paper.tasks().values()
+CAN_GAINS = [t["CAN"].speed / t["Balanced"].speed for t in TASKS]
+BALANCED_GAINS = [t["Balanced"].speed / t["Baseline"].speed for t in TASKS]
+GAPS = [t["CAN"].test_bleu - t["Balanced"].test_bleu for t in TASKS]
+CAN_LOW, BALANCED_LOW = round(min(CAN_GAINS), 2), round(min(BALANCED_GAINS), 2)  # the paper's smallest gains
+ALIKE = 0.9  # the paper's text: "a high similarity >0.9 for the diagonal entries" (Figure 2, left)
+# quoted from the paper's Results section (not in a table): "applying CAN on the standard baseline hurt the
+# performance less (-0.09 BLEU points on average) than on the balanced baseline (-0.25 BLEU points on average)"
+PAPER_CAN_ON = {"6/6": -0.09, "12/2": -0.25}
+DECISIVE, NEAR = 0.5, 0.1  # the gate is decisive when more than half its values lie within 0.1 of 0 or 1
+PAR, BELOW, ABOVE = Threshold(">=", -ON_PAR), Threshold("<", 0.0), Threshold(">", 0.0)
+EVERY_SET = "on every evaluation set"
+
+
+def _diag(name: str) -> list[float]:
+    return [row[i] for i, row in enumerate(F2[name])]
+
+
+def _pair(system: str, against: str, ok: Threshold = PAR, budgets: bool = False) -> Contrast:
+    return Contrast((Term(1.0, system), Term(-1.0, against)), ok, budgets=budgets)
+
+
+def _kd(system: str) -> Term:
+    return Term(1.0, system, f"{LABELS[system]} distilled", "distill", "kd")
+
+
+def _t2(a: str, b: str) -> str:
+    return f"{T2[a].test_bleu - T2[b].test_bleu:+.2f} (Table 2, En-De)"
+
+
+def _t4(s: str) -> str:
+    return f"{T4[s].after_kd - T4[s].before_kd:+.2f} (Table 4)"
+
+
+def _t5(a: str, b: str) -> str:
+    return f"{T5[a].test_bleu - T5[b].test_bleu:+.2f} (Table 5)"
+
+
+def _speed(claim_id: str, system: str, against: str, bound: float, paper_value: str, **kw: object) -> Claim:
+    op = ">=" if bound > 1 else ">"
+    mode = kw.pop("mode", "eager")
+    how = " with CUDA graphs" if mode == "captured" else ""
+    name = kw.pop("name", None) or (
+        f"{LABELS[system]} decodes at least {bound:.2f}x as fast as {LABELS[against]}{how}"
+        if bound > 1
+        else f"{LABELS[system]} decodes faster than {LABELS[against]}{how}"
+    )
+    return Claim(
+        claim_id,
+        name,
+        f"median tokens/s ratio {op} {bound:g}, its interval included",
+        kw.pop("source", "paper"),
+        paper_value,
+        kw.pop("chapter", "speed"),
+        SpeedRatio(system, against, Threshold(op, bound), mode),
+        over="runs",
+    )
+
+
+# -- the claims: one row each --------------------------------------------------------------------------------------
+
+CLAIMS: tuple[Claim, ...] = (
+    # speed (Tables 2, 3 and 5, Figure 7)
+    _speed(
+        "balanced-speed-1.90x",
+        "balanced",
+        "baseline",
+        BALANCED_LOW,
+        f"{T2['Balanced'].speed / T2['Baseline'].speed:.2f}x En-De; {min(BALANCED_GAINS):.2f}-"
+        f"{max(BALANCED_GAINS):.2f}x over Tables 2-3",
+        name=f"Balanced 12/2 decodes at least {BALANCED_LOW:.2f}x as fast as Baseline 6/6 (the paper's smallest gain)",
+    ),
+    _speed(
+        "can-speed-1.28x",
+        "can",
+        "balanced",
+        CAN_LOW,
+        f"{T2['CAN'].speed / T2['Balanced'].speed:.2f}x En-De; {min(CAN_GAINS):.2f}-{max(CAN_GAINS):.2f}x "
+        "over Tables 2-3",
+        name=f"CAN decodes at least {CAN_LOW:.2f}x as fast as Balanced (the paper's smallest gain)",
+    ),
+    _speed(
+        "can-speed-1.28x-graphs",
+        "can",
+        "balanced",
+        CAN_LOW,
+        f"{min(CAN_GAINS):.2f}-{max(CAN_GAINS):.2f}x over Tables 2-3 (its decoder launches every kernel)",
+        mode="captured",
+        name=f"With CUDA graphs, CAN still decodes at least {CAN_LOW:.2f}x as fast as Balanced",
+    ),
+    _speed("can-faster", "can", "balanced", 1.0, f"{T2['CAN'].speed / T2['Balanced'].speed:.2f}x (Table 2, En-De)"),
+    _speed(
+        "can-faster-than-san",
+        "can",
+        "san",
+        1.0,
+        f"{T2['CAN'].speed / T2['SAN'].speed:.2f}x (CAN {T2['CAN'].speed / T2['Balanced'].speed:.2f}x, "
+        f"SAN {T2['SAN'].speed / T2['Balanced'].speed:.2f}x Balanced)",
+    ),
+    _speed(
+        "can-faster-than-aan",
+        "can",
+        "aan",
+        1.0,
+        f"{T2['CAN'].speed / T2['AAN'].speed:.2f}x (CAN {T2['CAN'].speed / T2['Balanced'].speed:.2f}x, "
+        f"AAN {T2['AAN'].speed / T2['Balanced'].speed:.2f}x Balanced)",
+    ),
+    _speed(
+        "attn-faster-than-ffn",
+        "can_attn",
+        "can_ffn",
+        1.0,
+        f"{T5['Compress Attention'].speed / T5['Compress FFN'].speed:.2f}x (Table 5)",
+        chapter="ablation",
+        name="Compress Attention decodes faster than Compress FFN (Table 5)",
+    ),
+    Claim(
+        "batch-gain-shrinks",
+        f"CAN's gain over Balanced is smaller at batch {F7['batch'][-1]} than at 1 (Figure 7)",
+        f"(CAN/Balanced at batch {F7['batch'][0]}) - (at {F7['batch'][-1]}) > 0, its interval included",
+        "paper",
+        f"{1 + F7['delta_speed_pct'][0] / 100:.2f}x at {F7['batch'][0]}, "
+        f"{1 + F7['delta_speed_pct'][-1] / 100:.2f}x at {F7['batch'][-1]} (Figure 7)",
+        "speed",
+        BatchCurve("can", "balanced", F7["batch"][0], F7["batch"][-1]),
+        over="runs",
+    ),
+    # BLEU (Tables 2 to 5, Figure 4, the Results section)
+    Claim(
+        "balanced-keeps-bleu",
+        f"Balanced 12/2 keeps Baseline 6/6's BLEU (at most {ON_PAR} below)",
+        f"ΔBLEU >= -{ON_PAR} {EVERY_SET}",
+        "paper",
+        _t2("Balanced", "Baseline"),
+        "results",
+        _pair("balanced", "baseline", budgets=True),
+    ),
+    Claim(
+        "can-within-0.5",
+        f"CAN stays within {ON_PAR} BLEU of Balanced",
+        f"ΔBLEU >= -{ON_PAR} {EVERY_SET}",
+        "paper",
+        _t2("CAN", "Balanced"),
+        "results",
+        _pair("can", "balanced", budgets=True),
+    ),
+    Claim(
+        "can-below-balanced",
+        "CAN scores below Balanced (it \u201cslightly underperforms\u201d)",
+        f"ΔBLEU < 0 {EVERY_SET}",
+        "paper",
+        _t2("CAN", "Balanced"),
+        "errors",
+        _pair("can", "balanced", BELOW, budgets=True),
+    ),
+    Claim(
+        "can-within-0.5-tasks",
+        f"CAN stays within {ON_PAR} BLEU of Balanced on every direction (Tables 2-3)",
+        f"ΔBLEU >= -{ON_PAR} {EVERY_SET} of every Multi30k direction",
+        "paper",
+        f"{min(GAPS):+.2f} to {max(GAPS):+.2f} over {len(GAPS)} tasks",
+        "tasks",
+        CrossTask(PAR),
+        over="directions",
+    ),
+    Claim(
+        "depth-14-1-loses",
+        "A 14/1 model scores below 12/2 (Figure 4)",
+        f"ΔBLEU < 0 {EVERY_SET}",
+        "paper",
+        f"{F4['14/1']['bleu'] - F4['12/2']['bleu']:+.2f} (Figure 4)",
+        "depths",
+        _pair("depth-14-1", "balanced", BELOW),
+    ),
+    Claim(
+        "can-ffn-keeps-bleu",
+        f"Compress FFN keeps Balanced's BLEU (at most {ON_PAR} below, Table 5)",
+        f"ΔBLEU >= -{ON_PAR} {EVERY_SET}",
+        "paper",
+        _t5("Compress FFN", "Balanced"),
+        "ablation",
+        _pair("can_ffn", "balanced"),
+    ),
+    Claim(
+        "can-attn-below-balanced",
+        "Compress Attention scores below Balanced (Table 5)",
+        f"ΔBLEU < 0 {EVERY_SET}",
+        "paper",
+        _t5("Compress Attention", "Balanced"),
+        "ablation",
+        _pair("can_attn", "balanced", BELOW),
+    ),
+    Claim(
+        "can-above-can-attn",
+        "CAN scores above Compress Attention (Table 5)",
+        f"ΔBLEU > 0 {EVERY_SET}",
+        "paper",
+        _t5("Compress All", "Compress Attention"),
+        "ablation",
+        _pair("can", "can_attn", ABOVE),
+    ),
+    Claim(
+        "can-attn-below-can-ffn",
+        "Compress Attention scores below Compress FFN (Table 5)",
+        f"ΔBLEU < 0 {EVERY_SET}",
+        "paper",
+        _t5("Compress Attention", "Compress FFN"),
+        "ablation",
+        _pair("can_attn", "can_ffn", BELOW),
+    ),
+    *(
+        Claim(
+            f"kd-adds-{s}",
+            f"Distillation adds BLEU to {LABELS[s]} (Table 4)",
+            f"{LABELS[s]} distilled - on real targets > 0 {EVERY_SET}",
+            "paper",
+            _t4(LABELS[s]),
+            "beyond",
+            Contrast((_kd(s), Term(-1.0, s)), ABOVE),
+        )
+        for s in STUDENTS
+    ),
+    Claim(
+        "kd-narrows-gap",
+        "Distillation narrows CAN's gap to Balanced (Table 4: it \u201ccloses the performance gap\u201d)",
+        f"(CAN - Balanced distilled) - (on real targets) > 0 {EVERY_SET}",
+        "paper",
+        f"{(T4['CAN'].after_kd - T4['Balanced'].after_kd) - (T4['CAN'].before_kd - T4['Balanced'].before_kd):+.2f}"
+        " (Table 4)",
+        "beyond",
+        Contrast(
+            (
+                _kd("can"),
+                Term(-1.0, "balanced", "Balanced distilled", "distill", "kd"),
+                Term(-1.0, "can"),
+                Term(1.0, "balanced"),
+            ),
+            ABOVE,
+        ),
+    ),
+    Claim(
+        "kd-can-within-0.5",
+        f"With distillation CAN stays within {ON_PAR} BLEU of Balanced (Table 4)",
+        f"ΔBLEU >= -{ON_PAR} {EVERY_SET}, both distilled",
+        "paper",
+        f"{T4['CAN'].after_kd - T4['Balanced'].after_kd:+.2f} (Table 4, both distilled)",
+        "beyond",
+        Contrast((_kd("can"), Term(-1.0, "balanced", "Balanced distilled", "distill", "kd")), PAR),
+    ),
+    Claim(
+        "can-6-6-hurts-less",
+        "CAN hurts less on 6/6 than on 12/2 (Results)",
+        f"(CAN 6/6 - Baseline) - (CAN - Balanced) > 0 {EVERY_SET}",
+        "paper",
+        f"{PAPER_CAN_ON['6/6']:+.2f} vs {PAPER_CAN_ON['12/2']:+.2f} on average (Results)",
+        "beyond",
+        Contrast(
+            (
+                Term(1.0, "can-6-6", "CAN 6/6", "can-6-6"),
+                Term(-1.0, "baseline"),
+                Term(-1.0, "can"),
+                Term(1.0, "balanced"),
+            ),
+            ABOVE,
+        ),
+    ),
+    # what the paper measured inside trained models (Figures 2 and 8)
+    Claim(
+        "inputs-alike",
+        f"Self- and cross-attention inputs are alike: cosine similarity above {ALIKE} in every decoder layer "
+        "(Figure 2)",
+        f"cosine similarity > {ALIKE} in every decoder layer of Baseline 6/6 and of Balanced 12/2",
+        "paper",
+        f"> {ALIKE} (its text); its figure: {min(_diag('self_vs_cross')):.2f}-{max(_diag('self_vs_cross')):.2f}",
+        "similarity",
+        Similarity(Threshold(">", ALIKE)),
+        over="layers",
+    ),
+    Claim(
+        "ffn-inputs-less-alike",
+        "Cross-attention and FFN inputs are less alike than self- and cross-attention inputs (Figure 2)",
+        "similarity(self, cross) - similarity(cross, FFN) > 0 in every decoder layer of Baseline 6/6 and Balanced 12/2",
+        "paper",
+        "its figure: "
+        + ", ".join(f"{a - b:+.2f}" for a, b in zip(_diag("self_vs_cross"), _diag("cross_vs_ffn")))
+        + " by layer",
+        "similarity",
+        Similarity(ABOVE, than="cross_vs_ffn"),
+        over="layers",
+    ),
+    Claim(
+        "loss-balanced-above-baseline",
+        "Balanced ends with a higher validation loss than Baseline (Figure 8)",
+        "final validation loss difference > 0, its seed interval included",
+        "paper",
+        "higher (Figure 8)",
+        "training",
+        LossGap("balanced", "baseline"),
+    ),
+    Claim(
+        "loss-can-above-balanced",
+        "CAN ends with a higher validation loss than Balanced (Figure 8)",
+        "final validation loss difference > 0, its seed interval included",
+        "paper",
+        "higher (Figure 8)",
+        "training",
+        LossGap("can", "balanced"),
+    ),
+    # the book's own questions
+    *(
+        Claim(
+            f"budget-adds-{s}",
+            f"Twice the updates adds BLEU to {LABELS[s]}",
+            f"{LABELS[s]} 2x - 1x > 0 {EVERY_SET}",
+            "book",
+            "—",
+            "results",
+            Contrast((Term(1.0, s, f"{LABELS[s]} 2x", factor=2), Term(-1.0, s, factor=1)), ABOVE),
+        )
+        for s in ("balanced", "can")
+    ),
+    Claim(
+        "budget-narrows-gap",
+        "Twice the updates narrows CAN's gap to Balanced",
+        f"(CAN - Balanced at 2x) - (at 1x) > 0 {EVERY_SET}",
+        "book",
+        "—",
+        "beyond",
+        Contrast(
+            (
+                Term(1.0, "can", "CAN 2x", factor=2),
+                Term(-1.0, "balanced", "Balanced 2x", factor=2),
+                Term(-1.0, "can", factor=1),
+                Term(1.0, "balanced", factor=1),
+            ),
+            ABOVE,
+        ),
+    ),
+    Claim(
+        "can-6-6-within-0.5",
+        f"CAN on 6/6 stays within {ON_PAR} BLEU of Baseline 6/6",
+        f"ΔBLEU >= -{ON_PAR} {EVERY_SET}",
+        "book",
+        "—",
+        "beyond",
+        Contrast((Term(1.0, "can-6-6", "CAN 6/6", "can-6-6"), Term(-1.0, "baseline")), PAR),
+    ),
+    Claim(
+        "loss-still-falling",
+        "The validation loss still falls at the end of training",
+        "(validation loss at the one before last validation) - (at the last) > 0 in every run",
+        "book",
+        "—",
+        "training",
+        LossFalling(("baseline", "balanced", "can")),
+        over="runs",
+    ),
+    Claim(
+        "gate-decisive",
+        f"CAN's gate is decisive in every layer (more than {DECISIVE:.0%} of its values within {NEAR} of 0 or 1)",
+        f"more than {DECISIVE:.0%} of each layer's gate values within {NEAR} of 0 or 1",
+        "book",
+        "—",
+        "attention",
+        GateShare(Threshold(">", DECISIVE), NEAR),
+        over="layers",
+    ),
+)
+BY_ID = {c.id: c for c in CLAIMS}
+if len(BY_ID) != len(CLAIMS):
+    raise RuntimeError("two claims share an id")
+
+
+# -- judging -------------------------------------------------------------------------------------------------------
+
+
+class Judgements:
+    """Every claim of one store, each judged on first use and kept: ``judged(store)[id]``."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._done: dict[str, Judged] = {}
+
+    def __getitem__(self, claim_id: str) -> Judged:
+        if claim_id not in BY_ID:
+            raise KeyError(f"no claim {claim_id!r}; the registry holds {', '.join(BY_ID)}")
+        if claim_id not in self._done:
+            claim = BY_ID[claim_id]
+            self._done[claim_id] = JUDGES[type(claim.evidence)](self.store, claim, claim.evidence)
+        return self._done[claim_id]
+
+    def all(self, source: str | None = None) -> list[Judged]:
+        """Every claim (or those of one source), in the registry's order."""
+        return [self[c.id] for c in CLAIMS if source in (None, c.source)]
+
+
+_JUDGED: dict[tuple[str, str, bool], Judgements] = {}
+
+
+def judged(store: Store) -> Judgements:
+    """The judgements of ``store``'s scale and folder, one per process (see the module docstring)."""
+    key = (store.scale, str(store.root), store.full_budget)
+    if key not in _JUDGED:
+        _JUDGED[key] = Judgements(store)
+    return _JUDGED[key]
+
+
+# -- the table and the command line ----------------------------------------------------------------------------
+
+
+def table(rows: Sequence[Judged], *, marked: bool = False, link: Callable[[str], str] | None = None):
+    """One row per claim: id, claim, the paper's, ours, the verdict (marked HTML with ``marked``), the chapter."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {
+                "id": j.claim.id,
+                "claim": j.claim.name,
+                "paper": j.claim.paper,
+                "ours": j.ours,
+                "verdict": mark(j) if marked else j.word,
+                "chapter": link(j.claim.chapter) if link else j.claim.chapter,
+            }
+            for j in rows
+        ]
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scale", default=None, help="the scale to judge (default: small once runs are stored there)")
+    parser.add_argument("--out", default=None, help="a results folder instead of book/results")
+    parser.add_argument(
+        "--source", choices=("paper", "book"), default=None, help="only the paper's or the book's claims"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="a JSON list: one object per claim, with its evidence as data"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    root = Path(args.out) if args.out else None
+    store = Store(args.scale or stored_scale(root), root)
+    rows = judged(store).all(args.source)
+    if args.json:
+        json.dump([j.as_json() for j in rows], sys.stdout, indent=1)
+        print()
+        return 0
+    print(table(rows).set_index("id").to_string())
+    return 0
