@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import MEASUREMENTS, missing
 
-from canlib.repro import ingest
 from canlib.cli import main
+from canlib.repro import ingest
 from canlib.repro.ingest import device as ingest_device
 from canlib.repro.results.files import load_result
 from canlib.repro.studies import gpu_results as gpu
