@@ -156,7 +156,6 @@ CROWDED, BROKEN_CELL, GRAMMAR, WRAPPED_CODE = (
 NOT_CHECKED_YET = {
     "results.html": {CROWDED, GRAMMAR, WRAPPED_CODE},
     "speed.html": {CROWDED, WRAPPED_CODE},
-    "speed_history.html": {CROWDED, BROKEN_CELL, WRAPPED_CODE},
     "beyond.html": {CROWDED, BROKEN_CELL, WRAPPED_CODE},
     "training.html": {CROWDED, WRAPPED_CODE},
     "ablation.html": {CROWDED, GRAMMAR, WRAPPED_CODE},

@@ -17,7 +17,7 @@ import pytest
 from conftest import missing
 
 from canlib.repro.studies import claims
-from canlib.repro.studies.chapters import attention, context, errors, similarity, speed, speed_history, training
+from canlib.repro.studies.chapters import attention, context, errors, similarity, speed, training
 from canlib.repro.studies.store import Store
 from canlib.repro.studies.verdict import FAILS, HOLDS, INCONCLUSIVE, MIXED
 
@@ -83,7 +83,6 @@ CHAPTERS = {
     "training": lambda: training.values(small()),
     "context": lambda: context.values(small()),
     "speed": lambda: speed.values(small()) | speed.cpu_values(small()),
-    "speed_history": speed_history.values,
 }
 
 
@@ -442,17 +441,6 @@ def test_the_profile_and_graph_values_are_the_last_runs_raw_figures():
     assert v["graph_ceiling"] == pytest.approx(
         (common + 1000 * graphs["balanced"]["layers_ms"] / per) / (common + 1000 * graphs["can"]["layers_ms"] / per),
         rel=1e-12,
-    )
-
-
-def test_the_same_gpu_values_span_the_h100_runs():
-    h100 = [raw(p)["result"]["systems"] for p in sorted(GPU.glob("h100-*/speed.json"))]
-    v = speed_history.instability_values()
-    eager = [s["balanced"]["eager"]["tok_per_s"] for s in h100]
-    graphs = [s["balanced"]["captured"]["tok_per_s"] for s in h100]
-    assert v["same_gpu_runs"] == len(h100) == 3
-    assert v["eager_spread"] == pytest.approx(max(eager) / min(eager)) and v["graphs_spread"] == pytest.approx(
-        max(graphs) / min(graphs)
     )
 
 

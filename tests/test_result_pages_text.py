@@ -10,7 +10,7 @@ import pytest
 import torch
 from conftest import REPO
 
-PAGES = ("results", "speed", "speed_history", "beyond", "training", "ablation", "depths", "errors", "tasks", "context")
+PAGES = ("results", "speed", "beyond", "training", "ablation", "depths", "errors", "tasks", "context")
 OLD_WORDS = (
     r"\breproduced\b",
     r"within noise",

@@ -14,8 +14,9 @@ from canlib.repro.results.files import ProvenanceError, load_result
 from canlib.repro.studies import gpu_results as gpu
 
 REPO = Path(__file__).resolve().parents[1]
-STORED = REPO / "book" / "results" / "gpu" / gpu.DEFAULT_RUN
-RAW = MEASUREMENTS / gpu.DEFAULT_RUN  # CANLIB_MEASUREMENTS_DIR, else ../shared/measurements
+RUN = "h200-2026-11-26"  # the stored run whose raw files live in ../shared/measurements
+STORED = REPO / "book" / "results" / "gpu" / RUN
+RAW = MEASUREMENTS / RUN  # CANLIB_MEASUREMENTS_DIR, else ../shared/measurements
 NO_RAW = not RAW.is_dir() and not REQUIRE_DATA  # CI (CANLIB_REQUIRE_DATA=1) fails instead of skipping
 
 
@@ -31,7 +32,7 @@ def results_here(monkeypatch):
 @pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
 @pytest.mark.parametrize("kind", sorted(set(gpu.FILES.values())))
 def test_every_stored_gpu_file_loads_with_its_provenance(results_here, kind):
-    _, prov = gpu.load(kind)
+    _, prov = gpu.load(kind, RUN)
     raw = raw_json("gpu_bench.json")
     assert (prov["commit"], prov["date"], prov["device"]) == (raw["_git_commit"], raw["_date"][:10], raw["_device"])
     assert prov["config"]["command"].startswith("python ")
@@ -41,7 +42,7 @@ def test_every_stored_gpu_file_loads_with_its_provenance(results_here, kind):
 @pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
 def test_gpu_speed_ratios_are_the_measured_ones(results_here):
     raw = raw_json("gpu_bench.json")
-    eager, prov = gpu.gpu_speed("eager")
+    eager, prov = gpu.gpu_speed("eager", RUN)
     assert eager["balanced"]["tok_per_s"] / eager["baseline"]["tok_per_s"] == pytest.approx(
         raw["balanced"]["eager_tok_per_s"] / raw["baseline"]["eager_tok_per_s"], rel=1e-9
     )
@@ -49,7 +50,7 @@ def test_gpu_speed_ratios_are_the_measured_ones(results_here):
         raw["can"]["eager_tok_per_s"] / raw["balanced"]["eager_tok_per_s"], rel=1e-9
     )
     assert prov["dtype"] == raw["_dtype"] and prov["captured_matches_eager"] == raw["_captured_matches_eager"]
-    captured, _ = gpu.gpu_speed("captured")
+    captured, _ = gpu.gpu_speed("captured", RUN)
     assert captured["balanced"]["tok_per_s"] == pytest.approx(raw["balanced"]["captured_tok_per_s"], rel=1e-9)
     for row in eager.values():
         assert row["min"] <= row["median"] <= row["max"]
@@ -57,7 +58,7 @@ def test_gpu_speed_ratios_are_the_measured_ones(results_here):
 
 @pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
 def test_gpu_breakdown_search_share_is_the_measured_one(results_here):
-    parts, _ = gpu.gpu_breakdown()
+    parts, _ = gpu.gpu_breakdown(RUN)
     ms = raw_json("breakdown.json")["balanced"]["breakdown"]
     total = sum(ms[f"{p}_ms"] for p in ("encode", "layers", "output", "search"))
     assert parts["balanced"]["search_share"] == pytest.approx(ms["search_ms"] / total, rel=1e-6)
@@ -67,15 +68,15 @@ def test_gpu_breakdown_search_share_is_the_measured_one(results_here):
 @pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
 def test_stored_figures_equal_the_raw_measurements(results_here):
     raw = json.loads((RAW / "gpu_bench.json").read_text())
-    eager, _ = gpu.gpu_speed("eager")
-    captured, _ = gpu.gpu_speed("captured")
+    eager, _ = gpu.gpu_speed("eager", RUN)
+    captured, _ = gpu.gpu_speed("captured", RUN)
     for system in ("baseline", "balanced", "san", "aan", "can"):
         assert eager[system]["tok_per_s"] == pytest.approx(raw[system]["eager_tok_per_s"], rel=1e-9)
         assert captured[system]["tok_per_s"] == pytest.approx(raw[system]["captured_tok_per_s"], rel=1e-9)
-    batch, _ = gpu.gpu_batch()
+    batch, _ = gpu.gpu_batch(RUN)
     raw_batch = json.loads((RAW / "bench_batch.json").read_text())
     assert batch["can"][64] == raw_batch["can"]["by_batch"]["64"]
-    runs, _ = gpu.gpu_training("training_32k")
+    runs, _ = gpu.gpu_training("training_32k", RUN)
     assert runs["baseline"]["mfu"] == json.loads((RAW / "smoke_32k.json").read_text())["runs"]["baseline"]["mfu"]
 
 
@@ -204,20 +205,20 @@ def test_raw_files_without_commit_or_date_need_them_given(tmp_path):
 def test_missing_gpu_run_names_the_converter(tmp_path, monkeypatch):
     monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="canlib ingest"):
-        gpu.gpu_speed()
+        gpu.gpu_speed("eager", RUN)
 
 
 def test_unknown_mode_is_refused(results_here):
     with pytest.raises(ValueError, match="mode='graphs'"):
-        gpu.gpu_speed("graphs")
+        gpu.gpu_speed("graphs", RUN)
 
 
 def test_stored_file_without_provenance_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path))
-    (tmp_path / "gpu" / gpu.DEFAULT_RUN).mkdir(parents=True)
-    (tmp_path / "gpu" / gpu.DEFAULT_RUN / "speed.json").write_text(json.dumps({"result": {}}))
+    (tmp_path / "gpu" / RUN).mkdir(parents=True)
+    (tmp_path / "gpu" / RUN / "speed.json").write_text(json.dumps({"result": {}}))
     with pytest.raises(ProvenanceError):
-        gpu.gpu_speed()
+        gpu.gpu_speed("eager", RUN)
 
 
 # -- canlib.repro.bench.chapters: one measurement per setting, shared, with its spread -----------------------

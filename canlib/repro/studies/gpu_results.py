@@ -24,24 +24,13 @@ from canlib.repro.results.files import load_result
 from canlib.repro.results.layout import GPU_FILES, INGEST_COMMAND, OPS_COMMAND
 from canlib.repro.studies.verdict import ratio_reading, repeat_ratios
 
-DEFAULT_RUN = "h200-2026-11-26"
 FILES = GPU_FILES  # raw file -> stored kind (canlib ingest converts each)
 PARTS = ("encode", "layers", "output", "search")
 
 
-def gpu_dir(run: str = DEFAULT_RUN, root: Path | None = None) -> Path:
+def gpu_dir(run: str, root: Path | None = None) -> Path:
     """Where the stored results of one GPU run live (``root``: a results folder, default ``book/results``)."""
     return Path(root or results_dir()) / "gpu" / run
-
-
-def gpu_ab(run: str, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(result, provenance) of a stored A/B (``ab.json``)."""
-    return load_result(gpu_dir(run, root) / "ab.json")
-
-
-def ab_runs(root: Path | None = None) -> list[str]:
-    """The stored GPU runs that hold an A/B (``ab.json``)."""
-    return [run for run in available_runs(root) if (gpu_dir(run, root) / "ab.json").exists()]
 
 
 # -- loaders --------------------------------------------------------------------------------------
@@ -111,7 +100,7 @@ def run_label(prov: dict[str, Any]) -> str:
     return f"{gpu_label(prov)} {commit_label(prov)} {prov['date']}"
 
 
-def speed_summary(run: str = DEFAULT_RUN, root: Path | None = None) -> dict[str, Any]:
+def speed_summary(run: str, root: Path | None = None) -> dict[str, Any]:
     """One GPU run's Table 2 speed in a row: device, the commit it timed, date, its repeats, and the ratios by the
     one statistic every page uses (:func:`ratio_text`: the median of the per-repeat ratios with its 95 % interval,
     or its range where the repeats are too few for one), and how many systems' captured decoding returned the
@@ -170,13 +159,7 @@ def ratio_cell(stat: dict[str, Any]) -> str:
     return f"{stat['median']:.2f} ({stat['range'][0]:.2f}-{stat['range'][1]:.2f})"
 
 
-def ratio_range(rows: dict[str, dict[str, Any]], system: str, against: str) -> tuple[float, float, float]:
-    """(median, lowest, highest) of ``system``/``against`` over the interleaved repeats of one run."""
-    stat = ratio_stat(rows, system, against)
-    return stat["median"], *stat["range"]
-
-
-def load(kind: str, run: str = DEFAULT_RUN, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def load(kind: str, run: str, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(result, provenance) of one stored file of a GPU run (``speed``, ``breakdown``, ``batch``,
     ``training_4k``...)."""
     if kind not in (*FILES.values(), "profile"):
@@ -187,9 +170,7 @@ def load(kind: str, run: str = DEFAULT_RUN, root: Path | None = None) -> tuple[d
     return load_result(path)
 
 
-def gpu_speed(
-    mode: str = "eager", run: str = DEFAULT_RUN, root: Path | None = None
-) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+def gpu_speed(mode: str, run: str, root: Path | None = None) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """Tokens/s of the Table 2 systems on the GPU: {system: {tok_per_s, min, median, max, ratio_to_balanced}}.
 
     ``mode`` is ``"eager"`` (PyTorch launching every kernel, the paper's regime) or ``"captured"``
@@ -211,9 +192,7 @@ def gpu_speed(
     }
 
 
-def gpu_breakdown(
-    run: str = DEFAULT_RUN, root: Path | None = None
-) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+def gpu_breakdown(run: str, root: Path | None = None) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """Eager per-sentence milliseconds and shares of encoder, decoder layers, output projection and search."""
     result, prov = load("breakdown", run, root)
     return {s: r["breakdown"] for s, r in result["systems"].items() if "breakdown" in r}, {
@@ -223,16 +202,14 @@ def gpu_breakdown(
     }
 
 
-def gpu_batch(run: str = DEFAULT_RUN, root: Path | None = None) -> tuple[dict[str, dict[int, float]], dict[str, Any]]:
+def gpu_batch(run: str, root: Path | None = None) -> tuple[dict[str, dict[int, float]], dict[str, Any]]:
     """Eager tokens/s per batch size (the median of the timed repeats): {system: {batch: tok/s}}."""
     result, prov = load("batch", run, root)
     out = {s: {int(b): v for b, v in r["by_batch"].items()} for s, r in result["systems"].items()}
     return out, {**prov, "dtype": result["dtype"], "settings": result["settings"]}
 
 
-def gpu_training(
-    kind: str = "training_4k", run: str = DEFAULT_RUN, root: Path | None = None
-) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+def gpu_training(kind: str, run: str, root: Path | None = None) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """Training throughput (bf16, synthetic or real tokens): {system: {target_tokens_per_sec, mfu, ...}}."""
     if not kind.startswith("training"):
         raise ValueError(f"kind={kind!r}: a training file (training_4k, training_32k, training_small)")
@@ -280,8 +257,15 @@ def profile_frame(ops: dict[str, Any] | None = None, runs: list[str] | None = No
     return pd.DataFrame(rows).set_index(["run", "system"])
 
 
-def gpu_translation(run: str = DEFAULT_RUN, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def gpu_translation(run: str | None = None, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """A small-can trained on the GPU with ``canlib train``: scores recomputed from its hypotheses, examples."""
+    if run is None:  # the newest run that translated with a trained small model
+        held = [r for r in available_runs(root) if (gpu_dir(r, root) / "translation_small.json").exists()]
+        if not held:
+            raise FileNotFoundError(
+                f"no stored GPU run holds translation_small.json; store one with `{INGEST_COMMAND}`"
+            )
+        run = held[-1]
     path = gpu_dir(run, root) / "translation_small.json"
     if not path.exists():
         raise FileNotFoundError(

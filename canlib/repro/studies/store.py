@@ -320,7 +320,7 @@ class Store:
     def gpu_training(self, kind: str, run: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
         return gpu_results.gpu_training(kind, run, self.measurements)
 
-    def gpu_translation(self, run: str = gpu_results.DEFAULT_RUN) -> tuple[dict[str, Any], dict[str, Any]]:
+    def gpu_translation(self, run: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
         return gpu_results.gpu_translation(run, self.measurements)
 
     def ops(self, name: str = "ops.json") -> tuple[dict[str, Any], dict[str, Any]]:
