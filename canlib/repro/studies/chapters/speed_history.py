@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from canlib.model.config import LABELS
+from canlib.catalogue import LABELS
 from canlib.repro.studies import gpu_results as gpu
 from canlib.repro.studies.gpu_results import ratio_stat, stored_ops, timed_ops
 
