@@ -41,12 +41,12 @@ if TYPE_CHECKING:
     )
 
 
-def build_model(cfg: ModelConfig | str, vocab_size: int = 32000, **overrides: Any) -> Seq2Seq:
-    """A freshly initialised model from a config or a preset name."""
+def build_model(cfg: ModelConfig | str, vocab_size: int | None = None, **overrides: Any) -> Seq2Seq:
+    """A freshly initialised model from a config or a preset name (at ``vocab_size``; default: the paper's)."""
     from canlib.model import Seq2Seq, preset
 
     if isinstance(cfg, str):
-        cfg = preset(cfg, vocab_size=vocab_size, **overrides)
+        cfg = preset(cfg, **({"vocab_size": vocab_size} if vocab_size is not None else {}), **overrides)
     return Seq2Seq(cfg)
 
 

@@ -1,6 +1,5 @@
-"""``canlib info``: every preset with its shape and parameter count, at the vocabulary its scale
-uses (tiny 2,000, small 8,000, full 32,000: ``canlib.model.config.SCALE_VOCAB``) unless
-``--vocab-size`` sets one for all."""
+"""``canlib info``: every preset with its shape and parameter count, at the joint vocabulary its scale
+uses (``canlib.catalogue``'s ``Scale.vocab_size``) unless ``--vocab-size`` sets one for all."""
 
 from __future__ import annotations
 
@@ -9,13 +8,9 @@ import json
 
 import torch
 
-from canlib.model.config import PRESETS, SCALE_VOCAB, SCALES, preset
+from canlib.catalogue import SCALES, preset_scale, scale_spec
+from canlib.model.config import PRESETS, preset
 from canlib.model.seq2seq import Seq2Seq
-
-
-def preset_scale(name: str) -> str:
-    """The scale a preset belongs to, from its name ("tiny-can" -> "tiny", "can" -> "full")."""
-    return next((scale for scale in SCALES if scale != "full" and name.startswith(scale + "-")), "full")
 
 
 def parameter_count(cfg) -> int:
@@ -31,7 +26,7 @@ def preset_table(vocab_size: int | None = None) -> list[dict]:
     rows = []
     for name in PRESETS:
         scale = preset_scale(name)
-        cfg = preset(name, vocab_size=vocab_size or SCALE_VOCAB[scale])
+        cfg = preset(name, vocab_size=vocab_size or scale_spec(scale).vocab_size)
         rows.append(
             {
                 "preset": name,
@@ -54,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--vocab-size",
         type=int,
         help="joint vocabulary size for every preset (default: each "
-        "scale's own, " + ", ".join(f"{s} {v:,}" for s, v in SCALE_VOCAB.items()) + ")",
+        "scale's own, " + ", ".join(f"{s} {scale_spec(s).vocab_size:,}" for s in SCALES) + ")",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 

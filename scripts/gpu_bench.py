@@ -44,11 +44,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from canlib.catalogue import PAPER_SYSTEMS  # noqa: E402
 from canlib.decoding.decoder import CompiledDecoder  # noqa: E402
 from canlib.decoding.runners import GraphedDecoder, StepGraphs  # noqa: E402
 from canlib.decoding.search import SearchSettings, beam_search, make_batch  # noqa: E402
 from canlib.io import device_name, git_commit  # noqa: E402
-from canlib.model.config import PAPER_SYSTEMS  # noqa: E402
 from canlib.repro.bench.settings import BenchSettings  # noqa: E402
 from canlib.repro.bench.speed import canlib_system, source_sentences, system_model, time_systems  # noqa: E402
 

@@ -38,8 +38,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from canlib.catalogue import preset_scale  # noqa: E402
 from canlib.data.batching import PairList, Split  # noqa: E402
-from canlib.info import preset_scale  # noqa: E402
 from canlib.model.config import ModelConfig, preset  # noqa: E402
 from canlib.training import TrainConfig, Trainer  # noqa: E402
 

@@ -51,6 +51,7 @@ sys.path.insert(0, str(REPO))
 from gpu_profile import profiled  # noqa: E402
 from gpu_smoke_train import device_peak_flops, measure  # noqa: E402
 
+from canlib.catalogue import scale_spec  # noqa: E402
 from canlib.data import load_prepared, prepare  # noqa: E402
 from canlib.data.batching import PairList, collate  # noqa: E402
 from canlib.io import origin  # noqa: E402
@@ -76,8 +77,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "deterministic": True,
     },
 }
-# the small scale's budget (canlib.repro.results.scales), what every small run trains with
-SMALL = dict(lr=1e-3, warmup=500, max_tokens=8192, label_smoothing=0.1)
+# the small scale's budget (canlib.catalogue), what every small run trains with
+SMALL = {k: scale_spec("small").train[k] for k in ("lr", "warmup", "max_tokens", "label_smoothing")}
 RUNS = Path(tempfile.gettempdir()) / "canlib-throughput-runs"  # T2's models, which T5 evaluates
 
 

@@ -57,7 +57,7 @@ fi
 CORPUS=multi30k-en-de
 
 # the prepared corpus once, before the concurrent commands below would each prepare it
-"$PY" -c "from canlib.data.preparation import prepare; from canlib.repro.results.scales import scale_spec
+"$PY" -c "from canlib.data.preparation import prepare; from canlib.catalogue import scale_spec
 prepare('$CORPUS', scale_spec('$SCALE').corpus_scale, progress=False)" >> "$LOG" 2>&1
 say "corpus prepared: exit $?"
 

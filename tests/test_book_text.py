@@ -182,9 +182,9 @@ def test_every_decimal_and_percent_in_chapter_prose_is_the_papers_with_its_label
 
 
 def test_the_scales_the_prose_describes_are_the_ones_the_code_trains():
+    from canlib.catalogue import scale_spec
     from canlib.data.corpora import get_corpus
     from canlib.model.config import preset
-    from canlib.repro.results.scales import scale_spec
 
     width = {preset(f"{s}-can").d_model: s for s in ("tiny", "small")}
     found = 0
@@ -210,8 +210,8 @@ def test_the_scales_the_prose_describes_are_the_ones_the_code_trains():
 def test_the_readme_and_the_gpu_plan_quote_the_stored_cpu_training_time():
     """The CPU time of a small run in README and measurements/README.md is the stored measurement
     (book/results/cpu/train_small.json), not a guess."""
+    from canlib.catalogue import scale_spec
     from canlib.repro.results.files import load_result
-    from canlib.repro.results.scales import scale_spec
 
     result, prov = load_result(REPO / "book" / "results" / "cpu" / "train_small.json")
     seconds = [run["seconds_per_update"] for run in result["runs"].values()]

@@ -60,7 +60,7 @@ def test_bad_vocab_size_is_a_clear_error():
 
 def test_info_counts_each_scale_at_its_own_vocabulary():
     """tiny runs use a 2,000-piece vocabulary and small runs 8,000: info counts them so by default."""
-    from canlib.model.config import SCALE_VOCAB
+    from canlib.catalogue import scale_spec
 
     rows = {r["preset"]: r for r in json.loads(run_cli("info", "--json").stdout)}
     assert (rows["tiny-can"]["vocab_size"], rows["small-can"]["vocab_size"], rows["can"]["vocab_size"]) == (
@@ -68,7 +68,7 @@ def test_info_counts_each_scale_at_its_own_vocabulary():
         8000,
         32000,
     )
-    assert rows["tiny-can"]["scale"] == "tiny" and SCALE_VOCAB["tiny"] == 2000
+    assert rows["tiny-can"]["scale"] == "tiny" and scale_spec("tiny").vocab_size == 2000
     at_32k = {r["preset"]: r["params"] for r in json.loads(run_cli("info", "--json", "--vocab-size", "32000").stdout)}
     assert at_32k["tiny-can"] - rows["tiny-can"]["params"] == (32000 - 2000) * 64
     assert at_32k["can"] == rows["can"]["params"]

@@ -95,8 +95,7 @@ from canlib.repro.experiments.run import load, plan
 from canlib.repro.studies import analyses, beyond, claims, gpu_results
 from canlib.repro.studies.store import Store, default_scale
 from canlib.repro.results.files import load_result
-from canlib.repro.results.scales import DIRECTION_SYSTEMS
-from canlib.model.config import ALL_SYSTEMS
+from canlib.catalogue import ALL_SYSTEMS, DIRECTION_SYSTEMS
 loaded = 0
 for path in sorted(Path({str(REPO / "book" / "results")!r}).rglob("*.json")):
     load_result(path)

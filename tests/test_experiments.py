@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from canlib.catalogue import scale_spec
 from canlib.cli import main
 from canlib.repro.experiments.experiment import mark_complete
 from canlib.repro.experiments.run import plan
 from canlib.repro.results.layout import stored_path, study
-from canlib.repro.results.scales import scale_spec
 
 
 def test_tiny_study_is_computed_once_and_carries_provenance(tmp_path, monkeypatch):

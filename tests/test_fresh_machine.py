@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from conftest import missing as missing_data
 
+from canlib.catalogue import scale_spec
 from canlib.data import get_corpus, load_prepared, prepare
 from canlib.data.corpora import MULTI30K, MULTI30K_COMMIT
 from canlib.data.download import MIRROR_ENV, download_path, mirrored
 from canlib.data.text import normalize
-from canlib.repro.results.scales import scale_spec
 
 MULTI30K_NAMES = [f"multi30k-{a}-{b}" for x in ("de", "fr", "cs") for a, b in (("en", x), (x, "en"))]
 DEFAULT_SCALES = ("tiny", "small")  # what the book, the tests and `canlib experiment` prepare by default

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from canlib.catalogue import ALL_SYSTEMS
 from canlib.model import Seq2Seq
 from canlib.model.attention import SourceMemory, joint_attention
-from canlib.model.config import ALL_SYSTEMS, preset
+from canlib.model.config import preset
 from canlib.repro.bench.ops import PATHS, OpCounter, ops_study, search_step_ops
 from canlib.repro.bench.speed import PARTS, breakdown_gap
 from canlib.repro.results.files import check_provenance

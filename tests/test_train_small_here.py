@@ -13,9 +13,9 @@ import json
 import pytest
 import torch
 
+from canlib import catalogue
 from canlib.repro.experiments import pool
 from canlib.repro.experiments.experiment import TRAIN_HERE_ENV, train_missing, trains_here
-from canlib.repro.results import scales
 from canlib.repro.results.layout import stored_path
 from canlib.repro.studies.analyses import similarity
 from canlib.repro.studies.store import Store, default_scale
@@ -37,9 +37,9 @@ def small_in_seconds(folders, shared_data, monkeypatch):
     """The small scale with a budget a CPU trains in seconds: 3 updates on the 3,000-pair corpus, greedy
     search, two seeds; everything else (presets small-*, names, folders, code paths) is small's own."""
     monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))
-    spec = scales._SPECS["small"]
+    spec = catalogue._SCALES["small"]
     monkeypatch.setitem(
-        scales._SPECS,
+        catalogue._SCALES,
         "small",
         dataclasses.replace(
             spec,

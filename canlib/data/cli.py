@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from canlib.catalogue import SCALES, scale_spec
 from canlib.data.binarized import ParallelSplit, load_prepared
 from canlib.data.corpora import (
     REGISTRY,
@@ -57,7 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--vocab-size",
         type=option_type(int, "at least 1"),
         default=None,
-        help="with --files: joint subword vocabulary size (default 2000 at tiny, 8000 at small, 32000 at full)",
+        help="with --files: joint subword vocabulary size (default "
+        + ", ".join(f"{scale_spec(s).vocab_size} at {s}" for s in SCALES)
+        + ")",
     )
     p.add_argument(
         "--train-pairs",

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from canlib.catalogue import SCALES, scale_spec
 from canlib.io import atomic_write_bytes, cache_dir
 
 STATMT = "http://www.statmt.org"
@@ -55,7 +56,8 @@ class Member:
 
 @dataclass(frozen=True)
 class Scale:
-    """What one scale prepares: file stems per split, vocabulary size, subsets and filters.
+    """What one corpus prepares at one scale: file stems per split, vocabulary size (the registered corpora's is
+    their scale's in :mod:`canlib.catalogue`), subsets and filters.
 
     Stems name local files without the language suffix (``newstest2013`` ->
     ``newstest2013.en`` + ``newstest2013.de``). ``*_pairs`` take a deterministic subset
@@ -219,7 +221,7 @@ def _wmt17(other: str, valid: tuple[str, ...]) -> Corpus:
         ("train",),
         ("valid",),
         ("newstest2017",),
-        vocab_size=32000,
+        vocab_size=scale_spec("full").vocab_size,
         vocab_pairs=1_000_000,
         description="paper recipe: preprocessed WMT17 training data, newstest2017 test",
     )
@@ -288,7 +290,7 @@ def _multi30k(other: str) -> tuple[Corpus, Corpus]:
             ("train",),
             ("val",),
             ("test_2016_flickr",),
-            vocab_size=8000,
+            vocab_size=scale_spec("small").vocab_size,
             extra_tests=extra,
             description=f"all 29000 training pairs, val 1014, test2016 1000{named}",
         ),
@@ -296,7 +298,7 @@ def _multi30k(other: str) -> tuple[Corpus, Corpus]:
             ("train",),
             ("val",),
             ("test_2016_flickr",),
-            vocab_size=2000,
+            vocab_size=scale_spec("tiny").vocab_size,
             train_pairs=3000,
             valid_pairs=200,
             test_pairs=200,
@@ -320,7 +322,7 @@ _WMT14_EN_DE = Corpus(
             ("train",),
             ("newstest2013",),
             ("newstest2014",),
-            vocab_size=32000,
+            vocab_size=scale_spec("full").vocab_size,
             vocab_pairs=1_000_000,
             description="paper recipe: Europarl v7 + CommonCrawl + News Commentary v9, 32k joint BPE",
         ),
@@ -328,14 +330,14 @@ _WMT14_EN_DE = Corpus(
             _NEWS_POOL,
             ("newstest2013",),
             ("newstest2014",),
-            vocab_size=8000,
+            vocab_size=scale_spec("small").vocab_size,
             description="news pool, local files only: ~37.6k real pairs (train.detok + newstest2008-2012 + 2015-2020)",
         ),
         "tiny": Scale(
             _NEWS_POOL,
             ("newstest2013",),
             ("newstest2014",),
-            vocab_size=2000,
+            vocab_size=scale_spec("tiny").vocab_size,
             train_pairs=3000,
             valid_pairs=200,
             test_pairs=200,
@@ -354,7 +356,7 @@ _WMT14_EN_FR = Corpus(
             ("train",),
             ("newstest2012", "newstest2013"),
             ("newstest2014",),
-            vocab_size=32000,
+            vocab_size=scale_spec("full").vocab_size,
             vocab_pairs=1_000_000,
             description="paper recipe: + UN + Gigaword; valid newstest2012+2013",
         )
@@ -381,7 +383,6 @@ REGISTRY: dict[str, Corpus] = {
 # -- a researcher's own corpus: plain parallel files ---------------------------------------------------
 
 FILE_STEMS = ("train", "valid", "test")  # <folder>/<stem>.<lang>, plain text or .gz, one sentence a line
-_FILE_VOCAB = {"tiny": 2000, "small": 8000, "full": 32000}  # the registered corpora's sizes at each scale
 FILES_MAX_LEN = 1023  # subwords a side the models' position table holds (1024 rows, one for EOS or BOS)
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
 
@@ -435,7 +436,7 @@ def files_corpus(
             ("train",),
             ("valid",),
             ("test",),
-            vocab_size=vocab_size or _FILE_VOCAB[name_],
+            vocab_size=vocab_size or scale_spec(name_).vocab_size,
             max_len=max_len or FILES_MAX_LEN,
             max_ratio=max_ratio or 0.0,
             description=f"{folder}: {', '.join([kept, *filters])}; every valid and test line",
@@ -443,7 +444,7 @@ def files_corpus(
         )
 
     return Corpus(
-        name, src, tgt, f"files in {folder}, {src}->{tgt}", {}, {s: scale(s) for s in _FILE_VOCAB}, path=str(folder)
+        name, src, tgt, f"files in {folder}, {src}->{tgt}", {}, {s: scale(s) for s in SCALES}, path=str(folder)
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from canlib.catalogue import SCALES, SYSTEMS, scale_spec, scaled_preset
 from canlib.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID  # the special token ids the vocabulary and the model share
 
 # "can_residual": CAN keeping the attention's own residual S + C (a control on this library's reading of
@@ -17,19 +18,21 @@ from canlib.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID  # the special toke
 DECODER_KINDS = ("standard", "aan", "san", "can", "can_attn", "can_ffn", "can_residual")
 MIXED = "mixed"  # decoder_kind of a stack with one kind per layer (``ModelConfig.decoder_layer_kinds``)
 MIXABLE_KINDS = tuple(k for k in DECODER_KINDS if k != "san")  # SAN's groups share maps across layers
+_PAPER, _BASELINE = scale_spec("full"), SYSTEMS["baseline"]  # the defaults: the paper's Baseline at its width
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Everything needed to rebuild a model's architecture (not its weights)."""
+    """Everything needed to rebuild a model's architecture (not its weights); the defaults are the paper's
+    Baseline at the paper's width and joint vocabulary (the ``full`` scale of :mod:`canlib.catalogue`)."""
 
-    vocab_size: int = 32000
-    d_model: int = 512
-    heads: int = 8
-    ffn_dim: int = 2048
-    enc_layers: int = 6
-    dec_layers: int = 6
-    decoder_kind: str = "standard"
+    vocab_size: int = _PAPER.vocab_size
+    d_model: int = _PAPER.d_model
+    heads: int = _PAPER.heads
+    ffn_dim: int = _PAPER.ffn_dim
+    enc_layers: int = _BASELINE.enc_layers
+    dec_layers: int = _BASELINE.dec_layers
+    decoder_kind: str = _BASELINE.decoder_kind
     dropout: float = 0.1  # residual and embedding dropout
     attn_dropout: float = 0.1  # on attention probabilities
     relu_dropout: float = 0.1  # on the FFN hidden layer (and CAN's 4d hidden)
@@ -124,71 +127,17 @@ class ModelConfig:
 
 
 # ---------------------------------------------------------------------------
-# Presets. The paper's systems at d=512/h=8/ffn=2048, plus CPU-sized copies
-# with the same depths and decoder kinds: "small-*" (d=256) and "tiny-*" (d=64).
-
-_SYSTEMS: dict[str, dict[str, Any]] = {
-    "baseline": dict(enc_layers=6, dec_layers=6, decoder_kind="standard"),
-    "balanced": dict(enc_layers=12, dec_layers=2, decoder_kind="standard"),
-    "depth-9-4": dict(enc_layers=9, dec_layers=4, decoder_kind="standard"),
-    "depth-14-1": dict(enc_layers=14, dec_layers=1, decoder_kind="standard"),
-    "san": dict(enc_layers=12, dec_layers=2, decoder_kind="san"),
-    "aan": dict(enc_layers=12, dec_layers=2, decoder_kind="aan"),
-    "can": dict(enc_layers=12, dec_layers=2, decoder_kind="can"),
-    "can_attn": dict(enc_layers=12, dec_layers=2, decoder_kind="can_attn"),
-    "can_ffn": dict(enc_layers=12, dec_layers=2, decoder_kind="can_ffn"),
-    # not a system of the paper's tables: its Results section reports CAN applied to the 6/6 Baseline
-    # (-0.09 BLEU on average against -0.25 on the 12/2 one); the "beyond" chapter trains it
-    "can-6-6": dict(enc_layers=6, dec_layers=6, decoder_kind="can"),
-}
-
-# scale -> the width of its presets; one name per idea: the scale "tiny" names the presets "tiny-*"
-_SIZES: dict[str, dict[str, Any]] = {
-    "tiny": dict(d_model=64, heads=4, ffn_dim=256),
-    "small": dict(d_model=256, heads=4, ffn_dim=1024),
-    "full": dict(d_model=512, heads=8, ffn_dim=2048),
-}
-SCALES = tuple(_SIZES)  # smallest first; canlib.repro.results.scales gives each its corpus and budget
-# the joint vocabulary each scale's prepared corpora use (canlib.data.corpora's Scale.vocab_size)
-SCALE_VOCAB: dict[str, int] = {"full": 32000, "small": 8000, "tiny": 2000}
-
-
-def scaled_preset(system: str, scale: str) -> str:
-    """The preset name of ``system`` at ``scale`` ("can", "tiny" -> "tiny-can"); a name that
-    already carries a scale prefix is kept as it is."""
-    if scale not in _SIZES:
-        raise ValueError(f"scale={scale!r}: choose one of {', '.join(SCALES)}")
-    if system.startswith(tuple(f"{s}-" for s in SCALES if s != "full")) or scale == "full":
-        return system
-    return f"{scale}-{system}"
-
+# Presets: every system of the catalogue at every scale's width: the paper's systems at the paper's width ("can"),
+# and narrower copies with the same depths and decoder kinds ("small-can", "tiny-can").
 
 PRESETS: dict[str, dict[str, Any]] = {
-    scaled_preset(name, scale): {**size, **system}
-    for scale, size in _SIZES.items()
-    for name, system in _SYSTEMS.items()
-}
-
-# The paper's Table 2 systems, in the paper's order (used by benchmarks and chapters).
-PAPER_SYSTEMS = ("baseline", "balanced", "san", "aan", "can")
-ABLATION_SYSTEMS = ("balanced", "can_attn", "can_ffn", "can")
-DEPTH_SYSTEMS = ("baseline", "depth-9-4", "balanced", "depth-14-1")
-ALL_SYSTEMS = tuple(dict.fromkeys(PAPER_SYSTEMS + DEPTH_SYSTEMS + ABLATION_SYSTEMS))  # the nine systems
-LABELS = {  # the names the paper's tables use
-    "baseline": "Baseline",
-    "balanced": "Balanced",
-    "san": "SAN",
-    "aan": "AAN",
-    "can": "CAN",
-    "can_attn": "Compress Attention",
-    "can_ffn": "Compress FFN",
-    "depth-9-4": "9/4",
-    "depth-14-1": "14/1",
-    "can-6-6": "CAN 6/6",
+    scaled_preset(name, scale): {**scale_spec(scale).width(), **system.shape()}
+    for scale in SCALES
+    for name, system in SYSTEMS.items()
 }
 
 
-def preset(name: str, vocab_size: int = 32000, **overrides: Any) -> ModelConfig:
+def preset(name: str, vocab_size: int = _PAPER.vocab_size, **overrides: Any) -> ModelConfig:
     """The ModelConfig of a named preset, with optional field overrides (e.g. dropout=0)."""
     if name not in PRESETS:
         raise ValueError(f"preset={name!r}: unknown preset; choose one of {', '.join(PRESETS)}")
@@ -202,12 +151,6 @@ __all__ = [
     "DECODER_KINDS",
     "MIXED",
     "MIXABLE_KINDS",
-    "PAPER_SYSTEMS",
-    "ABLATION_SYSTEMS",
-    "DEPTH_SYSTEMS",
-    "SCALES",
-    "SCALE_VOCAB",
-    "scaled_preset",
     "PAD_ID",
     "UNK_ID",
     "BOS_ID",

@@ -1,10 +1,11 @@
 """The reproduction the book reads: everything that turns canlib's models into the paper's studies and judges them.
 
-Apart from the library so that the tree shows the design: the core (``canlib.data``, ``model``, ``decoding``,
-``training``, ``analysis``, ``bleu``, ``io``) is what a user imports for their own corpus and never imports this
-package; the reproduction builds on it, in layers, each importing only those below:
+Apart from the library so that the tree shows the design: the core (``canlib.catalogue``, ``data``, ``model``,
+``decoding``, ``training``, ``analysis``, ``bleu``, ``io``) is what a user imports for their own corpus and never
+imports this package; the reproduction builds on it (each scale's corpus, budget and seeds, the systems' names and
+labels: the core's catalogue), in layers, each importing only those below:
 
-* ``results``: the schema of stored results (scales and their budgets, where each result lives, the study table);
+* ``results``: the schema of stored results (where each result lives, the study table);
 * ``bench``: the decoding-speed studies, operator counts and the CPU measurements the chapters share;
 * ``experiments``: the engine that trains, evaluates and stores a scale's runs and studies (``canlib experiment``);
 * ``studies``: the readers: one store, the verdict rule and the claims registry (``canlib claims``), one module per

@@ -28,11 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from canlib.analysis.probes import decoding_costs
+from canlib.catalogue import ABLATION_SYSTEMS, ALL_SYSTEMS, LABELS, scale_spec
 from canlib.io import cache_dir, results_dir
-from canlib.model.config import ABLATION_SYSTEMS, ALL_SYSTEMS, LABELS
 from canlib.repro.results.files import load_result, provenance, save_result
 from canlib.repro.results.layout import code_version, key, study
-from canlib.repro.results.scales import scale_spec
 
 SPEED_SYSTEMS = ALL_SYSTEMS  # one interleaved run times all nine
 SWEEPS = {
@@ -65,7 +64,7 @@ def settings_for(
     settings = {
         "systems": list(systems),
         "scale": "full",
-        "vocab_size": 32000,
+        "vocab_size": scale_spec("full").vocab_size,
         "beam": spec.beam,
         "batch": 1,
         "forced_length": spec.forced_length,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
+from canlib.catalogue import SCALES
 from canlib.io import atomic_write_bytes, require
-from canlib.model.config import SCALES
 from canlib.repro.bench.settings import BenchResult, BenchSettings
 from canlib.repro.bench.speed import PARTS, STUDIES, run_study
 

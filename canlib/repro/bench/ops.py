@@ -19,6 +19,8 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from canlib.catalogue import ALL_SYSTEMS, scale_spec, scaled_preset
+
 # operators that only describe memory (no kernel on a GPU)
 NO_KERNEL = {
     "aten.view",
@@ -238,7 +240,7 @@ def search_step_ops(
 def ops_study(
     systems: Any = None,
     scale: str = "full",
-    vocab_size: int = 32000,
+    vocab_size: int = scale_spec("full").vocab_size,
     beam: int = 4,
     batch: int = 1,
     warmup: int = 5,
@@ -251,7 +253,7 @@ def ops_study(
     import sys
 
     from canlib.io import origin
-    from canlib.model.config import ALL_SYSTEMS, preset, scaled_preset
+    from canlib.model.config import preset
     from canlib.model.seq2seq import Seq2Seq
 
     systems = tuple(systems or ALL_SYSTEMS)

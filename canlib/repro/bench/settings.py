@@ -8,24 +8,29 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from canlib.catalogue import scale_spec
+
+_PAPER = scale_spec("full")  # the defaults: the paper's shapes, vocabulary, beam and the full scale's speed settings
+
 
 @dataclass(frozen=True)
 class BenchSettings:
-    """One bench run's settings; the defaults are the paper's regime (beam 4, batch 1, d=512, V=32k)."""
+    """One bench run's settings; the defaults are the paper's regime (beam 4, batch 1, d=512, V=32k), as the full
+    scale of :mod:`canlib.catalogue` states it."""
 
     systems: tuple[str, ...] | None = None  # None: the study's default systems
-    scale: str = "full"  # preset scale of random-weight models: "tiny" | "small" | "full"
-    vocab_size: int = 32000
-    beam: int = 4
+    scale: str = _PAPER.name  # preset scale of random-weight models: "tiny" | "small" | "full"
+    vocab_size: int = _PAPER.vocab_size
+    beam: int = _PAPER.beam
     batch: int = 1
-    forced_length: int = 30  # 0: free decoding
-    sentences: int = 8
-    repeats: int = 5
+    forced_length: int = _PAPER.forced_length  # 0: free decoding
+    sentences: int = _PAPER.speed_sentences
+    repeats: int = _PAPER.speed_repeats
     warmup: int = 1
     len_penalty: float = 1.0
-    beams: tuple[int, ...] = (1, 4, 16, 64, 256)  # beam study
-    lengths: tuple[int, ...] = (10, 20, 30, 40, 50)  # beam study
-    batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)  # batch study
+    beams: tuple[int, ...] = _PAPER.beam_sweep  # beam study
+    lengths: tuple[int, ...] = _PAPER.length_sweep  # beam study
+    batches: tuple[int, ...] = _PAPER.batch_sweep  # batch study
     device: str = "cpu"
     fp32: bool = False  # float32 on CUDA (default there: float16)
     graphs: bool = False  # CUDA: replay decode steps from CUDA graphs

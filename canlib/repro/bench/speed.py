@@ -36,12 +36,13 @@ from pathlib import Path
 
 import torch
 
+from canlib.catalogue import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS, scaled_preset
 from canlib.decoding.decoder import CompiledDecoder, EagerDecoder
 from canlib.decoding.runners import StepGraphs
 from canlib.decoding.search import SearchSettings, beam_search, make_batch
 from canlib.io import device_name, git_commit, tqdm
 from canlib.model.checkpoint import load_model
-from canlib.model.config import ABLATION_SYSTEMS, DEPTH_SYSTEMS, PAPER_SYSTEMS, preset, scaled_preset
+from canlib.model.config import preset
 from canlib.model.seq2seq import Seq2Seq
 from canlib.repro.bench.settings import BenchResult, BenchSettings
 from canlib.repro.bench.timing import timed_search

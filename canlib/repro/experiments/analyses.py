@@ -26,6 +26,7 @@ import torch
 from canlib.analysis import attention_maps as am
 from canlib.analysis.probes import sublayer_similarity
 from canlib.bleu import corpus_scores
+from canlib.catalogue import scale_spec
 from canlib.data.batching import collate
 from canlib.model.config import BOS_ID, EOS_ID
 from canlib.model.conversion import alpha_value_scale, layer_approximations, standard_to_can
@@ -34,7 +35,6 @@ from canlib.repro.experiments.corpus import batches, corpus_of, score_split, tar
 from canlib.repro.experiments.run import Run, Variant, budget, run, trained
 from canlib.repro.results.files import load_result
 from canlib.repro.results.layout import read_hypotheses, study
-from canlib.repro.results.scales import scale_spec
 from canlib.repro.results.studies import ANALYSES, ANALYSIS_RUNS
 from canlib.training.config import TrainConfig
 from canlib.training.objective import LabelSmoothedObjective
@@ -67,7 +67,7 @@ def runs_needed(name: str, scale: str, reduced: int | None = None) -> tuple[list
 
 
 def finetune_budget(scale: str, reduced: int | None = None) -> dict[str, Any]:
-    """The conversion study's fine-tune: ``ScaleSpec.finetune_steps`` updates (``reduced`` when given), a tenth of
+    """The conversion study's fine-tune: ``Scale.finetune_steps`` updates (``reduced`` when given), a tenth of
     them warm-up, the scale's recipe otherwise."""
     steps = reduced if reduced is not None else scale_spec(scale).finetune_steps
     finetune = {**budget(scale, 1), "max_epochs": 0, "patience": 0, "max_steps": steps, "warmup": max(1, steps // 10)}

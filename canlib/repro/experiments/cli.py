@@ -14,14 +14,13 @@ import os
 import time
 from pathlib import Path
 
-from canlib.model.config import ALL_SYSTEMS
+from canlib.catalogue import ALL_SYSTEMS, SCALES
 from canlib.repro.experiments import beyond
 from canlib.repro.experiments.experiment import DEFAULT_STUDIES, STUDIES, experiment, mark_complete
 from canlib.repro.experiments.rescore import recheck, rescore
 from canlib.repro.experiments.run import plan
 from canlib.repro.results import studies as defined
 from canlib.repro.results.layout import default_root
-from canlib.repro.results.scales import SCALES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from canlib.bleu import corpus_scores
+from canlib.catalogue import scale_spec
 from canlib.data.batching import collate, sorted_batches
 from canlib.data.binarized import PreparedCorpus
 from canlib.data.preparation import prepared
@@ -18,7 +19,6 @@ from canlib.decoding.translate import evaluation_batch_size, translate_lines, tr
 from canlib.model.config import ModelConfig
 from canlib.model.seq2seq import Seq2Seq
 from canlib.repro.experiments.run import Run
-from canlib.repro.results.scales import scale_spec
 
 
 def corpus_of(run: Run) -> PreparedCorpus:

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from canlib.bleu import corpus_scores
+from canlib.catalogue import scale_spec
 from canlib.data.batching import PairList
 from canlib.decoding.search import SearchSettings, beam_search, make_batch
 from canlib.decoding.translate import evaluation_batch_size
@@ -23,7 +24,6 @@ from canlib.io import atomic_write_bytes, cache_dir
 from canlib.repro.experiments.corpus import corpus_of, score_splits, target_lang
 from canlib.repro.experiments.run import Run, trained
 from canlib.repro.results.layout import code_version, key
-from canlib.repro.results.scales import scale_spec
 from canlib.repro.results.studies import DISTILL_BEAM, REDUCED_PAIRS
 
 

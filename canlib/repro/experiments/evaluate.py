@@ -13,13 +13,13 @@ from typing import Any
 
 import numpy as np
 
+from canlib.catalogue import scale_spec
 from canlib.io import atomic_write_bytes
 from canlib.repro.experiments.corpus import corpus_of, score_splits, target_lang, test_splits
 from canlib.repro.experiments.distill import distilled_corpus
 from canlib.repro.experiments.run import Run, load, trained
 from canlib.repro.results.files import load_result, provenance, save_result
 from canlib.repro.results.layout import SCORE_KEYS, code_version, hyp_file
-from canlib.repro.results.scales import scale_spec
 
 
 def write_lines(path: Path, lines: list[str]) -> None:

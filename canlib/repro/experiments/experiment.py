@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from canlib.catalogue import scale_spec
 from canlib.repro.bench.chapters import store_all
 from canlib.repro.experiments import analyses, beyond
 from canlib.repro.experiments.evaluate import check_stored_budget
@@ -25,7 +26,6 @@ from canlib.repro.experiments.run import plan, training_device
 from canlib.repro.results import studies as defined
 from canlib.repro.results.files import provenance, save_result
 from canlib.repro.results.layout import COMPLETE, default_root, experiment_command, missing, stored_path
-from canlib.repro.results.scales import scale_spec
 from canlib.repro.results.studies import ANALYSES
 
 STUDIES = ("runs", *ANALYSES, *defined.STUDIES, "speed")

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from canlib.bleu import corpus_scores
+from canlib.catalogue import scale_spec
 from canlib.data.preparation import prepared
 from canlib.repro.experiments.beyond import scores
 from canlib.repro.results.files import load_result
 from canlib.repro.results.layout import read_hypotheses
-from canlib.repro.results.scales import scale_spec
 
 
 def rescore(folder: Path, tolerance: float = 1e-9) -> list[dict[str, Any]]:

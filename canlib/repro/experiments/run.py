@@ -26,10 +26,11 @@ from typing import Any
 
 import torch
 
+from canlib.catalogue import ALL_SYSTEMS, DIRECTION_SYSTEMS, SEEDED_SYSTEMS, scale_spec
 from canlib.data.corpora import registered_files
 from canlib.io import cache_dir
 from canlib.model.checkpoint import load_model, safe_load
-from canlib.model.config import ALL_SYSTEMS, MIXED, ModelConfig, preset
+from canlib.model.config import MIXED, ModelConfig, preset
 from canlib.model.seq2seq import Seq2Seq
 from canlib.repro.results.files import load_result
 from canlib.repro.results.layout import (
@@ -41,7 +42,6 @@ from canlib.repro.results.layout import (
     stored_path,
     study_model_name,
 )
-from canlib.repro.results.scales import DIRECTION_SYSTEMS, SEEDED_SYSTEMS, scale_spec
 from canlib.repro.results.studies import DISTILL_BEAM, REDUCED_PAIRS
 
 
@@ -301,7 +301,7 @@ def plan(
     *,
     reduced: int | None = None,
 ) -> list[Run]:
-    """Every run of a scale's main plan, in training order: Table 2 systems and ablations x ``ScaleSpec.seeds``,
+    """Every run of a scale's main plan, in training order: Table 2 systems and ablations x ``Scale.seeds``,
     depth systems x ``depth_seeds`` on the main corpus, seed by seed (a plan cut short still leaves whole sets);
     then Baseline, Balanced and CAN x ``direction_seeds`` on each further direction. ``seeds`` replaces those
     seed counts; ``systems`` and ``corpora_`` narrow the plan. A corpus of your own files in ``corpora_`` gets

@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
+from canlib.catalogue import SCALES
 from canlib.io import atomic_write_bytes, origin
-from canlib.repro.results.scales import SCALES
 
 PROVENANCE_KEYS = ("commit", "date", "device", "scale", "config")
 

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from canlib.catalogue import LABELS, scale_spec
 from canlib.data.corpora import get_corpus
-from canlib.model.config import LABELS, preset
-from canlib.repro.results.scales import scale_spec
+from canlib.model.config import preset
 from canlib.repro.studies.paper import paper_numbers
 from canlib.repro.studies.store import Store
 

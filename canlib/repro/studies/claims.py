@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from html import escape
 from pathlib import Path
 
-from canlib.model.config import LABELS
+from canlib.catalogue import LABELS
 from canlib.repro.results.studies import STUDENTS
 from canlib.repro.studies import paper
 from canlib.repro.studies.evidence import (  # noqa: F401  (the registry's types, read from here by the chapters)

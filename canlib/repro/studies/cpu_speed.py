@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from canlib.model.config import LABELS
+from canlib.catalogue import LABELS
 from canlib.repro.bench.chapters import (
     CPU_FILES,
     REFERENCE_SYSTEMS,

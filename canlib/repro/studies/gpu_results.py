@@ -18,8 +18,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from canlib.catalogue import LABELS
 from canlib.io import results_dir
-from canlib.model.config import LABELS
 from canlib.repro.results.files import load_result
 from canlib.repro.results.layout import GPU_FILES, INGEST_COMMAND, OPS_COMMAND
 from canlib.repro.studies.verdict import ratio_reading, repeat_ratios

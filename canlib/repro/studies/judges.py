@@ -19,9 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from canlib.model.config import LABELS
+from canlib.catalogue import DIRECTION_SYSTEMS, LABELS
 from canlib.repro.results.layout import experiment_command
-from canlib.repro.results.scales import DIRECTION_SYSTEMS
 from canlib.repro.results.studies import BUDGET_SYSTEMS
 from canlib.repro.studies.analyses import gate_shares
 from canlib.repro.studies.evidence import (

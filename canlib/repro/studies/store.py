@@ -21,6 +21,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
+from canlib.catalogue import Scale, planned_seeds, scale_spec
 from canlib.io import results_dir
 from canlib.repro.results.files import load_result
 from canlib.repro.results.layout import (
@@ -32,7 +33,6 @@ from canlib.repro.results.layout import (
     stored_path,
     study_model_name,
 )
-from canlib.repro.results.scales import ScaleSpec, planned_seeds, scale_spec
 from canlib.repro.results.studies import ANALYSES
 from canlib.repro.studies import gpu_results
 from canlib.repro.studies.verdict import EVAL_SPLITS, QUALITY_SCALES, Runs
@@ -54,7 +54,7 @@ class Store:
         full_budget: bool = True,
         references: dict[str, dict[str, list[str]]] | None = None,
     ) -> None:
-        self.spec: ScaleSpec = scale_spec(scale)
+        self.spec: Scale = scale_spec(scale)
         self.scale = scale
         self.explicit = root is not None
         self.root = Path(root) if root is not None else default_root(scale)

@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from canlib.model.config import LABELS
+from canlib.catalogue import LABELS
 from canlib.repro.studies.store import Store
 from canlib.repro.studies.verdict import difference_interval, split_name
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from canlib.analysis.probes import bytes_per_decode_step
-from canlib.model.config import ABLATION_SYSTEMS, preset
+from canlib.catalogue import ABLATION_SYSTEMS
+from canlib.model.config import preset
 from canlib.model.seq2seq import Seq2Seq
 from canlib.repro.bench.chapters import weights_per_token
 from canlib.repro.bench.ops import NO_KERNEL  # the operators the counts treat as launching no kernel

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from canlib.model.config import LABELS
+from canlib.catalogue import LABELS
 from canlib.repro.results.layout import experiment_command, run_name
 from canlib.repro.studies.store import Store
 

@@ -12,9 +12,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from canlib.analysis.probes import H100_BANDWIDTH, bytes_per_decode_step
+from canlib.catalogue import ALL_SYSTEMS, LABELS
 from canlib.decoding.search import ForcedLengthSearch, SearchSettings, make_batch, new_search
 from canlib.io import results_dir
-from canlib.model.config import ALL_SYSTEMS, LABELS, ModelConfig, preset
+from canlib.model.config import ModelConfig, preset
 from canlib.model.seq2seq import DecoderCache, Seq2Seq
 from canlib.repro.results.files import load_result
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from canlib.model.config import DEPTH_SYSTEMS, preset
+from canlib.catalogue import DEPTH_SYSTEMS
+from canlib.model.config import preset
 from canlib.repro.studies import gpu_results as gpu
 from canlib.repro.studies import paper
 from canlib.repro.studies.chapters.prose import names, sets_sentence

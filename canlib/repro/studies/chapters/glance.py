@@ -14,8 +14,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from canlib.catalogue import ALL_SYSTEMS, LABELS
 from canlib.io import CHECKOUT_DIR
-from canlib.model.config import ALL_SYSTEMS, LABELS
 from canlib.repro.results.studies import STUDENTS
 from canlib.repro.studies import paper
 from canlib.repro.studies.claims import judged, mark, table

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from canlib.model.config import ALL_SYSTEMS
+from canlib.catalogue import ALL_SYSTEMS, DIRECTION_SYSTEMS, planned_seeds
 from canlib.repro.results.files import load_result
-from canlib.repro.results.scales import DIRECTION_SYSTEMS, planned_seeds
 from canlib.repro.studies.store import Store
 
 

@@ -14,9 +14,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from canlib.catalogue import ALL_SYSTEMS, LABELS, PAPER_SYSTEMS
 from canlib.data.preparation import prepared
 from canlib.io import CHECKOUT_DIR  # the corpus a chapter quotes (prepared once, from the data folder)
-from canlib.model.config import ALL_SYSTEMS, LABELS, PAPER_SYSTEMS, preset
+from canlib.model.config import preset
 from canlib.repro.studies import gpu_results as gpu
 from canlib.repro.studies import paper
 from canlib.repro.studies.chapters.prose import lead_sentence, sets_sentence

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from canlib.analysis.probes import bytes_per_decode_step
-from canlib.model.config import LABELS, PAPER_SYSTEMS, preset
+from canlib.catalogue import LABELS, PAPER_SYSTEMS
+from canlib.model.config import preset
 from canlib.model.seq2seq import Seq2Seq
 from canlib.repro.studies import gpu_results as gpu
 from canlib.repro.studies import paper

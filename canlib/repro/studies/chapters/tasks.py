@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from canlib.catalogue import DIRECTION_SYSTEMS
 from canlib.repro.results.layout import experiment_command
-from canlib.repro.results.scales import DIRECTION_SYSTEMS
 from canlib.repro.studies import paper
 from canlib.repro.studies.chapters.results import corpus_values
 from canlib.repro.studies.claims import judged, marks

@@ -13,8 +13,7 @@ import re
 import statistics
 from typing import Any
 
-from canlib.model.config import LABELS
-from canlib.repro.results.scales import scale_spec
+from canlib.catalogue import LABELS, scale_spec
 from canlib.repro.studies import paper
 from canlib.repro.studies.chapters.prose import lead_sentence
 from canlib.repro.studies.claims import judged, marks

@@ -1,0 +1,230 @@
+"""The catalogue: the paper's systems and the book's three scales, each fact written once.
+
+It stands at the bottom of canlib and imports nothing of it, so every part reads it: :mod:`canlib.model.config`
+builds its presets from the systems' depths and the scales' widths, :mod:`canlib.data.corpora` gives every corpus
+its scale's joint vocabulary, and the reproduction (:mod:`canlib.repro`) reads each scale's corpus, budget, seeds
+and speed settings, and the systems' names and labels, from here.
+
+The three scales:
+
+* ``tiny``: CPU minutes, what CI runs: ``tiny-*`` presets (d=64) on 3,000 Multi30k En-De pairs. The models exercise
+  every code path; they do not translate well, so no quality claim is judged here.
+* ``small``: GPU minutes: ``small-*`` presets (d=256) on all of Multi30k En-De (29k pairs), and Baseline, Balanced
+  and CAN on the five other Multi30k directions. The paper trains on WMT14 En-De; Multi30k is what trains to real
+  translations in GPU-minutes. Its budget is the recipe measured on one H200
+  (``../shared/measurements/h200-2026-11-26``: small-can, 57 s, sacreBLEU 31.9 on test2016), in bf16 on CUDA and
+  fp32 on a CPU (about 2 hours a run on 2 cores: ``book/results/cpu/train_small.json``).
+* ``full``: the paper's recipe (d=512 presets, WMT14 En-De, 4096 tokens x 8 GPUs); its width and vocabulary are
+  also :class:`canlib.model.config.ModelConfig`'s defaults.
+
+Speed is measured at the paper's d=512 shapes at every scale (it depends on shapes, not on weights).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# -- the systems -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class System:
+    """One system: its encoder and decoder depths, its decoder layers' kind and the name the paper's tables use."""
+
+    enc_layers: int
+    dec_layers: int
+    decoder_kind: str
+    label: str
+
+    def shape(self) -> dict[str, Any]:
+        """The :class:`~canlib.model.config.ModelConfig` fields this system sets (its depths and decoder kind)."""
+        return {"enc_layers": self.enc_layers, "dec_layers": self.dec_layers, "decoder_kind": self.decoder_kind}
+
+
+SYSTEMS: dict[str, System] = {
+    "baseline": System(6, 6, "standard", "Baseline"),
+    "balanced": System(12, 2, "standard", "Balanced"),
+    "depth-9-4": System(9, 4, "standard", "9/4"),
+    "depth-14-1": System(14, 1, "standard", "14/1"),
+    "san": System(12, 2, "san", "SAN"),
+    "aan": System(12, 2, "aan", "AAN"),
+    "can": System(12, 2, "can", "CAN"),
+    "can_attn": System(12, 2, "can_attn", "Compress Attention"),
+    "can_ffn": System(12, 2, "can_ffn", "Compress FFN"),
+    # not a system of the paper's tables: its Results section reports CAN applied to the 6/6 Baseline
+    # (-0.09 BLEU on average against -0.25 on the 12/2 one); the "beyond" chapter trains it
+    "can-6-6": System(6, 6, "can", "CAN 6/6"),
+}
+LABELS = {name: system.label for name, system in SYSTEMS.items()}  # the names the paper's tables use
+
+PAPER_SYSTEMS = ("baseline", "balanced", "san", "aan", "can")  # Table 2, in the paper's order
+ABLATION_SYSTEMS = ("balanced", "can_attn", "can_ffn", "can")  # Table 5
+DEPTH_SYSTEMS = ("baseline", "depth-9-4", "balanced", "depth-14-1")  # Figure 4, deepest decoder first
+ALL_SYSTEMS = tuple(dict.fromkeys(PAPER_SYSTEMS + DEPTH_SYSTEMS + ABLATION_SYSTEMS))  # the nine
+DIRECTION_SYSTEMS = ("baseline", "balanced", "can")  # trained on every direction (paper Tables 2 and 3)
+SEEDED_SYSTEMS = tuple(dict.fromkeys(PAPER_SYSTEMS + ABLATION_SYSTEMS))  # trained with Scale.seeds seeds
+
+
+# -- the scales --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scale:
+    """One scale: the width of its presets, the joint vocabulary of its prepared corpora, the corpus it trains on
+    (and the scale that corpus is prepared at), its training budget (:class:`~canlib.training.TrainConfig` fields),
+    its seeds, and the settings of its speed studies."""
+
+    name: str
+    d_model: int
+    heads: int
+    ffn_dim: int
+    vocab_size: int
+    corpus: str
+    corpus_scale: str
+    train: dict[str, Any]
+    beam: int = 4  # the paper's beam for BLEU and speed
+    speed_sentences: int = 8  # source sentences per timed repeat
+    speed_repeats: int = 5  # medians are taken over these
+    forced_length: int = 30  # generated tokens per sentence when timing random-weight models
+    beam_sweep: tuple[int, ...] = (1, 4, 16, 64, 256)
+    length_sweep: tuple[int, ...] = (10, 20, 30, 40, 50)
+    batch_sweep: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    finetune_steps: int = 0
+    seeds: int = 1  # seeds of the Table 2 systems and the two ablations
+    depth_seeds: int = 1  # seeds of the depth systems (9/4, 14/1)
+    directions: tuple[str, ...] = ()  # further corpora on which the direction systems are trained
+    direction_seeds: int = 1
+
+    def width(self) -> dict[str, int]:
+        """The :class:`~canlib.model.config.ModelConfig` fields this scale sets (the width of its presets)."""
+        return {"d_model": self.d_model, "heads": self.heads, "ffn_dim": self.ffn_dim}
+
+    def preset(self, system: str) -> str:
+        """The preset name of ``system`` at this scale ("can" -> "small-can")."""
+        return scaled_preset(system, self.name)
+
+
+_SCALES: dict[str, Scale] = {
+    "tiny": Scale(
+        "tiny",
+        d_model=64,
+        heads=4,
+        ffn_dim=256,
+        vocab_size=2000,
+        corpus="multi30k-en-de",
+        corpus_scale="tiny",
+        train=dict(
+            lr=3e-3,
+            warmup=30,
+            max_tokens=1024,
+            max_steps=120,
+            valid_every=30,
+            log_every=10,
+            keep_last=3,
+            average_last=3,
+            progress=False,
+        ),
+        speed_sentences=4,
+        speed_repeats=3,
+        beam_sweep=(1, 4, 16),
+        length_sweep=(10, 30, 50),
+        batch_sweep=(1, 4, 16, 64),
+        finetune_steps=60,
+    ),
+    "small": Scale(
+        "small",
+        d_model=256,
+        heads=4,
+        ffn_dim=1024,
+        vocab_size=8000,
+        corpus="multi30k-en-de",
+        corpus_scale="small",
+        train=dict(
+            lr=1e-3,
+            warmup=500,
+            max_tokens=8192,
+            max_steps=1200,
+            valid_every=400,
+            keep_last=2,
+            average_last=2,
+            label_smoothing=0.1,
+            log_every=50,
+            progress=False,
+        ),
+        finetune_steps=400,
+        seeds=3,
+        depth_seeds=2,
+        direction_seeds=2,
+        directions=("multi30k-de-en", "multi30k-en-fr", "multi30k-fr-en", "multi30k-en-cs", "multi30k-cs-en"),
+    ),
+    "full": Scale(
+        "full",
+        d_model=512,
+        heads=8,
+        ffn_dim=2048,
+        vocab_size=32000,
+        corpus="wmt14-en-de",
+        corpus_scale="full",
+        train=dict(
+            lr=7e-4, warmup=8000, max_tokens=4096, update_freq=8, max_epochs=50, patience=5, label_smoothing=0.1
+        ),
+        finetune_steps=8000,
+    ),
+}
+SCALES = tuple(_SCALES)  # smallest first
+UNPREFIXED = "full"  # the scale whose presets carry the bare system name ("can"); the others say theirs ("tiny-can")
+
+
+def scale_spec(scale: str) -> Scale:
+    """The widths, vocabulary, corpus, budget, seeds and speed settings of ``scale``."""
+    if scale not in _SCALES:
+        raise ValueError(f"SCALE={scale!r}: choose one of {', '.join(SCALES)}")
+    return _SCALES[scale]
+
+
+def scaled_preset(system: str, scale: str) -> str:
+    """The preset name of ``system`` at ``scale`` ("can", "tiny" -> "tiny-can"); a name that
+    already carries a scale prefix is kept as it is."""
+    if scale not in _SCALES:
+        raise ValueError(f"scale={scale!r}: choose one of {', '.join(SCALES)}")
+    if system.startswith(tuple(f"{s}-" for s in SCALES if s != UNPREFIXED)) or scale == UNPREFIXED:
+        return system
+    return f"{scale}-{system}"
+
+
+def preset_scale(name: str) -> str:
+    """The scale a preset belongs to, from its name ("tiny-can" -> "tiny", "can" -> "full")."""
+    return next((scale for scale in SCALES if scale != UNPREFIXED and name.startswith(scale + "-")), UNPREFIXED)
+
+
+def planned_seeds(scale: str, system: str, corpus: str | None = None) -> tuple[int, ...]:
+    """The seeds of ``system`` on ``corpus`` (default: the scale's own) in the plan of ``scale``
+    (``canlib.repro.experiments.run.plan`` trains them): ``seeds`` for the Table 2 systems and ablations and
+    ``depth_seeds`` for the depth systems on the main corpus, ``direction_seeds`` for Baseline, Balanced and
+    CAN on the further directions; () for anything else."""
+    spec = scale_spec(scale)
+    if corpus in (None, spec.corpus):
+        count = spec.seeds if system in SEEDED_SYSTEMS else spec.depth_seeds if system.startswith("depth-") else 0
+    else:
+        count = spec.direction_seeds if corpus in spec.directions and system in DIRECTION_SYSTEMS else 0
+    return tuple(range(1, count + 1))
+
+
+__all__ = [
+    "System",
+    "SYSTEMS",
+    "LABELS",
+    "PAPER_SYSTEMS",
+    "ABLATION_SYSTEMS",
+    "DEPTH_SYSTEMS",
+    "ALL_SYSTEMS",
+    "DIRECTION_SYSTEMS",
+    "SEEDED_SYSTEMS",
+    "Scale",
+    "SCALES",
+    "scale_spec",
+    "scaled_preset",
+    "preset_scale",
+    "planned_seeds",
+]
