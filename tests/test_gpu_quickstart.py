@@ -25,10 +25,11 @@ def known_commands() -> set[str]:
 
 
 def code_of(markdown: str) -> list[str]:
-    """Lines of code in a markdown text: each line of a fenced block (comments cut) and each inline code span."""
+    """Lines of code in a markdown text: each line of a fenced block (comments cut; a line continued with a
+    backslash joined to the next, as the shell joins them) and each inline code span."""
     lines = []
     for block in re.findall(r"^```[^\n]*\n(.*?)^```", markdown, flags=re.M | re.S):
-        lines += [line.split(" #")[0] for line in block.splitlines()]
+        lines += [line.split(" #")[0] for line in block.replace("\\\n", "").splitlines()]
     prose = re.sub(r"^```[^\n]*\n.*?^```", "", markdown, flags=re.M | re.S)
     lines += re.findall(r"`([^`\n]+)`", prose)
     return lines
@@ -84,7 +85,7 @@ def gpu_small_commands(tmp_path: Path) -> list[str]:
 def quick_start_commands(path: Path) -> list[str]:
     text = path.read_text(encoding="utf-8")
     return [
-        line.strip()
+        " ".join(line.split())
         for line in code_of(text)
         if line.startswith("python -m canlib experiment") and "CUDA_VISIBLE_DEVICES" not in line
     ]
@@ -104,3 +105,29 @@ def test_both_quick_starts_set_up_run_the_script_and_build_the_book():
         text = page.read_text(encoding="utf-8")
         for setup in ("conda env create -f environment.yml", "bash scripts/gpu_small.sh", "jupyter-book build"):
             assert setup in text, f"{page.name}: the quick start lacks `{setup}`"
+
+
+def test_each_throughput_flag_the_gpu_page_shows_sets_its_trainconfig_field():
+    """The options table of the GPU page: `canlib train` parses each flag as shown into the field beside it, with
+    the value the page gives (a switch: True), not the default."""
+    import argparse
+    import html
+
+    from canlib.repro.studies.chapters.gpu import options_frame
+    from canlib.training.cli import add_arguments, given_options
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    for field, given in zip(options_frame()["TrainConfig field"], options_frame()["flag"]):
+        name, shown = (html.unescape(re.sub(r"</?code>", "", cell)) for cell in (field, given))
+        value = shown.partition("=")[2]
+        assert given_options(parser.parse_args(["--out", "run", shown])) == {name: type_of(name)(value or True)}, shown
+
+
+def type_of(name: str) -> type:
+    """The type of TrainConfig field ``name``'s default."""
+    from dataclasses import fields
+
+    from canlib.training.config import TrainConfig
+
+    return next(type(f.default) for f in fields(TrainConfig) if f.name == name)

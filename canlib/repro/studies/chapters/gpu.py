@@ -1,14 +1,69 @@
 """The GPU page's numbers: how long the stored runs of the `small` plan took to train, per device call that trained
 them (each run's ``wall_s``), how many runs the plan holds, and what one run would take on the 2-core CPU whose
-training rate is stored (``book/results/cpu/train_small.json``)."""
+training rate is stored (``book/results/cpu/train_small.json``); and its table of the trainer's throughput options."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 from canlib.catalogue import ALL_SYSTEMS, DIRECTION_SYSTEMS, planned_seeds
 from canlib.repro.results.files import load_result
 from canlib.repro.studies.store import Store
+from canlib.training.cli import flag
+from canlib.training.config import TrainConfig
+
+# The trainer's throughput options, off by default: a TrainConfig field, the value a GPU run gives it (None: a
+# switch) and what it changes; cells are HTML (code in <code>)
+THROUGHPUT_OPTIONS = (
+    (
+        "pad_multiple",
+        8,
+        "shape buckets: padded lengths rounded up to a multiple of 8, so an epoch has a handful of batch shapes "
+        "instead of one per batch, and kernels that prepare a plan per shape (cuDNN's attention, "
+        "<code>torch.compile</code>) prepare a few",
+    ),
+    (
+        "sdpa_backend",
+        "efficient",
+        "the attention kernels: PyTorch's memory-efficient kernels build no plan per shape",
+    ),
+    (
+        "deterministic",
+        None,
+        "deterministic kernels only (PyTorch then never picks cuDNN's attention), so that a resumed GPU run equals "
+        "an uninterrupted one bit for bit",
+    ),
+    (
+        "loss_vocab_block",
+        2048,
+        "the label-smoothed loss over tiles of the vocabulary with a running log-sum-exp: no (tokens x vocabulary) "
+        "tensor",
+    ),
+    (
+        "compile",
+        None,
+        "<code>torch.compile</code> of the model (and of the tiled loss's arithmetic): fewer, fused kernels",
+    ),
+)
+
+
+def options_frame():
+    """The page's table of the throughput options: each TrainConfig field, its ``canlib train`` flag as one token
+    (``--pad-multiple=8``, which never breaks across lines) and what it changes. A name TrainConfig lacks is an
+    error, not a row that names an option the trainer no longer has."""
+    import pandas as pd
+
+    known = {f.name for f in fields(TrainConfig)}
+    rows = []
+    for name, value, changes in THROUGHPUT_OPTIONS:
+        if name not in known:
+            raise ValueError(f"throughput option {name!r}: TrainConfig has no such field")
+        given = flag(name) if value is None else f"{flag(name)}={value}"
+        rows.append(
+            {"TrainConfig field": f"<code>{name}</code>", "flag": f"<code>{given}</code>", "what it changes": changes}
+        )
+    return pd.DataFrame(rows)
 
 
 def run_times(store: Store) -> list[dict[str, Any]]:
