@@ -145,32 +145,6 @@ def test_book_builds_with_rendered_math_and_plots(built_book: Path) -> None:
     assert "Polosukhin" in (pages / "references.html").read_text(encoding="utf-8")
 
 
-# Pages rewritten elsewhere at the time these checks were written, each with the kinds of fault it is not checked
-# for yet. An entry goes once its page passes; a page not named here is checked for everything.
-CROWDED, BROKEN_CELL, GRAMMAR, WRAPPED_CODE = (
-    "paragraph with more than five numbers",
-    "number broken across lines in a table",
-    "template grammar",
-    "code line wrapped",
-)
-NOT_CHECKED_YET = {
-    "results.html": {CROWDED, GRAMMAR, WRAPPED_CODE},
-    "speed.html": {CROWDED, WRAPPED_CODE},
-    "beyond.html": {CROWDED, BROKEN_CELL, WRAPPED_CODE},
-    "training.html": {CROWDED, WRAPPED_CODE},
-    "ablation.html": {CROWDED, GRAMMAR, WRAPPED_CODE},
-    "context.html": {CROWDED, BROKEN_CELL, GRAMMAR, WRAPPED_CODE},
-    "depths.html": {CROWDED, WRAPPED_CODE},
-    "gpu.html": {CROWDED, BROKEN_CELL, WRAPPED_CODE},
-}
-
-
-def checked(found: dict[str, list[dict[str, str]]]) -> dict[str, list[dict[str, str]]]:
-    """The faults of ``found`` that NOT_CHECKED_YET does not set aside."""
-    kept = {page: [f for f in fs if f["kind"] not in NOT_CHECKED_YET.get(page, ())] for page, fs in found.items()}
-    return {page: faults for page, faults in kept.items() if faults}
-
-
 def test_every_page_reads_clean_in_a_browser(built_book: Path) -> None:
     """Every page of the build as headless Chromium shows it once MathJax is done: no MathJax error, no TeX left
     as text, no NaN or Python value in the prose, no traceback in an output, no table or code block wider than the
@@ -184,7 +158,7 @@ def test_every_page_reads_clean_in_a_browser(built_book: Path) -> None:
     pages = sorted(built_book.glob("*.html"))
     assert {p.stem for p in pages} >= {f.stem for f in toc_notebooks()}, "a chapter of _toc.yml has no page"
     with book_browser.browser(paths) as session:
-        found = checked(book_browser.book_faults(session, pages))
+        found = book_browser.book_faults(session, pages)
     assert not found, "pages a reader would find broken:\n" + book_browser.report(found)
 
 
@@ -197,9 +171,7 @@ def test_the_layer_figure_is_drawn_once_and_the_compression_chapter_fits_two_thi
     """The picture of the two layers is drawn by one page (the introduction) and linked from the others; the
     compression chapter reads in at most two thirds of the words it once took."""
     drawn = [
-        page.name
-        for page in built_book.glob("*.html")
-        if page.name not in NOT_CHECKED_YET and "decoder_layers_figure" in page.read_text(encoding="utf-8")
+        page.name for page in built_book.glob("*.html") if "decoder_layers_figure" in page.read_text(encoding="utf-8")
     ]
     assert drawn == ["intro.html"], drawn
     assert 'href="intro.html#fig-intro-layers"' in (built_book / "compress.html").read_text(encoding="utf-8")
