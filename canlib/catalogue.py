@@ -12,8 +12,8 @@ The three scales:
 * ``small``: GPU minutes: ``small-*`` presets (d=256) on all of Multi30k En-De (29k pairs), and Baseline, Balanced
   and CAN on the five other Multi30k directions. The paper trains on WMT14 En-De; Multi30k is what trains to real
   translations in GPU-minutes. Its budget is the recipe measured on one H200
-  (``../shared/measurements/h200-2026-11-26``: small-can, 57 s, sacreBLEU 31.9 on test2016), in bf16 on CUDA and
-  fp32 on a CPU (about 2 hours a run on 2 cores: ``book/results/cpu/train_small.json``).
+  (``../shared/measurements/h200-2026-11-26``), in bf16 on CUDA and fp32 on a CPU (a run's time on a CPU:
+  ``book/results/cpu/train_small.json``).
 * ``full``: the paper's recipe (d=512 presets, WMT14 En-De, 4096 tokens x 8 GPUs); its width and vocabulary are
   also :class:`canlib.model.config.ModelConfig`'s defaults.
 
