@@ -69,7 +69,8 @@ def device_run_facts(source: Path) -> dict[str, Any]:
 
 
 def device_run_name(facts: dict[str, Any]) -> str:
-    """``<gpu>-<date>-<commit>``, e.g. ``h100-2026-11-26-e19dd56``; ``-dirty`` when the work tree had changes."""
+    """``<gpu>-<date>-<commit>`` (``h100``, ``YYYY-MM-DD``, 7 digits of the hash); ``-dirty`` when the work tree had
+    changes."""
     match = re.search(r"\b([A-Z]+\d{2,4}[A-Za-z]*)\b", facts["device"].removeprefix("NVIDIA "))
     gpu = (match.group(1) if match else re.sub(r"[^a-z0-9]+", "-", facts["device"].lower()).strip("-")).lower()
     dirty = str(facts.get("dirty") or "0").split()[0] not in ("0", "")
