@@ -57,8 +57,8 @@ class Study:
     """A beyond study: its models (``systems`` x ``tags`` for each seed, in that order, a teacher's own row first)
     and how they depart from the recipe: ``factor`` times the updates with the schedule unchanged, greedy
     validation BLEU at every validation, distilled targets from ``teacher`` (``(study, system, tag, seed)``, study
-    ``""``: the main plan) for the ``"kd"`` models, the decoder layer kinds of a tag, the weights scored. Its
-    summary adds ``sections`` (``budget``, ``teacher``, ``layers``). Stored as ``beyond/<name>``."""
+    ``""``: the main plan) for every model but the teacher's own row, the decoder layer kinds of a tag, the weights
+    scored. Its summary adds ``sections`` (``budget``, ``teacher``, ``layers``). Stored as ``beyond/<name>``."""
 
     name: str
     systems: tuple[str, ...]
