@@ -25,9 +25,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("canlib.decoding.export", "export a trained model to another engine (CTranslate2)"),
     "bench": ("canlib.repro.bench.cli", "decoding-speed studies of the paper (JSON and plots)"),
     "experiment": (
-        "canlib.repro.experiments.cli",
+        "canlib.repro.experiments.experiment",
         "train (concurrently), evaluate and store every run and study of a scale under book/results/",
     ),
+    "rescore": ("canlib.repro.experiments.rescore", "recompute every stored sacreBLEU under DIR from its hypotheses"),
+    "estimate": ("canlib.repro.experiments.estimate", "GPU-minutes the selected beyond studies still have to train"),
+    "summarise": ("canlib.repro.experiments.summarise", "store beyond studies' summaries from their stored models"),
     "ingest": ("canlib.repro.ingest", "store measurements made on another machine (a GPU) as results with provenance"),
     "claims": (
         "canlib.repro.studies.claims",

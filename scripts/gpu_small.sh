@@ -35,13 +35,15 @@ LOG="$OUT/small.log"
 
 if [ "$DRY" = 1 ]; then
   RESULTS="$OUT/dry"
-  RUN=(--scale tiny --max-steps 4 --systems baseline,balanced,can --jobs 2 --out "$RESULTS")
+  WHERE=(--scale tiny --max-steps 4 --out "$RESULTS")
+  RUN=("${WHERE[@]}" --systems baseline,balanced,can --jobs 2)
   REST=(--seeds 1,2)
   BEYOND_SEEDS=(--seeds 1)
   LIMIT=600
 else
   RESULTS="$ROOT/book/results"
-  RUN=(--scale small ${JOBS:+--jobs "$JOBS"})  # default: one process per CPU core as GPU memory allows (canlib.repro.experiments.pool)
+  WHERE=(--scale small)
+  RUN=("${WHERE[@]}" ${JOBS:+--jobs "$JOBS"})  # default: one process per CPU core as GPU memory allows (canlib.repro.experiments.pool)
   REST=()
   BEYOND_SEEDS=()
   LIMIT="${LIMIT:-540}"
@@ -85,10 +87,10 @@ phase() {  # phase NAME ARGS...: one `canlib experiment` call in the time left
 }
 phase "main corpus, every seed" "${REST[@]}" --corpora multi30k-en-de --studies runs
 phase "beyond studies" "${BEYOND_SEEDS[@]}" --corpora multi30k-en-de --studies budget,distill,can-6-6
-"$PY" -m canlib experiment "${RUN[@]}" "${BEYOND_SEEDS[@]}" --studies distill-x2,hybrid,can-residual,averaging --estimate 2>&1 | tee -a "$LOG"
+"$PY" -m canlib estimate "${WHERE[@]}" "${BEYOND_SEEDS[@]}" --studies distill-x2,hybrid,can-residual,averaging 2>&1 | tee -a "$LOG"
 phase "next experiments" "${BEYOND_SEEDS[@]}" --corpora multi30k-en-de --studies distill-x2,hybrid,can-residual,averaging
 phase "whole plan" "${REST[@]}" --studies runs,similarity,similarity-balanced,errors,attention,approximations,conversion
-timeout 120 "$PY" -m canlib experiment --rescore "$SCALE_DIR" 2>&1 | tee -a "$LOG"
+timeout 120 "$PY" -m canlib rescore "$SCALE_DIR" 2>&1 | tee -a "$LOG"
 echo "rescore: exit ${PIPESTATUS[0]}" | tee -a "$LOG"
 # the runs stored by this call: the plan's, and the beyond studies' models (named with their study in brackets)
 ALL_RUNS=$(grep -cE '^\[[0-9]+/[0-9]+\] .*: test sacreBLEU' "$LOG")
@@ -100,8 +102,9 @@ and evaluated in $ELAPSED s: $(awk -v n="$(( PLAN_RUNS + BEYOND_RUNS ))" -v s="$
   'BEGIN { printf "%.2f", (s > 0 ? 60 * n / s : 0) }') runs per minute" | tee -a "$LOG"
 # the plan's cost from this call's rate, an estimate: the plan's runs and the beyond studies' models in runs of the
 # 1x budget's updates (a 4x model counts 4), at the 2x budget twice as many (evaluation counted twice: an upper bound)
-PLAN_SIZE=$("$PY" -c "from canlib.repro.experiments.run import budget, plan; from canlib.repro.experiments.beyond import study_runs; from canlib.repro.results.studies import STUDIES
-print(round(len(plan('small')) + sum(r.steps for s in STUDIES for r in study_runs(s, 'small')) / budget('small')['max_steps']))" 2>/dev/null)
+PLAN_SIZE=$("$PY" -c "from canlib.repro.experiments.run import budget, plan; from canlib.repro.experiments.beyond import study_runs; from canlib.repro.results.studies import STUDIES; from canlib.repro.results.layout import Where
+small = Where.of('small')
+print(round(len(plan(small)) + sum(r.steps for s in STUDIES for r in study_runs(s, small)) / budget('small')['max_steps']))" 2>/dev/null)
 DONE=$(( PLAN_RUNS + BEYOND_RUNS ))
 if [ -n "$PLAN_SIZE" ] && [ "$DONE" -gt 0 ]; then
   awk -v n="$PLAN_SIZE" -v done="$DONE" -v s="$ELAPSED" -v mps="$MPS_STATE" 'BEGIN { rate = 60 * done / s;

@@ -16,7 +16,7 @@
 #      c. the second seed of the depth systems 9/4 and 14/1;
 #      and the CUDA tests of the search beside them (correctness only: their times are not read).
 #   3. book/results/small and the logs packed into $OUT/small.tar.gz (recompute its scores from the stored
-#      hypotheses where it is unpacked: `canlib experiment --rescore book/results/small`).
+#      hypotheses where it is unpacked: `canlib rescore book/results/small`).
 # LIMIT (default 575 s) bounds the whole; each part runs under its own timeout and a run that cannot finish by
 # the deadline is not started (canlib.repro.experiments.pool). Store what comes back with `canlib ingest` (speed) and by
 # unpacking small.tar.gz over book/results/ (the runs).

@@ -192,12 +192,13 @@ def test_plot_pair_maps_draws_every_layers_three_maps_from_stored_nested_lists()
 def test_the_attention_study_stores_what_the_chapter_draws(shared_data, tmp_path, monkeypatch):
     from canlib.repro.experiments.experiment import experiment
     from canlib.repro.results.files import load_result
+    from canlib.repro.results.layout import Where
 
     monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
     if not (shared_data / "multi30k-en-de").is_dir():
         pytest.skip("multi30k-en-de is not in the data folder")
-    experiment("tiny", studies=["attention"], root=tmp_path / "out", reduced=2, log=None)
+    experiment(Where.of("tiny", tmp_path / "out", 2), studies=["attention"], log=None)
     study, prov = load_result(tmp_path / "out" / "tiny" / "attention.json")
     assert (tmp_path / "out" / "tiny" / "attention.json").is_file() and prov["scale"] == "tiny"
     t, s = len(study["pair"]["tgt_tokens"]), len(study["pair"]["src_tokens"])

@@ -16,6 +16,9 @@ from canlib.cli import main
 from canlib.repro.experiments import beyond as engine
 from canlib.repro.experiments.rescore import recheck, rescore
 from canlib.repro.results import studies as beyond  # the study table: the studies as data
+from canlib.repro.results.layout import Where
+
+SMALL = Where.of("small")
 
 # -- the plan --------------------------------------------------------------------------------------
 
@@ -36,7 +39,7 @@ def test_the_studies_train_their_models_with_the_teacher_before_its_students():
 
 def test_budget_runs_multiply_the_updates_and_keep_the_schedule():
     small = {"lr": 1e-3, "warmup": 500, "max_steps": 1200, "valid_every": 400}  # the measured small recipe
-    x2 = engine.study_runs("budget", "small", [2])[1]
+    x2 = engine.study_runs("budget", SMALL, [2])[1]
     cfg = x2.budget
     assert (x2.system, cfg["max_steps"], cfg["lr"], cfg["warmup"], cfg["valid_every"], cfg["seed"]) == (
         "can",
@@ -46,23 +49,23 @@ def test_budget_runs_multiply_the_updates_and_keep_the_schedule():
         small["valid_every"],
         2,
     )
-    assert engine.study_runs("can-6-6", "small")[0].steps == small["max_steps"]
-    reduced = engine.study_runs("budget", "tiny", [1], reduced=3)[0].budget
+    assert engine.study_runs("can-6-6", SMALL)[0].steps == small["max_steps"]
+    reduced = engine.study_runs("budget", Where.of("tiny", reduced=3), [1])[0].budget
     assert (reduced["max_steps"], reduced["valid_every"]) == (6, 1)  # 2 x 3 updates, validated 4 times (every 6 // 4)
 
 
 def test_the_next_experiments_train_at_2x_with_their_decoders_and_the_stronger_teacher():
-    x2_teacher = engine.study_runs("budget", "small", [1])[0]
-    for run in engine.study_runs("distill-x2", "small"):
+    x2_teacher = engine.study_runs("budget", SMALL, [1])[0]
+    for run in engine.study_runs("distill-x2", SMALL):
         assert run.steps == 2400 and run.variant.targets == "distilled" and run.variant.parent == x2_teacher
         assert run.config["distilled"]["teacher_run"] == "beyond/runs/multi30k-en-de/budget-balanced-x2-seed1"
-    hybrids = engine.study_runs("hybrid", "small")
+    hybrids = engine.study_runs("hybrid", SMALL)
     assert {r.variant.tag: r.variant.decoder for r in hybrids} == {
         "std-can": ("standard", "can"),
         "can-std": ("can", "standard"),
     }
     assert {(r.system, r.steps) for r in hybrids} == {("balanced", 2400)}
-    residual = engine.study_runs("can-residual", "small")
+    residual = engine.study_runs("can-residual", SMALL)
     assert {(r.system, r.steps, r.variant.decoder) for r in residual} == {
         ("can", 2400, ("can_residual", "can_residual"))
     }
@@ -209,7 +212,7 @@ def test_rescore_recomputes_every_model_of_the_studies_and_rechecks_the_summarie
     out = tmp_path / "out"
     shutil.copytree(dry_run[0], out)
     assert len(rescore(out)) == MODELS * 2  # (valid, test) of every model, recomputed from their hypotheses
-    assert main(["experiment", "--rescore", str(out)]) == 0
+    assert main(["rescore", str(out)]) == 0
     assert f"{MODELS * 2} stored sacreBLEU scores of {MODELS} runs reproduced" in capsys.readouterr().out
     path = out / "tiny" / "beyond" / "can-6-6.json"
     stored = json.loads(path.read_text())
@@ -219,4 +222,4 @@ def test_rescore_recomputes_every_model_of_the_studies_and_rechecks_the_summarie
         ValueError, match="can-6-6.json: the scores of beyond/runs/multi30k-en-de/can-6-6-can-6-6-seed1"
     ):
         recheck(out)
-    assert main(["experiment", "--rescore", str(out)]) == 2
+    assert main(["rescore", str(out)]) == 2

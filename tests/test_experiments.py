@@ -8,7 +8,7 @@ from canlib.catalogue import scale_spec
 from canlib.cli import main
 from canlib.repro.experiments.experiment import mark_complete
 from canlib.repro.experiments.run import plan
-from canlib.repro.results.layout import stored_path, study
+from canlib.repro.results.layout import Where, stored_path, study
 
 
 def test_tiny_study_is_computed_once_and_carries_provenance(tmp_path, monkeypatch):
@@ -56,12 +56,12 @@ def test_unknown_scale_is_refused():
 
 
 def test_small_plan_holds_the_seeded_grid():
-    runs = plan("small")
+    runs = plan(Where.of("small"))
     en_de = [r for r in runs if r.corpus == "multi30k-en-de"]
     assert len(en_de) == 7 * 3 + 2 * 2  # Table 2 systems and ablations x 3 seeds, 9/4 and 14/1 x 2
     others = [r for r in runs if r.corpus != "multi30k-en-de"]
     assert len(others) == 5 * 3 * 2 and {r.system for r in others} == {"baseline", "balanced", "can"}
-    assert {r.seed for r in plan("small", systems=["can"], seeds=[2])} == {2}
+    assert {r.seed for r in plan(Where.of("small"), systems=["can"], seeds=[2])} == {2}
     first = runs[:9]  # seed 1 of every main-corpus system comes first: a run cut short leaves whole sets
     assert {(r.corpus, r.seed) for r in first} == {("multi30k-en-de", 1)} and len({r.system for r in first}) == 9
     assert len({r.name for r in runs}) == len(runs) and len({r.folder for r in runs}) == len(runs)
@@ -142,7 +142,8 @@ def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
     from canlib.repro.studies.store import default_scale
 
     assert default_scale(root=tmp_path) == "tiny"
-    runs = plan("small")
+    small = Where("small", tmp_path)
+    runs = plan(small)
     for r in runs[:-1]:
         save_result(stored_path(r.name, "small", tmp_path), {"scores": {}}, provenance("small", {}))
     for name in (
@@ -154,9 +155,9 @@ def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
         "approximations",
     ):  # every stored analysis
         save_result(stored_path(name, "small", tmp_path), {}, provenance("small", {}))
-    assert not mark_complete("small", tmp_path, None) and default_scale(root=tmp_path) == "tiny"  # one run missing
+    assert not mark_complete(small) and default_scale(root=tmp_path) == "tiny"  # one run missing
     save_result(stored_path(runs[-1].name, "small", tmp_path), {"scores": {}}, provenance("small", {}))
-    assert mark_complete("small", tmp_path, None) and default_scale(root=tmp_path) == "small"
+    assert mark_complete(small) and default_scale(root=tmp_path) == "small"
 
 
 def test_a_chapter_shows_small_once_every_seed_of_its_own_runs_is_stored(tmp_path):
@@ -166,7 +167,7 @@ def test_a_chapter_shows_small_once_every_seed_of_its_own_runs_is_stored(tmp_pat
     def store(name):
         save_result(stored_path(name, "small", tmp_path), {"scores": {}}, provenance("small", {}))
 
-    runs = plan("small", ["balanced", "can"], corpora_=["multi30k-en-de"])
+    runs = plan(Where("small", tmp_path), ["balanced", "can"], corpora_=["multi30k-en-de"])
     assert len(runs) == 6  # 3 seeds each
     for r in runs[:-1]:
         store(r.name)
@@ -194,13 +195,14 @@ def test_a_failed_run_is_named_and_does_not_stop_the_others(monkeypatch, capsys)
     from canlib.repro.experiments import pool
     from canlib.repro.experiments.run import run
 
-    def fake(r, root, store=True):
-        if r.system == "san":
+    def fake(job):
+        if job.run.system == "san":
             raise ValueError("diverged")
         return {"test": 1.0, "valid": 2.0, "train_s": 3.0, "device": "cpu"}
 
     monkeypatch.setattr(pool, "train_and_store", fake)
-    outcome = pool.train_all([run("san", "tiny"), run("can", "tiny")], None, jobs=1)
+    tiny = Where.of("tiny")
+    outcome = pool.train_all([run("san", tiny), run("can", tiny)], jobs=1)
     assert outcome.failed == ["runs/multi30k-en-de/san-seed1: ValueError: diverged"]
     printed = capsys.readouterr().out
     assert "[1/2] multi30k-en-de san seed 1 FAILED: diverged" in printed
@@ -209,7 +211,7 @@ def test_a_failed_run_is_named_and_does_not_stop_the_others(monkeypatch, capsys)
 
 def test_the_stored_small_results_rescore_from_their_hypotheses(shared_data, monkeypatch, capsys):
     """book/results/small holds the 25 GPU-trained runs of the plan (7 systems x 3 seeds, 9/4 and 14/1 x 2) and its
-    studies, and `canlib experiment --rescore` recomputes every stored sacreBLEU from the hypotheses."""
+    studies, and `canlib rescore` recomputes every stored sacreBLEU from the hypotheses."""
     import json
     from pathlib import Path
 
@@ -228,9 +230,27 @@ def test_the_stored_small_results_rescore_from_their_hypotheses(shared_data, mon
         + ["distill-balanced-teacher-seed1"]
         + [f"distill-{s}-kd-seed{k}" for s in ("balanced", "san", "aan", "can") for k in (1, 2, 3)]
     )
-    assert main(["experiment", "--rescore", str(small)]) == 0
+    assert main(["rescore", str(small)]) == 0
     out = capsys.readouterr().out
     assert "188 stored sacreBLEU scores of 47 runs reproduced" in out  # 4 splits x (25 plan runs + 22 beyond models)
     # budget: 6 runs (2x, summarised here), distill: 13 runs, can-6-6: 3 runs, each with its 4 splits x (bleu, tok_bleu)
     # quoted in the summary
     assert f"{(6 + 13 + 3) * 4 * 2} scores quoted by the beyond studies' summaries equal their stored runs'" in out
+
+
+def test_each_engine_verb_is_a_command_of_its_own(capsys):
+    """`canlib experiment` trains; rescoring, estimating and summarising are commands of their own, each in the
+    module that does the work, and `experiment` takes none of their options."""
+    from canlib.cli import COMMANDS
+
+    engine = "canlib.repro.experiments."
+    verbs = {v: COMMANDS[v][0].removeprefix(engine) for v in ("experiment", "rescore", "estimate", "summarise")}
+    assert verbs == {v: v for v in verbs}
+    for flag in ("--rescore", "--estimate", "--summarise"):
+        with pytest.raises(SystemExit) as refused:
+            main(["experiment", "--scale", "small", flag])
+        assert refused.value.code == 2 and f"unrecognized arguments: {flag}" in capsys.readouterr().err
+    assert main(["estimate", "--scale", "small", "--studies", "hybrid"]) == 0
+    assert capsys.readouterr().out.startswith("hybrid: 6 model(s) to train, 14,400 updates: ~")  # 6 x 2,400
+    assert main(["summarise", "--scale", "small", "--studies", "telepathy"]) == 2
+    assert "--studies: unknown telepathy" in capsys.readouterr().err

@@ -82,19 +82,22 @@ def gpu_small_commands(tmp_path: Path) -> list[str]:
     return [("python " + c).replace(f"{REPO}/", "") for c in calls if c.startswith("-m canlib ")]
 
 
+ENGINE = tuple(f"python -m canlib {verb} " for verb in ("experiment", "estimate", "summarise", "rescore"))
+
+
 def quick_start_commands(path: Path) -> list[str]:
     text = path.read_text(encoding="utf-8")
     return [
         " ".join(line.split())
         for line in code_of(text)
-        if line.startswith("python -m canlib experiment") and "CUDA_VISIBLE_DEVICES" not in line
+        if line.startswith(ENGINE) and "CUDA_VISIBLE_DEVICES" not in line
     ]
 
 
 def test_the_gpu_page_shows_exactly_the_commands_gpu_small_sh_runs(tmp_path):
     script = gpu_small_commands(tmp_path)
-    assert script and all(c.startswith("python -m canlib experiment") for c in script)
-    assert any("--rescore book/results/small" in c for c in script)
+    assert script and all(c.startswith(ENGINE) for c in script)
+    assert "python -m canlib rescore book/results/small" in script
     page = REPO / "book" / "gpu.md"
     assert quick_start_commands(page) == script, "book/gpu.md: its list differs from what scripts/gpu_small.sh runs"
     assert quick_start_commands(REPO / "README.md") == [], "README lists gpu_small.sh's commands: the book's page does"

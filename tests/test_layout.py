@@ -220,3 +220,18 @@ def test_every_module_stays_under_600_lines():
         module_name(p): n for p in all_modules() if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert long == {}
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_function_is_over_80_lines():
+    """A function reads at one sitting: every function and method of canlib, from its ``def`` to its last line."""
+    long = {}
+    for path in all_modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long[f"{module_name(path)}.{node.name} (line {node.lineno})"] = lines
+    assert long == {}

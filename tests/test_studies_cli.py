@@ -89,7 +89,7 @@ def test_a_second_run_of_the_command_trains_nothing(experiment, capsys):
 def test_rescoring_the_stored_hypotheses_reproduces_the_stored_scores(experiment, capsys):
     out = experiment[0]
     assert len(rescore(out)) == 8  # 4 runs x (valid, test)
-    assert main(["experiment", "--rescore", str(out)]) == 0
+    assert main(["rescore", str(out)]) == 0
     assert "8 stored sacreBLEU scores of 4 runs reproduced" in capsys.readouterr().out
     scores = Store("tiny", out, full_budget=False).scores(list(SYSTEMS))  # an end-to-end test's folder, read as such
     assert [len(scores[s]) for s in SYSTEMS] == [2, 2]  # a results folder is read, not trained: both stored seeds count
@@ -105,7 +105,7 @@ def test_rescore_fails_when_a_stored_score_differs(experiment, tmp_path, capsys)
     path.write_text(json.dumps(stored))
     with pytest.raises(ValueError, match="can-seed1.json: stored test sacreBLEU"):
         rescore(out)
-    assert main(["experiment", "--rescore", str(out)]) == 2
+    assert main(["rescore", str(out)]) == 2
     assert "can-seed1.json" in capsys.readouterr().err
 
 
@@ -128,16 +128,17 @@ def test_an_interrupted_run_resumes_from_its_checkpoints(tmp_path, monkeypatch, 
     monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))
     base = ["experiment", "--scale", "tiny", "--systems", "can", "--seeds", "1", "--studies", "runs"]
     from canlib.repro.experiments.run import run
+    from canlib.repro.results.layout import Where
 
     # the "interrupted" run: 2 of 4 updates, checkpoint at 2
     assert main([*base, "--max-steps", "2", "--out", str(tmp_path / "out2")]) == 0
-    first = run("can", "tiny", 1, reduced=2).folder
-    second = run("can", "tiny", 1, reduced=4).folder
+    first = run("can", Where.of("tiny", tmp_path / "out2", 2), 1).folder
+    second = run("can", Where.of("tiny", tmp_path / "out4", 4), 1).folder
     shutil.copytree(first / "checkpoints", second / "checkpoints")
     for name in ("config.json", "log.jsonl", "vocab.model"):
         shutil.copy(first / name, second / name)
     config = json.loads((second / "config.json").read_text())  # as the 4-update run wrote it before it stopped
-    config["train"]["valid_every"] = run("can", "tiny", 1, reduced=4).budget["valid_every"]
+    config["train"]["valid_every"] = run("can", Where.of("tiny", tmp_path / "out4", 4), 1).budget["valid_every"]
     (second / "config.json").write_text(json.dumps(config))
     capsys.readouterr()
     assert main([*base, "--max-steps", "4", "--out", str(tmp_path / "out4")]) == 0
@@ -156,6 +157,7 @@ def test_an_interrupted_and_resumed_experiment_equals_an_uninterrupted_one(tmp_p
     import torch
 
     import canlib.repro.experiments.run as runs
+    from canlib.repro.results.layout import Where
     from canlib.training.trainer import Trainer
 
     if not (shared_data / "multi30k-en-de").is_dir():
@@ -177,7 +179,7 @@ def test_an_interrupted_and_resumed_experiment_equals_an_uninterrupted_one(tmp_p
         "--max-steps",
         "4",
     ]
-    folder = runs.run("can", "tiny", 1, reduced=4).folder
+    folder = runs.run("can", Where.of("tiny", reduced=4), 1).folder
     stored = lambda out: tmp_path / out / "tiny" / "runs" / "multi30k-en-de"  # noqa: E731
 
     assert main([*args, "--out", str(tmp_path / "uninterrupted")]) == 0

@@ -30,7 +30,7 @@ from canlib.data.binarized import (
     write_side,
     write_text,
 )
-from canlib.data.corpora import Corpus, Remote, get_corpus
+from canlib.data.corpora import Corpus, Remote, Scale, get_corpus
 from canlib.data.download import cache_dir, download_mirror, extract_members, fetch, sha256_file
 from canlib.data.text import drop_empty, read_parallel
 from canlib.data.vocab import Vocabulary
@@ -246,48 +246,12 @@ def prepare(
         raise ValueError(f"{out_dir}: exists and is not a prepared corpus; choose another output folder")
 
     text = {split: read_stems(entry, stems[split], files) for split in splits}
-    src, tgt = text["train"]
-    raw_pairs = len(src)
-    src, tgt, empty = drop_empty(src, tgt)
-    if not src:
-        raise ValueError(f"{corpus}/{stems['train']}: empty corpus (no training pair with text on both sides)")
-    rng = np.random.default_rng(seed)
-    kept_before_sample = len(src)
-    if spec.train_pairs is not None and spec.train_pairs < len(src):
-        pick = np.sort(rng.choice(len(src), size=spec.train_pairs, replace=False))
-        src, tgt = [src[i] for i in pick], [tgt[i] for i in pick]
-    cut = {}  # split -> (lines kept, lines read), for the valid and test sets a scale's cap shortened
-    for split in splits[1:]:
-        limit = spec.valid_pairs if split == "valid" else spec.test_pairs
-        s, t = text[split]
-        if limit is not None and limit < len(s):
-            text[split], cut[split] = (s[:limit], t[:limit]), (limit, len(s))
-
-    vocab_src, vocab_tgt = src, tgt
-    if spec.vocab_pairs is not None and spec.vocab_pairs < len(src):
-        pick = np.sort(rng.choice(len(src), size=spec.vocab_pairs, replace=False))
-        vocab_src, vocab_tgt = [src[i] for i in pick], [tgt[i] for i in pick]
-    vocab = Vocabulary.train(chain(vocab_src, vocab_tgt), spec.vocab_size)
-
-    dtype = token_dtype(vocab.size)
-    ids = {}
-    for split in splits:
-        s, t = (src, tgt) if split == "train" else text[split]
-        ids[split] = (
-            encode(vocab, s, dtype, f"encode {split}.{entry.src}", progress),
-            encode(vocab, t, dtype, f"encode {split}.{entry.tgt}", progress),
-        )
-    a, b = (e.lengths for e in ids["train"])
-    fits = (np.minimum(a, b) >= 1) & (np.maximum(a, b) <= spec.max_len)
-    balanced = np.maximum(a, b) <= spec.max_ratio * np.minimum(a, b) if spec.max_ratio else np.ones_like(fits)
-    keep = fits & balanced
-    too_long, ratio = int((~fits).sum()), int((fits & ~balanced).sum())
-    ids["train"] = tuple(e.select(keep) for e in ids["train"])
-    text["train"] = ([s for s, k in zip(src, keep) if k], [t for t, k in zip(tgt, keep) if k])
+    text, vocab_text, counts, cut = _select(f"{corpus}/{stems['train']}", spec, text, seed)
+    vocab = Vocabulary.train(chain(*vocab_text), spec.vocab_size)
+    ids, text, too_long, ratio = _encode_and_clean(entry, spec, vocab, text, progress)
     for split in splits:
         if not len(ids[split][0]):
             raise ValueError(f"{corpus}/{'+'.join(stems[split])}: empty {split} split after cleaning")
-
     meta = {
         "format_version": FORMAT_VERSION,
         "corpus": corpus,
@@ -297,26 +261,82 @@ def prepare(
         "tgt_lang": entry.tgt,
         "vocab_id": vocab.id,
         "vocab_size": vocab.size,
-        "token_dtype": dtype.name,
+        "token_dtype": token_dtype(vocab.size).name,
         "test_splits": list(spec.test_splits),
         "counts": {split: len(ids[split][0]) for split in splits},
-        "cleaning": {
-            "raw_pairs": raw_pairs,
-            "empty": empty,
-            "subsampled_out": kept_before_sample - len(src),
-            "too_long": too_long,
-            "ratio": ratio,
-            "cut": cut,
-        },
+        "cleaning": {**counts, "too_long": too_long, "ratio": ratio, "cut": cut},
         "statistics": {split: statistics(*text[split], *ids[split]) for split in splits},
         "recipe": recipe,
     }
+    _write(out_dir, vocab, ids, text, meta)
+    return out_dir
+
+
+Pairs = tuple[list[str], list[str]]
+
+
+def _select(
+    name: str, spec: Scale, text: dict[str, Pairs], seed: int
+) -> tuple[dict[str, Pairs], Pairs, dict[str, int], dict[str, tuple[int, int]]]:
+    """The pairs a scale keeps: the training pairs with text on both sides, sampled down to ``spec.train_pairs``;
+    the valid and test sets cut to the scale's caps; and the sample of training pairs the vocabulary learns from.
+    Returns (the splits, the vocabulary's pairs, the pairs read, empty and sampled out, the cut sets)."""
+    src, tgt = text["train"]
+    raw_pairs = len(src)
+    src, tgt, empty = drop_empty(src, tgt)
+    if not src:
+        raise ValueError(f"{name}: empty corpus (no training pair with text on both sides)")
+    rng = np.random.default_rng(seed)
+    kept_before_sample = len(src)
+    if spec.train_pairs is not None and spec.train_pairs < len(src):
+        pick = np.sort(rng.choice(len(src), size=spec.train_pairs, replace=False))
+        src, tgt = [src[i] for i in pick], [tgt[i] for i in pick]
+    text = {**text, "train": (src, tgt)}
+    cut = {}  # split -> (lines kept, lines read), for the valid and test sets a scale's cap shortened
+    for split in list(text)[1:]:
+        limit = spec.valid_pairs if split == "valid" else spec.test_pairs
+        s, t = text[split]
+        if limit is not None and limit < len(s):
+            text[split], cut[split] = (s[:limit], t[:limit]), (limit, len(s))
+    vocab_text = (src, tgt)
+    if spec.vocab_pairs is not None and spec.vocab_pairs < len(src):
+        pick = np.sort(rng.choice(len(src), size=spec.vocab_pairs, replace=False))
+        vocab_text = ([src[i] for i in pick], [tgt[i] for i in pick])
+    counts = {"raw_pairs": raw_pairs, "empty": empty, "subsampled_out": kept_before_sample - len(src)}
+    return text, vocab_text, counts, cut
+
+
+def _encode_and_clean(
+    entry: Corpus, spec: Scale, vocab: Vocabulary, text: dict[str, Pairs], progress: bool
+) -> tuple[dict[str, tuple], dict[str, Pairs], int, int]:
+    """Every split as token ids, the training pairs that are empty, longer than ``spec.max_len`` or out of
+    ``spec.max_ratio`` dropped. Returns (ids, the text kept, pairs too long, pairs out of ratio)."""
+    dtype = token_dtype(vocab.size)
+    ids = {}
+    for split, (s, t) in text.items():
+        ids[split] = (
+            encode(vocab, s, dtype, f"encode {split}.{entry.src}", progress),
+            encode(vocab, t, dtype, f"encode {split}.{entry.tgt}", progress),
+        )
+    a, b = (e.lengths for e in ids["train"])
+    fits = (np.minimum(a, b) >= 1) & (np.maximum(a, b) <= spec.max_len)
+    balanced = np.maximum(a, b) <= spec.max_ratio * np.minimum(a, b) if spec.max_ratio else np.ones_like(fits)
+    keep = fits & balanced
+    ids["train"] = tuple(e.select(keep) for e in ids["train"])
+    src, tgt = text["train"]
+    text = {**text, "train": ([s for s, k in zip(src, keep) if k], [t for t, k in zip(tgt, keep) if k])}
+    return ids, text, int((~fits).sum()), int((fits & ~balanced).sum())
+
+
+def _write(out_dir: Path, vocab: Vocabulary, ids: dict[str, tuple], text: dict[str, Pairs], meta: dict) -> None:
+    """The prepared folder, written beside ``out_dir`` and renamed into place whole (nothing half-written is ever
+    read)."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
     try:
         tmp.chmod(0o777 & ~umask())
         vocab.save(tmp / "vocab.model")
-        for split in splits:
+        for split in ids:
             for side, side_ids, lines in zip(("src", "tgt"), ids[split], text[split]):
                 write_side(tmp, split, side, side_ids)
                 if split != "train":
@@ -326,7 +346,6 @@ def prepare(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return out_dir
 
 
 def _swap_into_place(tmp: Path, out_dir: Path) -> None:

@@ -112,53 +112,13 @@ class Trainer(RunFolder):
         self._saved_step: int | None = None  # the step of the newest checkpoint this process wrote
 
         self._check_data()
-        self.sampler = TokenBatchSampler(
-            train_split.src_lens,
-            train_split.tgt_lens,
-            cfg.max_tokens,
-            seed=cfg.seed,
-            rank=self.rank,
-            world_size=self.world_size,
-            pad_multiple=cfg.pad_multiple,
-        )
-        if len(self.sampler) == 0:
-            raise ValueError(
-                f"the training split{self._data_name()} makes fewer batches than world_size={self.world_size}"
-            )
+        self.sampler = self._sampler()
         if not (resume and (self.checkpoints() or (self.ckpt_dir / LAST_NAME).is_file())):
             self._check_warmup()  # before anything in the run folder is written or removed
         self.device = self._setup_device()
         resume_from = self._prepare_run_dir(resume, overwrite)
 
-        seed_everything(cfg.seed)
-        self.model = Seq2Seq(model_cfg).to(self.device)
-        if init_weights is not None:  # fine-tuning: start from given weights instead of a fresh init
-            self.model.load_state_dict(init_weights)
-        if self.rank:
-            seed_everything(cfg.seed + self.rank)  # different dropout masks per rank
-        # model + loss in one module, so DDP's hooks see the whole forward
-        self.objective = LabelSmoothedObjective(
-            self.model, cfg.label_smoothing, model_cfg.pad_id, cfg.loss_chunk, cfg.compile, cfg.loss_vocab_block
-        )
-        self.ddp: torch.nn.Module = self.objective
-        if self.world_size > 1:
-            from torch.nn.parallel import DistributedDataParallel
-
-            ids = [self.device.index] if self.device.type == "cuda" else None
-            self.ddp = DistributedDataParallel(self.objective, device_ids=ids)
-        self.optimizer = torch.optim.Adam(
-            self.model.parameters(),
-            lr=cfg.lr,
-            betas=cfg.betas,
-            eps=cfg.eps,
-            weight_decay=cfg.weight_decay,
-            **ADAM_OPTIONS[cfg.optimizer],
-        )
-        self.scheduler = inverse_sqrt_scheduler(self.optimizer, cfg.warmup)
-        self.scaler = torch.amp.GradScaler(
-            "cuda", enabled=cfg.precision == "fp16"
-        )  # fp16 only: its step reads a flag on the host
-        self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
+        self._build(init_weights)
         self.step, self.epoch, self.wall = 0, 0, 0.0
         self.best: dict[str, Any] = {"metric": None, "step": None, "bad": 0}
         self.last_valid: dict[str, Any] = {}
@@ -179,6 +139,50 @@ class Trainer(RunFolder):
                 f"vocabulary {self.vocab_id} has {self.vocab.size} pieces but the model config has "
                 f"vocab_size={self.model_cfg.vocab_size}; build the preset with vocab_size={self.vocab.size}"
             )
+
+    def _sampler(self) -> TokenBatchSampler:
+        """This rank's token batches of the training split (an epoch's order drawn from the seed)."""
+        split, cfg = self.train_split, self.cfg
+        sampler = TokenBatchSampler(
+            split.src_lens,
+            split.tgt_lens,
+            cfg.max_tokens,
+            seed=cfg.seed,
+            rank=self.rank,
+            world_size=self.world_size,
+            pad_multiple=cfg.pad_multiple,
+        )
+        if len(sampler) == 0:
+            raise ValueError(
+                f"the training split{self._data_name()} makes fewer batches than world_size={self.world_size}"
+            )
+        return sampler
+
+    def _build(self, init_weights: dict[str, Tensor] | None) -> None:
+        """The model (seeded, or ``init_weights``), its loss, DDP around both, Adam, the schedule and the scaler."""
+        cfg = self.cfg
+        seed_everything(cfg.seed)
+        self.model = Seq2Seq(self.model_cfg).to(self.device)
+        if init_weights is not None:  # fine-tuning: start from given weights instead of a fresh init
+            self.model.load_state_dict(init_weights)
+        if self.rank:
+            seed_everything(cfg.seed + self.rank)  # different dropout masks per rank
+        # model + loss in one module, so DDP's hooks see the whole forward
+        self.objective = LabelSmoothedObjective(
+            self.model, cfg.label_smoothing, self.model_cfg.pad_id, cfg.loss_chunk, cfg.compile, cfg.loss_vocab_block
+        )
+        self.ddp: torch.nn.Module = self.objective
+        if self.world_size > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.ddp = DistributedDataParallel(self.objective, device_ids=ids)
+        adam = dict(betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay, **ADAM_OPTIONS[cfg.optimizer])
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, **adam)
+        self.scheduler = inverse_sqrt_scheduler(self.optimizer, cfg.warmup)
+        # fp16 only: its step reads a flag on the host
+        self.scaler = torch.amp.GradScaler("cuda", enabled=cfg.precision == "fp16")
+        self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
 
     def _data_name(self) -> str:
         return f" of {self.data_path}" if self.data_path else ""

@@ -9,15 +9,16 @@
 * ``approximations``: every stage of the paper's derivation (Eqs. 6-13) measured on Balanced's trained decoder
   layers, and Balanced converted to CAN without training (the compression chapter's trained-model part).
 
-Every model an analysis reads is a run of the plan (:func:`runs_needed`), trained by the pool before the analysis
-is computed; computing one trains nothing (:func:`canlib.repro.experiments.run.trained` only loads). The chapters read
-what is stored here with the book's own reader, which does not import this package.
+Each is a record of the study table (:class:`canlib.repro.results.studies.Analysis`: the runs it reads, the function
+of :data:`COMPUTATIONS` that computes it, the configuration it is stored with, :data:`CONFIGS`). Every model an
+analysis reads is a run of the plan (:func:`runs_needed`), trained by the pool before the analysis is computed;
+computing one trains nothing (:func:`canlib.repro.experiments.run.trained` only loads). The chapters read what is
+stored here with the book's own reader, which does not import this package.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,69 +35,82 @@ from canlib.model.seq2seq import Seq2Seq
 from canlib.repro.experiments.corpus import batches, corpus_of, score_split, target_lang, teacher_forced_batches
 from canlib.repro.experiments.run import Run, Variant, budget, run, trained
 from canlib.repro.results.files import load_result
-from canlib.repro.results.layout import read_hypotheses, study
-from canlib.repro.results.studies import ANALYSES, ANALYSIS_RUNS
+from canlib.repro.results.layout import Where, read_hypotheses, study
+from canlib.repro.results.studies import analysis_record
 from canlib.training.config import TrainConfig
 from canlib.training.objective import LabelSmoothedObjective
 from canlib.training.trainer import split_loss
 
 
-def runs_needed(name: str, scale: str, reduced: int | None = None) -> tuple[list[Run], list[Run]]:
+def runs_needed(name: str, where: Where) -> tuple[list[Run], list[Run]]:
     """(runs the analysis ``name`` reads, evaluated and stored like the plan's; further runs it trains for its own
-    use only: the conversion study's fine-tunes and its longer CAN)."""
-    reads = [run(s, scale, 1, reduced=reduced) for s in ANALYSIS_RUNS[name]]
-    if name != "conversion":
+    use only: the conversion study's fine-tunes and its longer CAN), from its record in the study table."""
+    record = analysis_record(name)
+    reads = [run(s, where, 1) for s in record.reads]
+    if not record.finetunes:
         return reads, []
-    balanced = reads[0]
-    finetune, base = finetune_budget(scale, reduced), budget(scale, 1, reduced).get("max_steps") or None
+    start, finetune = reads[0], finetune_budget(where)
     own = [
-        run("can", scale, 1, variant=Variant("conversion", init, init=init, parent=balanced), train=finetune)
-        for init in ("converted", "random-decoder")
+        run("can", where, 1, variant=Variant(name, init, init=init, parent=start), train=finetune)
+        for init in record.finetunes
     ]
+    base = budget(where.scale, 1, where.reduced).get("max_steps") or None
     if base:
-        own.append(
-            run(
-                "can",
-                scale,
-                1,
-                variant=Variant("conversion", "longer"),
-                train=budget(scale, 1, base + finetune["max_steps"]),
-            )
-        )
+        longer = budget(where.scale, 1, base + finetune["max_steps"])
+        own.append(run("can", where, 1, variant=Variant(name, "longer"), train=longer))
     return reads, own
 
 
-def finetune_budget(scale: str, reduced: int | None = None) -> dict[str, Any]:
-    """The conversion study's fine-tune: ``Scale.finetune_steps`` updates (``reduced`` when given), a tenth of
-    them warm-up, the scale's recipe otherwise."""
-    steps = reduced if reduced is not None else scale_spec(scale).finetune_steps
-    finetune = {**budget(scale, 1), "max_epochs": 0, "patience": 0, "max_steps": steps, "warmup": max(1, steps // 10)}
+def finetune_budget(where: Where) -> dict[str, Any]:
+    """The conversion study's fine-tune: ``Scale.finetune_steps`` updates (the reduced budget when given), a tenth
+    of them warm-up, the scale's recipe otherwise."""
+    steps = where.reduced if where.reduced is not None else scale_spec(where.scale).finetune_steps
+    finetune = {
+        **budget(where.scale, 1),
+        "max_epochs": 0,
+        "patience": 0,
+        "max_steps": steps,
+        "warmup": max(1, steps // 10),
+    }
     if finetune.get("valid_every"):
         finetune["valid_every"] = min(finetune["valid_every"], steps)
     return finetune
 
 
-def compute(name: str, scale: str, root: Path, reduced: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Compute (from the trained runs) and store the analysis ``name`` under ``root``; a stored one is returned."""
-    reads, _ = runs_needed(name, scale, reduced)
-    config = {"systems": [r.system for r in reads], **{r.system: r.config for r in reads}}
-    if name in ("similarity", "similarity-balanced"):
-        return study(name, scale, reads[0].config, lambda: similarity(reads[0]), store=True, root=root)
-    if name == "errors":
-        return study(name, scale, config, lambda: error_buckets(reads, root), store=True, root=root)
-    if name == "attention":
-        return study(name, scale, config, lambda: attention(*reads), store=True, root=root)
-    if name == "approximations":
-        return study(name, scale, config, lambda: approximations(reads[0]), store=True, root=root)
-    if name == "conversion":
-        config = {**run("can", scale, 1, reduced=reduced).config, "finetune": finetune_budget(scale, reduced)}
-        return study(name, scale, config, lambda: conversion(scale, reduced), reads[0].device, store=True, root=root)
-    raise ValueError(f"analysis {name!r}: choose from {', '.join(ANALYSES)}")
+def compute(name: str, where: Where) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Compute (from the trained runs) and store the analysis ``name`` ``where`` its record says; a stored one is
+    returned. Those that fine-tune models of their own are computed on the runs' device, the others on the CPU."""
+    record = analysis_record(name)
+    reads, own = runs_needed(name, where)
+    config = CONFIGS[record.config](reads, where)
+    device = reads[0].device if record.finetunes else "cpu"
+    computation = COMPUTATIONS[record.compute]
+    return study(name, where.scale, config, lambda: computation(reads, own), device, store=True, root=where.root)
 
 
-def similarity(source: Run) -> dict[str, Any]:
-    """Figure 2: cosine similarity of sub-layer inputs in a trained standard decoder (the 6/6 Baseline, or
-    Balanced's two layers), raw and LayerNorm'd, over the validation split."""
+def one_run(reads: list[Run], where: Where) -> dict[str, Any]:
+    """The stored configuration of an analysis of one run: the run's."""
+    return reads[0].config
+
+
+def each_run(reads: list[Run], where: Where) -> dict[str, Any]:
+    """The stored configuration of an analysis of several runs: their systems and each run's."""
+    return {"systems": [r.system for r in reads], **{r.system: r.config for r in reads}}
+
+
+def can_and_finetune(reads: list[Run], where: Where) -> dict[str, Any]:
+    """The stored configuration of the conversion study: CAN's from scratch and the fine-tune's budget."""
+    return {**run("can", where, 1).config, "finetune": finetune_budget(where)}
+
+
+# the ``config`` of an analysis record -> the configuration it is stored with
+CONFIGS = {"run": one_run, "runs": each_run, "finetune": can_and_finetune}
+
+
+def similarity(reads: list[Run], own: list[Run]) -> dict[str, Any]:
+    """Figure 2: cosine similarity of sub-layer inputs in the trained standard decoder it reads (the 6/6 Baseline,
+    or Balanced's two layers), raw and LayerNorm'd, over the validation split."""
+    source = reads[0]
     model = trained(source).model()
     data = corpus_of(source)
     out = {}
@@ -141,29 +155,30 @@ def buckets_of(
     return out
 
 
-def error_buckets(runs: list[Run], root: Path) -> dict[str, Any]:
+def error_buckets(reads: list[Run], own: list[Run]) -> dict[str, Any]:
     """Figure 6 for each run (seed 1, the test split, from its stored hypotheses): {system: {"frequency", "length"}}."""
-    data = corpus_of(runs[0])
+    data = corpus_of(reads[0])
     test = data.split("test")
     return {
         r.system: buckets_of(
-            stored_hypotheses(r, "test", root), list(test.src_text), list(test.tgt_text), data, target_lang(data)
+            stored_hypotheses(r, "test"), list(test.src_text), list(test.tgt_text), data, target_lang(data)
         )
-        for r in runs
+        for r in reads
     }
 
 
-def stored_hypotheses(run_: Run, split: str, root: Path) -> list[str]:
+def stored_hypotheses(run_: Run, split: str) -> list[str]:
     """The stored hypotheses of an evaluated run on ``split`` (the file its stored result names)."""
-    path = run_.result_path(root)
+    path = run_.result_path
     result, _ = load_result(path)
     return read_hypotheses(path.with_name(result["hyp_files"][split]))
 
 
-def attention(standard: Run, joint: Run) -> dict[str, Any]:
-    """The maps of one test pair (per layer, mean over heads) in a standard-decoder run and a joint-attention one,
-    and the joint run's alpha over the test split (summary, histogram, mean per target position against uniform
-    attention's i/(i+s))."""
+def attention(reads: list[Run], own: list[Run]) -> dict[str, Any]:
+    """The maps of one test pair (per layer, mean over heads) in the standard-decoder run it reads and the
+    joint-attention one, and the joint run's alpha over the test split (summary, histogram, mean per target
+    position against uniform attention's i/(i+s))."""
+    standard, joint = reads
     runs = {r.system: trained(r) for r in (standard, joint)}
     models = {s: r.model() for s, r in runs.items()}
     data = corpus_of(standard)
@@ -226,13 +241,13 @@ def valid_loss(model: Seq2Seq, data: Any, cfg: TrainConfig = VALID_LOSS) -> floa
     return split_loss(objective, on_device, device)["valid_loss"]
 
 
-def conversion(scale: str, reduced: int | None = None) -> dict[str, Any]:
+def conversion(reads: list[Run], own: list[Run]) -> dict[str, Any]:
     """Balanced converted to CAN before and after a short fine-tune of n updates, against the rows a fair comparison
     needs: CAN with Balanced's trained encoder and a random decoder fine-tuned for the same n updates (conversion
     against random initialisation at an equal budget), and CAN from scratch for the scale's budget and for that
     budget plus n (equal total updates). Each row states its updates."""
-    (balanced_run, can_run), own = runs_needed("conversion", scale, reduced)
-    finetune = finetune_budget(scale, reduced)
+    balanced_run, can_run = reads
+    finetune = finetune_budget(balanced_run.where)
     steps, base = finetune["max_steps"], balanced_run.steps or None  # None: the scale trains by epochs
     data = corpus_of(balanced_run)
     balanced = trained(balanced_run).model()
@@ -249,7 +264,7 @@ def conversion(scale: str, reduced: int | None = None) -> dict[str, Any]:
     rows = []
     for name, updates, model in models:
         model = model.to(balanced_run.device).eval()
-        _, scores = score_split(model, data, "test", scale_spec(scale).beam)
+        _, scores = score_split(model, data, "test", scale_spec(balanced_run.scale).beam)
         rows.append(
             {
                 "system": name,
@@ -262,15 +277,16 @@ def conversion(scale: str, reduced: int | None = None) -> dict[str, Any]:
     return {"rows": rows, "finetune": finetune}
 
 
-APPROXIMATION_SENTENCES = 100  # validation pairs measured one at a time: float64 on a CPU, about a minute at small
+APPROXIMATION_SENTENCES = 100  # validation pairs measured one at a time, in float64 on the CPU
 
 
 @torch.no_grad()
-def approximations(source: Run, sentences: int = APPROXIMATION_SENTENCES) -> dict[str, Any]:
-    """The compression chapter's measurements on the trained ``source`` (Balanced, seed 1): what the model
+def approximations(reads: list[Run], own: list[Run], sentences: int = APPROXIMATION_SENTENCES) -> dict[str, Any]:
+    """The compression chapter's measurements on the trained run it reads (Balanced, seed 1): what the model
     learnt (validation NLL against a uniform guess), every stage of the derivation per decoder layer
     (:func:`canlib.model.conversion.layer_approximations`), and the validation NLL of the model converted to CAN
     without training, in variants, beside an untrained CAN. Runs in float64 on the CPU."""
+    source = reads[0]
     done = trained(source)
     model = done.model().cpu().float().eval()
     cfg = model.cfg
@@ -316,3 +332,7 @@ def approximations(source: Run, sentences: int = APPROXIMATION_SENTENCES) -> dic
         "layers": layers,
         "conversion": {name: nll(m) for name, m in candidates.items()},
     }
+
+
+# the ``compute`` of an analysis record -> the function that computes it from the runs it reads and its own
+COMPUTATIONS = {f.__name__: f for f in (similarity, error_buckets, attention, conversion, approximations)}

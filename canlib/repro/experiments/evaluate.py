@@ -3,7 +3,7 @@ stored as its result with provenance and its hypotheses beside it.
 
 The result (scores per split, lengths, parameter count, the training log and budget) is what the chapters read
 (through the book's store, from the files alone); the hypotheses are plain text, one line per source sentence, so
-``canlib experiment --rescore`` recomputes every stored sacreBLEU from them.
+``canlib rescore`` recomputes every stored sacreBLEU from them.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ def write_lines(path: Path, lines: list[str]) -> None:
     atomic_write_bytes("".join(line + "\n" for line in lines).encode("utf-8"), path)
 
 
-def check_stored_budget(run: Run, root: Path | None = None) -> None:
+def check_stored_budget(run: Run) -> None:
     """A stored result of ``run`` made with another training budget is an error, never silently reused."""
-    path = run.result_path(root)
+    path = run.result_path
     if not path.is_file():
         return
     stored = load_result(path)[1]["config"].get("train")
@@ -47,15 +47,16 @@ def check_stored_budget(run: Run, root: Path | None = None) -> None:
         )
 
 
-def evaluate(run: Run, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def evaluate(run: Run) -> tuple[dict[str, Any], dict[str, Any]]:
     """Score the trained ``run`` (:func:`canlib.repro.experiments.run.trained`; this never trains) on valid and every
     test split with the scale's beam, write the hypotheses beside its result file, and store the result with
-    its provenance under ``root`` (default: the scale's results folder): a student of distilled targets also
-    records where they came from. A result stored already is returned as it is, once its budget is checked."""
-    check_stored_budget(run, root)
-    path = run.result_path(root)
+    its provenance where the run says (:attr:`~canlib.repro.experiments.run.Run.result_path`): a student of
+    distilled targets also records where they came from. A result stored already is returned as it is, once its
+    budget is checked."""
+    check_stored_budget(run)
+    path = run.result_path
     if path.is_file():
-        return load(run, root)
+        return load(run)
     finished = trained(run)
     data = corpus_of(run)
     beam = scale_spec(run.scale).beam

@@ -20,20 +20,20 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from multiprocessing import get_context
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from canlib.repro.experiments.evaluate import evaluate
-from canlib.repro.experiments.run import Run
-from canlib.repro.experiments.train import train
+from canlib.repro.experiments.run import Run, trained
+from canlib.repro.experiments.train import trainer
 
-# GPU memory one small-* training process needs at 8,192 tokens: the 1.6 GiB peak measured at 4,096 tokens on
-# an H200 (book/results/gpu/h200-2026-11-26/training_small.json) doubled for twice the tokens, plus about 1 GiB
-# of CUDA context per process, rounded up
+# GPU memory one small-* training process needs at 8,192 tokens: the peak a small-* run stored at 4,096 tokens
+# (``peak_memory_gib`` of book/results/gpu/<run>/training_small.json) doubled for twice the tokens, plus about
+# 1 GiB of CUDA context per process, rounded up (tests/test_concurrency.py reads the stored peaks)
 RUN_GIB = 4.5
 MEMORY_SHARE = 0.9  # of the card's memory, for the processes together
 
@@ -75,18 +75,20 @@ class Deadline:
 
 def run_queue(
     items: Sequence[Any],
-    submit: Callable[[Any], Future],
+    task: Callable[[Any], Any],
     jobs: int,
     deadline: Deadline,
     on_done: Callable[[Any, Future], None],
     on_idle: Callable[[int, int], None] | None = None,
     status_every: float = 60.0,
     needs: Callable[[Any], Any] = lambda item: None,
+    pool: Executor | None = None,
 ) -> list[Any]:
-    """Run ``items`` in order, at most ``jobs`` at a time, through ``submit`` (which returns a Future); an item
-    whose ``needs(item)`` is another item of the queue starts only after that one succeeded, and fails with it.
-    Call ``on_done(item, future)`` as each finishes and ``on_idle(finished, pending)`` every ``status_every``
-    seconds without one. Returns the items not started because the deadline said they could not finish."""
+    """Run ``task(item)`` for each of ``items`` in order, at most ``jobs`` at a time, in ``pool`` (None: here, one
+    after another); an item whose ``needs(item)`` is another item of the queue starts only after that one
+    succeeded, and fails with it. Call ``on_done(item, future)`` as each finishes and ``on_idle(finished, pending)``
+    every ``status_every`` seconds without one. Returns the items not started because the deadline said they could
+    not finish."""
     queue = list(items)
     pending: dict[Future, tuple[Any, float]] = {}
     done_ok: set[int] = set()
@@ -97,8 +99,7 @@ def run_queue(
         need = needs(item)
         return need is None or not any(need is q for q in items) or id(need) in done_ok
 
-    def fill() -> None:  # the first wave starts unconditionally (nothing is measured yet); later runs when they fit
-        nonlocal finished
+    while True:
         for item in [q for q in queue if needs(q) is not None and id(needs(q)) in failed]:
             queue.remove(item)
             failed.add(id(item))
@@ -106,15 +107,24 @@ def run_queue(
             future.set_exception(RuntimeError("the run it needs failed"))
             finished += 1
             on_done(item, future)
+        # the first wave starts unconditionally (nothing is measured yet); later items when they fit
         while len(pending) < jobs and deadline.may_start():
             item = next((q for q in queue if ready(q)), None)
             if item is None:
-                return
+                break
             queue.remove(item)
-            pending[submit(item)] = (item, deadline.clock())
-
-    fill()
-    while pending:
+            started = deadline.clock()
+            if pool is not None:
+                future = pool.submit(task, item)
+            else:  # here, at once: the task's own frame is the next on the stack
+                future = Future()
+                try:
+                    future.set_result(task(item))
+                except Exception as exc:  # noqa: BLE001 - handed to on_done through the future
+                    future.set_exception(exc)
+            pending[future] = (item, started)
+        if not pending:
+            return queue
         done, _ = wait(list(pending), timeout=status_every, return_when=FIRST_COMPLETED)
         for future in done:
             item, started = pending.pop(future)
@@ -122,23 +132,8 @@ def run_queue(
             (failed if future.exception() is not None else done_ok).add(id(item))
             finished += 1
             on_done(item, future)
-        if done:
-            fill()
-        elif on_idle is not None:
+        if not done and on_idle is not None:
             on_idle(finished, len(pending) + len(queue))
-    return queue
-
-
-class InProcess(Executor):
-    """An executor that runs each task at once in this process (one job: a CPU, a test, a chapter)."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
-        future: Future = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except Exception as exc:  # noqa: BLE001 - handed to the caller through the future
-            future.set_exception(exc)
-        return future
 
 
 def set_worker_threads(threads: int) -> None:
@@ -147,13 +142,25 @@ def set_worker_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def train_and_store(run: Run, root: Path | None, store: bool = True) -> dict[str, Any]:
-    """One task of the pool: train (or resume) ``run``, then evaluate and store it (``store=False``: a parent
-    whose own result is stored already, trained again only for its weights); a summary line's numbers."""
-    finished = train(run)
-    if not store:
-        return {"trained": finished.result.get("wall_s"), "device": run.device}
-    result, prov = evaluate(run, root)
+@dataclass(frozen=True)
+class Job:
+    """One task of the pool: a run, and whether to evaluate and store it (False: a parent or a run an analysis
+    reads, whose result is stored but whose weights this machine lacks, or a run an analysis trains for its own
+    use: trained for its weights only)."""
+
+    run: Run
+    store: bool = True
+
+
+def train_and_store(job: Job) -> dict[str, Any]:
+    """One task of the pool: train ``job.run`` (or resume it from its checkpoints) unless its training finished,
+    then evaluate and store it unless only its weights are wanted; the numbers of its progress line."""
+    run = job.run
+    if not (run.folder / "result.json").is_file():
+        trainer(run).fit()
+    if not job.store:
+        return {"trained": trained(run).result.get("wall_s"), "device": run.device}
+    result, prov = evaluate(run)
     return {
         "test": result["scores"]["test"]["bleu"],
         "valid": result["scores"]["valid"]["bleu"],
@@ -162,17 +169,17 @@ def train_and_store(run: Run, root: Path | None, store: bool = True) -> dict[str
     }
 
 
-def needs_of(queue: Sequence[Run]) -> Callable[[Run], Run | None]:
-    """What a queued run waits for: an earlier run of the queue training the same folder (two processes must never
-    train one folder: the distillation teacher's row is the main run itself), else the run training its parent's
+def needs_of(queue: Sequence[Job]) -> Callable[[Job], Job | None]:
+    """What a queued job waits for: an earlier job of the queue training the same folder (two processes must never
+    train one folder: the distillation teacher's row is the main run itself), else the job training its parent's
     folder (a student's teacher, a fine-tune's starting model); None when neither is queued."""
-    folders = [q.folder for q in queue]
+    folders = [q.run.folder for q in queue]
 
-    def needs(run: Run) -> Run | None:
-        here = next(i for i, q in enumerate(queue) if q is run)
+    def needs(job: Job) -> Job | None:
+        here = next(i for i, q in enumerate(queue) if q is job)
         if folders[here] in folders[:here]:
             return queue[folders.index(folders[here])]
-        parent = run.variant.parent
+        parent = job.run.variant.parent
         return queue[folders.index(parent.folder)] if parent is not None and parent.folder in folders else None
 
     return needs
@@ -190,7 +197,6 @@ class Outcome:
 
 def train_all(
     runs: Sequence[Run],
-    root: Path | None,
     *,
     jobs: int = 1,
     time_limit: float | None = None,
@@ -203,13 +209,12 @@ def train_all(
     study's fine-tunes). A run waits for the run it needs when both are queued; a failed run does not stop the
     others and is named in the outcome; ``log`` gets one line per finished run and a status line every
     ``status_every`` seconds."""
-    queue = [*train_only, *runs]
+    queue = [*(Job(r, store=False) for r in train_only), *(Job(r) for r in runs)]
     total, outcome, deadline = len(queue), Outcome(), Deadline(time_limit)
-    only_weights = {id(p) for p in train_only}
     say = log or (lambda line: None)
 
-    def done(run: Run, future: Future) -> None:
-        count = len(outcome.stored) + len(outcome.failed) + 1
+    def done(job: Job, future: Future) -> None:
+        run, count = job.run, len(outcome.stored) + len(outcome.failed) + 1
         if future.exception() is not None:
             exc = future.exception()
             outcome.failed.append(f"{run.name}: {type(exc).__name__}: {exc}")
@@ -217,7 +222,7 @@ def train_all(
             return
         outcome.stored.append(run)
         s = future.result()
-        if id(run) in only_weights:
+        if not job.store:
             say(f"[{count}/{total}] {run.label}: trained for its weights only ({s['trained']} s on {s['device']})")
         else:
             say(
@@ -231,26 +236,15 @@ def train_all(
             f"{waiting} in progress or queued"
         )
 
-    if jobs <= 1:
-        pool: Executor = InProcess()
-    else:
+    pool = None
+    if jobs > 1:
+        threads = max(1, (os.cpu_count() or 1) // jobs)
         pool = ProcessPoolExecutor(
-            jobs,
-            mp_context=get_context("spawn"),
-            initializer=set_worker_threads,
-            initargs=(max(1, (os.cpu_count() or 1) // jobs),),
+            jobs, mp_context=get_context("spawn"), initializer=set_worker_threads, initargs=(threads,)
         )
-    with pool:
-        outcome.skipped = run_queue(
-            queue,
-            lambda r: pool.submit(train_and_store, r, root, id(r) not in only_weights),
-            jobs,
-            deadline,
-            done,
-            idle,
-            status_every,
-            needs_of(queue),
-        )
+    with pool or nullcontext():
+        left = run_queue(queue, train_and_store, jobs, deadline, done, idle, status_every, needs_of(queue), pool)
+    outcome.skipped = [job.run for job in left]
     outcome.seconds = deadline.clock() - deadline.start
     return outcome
 

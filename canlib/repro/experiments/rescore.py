@@ -1,4 +1,4 @@
-"""``canlib experiment --rescore DIR``: every stored score recomputed from what is stored beside it.
+"""``canlib rescore DIR``: every stored score recomputed from what is stored beside it.
 
 :func:`rescore` recomputes each stored run's sacreBLEU from its hypothesis files and the corpus's references;
 :func:`recheck` verifies that each beyond study's summary quotes exactly the scores of the runs it names.
@@ -6,13 +6,14 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
 from canlib.bleu import corpus_scores
 from canlib.catalogue import scale_spec
 from canlib.data.preparation import prepared
-from canlib.repro.experiments.beyond import scores
+from canlib.repro.experiments.summarise import scores
 from canlib.repro.results.files import load_result
 from canlib.repro.results.layout import read_hypotheses
 
@@ -61,3 +62,23 @@ def recheck(folder: Path) -> int:
                 raise ValueError(f"{path}: the scores of {row['file']} differ from {run_path}")
             checked += sum(len(v) for v in row["scores"].values())
     return checked
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Recompute the sacreBLEU of every stored run under DIR from its hypotheses and the corpus's references, and "
+        "check that every beyond study's summary quotes its runs' scores exactly; fail on a difference."
+    )
+    parser.add_argument("folder", metavar="DIR", help="a results folder (e.g. book/results) or one scale of it")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``canlib rescore DIR``: how many scores were reproduced and rechecked."""
+    rows = rescore(Path(args.folder))
+    print(
+        f"{len(rows)} stored sacreBLEU scores of {len({r['file'] for r in rows})} runs reproduced from their hypotheses"
+    )
+    quoted = recheck(Path(args.folder))
+    if quoted:
+        print(f"{quoted} scores quoted by the beyond studies' summaries equal their stored runs'")
+    return 0

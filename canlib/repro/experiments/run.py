@@ -1,8 +1,8 @@
 """A run is a value: which model, on which corpus, with which seed, for how many updates, and where it lives.
 
 :class:`Run` is frozen and is worked out once, by :func:`run` or :func:`plan`; everything below takes it:
-:func:`canlib.repro.experiments.train.train` trains it, :func:`canlib.repro.experiments.evaluate.evaluate` scores and
-stores it, :func:`load` reads what was stored. A :class:`Variant` says how a run departs from its scale's
+:func:`canlib.repro.experiments.train.trainer` builds its Trainer, :func:`canlib.repro.experiments.evaluate.evaluate`
+scores and stores it, :func:`load` reads what was stored. A :class:`Variant` says how a run departs from its scale's
 recipe (the beyond studies of :mod:`canlib.repro.experiments.beyond`): more updates, distilled targets from a
 teacher run, weights to start from, another decoder layer mix.
 
@@ -11,7 +11,8 @@ Where a run lives:
 * its training folder ``cache_dir()/runs/<scale>/<corpus>/<system>...-<key>``: keyed by what changes the
   trained weights (preset, corpus, budget, decoder, parent run; at tiny also the code, cheap to redo), not
   by which study asks for it, so the distillation study's teacher *is* the main plan's Balanced seed 1;
-* its stored result ``<root>/<scale>/<name>.json`` (:func:`canlib.repro.results.layout.stored_path`) with its
+* its stored result ``<root>/<scale>/<name>.json``, ``root`` and ``scale`` those of its
+  :class:`~canlib.repro.results.layout.Where` (the one value that says where a call's results live), with its
   hypotheses beside it: ``runs/<corpus>/<system>-seed<k>`` for the main plan,
   ``beyond/runs/<corpus>/<study>-<system>[-<tag>]-seed<k>`` for a study's model.
 """
@@ -33,15 +34,7 @@ from canlib.model.checkpoint import load_model, safe_load
 from canlib.model.config import MIXED, ModelConfig, preset
 from canlib.model.seq2seq import Seq2Seq
 from canlib.repro.results.files import load_result
-from canlib.repro.results.layout import (
-    code_version,
-    default_root,
-    experiment_command,
-    key,
-    run_name,
-    stored_path,
-    study_model_name,
-)
+from canlib.repro.results.layout import Where, code_version, experiment_command, key, run_name, study_model_name
 from canlib.repro.results.studies import DISTILL_BEAM, REDUCED_PAIRS
 
 
@@ -83,12 +76,13 @@ MAIN = Variant()
 
 @dataclass(frozen=True)
 class Run:
-    """One model to train and evaluate (see the module docstring). ``budget`` holds the TrainConfig fields
-    (the scale's recipe, the seed, the variant's updates); ``reduced``: the ``max_steps`` of an end-to-end test
-    (recorded, never judged); ``device`` and ``precision``: where and how it trains (bf16 on CUDA)."""
+    """One model to train and evaluate (see the module docstring). ``where``: the scale and the results folder it
+    is stored in, and the reduced budget of an end-to-end test (recorded, never judged); ``budget`` holds the
+    TrainConfig fields (the scale's recipe, the seed, the variant's updates); ``device`` and ``precision``: where
+    and how it trains (bf16 on CUDA)."""
 
     system: str
-    scale: str
+    where: Where
     seed: int
     corpus: str
     preset: str
@@ -96,7 +90,15 @@ class Run:
     device: str = "cpu"
     precision: str = "fp32"
     variant: Variant = MAIN
-    reduced: int | None = None
+
+    @property
+    def scale(self) -> str:
+        return self.where.scale
+
+    @property
+    def reduced(self) -> int | None:
+        """The ``max_steps`` of an end-to-end test, None at the scale's own budget."""
+        return self.where.reduced
 
     @property
     def name(self) -> str:
@@ -143,9 +145,10 @@ class Run:
             / f"{self.system}{'-' + kind if kind else ''}-seed{self.seed}-{identity}"
         )
 
-    def result_path(self, root: Path | None = None) -> Path:
-        """Its stored result (``root``: a results folder, else the scale's default, see ``stored_path``)."""
-        return stored_path(self.name, self.scale, root if root is not None else default_root(self.scale, self.reduced))
+    @property
+    def result_path(self) -> Path:
+        """Its stored result: ``<root>/<scale>/<name>.json``."""
+        return self.where.path(self.name)
 
     def model_config(self, vocab_size: int) -> ModelConfig:
         """Its architecture: the system's preset at the scale's width, with the variant's decoder layer kinds."""
@@ -219,49 +222,44 @@ def training_device(scale: str) -> tuple[str, str]:
     return ("cuda", "bf16") if scale != "tiny" and torch.cuda.is_available() else ("cpu", "fp32")
 
 
-def budget(scale: str, seed: int = 1, reduced: int | None = None, factor: int = 1) -> dict[str, Any]:
+def budget(scale: str, seed: int = 1, max_steps: int | None = None, factor: int = 1) -> dict[str, Any]:
     """The TrainConfig fields of a run: the scale's recipe and the seed; ``factor`` times its updates with the
-    schedule unchanged; ``reduced`` replaces its updates (an end-to-end test; a factor then validates 4 times)."""
+    schedule unchanged; ``max_steps`` replaces its updates (an end-to-end test's reduced budget, a fine-tune; a
+    factor then validates 4 times)."""
     train = {**scale_spec(scale).train, "seed": seed}
-    if reduced is not None:
-        if reduced < 1:
-            raise ValueError(f"max_steps={reduced}: must be >= 1")
+    if max_steps is not None:
+        if max_steps < 1:
+            raise ValueError(f"max_steps={max_steps}: must be >= 1")
         train.update(
-            max_steps=reduced, max_epochs=0, patience=0, valid_every=min(train.get("valid_every") or reduced, reduced)
+            max_steps=max_steps,
+            max_epochs=0,
+            patience=0,
+            valid_every=min(train.get("valid_every") or max_steps, max_steps),
         )
     if factor != 1:
         steps = train["max_steps"] * factor
-        train.update(max_steps=steps, valid_every=max(1, steps // 4) if reduced is not None else train["valid_every"])
+        train.update(max_steps=steps, valid_every=max(1, steps // 4) if max_steps is not None else train["valid_every"])
     return train
 
 
 def run(
     system: str,
-    scale: str,
+    where: Where,
     seed: int = 1,
     corpus: str | None = None,
     *,
-    reduced: int | None = None,
     variant: Variant = MAIN,
     train: dict[str, Any] | None = None,
 ) -> Run:
-    """The run of ``system`` with ``seed`` on ``corpus`` (default: the scale's own) at ``scale``'s budget, times
-    the variant's factor (``train``: another budget altogether, as the conversion study's fine-tunes)."""
+    """The run of ``system`` with ``seed`` on ``corpus`` (default: the scale's own), stored ``where``, at the
+    scale's budget (or the reduced one) times the variant's factor (``train``: another budget altogether, as the
+    conversion study's fine-tunes)."""
     check_systems([system])
+    scale = where.scale
     corpus = check_corpus(scale, corpus)
     device, precision = training_device(scale)
-    return Run(
-        system,
-        scale,
-        seed,
-        corpus,
-        scale_spec(scale).preset(system),
-        train if train is not None else budget(scale, seed, reduced, variant.budget_factor),
-        device,
-        precision,
-        variant,
-        reduced,
-    )
+    train = train if train is not None else budget(scale, seed, where.reduced, variant.budget_factor)
+    return Run(system, where, seed, corpus, scale_spec(scale).preset(system), train, device, precision, variant)
 
 
 def check_systems(systems: Sequence[str]) -> list[str]:
@@ -294,18 +292,17 @@ def check_corpus(scale: str, name: str | None) -> str:
 
 
 def plan(
-    scale: str,
+    where: Where,
     systems: Sequence[str] | None = None,
     seeds: Sequence[int] | None = None,
     corpora_: Sequence[str] | None = None,
-    *,
-    reduced: int | None = None,
 ) -> list[Run]:
     """Every run of a scale's main plan, in training order: Table 2 systems and ablations x ``Scale.seeds``,
     depth systems x ``depth_seeds`` on the main corpus, seed by seed (a plan cut short still leaves whole sets);
     then Baseline, Balanced and CAN x ``direction_seeds`` on each further direction. ``seeds`` replaces those
     seed counts; ``systems`` and ``corpora_`` narrow the plan. A corpus of your own files in ``corpora_`` gets
     ``systems`` (default Baseline, Balanced and CAN) x ``seeds`` (default 1)."""
+    scale = where.scale
     spec = scale_spec(scale)
 
     def pick(count: int) -> list[int]:
@@ -329,16 +326,16 @@ def plan(
         grid += [(s, k, c) for c in own for k in (seeds or [1]) for s in (systems or DIRECTION_SYSTEMS)]
     if wanted is not None:
         grid = [g for g in grid if g[0] in wanted]
-    return [run(s, scale, k, c, reduced=reduced) for s, k, c in grid]
+    return [run(s, where, k, c) for s, k, c in grid]
 
 
 # -- reading what was stored ---------------------------------------------------------------------
 
 
-def load(run_: Run, root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def load(run_: Run) -> tuple[dict[str, Any], dict[str, Any]]:
     """(result, provenance) of a run's stored evaluation; never trains: a missing one is an error naming the
     command that trains and stores it."""
-    path = run_.result_path(root)
+    path = run_.result_path
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no stored result of {run_.label}; train and store it with `{command(run_)}`")
     return load_result(path)
@@ -381,11 +378,10 @@ class Trained:
 
 def trained(run_: Run) -> Trained:
     """The finished training of ``run_``, from its folder; never trains (that is
-    :func:`canlib.repro.experiments.train.train`): an unfinished one is an error saying so."""
+    :func:`canlib.repro.experiments.pool.train_and_store`): an unfinished one is an error saying so."""
     path = run_.folder / "result.json"
     if not path.is_file():
         raise FileNotFoundError(
-            f"{run_.folder}: {run_.label} is not trained on this machine; "
-            "train it first (canlib.repro.experiments.train.train, or `" + command(run_) + "`)"
+            f"{run_.folder}: {run_.label} is not trained on this machine; train it first (`" + command(run_) + "`)"
         )
     return Trained(run_, run_.folder, json.loads(path.read_text(encoding="utf-8")))

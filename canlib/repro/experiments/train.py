@@ -1,9 +1,9 @@
-"""``train(run)``: the one place a run is trained.
+"""``trainer(run)``: the Trainer that trains a run, the one place a run's training is set up.
 
 A run trains (or resumes, from the checkpoints of an interrupted call) in its own folder
 (:attr:`canlib.repro.experiments.run.Run.folder`) with :class:`canlib.training.trainer.Trainer` on its prepared corpus,
-at
-its budget, device and precision. Its variant decides the rest: distilled targets from its parent
+at its budget, device and precision; the pool's task (:func:`canlib.repro.experiments.pool.train_and_store`) calls its
+``fit``. Its variant decides the rest: distilled targets from its parent
 (:mod:`canlib.repro.experiments.distill`), weights to start from (its parent converted to CAN, or its parent's encoder
 with a fresh CAN decoder), greedy validation BLEU at every validation. A parent must be trained first; the
 process pool of :mod:`canlib.repro.experiments.pool` orders that.
@@ -20,7 +20,7 @@ from canlib.model.conversion import standard_to_can
 from canlib.model.seq2seq import Seq2Seq
 from canlib.repro.experiments.corpus import corpus_of, score_split
 from canlib.repro.experiments.distill import distilled_corpus
-from canlib.repro.experiments.run import Run, Trained, trained
+from canlib.repro.experiments.run import Run, trained
 from canlib.training.config import TrainConfig
 from canlib.training.trainer import Trainer
 
@@ -49,14 +49,13 @@ def init_weights(run: Run) -> dict[str, torch.Tensor] | None:
     return weights
 
 
-def train(run: Run) -> Trained:
-    """Train ``run`` (or resume it from its checkpoints) unless it is trained already; its finished training."""
-    if (run.folder / "result.json").is_file():
-        return trained(run)
+def trainer(run: Run) -> Trainer:
+    """The Trainer of ``run`` in its folder, resuming its checkpoints where an interrupted call left some; its
+    ``fit()`` trains the run and writes ``result.json`` there."""
     data = corpus_of(run)
     split = distilled_corpus(run)[0] if run.variant.targets == "distilled" else data.split("train")
     cfg = TrainConfig(**{"precision": run.precision, **run.budget, "device": run.device})
-    Trainer(
+    return Trainer(
         run.model_config(data.vocab.size),
         cfg,
         split,
@@ -67,5 +66,4 @@ def train(run: Run) -> Trained:
         data_path=str(data.path),
         resume=(run.folder / "checkpoints").exists(),
         init_weights=init_weights(run),
-    ).fit()
-    return trained(run)
+    )

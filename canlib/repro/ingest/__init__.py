@@ -14,7 +14,7 @@ them, drafts their README and converts them (:func:`store_device_run`)::
 
     python -m canlib ingest --from-device FOLDER --profile-command "LIMIT=150 bash scripts/gpu_profile.sh"
 
-It names the run ``<gpu>-<date>-<commit>`` (``-dirty`` for a changed work tree), e.g. ``h100-2026-11-26-e19dd56``:
+It names the run ``<gpu>-<date>-<commit>`` (``-dirty`` for a changed work tree; the commit its first 7 digits):
 the raw files go unchanged to ``measurements/<run>/`` and the stored results to ``book/results/gpu/<run>/``.
 Then edit the drafted README with what the files cannot say (why a step failed), and, when the run stored a
 training rate, add its full-recipe hours and rate (``canlib.repro.studies.chapters.training.full_cost()``, one row per
@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="folder of raw JSON written by scripts/gpu_bench.py, canlib bench, "
         "gpu_smoke_train.py (and profile/summary.json of gpu_profile.sh)",
     )
-    parser.add_argument("out", nargs="?", help="e.g. book/results/gpu/h200-2026-11-26")
+    parser.add_argument("out", nargs="?", help="the stored results folder, book/results/gpu/<run>")
     parser.add_argument(
         "--from-device",
         metavar="FOLDER",

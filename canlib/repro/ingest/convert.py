@@ -239,27 +239,34 @@ def convert_measurements(
             prov["environment"] = environment
         written.append(save_result(out / f"{kind}.json", result, prov))
     if profile.is_file():
-        raw = json.loads(profile.read_text(encoding="utf-8"))
-        where = raw.get("device") or {}
-        if not (where.get("commit") and where.get("date") and where.get("device")):
-            raise ValueError(f"{profile}: its 'device' record lacks commit, date or device")
-        prov = {
-            "commit": where["commit"],
-            "date": where["date"][:10],
-            "device": where["device"],
-            "scale": "full",  # the decoding cases: d=512 presets, V=32k (train_small-can: the small-can preset)
-            "config": {"command": commands.get(PROFILE_RAW) or "bash scripts/gpu_profile.sh", "raw_file": PROFILE_RAW},
-            "torch": where.get("torch"),
-            "python": where.get("python"),
-            "measured_at": where["date"],
-            "source": note,
-        }
-        if (tree := profile_work_tree(source)) is not None:
-            prov["environment"] = {"dirty": tree}
-        written.append(save_result(out / "profile.json", _convert_profile(raw, str(profile)), prov))
+        written.append(_store_profile(source, out, commands.get(PROFILE_RAW), note))
     if (source / AB_FOLDER).is_dir():
         written.append(convert_ab(source, out, note))
     return written
+
+
+def _store_profile(source: Path, out: Path, command: str | None, note: str) -> Path:
+    """``profile/summary.json`` (``scripts/gpu_profile.sh``) stored as ``profile.json``, with the commit, date and
+    device its own ``device`` record names."""
+    profile = source / PROFILE_RAW
+    raw = json.loads(profile.read_text(encoding="utf-8"))
+    where = raw.get("device") or {}
+    if not (where.get("commit") and where.get("date") and where.get("device")):
+        raise ValueError(f"{profile}: its 'device' record lacks commit, date or device")
+    prov = {
+        "commit": where["commit"],
+        "date": where["date"][:10],
+        "device": where["device"],
+        "scale": "full",  # the decoding cases: d=512 presets, V=32k (train_small-can: the small-can preset)
+        "config": {"command": command or "bash scripts/gpu_profile.sh", "raw_file": PROFILE_RAW},
+        "torch": where.get("torch"),
+        "python": where.get("python"),
+        "measured_at": where["date"],
+        "source": note,
+    }
+    if (tree := profile_work_tree(source)) is not None:
+        prov["environment"] = {"dirty": tree}
+    return save_result(out / "profile.json", _convert_profile(raw, str(profile)), prov)
 
 
 def parse_train_log(text: str, name: str) -> dict[str, Any]:

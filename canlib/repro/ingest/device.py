@@ -69,7 +69,8 @@ def device_run_facts(source: Path) -> dict[str, Any]:
 
 
 def device_run_name(facts: dict[str, Any]) -> str:
-    """``<gpu>-<date>-<commit>``, e.g. ``h100-2026-11-26-e19dd56``; ``-dirty`` when the work tree had changes."""
+    """``<gpu>-<date>-<commit>`` (``h100``, ``YYYY-MM-DD``, 7 digits of the hash); ``-dirty`` when the work tree had
+    changes."""
     match = re.search(r"\b([A-Z]+\d{2,4}[A-Za-z]*)\b", facts["device"].removeprefix("NVIDIA "))
     gpu = (match.group(1) if match else re.sub(r"[^a-z0-9]+", "-", facts["device"].lower()).strip("-")).lower()
     dirty = str(facts.get("dirty") or "0").split()[0] not in ("0", "")
@@ -88,6 +89,19 @@ def draft_readme(
     row per output (``| `file` | `command` | outcome |``, the format :func:`readme_commands` reads): each
     ``gpu_check`` step's command and outcome from ``status.txt`` (a failed step's last log line says why) and
     each ``gpu_profile`` case's outcome from ``profile/summary.json``."""
+    lines = _readme_head(folder, run, profile_command, check_command)
+    checks, notes, listed = _check_rows(folder)
+    cases, shown = _profile_rows(folder, profile_command)
+    lines += checks + cases + _unlisted_rows(folder, listed | shown, check_command, profile_command)
+    if notes:
+        lines += ["", "`gpu_check/status.txt` also says: " + "; ".join(f"`{n}`" for n in notes) + "."]
+    if left_out:
+        lines += ["", "Left out of the repository (over 1 MiB): " + ", ".join(f"`{x}`" for x in left_out) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def _readme_head(folder: Path, run: str, profile_command: str, check_command: str) -> list[str]:
+    """The README's title, where and how it was measured (from the raw files), and the table's header."""
     f = device_run_facts(folder)
     smi = folder / "gpu_check" / "environment.txt"
     gpu_line = (
@@ -97,7 +111,7 @@ def draft_readme(
     )  # nvidia-smi's "name, memory, driver"
     gpu_line = ", driver ".join(part.strip() for part in gpu_line.split(",")[1:])
     tree = "clean" if str(f.get("dirty") or "0").split()[0] == "0" else f"{f['dirty']} (not clean)"
-    lines = [
+    return [
         f"# GPU measurements of canlib at commit {f['commit'][:7]} (one {f['device']})",
         "",
         f"Measured {f['date']} on one {f['device']}"
@@ -114,8 +128,13 @@ def draft_readme(
         "| file | command (from the project root) | outcome |",
         "|---|---|---|",
     ]
+
+
+def _check_rows(folder: Path) -> tuple[list[str], list[str], set[str]]:
+    """One row per ``gpu_check`` step of ``status.txt`` (a failed step's last log line says why); the lines of
+    ``status.txt`` that are not steps; the files the rows name."""
     status = folder / "gpu_check" / "status.txt"
-    notes, listed = [], set()
+    rows, notes, listed = [], [], set()
     for line in status.read_text(encoding="utf-8").splitlines() if status.is_file() else []:
         m = STATUS_LINE.match(line.strip())
         if not m:
@@ -132,21 +151,30 @@ def draft_readme(
         outcome = f"step `{m['step']}`: {m['outcome']} in {m['s']} s"
         if m["outcome"] != "ok" and log.is_file():
             outcome += f": {_last_line(log).replace('|', '/')}"
-        lines.append(f"| {', '.join(f'`{x}`' for x in files) or '-'} | `{m['command']}` | {outcome} |")
+        rows.append(f"| {', '.join(f'`{x}`' for x in files) or '-'} | `{m['command']}` | {outcome} |")
         listed |= set(files)
+    return rows, notes, listed
+
+
+def _profile_rows(folder: Path, profile_command: str) -> tuple[list[str], set[str]]:
+    """One row for ``profile/summary.json`` and one per ``gpu_profile`` case in it; the files the rows name."""
     summary = folder / PROFILE_RAW
-    if summary.is_file():
-        cases = json.loads(summary.read_text(encoding="utf-8"))
-        lines.append(f"| `{PROFILE_RAW}` | `{profile_command}` | every case below, and `sdpa_backends` |")
-        for case, row in {**cases.get("cases", {}), "sdpa_backends": cases.get("sdpa_backends") or {}}.items():
-            files = [
-                f"profile/{case}{ext}" for ext in (".json", ".txt") if (folder / "profile" / f"{case}{ext}").is_file()
-            ]
-            error = row.get("error") if isinstance(row, dict) else None
-            outcome = f"case `{case}`: " + (f"FAILED: {error.strip()}".replace("|", "/") if error else "ok")
-            lines.append(f"| {', '.join(f'`{x}`' for x in files) or '-'} | `{profile_command}` | {outcome} |")
-            listed |= set(files)
-        listed.add(PROFILE_RAW)
+    if not summary.is_file():
+        return [], set()
+    cases = json.loads(summary.read_text(encoding="utf-8"))
+    rows, listed = [f"| `{PROFILE_RAW}` | `{profile_command}` | every case below, and `sdpa_backends` |"], {PROFILE_RAW}
+    for case, row in {**cases.get("cases", {}), "sdpa_backends": cases.get("sdpa_backends") or {}}.items():
+        files = [f"profile/{case}{ext}" for ext in (".json", ".txt") if (folder / "profile" / f"{case}{ext}").is_file()]
+        error = row.get("error") if isinstance(row, dict) else None
+        outcome = f"case `{case}`: " + (f"FAILED: {error.strip()}".replace("|", "/") if error else "ok")
+        rows.append(f"| {', '.join(f'`{x}`' for x in files) or '-'} | `{profile_command}` | {outcome} |")
+        listed |= set(files)
+    return rows, listed
+
+
+def _unlisted_rows(folder: Path, listed: set[str], check_command: str, profile_command: str) -> list[str]:
+    """Rows for the files no step or case names: what each script writes itself, and the device's own logs."""
+    rows = []
     for sub, command in (("gpu_check", check_command), ("profile", profile_command)):
         rest = [
             f"{sub}/{p.name}"
@@ -154,21 +182,17 @@ def draft_readme(
             if p.is_file() and f"{sub}/{p.name}" not in listed
         ]
         if rest:
-            lines.append(
+            rows.append(
                 f"| {', '.join(f'`{x}`' for x in rest)} | `{command}` | written by the script itself "
                 "(environment, status, summary, log) |"
             )
     top = [p.name for p in sorted(folder.glob("*")) if p.is_file() and p.suffix in (".txt", ".log")]
     if top:
-        lines.append(
+        rows.append(
             f"| {', '.join(f'`{x}`' for x in top)} | - | written on the device around the two commands "
             "(`nvidia-smi`, the console output of the two calls) |"
         )
-    if notes:
-        lines += ["", "`gpu_check/status.txt` also says: " + "; ".join(f"`{n}`" for n in notes) + "."]
-    if left_out:
-        lines += ["", "Left out of the repository (over 1 MiB): " + ", ".join(f"`{x}`" for x in left_out) + "."]
-    return "\n".join(lines) + "\n"
+    return rows
 
 
 def store_device_run(

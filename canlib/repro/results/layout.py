@@ -1,14 +1,15 @@
 """Where each stored result lives, how runs and study models are named, and the command that stores one.
 
-* :func:`stored_path`: ``<root>/<scale>/<name>.json``. Unless a folder is given, ``root`` is the scale's
-  :func:`default_root`: ``book/results`` for ``small`` and ``full`` (GPU-trained, committed), and at ``tiny``
-  (what CI recomputes on every machine) a folder of the cache per code version, so a result is reused only by the
-  code that made it. Results of a reduced budget (an end-to-end test) get their own folder: never ``book/results``.
+* :class:`Where`: the one value of where a call's results live (the scale, its results folder ``root``, the reduced
+  budget of an end-to-end test), built once at the command line and passed; :func:`stored_path` for a reader:
+  ``<root>/<scale>/<name>.json``. Unless a folder is given, ``root`` is the scale's :func:`default_root`:
+  ``book/results`` for ``small`` and ``full`` (GPU-trained, committed), and at ``tiny`` (what CI recomputes on every
+  machine) a folder of the cache per code version, so a result is reused only by the code that made it. Results of
+  a reduced budget (an end-to-end test) get their own folder: never ``book/results``.
 * Names under a scale's folder: :func:`run_name` (``runs/<corpus>/<system>-seed<k>``, the main plan),
   :func:`study_model_name` (``beyond/runs/<corpus>/<study>-<system>[-<tag>]-seed<k>``, a beyond study's model),
   ``beyond/<study>`` (a study's summary), the analyses by their names (:data:`canlib.repro.results.studies.ANALYSES`)
-  and
-  :data:`COMPLETE`. A run's hypotheses lie beside its result (:func:`hyp_file`).
+  and :data:`COMPLETE`. A run's hypotheses lie beside its result (:func:`hyp_file`).
 * GPU and CPU measurements are not per scale: ``<root>/gpu/<run>/<kind>.json`` and ``<root>/cpu/<name>.json``.
 * :func:`experiment_command`: the one command that stores a missing result, named by every error that finds one
   missing.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -70,6 +72,39 @@ def default_root(scale: str, reduced: int | None = None) -> Path:
             "book/results holds full-budget results only"
         )
     return results_dir()
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where one call's results live: the ``scale``, its results folder ``root`` (files go to ``<root>/<scale>/``)
+    and ``reduced``, the ``max_steps`` of an end-to-end test (None: the scale's own budget). Built once, by a
+    command line (:meth:`of` its ``--scale``, ``--out`` and ``--max-steps``) or a chapter's call, and passed: a
+    :class:`~canlib.repro.experiments.run.Run` carries the one it is stored under."""
+
+    scale: str
+    root: Path
+    reduced: int | None = None
+
+    @classmethod
+    def of(cls, scale: str, out: str | Path | None = None, reduced: int | None = None) -> Where:
+        """The results folder ``out``, else the scale's :func:`default_root` (which refuses a reduced budget in
+        ``book/results``)."""
+        if reduced is not None and reduced < 1:
+            raise ValueError(f"max_steps={reduced}: must be >= 1")
+        return cls(scale, Path(out) if out is not None else default_root(scale, reduced), reduced)
+
+    @property
+    def folder(self) -> Path:
+        """The scale's folder of results: ``<root>/<scale>``."""
+        return self.root / self.scale
+
+    def path(self, name: str) -> Path:
+        """Where the result ``name`` is stored: ``<root>/<scale>/<name>.json``."""
+        return self.folder / f"{name}.json"
+
+    def missing(self, names: Sequence[str]) -> list[str]:
+        """Those of the stored results ``names`` that are not stored yet."""
+        return [name for name in names if not self.path(name).exists()]
 
 
 def stored_path(name: str, scale: str, root: Path | None = None) -> Path:
@@ -167,9 +202,3 @@ def study(
             "give another results folder or delete the stored file"
         )
     return result, prov
-
-
-def missing(scale: str, names: Sequence[str], root: Path | None = None) -> list[str]:
-    """Those of the stored results ``names`` (``runs/<corpus>/<system>-seed<k>``, ``errors``, ``beyond/budget``...)
-    that are not yet under ``<root>/<scale>/``."""
-    return [name for name in names if not stored_path(name, scale, root).exists()]
