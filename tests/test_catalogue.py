@@ -171,13 +171,14 @@ def test_models_corpora_and_the_reproduction_read_the_catalogue():
         from canlib.model.config import ModelConfig, preset
         from canlib.repro.bench.settings import BenchSettings
         from canlib.repro.experiments.run import run
+        from canlib.repro.results.layout import Where
 
         b = preset("small-balanced")
         print(b.d_model, b.heads, b.ffn_dim, b.enc_layers, b.dec_layers)
         d = ModelConfig()
         print(d.vocab_size, d.d_model, d.heads, d.ffn_dim)
         print(REGISTRY["multi30k-en-de"].scale("small").vocab_size, REGISTRY["wmt14-en-de"].scale("full").vocab_size)
-        print(run("can", "small").budget["max_steps"], BenchSettings().vocab_size, BenchSettings().beam)
+        print(run("can", Where.of("small")).budget["max_steps"], BenchSettings().vocab_size, BenchSettings().beam)
         print(next(r["vocab_size"] for r in preset_table() if r["preset"] == "small-can"))
         """
     )
