@@ -97,7 +97,7 @@ import json, sys
 from pathlib import Path
 from canlib.repro.experiments.run import load, plan
 from canlib.repro.results.layout import Where
-from canlib.repro.studies import analyses, beyond, claims, gpu_results
+from canlib.repro.studies import analyses, beyond, claims
 from canlib.repro.studies.store import Store, default_scale
 from canlib.repro.results.files import load_result
 from canlib.catalogue import ALL_SYSTEMS, DIRECTION_SYSTEMS
@@ -111,13 +111,12 @@ for r in plan(Where.of("small"), corpora_=["multi30k-en-de"]):
         loaded += 1
 store = Store("small")
 scores = store.scores(ALL_SYSTEMS)
-line = store.describe_runs(["balanced", "can"])
 hyps = store.hypotheses("can", "test", 1)
 scale = default_scale(["balanced", "can"]), default_scale(analyses=["errors"])
 studies = [analyses.similarity(store), analyses.error_buckets(store), analyses.attention_study(store)]
 sums = [name for name, shown in beyond.shown(store).items() if shown]  # (BLEU verdicts also read references)
 curves = beyond.curves(store, 2)
-gpu = [gpu_results.speed_summary(run) for run in gpu_results.speed_runs()]
+gpu = [store.gpu_speed(mode, run) for run in store.gpu_runs_with("speed") for mode in ("eager", "captured")]
 speed = [claims.judged(store)[c].word for c in ("can-faster", "inputs-alike", "gate-decisive", "loss-still-falling")]
 print(json.dumps({{"loaded": loaded, "systems": len(scores), "sums": len(sums), "hyps": len(hyps),
                   "modules": sorted(m for m in sys.modules if m.startswith("canlib"))}}))

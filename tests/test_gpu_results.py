@@ -18,6 +18,7 @@ from canlib.repro import ingest
 from canlib.repro.ingest import device as ingest_device
 from canlib.repro.results.files import load_result
 from canlib.repro.studies import gpu_results as gpu
+from canlib.repro.studies.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 IN_REPO = REPO / "measurements"
@@ -341,14 +342,14 @@ def test_one_command_keeps_a_device_output_unchanged_and_stores_it(tmp_path, mon
         ingest.store_device_run(device)
 
 
-def test_a_changed_work_tree_names_the_run_and_its_commit_dirty(tmp_path, monkeypatch):
+def test_a_changed_work_tree_names_the_run_and_its_commit_dirty(tmp_path):
     device = _device_output(tmp_path)
     env = device / "gpu_check" / "environment.txt"
     env.write_text(env.read_text().replace("dirty: 0 changed files", "dirty: 3 changed files"))
     raw_dir, written = ingest.store_device_run(device, measurements=tmp_path / "m", results=tmp_path / "r")
     assert raw_dir.name.endswith("e19dd56-dirty")
-    monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path / "r"))
-    assert gpu.speed_summary(raw_dir.name)["commit"] == "e19dd56+dirty"
+    prov = Store("small", tmp_path / "r").gpu_speed("eager", raw_dir.name)[1]
+    assert gpu.commit_label(prov) == "e19dd56+dirty"
     assert "3 changed files (not clean)" in (raw_dir / "README.md").read_text()
 
 
@@ -361,9 +362,11 @@ def test_a_device_output_that_records_no_commit_is_refused_and_nothing_is_writte
     assert not (tmp_path / "m").exists() and not (tmp_path / "r").exists()
 
 
-def test_the_speed_summary_has_one_row_per_stored_run_with_device_commit_and_date(results_here):
-    rows = [gpu.speed_summary(run) for run in gpu.speed_runs()]
-    assert [r["run"] for r in rows] == sorted(p.parent.name for p in STORED.glob("*/speed.json"))
-    for row in rows:
-        prov = raw_json(STORED / row["run"] / "speed.json")["provenance"]
-        assert (row["device"], row["date"]) == (prov["device"], prov["date"]) and row["commit"] == prov["commit"][:7]
+def test_every_stored_speed_run_is_labelled_by_its_device_commit_and_date(results_here):
+    store = Store("small")
+    runs = store.gpu_runs_with("speed")
+    assert runs == sorted(p.parent.name for p in STORED.glob("*/speed.json"))
+    for run in runs:
+        prov = raw_json(STORED / run / "speed.json")["provenance"]
+        label = gpu.run_label(store.gpu_speed("eager", run)[1])
+        assert label == f"{prov['device'].split()[1]} {prov['commit'][:7]} {prov['date']}"

@@ -129,9 +129,9 @@ def test_the_results_chapters_verdicts_follow_the_seed_intervals(results, judged
         for split in SPLITS:
             value, pm = contrast([(1, tok(RUNS, a, split)), (-1, tok(RUNS, b, split))])
             intervals.append((value - pm, value + pm))
-        consistent(judged[claim].at(1).state, intervals, lambda d: d >= -0.5)
-    assert judged["can-within-0.5"].at(1).state == FAILS
-    assert judged["balanced-keeps-bleu"].state == INCONCLUSIVE  # every seed interval across the margin
+        consistent(judged[claim].at(1).word, intervals, lambda d: d >= -0.5)
+    assert judged["can-within-0.5"].at(1).word == FAILS
+    assert judged["balanced-keeps-bleu"].word == INCONCLUSIVE  # every seed interval across the margin
     assert 'data-claim="can-within-0.5" data-budget="1">does not hold<' in results["verdict_can_within_0_5_1x"]
 
 
@@ -208,10 +208,10 @@ def test_the_beyond_verdicts_are_what_the_careful_reader_found(beyond_values, ju
     sets only, distillation narrows it on some sets and does not close it, the teacher is no better than its
     students."""
     v = beyond_values
-    assert v["change_2x_test_set"] == INCONCLUSIVE and judged["budget-narrows-gap"].state == INCONCLUSIVE
+    assert v["change_2x_test_set"] == INCONCLUSIVE and judged["budget-narrows-gap"].word == INCONCLUSIVE
     assert v["change_2x_sets_held"] == v["change_2x_sets_failed"] == 0
-    assert judged["kd-narrows-gap"].state == INCONCLUSIVE and v["change_kd_sets_held"] >= 1
-    assert judged["kd-can-within-0.5"].state != HOLDS
+    assert judged["kd-narrows-gap"].word == INCONCLUSIVE and v["change_kd_sets_held"] >= 1
+    assert judged["kd-can-within-0.5"].word != HOLDS
     assert v["teacher_word"] == "no better than its students" and v["closed_count"] == 0
 
 
@@ -246,7 +246,7 @@ def test_the_ablation_chapter_quotes_the_runs_and_the_kernel_counts(store, judge
         statistics.fmean(tok(RUNS, "can")) - statistics.fmean(tok(RUNS, "can_attn"))
     )
     assert v["paper_all_minus_attn"] > 0 > v["all_minus_attn_test"]  # the reversal the chapter states
-    assert judged["can-above-can-attn"].state in (FAILS, MIXED, INCONCLUSIVE)
+    assert judged["can-above-can-attn"].word in (FAILS, MIXED, INCONCLUSIVE)
     ops = json.loads((RESULTS / "cpu" / "ops.json").read_text())["result"]["systems"]
     for system, key in (("balanced", "balanced"), ("can_attn", "attn"), ("can_ffn", "ffn"), ("can", "all")):
         assert v[f"kernels_{key}"] == ops[system]["cuda"]["per_layer"]["kernel_operators"]
@@ -277,7 +277,7 @@ def test_the_depths_chapter_shows_one_number_for_the_14_1_drop_the_registrys(sto
     assert v["gap_14_1"] == drop.value == pytest.approx(value, abs=1e-12)
     assert (v["drop_low"], v["drop_high"]) == pytest.approx((value - half, value + half), abs=1e-9)
     assert not {k for k in v if k.startswith("pair_")}  # the seed-1 pair's number once stood beside the mean's
-    assert v["seeds_14_1"] < v["standard_seeds"] and drop.state == INCONCLUSIVE and "--seeds 1,2,3" in v["drop_command"]
+    assert v["seeds_14_1"] < v["standard_seeds"] and drop.word == INCONCLUSIVE and "--seeds 1,2,3" in v["drop_command"]
     speeds = [json.loads(p.read_text())["result"]["systems"] for p in sorted((RESULTS / "gpu").glob("*/speed.json"))]
     smaller = sum(
         per_repeat_median(s, "balanced", "baseline", "captured") < per_repeat_median(s, "balanced", "baseline", "eager")

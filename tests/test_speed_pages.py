@@ -67,10 +67,7 @@ def test_every_page_shows_a_runs_ratio_as_the_median_of_its_per_repeat_ratios(st
     from canlib.repro.studies.chapters import depths, results, speed
 
     can = ratios(run, "can", "balanced")
-    prov = gpu.gpu_speed("eager", run, RESULTS)[1]
-    summary = gpu.speed_summary(run, RESULTS)["CAN / Balanced eager"]
-    assert summary.startswith(f"{statistics.median(can):.2f}x"), summary
-    assert summary.endswith("no interval)") == (order_interval(can) is None)
+    prov = store.gpu_speed("eager", run)[1]
     label = f"{gpu.gpu_label(prov)} {gpu.commit_label(prov)}"
     assert results.speed_frame(store).loc[f"{label}, eager", "CAN"] == cell(can)
     assert results.speed_frame(store).loc[f"{label}, graphs", "CAN"] == cell(ratios(run, "can", "balanced", "captured"))
@@ -89,20 +86,22 @@ def test_the_first_h100_run_reads_one_ratio_everywhere(store):
     of_medians = rows["can"]["eager"]["tok_per_s"] / rows["balanced"]["eager"]["tok_per_s"]
     median = statistics.median(ratios(run, "can", "balanced"))
     assert f"{of_medians:.2f}" != f"{median:.2f}"  # the two statistics this run once showed on two pages
-    assert gpu.speed_summary(run, RESULTS)["CAN / Balanced eager"].startswith(f"{median:.2f}x")
+    assert gpu.ratio_cell(gpu.ratio_stat(store.gpu_speed("eager", run)[0], "can", "balanced")).startswith(
+        f"{median:.2f}"
+    )
 
 
 def test_a_run_too_short_for_an_interval_shows_its_range_and_says_so():
-    from canlib.repro.studies.gpu_results import ratio_text
+    from canlib.repro.studies.gpu_results import ratio_cell
     from canlib.repro.studies.verdict import ratio_reading
 
     three = ratio_reading([1.2, 1.0, 1.4])
-    assert three["interval"] is None and ratio_text(three) == "1.20x (1.00-1.40, 3 repeats: no interval)"
+    assert three["interval"] is None and ratio_cell(three) == "1.20 (1.00-1.40)" and three["n"] == 3
     ten = [1.0 + k / 100 for k in (5, 3, 9, 1, 7, 2, 8, 4, 6, 10)]
     got = ratio_reading(ten)
     assert got["interval"] == pytest.approx(order_interval(sorted(ten)))
     assert order_interval(sorted(ten)) == pytest.approx((1.02, 1.09))
-    assert ratio_text(got) == "1.06x [1.02, 1.09]" and got["coverage"] >= 0.95
+    assert ratio_cell(got) == "1.06 [1.02, 1.09]" and got["coverage"] >= 0.95
 
 
 def test_the_san_sentence_counts_the_stored_runs(store):

@@ -11,7 +11,8 @@ from conftest import MEASUREMENTS, REQUIRE_DATA
 
 from canlib.repro import ingest
 from canlib.repro.results.files import ProvenanceError, load_result
-from canlib.repro.studies import gpu_results as gpu
+from canlib.repro.results.layout import GPU_FILES
+from canlib.repro.studies.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 RUN = "h200-2026-11-26"  # the stored run whose raw files live in ../shared/measurements
@@ -30,9 +31,9 @@ def results_here(monkeypatch):
 
 
 @pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
-@pytest.mark.parametrize("kind", sorted(set(gpu.FILES.values())))
+@pytest.mark.parametrize("kind", sorted(set(GPU_FILES.values())))
 def test_every_stored_gpu_file_loads_with_its_provenance(results_here, kind):
-    _, prov = gpu.load(kind, RUN)
+    _, prov = Store("small").gpu(kind, RUN)
     raw = raw_json("gpu_bench.json")
     assert (prov["commit"], prov["date"], prov["device"]) == (raw["_git_commit"], raw["_date"][:10], raw["_device"])
     assert prov["config"]["command"].startswith("python ")
@@ -42,15 +43,15 @@ def test_every_stored_gpu_file_loads_with_its_provenance(results_here, kind):
 @pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
 def test_gpu_speed_ratios_are_the_measured_ones(results_here):
     raw = raw_json("gpu_bench.json")
-    eager, prov = gpu.gpu_speed("eager", RUN)
+    eager, prov = Store("small").gpu_speed("eager", RUN)
     assert eager["balanced"]["tok_per_s"] / eager["baseline"]["tok_per_s"] == pytest.approx(
         raw["balanced"]["eager_tok_per_s"] / raw["baseline"]["eager_tok_per_s"], rel=1e-9
     )
-    assert eager["can"]["ratio_to_balanced"] == pytest.approx(
+    assert eager["can"]["tok_per_s"] / eager["balanced"]["tok_per_s"] == pytest.approx(
         raw["can"]["eager_tok_per_s"] / raw["balanced"]["eager_tok_per_s"], rel=1e-9
     )
     assert prov["dtype"] == raw["_dtype"] and prov["captured_matches_eager"] == raw["_captured_matches_eager"]
-    captured, _ = gpu.gpu_speed("captured", RUN)
+    captured, _ = Store("small").gpu_speed("captured", RUN)
     assert captured["balanced"]["tok_per_s"] == pytest.approx(raw["balanced"]["captured_tok_per_s"], rel=1e-9)
     for row in eager.values():
         assert row["min"] <= row["median"] <= row["max"]
@@ -58,7 +59,8 @@ def test_gpu_speed_ratios_are_the_measured_ones(results_here):
 
 @pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
 def test_gpu_breakdown_search_share_is_the_measured_one(results_here):
-    parts, _ = gpu.gpu_breakdown(RUN)
+    result, _ = Store("small").gpu("breakdown", RUN)
+    parts = {system: row["breakdown"] for system, row in result["systems"].items() if "breakdown" in row}
     ms = raw_json("breakdown.json")["balanced"]["breakdown"]
     total = sum(ms[f"{p}_ms"] for p in ("encode", "layers", "output", "search"))
     assert parts["balanced"]["search_share"] == pytest.approx(ms["search_ms"] / total, rel=1e-6)
@@ -68,15 +70,15 @@ def test_gpu_breakdown_search_share_is_the_measured_one(results_here):
 @pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
 def test_stored_figures_equal_the_raw_measurements(results_here):
     raw = json.loads((RAW / "gpu_bench.json").read_text())
-    eager, _ = gpu.gpu_speed("eager", RUN)
-    captured, _ = gpu.gpu_speed("captured", RUN)
+    eager, _ = Store("small").gpu_speed("eager", RUN)
+    captured, _ = Store("small").gpu_speed("captured", RUN)
     for system in ("baseline", "balanced", "san", "aan", "can"):
         assert eager[system]["tok_per_s"] == pytest.approx(raw[system]["eager_tok_per_s"], rel=1e-9)
         assert captured[system]["tok_per_s"] == pytest.approx(raw[system]["captured_tok_per_s"], rel=1e-9)
-    batch, _ = gpu.gpu_batch(RUN)
+    batch, _ = Store("small").gpu_batch(RUN)
     raw_batch = json.loads((RAW / "bench_batch.json").read_text())
     assert batch["can"][64] == raw_batch["can"]["by_batch"]["64"]
-    runs, _ = gpu.gpu_training("training_32k", RUN)
+    runs, _ = Store("small").gpu_training("training_32k", RUN)
     assert runs["baseline"]["mfu"] == json.loads((RAW / "smoke_32k.json").read_text())["runs"]["baseline"]["mfu"]
 
 
@@ -106,7 +108,7 @@ def test_converting_the_raw_folder_computes_each_figure_from_the_raw_seconds(tmp
         converted, _ = load_result(tmp_path / f"{kind}.json")
         assert converted["runs"] == raw_json(name)["runs"]
     assert {p.stem for p in tmp_path.glob("*.json")} == {
-        kind for name, kind in gpu.FILES.items() if (RAW / name).exists()
+        kind for name, kind in GPU_FILES.items() if (RAW / name).exists()
     }
 
 
@@ -205,12 +207,12 @@ def test_raw_files_without_commit_or_date_need_them_given(tmp_path):
 def test_missing_gpu_run_names_the_converter(tmp_path, monkeypatch):
     monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="canlib ingest"):
-        gpu.gpu_speed("eager", RUN)
+        Store("small").gpu_speed("eager", RUN)
 
 
 def test_unknown_mode_is_refused(results_here):
     with pytest.raises(ValueError, match="mode='graphs'"):
-        gpu.gpu_speed("graphs", RUN)
+        Store("small").gpu_speed("graphs", RUN)
 
 
 def test_stored_file_without_provenance_is_refused(tmp_path, monkeypatch):
@@ -218,7 +220,7 @@ def test_stored_file_without_provenance_is_refused(tmp_path, monkeypatch):
     (tmp_path / "gpu" / RUN).mkdir(parents=True)
     (tmp_path / "gpu" / RUN / "speed.json").write_text(json.dumps({"result": {}}))
     with pytest.raises(ProvenanceError):
-        gpu.gpu_speed("eager", RUN)
+        Store("small").gpu_speed("eager", RUN)
 
 
 # -- canlib.repro.bench.chapters: one measurement per setting, shared, with its spread -----------------------

@@ -12,8 +12,9 @@ import subprocess
 import pytest
 from conftest import REPO
 
-from canlib.repro.studies import gpu_results as gpu
-from canlib.repro.studies.gpu_results import counted_code, ops_files, stored_ops, timed_ops
+from canlib.repro.studies.store import Store, counted_code
+
+STORE = Store("small", REPO / "book" / "results")
 
 HASH = re.compile(r"(?<![0-9A-Za-z])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![0-9A-Za-z])")
 
@@ -29,12 +30,13 @@ def same_code(a: str, b: str) -> bool | None:
     return diff.returncode == 0
 
 
-CLAIMS = [(name, commit) for name in ops_files() for commit in stored_ops(name)[1].get("same_code_as", [])]
+OPS = sorted(p.name for p in (REPO / "book" / "results" / "cpu").glob("ops*.json"))
+CLAIMS = [(name, commit) for name in OPS for commit in STORE.ops(name)[1].get("same_code_as", [])]
 
 
 @pytest.mark.parametrize(("name", "commit"), CLAIMS)
 def test_a_count_covers_only_commits_with_the_same_decoding_code(name, commit):
-    counted = str(stored_ops(name)[1]["commit"]).removesuffix("+dirty")
+    counted = str(STORE.ops(name)[1]["commit"]).removesuffix("+dirty")
     same = same_code(commit, counted)
     if same is None:
         pytest.skip("no git history of both commits in this checkout")
@@ -42,12 +44,12 @@ def test_a_count_covers_only_commits_with_the_same_decoding_code(name, commit):
 
 
 def test_every_run_is_credited_with_the_count_that_names_its_commit():
-    credited = {run: timed_ops(run) for run in gpu.speed_runs()}
+    credited = {run: STORE.timed_ops(run) for run in STORE.gpu_runs_with("speed")}
     for run, name in credited.items():
-        commit = str(gpu.gpu_speed("eager", run)[1]["commit"]).removesuffix("+dirty")
-        assert (name is not None) == any(commit in counted_code(stored_ops(n)[1]) for n in ops_files()), run
+        commit = str(STORE.gpu_speed("eager", run)[1]["commit"]).removesuffix("+dirty")
+        assert (name is not None) == any(commit in counted_code(STORE.ops(n)[1]) for n in OPS), run
         if name:
-            assert commit in counted_code(stored_ops(name)[1])
+            assert commit in counted_code(STORE.ops(name)[1])
     # the run the speed verdicts read timed the code of this repository, and today's count says so
     assert credited["h200-2026-11-27-81cbcbb"] == "ops.json"
 

@@ -1,21 +1,9 @@
-"""The paper's analyses of trained models, as the chapters read them: each one stored result.
+"""The paper's analyses of trained models as the chapters read them, each one stored result, and what the chapters
+print under them.
 
-The engine computes each from the seed-1 runs of a scale's main corpus and stores it: ``canlib experiment
---studies similarity,errors,attention,conversion`` (at tiny, a chapter's explicit ``train_missing`` call). Here they
-are only loaded, through a :class:`~canlib.repro.studies.store.Store`:
-
-* :func:`similarity`: Figure 2, cosine similarity of the decoder sub-layer inputs of the 6/6 Baseline.
-* :func:`error_buckets`: Figure 6, BLEU by source-word frequency and by sentence length.
-* :func:`attention_study`: the attention chapter, one test pair's maps in Balanced and CAN and CAN's target
-  share alpha across the test split.
-* :func:`conversion_study`: beyond the paper, Balanced converted to CAN (canlib.model.compress) before and
-  after a short fine-tune, against CAN trained from scratch.
-* :func:`approximations_study`: the compression chapter's measurements of each approximation on Balanced's
-  trained decoder layers.
-* :func:`final_losses`: Figure 8's end points of a training log.
-* :func:`models_provenance`, :func:`runs_line`, :func:`bucket_rows`, :func:`seed_curves`, :func:`training_recipes`:
-  what the chapters print under a study (the GPU that trained its models as well as the CPU it ran on), the error
-  buckets they may score (``MIN_BUCKET_SENTENCES``), the seed spread of a loss curve, and each scale's recipe.
+The engine computes each from the seed-1 runs of a scale's main corpus and stores it (``canlib experiment --studies
+similarity,errors,attention,conversion``; at tiny, a chapter's explicit ``train_missing`` call); here they are only
+loaded, through a :class:`~canlib.repro.studies.store.Store`.
 """
 
 from __future__ import annotations
@@ -28,7 +16,7 @@ from canlib.catalogue import LABELS, scale_spec
 from canlib.data.corpora import get_corpus
 from canlib.model.config import preset
 from canlib.repro.studies.paper import paper_numbers
-from canlib.repro.studies.store import Store
+from canlib.repro.studies.store import Store, describe_provenances
 
 
 def similarity(store: Store, system: str = "baseline") -> tuple[dict[str, Any], dict[str, Any]]:
@@ -87,7 +75,7 @@ def models_provenance(store: Store, systems: tuple[str, ...], study_prov: dict[s
     lines = []
     for system in systems:
         prov = store.run(system, 1)[1]
-        steps = (prov.get("budget") or prov.get("config", {}).get("train") or {}).get("max_steps")
+        steps = (prov.get("budget") or {}).get("max_steps")
         lines.append(
             f"{LABELS[system]} (seed 1{f', {steps:,} updates' if steps else ''}): trained on {prov['device']} "
             f"at commit {str(prov['commit'])[:7]}, {str(prov['date'])[:10]}"
@@ -224,13 +212,10 @@ def runs_line(store: Store, systems: tuple[str, ...]) -> str:
     lines = []
     for system in systems:
         seeds = store.seeds(system)
-        provs = [store.run(system, seed)[1] for seed in seeds]
-        devices = ", ".join(sorted({p["device"] for p in provs}))
-        commits = ", ".join(sorted({str(p["commit"])[:7] for p in provs}))
-        dates = ", ".join(sorted({str(p["date"])[:10] for p in provs}))
+        d = describe_provenances([store.run(system, seed)[1] for seed in seeds])
         lines.append(
             f"{LABELS[system]}: seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}, "
-            f"trained on {devices} at commit {commits}, {dates} (scale={store.scale})"
+            f"trained on {d['device']} at commit {d['commit']}, {d['date']} (scale={store.scale})"
         )
     return "\n".join(lines)
 

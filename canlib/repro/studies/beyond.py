@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from canlib.repro.results.studies import BUDGET_SYSTEMS, STUDENTS
-from canlib.repro.studies.claims import Judged, judged
+from canlib.repro.studies.claims import Judged
 from canlib.repro.studies.paper import paper_numbers
 from canlib.repro.studies.store import Store
 from canlib.repro.studies.verdict import split_name
@@ -70,11 +70,6 @@ def contrast_table(columns: Sequence[tuple[Judged, int | None, str]]):
     return frame
 
 
-def claim(store: Store, claim_id: str) -> Judged:
-    """A registry claim judged on ``store`` (what the chapter glues and tabulates)."""
-    return judged(store)[claim_id]
-
-
 def curves(store: Store, factor: int) -> dict[str, dict[str, list[float]]]:
     """{system: {"step", "valid_loss", "valid_bleu"}} of the budget study's ``factor``x models, each validation
     point averaged over seeds (greedy valid sacreBLEU and the label-smoothed validation loss, from their logs)."""
@@ -84,11 +79,8 @@ def curves(store: Store, factor: int) -> dict[str, dict[str, list[float]]]:
         if runs is None:
             continue
         by_step: dict[int, list[dict[str, Any]]] = {}
-        for file in runs.files:
-            log = store.log(file)
-            for point in log:
-                if point.get("kind") == "valid":
-                    by_step.setdefault(point["step"], []).append(point)
+        for point in (p for file in runs.files for p in store.log(file) if p.get("kind") == "valid"):
+            by_step.setdefault(point["step"], []).append(point)
         steps = sorted(by_step)
         out[system] = {
             "step": steps,

@@ -1,9 +1,7 @@
 """The CPU speed tables the results, speed, depths and ablation chapters show, read from the stored CPU run
 (:func:`canlib.repro.bench.chapters.cpu_measurement`: ``book/results/cpu/``, or a live run on request) by the statistic
-every speed number of the book uses: the median of the per-repeat ratios with its order-statistic 95 % interval
-(:func:`canlib.repro.studies.verdict.ratio_reading`). A run is judged first: a noisy one (:func:`noise`) shows no ratio
-and
-says why. Reading never times anything.
+every speed number of the book uses (:func:`canlib.repro.studies.verdict.ratio_reading`). A run is judged first: a
+noisy one (:func:`noise`) shows no ratio and says why. Reading never times anything.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from canlib.repro.bench.chapters import (
     cpu_measurement,
     spread,
 )
-from canlib.repro.studies.gpu_results import ratio_stat
+from canlib.repro.studies.gpu_results import ratio_cell, ratio_stat
 
 # a run is noisy where a system's ratio to the reference system has a 95 % interval wider than this share of its
 # median, or where other processes took more than OTHER_BOUND cores on average while it ran
@@ -94,11 +92,8 @@ def noisy_sentence(prov: dict[str, Any]) -> str:
 
 
 def cpu_cell(row: dict[str, Any]) -> str:
-    """A CPU row's ratio in a table cell: ``1.02 [1.00, 1.03]`` (the median of the per-repeat ratios and its 95 %
-    interval) or ``1.02 (0.99-1.04)`` (the range of too few repeats for an interval)."""
-    if row["interval"]:
-        return f"{row['ratio']:.2f} [{row['interval'][0]:.2f}, {row['interval'][1]:.2f}]"
-    return f"{row['ratio']:.2f} ({row['low']:.2f}-{row['high']:.2f})"
+    """A CPU row's ratio in a table cell, as every speed ratio (:func:`canlib.repro.studies.gpu_results.ratio_cell`)."""
+    return ratio_cell({"median": row["ratio"], "interval": row["interval"], "range": (row["low"], row["high"])})
 
 
 def cpu_provenance(prov: dict[str, Any]):

@@ -1,6 +1,5 @@
 """What a claim of the registry (:mod:`canlib.repro.studies.claims`) reads, the standard each kind of evidence is held
-to,
-the five verdict words, and what a judgement holds. The judges that fill a judgement are in
+to, the five verdict words, and what a judgement holds. The judges that fill a judgement are in
 :mod:`canlib.repro.studies.judges`.
 """
 
@@ -189,8 +188,7 @@ Evidence = Contrast | SpeedRatio | BatchCurve | Similarity | GateShare | LossGap
 @dataclass(frozen=True)
 class Claim:
     """One claim, declared once: its id, a name that states its criterion, the criterion in symbols, whose claim
-    (``paper`` or ``book``), the paper's figure, the chapter that shows the evidence, the evidence it reads and what a
-    reading is (``over``: evaluation sets, GPU runs, decoder layers, directions)."""
+    (``paper`` or ``book``), the paper's figure, the chapter that shows the evidence and the evidence it reads."""
 
     id: str
     name: str
@@ -199,16 +197,15 @@ class Claim:
     paper: str
     chapter: str
     evidence: Evidence = field(repr=False)
-    over: str = "sets"
 
 
 @dataclass(frozen=True)
 class Judged:
-    """A claim judged from its strongest body of evidence: the state (one of the five words), our number, the
+    """A claim judged from its strongest body of evidence: the word (one of the five), our number, the
     evidence in words and as data, its strength against the standard, and what would settle it."""
 
     claim: Claim
-    state: str
+    word: str
     ours: str
     evidence: str
     value: float | None = None
@@ -227,17 +224,12 @@ class Judged:
     judgement: Judgement | None = field(default=None, compare=False, repr=False)
 
     @property
-    def word(self) -> str:
-        return self.state
-
-    @property
     def standard(self) -> Standard:
         return self.claim.evidence.standard
 
     def values(self, prefix: str) -> dict[str, Any]:
         """A BLEU contrast's numbers for a chapter to glue (:meth:`canlib.repro.studies.verdict.Judgement.values`);
-        empty
-        for a claim not judged."""
+        empty for a claim not judged."""
         return self.judgement.values(prefix) if self.judgement is not None else {}
 
     def at(self, budget: int) -> Judged | None:

@@ -7,8 +7,6 @@ per timed code version), holds each to its standard, and lets the strongest lead
 before one that does not, then the most seeds (BLEU) or the newest code (speed), then the longest budget. The
 weaker bodies stand beside the verdict and never change it. Evidence below the standard is **inconclusive**, with
 what would settle it; evidence not stored at all is **not run**, with its command.
-
-Only this module calls the verdict functions.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from typing import Any
 from canlib.catalogue import DIRECTION_SYSTEMS, LABELS
 from canlib.repro.results.layout import experiment_command
 from canlib.repro.results.studies import BUDGET_SYSTEMS
-from canlib.repro.studies.analyses import gate_shares
+from canlib.repro.studies.analyses import final_losses, gate_shares
 from canlib.repro.studies.evidence import (
     METRIC,
     SPEED,
@@ -36,7 +34,6 @@ from canlib.repro.studies.evidence import (
     LossGap,
     Similarity,
     SpeedRatio,
-    Standard,
     Term,
 )
 from canlib.repro.studies.store import Store
@@ -51,8 +48,8 @@ from canlib.repro.studies.verdict import (
     describe,
     interval_verdict,
     judge,
-    median_interval,
     outcome,
+    ratio_reading,
     repeat_ratios,
     seed_interval,
     split_name,
@@ -61,17 +58,34 @@ from canlib.repro.studies.verdict import (
 SIDE_BY_SIDE = 4  # small runs a GPU trains at once in one `canlib experiment` call, each taking about a run's time
 GPU_CHECK = "bash scripts/gpu_check.sh --steps=bench,profile"  # the decoding-speed run (measurements/README.md)
 GPU_CHECK_MINUTES = 5  # its steps' timeouts, with the machine's start
+GPU_RUN = (f"one GPU run, about {GPU_CHECK_MINUTES} GPU-minutes", float(GPU_CHECK_MINUTES))
+
+
+def _judged(
+    claim: Claim,
+    word: str,
+    ours: str,
+    evidence: str,
+    *,
+    meets: bool,
+    settle: str = "",
+    cost: str = "",
+    minutes: float | None = None,
+    command: str = "",
+    **data: Any,
+) -> Judged:
+    """A claim judged on evidence that meets its standard or not. Below the standard the word is inconclusive (not
+    run stays not run) and ``settle``, ``cost``, ``minutes`` and ``command`` say what would settle it; at the
+    standard nothing is left to settle."""
+    if meets:
+        return Judged(claim, word, ours, evidence, meets=True, **data)
+    word = NOT_RUN if word == NOT_RUN else INCONCLUSIVE
+    return Judged(claim, word, ours, evidence, settle=settle, cost=cost, minutes=minutes, command=command, **data)
 
 
 def _missing(claim: Claim, why: str, command: str, **data: Any) -> Judged:
     """Not run: the evidence is not stored; ``command`` stores it."""
-    settle = f"{why}: `{command}`" if command else why
-    return Judged(claim, NOT_RUN, data.pop("ours", "—"), why, command=command, settle=settle, **data)
-
-
-def _below(claim: Claim, why: str, settle: str, command: str = "", **data: Any) -> Judged:
-    """Inconclusive: the evidence is below its standard."""
-    return Judged(claim, INCONCLUSIVE, data.pop("ours", "—"), why, command=command, settle=settle, **data)
+    return _judged(claim, NOT_RUN, "—", why, meets=False, settle=f"{why}: `{command}`", command=command, **data)
 
 
 def _minutes(store: Store, runs: Sequence[tuple[str, int]]) -> tuple[str, float | None]:
@@ -87,24 +101,14 @@ def _minutes(store: Store, runs: Sequence[tuple[str, int]]) -> tuple[str, float 
     return f"{count}, about {minutes:.0f} GPU-minutes" + (" side by side" if len(runs) > 1 else ""), minutes
 
 
-GPU_RUN = (f"one GPU run, about {GPU_CHECK_MINUTES} GPU-minutes", float(GPU_CHECK_MINUTES))
-
-
 # BLEU contrasts -------------------------------------------------------------------------------------------------
 
 
-def _terms_runs(store: Store, contrast: Contrast, factor: int) -> list[tuple[Term, Runs | None]]:
-    out = []
-    for t in contrast.terms:
-        f = t.factor if t.factor is not None else factor
-        if t.study:
-            runs = store.study_runs(t.study, t.system, t.tag, label=t.label or None)
-        elif f != 1:
-            runs = store.budget_runs(t.system, f)
-        else:
-            runs = store.runs(t.system, label=t.label or None)
-        out.append((t, runs))
-    return out
+def _runs(store: Store, t: Term, factor: int) -> Runs | None:
+    """The stored runs of one term: a beyond study's models, else the main plan's at its budget."""
+    if t.study:
+        return store.study_runs(t.study, t.system, t.tag)
+    return store.budget_runs(t.system, factor if t.factor is None else t.factor)
 
 
 def _label(t: Term, factor: int) -> str:
@@ -137,70 +141,52 @@ def _set_rows(j: Judgement) -> tuple[dict[str, Any], ...]:
     )
 
 
-def _number(on: Any) -> str:
-    """A contrast on one set with its seed interval: ``-1.37 [-3.09, +0.35]``."""
-    return f"{on.value:+.2f} [{on.seeds.low:+.2f}, {on.seeds.high:+.2f}]"
-
-
 def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int) -> Judged:
     """One body of BLEU evidence: the contrast at one budget."""
-    std: Standard = c.standard
-    terms = _terms_runs(store, c, factor)
+    need = c.standard.seeds
+    terms = [(t, _runs(store, t, factor)) for t in c.terms]
     seeds = {_label(t, factor): len(r.seeds) if r else 0 for t, r in terms}
-    files = tuple(f for _, r in terms if r for f in r.files)
-    budget = factor if c.budgets else None
-    strength = {"seeds": seeds, "budget": factor, "scale": store.scale}
-    short = [(t, r) for t, r in terms if r is None or len(r.seeds) < std.seeds]
-    todo = [(t.system, t.factor or factor) for t, r in short for _ in range(std.seeds - (len(r.seeds) if r else 0))]
-    command = _store_command(store, [t for t, _ in short] or [t for t, _ in terms], factor, std.seeds)
+    counts = ", ".join(f"{k} {n}" for k, n in seeds.items())
+    short = [(t, r) for t, r in terms if r is None or len(r.seeds) < need]
+    todo = [(t.system, t.factor or factor) for t, r in short for _ in range(need - (len(r.seeds) if r else 0))]
+    command = _store_command(store, [t for t, _ in short] or [t for t, _ in terms], factor, need)
     cost, minutes = _minutes(store, todo) if short else ("", None)
-    settle = f"{std.seeds} seeds of every system: {cost}: `{command}`" if short else ""
-    common = dict(budget=budget, seeds=seeds, files=files, strength=strength, cost=cost, minutes=minutes)
+    settle = f"{need} seeds of every system: {cost}: `{command}`"
+    data = dict(
+        budget=factor if c.budgets else None,
+        seeds=seeds,
+        files=tuple(f for _, r in terms if r for f in r.files),
+        strength={"seeds": seeds, "budget": factor, "scale": store.scale},
+        cost=cost,
+        minutes=minutes,
+    )
     if any(r is None for _, r in terms):
         absent = ", ".join(_label(t, factor) for t, r in terms if r is None)
-        return _missing(claim, f"no stored run of {absent} at scale {store.scale}", command, **common)
+        return _missing(claim, f"no stored run of {absent} at scale {store.scale}", command, **data)
     if any(len(r.seeds) < 2 for _, r in terms):
         value = sum(t.weight * r.mean() for t, r in terms)
-        return _below(
-            claim,
-            f"{METRIC} at scale {store.scale}, {factor}x budget; {', '.join(f'{k} {n}' for k, n in seeds.items())} "
-            "seed(s): no seed interval",
-            settle,
-            command,
-            ours=f"{value:+.2f} (no interval)",
-            value=value,
-            **common,
-        )
-    with_hyps = all(r.hyps for _, r in terms)
-    j = judge([(t.weight, r) for t, r in terms], c.ok, store.references() if with_hyps else None)
+        why = f"{METRIC} at scale {store.scale}, {factor}x budget; {counts} seed(s): no seed interval"
+        ours = f"{value:+.2f} (no interval)"
+        return _judged(claim, INCONCLUSIVE, ours, why, meets=False, settle=settle, command=command, value=value, **data)
+    j = judge([(t.weight, r) for t, r in terms], c.ok, store.references() if all(r.hyps for _, r in terms) else None)
     head = j.on("test") if any(s.split == "test" for s in j.sets) else j.sets[0]
     meets = store.judged and not short
     if not store.judged:
         settle = f"models that translate: `{experiment_command('small', systems=[t.system for t in c.terms])}`"
-    counts = ", ".join(f"{k} {n}" for k, n in seeds.items())
-    evidence = (
-        f"{METRIC}, scale {store.scale}, {factor}x budget, seeds: {counts}; "
-        + ("" if meets else f"below the standard ({std.least}); ")
-        + describe(j)
-    )
-    return Judged(
+    below = "" if meets else f"below the standard ({c.standard.least}); "
+    return _judged(
         claim,
-        j.verdict if meets else INCONCLUSIVE,
-        f"{_number(head)} ({METRIC} {split_name(head.split)})",
-        evidence,
-        head.value,
-        (head.seeds.low, head.seeds.high),
-        budget,
-        _set_rows(j),
-        seeds=seeds,
-        files=files,
-        strength=strength,
+        j.verdict,
+        f"{head.value:+.2f} [{head.seeds.low:+.2f}, {head.seeds.high:+.2f}] ({METRIC} {split_name(head.split)})",
+        f"{METRIC}, scale {store.scale}, {factor}x budget, seeds: {counts}; {below}{describe(j)}",
         meets=meets,
-        settle="" if meets else settle,
-        cost="" if meets else cost,
-        minutes=None if meets else minutes,
-        command="" if meets else command,
+        settle=settle,
+        command=command,
+        value=head.value,
+        interval=(head.seeds.low, head.seeds.high),
+        sets=_set_rows(j),
         judgement=j,
+        **data,
     )
 
 
@@ -235,135 +221,135 @@ def run_name(prov: dict[str, Any]) -> str:
     return f"{prov['device']}, commit {str(prov['commit'])[:7]}"
 
 
-def _timed_runs(store: Store, system: str, against: str, mode: str, std: Standard) -> list[dict[str, Any]]:
+def _reading(run: str, prov: dict[str, Any], ratios: list[float], shortest: float) -> dict[str, Any]:
+    """One GPU run's per-repeat ratios as a reading, held to the speed standard."""
+    return {
+        "set": run_name(prov),
+        "run": run,
+        "code": str(prov["commit"])[:7],
+        "date": str(prov.get("measured_at") or prov["date"]),
+        "ratios": ratios,
+        "repeats": len(ratios),
+        "shortest_repeat_s": shortest,
+        "meets": len(ratios) >= SPEED.repeats and shortest >= SPEED.seconds,
+    }
+
+
+def _timed_runs(store: Store, system: str, against: str, mode: str) -> list[dict[str, Any]]:
     """Every stored GPU run that timed both systems in ``mode`` with per-repeat figures, as readings."""
     rows = []
     for run in store.gpu_runs_with("speed"):
         timed, prov = store.gpu_speed(mode, run)
         a, b = timed.get(system, {}), timed.get(against, {})
-        if not (a.get("tok_per_s_repeats") and b.get("tok_per_s_repeats")):
-            continue
-        ratios = repeat_ratios(a["tok_per_s_repeats"], b["tok_per_s_repeats"])
-        shortest = min(min(a.get("seconds", [0.0])), min(b.get("seconds", [0.0])))
-        rows.append(
-            {
-                "set": run_name(prov),
-                "run": run,
-                "code": str(prov["commit"])[:7],
-                "date": str(prov.get("measured_at") or prov["date"]),
-                "ratios": ratios,
-                "repeats": len(ratios),
-                "shortest_repeat_s": shortest,
-                "meets": len(ratios) >= std.repeats and shortest >= std.seconds,
-                "mode": mode,
-            }
-        )
+        if a.get("tok_per_s_repeats") and b.get("tok_per_s_repeats"):
+            ratios = repeat_ratios(a["tok_per_s_repeats"], b["tok_per_s_repeats"])
+            shortest = min(min(a.get("seconds", [0.0])), min(b.get("seconds", [0.0])))
+            rows.append(_reading(run, prov, ratios, shortest) | {"mode": mode})
     return rows
 
 
-def _pooled(claim: Claim, rows: Sequence[dict[str, Any]], ok: Callable[[float], bool]) -> dict[str, Any]:
-    """The readings of one code version pooled: the median ratio, its interval, the state over the runs."""
-    ratios = [r for row in rows for r in row["ratios"]]
-    ci = median_interval(ratios)
+def _by_code(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The readings of each timed code version, the one that leads first: the newest code with runs that meet the
+    standard (those runs only), else the newest code; then the older code, newest first."""
+    codes: dict[str, list[dict[str, Any]]] = {}
+    for row in sorted(rows, key=lambda r: r["date"], reverse=True):
+        codes.setdefault(row["code"], []).append(row)
+    groups = [[r for r in group if r["meets"]] or group for group in codes.values()]
+    lead = next((g for g in groups if g[0]["meets"]), groups[0])
+    return [lead, *(g for g in groups if g is not lead)]
+
+
+def _interval_word(interval: tuple[float, float] | None, ok: Callable[[float], bool]) -> str:
+    return interval_verdict(*interval, ok) if interval else INCONCLUSIVE
+
+
+def _speed_body(claim: Claim, mode: str, rows: list[dict[str, Any]], ok: Callable[[float], bool]) -> Judged:
+    """One body of speed evidence, the readings of one code version pooled: the median of all their per-repeat
+    ratios and its interval (mixed where two runs decide the claim both ways)."""
     for row in rows:
-        own = median_interval(row["ratios"])
-        row["value"] = statistics.median(row["ratios"])
-        row["interval"] = [own[0], own[1]] if own else None  # too few repeats for one
-        row["range"] = [min(row["ratios"]), max(row["ratios"])]
-        row["verdict"] = interval_verdict(*own[:2], ok) if own else INCONCLUSIVE
-    pooled = interval_verdict(ci[0], ci[1], ok) if ci else INCONCLUSIVE
-    verdicts = {row["verdict"] for row in rows}
-    state = MIXED if {HOLDS, FAILS} <= verdicts else pooled
-    return {"value": statistics.median(ratios), "ci": ci, "state": state, "n": len(ratios)}
-
-
-def _speed_body(store: Store, claim: Claim, s: Any, rows: list[dict[str, Any]], ok: Callable[[float], bool]) -> Judged:
-    std: Standard = s.standard
-    meeting = [r for r in rows if r["meets"]]
-    used = meeting or rows
-    p = _pooled(claim, used, ok)
-    code = used[0]["code"]
-    runs = ", ".join(f"{r['set']} ({r['repeats']} repeats, shortest {r['shortest_repeat_s']:.2f} s)" for r in used)
-    interval = (p["ci"][0], p["ci"][1]) if p["ci"] else None
+        own = ratio_reading(row["ratios"])
+        row |= {"value": own["median"], "interval": own["interval"], "range": own["range"]}
+        row["verdict"] = _interval_word(own["interval"], ok)
+    pooled = ratio_reading([x for row in rows for x in row["ratios"]])
+    word = MIXED if {HOLDS, FAILS} <= {row["verdict"] for row in rows} else _interval_word(pooled["interval"], ok)
+    code, meets = rows[0]["code"], rows[0]["meets"]
+    runs = ", ".join(f"{r['set']} ({r['repeats']} repeats, shortest {r['shortest_repeat_s']:.2f} s)" for r in rows)
+    interval = pooled["interval"]
     shown = f"[{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "(too few repeats for an interval)"
-    mode = "with CUDA graphs" if getattr(s, "mode", "eager") == "captured" else "eager"
-    strength = {
-        "runs": [r["run"] for r in used],
-        "code": code,
-        "repeats": p["n"],
-        "shortest_repeat_s": min(r["shortest_repeat_s"] for r in used),
-        "mode": getattr(s, "mode", "eager"),
-    }
+    how = "with CUDA graphs" if mode == "captured" else "eager"
     evidence = (
-        f"GPU fp16, batch 1, beam 4, d=512 random weights, {mode}; code of commit {code}; {runs}; the median of "
-        f"{p['n']} per-repeat ratios and its order-statistic interval"
-        + ("" if meeting else f"; below the standard ({std.least})")
+        f"GPU fp16, batch 1, beam 4, d=512 random weights, {how}; code of commit {code}; {runs}; the median of "
+        f"{pooled['n']} per-repeat ratios and its order-statistic interval"
+        + ("" if meets else f"; below the standard ({SPEED.least})")
     )
-    cost, minutes = ("", None) if meeting else GPU_RUN
-    settle = "" if meeting else f"a run that meets the standard ({cost}): `{GPU_CHECK}`"
-    return Judged(
+    cost, minutes = GPU_RUN
+    return _judged(
         claim,
-        p["state"] if meeting else INCONCLUSIVE,
-        f"{p['value']:.2f}x {shown} ({mode}, commit {code})",
+        word,
+        f"{pooled['median']:.2f}x {shown} ({how}, commit {code})",
         evidence,
-        p["value"],
-        interval,
-        None,
-        tuple(used),
-        files=tuple(r["run"] for r in used),
-        strength=strength,
-        meets=bool(meeting),
-        settle=settle,
+        meets=meets,
+        settle=f"a run that meets the standard ({cost}): `{GPU_CHECK}`",
         cost=cost,
         minutes=minutes,
-        command="" if meeting else GPU_CHECK,
+        command=GPU_CHECK,
+        value=pooled["median"],
+        interval=interval,
+        sets=tuple(rows),
+        files=tuple(r["run"] for r in rows),
+        strength={
+            "runs": [r["run"] for r in rows],
+            "code": code,
+            "repeats": pooled["n"],
+            "shortest_repeat_s": min(r["shortest_repeat_s"] for r in rows),
+            "mode": mode,
+        },
     )
 
 
 def _judge_speed(store: Store, claim: Claim, s: SpeedRatio) -> Judged:
-    rows = _timed_runs(store, s.system, s.against, s.mode, s.standard)
+    rows = _timed_runs(store, s.system, s.against, s.mode)
     if not rows:
+        cost, minutes = GPU_RUN
         return _missing(
             claim,
             f"no stored GPU run timed {LABELS[s.system]} and {LABELS[s.against]} ({s.mode}, per-repeat tokens/s)",
             f"{GPU_CHECK} (with --systems {s.system},{s.against} in scripts/gpu_bench.py)",
-            cost=GPU_RUN[0],
-            minutes=GPU_RUN[1],
+            cost=cost,
+            minutes=minutes,
         )
-    codes: dict[str, list[dict[str, Any]]] = {}
-    for row in sorted(rows, key=lambda r: r["date"], reverse=True):
-        codes.setdefault(row["code"], []).append(row)
-    bodies = [_speed_body(store, claim, s, group, s.ok) for group in codes.values()]  # newest code first
-    lead = next((b for b in bodies if b.meets), bodies[0])
-    return replace(lead, beside=tuple(b for b in bodies if b is not lead))
+    lead, *beside = (_speed_body(claim, s.mode, group, s.ok) for group in _by_code(rows))
+    return replace(lead, beside=tuple(beside))
 
 
 def _judge_batch(store: Store, claim: Claim, b: BatchCurve) -> Judged:
+    pair = (b.system, b.against)
     for run in store.gpu_runs_with("batch"):
         result, prov = store.gpu("batch", run)
         systems = result["systems"]
-        if not all(x in systems for x in (b.system, b.against)):
+        if not all(x in systems for x in pair):
             continue
-        repeats = {x: {int(k): v for k, v in systems[x].get("by_batch_repeats", {}).items()} for x in systems}
-        if all(n in repeats.get(x, {}) for x in (b.system, b.against) for n in (b.first, b.last)):
-            r1 = repeat_ratios(repeats[b.system][b.first], repeats[b.against][b.first])
-            r2 = repeat_ratios(repeats[b.system][b.last], repeats[b.against][b.last])
-            row = {"set": run_name(prov), "run": run, "code": str(prov["commit"])[:7], "date": prov["date"]}
-            row |= {"ratios": [x - y for x, y in zip(r1, r2)], "repeats": len(r1), "shortest_repeat_s": 0.0}
-            row["meets"] = len(r1) >= b.standard.repeats
-            return _speed_body(store, claim, b, [row], lambda d: d > 0)
-        medians = {x: {int(k): v for k, v in systems[x]["by_batch"].items()} for x in (b.system, b.against)}
+        repeats = {x: {int(k): v for k, v in systems[x].get("by_batch_repeats", {}).items()} for x in pair}
+        if all(n in repeats[x] for x in pair for n in (b.first, b.last)):
+            first, last = (repeat_ratios(repeats[b.system][n], repeats[b.against][n]) for n in (b.first, b.last))
+            row = _reading(run, prov, [x - y for x, y in zip(first, last)], 0.0)
+            row["meets"] = len(first) >= b.standard.repeats  # a sweep times no repeat's length
+            return _speed_body(claim, "eager", [row], lambda d: d > 0)
+        medians = {x: {int(k): v for k, v in systems[x]["by_batch"].items()} for x in pair}
         at = {n: medians[b.system][n] / medians[b.against][n] for n in (b.first, b.last) if n in medians[b.system]}
-        return _below(
+        cost, minutes = GPU_RUN
+        return _judged(
             claim,
+            INCONCLUSIVE,
+            ", ".join(f"{v:.2f}x at {n}" for n, v in at.items()) + " (medians)",
             f"the stored batch sweep ({run_name(prov)}, {run}) keeps one median per batch size and no per-repeat "
             "times: no interval can be read from it",
-            f"a batch sweep with per-repeat times on a GPU (~{GPU_CHECK_MINUTES} GPU-minutes): "
+            meets=False,
+            settle=f"a batch sweep with per-repeat times on a GPU (~{GPU_CHECK_MINUTES} GPU-minutes): "
             "`python -m canlib bench batch --device cuda`",
-            ours=", ".join(f"{v:.2f}x at {n}" for n, v in at.items()) + " (medians)",
+            cost=cost,
+            minutes=minutes,
             files=(run,),
-            cost=GPU_RUN[0],
-            minutes=GPU_RUN[1],
         )
     return _missing(
         claim, "no stored GPU batch sweep of CAN and Balanced", "python -m canlib bench batch --device cuda"
@@ -375,10 +361,13 @@ def _judge_batch(store: Store, claim: Claim, b: BatchCurve) -> Judged:
 
 def _analysis_missing(store: Store, claim: Claim, names: Sequence[str]) -> Judged | None:
     if not store.judged:
-        return _below(
+        return _judged(
             claim,
+            INCONCLUSIVE,
+            "—",
             f"scale {store.scale}: its models show the mechanics only, not what training learns",
-            f"the analysis of a trained small model: `{experiment_command('small', studies=list(names))}`",
+            meets=False,
+            settle=f"the analysis of a trained small model: `{experiment_command('small', studies=list(names))}`",
         )
     absent = [n for n in names if not store.has(n)]
     if absent:
@@ -390,19 +379,17 @@ def _analysis_missing(store: Store, claim: Claim, names: Sequence[str]) -> Judge
 
 def _layers(claim: Claim, rows: list[dict[str, Any]], evidence: str, files: tuple[str, ...], fmt: str) -> Judged:
     values = [r["value"] for r in rows]
-    ours = f"{min(values):{fmt}} to {max(values):{fmt}} over {len(rows)} layers"
-    return Judged(
+    return _judged(
         claim,
         outcome([r["verdict"] for r in rows]),
-        ours,
+        f"{min(values):{fmt}} to {max(values):{fmt}} over {len(rows)} layers",
         evidence,
-        statistics.fmean(values),
-        (min(values), max(values)),
-        None,
-        tuple(rows),
+        meets=True,
+        value=statistics.fmean(values),
+        interval=(min(values), max(values)),
+        sets=tuple(rows),
         files=files,
         strength={"models": sorted({r["model"] for r in rows}), "layers": len(rows)},
-        meets=True,
     )
 
 
@@ -449,31 +436,24 @@ def _judge_gate(store: Store, claim: Claim, g: GateShare) -> Judged:
     return _layers(claim, rows, evidence, ("attention.json",), ".0%")
 
 
-def _final_losses(store: Store, system: str) -> list[float]:
-    return [[r for r in log if r.get("valid_loss") is not None][-1]["valid_loss"] for log in store.logs(system)]
-
-
 def _judge_loss_gap(store: Store, claim: Claim, g: LossGap) -> Judged:
-    a, b = _final_losses(store, g.system), _final_losses(store, g.against)
-    seeds = {g.system: len(a), g.against: len(b)}
-    need = g.standard.seeds
+    a, b = ([final_losses(log)[1] for log in store.logs(s)] for s in (g.system, g.against))
     if min(len(a), len(b)) < 2:
         return _missing(claim, f"scale {store.scale}: fewer than 2 seeds stored", experiment_command(store.scale))
+    seeds = {g.system: len(a), g.against: len(b)}
     ci = seed_interval([(1.0, a), (-1.0, b)])
     value = statistics.fmean(a) - statistics.fmean(b)
-    meets = store.judged and min(len(a), len(b)) >= need
-    state = interval_verdict(ci.low, ci.high, lambda d: d > 0)
-    return Judged(
+    return _judged(
         claim,
-        state if meets else INCONCLUSIVE,
+        interval_verdict(ci.low, ci.high, lambda d: d > 0),
         f"{value:+.3f} [{ci.low:+.3f}, {ci.high:+.3f}]",
         f"final label-smoothed validation loss at {store.scale}, {len(a)} and {len(b)} seeds, the seed interval",
-        value,
-        (ci.low, ci.high),
+        meets=store.judged and min(len(a), len(b)) >= g.standard.seeds,
+        settle=f"{g.standard.seeds} seeds of each at small: `{experiment_command('small')}`",
+        value=value,
+        interval=(ci.low, ci.high),
         seeds=seeds,
         strength={"seeds": seeds, "scale": store.scale},
-        meets=meets,
-        settle="" if meets else f"{need} seeds of each at small: `{experiment_command('small')}`",
     )
 
 
@@ -491,20 +471,18 @@ def _judge_falling(store: Store, claim: Claim, f: LossFalling) -> Judged:
         return _missing(claim, f"scale {store.scale}: no stored run with two validations", experiment_command("small"))
     drops = [r["value"] for r in rows]
     seeds = {s: len(store.seeds(s)) for s in f.systems}
-    meets = store.judged and min(seeds.values()) >= f.standard.seeds
-    return Judged(
+    return _judged(
         claim,
-        outcome([r["verdict"] for r in rows]) if meets else INCONCLUSIVE,
+        outcome([r["verdict"] for r in rows]),
         f"{min(drops):+.3f} to {max(drops):+.3f} over the last {rows[0]['steps'][1] - rows[0]['steps'][0]:,} updates",
         f"the drop of the validation loss between the last two validations of {len(rows)} runs at {store.scale}",
-        statistics.fmean(drops),
-        (min(drops), max(drops)),
-        None,
-        tuple(rows),
+        meets=store.judged and min(seeds.values()) >= f.standard.seeds,
+        settle=f"{f.standard.seeds} seeds of each at small: `{experiment_command('small')}`",
+        value=statistics.fmean(drops),
+        interval=(min(drops), max(drops)),
+        sets=tuple(rows),
         seeds=seeds,
         strength={"seeds": seeds, "scale": store.scale},
-        meets=meets,
-        settle="" if meets else f"3 seeds of each at small: `{experiment_command('small')}`",
     )
 
 
@@ -528,27 +506,36 @@ def _judge_tasks(store: Store, claim: Claim, t: CrossTask) -> Judged:
                 "sets": _set_rows(j),
             }
         )
-    command = experiment_command(
-        "small" if not store.judged else store.scale,
-        systems=DIRECTION_SYSTEMS,
-        seeds=range(1, need + 1),
-        corpora=missing or [store.corpus],
-    )
     if len(rows) < 2:
-        todo = [(s, 1) for _ in missing for s in DIRECTION_SYSTEMS for _ in range(need)]
+        command = experiment_command(
+            "small" if not store.judged else store.scale,
+            systems=DIRECTION_SYSTEMS,
+            seeds=range(1, need + 1),
+            corpora=missing or [store.corpus],
+        )
         why = f"{len(rows)} direction(s) with {need} seeds of CAN and Balanced; the claim needs 2 or more"
-        cost, minutes = _minutes(store, todo)
+        cost, minutes = _minutes(store, [(s, 1) for _ in missing for s in DIRECTION_SYSTEMS for _ in range(need)])
         settle = f"{why}: {cost}: `{command}`"
-        return replace(_missing(claim, why, command, sets=tuple(rows)), settle=settle, cost=cost, minutes=minutes)
-    ours = "; ".join(f"{r['set']} {r['value']:+.2f}" for r in rows)
-    return Judged(
+        return _judged(
+            claim,
+            NOT_RUN,
+            "—",
+            why,
+            meets=False,
+            settle=settle,
+            cost=cost,
+            minutes=minutes,
+            command=command,
+            sets=tuple(rows),
+        )
+    return _judged(
         claim,
         outcome([r["verdict"] for r in rows]),
-        ours,
+        "; ".join(f"{r['set']} {r['value']:+.2f}" for r in rows),
         f"{METRIC}, scale {store.scale}, {len(rows)} directions, each by the verdict rule",
+        meets=True,
         sets=tuple(rows),
         strength={"directions": len(rows), "seeds": need},
-        meets=True,
     )
 
 
@@ -566,30 +553,14 @@ JUDGES: dict[type, Callable[[Store, Claim, Any], Judged]] = {
 
 def speed_runs(store: Store, mode: str = "eager") -> list[str]:
     """The GPU runs the speed verdicts read in ``mode``: the runs of the newest code that meet the speed standard
-    for every Table 2 system (else the newest code's runs). Table 2's speed column reads the same."""
-    rows = _timed_runs(store, "can", "balanced", mode, SPEED)
-    if not rows:
-        return []
-    rows.sort(key=lambda r: r["date"], reverse=True)
-    meeting = [r for r in rows if r["meets"]]
-    code = (meeting or rows)[0]["code"]
-    return [r["run"] for r in (meeting or rows) if r["code"] == code]
-
-
-def speed_run(store: Store, mode: str = "eager") -> str | None:
-    """The newest of :func:`speed_runs` (None where no run timed Balanced and CAN)."""
-    runs = speed_runs(store, mode)
-    return runs[0] if runs else None
+    for CAN and Balanced (else the newest code's runs). Table 2's speed column reads the same."""
+    rows = _timed_runs(store, "can", "balanced", mode)
+    return [r["run"] for r in _by_code(rows)[0]] if rows else []
 
 
 def speed_reading(store: Store, system: str, against: str, mode: str = "eager") -> dict[str, Any] | None:
-    """``system``/``against`` over the runs the speed verdicts read (:func:`speed_runs`): the median of the pooled
-    per-repeat ratios, its order-statistic interval (None with too few repeats) and the runs. What Table 2's speed
-    column shows, by the statistic the speed claims use."""
+    """``system``/``against`` over the runs the speed verdicts read (:func:`speed_runs`), pooled by the statistic
+    the speed claims use (:func:`canlib.repro.studies.verdict.ratio_reading`); None where none timed both."""
     runs = set(speed_runs(store, mode))
-    rows = [r for r in _timed_runs(store, system, against, mode, SPEED) if r["run"] in runs]
-    if not rows:
-        return None
-    ratios = [x for r in rows for x in r["ratios"]]
-    ci = median_interval(ratios)
-    return {"median": statistics.median(ratios), "interval": ci[:2] if ci else None, "runs": [r["run"] for r in rows]}
+    ratios = [x for r in _timed_runs(store, system, against, mode) if r["run"] in runs for x in r["ratios"]]
+    return ratio_reading(ratios) if ratios else None

@@ -252,7 +252,7 @@ LAYER_COLOURS = ("#1f78b4", "#a6cee3")  # alternating, so that each decoder laye
 def plot_step_kernels(ops: dict[str, Any], systems: dict[str, str], ax=None, note: str = ""):
     """One beam-search step as the kernels it launches, one box per kernel, part after part (embedding, each decoder
     layer, the output projection, the search's bookkeeping), one row per system, the first on top. ``ops`` is a
-    stored operator count (:func:`canlib.repro.studies.gpu_results.stored_ops`), which counts kernels per part, not
+    stored operator count (:meth:`canlib.repro.studies.store.Store.ops`), which counts kernels per part, not
     their
     order within a part or their duration: the boxes are counted launches of equal width, not a timeline."""
     import matplotlib.pyplot as plt

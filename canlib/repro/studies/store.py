@@ -4,7 +4,8 @@ Everything a chapter, a table or the claims registry reads comes through one ``S
 (``runs/<corpus>/<system>-seed<k>.json``, :func:`canlib.repro.results.layout.run_name`) with their logs and hypotheses,
 the beyond studies' models (``beyond/runs/...``, found through a study's summary where it is stored and from the
 run files alone where it is not), the stored analyses, the references a run is scored against, the GPU
-measurements (``gpu/<run>/<kind>.json``) and the operator counts (``cpu/ops.json``).
+measurements (``gpu/<run>/<kind>.json``: a GPU run of the project's own scripts, stored by ``canlib ingest`` with
+its commit, date, device and command) and the operator counts (``cpu/ops*.json``).
 
 The reduced-budget filter is applied here, once: a run trained with ``--max-steps`` (an end-to-end test) is never
 read as evidence unless the store is opened with ``full_budget=False`` (what the end-to-end tests of such a folder
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +27,15 @@ from canlib.io import results_dir
 from canlib.repro.results.files import load_result
 from canlib.repro.results.layout import (
     COMPLETE,
+    INGEST_COMMAND,
+    OPS_COMMAND,
     default_root,
     experiment_command,
     model_name,
     run_name,
     stored_path,
-    study_model_name,
 )
 from canlib.repro.results.studies import ANALYSES
-from canlib.repro.studies import gpu_results
 from canlib.repro.studies.verdict import EVAL_SPLITS, QUALITY_SCALES, Runs
 
 SEED = re.compile(r"^(?P<name>.+)-seed(?P<seed>\d+)\.json$")
@@ -89,10 +90,6 @@ class Store:
     def has(self, name: str) -> bool:
         return self.path(name).is_file()
 
-    def missing(self, names: Iterable[str]) -> list[str]:
-        """Those of ``names`` that are not stored."""
-        return [name for name in names if not self.has(name)]
-
     def result(self, file: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
         """(result, provenance) of a stored file, ``file`` relative to the scale's folder (as :attr:`Runs.files`
         names it)."""
@@ -137,11 +134,11 @@ class Store:
             )
         return _load(path)
 
-    def runs(self, system: str, corpus: str | None = None, label: str | None = None) -> Runs | None:
+    def runs(self, system: str, corpus: str | None = None) -> Runs | None:
         """The stored main-plan runs of ``system`` that this store reads (:meth:`seeds`) as :class:`Runs`: tokenized
         BLEU per seed on every evaluation set and each seed's hypotheses; None where none is stored."""
         corpus = corpus or self.corpus
-        return self._runs([self.path(run_name(system, k, corpus)) for k in self.seeds(system, corpus)], label or system)
+        return self._runs([self.path(run_name(system, k, corpus)) for k in self.seeds(system, corpus)], system)
 
     def scores(
         self, systems: Sequence[str], split: str = "test", metric: str = "tok_bleu", corpus: str | None = None
@@ -185,24 +182,6 @@ class Store:
         """The training log of every read seed of ``system``."""
         return [self.run(system, seed, corpus)[0]["log"] for seed in self.seeds(system, corpus)]
 
-    def describe_runs(self, systems: Sequence[str], corpus: str | None = None) -> str:
-        """One line saying where the runs' numbers come from: scale, corpus, devices, commits, dates, budget."""
-        corpus = corpus or self.corpus
-        provs = [self.run(s, k, corpus)[1] for s in systems for k in self.seeds(s, corpus)]
-        if not provs:
-            return (
-                f"scale={self.scale} · {corpus}: no stored runs; train them with "
-                f"`{experiment_command(self.scale, systems=systems, corpora=[corpus])}` (on a GPU)"
-            )
-        dates = sorted(p["date"][:10] for p in provs)
-        reduced = " · REDUCED BUDGET (end-to-end test)" if any(p.get("reduced_budget") for p in provs) else ""
-        d = describe_provenances(provs)
-        return (
-            f"scale={self.scale} · {corpus} · {len(provs)} runs · device={d['device']} · commit="
-            f"{', '.join(sorted({str(p['commit'])[:12] for p in provs}))} · dates {dates[0]}..{dates[-1]} · "
-            f"budget: {d['budget']}{reduced}"
-        )
-
     # -- the beyond studies' models ----------------------------------------------------------------------
 
     def study_files(self, study: str) -> list[Path]:
@@ -212,24 +191,21 @@ class Store:
             return [self.folder / f"{row['file']}.json" for row in _load(summary)[0]["runs"]]
         return sorted(p for p in (self.folder / "beyond").glob("runs/*/*.json") if p.name.startswith(f"{study}-"))
 
-    def study_runs(self, study: str, system: str, tag: str = "", label: str | None = None) -> Runs | None:
+    def study_runs(self, study: str, system: str, tag: str = "") -> Runs | None:
         """The stored models of ``system`` in a beyond study (``tag``: "x2", "kd", ...); None where none is stored."""
         name = model_name(study, system, tag, 1).removesuffix("-seed1")
         files = [p for p in self.study_files(study) if (m := SEED.match(p.name)) and m["name"] == name]
-        return self._runs(files, label or name)
+        return self._runs(files, name)
 
     def budget_runs(self, system: str, factor: int) -> Runs | None:
         """``system`` trained for ``factor`` times the scale's updates: the main plan's runs at 1x, the budget
         study's models otherwise (read from their files, so they count before the study's summary exists)."""
-        label = f"{system} x{factor}"
-        if factor == 1:
-            return self.runs(system, label=label)
-        return self.study_runs("budget", system, f"x{factor}", label=label)
+        return self.runs(system) if factor == 1 else self.study_runs("budget", system, f"x{factor}")
 
     def train_seconds(self, system: str, factor: int = 1) -> float | None:
         """The longest training wall time of the stored runs of ``system`` at budget ``factor`` (None if none is
         stored): what one more such run takes, trained side by side with others."""
-        runs = self.runs(system) if factor == 1 else self.budget_runs(system, factor)
+        runs = self.budget_runs(system, factor)
         walls = [self.result(f)[0].get("training", {}).get("wall_s") for f in (runs.files if runs else ())]
         return max((w for w in walls if w), default=None)
 
@@ -245,10 +221,6 @@ class Store:
     def study_summary(self, study: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """(result, provenance) of a beyond study's summary, None where it is not stored."""
         return _load(self.path(f"beyond/{study}")) if self.has(f"beyond/{study}") else None
-
-    def study_model(self, study: str, system: str, tag: str, seed: int, corpus: str | None = None):
-        """(result, provenance) of one stored model of a beyond study."""
-        return _load(self.path(study_model_name(study, system, tag, seed, corpus or self.corpus)))
 
     # -- what a Runs value came from ---------------------------------------------------------------------
 
@@ -290,42 +262,73 @@ class Store:
             )
         return _load(path)
 
-    # -- GPU and CPU measurements ------------------------------------------------------------------------
-
-    @cached_property
-    def gpu_runs(self) -> list[str]:
-        """The stored GPU runs (folder names under ``gpu/``), in folder-name order."""
-        return gpu_results.available_runs(self.measurements)
+    # -- GPU and CPU measurements: under ``measurements``, not per scale -------------------------------------
 
     def gpu_runs_with(self, kind: str) -> list[str]:
-        """The stored GPU runs that hold ``<kind>.json`` (``speed``, ``batch``, ``profile``...)."""
-        return [
-            run for run in self.gpu_runs if (gpu_results.gpu_dir(run, self.measurements) / f"{kind}.json").is_file()
-        ]
+        """The stored GPU runs that hold ``<kind>.json`` (``speed``, ``batch``, ``profile``...), by folder name."""
+        return sorted(p.parent.name for p in (self.measurements / "gpu").glob(f"*/{kind}.json"))
 
     def gpu(self, kind: str, run: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(result, provenance) of one stored file of a GPU run."""
-        return gpu_results.load(kind, run, self.measurements)
+        """(result, provenance) of one stored file of a GPU run; a missing one names the command that stores it."""
+        path = self.measurements / "gpu" / run / f"{kind}.json"
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{path}: no stored GPU result; convert a measurement folder with `{INGEST_COMMAND}`"
+            )
+        return load_result(path)
+
+    def _gpu_rows(self, kind: str, run: str, rows: str) -> tuple[Any, dict[str, Any]]:
+        """A GPU file's ``rows`` entry, and its provenance with the file's settings (every other entry)."""
+        result, prov = self.gpu(kind, run)
+        return result[rows], {**prov, **{k: v for k, v in result.items() if k != rows}}
 
     def gpu_speed(self, mode: str, run: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-        """Tokens/s of the Table 2 systems in one GPU run (:func:`canlib.repro.studies.gpu_results.gpu_speed`)."""
-        return gpu_results.gpu_speed(mode, run, self.measurements)
+        """Tokens/s of the Table 2 systems (fp16, batch 1, beam 4) in one GPU run, per system: the median repeat, its
+        range and the figures of every interleaved repeat. ``mode``: ``eager`` (PyTorch launching every kernel, the
+        paper's regime) or ``captured`` (decoder steps replayed from CUDA graphs)."""
+        if mode not in ("eager", "captured"):
+            raise ValueError(f"mode={mode!r}: choose 'eager' or 'captured'")
+        systems, prov = self._gpu_rows("speed", run, "systems")
+        return {s: r[mode] for s, r in systems.items() if mode in r}, {**prov, "mode": mode}
 
     def gpu_batch(self, run: str) -> tuple[dict[str, dict[int, float]], dict[str, Any]]:
-        return gpu_results.gpu_batch(run, self.measurements)
-
-    def gpu_profile(self, run: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-        return gpu_results.gpu_profile(run, self.measurements)
+        """Eager tokens/s per batch size (the median of the timed repeats): {system: {batch: tok/s}}."""
+        systems, prov = self._gpu_rows("batch", run, "systems")
+        return {s: {int(b): v for b, v in r["by_batch"].items()} for s, r in systems.items()}, prov
 
     def gpu_training(self, kind: str, run: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-        return gpu_results.gpu_training(kind, run, self.measurements)
+        """Training throughput (``training_4k``, ``training_32k``...): {system: {target_tokens_per_sec, mfu, ...}}."""
+        return self._gpu_rows(kind, run, "runs")
+
+    def gpu_profile(self, run: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+        """The cases ``scripts/gpu_profile.sh`` profiled, per decoding step (``decode_*``) or update (``train_*``):
+        {case: {wall_ms, cpu_ms, gpu_kernel_ms, gpu_busy_share, kernel_launches, host_syncs, ...}}; the provenance
+        names the cases that failed (``errors``)."""
+        return self._gpu_rows("profile", run, "cases")
 
     def gpu_translation(self, run: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-        return gpu_results.gpu_translation(run, self.measurements)
+        """A small CAN trained on a GPU with ``canlib train`` (default: the newest such run): scores recomputed from
+        its hypotheses, and examples."""
+        held = self.gpu_runs_with("translation_small")
+        if run is None and not held:
+            raise FileNotFoundError(
+                f"no stored GPU run holds translation_small.json; store one with `{INGEST_COMMAND}`"
+            )
+        return self.gpu("translation_small", run or held[-1])
 
     def ops(self, name: str = "ops.json") -> tuple[dict[str, Any], dict[str, Any]]:
-        """(result, provenance) of the stored operator-count study: ``result["systems"][system][path]``."""
-        return gpu_results.stored_ops(name, self.measurements)
+        """(result, provenance) of a stored operator count (``cpu/<name>``): ``result["systems"][system][path]``."""
+        path = self.measurements / "cpu" / name
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no stored operator counts; run `{OPS_COMMAND}`")
+        return load_result(path)
+
+    def timed_ops(self, run: str) -> str | None:
+        """The stored operator count (``cpu/ops*.json``) of the code the GPU run ``run`` timed: the count whose
+        :func:`counted_code` holds the run's commit; None where none does."""
+        commit = str(self.gpu("speed", run)[1]["commit"]).removesuffix("+dirty")
+        names = sorted(p.name for p in (self.measurements / "cpu").glob("ops*.json"))
+        return next((name for name in names if commit in counted_code(self.ops(name)[1])), None)
 
     # -- helpers -----------------------------------------------------------------------------------------
 
@@ -420,7 +423,7 @@ def default_scale(
             ]
     if systems and not names:
         raise ValueError(f"default_scale: the small plan has no run of {list(systems)} with seeds {seeds} on {corpora}")
-    return "tiny" if small.missing(names + list(analyses)) else "small"
+    return "small" if all(small.has(name) for name in [*names, *analyses]) else "tiny"
 
 
 def stored_scale(root: Path | None = None) -> str:
@@ -428,6 +431,13 @@ def stored_scale(root: Path | None = None) -> str:
     ``<results>/small/runs`` (each claim is then judged as soon as its own seeds are in, and says ``not run yet``
     otherwise), else ``tiny``, where no quality claim is judged."""
     return "small" if any(Store("small", root).path(run_name("x", 1, "x")).parent.parent.glob("*/*.json")) else "tiny"
+
+
+def counted_code(prov: dict[str, Any]) -> list[str]:
+    """The commits whose decoding code an operator count counts: the commit it was counted at and those its
+    provenance names as holding the same ``canlib/model`` and ``canlib/decoding`` (``same_code_as``, checked with git
+    by the tests)."""
+    return [str(prov["commit"]).removesuffix("+dirty"), *prov.get("same_code_as", [])]
 
 
 def format_budget(budget: dict[str, Any] | None) -> str:

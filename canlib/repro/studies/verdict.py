@@ -1,11 +1,9 @@
 """The verdict rule: the one rule behind every verdict word of the book, and its statistics.
 
-**Five words.** A claim is judged on several readings (evaluation sets, GPU runs, decoder layers, directions). Each
-reading *holds*, *does not hold* or is *inconclusive* where its interval lies wholly where the criterion holds,
-wholly where it fails, or across it. Over the readings (:func:`outcome`): **holds** (every reading holds),
-**does not hold** (at least one fails and none holds: the criterion asks for every reading), **mixed** (some hold,
-some fail), **inconclusive** (no reading fails and not all hold, or the evidence is below its standard), and
-**not run** (the evidence is not stored). :mod:`canlib.repro.studies.evidence` states each standard.
+**Five words** (each defined in :data:`canlib.repro.studies.evidence.MEANINGS`). A claim is judged on several
+readings (evaluation sets, GPU runs, decoder layers, directions). Each reading holds, does not hold or is inconclusive
+where its interval lies wholly where the criterion holds, wholly where it fails, or across it; :func:`outcome` joins
+the readings.
 
 **BLEU.** A BLEU claim is a **contrast**, a weighted sum of systems' mean scores over seeds ("CAN - Balanced" is
 {CAN: +1, Balanced: -1}), with a threshold criterion. On each evaluation set it gets two 95 % intervals:
@@ -25,8 +23,8 @@ times every system once, in turn). Its statistic is the **median of the ratios**
 distribution-free interval of the median from the order statistics (:func:`median_interval`: at least 95 % for
 any distribution of the ratios; with 10 repeats, the 2nd to the 9th smallest).
 
-Which claims there are and which evidence each reads is declared once, in :mod:`canlib.repro.studies.claims`; only the
-judges (:mod:`canlib.repro.studies.judges`) call the functions here to reach a verdict.
+Which claims there are and which evidence each reads is declared once, in :mod:`canlib.repro.studies.claims`; the
+judges (:mod:`canlib.repro.studies.judges`) call the functions here.
 """
 
 from __future__ import annotations
@@ -112,7 +110,6 @@ class Judgement:
     """A contrast judged on every evaluation set both sides were scored on."""
 
     sets: tuple[OnSet, ...]
-    seeds: dict[str, int]
 
     @property
     def verdict(self) -> str:
@@ -161,13 +158,6 @@ def outcome(verdicts: Sequence[str]) -> str:
     return HOLDS if held == len(verdicts) else INCONCLUSIVE
 
 
-def t_quantile(df: float, confidence: float = CONFIDENCE) -> float:
-    """Student's t quantile of a two-sided ``confidence`` interval (scipy)."""
-    from scipy.stats import t
-
-    return float(t.ppf(0.5 + confidence / 2, df))
-
-
 def seed_contrast(terms: Sequence[tuple[float, Sequence[float]]]) -> tuple[float, float, float]:
     """(sum of weight x mean over seeds, its standard error, Welch-Satterthwaite degrees of freedom): each term's
     seed variance over its seeds."""
@@ -184,8 +174,10 @@ def seed_contrast(terms: Sequence[tuple[float, Sequence[float]]]) -> tuple[float
 
 def seed_interval(terms: Sequence[tuple[float, Sequence[float]]], confidence: float = CONFIDENCE) -> Interval:
     """The contrast's ``confidence`` interval over seeds: ± Student's t (Welch's degrees of freedom) x its s.e."""
+    from scipy.stats import t
+
     value, se, df = seed_contrast(terms)
-    half = t_quantile(df, confidence) * se if se > 0 else 0.0
+    half = float(t.ppf(0.5 + confidence / 2, df)) * se if se > 0 else 0.0
     return Interval(value - half, value + half)
 
 
@@ -285,7 +277,7 @@ def judge(
         sets.append(OnSet(split, value, seeds, test_set, verdict))
     if not sets:
         raise ValueError(f"no evaluation set is scored for every term ({', '.join(r.label for _, r in terms)})")
-    return Judgement(tuple(sets), {r.label: len(r.seeds) for _, r in terms})
+    return Judgement(tuple(sets))
 
 
 def split_name(split: str) -> str:
@@ -293,24 +285,22 @@ def split_name(split: str) -> str:
     return SPLIT_NAMES.get(split, split)
 
 
-def describe(j: Judgement, decimals: int = 2) -> str:
+def describe(j: Judgement) -> str:
     """One line per judgement: the contrast with its seed interval on each set, the test-set interval and the set's
     verdict (for an evidence cell)."""
     parts = []
     for s in j.sets:
-        boot = f", test-set [{s.test_set.low:+.{decimals}f}, {s.test_set.high:+.{decimals}f}]" if s.test_set else ""
+        boot = f", test-set [{s.test_set.low:+.2f}, {s.test_set.high:+.2f}]" if s.test_set else ""
         parts.append(
-            f"{split_name(s.split)} {s.value:+.{decimals}f} seeds [{s.seeds.low:+.{decimals}f}, "
-            f"{s.seeds.high:+.{decimals}f}]{boot}: {s.verdict}"
+            f"{split_name(s.split)} {s.value:+.2f} seeds [{s.seeds.low:+.2f}, {s.seeds.high:+.2f}]{boot}: {s.verdict}"
         )
     return "; ".join(parts)
 
 
 def ratio_reading(ratios: Sequence[float]) -> dict[str, Any]:
-    """One ratio of two systems' speeds as every page shows it: the median of its per-repeat ratios, the
-    order-statistic 95 % interval of that median (None where the repeats are too few for one: fewer than 6) with
-    its exact coverage, and the lowest and highest ratio. The statistic the speed claims read, for a table that
-    judges nothing."""
+    """One ratio of two systems' speeds, as every speed claim and page reads it: the median of its per-repeat
+    ratios, the order-statistic 95 % interval of that median (None with fewer than 6 repeats) with its exact
+    coverage, the lowest and highest ratio, and their number."""
     if not ratios:
         raise ValueError("ratio_reading: no per-repeat ratio")
     ci = median_interval(ratios)

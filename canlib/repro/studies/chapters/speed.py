@@ -6,7 +6,7 @@ order-statistic 95 % interval.
 
 Every number comes from a stored file, read by code; the constants that are not measured here are the GPUs' memory
 bandwidths, from NVIDIA's data sheets. Which code a GPU run timed is read from the run (its commit) and from the
-operator counts (the commits each count covers, :func:`canlib.repro.studies.gpu_results.timed_ops`). Every verdict is
+operator counts (the commits each count covers, :meth:`canlib.repro.studies.store.Store.timed_ops`). Every verdict is
 the
 claims registry's (:mod:`canlib.repro.studies.claims`), and every sentence that compares runs is generated from their
 numbers.
@@ -95,7 +95,7 @@ def kernels(ops: dict[str, Any], system: str, part: str) -> int | float:
 def timed_counts(store: Store, run: str) -> tuple[dict[str, Any], dict[str, Any], bool]:
     """(counts, their provenance, whether they count the code ``run`` timed): the stored count of that code where
     one covers it, else today's (``ops.json``)."""
-    name = gpu.timed_ops(run, store.measurements)
+    name = store.timed_ops(run)
     ops, prov = store.ops(name or "ops.json")
     return ops, prov, name is not None
 
@@ -294,7 +294,7 @@ def run_rows(store: Store) -> list[dict[str, Any]]:
     rows = []
     for run in sorted(faster, key=lambda r: faster[r]["date"]):
         r = faster[run]
-        name = gpu.timed_ops(run, store.measurements)
+        name = store.timed_ops(run)
         if name:
             ops, _ = store.ops(name)
             counted = f"{kernels(ops, 'balanced', 'step')} / {kernels(ops, 'can', 'step')}"
