@@ -370,7 +370,7 @@ def test_half_precision_on_cpu_is_refused():
         TrainConfig(precision="bf16")
 
 
-# -- CLI and plots -----------------------------------------------------------------------------------------
+# -- CLI --------------------------------------------------------------------------------------------------
 def test_cli_trains_a_preset_on_a_prepared_corpus(corpus, tmp_path, monkeypatch):
     vocab, pairs = corpus
 
@@ -412,19 +412,6 @@ def test_cli_trains_a_preset_on_a_prepared_corpus(corpus, tmp_path, monkeypatch)
     assert main(args) == 2  # the run exists: refused with a message, exit code 2
     assert main(args + ["--resume", "--max-steps", "3"]) == 0
     assert json.loads((tmp_path / "run" / "result.json").read_text())["step"] == 3
-
-
-def test_loss_curves_plot_train_and_valid_of_each_run(reference):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from canlib.repro.studies.plots import plot_loss_curves
-
-    _, run = reference
-    ax = plot_loss_curves({"can": run, "again": run / "log.jsonl"})
-    labels = [line.get_label() for line in ax.get_lines()]
-    assert labels == ["can train", "can valid", "again train", "again valid"]
-    assert len(ax.get_lines()[1].get_xdata()) == 4
 
 
 def test_gpu_smoke_script_runs_its_tiny_cpu_mode(tmp_path):

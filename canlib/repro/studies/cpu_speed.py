@@ -18,7 +18,7 @@ from canlib.repro.bench.chapters import (
     cpu_measurement,
     spread,
 )
-from canlib.repro.studies.gpu_results import ratio_cell, ratio_stat
+from canlib.repro.studies.gpu_results import ratio_stat
 
 # a run is noisy where a system's ratio to the reference system has a 95 % interval wider than this share of its
 # median, or where other processes took more than OTHER_BOUND cores on average while it ran
@@ -89,11 +89,6 @@ def cpu_table(
 def noisy_sentence(prov: dict[str, Any]) -> str:
     """What a page says in place of a noisy CPU run's ratios."""
     return f"The stored CPU run is noisy: {prov['noisy']}. Its ratios are not shown, and nothing is read from them."
-
-
-def cpu_cell(row: dict[str, Any]) -> str:
-    """A CPU row's ratio in a table cell, as every speed ratio (:func:`canlib.repro.studies.gpu_results.ratio_cell`)."""
-    return ratio_cell({"median": row["ratio"], "interval": row["interval"], "range": (row["low"], row["high"])})
 
 
 def cpu_provenance(prov: dict[str, Any]):

@@ -49,14 +49,6 @@ def ratio_stat(rows: dict[str, dict[str, Any]], system: str, against: str) -> di
     return ratio_reading(repeat_ratios(repeat_speeds(rows[system]), repeat_speeds(rows[against])))
 
 
-def ratio_cell(stat: dict[str, Any]) -> str:
-    """A ratio in a table cell whose caption explains the brackets: ``1.47 [1.01, 1.52]`` (the median and its 95 %
-    interval) or ``1.21 (1.09-1.39)`` (the median and the range of too few repeats for an interval)."""
-    if stat["interval"]:
-        return f"{stat['median']:.2f} [{stat['interval'][0]:.2f}, {stat['interval'][1]:.2f}]"
-    return f"{stat['median']:.2f} ({stat['range'][0]:.2f}-{stat['range'][1]:.2f})"
-
-
 PROFILE_COLUMNS = {
     "wall_ms": "wall ms / step",
     "cpu_ms": "host CPU ms / step",

@@ -6,51 +6,17 @@ its seed and bootstrap intervals, drawn the same way on every page that judges a
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 
-def read_log(run: str | os.PathLike) -> list[dict[str, Any]]:
-    """Rows of a run's log.jsonl (``run`` is the run directory or the log file itself)."""
-    path = Path(run)
-    if path.is_dir():
-        path = path / "log.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no training log")
-    rows = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: not a JSON line ({exc})") from exc
-    return rows
-
-
-def plot_loss_curves(runs: dict[str, str | os.PathLike | list[dict[str, Any]]], ax=None, x: str = "step"):
-    """Train (solid) and validation (dashed, dots) loss per update of several runs on one axes.
-
-    Each run is a run directory, its log.jsonl, or the log's rows (as a stored result keeps them)."""
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4))
-    for i, (label, run) in enumerate(runs.items()):
-        rows = run if isinstance(run, list) else read_log(run)
-        color = f"C{i}"
-        train = [(r[x], r["train_loss"]) for r in rows if r.get("train_loss") is not None]
-        valid = [(r[x], r["valid_loss"]) for r in rows if r.get("valid_loss") is not None]
-        if train:
-            ax.plot(*zip(*train), color=color, label=f"{label} train")
-        if valid:
-            ax.plot(*zip(*valid), color=color, linestyle="--", marker=".", label=f"{label} valid")
-    ax.set_xlabel("update" if x == "step" else x)
-    ax.set_ylabel("label-smoothed loss (nats/token)")
-    ax.legend(fontsize="small")
-    return ax
+def _spread(ax, curve: dict[str, Any], color: str, label: str, **style) -> None:
+    """A curve of :func:`canlib.repro.studies.analyses.seed_curves` as points at the mean over seeds with bars from
+    the lowest seed to the highest."""
+    low, high = curve["mean"] - curve["min"], curve["max"] - curve["mean"]
+    ax.errorbar(
+        curve["step"], curve["mean"], [low, high], color=color, marker="o", ms=4, capsize=3, label=label, **style
+    )
 
 
 def plot_seed_curves(curves: dict[str, dict[str, dict[str, Any]]], ax=None):
@@ -69,17 +35,7 @@ def plot_seed_curves(curves: dict[str, dict[str, dict[str, Any]]], ax=None):
         )
         if seeds > 1:
             ax.fill_between(train["step"], train["min"], train["max"], color=color, alpha=0.2, linewidth=0)
-        ax.errorbar(
-            valid["step"],
-            valid["mean"],
-            yerr=[valid["mean"] - valid["min"], valid["max"] - valid["mean"]],
-            color=color,
-            linestyle="--",
-            marker="o",
-            ms=4,
-            capsize=3,
-            label=f"{label} valid",
-        )
+        _spread(ax, valid, color, f"{label} valid", linestyle="--")
     ax.set_xlabel("update")
     ax.set_ylabel("label-smoothed loss (nats/token)")
     ax.legend(fontsize="small")
@@ -98,17 +54,7 @@ def plot_budget_curves(
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), constrained_layout=True)
     for i, (label, c) in enumerate(curves.items()):
         for ax, key in zip(axes, ("bleu", "loss")):
-            r = c[key]
-            ax.errorbar(
-                r["step"],
-                r["mean"],
-                yerr=[r["mean"] - r["min"], r["max"] - r["mean"]],
-                color=f"C{i}",
-                marker="o",
-                ms=4,
-                capsize=3,
-                label=f"{label} 2x ({r['seeds']} seeds)",
-            )
+            _spread(ax, c[key], f"C{i}", f"{label} 2x ({c[key]['seeds']} seeds)")
     for ax, ylabel in zip(axes, ("greedy valid BLEU", "valid loss (nats/token)")):
         for step in averaged:
             ax.axvline(step, color="gray", linestyle=":", linewidth=1)
@@ -131,71 +77,50 @@ SIMILARITY_PANELS = (
 )
 
 
-def _draw_similarity(ax, matrix, xlabel: str, ylabel: str, title: str, vmin: float, vmax: float):
-    """One similarity matrix as the paper draws it: layer 1 at the bottom, x labels on top, grey scale clipped to
-    [vmin, vmax], each cell's value written in it."""
-    image = ax.imshow(matrix, origin="lower", vmin=vmin, vmax=vmax, cmap="gray")
-    n = matrix.shape[0]
-    ax.set_xticks(range(n), range(1, n + 1))
-    ax.set_yticks(range(n), range(1, n + 1))
-    ax.xaxis.set_label_position("top")
-    ax.xaxis.tick_top()
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10, pad=28)
-    for i in range(n):
-        for j in range(n):
-            bright = matrix[i, j] > (vmin + vmax) / 2
-            ax.text(
-                j,
-                i,
-                f"{matrix[i, j]:.2f}",
-                ha="center",
-                va="center",
-                fontsize=7 if n > 3 else 10,
-                color="black" if bright else "white",
-            )
-    return image
+def _similarity_figure(rows: list[tuple[Any, str]], vmin: float, vmax: float, colorbar: str):
+    """One row of panels per (matrices, whose) in ``rows``, both matrices of each side by side, drawn as the paper
+    draws them: layer 1 at the bottom, x labels on top, grey scale clipped to [vmin, vmax], each cell's value in it.
+    ``matrices[key][i][j]`` has the first-named sub-layer's layer i."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(len(rows), 2, figsize=(7.5 + 0.5 * (len(rows) - 1), 3.9 * len(rows)), squeeze=False)
+    fig.set_layout_engine("constrained")
+    for ax_row, (matrices, who) in zip(axes, rows):
+        for ax, (key, ylabel, xlabel) in zip(ax_row, SIMILARITY_PANELS):
+            matrix = np.array(matrices[key], dtype=float)
+            image = ax.imshow(matrix, origin="lower", vmin=vmin, vmax=vmax, cmap="gray")
+            n = matrix.shape[0]
+            ax.set_xticks(range(n), range(1, n + 1))
+            ax.set_yticks(range(n), range(1, n + 1))
+            ax.xaxis.set_label_position("top")
+            ax.xaxis.tick_top()
+            ax.set(xlabel=xlabel, ylabel=ylabel)
+            ax.set_title(f"{who}: {key.replace('_', ' ')}", fontsize=10, pad=28)
+            for (i, j), value in np.ndenumerate(matrix):
+                shade = "black" if value > (vmin + vmax) / 2 else "white"
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7 if n > 3 else 10, color=shade)
+    fig.colorbar(image, ax=axes, shrink=0.6 if len(rows) > 1 else 0.8, label=colorbar)
+    return fig
 
 
 def plot_similarity(
     paper: dict[str, Any], ours: dict[str, Any], label: str = "ours", vmin: float = 0.7, vmax: float = 0.95
 ):
-    """Figure 2 as the paper draws it, the paper's matrices above ours on one colour scale: layer 1 at the bottom,
-    x labels on top, black at ``vmin`` and below, white at ``vmax`` and above (the paper's pgfplots settings).
+    """Figure 2 as the paper draws it, the paper's matrices above ours on one colour scale: black at ``vmin`` and
+    below, white at ``vmax`` and above (the paper's pgfplots settings).
 
     ``paper[key][x][y]`` is stored as the paper's table (x: the second-named sub-layer's layer); ``ours[key][i][j]``
     has the first-named sub-layer's layer i, so the paper's matrix is transposed to draw both alike."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    fig, axes = plt.subplots(2, 2, figsize=(8, 7.8), constrained_layout=True)
-    image = None
-    for col, (key, ylabel, xlabel) in enumerate(SIMILARITY_PANELS):
-        for row, (matrix, who) in enumerate(
-            [(np.array(paper[key]).T, "paper (WMT14 En-De)"), (np.array(ours[key]), label)]
-        ):
-            image = _draw_similarity(
-                axes[row, col], matrix, xlabel, ylabel, f"{who}: {key.replace('_', ' ')}", vmin, vmax
-            )
-    fig.colorbar(image, ax=axes, shrink=0.6, label=f"cosine similarity (clipped to {vmin}-{vmax}, as the paper)")
-    return fig
+    theirs = {key: [list(row) for row in zip(*paper[key])] for key, _, _ in SIMILARITY_PANELS}
+    rows = [(theirs, "paper (WMT14 En-De)"), (ours, label)]
+    return _similarity_figure(rows, vmin, vmax, f"cosine similarity (clipped to {vmin}-{vmax}, as the paper)")
 
 
 def plot_layer_similarity(ours: dict[str, Any], label: str, vmin: float = 0.7, vmax: float = 0.95):
-    """Both matrices of one model side by side (``ours[key][i][j]``, as :func:`plot_similarity` draws ours), on the
-    paper's colour scale: for a decoder the paper did not draw, such as Balanced's two layers."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.9), constrained_layout=True)
-    image = None
-    for ax, (key, ylabel, xlabel) in zip(axes, SIMILARITY_PANELS):
-        image = _draw_similarity(
-            ax, np.array(ours[key]), xlabel, ylabel, f"{label}: {key.replace('_', ' ')}", vmin, vmax
-        )
-    fig.colorbar(image, ax=axes, shrink=0.8, label=f"cosine ({vmin}-{vmax})")
-    return fig
+    """Both matrices of one model side by side (as :func:`plot_similarity` draws ours), on the paper's colour scale:
+    for a decoder the paper did not draw, such as Balanced's two layers."""
+    return _similarity_figure([(ours, label)], vmin, vmax, f"cosine ({vmin}-{vmax})")
 
 
 def plot_error_buckets(
@@ -338,6 +263,16 @@ def claim_points(j: Any, budgets: Sequence[int] | None = None) -> list[dict[str,
     return points
 
 
+def _interval_keys() -> dict[str, Any]:
+    """The legend's keys for the two intervals every claim's figure draws."""
+    from matplotlib.lines import Line2D
+
+    return {
+        "seed interval (95 %, t)": Line2D([], [], color="grey", lw=3.5, alpha=0.55),
+        "bootstrap 95 %": Line2D([], [], color="grey", lw=0.9, marker="_", ms=5),
+    }
+
+
 def plot_claim(
     j: Any,
     ax=None,
@@ -398,15 +333,12 @@ def plot_claim(
     ax.set_xlim(-0.6, len(splits) - 0.4)
     ax.set_ylabel("Δ tokenized BLEU")
     ax.set_title("\n".join(textwrap.wrap(title or j.claim.name, 44)), fontsize=9)
-    from matplotlib.lines import Line2D
-
-    handles, _ = ax.get_legend_handles_labels()
-    handles += [
-        Line2D([], [], color="grey", lw=3.5, alpha=0.55, label="seed interval (95 %, t)"),
-        Line2D([], [], color="grey", lw=0.9, marker="_", ms=5, label="bootstrap 95 %"),
-    ]
     if legend:  # below the axes, where it covers no point
-        ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=3, frameon=False)
+        handles, labels = ax.get_legend_handles_labels()
+        keys = dict(zip(labels, handles)) | _interval_keys()
+        ax.legend(
+            keys.values(), keys, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=3, frameon=False
+        )
     ax.tick_params(labelsize=8)
     ax.grid(axis="y", color="#dddddd", lw=0.6)
     return ax
@@ -434,9 +366,7 @@ def plot_claims(
         ax.axis("off")
     from matplotlib.lines import Line2D
 
-    labels["seed interval (95 %, t)"] = Line2D([], [], color="grey", lw=3.5, alpha=0.55)
-    labels["bootstrap 95 %"] = Line2D([], [], color="grey", lw=0.9, marker="_", ms=5)
-    labels["paper (each panel's value)"] = Line2D([], [], color="tab:green", ls=":", lw=1.6)
+    labels |= _interval_keys() | {"paper (each panel's value)": Line2D([], [], color="tab:green", ls=":", lw=1.6)}
     fig.legend(list(labels.values()), list(labels), loc="outside lower center", ncols=3, fontsize=8, frameon=False)
     return fig
 
@@ -444,10 +374,12 @@ def plot_claims(
 def claim_table(
     claims: Sequence[Any], *, budgets: dict[str, Sequence[int]] | None = None, names: dict[str, str] | None = None
 ):
-    """The numbers of :func:`plot_claims` as one compact table: a row per claim, budget and evaluation set, with the
-    contrast, half its 95 % seed interval (Student's t), the bootstrap interval and that set's verdict; the claim's
-    name is given on its first row only."""
+    """The numbers of :func:`plot_claims` as one compact table (:func:`reading_table`): a row per claim, budget and
+    evaluation set, with the contrast, half its 95 % seed interval (Student's t), the bootstrap interval and that
+    set's verdict; the claim's name is given on its first row only."""
     import pandas as pd
+
+    from canlib.repro.studies.tables import reading_table
 
     rows = []
     for j in claims:
@@ -471,4 +403,4 @@ def claim_table(
     if "budget" in frame:  # a claim judged at one budget only shares the table with one judged at several
         frame["budget"] = frame["budget"].fillna("—")
         frame = frame[["claim", "budget", *[c for c in frame.columns if c not in ("claim", "budget")]]]
-    return frame
+    return reading_table(frame)

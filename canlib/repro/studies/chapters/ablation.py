@@ -8,17 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from canlib.analysis.probes import bytes_per_decode_step
 from canlib.catalogue import ABLATION_SYSTEMS
-from canlib.model.config import preset
-from canlib.model.seq2seq import Seq2Seq
-from canlib.repro.bench.chapters import weights_per_token
 from canlib.repro.bench.ops import NO_KERNEL  # the operators the counts treat as launching no kernel
 from canlib.repro.studies import paper
 from canlib.repro.studies.chapters.prose import lead_sentence, names, sets_sentence
+from canlib.repro.studies.chapters.speed import bytes_sentence, predicted
 from canlib.repro.studies.claims import judged, marks
-from canlib.repro.studies.cpu_speed import cpu_cell, cpu_table, noisy_sentence
-from canlib.repro.studies.cpu_speed import cpu_provenance as speed_provenance
+from canlib.repro.studies.cpu_speed import cpu_table
 from canlib.repro.studies.store import Store
 
 SYSTEMS = {"can_attn": "attn", "can_ffn": "ffn", "can": "all"}  # system -> key prefix
@@ -125,67 +121,20 @@ def values(store: Store) -> dict[str, Any]:
     return v
 
 
-def _predicted() -> dict[str, float]:
-    """Each ablation's speed over Balanced's if a step took the time to read its fp32 weights (bandwidth-bound)."""
-    step = {s: bytes_per_decode_step(Seq2Seq(preset(s)))["total"] for s in ABLATION_SYSTEMS}
-    return {s: step["balanced"] / step[s] for s in ABLATION_SYSTEMS}
-
-
-def cpu_frame(store: Store):
-    """One row per ablation system: kernels per layer on the GPU's code path, weights read per token, the byte
-    model's speed over Balanced's, the stored CPU run's (the median of the per-repeat ratios [95 % interval]; "noisy
-    run" where it is) and the paper's GPU speed-up."""
-    import pandas as pd
-
-    rows, prov = cpu_table(ABLATION_SYSTEMS, root=store.measurements)
-    kernels, per_token, predicted = kernel_values(store), weights_per_token(), _predicted()
-    t5 = paper.table5()
-    frame = pd.DataFrame(
-        [
-            {
-                "system": PAPER_ROWS[s],
-                "kernels / layer (GPU)": kernels[f"kernels_{SYSTEMS.get(s, s)}"],
-                "weights / token (d²)": round(per_token[s]),
-                "bytes predict (x Balanced)": f"{predicted[s]:.2f}",
-                "CPU measured (x Balanced)": "noisy run" if prov["noisy"] else cpu_cell(rows[s]),
-                "paper Δspeed (GPU)": f"{100 * (t5[PAPER_ROWS[s]].speed / t5['Balanced'].speed - 1):+.0f} %",
-            }
-            for s in ABLATION_SYSTEMS
-        ]
-    )
-    return frame.set_index("system")
-
-
-def cpu_provenance(store: Store):
-    """Where the stored CPU run comes from (:func:`canlib.repro.bench.chapters.cpu_provenance`)."""
-    return speed_provenance(cpu_table(ABLATION_SYSTEMS, root=store.measurements)[1])
-
-
 def cpu_values(store: Store) -> dict[str, Any]:
-    """The sentence under the CPU table, generated from its numbers: for which compressions the byte model's
-    prediction lies inside the measured interval, and for which it does not; a noisy run says so and reads nothing."""
+    """The sentences under the speed table, generated from its numbers: for which compressions the byte model's
+    prediction lies inside the measured interval, and which order (the bytes', the kernels' or neither) the CPU's
+    follows; a noisy run says so and reads nothing."""
+    sentence = bytes_sentence(store, ABLATION_SYSTEMS, labels=PAPER_ROWS)
     rows, prov = cpu_table(ABLATION_SYSTEMS, root=store.measurements)
     if prov["noisy"]:
-        return {"cpu_sentence": noisy_sentence(prov), "cpu_order": ""}
-    predicted = _predicted()
-    inside, outside = [], []
-    for s in ABLATION_SYSTEMS:
-        if s == "balanced":
-            continue
-        low, high = rows[s]["interval"] or (rows[s]["low"], rows[s]["high"])
-        (inside if low <= predicted[s] <= high else outside).append(PAPER_ROWS[s])
-    parts = []
-    if inside:
-        parts.append(f"the bytes' prediction lies inside the measured interval for {names(inside)}")
-    if outside:
-        head = "outside it" if inside else "the bytes' prediction lies outside the measured interval"
-        parts.append(f"{head} for {names(outside)}, where the bytes alone do not explain the measured change")
-    kernels = kernel_values(store)
+        return {"cpu_sentence": sentence, "cpu_order": ""}
+    kernels, guess = kernel_values(store), predicted(ABLATION_SYSTEMS)
     measured = sorted(ABLATION_SYSTEMS, key=lambda s: -rows[s]["ratio"])
     by_kernels = sorted(ABLATION_SYSTEMS, key=lambda s: kernels[f"kernels_{SYSTEMS.get(s, s)}"])
-    by_bytes = sorted(ABLATION_SYSTEMS, key=lambda s: -round(predicted[s], 3))
+    by_bytes = sorted(ABLATION_SYSTEMS, key=lambda s: -round(guess[s], 3))
     follows = [name for name, order in (("the bytes'", by_bytes), ("the kernels'", by_kernels)) if order == measured]
     order = f"Fastest first, the stored CPU run measured {names([PAPER_ROWS[s] for s in measured])}: " + (
         f"{names(follows)} order." if follows else "neither the bytes' order nor the kernels'."
     )
-    return {"cpu_sentence": "In the stored CPU run " + ", and ".join(parts) + ".", "cpu_order": order}
+    return {"cpu_sentence": sentence, "cpu_order": order}

@@ -15,7 +15,8 @@ from canlib.repro.results.layout import GPU_SCRIPT, experiment_command
 from canlib.repro.results.studies import NEXT, ORIGINAL, SEEDS, STUDENTS, STUDIES, study_models
 from canlib.repro.studies import beyond, paper
 from canlib.repro.studies.chapters.prose import lead_sentence, sets_sentence
-from canlib.repro.studies.chapters.results import budget_values, provenance_values
+from canlib.repro.studies.chapters.results import provenance_table
+from canlib.repro.studies.chapters.training import undertraining_values
 from canlib.repro.studies.claims import PAPER_CAN_ON, judged, marks
 from canlib.repro.studies.store import Store
 from canlib.repro.studies.verdict import FAILS, HOLDS, INCONCLUSIVE, MIXED, NOT_RUN, ON_PAR, split_name
@@ -95,8 +96,8 @@ def values(store: Store) -> dict[str, Any]:
         v["budget_seeds"] = min(len(store.budget_runs(s, 2).seeds) for s in ("balanced", "can"))
         for system in ("balanced", "can"):
             v |= j[f"budget-adds-{system}"].values(f"gain_2x_{system}")
-        v |= {k: budget_values(store)[k] for k in ("loss_up", "runs_2x", "through_1x")}
-        v |= provenance_values(store, [store.budget_runs(s, 2) for s in ("balanced", "can")], "budget")
+        v |= {k: undertraining_values(store)[k] for k in ("loss_up", "budget_runs")}
+        v["budget_table"] = provenance_table(store, [store.budget_runs(s, 2) for s in ("balanced", "can")])
     if shown["distill"]:
         kd = {s: store.study_runs("distill", s, "kd") for s in STUDENTS}
         v |= j["kd-can-within-0.5"].values("gap_kd") | j["kd-narrows-gap"].values("change_kd")
@@ -126,12 +127,12 @@ def values(store: Store) -> dict[str, Any]:
             if v["teacher_minus_balanced"] <= v["balanced_test_sd"]
             else "better than an average Balanced model"
         )
-        v |= provenance_values(store, list(kd.values()), "distill")
+        v["distill_table"] = provenance_table(store, list(kd.values()))
     if shown["can-6-6"]:
         can66 = store.study_runs("can-6-6", "can-6-6")
         v |= j["can-6-6-within-0.5"].values("gap_66") | j["can-6-6-hurts-less"].values("change_66")
         v["can66_test"], v["baseline_test"] = can66.mean("test"), main["baseline"].mean("test")
-        v |= provenance_values(store, [can66], "can66")
+        v["can66_table"] = provenance_table(store, [can66])
         v["change_66_sets"] = sets_sentence(j["can-6-6-hurts-less"])
         v["can66_reading"] = READING[j["can-6-6-hurts-less"].word]
         v["can66_seeds"] = len(can66.seeds)

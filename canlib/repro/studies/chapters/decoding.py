@@ -3,6 +3,8 @@ one beam-search step small enough to print, and the kernels a step launches (``b
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -19,7 +21,6 @@ from canlib.model.config import ModelConfig, preset
 from canlib.model.seq2seq import DecoderCache, Seq2Seq
 from canlib.repro.results.files import load_result
 
-OPS = "cpu/ops.json"
 TOY_WORDS = ["<pad>", "<unk>", "<s>", "</s>", "a", "dog", "runs", "."]  # ids 0-3 are canlib's special tokens
 
 
@@ -66,51 +67,31 @@ def draw_caches(systems: tuple[str, ...] = ("balanced", "can")) -> Figure:
         x = 0
         for i, (layer, rows) in enumerate(zip(model.decoder_layers, cache.rows)):
             for name, view in rows.items():
-                width = view.size(-1)
                 key = d if name == "kv" else 0
-                for part, start, w in (("k", x, key), ("v", x + key, width - key)):
-                    if w == 0:
-                        continue
-                    first = lead
-                    if layer.joint and lead:
+                for part, start, w in (("k", x, key), ("v", x + key, view.size(-1) - key)):
+                    if w and layer.joint and lead:  # the source's keys|values, copied in front of every row
+                        hatched = dict(alpha=0.35, hatch="//")
+                        ax.add_patch(Rectangle((start / d, 0), w / d, lead, fc=colours[part], ec="white", **hatched))
+                    if w:
                         ax.add_patch(
-                            Rectangle(
-                                (start / d, 0),
-                                w / d,
-                                lead,
-                                facecolor=colours[part],
-                                alpha=0.35,
-                                hatch="//",
-                                edgecolor="white",
-                            )
+                            Rectangle((start / d, lead), w / d, positions - lead, fc=colours[part], ec="white")
                         )
-                    ax.add_patch(
-                        Rectangle(
-                            (start / d, first), w / d, positions - first, facecolor=colours[part], edgecolor="white"
-                        )
-                    )
-                ax.text((x + width / 2) / d, -0.3, f"layer {i + 1}", ha="center", va="bottom", fontsize=9)
-                x += width
+                ax.text((x + view.size(-1) / 2) / d, -0.3, f"layer {i + 1}", ha="center", va="bottom", fontsize=9)
+                x += view.size(-1)
+        notes = [(lead + (positions - lead) / 2, "prefix\n(one\nposition\nper step)")]
         if lead:
             ax.axhline(lead, color="black", lw=1)
-            ax.text(x / d + 0.1, lead / 2, "source\n(copied\nper row)", va="center", fontsize=9)
-        ax.text(
-            x / d + 0.1, lead + (positions - lead) / 2, "prefix\n(one\nposition\nper step)", va="center", fontsize=9
-        )
-        if not lead:
-            ax.text(
-                0.1,
-                positions + 1.5,
-                "source keys|values:\nkept once per sentence,\nread by the\ncross-attention",
-                va="top",
-                fontsize=9,
-            )
+            notes.append((lead / 2, "source\n(copied\nper row)"))
+        else:
+            kept = "source keys|values:\nkept once per sentence,\nread by the\ncross-attention"
+            ax.text(0.1, positions + 1.5, kept, va="top", fontsize=9)
+        for y, text in notes:
+            ax.text(x / d + 0.1, y, text, va="center", fontsize=9)
         ax.set_xlim(0, x / d + 3.2)
         ax.set_ylim(max(positions, 9) + 3.5, -1.5)
         ax.set_xlabel("width per position (units of d)", fontsize=10)
-        ax.set_title(
-            f"{LABELS[system]}: {x // d}d per position" + (f",\n{lead} source positions" if lead else ""), fontsize=10
-        )
+        source = f",\n{lead} source positions" if lead else ""
+        ax.set_title(f"{LABELS[system]}: {x // d}d per position{source}", fontsize=10)
     axes[0].set_ylabel("position in the buffer", fontsize=10)
     handles = [Rectangle((0, 0), 1, 1, facecolor=c) for c in colours.values()]
     fig.legend(handles, ["keys", "values"], loc="lower center", ncol=2, frameon=False)
@@ -177,37 +158,42 @@ def step_table(search: ForcedLengthSearch, t: int) -> tuple[pd.DataFrame, pd.Dat
     return candidates.round(3), chosen.round(3)
 
 
-def ops_table() -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Kernels per beam-search step on the GPU's code path, per system (``book/results/cpu/ops.json``)."""
-    result, prov = load_result(results_dir() / OPS)
-    rows = []
-    for system in ALL_SYSTEMS:
-        paths = result["systems"][system]
-        c = paths["cuda"]
-        row = {
-            "system": LABELS[system],
+def ops_frame(ops: dict[str, Any], systems: Sequence[str] = ALL_SYSTEMS) -> pd.DataFrame:
+    """Kernels one beam-search step launches on the GPU's code path, per system and part, from a stored operator
+    count (``book/results/cpu/ops.json``): whole step, with the select step fused, per decoder layer, embedding,
+    output and search, and the host syncs."""
+    rows = {}
+    for system in systems:
+        c, fused = ops["systems"][system]["cuda"], ops["systems"][system].get("cuda-fused")
+        rows[LABELS[system]] = {
             "decoder layers": c["decoder_layers"],
             "kernels per step": c["step"]["kernel_operators"],
+            "with the fused select": fused["step"]["kernel_operators"] if fused else None,
+            "per decoder layer": c["per_layer"]["kernel_operators"],
+            **{part: c[part]["kernel_operators"] for part in ("embedding", "output", "search")},
+            "host syncs": c["step"]["host_syncs"],
         }
-        if "cuda-fused" in paths:
-            row["with the fused select"] = paths["cuda-fused"]["step"]["kernel_operators"]
-        row.update(
-            {
-                "per decoder layer": c["per_layer"]["kernel_operators"],
-                "embedding": c["embedding"]["kernel_operators"],
-                "output": c["output"]["kernel_operators"],
-                "search": c["search"]["kernel_operators"],
-            }
-        )
-        rows.append(row)
-    table = pd.DataFrame(rows).set_index("system")
-    table.index.name = None
-    return table, prov
+    return pd.DataFrame(rows).T.dropna(axis=1, how="all").rename_axis("system")
+
+
+@functools.cache
+def step_mb(system: str, bytes_per_weight: int = 2) -> float:
+    """Megabytes of weights one decoding step of ``system`` reads at the paper's d=512 (the decoder layers without
+    the source-side projections, and the tied output embedding; fp16 by default): shapes only, on the meta device."""
+    with torch.device("meta"):
+        model = Seq2Seq(preset(system))
+    return bytes_per_decode_step(model, bytes_per_weight)["total"] / 1e6
+
+
+def stored_ops() -> tuple[dict[str, Any], dict[str, Any]]:
+    """(result, provenance) of the stored kernel counts of today's code (``book/results/cpu/ops.json``)."""
+    return load_result(results_dir() / "cpu" / "ops.json")
 
 
 def values() -> dict[str, Any]:
     """The numbers the chapter's prose quotes."""
-    table, prov = ops_table()
+    ops, _ = stored_ops()
+    table = ops_frame(ops, ("balanced", "can", "baseline"))
     balanced, can = cache_layout("balanced"), cache_layout("can")
     out = {
         "balanced_width_d": balanced["width_d"],
@@ -216,20 +202,16 @@ def values() -> dict[str, Any]:
         "can_layer_width_d": can["parts"][0]["width_d"],
         "can_lead": can["lead"],
         "balanced_source_d": balanced["source_per_position_d"],
-        "ops_commit": prov["commit"][:7],
-        "ops_date": prov["date"][:10],
     }
-    for system, key in (("Balanced", "balanced"), ("CAN", "can"), ("Baseline", "baseline")):
-        row = table.loc[system]
-        out[f"{key}_kernels"] = int(row["kernels per step"])
-        if "with the fused select" in row:
-            out[f"{key}_fused_kernels"] = int(row["with the fused select"])
-        out[f"{key}_layer_kernels"] = float(row["per decoder layer"])
-        out[f"{key}_search_kernels"] = int(row["search"])
+    for key in ("balanced", "can", "baseline"):
+        row = table.loc[LABELS[key]]
+        out |= {f"{key}_kernels": int(row["kernels per step"]), f"{key}_search_kernels": int(row["search"])}
+        out |= {
+            f"{key}_fused_kernels": int(row["with the fused select"]),
+            f"{key}_layer_kernels": row["per decoder layer"],
+        }
     out["can_over_balanced_kernels"] = out["can_kernels"] / out["balanced_kernels"]
-    with torch.device("meta"):  # shapes only: the d=512 model's weights are never allocated
-        weights = bytes_per_decode_step(Seq2Seq(preset("balanced")), bytes_per_weight=2)["total"]
-    out["balanced_step_mb"] = weights / 1e6
-    out["balanced_floor_us"] = 1e6 * weights / H100_BANDWIDTH
+    out["balanced_step_mb"] = step_mb("balanced")
+    out["balanced_floor_us"] = out["balanced_step_mb"] * 1e12 / H100_BANDWIDTH
     out["bandwidth_tbs"] = H100_BANDWIDTH / 1e12
     return out

@@ -72,16 +72,16 @@ def evidence_table(rows: Sequence[Judged]) -> str:
     return reading_table(frame, escape=False).to_html()
 
 
-def speed_runs_table(rows: Sequence[Judged]):
-    """One row per speed claim and stored GPU run it reads or shows beside (eager claims on the eager timings, the
-    graph claim on the graph ones): the run, its code, repeats, shortest repeat, whether it meets the standard, and
-    the claim read on that run alone (median ratio [interval]: verdict; a run too short for an interval shows its
-    range)."""
+def speed_runs_table(rows: Sequence[Judged], beside: bool = True):
+    """One row per speed claim and stored GPU run it reads (and, with ``beside``, shows beside: eager claims on the
+    eager timings, the graph claim on the graph ones): the run, its code, repeats, shortest repeat, whether it meets
+    the standard, and the claim read on that run alone (median ratio [interval]: verdict; a run too short for an
+    interval shows its range)."""
     import pandas as pd
 
     out = []
     for j in rows:
-        for body in (j, *j.beside):
+        for body in (j, *j.beside) if beside else (j,):
             for r in body.sets:
                 shown = (
                     f"[{r['interval'][0]:.2f}, {r['interval'][1]:.2f}]"

@@ -1,6 +1,6 @@
 """The training chapter (Figure 8): final validation losses over seeds against the paper's, whether training had
 stopped learning, what twice the updates do to the `small` models (the stored 2x runs), what checkpoint averaging
-averages, the H200 run beside the plan's, and what the paper's `full` recipe would cost on the stored GPUs.
+averages, and what the paper's `full` recipe would cost on the stored GPUs.
 
 BLEU here is tokenized BLEU (``scores.<split>.tok_bleu``), the paper's metric and the one the results chapter
 judges; every stored run also records sacreBLEU (``scores.<split>.bleu``). Every verdict is the claims registry's
@@ -9,20 +9,18 @@ judges; every stored run also records sacreBLEU (``scores.<split>.bleu``). Every
 
 from __future__ import annotations
 
-import re
 import statistics
 from typing import Any
 
 from canlib.catalogue import LABELS, scale_spec
+from canlib.repro.studies import gpu_results as gpu
 from canlib.repro.studies import paper
 from canlib.repro.studies.chapters.prose import lead_sentence
 from canlib.repro.studies.claims import judged, marks
 from canlib.repro.studies.store import Store
-from canlib.repro.studies.verdict import ON_PAR, split_name
+from canlib.repro.studies.verdict import ON_PAR
 
 SYSTEMS = ("baseline", "balanced", "can")
-METRIC = "tok_bleu"  # tokenized BLEU, the paper's metric
-SPLITS = ("valid", "test", "test2017_flickr", "test2017_mscoco")
 BUDGET_SYSTEMS = ("balanced", "can")  # the systems the stored 2x runs cover
 GPUS = 8  # the paper trains on 8 GPUs
 LOSS_CLAIMS = ("loss-balanced-above-baseline", "loss-can-above-balanced", "loss-still-falling")
@@ -41,9 +39,9 @@ def logs(store: Store) -> dict[str, list[list[dict[str, Any]]]]:
 def values(store: Store) -> dict[str, Any]:
     """Figure 8 at the store's scale (validation loss at the last validation, its order and gaps against the paper's
     last epoch, whether it was still falling) and, from the stored `small` runs whatever the scale is, the 2x budget,
-    checkpoint averaging, the H200 run and the cost of ``full``."""
+    checkpoint averaging and the cost of ``full``."""
     small = Store("small", store.root if store.explicit else None)
-    return {**loss_values(store), **undertraining_values(small), **h200_values(small), **cost_values(store=small)}
+    return {**loss_values(store), **undertraining_values(small), **cost_values(store=small)}
 
 
 def loss_values(store: Store) -> dict[str, Any]:
@@ -52,21 +50,17 @@ def loss_values(store: Store) -> dict[str, Any]:
     mean = {s: statistics.fmean(v) for s, v in finals.items()}
     last = {s: fig8["valid"][LABELS[s]][-1] for s in SYSTEMS}
     out: dict[str, Any] = {
-        "loss_scale": store.scale,
         "loss_seeds": min(len(v) for v in finals.values()),
-        "paper_epochs": len(fig8["epochs"]),
         "order_ours": " < ".join(LABELS[s] for s in sorted(SYSTEMS, key=mean.get)),
         "order_paper": " < ".join(LABELS[s] for s in sorted(SYSTEMS, key=last.get)),
     }
     for s in SYSTEMS:
         out[f"valid_{s}"] = mean[s]
     for a, b in (("balanced", "baseline"), ("can", "balanced")):
-        j = judged(store)[f"loss-{a}-above-{b}"]
         diff = mean[a] - mean[b]
         out |= {
             f"loss_gap_{a}_{b}": diff,
             f"loss_gap_{a}_{b}_relative": diff / mean[a],
-            f"loss_gap_{a}_{b}_2se": (j.interval[1] - j.interval[0]) / 2 if j.interval else float("nan"),
             f"paper_loss_gap_{a}_{b}": last[a] - last[b],
             f"paper_loss_gap_{a}_{b}_relative": (last[a] - last[b]) / last[a],
         }
@@ -78,7 +72,6 @@ def loss_values(store: Store) -> dict[str, Any]:
         "drop_to": steps[1],
         "drop_min": falling.interval[0] if falling.interval else float("nan"),
         "drop_max": falling.interval[1] if falling.interval else float("nan"),
-        "drop_runs": len(falling.sets),
         "last_lr": lrs[-1],
     }
     return out | marks(store, LOSS_CLAIMS)
@@ -103,8 +96,8 @@ def _losses(log: list[dict[str, Any]], last: int) -> list[tuple]:
 def undertraining_values(store: Store) -> dict[str, Any]:
     """What 2x does to each system (the registry's "twice the updates adds BLEU", its test2016 numbers), the 2x
     learning curves at the updates where a 1x run's averaged checkpoints lie and at their end, where the validation
-    loss is lowest and where greedy validation BLEU is highest, and whether each 2x run is its 1x run continued (same
-    log up to the 1x budget)."""
+    loss is lowest and where greedy validation BLEU is highest, in how many 2x runs the validation loss turns up at
+    the last validation, and whether each 2x run is its 1x run continued (same log up to the 1x budget)."""
     runs = {(s, f): store.budget_runs(s, f) for s in BUDGET_SYSTEMS for f in (1, 2)}
     one = store.result(runs["balanced", 1].files[0])[1]["budget"]
     steps_1x = int(one["max_steps"])
@@ -120,42 +113,32 @@ def undertraining_values(store: Store) -> dict[str, Any]:
         "budget_commit": str(two["commit"])[:7],
         "budget_device": two["device"],
     }
-    continued = []
+    continued, loss_up = [], 0
     for system in BUDGET_SYSTEMS:
         x1, x2 = runs[system, 1], runs[system, 2]
-        gain = judged(store)[f"budget-adds-{system}"]
-        out |= {
-            f"{system}_x1": x1.mean("test"),
-            f"{system}_x2": x2.mean("test"),
-            f"{system}_seeds_x1": len(x1.seeds),
-            f"{system}_seeds_x2": len(x2.seeds),
-            **gain.values(f"{system}_gain"),
-        }
-        valid_steps = [r["step"] for r in _valid_rows(store.log(x2.files[0]))]
-        for name, step in (
-            ("averaged_first", averaged[0]),
-            ("averaged_last", averaged[-1]),
-            ("before_last", valid_steps[-2]),
-            ("last", valid_steps[-1]),
-        ):
-            out[f"{system}_bleu_{name}"] = _curve(store, x2.files, step, "valid_bleu")
-        out[f"{system}_bleu_rise"] = out[f"{system}_bleu_averaged_last"] - out[f"{system}_bleu_averaged_first"]
-        losses = {step: _curve(store, x2.files, step, "valid_loss") for step in valid_steps}
-        bleus = {step: _curve(store, x2.files, step, "valid_bleu") for step in valid_steps}
+        out |= {f"{system}_x1": x1.mean("test"), f"{system}_x2": x2.mean("test"), f"{system}_seeds_x2": len(x2.seeds)}
+        out |= judged(store)[f"budget-adds-{system}"].values(f"{system}_gain")
+        steps = [r["step"] for r in _valid_rows(store.log(x2.files[0]))]
+        losses = {step: _curve(store, x2.files, step, "valid_loss") for step in steps}
+        bleus = {step: _curve(store, x2.files, step, "valid_bleu") for step in steps}
+        for name, step in (("averaged_first", averaged[0]), ("averaged_last", averaged[-1]), ("last", steps[-1])):
+            out[f"{system}_bleu_{name}"] = bleus[step]
         lowest = min(losses, key=losses.get)
         out |= {
+            f"{system}_bleu_rise": bleus[averaged[-1]] - bleus[averaged[0]],
             f"{system}_loss_lowest_at": lowest,
-            f"{system}_loss_rise_after": losses[valid_steps[-1]] - losses[lowest],
+            f"{system}_loss_rise_after": losses[steps[-1]] - losses[lowest],
             f"{system}_bleu_highest_at": max(bleus, key=bleus.get),
         }
         for file, seed in zip(x2.files, x2.seeds):
+            log = _valid_rows(store.log(file))
+            loss_up += log[-1]["valid_loss"] > log[-2]["valid_loss"]
             first = x1.files[x1.seeds.index(seed)]
             continued.append(_losses(store.log(file), steps_1x) == _losses(store.log(first), steps_1x))
     out |= {
-        "x2_last_step": valid_steps[-1],
-        "x2_before_last_step": valid_steps[-2],
         "continued_runs": sum(continued),
         "budget_runs": len(continued),
+        "loss_up": loss_up,
         "margin": ON_PAR,
         "averaging_status": averaging_status(store),
         "can_lead": lead_sentence(judged(store)["can-within-0.5"]),
@@ -168,54 +151,6 @@ def averaging_status(store: Store) -> str:
     no stored run keeps its checkpoints, so last-against-average needs that GPU run."""
     stored = [store.study_runs("averaging", s, "last") for s in ("balanced", "can")]
     return "stored" if all(r is not None and len(r.seeds) >= 2 for r in stored) else "not stored yet"
-
-
-def budget_gaps(store: Store) -> list[dict[str, Any]]:
-    """One row per evaluation set: CAN - Balanced at 1x and at 2x (mean, half its 95 % seed interval) and that set's
-    verdict of the registry's claim "CAN stays within 0.5 BLEU of Balanced" at each budget."""
-    claim = judged(store)["can-within-0.5"]
-    rows = []
-    for split in SPLITS:
-        row: dict[str, Any] = {"set": split_name(split) if split != "valid" else "valid (val2016)"}
-        for factor in (1, 2):
-            at = claim.at(factor)
-            on = next((s for s in at.sets if s["split"] == split), None) if at else None
-            if on is None:
-                continue
-            half = (on["seed_interval"][1] - on["seed_interval"][0]) / 2 if on["seed_interval"] else float("nan")
-            row |= {
-                f"{factor}x CAN − Balanced": on["value"],
-                f"{factor}x ± (95 %)": half,
-                f"{factor}x: this set": on["verdict"],
-            }
-        rows.append(row)
-    return rows
-
-
-# -- the single H200 run -----------------------------------------------------------------------------
-
-
-def h200_values(store: Store) -> dict[str, Any]:
-    """The one `small-can` trained on an H200 before the plan ran, beside the plan's CAN runs (tokenized BLEU)."""
-    run, prov = store.gpu_translation()
-    plan = store.runs("can")
-    bleu = list(plan.scores["test"])
-    seed1, seed1_prov = store.run("can", 1)
-    return {
-        "h200_bleu": float(run["scores"][METRIC]),
-        "h200_valid_loss": float(run["valid_loss"]),
-        "h200_commit": str(prov["commit"])[:7],
-        "h200_device": prov["device"],
-        "plan_can_mean": statistics.fmean(bleu),
-        "plan_can_sd": statistics.stdev(bleu),
-        "plan_can_seeds": len(bleu),
-        "plan_can_min": min(bleu),
-        "plan_can_max": max(bleu),
-        "plan_device": seed1_prov["device"],
-        "plan_commit": str(seed1_prov["commit"])[:7],
-        "plan_seed1_valid_loss": float(seed1["training"]["last_valid"]["valid_loss"]),
-        "plan_seed1_bleu": float(seed1["scores"]["test"][METRIC]),
-    }
 
 
 # -- what `full` costs ---------------------------------------------------------------------------------
@@ -247,8 +182,7 @@ def full_cost(gpus: int = GPUS, epochs: int | None = None, store: Store | None =
                         "kind": kind,
                         "batch": prov["max_tokens"],
                         "run": run,
-                        "device": prov["device"],
-                        "commit": str(prov["commit"])[:7],
+                        "label": f"{gpu.gpu_label(prov)} {str(prov['commit'])[:7]}",
                         "system": system,
                         "tok_s": rate,
                         "peak_memory_gib": r.get("peak_memory_gib"),
@@ -288,8 +222,6 @@ def _rate_spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
     ratio = {run: can[run]["tok_s"] / r["tok_s"] for run, r in base.items() if run in can}
     return {
         "rate_spread": fast["tok_s"] / slow["tok_s"],
-        "rate_fast_run": f"{device_name(fast['device'])} {fast['commit']}",
-        "rate_slow_run": f"{device_name(slow['device'])} {slow['commit']}",
         "rate_fast_memory": fast["peak_memory_gib"],
         "rate_slow_memory": slow["peak_memory_gib"],
         "rate_fast_can_ratio": ratio.get(fast["run"], float("nan")),
@@ -304,7 +236,7 @@ def cost_frame(gpus: int = GPUS, store: Store | None = None):
     c = full_cost(gpus, store=store)
     rows = [
         {
-            "run": f"{device_name(r['device'])} {r['commit']}",
+            "run": r["label"],
             "tokens per update": r["batch"],
             "system": LABELS.get(r["system"], r["system"]),
             "target tok/s (one GPU)": round(r["tok_s"]),
@@ -313,9 +245,3 @@ def cost_frame(gpus: int = GPUS, store: Store | None = None):
         for r in c["rows"]
     ]
     return pd.DataFrame(rows).set_index(["run", "tokens per update", "system"])
-
-
-def device_name(device: str) -> str:
-    """``NVIDIA H100 80GB HBM3`` -> ``H100``."""
-    match = re.search(r"\b([A-Z]+\d{2,4}[A-Za-z]*)\b", device.removeprefix("NVIDIA "))
-    return match.group(1) if match else device
