@@ -214,7 +214,7 @@ def test_every_built_page_and_readme_show_one_word_per_claim_the_registrys(built
     and that word is the registry's (``python -m canlib claims --json``)."""
     import json
 
-    from test_claims import disagreements, readme_verdicts, shown_verdicts
+    from verdict_marks import disagreements, readme_verdicts, shown_verdicts
 
     found = []
     for page in sorted(built_book.glob("*.html")):

@@ -18,12 +18,11 @@ import math
 
 import pytest
 import torch
+from layer_inputs import FFN, HEADS, D, inputs
 
 from canlib import ModelConfig
 from canlib.model.attention import SourceMemory
 from canlib.model.layers import CANDecoderLayer, row_caches
-
-D, HEADS, FFN = 16, 4, 64  # 4d-wide values, as the paper's W~v
 
 
 def random_layer(seed: int) -> CANDecoderLayer:
@@ -83,15 +82,6 @@ def reference_layer(layer: CANDecoderLayer, x: torch.Tensor, h: torch.Tensor, sr
             inner = z[b, t] @ w1.T + b1 + torch.cat(mixed)
             y[b, t] = x[b, t] + torch.clamp(inner, min=0.0) @ layer.ffn.w2.weight.T + layer.ffn.w2.bias
     return y
-
-
-def inputs(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Target inputs (3, 5, d), an encoder output (3, 6, d) and a padding mask with different source lengths."""
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(3, 5, D, generator=g, dtype=torch.float64)
-    h = torch.randn(3, 6, D, generator=g, dtype=torch.float64)
-    src_pad = torch.arange(6)[None, :] >= torch.tensor([6, 3, 1])[:, None]
-    return x, h, src_pad
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -20,7 +20,7 @@ import math
 
 import pytest
 import torch
-from test_can_reference import FFN, HEADS, D, inputs  # the same shapes and inputs as CAN's own reference test
+from layer_inputs import FFN, HEADS, D, inputs  # the same shapes and inputs as CAN's own reference test
 
 from canlib import ModelConfig
 from canlib.model.attention import SourceMemory, causal_mask

@@ -7,12 +7,12 @@ import math
 
 import pytest
 import torch
+from layer_inputs import FFN, HEADS, D, inputs
 
 from canlib import ModelConfig
 from canlib.model.attention import MergedFFN, SourceMemory
 from canlib.model.layers import CANFFNDecoderLayer, build_decoder_layers, row_caches
 
-D, HEADS, FFN = 16, 4, 64
 MERGED_KINDS = ("can", "can_ffn", "can_residual")
 
 
@@ -40,14 +40,6 @@ def random_layer(kind: str, seed: int) -> torch.nn.Module:
         for p in layer.parameters():
             p.copy_(torch.randn_like(p) * 0.5)
     return layer
-
-
-def inputs(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Target inputs (3, 5, d), an encoder output (3, 6, d) and a padding mask with different source lengths."""
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(3, 5, D, generator=g, dtype=torch.float64)
-    h = torch.randn(3, 6, D, generator=g, dtype=torch.float64)
-    return x, h, torch.arange(6)[None, :] >= torch.tensor([6, 3, 1])[:, None]
 
 
 def test_the_merged_ffn_is_relu_of_hidden_plus_mixed_times_w2_plus_b2():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from test_training_throughput import LargeTensors
+from large_tensors import LargeTensors
 
 from canlib.training import label_smoothed_nll_loss, online_label_smoothed_loss
 

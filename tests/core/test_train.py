@@ -48,7 +48,7 @@ def _one_thread():
 @pytest.fixture(scope="module")
 def corpus(request):
     """A throwaway 300-piece vocabulary and short real newstest2013 pairs."""
-    from tests.conftest import SHARED_DATA
+    from conftest import SHARED_DATA
 
     folder = SHARED_DATA / "wmt14-en-de"
     if not folder.is_dir():
@@ -430,7 +430,7 @@ def test_loss_curves_plot_train_and_valid_of_each_run(reference):
 def test_gpu_smoke_script_runs_its_tiny_cpu_mode(tmp_path):
     import importlib.util
 
-    from tests.conftest import REPO
+    from conftest import REPO
 
     spec = importlib.util.spec_from_file_location("gpu_smoke_train", REPO / "scripts" / "gpu_smoke_train.py")
     script = importlib.util.module_from_spec(spec)
@@ -471,7 +471,7 @@ def test_two_cpu_ranks_match_one_process_accumulating_two_batches(corpus, tmp_pa
     # takes the same pairs of batches per update, so the parameters agree up to float summation order.
     import subprocess
 
-    from tests.conftest import REPO
+    from conftest import REPO
 
     vocab, pairs = corpus
     split = split_of(pairs[:40])

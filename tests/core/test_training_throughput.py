@@ -7,14 +7,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-import weakref
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
+from large_tensors import LargeTensors
 
 from canlib.data.batching import PairList
 from canlib.model import Seq2Seq
@@ -118,26 +117,6 @@ def test_chunked_loss_without_grad_gives_the_same_numbers():
     hidden.requires_grad_()
     loss_g, nll_g = chunked_label_smoothed_loss(hidden, weight, target, 0.1, 0, chunk=64)
     assert torch.equal(loss, loss_g.detach()) and torch.equal(nll, nll_g) and not nll_g.requires_grad
-
-
-class LargeTensors(TorchDispatchMode):
-    """Counts how many blocks of memory holding at least ``numel`` elements are alive at once (peak),
-    and the largest tensor."""
-
-    def __init__(self, numel: int) -> None:
-        super().__init__()
-        self.numel, self.alive, self.peak, self.largest = numel, {}, 0, 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in out if isinstance(out, (tuple, list)) else (out,):
-            if isinstance(t, torch.Tensor):
-                self.largest = max(self.largest, t.numel())
-                key = t.untyped_storage().data_ptr()  # a view (t(), a slice) shares its base's memory
-                if t.numel() >= self.numel and key not in self.alive:
-                    self.alive[key] = weakref.finalize(t, self.alive.pop, key, None)
-                    self.peak = max(self.peak, len(self.alive))
-        return out
 
 
 @pytest.mark.parametrize("chunk", [0, 50])

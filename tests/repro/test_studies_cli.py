@@ -20,7 +20,7 @@ SYSTEMS, SEEDS = ("baseline", "can"), (1, 2)
 def experiment(tmp_path_factory):
     """Two systems x two seeds at 4 updates with two worker processes, run once for the module:
     (results folder, command arguments, what the first run printed)."""
-    from tests.conftest import SHARED_DATA
+    from conftest import SHARED_DATA
 
     if not (SHARED_DATA / "multi30k-en-de").is_dir():
         missing_data("multi30k-en-de is not in the data folder")
