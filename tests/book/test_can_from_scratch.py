@@ -12,8 +12,8 @@ from pathlib import Path
 import jupytext
 import pytest
 import torch
+from conftest import small_config
 
-from canlib import ModelConfig
 from canlib.model import conversion as V
 from canlib.model.attention import SourceMemory, causal_mask
 from canlib.model.layers import CANDecoderLayer, row_caches
@@ -46,10 +46,8 @@ def page(tmp_path_factory) -> dict:
 
 
 def random_can(d: int = 16, heads: int = 4) -> CANDecoderLayer:
-    cfg = ModelConfig(
-        vocab_size=20, d_model=d, heads=heads, ffn_dim=4 * d, dropout=0.0, attn_dropout=0.0, relu_dropout=0.0
-    )
-    layer = CANDecoderLayer(cfg.replace(decoder_kind="can")).double().eval()
+    cfg = small_config("can", vocab_size=20, d_model=d, heads=heads, ffn_dim=4 * d)  # the page's layer: FFN = 4d
+    layer = CANDecoderLayer(cfg).double().eval()
     with torch.no_grad():
         for p in layer.parameters():  # LayerNorm gains and every bias away from their defaults
             p.normal_(0.0, 0.5)
@@ -149,17 +147,7 @@ def test_the_exercises_checker_accepts_the_solution_and_rejects_wrong_masks(page
 
 def test_layer_approximations_keep_exact_stages_exact_and_count_every_position_and_head():
     torch.manual_seed(5)
-    cfg = ModelConfig(
-        vocab_size=30,
-        d_model=16,
-        heads=4,
-        ffn_dim=64,
-        enc_layers=1,
-        dec_layers=2,
-        dropout=0.0,
-        attn_dropout=0.0,
-        relu_dropout=0.0,
-    )
+    cfg = small_config(vocab_size=30)
     model = Seq2Seq(cfg).eval()
     pairs = [([5, 6, 7, 8], [9, 10, 11]), ([12, 13], [14, 15, 16, 17, 18])]
     layers = V.layer_approximations(model, pairs, bins=10)

@@ -5,27 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import small_model
 
 from canlib.analysis import attention_maps as am
 from canlib.model.attention import causal_mask
-from canlib.model.config import BOS_ID, EOS_ID, PAD_ID, ModelConfig
+from canlib.model.config import BOS_ID, EOS_ID, PAD_ID
 from canlib.model.seq2seq import Seq2Seq
 
 
 def model(kind: str) -> Seq2Seq:
-    cfg = ModelConfig(
-        vocab_size=40,
-        d_model=16,
-        heads=2,
-        ffn_dim=64,
-        enc_layers=1,
-        dec_layers=2,
-        decoder_kind=kind,
-        dropout=0.0,
-        attn_dropout=0.0,
-        relu_dropout=0.0,
-    )
-    return Seq2Seq(cfg).eval()
+    """Its own widths (d=16, two heads, FFN 64 = 4d as CAN's values): the tests below write out these shapes."""
+    return small_model(kind, d_model=16, heads=2, ffn_dim=64)
 
 
 SRC = [5, 6, 7, 8, EOS_ID]

@@ -18,9 +18,8 @@ import math
 
 import pytest
 import torch
-from layer_inputs import FFN, HEADS, D, inputs
+from layer_inputs import FFN, HEADS, D, inputs, layer_config
 
-from canlib import ModelConfig
 from canlib.model.attention import SourceMemory
 from canlib.model.layers import CANDecoderLayer, row_caches
 
@@ -28,20 +27,7 @@ from canlib.model.layers import CANDecoderLayer, row_caches
 def random_layer(seed: int) -> CANDecoderLayer:
     """A CAN layer with every parameter (biases and norm gains included) random, in float64."""
     torch.manual_seed(seed)
-    cfg = ModelConfig(
-        vocab_size=20,
-        d_model=D,
-        heads=HEADS,
-        ffn_dim=FFN,
-        enc_layers=1,
-        dec_layers=1,
-        decoder_kind="can",
-        dropout=0.0,
-        attn_dropout=0.0,
-        relu_dropout=0.0,
-        max_len=32,
-    )
-    layer = CANDecoderLayer(cfg).double().eval()
+    layer = CANDecoderLayer(layer_config("can")).double().eval()
     with torch.no_grad():
         for p in layer.parameters():
             p.copy_(torch.randn_like(p) * 0.5)

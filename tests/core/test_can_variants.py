@@ -20,7 +20,7 @@ import math
 
 import pytest
 import torch
-from layer_inputs import FFN, HEADS, D, inputs  # the same shapes and inputs as CAN's own reference test
+from layer_inputs import FFN, HEADS, D, inputs, layer_config  # the same shapes and inputs as CAN's own reference test
 
 from canlib import ModelConfig
 from canlib.model.attention import SourceMemory, causal_mask
@@ -29,19 +29,7 @@ from canlib.model.seq2seq import Seq2Seq
 
 
 def config(**changes) -> ModelConfig:
-    return ModelConfig(
-        vocab_size=20,
-        d_model=D,
-        heads=HEADS,
-        ffn_dim=FFN,
-        enc_layers=1,
-        dec_layers=1,
-        decoder_kind="can_residual",
-        dropout=0.0,
-        attn_dropout=0.0,
-        relu_dropout=0.0,
-        max_len=32,
-    ).replace(**changes)
+    return layer_config("can_residual", **changes)
 
 
 def random_residual_layer(seed: int) -> CANResidualDecoderLayer:

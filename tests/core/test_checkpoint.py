@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import small_model
 
-from canlib import CheckpointError, ModelConfig, Seq2Seq, load_model, save_model
-
-
-def small_model(kind: str = "can") -> Seq2Seq:
-    return Seq2Seq(
-        ModelConfig(vocab_size=40, d_model=16, heads=2, ffn_dim=32, enc_layers=1, dec_layers=2, decoder_kind=kind)
-    )
+from canlib import CheckpointError, load_model, save_model
 
 
 def test_round_trip_restores_config_and_weights(tmp_path):
-    model = small_model()
+    model = small_model("can")
     save_model(model, tmp_path / "m.pt", vocab_id="spm-sha256:abc")
     loaded = load_model(tmp_path / "m.pt", expected_vocab_id="spm-sha256:abc")
     assert loaded.cfg == model.cfg
@@ -26,12 +21,12 @@ def test_round_trip_restores_config_and_weights(tmp_path):
 
 
 def test_checkpoint_loads_with_weights_only(tmp_path):
-    save_model(small_model(), tmp_path / "m.pt")
+    save_model(small_model("can"), tmp_path / "m.pt")
     torch.load(tmp_path / "m.pt", weights_only=True)  # raises if anything but tensors/primitives
 
 
 def test_truncated_checkpoint_is_a_clear_error(tmp_path):
-    save_model(small_model(), tmp_path / "m.pt")
+    save_model(small_model("can"), tmp_path / "m.pt")
     data = (tmp_path / "m.pt").read_bytes()
     (tmp_path / "m.pt").write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError, match="m.pt: not a readable canlib checkpoint"):
@@ -47,7 +42,7 @@ def test_pickled_object_is_refused(tmp_path):
 
 
 def test_vocabulary_mismatch_is_refused(tmp_path):
-    save_model(small_model(), tmp_path / "m.pt", vocab_id="spm-sha256:aaa")
+    save_model(small_model("can"), tmp_path / "m.pt", vocab_id="spm-sha256:aaa")
     with pytest.raises(CheckpointError, match="vocabulary"):
         load_model(tmp_path / "m.pt", expected_vocab_id="spm-sha256:bbb")
 
@@ -66,7 +61,7 @@ def test_missing_file_is_named(tmp_path):
 
 def test_failed_write_leaves_previous_file_intact(tmp_path, monkeypatch):
     target = tmp_path / "m.pt"
-    save_model(small_model(), target)
+    save_model(small_model("can"), target)
     before = target.read_bytes()
 
     def boom(*a, **k):

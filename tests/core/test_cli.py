@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import small_model
 
 from canlib.model.config import PRESETS
 
@@ -124,16 +125,12 @@ def tiny_checkpoint(tmp_path):
     """A randomly initialised tiny model saved as a checkpoint, its vocabulary one folder up."""
     from canlib.data.vocab import Vocabulary
     from canlib.model.checkpoint import save_model
-    from canlib.model.config import ModelConfig
-    from canlib.model.seq2seq import Seq2Seq
 
     vocab = Vocabulary.train(
         ["a dog runs in the park", "the cat sits on the mat", "zwei hunde spielen"] * 30, vocab_size=40
     )
     vocab.save(tmp_path / "vocab.model")
-    model = Seq2Seq(
-        ModelConfig(vocab_size=vocab.size, d_model=16, heads=2, ffn_dim=32, enc_layers=1, dec_layers=1, max_len=16)
-    )
+    model = small_model(vocab_size=vocab.size, dec_layers=1, max_len=16)
     (tmp_path / "run").mkdir()
     save_model(model, tmp_path / "run" / "model.pt", vocab_id=vocab.id)
     return tmp_path / "run" / "model.pt"

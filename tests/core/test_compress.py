@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 import torch
+from conftest import small_config
 
 from canlib import ModelConfig, Seq2Seq
 from canlib.model import compress as C
@@ -20,23 +21,7 @@ B, T, S = 2, 5, 7
 
 
 def config(**kw) -> ModelConfig:
-    return ModelConfig(
-        **{
-            **dict(
-                vocab_size=40,
-                d_model=32,
-                heads=4,
-                ffn_dim=64,
-                enc_layers=1,
-                dec_layers=2,
-                dropout=0.0,
-                attn_dropout=0.0,
-                relu_dropout=0.0,
-                max_len=32,
-            ),
-            **kw,
-        }
-    )
+    return small_config(**{"max_len": 32, **kw})
 
 
 def random_layer(cfg: ModelConfig) -> StandardDecoderLayer:

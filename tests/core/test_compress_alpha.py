@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import small_config
 
 from canlib import ModelConfig, Seq2Seq
 from canlib.model import compress as C
@@ -11,24 +12,9 @@ from canlib.model import conversion as V
 from canlib.model.layers import StandardDecoderLayer
 
 
-def config(**kw) -> ModelConfig:
-    return ModelConfig(
-        **{
-            **dict(
-                vocab_size=40,
-                d_model=16,
-                heads=2,
-                ffn_dim=32,
-                enc_layers=1,
-                dec_layers=2,
-                dropout=0.0,
-                attn_dropout=0.0,
-                relu_dropout=0.0,
-                max_len=32,
-            ),
-            **kw,
-        }
-    )
+def config() -> ModelConfig:
+    """Its own widths (d=16, FFN 32): the converter test below slices the value rows by these numbers."""
+    return small_config(d_model=16, heads=2, ffn_dim=32, max_len=32)
 
 
 def test_per_block_scales_turn_one_softmax_into_two_when_alpha_is_constant():

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import ending_early, small_config, small_model
 
-from canlib import ModelConfig, Seq2Seq
+from canlib import Seq2Seq
 from canlib.decoding.search import SearchSettings, beam_search, make_batch
 from canlib.model.config import EOS_ID, PAD_ID
 
@@ -24,25 +25,8 @@ VOCAB = 40
 
 
 def small_standard(enc_layers: int, dec_layers: int, seed: int) -> Seq2Seq:
-    torch.manual_seed(seed)
-    cfg = ModelConfig(
-        vocab_size=VOCAB,
-        d_model=32,
-        heads=4,
-        ffn_dim=64,
-        enc_layers=enc_layers,
-        dec_layers=dec_layers,
-        dropout=0.0,
-        attn_dropout=0.0,
-        relu_dropout=0.0,
-        max_len=64,
-    )
-    model = Seq2Seq(cfg).eval()
-    with torch.no_grad():  # as in test_search: varied outputs that sometimes end early
-        model.decoder_norm.weight.copy_(torch.randn(cfg.d_model) * 3.0)
-        eos = model.embed.weight[EOS_ID]
-        model.decoder_norm.bias.add_(6.0 * eos / eos.norm() ** 2)
-    return model
+    model = small_model(seed=seed, vocab_size=VOCAB, enc_layers=enc_layers, dec_layers=dec_layers, max_len=64)
+    return ending_early(model, eos_bias=6.0)  # as in test_search: varied outputs that sometimes end early
 
 
 def sources(seed: int) -> list[list[int]]:
@@ -110,9 +94,7 @@ def test_ctranslate2_forced_length_beam_equals_canlib(tmp_path):
 
 def test_only_standard_models_export(tmp_path):
     torch.manual_seed(0)
-    model = Seq2Seq(
-        ModelConfig(vocab_size=VOCAB, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=1, decoder_kind="can")
-    )
+    model = Seq2Seq(small_config("can", vocab_size=VOCAB, dec_layers=1))
     with pytest.raises(ValueError, match="decoder_kind='can'"):
         export_ctranslate2(model, tmp_path / "ct2")
 
@@ -127,13 +109,8 @@ def saved_model(tmp_path, kind: str) -> tuple:
     run = tmp_path / kind
     run.mkdir()
     vocab.save(run / "vocab.model")
-    torch.manual_seed(1)
-    cfg = ModelConfig(vocab_size=vocab.size, d_model=32, heads=4, ffn_dim=64, enc_layers=2, dec_layers=2)
-    model = Seq2Seq(cfg.replace(decoder_kind=kind)).eval()
-    with torch.no_grad():  # as small_standard: varied outputs that end at different lengths
-        model.decoder_norm.weight.copy_(torch.randn(cfg.d_model) * 3.0)
-        eos = model.embed.weight[EOS_ID]
-        model.decoder_norm.bias.add_(10.0 * eos / eos.norm() ** 2)
+    model = small_model(kind, seed=1, vocab_size=vocab.size, enc_layers=2)
+    ending_early(model, eos_bias=10.0)  # as small_standard: varied outputs that end at different lengths
     save_model(model, run / "model.pt", vocab_id=vocab.id)
     return run / "model.pt", model, vocab
 

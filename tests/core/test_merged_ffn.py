@@ -7,35 +7,18 @@ import math
 
 import pytest
 import torch
-from layer_inputs import FFN, HEADS, D, inputs
+from layer_inputs import FFN, HEADS, D, inputs, layer_config
 
-from canlib import ModelConfig
 from canlib.model.attention import MergedFFN, SourceMemory
 from canlib.model.layers import CANFFNDecoderLayer, build_decoder_layers, row_caches
 
 MERGED_KINDS = ("can", "can_ffn", "can_residual")
 
 
-def config(kind: str) -> ModelConfig:
-    return ModelConfig(
-        vocab_size=20,
-        d_model=D,
-        heads=HEADS,
-        ffn_dim=FFN,
-        enc_layers=1,
-        dec_layers=1,
-        decoder_kind=kind,
-        dropout=0.0,
-        attn_dropout=0.0,
-        relu_dropout=0.0,
-        max_len=32,
-    )
-
-
 def random_layer(kind: str, seed: int) -> torch.nn.Module:
     """A decoder layer of ``kind`` with every parameter random (biases and norm gains included), in float64."""
     torch.manual_seed(seed)
-    layer = build_decoder_layers(config(kind))[0].double().eval()
+    layer = build_decoder_layers(layer_config(kind))[0].double().eval()
     with torch.no_grad():
         for p in layer.parameters():
             p.copy_(torch.randn_like(p) * 0.5)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import small_config
 
 from canlib import DECODER_KINDS, ModelConfig, Seq2Seq, preset
 from canlib.model.config import BOS_ID, EOS_ID, PAD_ID
@@ -12,20 +13,7 @@ VOCAB = 50
 
 
 def tiny_config(kind: str, dec_layers: int = 2, enc_layers: int = 2, **kw) -> ModelConfig:
-    return ModelConfig(
-        vocab_size=VOCAB,
-        d_model=32,
-        heads=4,
-        ffn_dim=64,
-        enc_layers=enc_layers,
-        dec_layers=dec_layers,
-        decoder_kind=kind,
-        dropout=0.0,
-        attn_dropout=0.0,
-        relu_dropout=0.0,
-        max_len=64,
-        **kw,
-    )
+    return small_config(kind, vocab_size=VOCAB, enc_layers=enc_layers, dec_layers=dec_layers, max_len=64, **kw)
 
 
 def mixed_batch(seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:

@@ -4,25 +4,15 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import small_config, small_model
 
-from canlib import ModelConfig, Seq2Seq
+from canlib import Seq2Seq
 from canlib.analysis.probes import record_subblock_inputs, sublayer_similarity
 from canlib.model.config import BOS_ID, PAD_ID
 
 
 def standard_model(dec_layers: int = 3) -> Seq2Seq:
-    cfg = ModelConfig(
-        vocab_size=30,
-        d_model=16,
-        heads=2,
-        ffn_dim=32,
-        enc_layers=1,
-        dec_layers=dec_layers,
-        dropout=0.0,
-        attn_dropout=0.0,
-        relu_dropout=0.0,
-    )
-    return Seq2Seq(cfg).eval()
+    return small_model(vocab_size=30, dec_layers=dec_layers)
 
 
 def batch():
@@ -60,7 +50,7 @@ def test_hooks_are_removed_after_recording():
 
 
 def test_non_standard_decoder_is_refused():
-    cfg = ModelConfig(vocab_size=30, d_model=16, heads=2, ffn_dim=32, enc_layers=1, dec_layers=1, decoder_kind="can")
+    cfg = small_config("can", vocab_size=30, dec_layers=1)
     with pytest.raises(ValueError, match="standard"):
         with record_subblock_inputs(Seq2Seq(cfg)):
             pass

@@ -8,8 +8,9 @@ from dataclasses import replace
 
 import pytest
 import torch
+from conftest import ending_early, small_config, small_model
 
-from canlib import DECODER_KINDS, ModelConfig, Seq2Seq
+from canlib import DECODER_KINDS, Seq2Seq
 from canlib.decoding.decoder import CompiledDecoder, EagerDecoder
 from canlib.decoding.runners import GraphedDecoder, StepGraphs
 from canlib.decoding.search import ChunkedTopK, SearchSettings, beam_search, greedy_search, make_batch, new_search
@@ -28,28 +29,8 @@ VOCAB = 40
 
 
 def tiny_model(kind: str = "standard", seed: int = 0, dec_layers: int = 2) -> Seq2Seq:
-    torch.manual_seed(seed)
-    cfg = ModelConfig(
-        vocab_size=VOCAB,
-        d_model=32,
-        heads=4,
-        ffn_dim=64,
-        enc_layers=2,
-        dec_layers=dec_layers,
-        decoder_kind=kind,
-        dropout=0.0,
-        attn_dropout=0.0,
-        relu_dropout=0.0,
-        max_len=64,
-    )
-    model = Seq2Seq(cfg).eval()
-    with torch.no_grad():
-        # a random final-norm gain breaks the tied embeddings' "repeat the input" habit, and a
-        # bias towards EOS makes outputs end at varied lengths, as a trained model's do
-        model.decoder_norm.weight.copy_(torch.randn(cfg.d_model) * 3.0)
-        eos = model.embed.weight[EOS_ID]
-        model.decoder_norm.bias.add_(6.0 * eos / eos.norm() ** 2)
-    return model
+    model = small_model(kind, seed=seed, vocab_size=VOCAB, enc_layers=2, dec_layers=dec_layers, max_len=64)
+    return ending_early(model, eos_bias=6.0)
 
 
 def sources(seed: int = 0, lengths=(5, 9, 3, 7)) -> list[list[int]]:
@@ -419,20 +400,7 @@ def tiny_checkpoint(tmp_path):
 
     vocab = Vocabulary.train(TEXT, vocab_size=60)
     vocab.save(tmp_path / "vocab.model")
-    model = Seq2Seq(
-        ModelConfig(
-            vocab_size=vocab.size,
-            d_model=32,
-            heads=4,
-            ffn_dim=64,
-            enc_layers=1,
-            dec_layers=1,
-            dropout=0.0,
-            attn_dropout=0.0,
-            relu_dropout=0.0,
-            max_len=24,
-        )
-    )
+    model = Seq2Seq(small_config(vocab_size=vocab.size, dec_layers=1, max_len=24))
     (tmp_path / "run").mkdir()
     save_model(model, tmp_path / "run" / "model.pt", vocab_id=vocab.id)
     return tmp_path / "run" / "model.pt", vocab

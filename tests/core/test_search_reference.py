@@ -16,8 +16,9 @@ import math
 
 import pytest
 import torch
+from conftest import ending_early, small_model
 
-from canlib import ModelConfig, Seq2Seq
+from canlib import Seq2Seq
 from canlib.decoding.search import SearchSettings, beam_search, make_batch
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3  # written out: the reference does not take them from canlib
@@ -32,26 +33,10 @@ def _one_thread(_deterministic_torch):
 
 
 def toy_model(seed: int, eos_bias: float = 4.0) -> Seq2Seq:
-    """A random model whose outputs end at varied lengths (an EOS bias on the final norm)."""
-    torch.manual_seed(seed)
-    cfg = ModelConfig(
-        vocab_size=VOCAB,
-        d_model=16,
-        heads=2,
-        ffn_dim=32,
-        enc_layers=1,
-        dec_layers=2,
-        dropout=0.0,
-        attn_dropout=0.0,
-        relu_dropout=0.0,
-        max_len=40,
-    )
-    model = Seq2Seq(cfg).eval()
-    with torch.no_grad():
-        model.decoder_norm.weight.copy_(torch.randn(cfg.d_model) * 3.0)
-        eos = model.embed.weight[EOS]
-        model.decoder_norm.bias.add_(eos_bias * eos / eos.norm() ** 2)
-    return model
+    """A random model whose outputs end at varied lengths (an EOS bias on the final norm). Its own width (d=16, two
+    heads, FFN 32): the same seed draws other weights at another width, and the cases below were written for these."""
+    model = small_model(seed=seed, vocab_size=VOCAB, d_model=16, heads=2, ffn_dim=32, max_len=40)
+    return ending_early(model, eos_bias)
 
 
 def toy_sources(seed: int, lengths=(3, 5, 2)) -> list[list[int]]:

@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import missing as missing_data
+from conftest import small_config
 
 from canlib import load_model
 from canlib.data.batching import PairList, TokenBatchSampler
@@ -67,19 +68,7 @@ def split_of(pairs) -> PairList:
 
 
 def tiny(vocab_size: int, kind: str = "can", dropout: float = 0.0, **kw) -> ModelConfig:
-    return ModelConfig(
-        vocab_size=vocab_size,
-        d_model=32,
-        heads=4,
-        ffn_dim=64,
-        enc_layers=1,
-        dec_layers=2,
-        decoder_kind=kind,
-        dropout=dropout,
-        attn_dropout=dropout,
-        relu_dropout=dropout,
-        **kw,
-    )
+    return small_config(kind, vocab_size=vocab_size, dropout=dropout, **kw)
 
 
 def quick(**kw) -> TrainConfig:

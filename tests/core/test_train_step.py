@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import small_config
 
 from canlib.data.batching import PairList, collate
 from canlib.model.config import ModelConfig
@@ -26,17 +27,7 @@ def _one_thread():
 
 
 def tiny(vocab_size: int = 60, dropout: float = 0.1) -> ModelConfig:
-    return ModelConfig(
-        vocab_size=vocab_size,
-        d_model=32,
-        heads=4,
-        ffn_dim=64,
-        enc_layers=1,
-        dec_layers=2,
-        dropout=dropout,
-        attn_dropout=dropout,
-        relu_dropout=dropout,
-    )
+    return small_config(vocab_size=vocab_size, dropout=dropout)
 
 
 def random_split(pairs: int, vocab_size: int, seed: int = 0, min_len: int = 1) -> PairList:

@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from conftest import small_config
 
 from canlib.data.batching import PairList, TokenBatchSampler, collate, example_sizes, sorted_batches
 from canlib.model.config import ModelConfig
@@ -27,17 +28,7 @@ OPTIONS = {
 
 
 def tiny(dropout: float = 0.1) -> ModelConfig:
-    return ModelConfig(
-        vocab_size=60,
-        d_model=32,
-        heads=4,
-        ffn_dim=64,
-        enc_layers=1,
-        dec_layers=2,
-        dropout=dropout,
-        attn_dropout=dropout,
-        relu_dropout=dropout,
-    )
+    return small_config(vocab_size=60, dropout=dropout)
 
 
 def random_split(pairs: int, seed: int = 0) -> PairList:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import small_config
 from large_tensors import LargeTensors
 
 from canlib.data.batching import PairList
@@ -31,18 +32,7 @@ def _one_thread():
 
 
 def tiny(vocab_size: int = 60, **kw) -> ModelConfig:
-    return ModelConfig(
-        vocab_size=vocab_size,
-        d_model=32,
-        heads=4,
-        ffn_dim=64,
-        enc_layers=1,
-        dec_layers=2,
-        dropout=0.0,
-        attn_dropout=0.0,
-        relu_dropout=0.0,
-        **kw,
-    )
+    return small_config(vocab_size=vocab_size, **kw)
 
 
 def random_split(pairs: int, vocab_size: int, seed: int = 0) -> PairList:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import small_model
 
 from canlib.cli import main
 
@@ -23,15 +24,11 @@ def checkpoint(tmp_path) -> Path:
     """A randomly initialised tiny model saved as a checkpoint, its vocabulary one folder up."""
     from canlib.data.vocab import Vocabulary
     from canlib.model.checkpoint import save_model
-    from canlib.model.config import ModelConfig
-    from canlib.model.seq2seq import Seq2Seq
 
     vocab = Vocabulary.train(LINES * 30, vocab_size=40)
     vocab.save(tmp_path / "vocab.model")
     torch.manual_seed(0)
-    model = Seq2Seq(
-        ModelConfig(vocab_size=vocab.size, d_model=16, heads=2, ffn_dim=32, enc_layers=1, dec_layers=1, max_len=64)
-    )
+    model = small_model(vocab_size=vocab.size, dec_layers=1, max_len=64)
     (tmp_path / "run").mkdir()
     save_model(model, tmp_path / "run" / "model.pt", vocab_id=vocab.id)
     return tmp_path / "run" / "model.pt"

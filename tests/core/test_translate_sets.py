@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import small_config
 
-from canlib.model.config import ModelConfig
 from canlib.training import TrainConfig, Trainer
 
 
@@ -28,18 +28,7 @@ def trained(tmp_path_factory):
         env.setenv("CANLIB_DATA_DIR", str(SHARED_DATA))
         corpus = load_prepared(prepare("multi30k-en-de", "tiny", out_dir=folder / "prepared", progress=False))
     train = corpus.split("train")
-    cfg = ModelConfig(
-        vocab_size=corpus.vocab.size,
-        d_model=32,
-        heads=4,
-        ffn_dim=64,
-        enc_layers=1,
-        dec_layers=1,
-        dropout=0.0,
-        attn_dropout=0.0,
-        relu_dropout=0.0,
-        max_len=128,
-    )
+    cfg = small_config(vocab_size=corpus.vocab.size, dec_layers=1, max_len=128)
     run = TrainConfig(
         lr=3e-3, warmup=30, max_tokens=1024, max_steps=150, log_every=50, keep_last=1, average_last=1, progress=False
     )

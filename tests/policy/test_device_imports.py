@@ -41,7 +41,7 @@ PROBE = textwrap.dedent("""
         None if name.split(".")[0] in BLOCKED else find_spec(name, package)
     )
     repo = Path(sys.argv[2])
-    sys.path[:0] = [str(repo), str(repo / "scripts")]
+    sys.path[:0] = [str(repo), str(repo / "scripts"), str(repo / "tests")]  # tests/: the conftest pytest puts there
     results = {}
     try:
         import sacremoses  # noqa: F401  the refusal itself must work, or the rest proves nothing

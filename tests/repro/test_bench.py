@@ -9,6 +9,7 @@ import time
 
 import pytest
 import torch
+from conftest import small_model
 
 from canlib.cli import main
 from canlib.repro.bench.speed import System, time_systems
@@ -104,7 +105,6 @@ def test_ct2_worker_failure_names_the_system(tmp_path, monkeypatch):
     and carrying the worker's traceback, instead of hanging or timing nothing."""
     pytest.importorskip("ctranslate2")
     import canlib.decoding.ctranslate
-    from canlib import ModelConfig, Seq2Seq
     from canlib.repro.bench.speed import ct2_system
 
     def broken_export(model, folder, vocab=None):
@@ -113,7 +113,7 @@ def test_ct2_worker_failure_names_the_system(tmp_path, monkeypatch):
         return folder
 
     monkeypatch.setattr(canlib.decoding.ctranslate, "export_ctranslate2", broken_export)
-    model = Seq2Seq(ModelConfig(vocab_size=50, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=1))
+    model = small_model(vocab_size=50, dec_layers=1)
     system = ct2_system("ct2:broken", model, 1, 1.0, torch.device("cpu"), 1, tmp_path)
     try:
         with pytest.raises(RuntimeError, match=r"ct2:broken: the CTranslate2 worker failed:(.|\n)*Traceback"):
@@ -224,10 +224,9 @@ def test_bench_in_process_leaves_the_matplotlib_backend_alone(tmp_path):
 
 def test_ct2_worker_that_dies_gives_a_clear_error(tmp_path):
     pytest.importorskip("ctranslate2")
-    from canlib import ModelConfig, Seq2Seq
     from canlib.repro.bench.speed import ct2_system
 
-    model = Seq2Seq(ModelConfig(vocab_size=50, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=1)).eval()
+    model = small_model(vocab_size=50, dec_layers=1)
     system = ct2_system("ct2:tiny", model, 1, 1.0, torch.device("cpu"), 1, tmp_path)
     try:
         assert system.measure([[5, 6, 7]], 2, 3, torch.device("cpu"))[0] == 3  # it works, then it is killed
