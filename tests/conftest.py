@@ -77,7 +77,7 @@ def claims_json() -> dict[str, dict]:
     return {row["id"]: row for row in json.loads(out.stdout)}
 
 
-# -- the small model of the unit tests ---------------------------------------------------------------------------------
+# -- the small model of the unit tests -------------------------------------------------------------------------------
 def small_config(kind: str = "standard", *, dropout: float = 0.0, **changes: Any) -> ModelConfig:
     """d=32, 4 heads, FFN 64, one encoder and two decoder layers, 40 tokens: small enough that a test builds, runs
     and trains it in well under a second. ``dropout`` sets all three rates (none by default); ``changes`` any field."""
@@ -95,7 +95,7 @@ def small_model(kind: str = "standard", *, seed: int | None = None, **changes: A
 
 def ending_early(model: Seq2Seq, eos_bias: float) -> Seq2Seq:
     """The model with outputs that end at varied lengths, as a trained model's do: a random final-norm gain breaks the
-    tied embeddings' "repeat the input" habit, and a bias towards EOS (``eos_bias`` times EOS's unit logit) ends
+    tied embeddings' "repeat the input" habit, and a final-norm bias that raises EOS's logit by ``eos_bias`` ends
     sentences early."""
     with torch.no_grad():
         model.decoder_norm.weight.copy_(torch.randn(model.cfg.d_model) * 3.0)
