@@ -140,7 +140,7 @@ else
   step breakdown "$T3" "$PY" -m canlib bench breakdown --systems balanced,can "${BREAK[@]}" --no-progress \
     --json "$DIR/breakdown.json"
   if "$PY" -c "import pytest" 2>/dev/null; then
-    step cuda_tests "$T4" "$PY" -m pytest -q -p no:cacheprovider tests/test_search.py -k "cuda or static_buffer"
+    step cuda_tests "$T4" "$PY" -m pytest -q -p no:cacheprovider tests/core/test_search.py -k "cuda or static_buffer"
   else
     echo "cuda_tests: skipped (no pytest on this machine)" | tee -a "$STATUS"
   fi

@@ -168,7 +168,7 @@ def weights_hash(model: torch.nn.Module) -> str:
 
 def dry_compile() -> None:
     """In a dry run torch.compile hands the function back: compiling on a CPU takes minutes (the compiled
-    path's numbers are tested in tests/test_training_options.py)."""
+    path's numbers are tested in tests/core/test_training_options.py)."""
     torch.compile = lambda fn=None, **kw: fn  # type: ignore[assignment]
 
 

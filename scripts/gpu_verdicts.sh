@@ -80,7 +80,7 @@ if [ "$LEFT" -gt 60 ]; then
     --systems depth-9-4,depth-14-1 --seeds 2 > "$OUT/logs/depth_seed2.log" 2>&1 &
   C=$!
   if [ "$DRY" = 0 ] && "$PY" -c "import pytest" 2>/dev/null; then
-    timeout 120 "$PY" -m pytest -q -p no:cacheprovider tests/test_search.py -k "cuda or static_buffer" \
+    timeout 120 "$PY" -m pytest -q -p no:cacheprovider tests/core/test_search.py -k "cuda or static_buffer" \
       > "$OUT/logs/cuda_tests.log" 2>&1 &
     D=$!
   else

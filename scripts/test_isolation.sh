@@ -2,8 +2,8 @@
 # Order independence of the unit tests: every test file on its own, then all of them
 # in reverse order. A test that passes only after another one relies on state it left behind.
 #
-#   scripts/test_isolation.sh                        # every tests/test_*.py
-#   scripts/test_isolation.sh tests/test_train.py    # some files
+#   scripts/test_isolation.sh                          # every tests/*/test_*.py
+#   scripts/test_isolation.sh tests/core/test_train.py # some files
 #
 # Book tests (-m book) are left out. The reverse run lists the test ids (pytest --collect-only),
 # reverses them and passes them back: pytest runs ids given on the command line in that order.
@@ -11,7 +11,7 @@
 set -u
 cd "$(dirname "$0")/.."
 py=${PYTHON:-python}
-if [ $# -gt 0 ]; then files=("$@"); else files=(tests/test_*.py); fi
+if [ $# -gt 0 ]; then files=("$@"); else files=(tests/*/test_*.py); fi
 failed=()
 for file in "${files[@]}"; do
     echo "== $file on its own"

@@ -1,4 +1,5 @@
-"""Shared fixtures: where the real test data and raw measurements live, and deterministic torch.
+"""Shared fixtures: where the real test data and raw measurements live, deterministic torch, the small model the
+unit tests build, and a toy parallel corpus.
 
 CI (``.ci/run``) sets ``CANLIB_REQUIRE_DATA=1``: then a missing data folder or raw-measurements
 folder fails the tests that need it instead of skipping them, so a CI run without its data is red.
@@ -8,9 +9,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
+
+from canlib.model.config import EOS_ID, ModelConfig
+from canlib.model.seq2seq import Seq2Seq
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("CANLIB_DATA_DIR", REPO.parent / "shared" / "data"))
@@ -70,6 +75,33 @@ def claims_json() -> dict[str, dict]:
     )
     assert out.returncode == 0, out.stderr[-3000:]
     return {row["id"]: row for row in json.loads(out.stdout)}
+
+
+# -- the small model of the unit tests -------------------------------------------------------------------------------
+def small_config(kind: str = "standard", *, dropout: float = 0.0, **changes: Any) -> ModelConfig:
+    """d=32, 4 heads, FFN 64, one encoder and two decoder layers, 40 tokens: small enough that a test builds, runs
+    and trains it in well under a second. ``dropout`` sets all three rates (none by default); ``changes`` any field."""
+    base = dict(vocab_size=40, d_model=32, heads=4, ffn_dim=64, enc_layers=1, dec_layers=2, decoder_kind=kind)
+    return ModelConfig(**{**base, "dropout": dropout, "attn_dropout": dropout, "relu_dropout": dropout, **changes})
+
+
+def small_model(kind: str = "standard", *, seed: int | None = None, **changes: Any) -> Seq2Seq:
+    """:func:`small_config`'s model in eval mode, its weights drawn after ``torch.manual_seed(seed)`` if a seed is
+    given."""
+    if seed is not None:
+        torch.manual_seed(seed)
+    return Seq2Seq(small_config(kind, **changes)).eval()
+
+
+def ending_early(model: Seq2Seq, eos_bias: float) -> Seq2Seq:
+    """The model with outputs that end at varied lengths, as a trained model's do: a random final-norm gain breaks the
+    tied embeddings' "repeat the input" habit, and a final-norm bias that raises EOS's logit by ``eos_bias`` ends
+    sentences early."""
+    with torch.no_grad():
+        model.decoder_norm.weight.copy_(torch.randn(model.cfg.d_model) * 3.0)
+        eos = model.embed.weight[EOS_ID]
+        model.decoder_norm.bias.add_(eos_bias * eos / eos.norm() ** 2)
+    return model
 
 
 # -- a toy parallel corpus of plain files ----------------------------------------------------------------------------

@@ -88,7 +88,7 @@ class GraphedDecoder(EagerDecoder):
 
     The warm-up before a capture really runs the step; the decoder layers' steps are therefore
     written to be repeatable (a step reads positions < t and writes position t of its cache, so
-    running it twice leaves the same state: ``tests/test_model.py`` pins this for every kind).
+    running it twice leaves the same state: ``tests/core/test_model.py`` pins this for every kind).
     """
 
     def __init__(self, model: Seq2Seq, capture: bool = True, max_shapes: int = 32) -> None:

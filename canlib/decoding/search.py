@@ -35,7 +35,7 @@ the model's log-probability of the output (the tests pin this). ``renormalize=Tr
 renormalises over the tokens allowed at each step, as CTranslate2 (and Hugging Face) do by
 masking logits before the softmax. With it, our beam search returns CTranslate2's outputs on
 the same weights, except where a hypothesis reaches the maximum length: CTranslate2 ends it
-there without an EOS, we force one (``tests/test_ctranslate.py`` checks this).
+there without an EOS, we force one (``tests/core/test_ctranslate.py`` checks this).
 
 Structure (fairseq keeps its search apart from the loss; canlib keeps the search apart from how the
 decoder is run and timed):

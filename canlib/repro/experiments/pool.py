@@ -33,7 +33,7 @@ from canlib.repro.experiments.train import trainer
 
 # GPU memory one small-* training process needs at 8,192 tokens: the peak a small-* run stored at 4,096 tokens
 # (``peak_memory_gib`` of book/results/gpu/<run>/training_small.json) doubled for twice the tokens, plus about
-# 1 GiB of CUDA context per process, rounded up (tests/test_concurrency.py reads the stored peaks)
+# 1 GiB of CUDA context per process, rounded up (tests/repro/test_concurrency.py reads the stored peaks)
 RUN_GIB = 4.5
 MEMORY_SHARE = 0.9  # of the card's memory, for the processes together
 

@@ -18,7 +18,7 @@ It names the run ``<gpu>-<date>-<commit>`` (``-dirty`` for a changed work tree; 
 the raw files go unchanged to ``measurements/<run>/`` and the stored results to ``book/results/gpu/<run>/``.
 Then edit the drafted README with what the files cannot say (why a step failed), and, when the run stored a
 training rate, add its full-recipe hours and rate (``canlib.repro.studies.chapters.training.full_cost()``, one row per
-stored rate) to the "What `full` costs" paragraph of ``measurements/README.md``: ``tests/test_full_cost.py`` checks
+stored rate) to the "What `full` costs" paragraph of ``measurements/README.md``: ``tests/book/test_full_cost.py`` checks
 that it quotes them.
 """
 
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         if any(path.name.startswith("training_") for path in written):
             print(
                 "a training rate was stored: measurements/README.md's full-cost paragraph must quote its hours and "
-                "tok/s (tests/test_full_cost.py; canlib.repro.studies.chapters.training.full_cost() computes them)"
+                "tok/s (tests/book/test_full_cost.py; canlib.repro.studies.chapters.training.full_cost() computes them)"
             )
         return 0
     if not (args.source and args.out):

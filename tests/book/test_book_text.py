@@ -1,0 +1,261 @@
+"""Fast checks of the book's text (no execution): citations resolve, every chapter ends with exercises and
+collapsed solutions, every decimal or percent in the prose is the paper's (with its label) or a labelled
+constant, and the scale sizes the prose quotes are the ones the code trains."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from canlib.repro.studies.paper import paper_numbers
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def chapters() -> list[Path]:
+    """The notebook chapters of _toc.yml; the plain back-matter pages (references, API reference) are not."""
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+    files = [
+        REPO / f"{f}.md" for f in [toc["root"]] + [c["file"] for part in toc.get("parts", []) for c in part["chapters"]]
+    ]
+    return [f for f in files if "jupytext:" in f.read_text(encoding="utf-8").split("\n---", 1)[0]]
+
+
+def test_every_cited_key_is_in_references_bib():
+    keys = set(re.findall(r"@\w+\{([^,\s]+),", (REPO / "book" / "references.bib").read_text()))
+    for path in chapters():
+        for group in re.findall(r"\{cite[:a-z]*\}`([^`]+)`", path.read_text()):
+            for key in group.split(","):
+                assert key.strip() in keys, f"{path.name}: {{cite}} key {key.strip()!r} is not in book/references.bib"
+
+
+def test_every_chapter_ends_with_exercises_and_collapsed_solutions():
+    for path in chapters():
+        text = path.read_text()
+        assert "\n## Exercises\n" in text, f"{path.name}: no '## Exercises' section"
+        tail = text.split("\n## Exercises\n")[-1]
+        assert "\n## " not in tail, f"{path.name}: the Exercises section is not the last one"
+        assert re.search(r"```\{admonition\} Solutions\n:class: dropdown\n", tail), (
+            f"{path.name}: no collapsed solutions"
+        )
+        assert len(re.findall(r"^\d\. ", tail.split("```{admonition}")[0], flags=re.M)) >= 2, (
+            f"{path.name}: < 2 exercises"
+        )
+
+
+def test_the_speedups_the_introduction_quotes_are_the_papers_maxima_not_means():
+    paper = paper_numbers()
+    ratios = [
+        (rows["CAN"][2] / rows["Balanced"][2], rows["CAN"][2] / rows["Baseline"][2])
+        for table in ("table2_wmt14", "table3_wmt17")
+        for task, rows in paper[table].items()
+        if not task.startswith("_")
+    ]
+    assert len(ratios) == 14
+    assert round(max(r[0] for r in ratios), 2) == 1.42 and round(max(r[1] for r in ratios), 2) == 2.82
+    assert sum(r[0] for r in ratios) / 14 < 1.42 and sum(r[1] for r in ratios) / 14 < 2.82
+    intro = (REPO / "book" / "intro.md").read_text()
+    assert "**maxima**" in intro
+
+
+def test_the_fig2_diagonal_quoted_in_the_derivation_matches_the_paper():
+    """compress says the paper's own Fig. 2 diagonal is below 0.9 at its first two layers: true of the paper's
+    numbers, and not of any later layer (else it would say more layers)."""
+    diagonal = [row[i] for i, row in enumerate(paper_numbers()["fig2_similarity"]["self_vs_cross"])]
+    text = " ".join((REPO / "book" / "compress.md").read_text().split())
+    below = sum(value < 0.9 for value in diagonal)
+    assert below == 2 and all(value < 0.9 for value in diagonal[:2])
+    assert "the paper's diagonal is below 0.9 at its first two layers" in text
+    assert "above 0.9 between the two" not in text
+
+
+# Numbers a chapter's prose may state without a cell printing them, each with where it comes from. Anything
+# else with a decimal point or a percent sign must be the paper's (paper_numbers.json) or be printed by a cell.
+LABELLED_CONSTANTS = {
+    ("training.md", "0.9"): "Adam's beta1 in fairseq's Transformer recipe (the prose says so)",
+    ("training.md", "0.98"): "Adam's beta2 in fairseq's Transformer recipe (the prose says so)",
+    ("compress.md", "0.9"): "the paper's own words, quoted: 'a high similarity >0.9 for the diagonal entries'",
+    ("context.md", "2.5"): "5d / 2d, the cache ratio derived in the same sentence",
+}
+
+
+def prose(text: str) -> list[tuple[int, str]]:
+    """(first line number, text) of each paragraph of a chapter's prose before its exercises: no front
+    matter, code cells, math, inline code, inline math or link targets."""
+    lines = text.split("\n## Exercises\n")[0].splitlines()
+    paragraphs: list[tuple[int, str]] = []
+    fence, math, start, words = None, False, 0, []
+    front = bool(lines) and lines[0].strip() == "---"
+
+    def close():
+        if words:
+            paragraphs.append((start, " ".join(words)))
+            words.clear()
+
+    for number, line in enumerate(lines, 1):
+        s = line.strip()
+        if front:
+            front = not (number > 1 and s == "---")
+            continue
+        if fence:
+            fence = None if s == fence else fence
+            continue
+        opener = re.match(r"^(`{3,}|:{3,})(\{[\w-]+\})?", s)
+        if opener or s.startswith("$$") or not s:
+            close()
+            if opener and opener.group(2) in ("{code-cell}", "{math}"):
+                fence = opener.group(1)
+            if s.startswith("$$"):
+                math = math if (len(s) > 2 and s.endswith("$$")) else not math
+            continue
+        if not math:
+            if not words:
+                start = number
+            words.append(re.sub(r"\]\([^)]*\)", "]", re.sub(r"\$[^$]*\$", "", re.sub(r"`[^`]*`", "", s))))
+    close()
+    return paragraphs
+
+
+def paper_candidates() -> tuple[list[float], list[float]]:
+    """Every number of paper_numbers.json, and what prose derives from them the way the paper compares:
+    each system against Balanced and against Baseline in the same table or figure and column, as a
+    difference (BLEU gaps), a ratio (speed-ups) and a percent change. Returns (values, percents)."""
+    values, percents = [], []
+
+    def numeric(v) -> bool:
+        return isinstance(v, list) and bool(v) and all(isinstance(x, (int, float)) for x in v)
+
+    def walk(node):
+        if isinstance(node, dict):
+            for ref in ("Balanced", "Baseline"):
+                if numeric(node.get(ref)):
+                    for name, row in node.items():
+                        if name != ref and numeric(row) and len(row) == len(node[ref]):
+                            for a, b in zip(row, node[ref]):
+                                values.extend([abs(a - b), a / b])
+                                percents.append(100 * (a / b - 1))
+            for key, v in node.items():
+                if not key.startswith("_"):
+                    walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+        elif isinstance(node, (int, float)) and not isinstance(node, bool):
+            values.append(node)
+
+    walk(paper_numbers())
+    return values, percents + values
+
+
+def matches(token: str, candidates: list[float], scale: float = 1.0) -> bool:
+    """Whether some candidate (divided by ``scale``) rounds to ``token`` at the decimals it is printed with."""
+    decimals = len(token.split(".")[1]) if "." in token else 0
+    target = float(token)
+    return any(abs(c / scale - target) <= 0.5 * 10**-decimals + 1e-9 for c in candidates)
+
+
+def test_every_decimal_and_percent_in_chapter_prose_is_the_papers_with_its_label_or_a_labelled_constant():
+    values, percents = paper_candidates()
+    unexplained = []
+    for path in chapters():
+        for number, paragraph in prose(path.read_text()):
+            for m in re.finditer(r"(?<![\w.])(\d+(?:\.\d+)?%|\d+\.\d+)(M?)", paragraph):
+                token, millions = m.group(1), m.group(2)
+                if (path.name, token) in LABELLED_CONSTANTS:
+                    continue
+                if token.endswith("%"):
+                    ok = matches(token[:-1], percents)
+                else:
+                    ok = matches(token, values, 1e6 if millions else 1.0)
+                if not ok:
+                    unexplained.append(f"{path.name}:{number}: {token}{millions} is not one of the paper's numbers")
+                elif "paper" not in paragraph.lower():
+                    unexplained.append(
+                        f"{path.name}:{number}: {token}{millions} is the paper's, but its paragraph does not say so"
+                    )
+    assert not unexplained, (
+        "numbers in prose that no cell prints (print them from a cell, quote them from "
+        "paper_numbers.json as the paper's, or label them in LABELLED_CONSTANTS):\n" + "\n".join(unexplained)
+    )
+
+
+def test_the_scales_the_prose_describes_are_the_ones_the_code_trains():
+    from canlib.catalogue import scale_spec
+    from canlib.data.corpora import get_corpus
+    from canlib.model.config import preset
+
+    width = {preset(f"{s}-can").d_model: s for s in ("tiny", "small")}
+    found = 0
+    for path in chapters():
+        text = re.sub(r"\s+", " ", path.read_text())
+        for m in re.finditer(r"d ?= ?(\d+)\)?[^.]{0,40}? trained for ([\d,]+) updates", text):
+            scale = width.get(int(m.group(1)))
+            assert scale, f"{path.name}: {m.group(0)!r}: d={m.group(1)} is the width of no trained scale ({width})"
+            steps = scale_spec(scale).train["max_steps"]
+            assert int(m.group(2).replace(",", "")) == steps, (
+                f"{path.name}: {m.group(0)!r}: {scale} trains {steps} updates"
+            )
+            found += 1
+        for m in re.finditer(r"([\d,]+) real Multi30k En-De sentence pairs", text):
+            pairs = get_corpus("multi30k-en-de").scale("tiny").train_pairs
+            assert int(m.group(1).replace(",", "")) == pairs, (
+                f"{path.name}: {m.group(0)!r}: tiny trains on {pairs} pairs"
+            )
+            found += 1
+    assert found >= 2, "the chapters no longer state the scales' budgets in these words: update the patterns"
+
+
+def test_the_readme_and_the_gpu_plan_quote_the_stored_cpu_training_time():
+    """The CPU time of a small run in README and measurements/README.md is the stored measurement
+    (book/results/cpu/train_small.json), not a guess."""
+    from canlib.catalogue import scale_spec
+    from canlib.repro.results.files import load_result
+
+    result, prov = load_result(REPO / "book" / "results" / "cpu" / "train_small.json")
+    seconds = [run["seconds_per_update"] for run in result["runs"].values()]
+    assert prov["scale"] == "small" and result["max_tokens"] == scale_spec("small").train["max_tokens"]
+    plan = " ".join((REPO / "measurements" / "README.md").read_text(encoding="utf-8").split())
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    assert f"took {min(seconds):.1f}-{max(seconds):.1f} s" in plan
+    hours = scale_spec("small").train["max_steps"] * sum(seconds) / len(seconds) / 3600
+    assert f"about {round(hours)} hours" in plan and f"about {round(hours)} hours a run" in readme
+
+
+CLAIM_PAGES = ("results.md", "beyond.md", "training.md", "ablation.md")  # the pages that show their claims as plots
+MOST_GLUED = 5  # more glued values than this in one paragraph is a table or a figure written out as prose
+
+
+def glued_per_paragraph(text: str) -> list[tuple[int, int]]:
+    """(first line, count) of each prose paragraph's glued values (``{glue:text}`` roles; a verdict mark is a word
+    and glued with ``{glue}``); fenced cells, math and the exercises are not prose (:func:`prose`)."""
+    raw = text.split("\n## Exercises\n")[0]
+    lines = raw.splitlines()
+    out = []
+    for start, _ in prose(raw):
+        end = start
+        while end < len(lines) and lines[end - 1].strip():  # the paragraph's source lines, roles intact
+            end += 1
+        out.append((start, sum(line.count("{glue:text}") for line in lines[start - 1 : end])))
+    return out
+
+
+def test_glued_values_are_counted_per_paragraph():
+    text = (
+        "# T\n\nA {glue:text}`a` b {glue:text}`b:.2f`\nc {glue}`verdict_x` {glue:text}`c`.\n\n$$x$$\n\n"
+        "d {glue:text}`d`\n"
+    )
+    assert glued_per_paragraph(text) == [(1, 0), (3, 3), (8, 1)]
+
+
+def test_no_paragraph_of_the_claim_pages_holds_more_than_five_glued_values():
+    """results, beyond, training and ablation show their claims as figures with tables below them: a paragraph
+    says what a figure shows in a sentence or two, it does not list the numbers."""
+    crowded = [
+        f"{name}:{line}: {count} glued values"
+        for name in CLAIM_PAGES
+        for line, count in glued_per_paragraph((REPO / "book" / name).read_text(encoding="utf-8"))
+        if count > MOST_GLUED
+    ]
+    assert not crowded, "paragraphs that read as tables (put the numbers in a figure or table):\n" + "\n".join(crowded)

@@ -1,0 +1,237 @@
+"""The package's two halves and their layers, read from the folder tree.
+
+``canlib/`` holds the core a user imports (the catalogue of systems and scales, data, model, decoding, training,
+analysis, bleu, io and the command line); ``canlib/repro/`` holds the reproduction the book reads (the results
+schema, the bench, the experiment engine, the readers and ingest). The core never imports the reproduction. Inside
+each half a part imports only the parts below it: ``catalogue < io < bleu < data < model < decoding < training <
+analysis < {cli, info}`` in the core and ``results < bench < {studies, experiments} < ingest`` in the reproduction,
+where the engine (experiments) and the readers (studies) are siblings: neither imports the other, so loading a result
+can never reach training. A layer list appears below only for the order of the parts; which part belongs to which
+half is the tree's.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "canlib"
+REPRO = PACKAGE / "repro"
+CORE_ORDER = ["catalogue", "io", "bleu", "data", "model", "decoding", "training", "analysis", "cli", "info", "__main__"]
+REPRO_ORDER = ["results", "bench", "studies", "experiments", "ingest"]
+SIBLINGS = ("studies", "experiments")  # one layer: neither imports the other
+# modules whose canlib imports all stand at their top, LOCAL_IMPORTS the exceptions: the schema, the engine, every
+# reader, the chapters' measurements, ingest, the data pipeline and the analyses
+TOP_IMPORTS = [
+    "repro/results",
+    "repro/experiments",
+    "repro/studies",
+    "repro/ingest",
+    "repro/bench/chapters.py",
+    "data",
+    "analysis",
+]
+MAX_LINES = 600
+
+
+def in_repro(module: str) -> bool:
+    return module == "canlib.repro" or module.startswith("canlib.repro.")
+
+
+def part(module: str) -> str:
+    """The part of a dotted canlib module name, in its half: ``canlib.model.layers`` -> ``model``,
+    ``canlib.repro.studies.claims`` -> ``studies``."""
+    pieces = module.split(".")
+    if in_repro(module):
+        return pieces[2] if len(pieces) > 2 else "__init__"
+    return pieces[1] if len(pieces) > 1 else "__init__"
+
+
+def layer(module: str) -> int:
+    order = REPRO_ORDER if in_repro(module) else CORE_ORDER
+    return order.index(part(module))
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def canlib_imports(path: Path, nested_only: bool = False) -> set[str]:
+    """Every canlib module ``path`` imports, at module level or inside functions (``nested_only``: inside functions
+    or classes only)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    here = module_name(path).split(".")
+    package = here if path.name == "__init__.py" else here[:-1]
+    found = set()
+    nodes = ast.walk(tree)
+    if nested_only:
+        nodes = (
+            n for top in tree.body if not isinstance(top, (ast.Import, ast.ImportFrom, ast.If)) for n in ast.walk(top)
+        )
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "canlib"}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            if base.split(".")[0] == "canlib":
+                found.add(base)
+    return found
+
+
+def all_modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def test_the_core_never_imports_the_reproduction():
+    crossing = [
+        f"{module_name(path)} imports {target}"
+        for path in all_modules()
+        if not in_repro(module_name(path))
+        for target in canlib_imports(path)
+        if in_repro(target)
+    ]
+    assert not crossing, "\n".join(crossing)
+
+
+def test_no_part_imports_a_part_above_it_in_its_half():
+    upward = []
+    for path in all_modules():
+        source = module_name(path)
+        if part(source) == "__init__":
+            continue  # a package root re-exports its parts
+        for target in canlib_imports(path):
+            if part(target) == "__init__" and target in ("canlib", "canlib.repro"):
+                upward.append(f"{source} imports the package root {target} (import the part itself)")
+            elif in_repro(target) == in_repro(source) and layer(target) > layer(source):
+                upward.append(f"{source} ({part(source)}) imports {target} ({part(target)}), a part above it")
+    assert not upward, "\n".join(upward)
+
+
+def test_the_engine_and_the_readers_do_not_import_each_other():
+    crossing = []
+    for path in all_modules():
+        source = module_name(path)
+        if not in_repro(source) or part(source) not in SIBLINGS:
+            continue
+        for target in canlib_imports(path):
+            if in_repro(target) and part(target) in SIBLINGS and part(target) != part(source):
+                crossing.append(f"{source} ({part(source)}) imports {target}")
+    assert not crossing, "\n".join(crossing)
+
+
+def test_a_command_imports_only_its_own_module():
+    """`canlib bleu --help` loads the core's BLEU and nothing of the reproduction (every other command's module waits
+    until that command runs)."""
+    code = (
+        "import sys\nfrom canlib.cli import main\ntry:\n    main(['bleu', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print(' '.join(m for m in sys.modules if m.startswith('canlib')), file=sys.stderr)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent)
+    loaded = out.stderr.split()
+    assert "canlib.bleu" in loaded and not [m for m in loaded if in_repro(m)], loaded
+
+
+def test_every_part_stands_in_its_halfs_order():
+    parts = {(in_repro(module_name(p)), part(module_name(p))) for p in all_modules()} - {
+        (False, "__init__"),
+        (True, "__init__"),
+    }
+    unknown = {
+        f"{'canlib.repro' if r else 'canlib'}.{x}" for r, x in parts if x not in (REPRO_ORDER if r else CORE_ORDER)
+    }
+    assert not unknown, f"parts of no layer (add them to the order): {sorted(unknown)}"
+
+
+def test_the_module_import_graph_has_no_cycles():
+    names = {module_name(p): p for p in all_modules()}
+    graph = {}
+    for name, path in names.items():
+        targets = set()
+        for target in canlib_imports(path):
+            while target and target not in names:  # `from canlib.x import y` where y is a name, not a module
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                targets.add(target)
+        graph[name] = targets
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            # a package imports its own modules and they import it back by design only via __init__ re-exports
+            if nxt.startswith(node + ".") or node.startswith(nxt + "."):
+                continue
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join(stack[stack.index(nxt) :] + [nxt]) if nxt in stack else f"{node} -> {nxt}")
+            elif nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert not cycles, "\n".join(cycles)
+
+
+@pytest.mark.parametrize("module", ["canlib.catalogue", "canlib.io", "canlib.data", "canlib.bleu"])
+def test_importing_a_lower_part_does_not_load_the_models(module):
+    code = (
+        f"import sys, {module}; loaded = sorted(m for m in sys.modules if m.startswith(('canlib.model', 'torch')));"
+        "print(' '.join(loaded))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent
+    ).stdout.split()
+    assert not [m for m in out if m.startswith("canlib.model")], out
+
+
+def owned(prefixes: list[str]) -> list[Path]:
+    return [p for p in all_modules() if any(p.relative_to(PACKAGE).as_posix().startswith(x) for x in prefixes)]
+
+
+# the imports that stay inside a function, each for a reason: reading stored results never prepares data or runs the
+# bench, so a reader imports those only where it computes (a verdict's references, a measurement)
+LOCAL_IMPORTS = {
+    "canlib.repro.experiments.run": ["canlib.training.state"],  # a run's last checkpoint, read to evaluate it
+    "canlib.repro.studies.store": ["canlib.data.preparation"],
+    "canlib.repro.bench.chapters": ["canlib.decoding.ctranslate", "canlib.repro.bench"],
+}
+
+
+def test_the_reproduction_imports_canlib_at_its_top():
+    nested = {module_name(p): sorted(canlib_imports(p, nested_only=True)) for p in owned(TOP_IMPORTS)}
+    assert {m: i for m, i in nested.items() if i} == LOCAL_IMPORTS
+
+
+def test_every_module_stays_under_600_lines():
+    long = {
+        module_name(p): n for p in all_modules() if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_function_is_over_80_lines():
+    """A function reads at one sitting: every function and method of canlib, from its ``def`` to its last line."""
+    long = {}
+    for path in all_modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long[f"{module_name(path)}.{node.name} (line {node.lineno})"] = lines
+    assert long == {}

@@ -1,0 +1,451 @@
+"""The claims registry (canlib.repro.studies.claims): every claim one row, judged once, in five words, from the
+strongest
+body of evidence held to its standard. Each kind of claim is built from two opposite fake stores and its word must
+flip; each is made inconclusive by taking its evidence below the standard; a weaker body never overrides a stronger
+one; the stored results give the readings a careful reviewer would; ``canlib claims --json`` carries the evidence,
+its strength and its standard as data."""
+
+from __future__ import annotations
+
+import ast
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+from conftest import REPO, SHARED_DATA
+from verdict_marks import disagreements, readme_verdicts, shown_verdicts
+
+from canlib.repro.results.files import provenance, save_result
+from canlib.repro.results.layout import stored_path
+from canlib.repro.studies import claims
+from canlib.repro.studies.claims import BY_ID, CLAIMS, judged, mark
+from canlib.repro.studies.evidence import MEANINGS
+from canlib.repro.studies.store import Store
+from canlib.repro.studies.verdict import STATES
+
+RESULTS = REPO / "book" / "results"
+REFS = [
+    "a man rides a red bike down the street",
+    "two dogs play in the green grass",
+    "a woman sings on a stage",
+    "children run along the sandy beach",
+    "an old man reads a newspaper",
+    "a cat sleeps on the warm sofa",
+]
+BAD = ["a man rides a bike", "dogs play grass", "a woman on stage", "children run", "a man reads", "a cat sleeps"]
+MAIN = "runs/multi30k-en-de"
+X2 = "beyond/runs/multi30k-en-de/budget"
+
+
+def put_run(root: Path, name: str, seed: int, tok: float, hyps: list[str] | None = None, log: list | None = None):
+    """A stored run of ``name`` (``runs/<corpus>/<system>`` or ``beyond/runs/<corpus>/<study>-<system>-<tag>``) with
+    tokenized BLEU ``tok`` on test2016 and, given ``hyps``, its hypotheses."""
+    path = stored_path(f"{name}-seed{seed}", "small", root)
+    result = {"scores": {"test": {"bleu": tok, "tok_bleu": tok}}, "log": log or [], "hyp_files": {}}
+    if hyps is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        result["hyp_files"]["test"] = f"{path.stem}.test.hyp"
+        path.with_name(result["hyp_files"]["test"]).write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+    save_result(path, result, provenance("small", {"seed": seed}, budget={}))
+
+
+def pair(root: Path, a: str, b: str, a_scores: list[float], b_scores: list[float], prefix: str = MAIN) -> None:
+    for seed, (x, y) in enumerate(zip(a_scores, b_scores), 1):
+        put_run(root, f"{prefix}/{a}" if prefix == MAIN else f"{prefix}-{a}-x2", seed, x)
+        put_run(root, f"{prefix}/{b}" if prefix == MAIN else f"{prefix}-{b}-x2", seed, y)
+
+
+def fresh(root: Path, scale: str = "small", **kwargs) -> Store:
+    """A store of ``root`` whose judgements are not kept from an earlier test (each test builds its own folder)."""
+    claims._JUDGED.clear()
+    return Store(scale, root, **kwargs)
+
+
+def put_speed(
+    root: Path,
+    run: str,
+    repeats: dict[str, list[float]],
+    *,
+    seconds: float = 1.5,
+    commit: str = "a" * 40,
+    measured: str = "2026-01-01",
+    mode: str = "eager",
+):
+    """A stored GPU speed run: per system its tokens/s per interleaved repeat, each repeat ``seconds`` long."""
+    systems = {
+        s: {mode: {"tok_per_s": statistics.median(v), "tok_per_s_repeats": v, "seconds": [seconds] * len(v)}}
+        for s, v in repeats.items()
+    }
+    settings = {"sentences": 20, "repeats": len(next(iter(repeats.values()))), "forced_length": 30}
+    save_result(
+        root / "gpu" / run / "speed.json",
+        {"systems": systems, "dtype": "float16", "captured_matches_eager": {}, "settings": settings},
+        provenance("full", {"command": "test"}, commit=commit, measured_at=measured),
+    )
+
+
+def ten(center: float, spread: float = 5.0) -> list[float]:
+    return [center + spread * (k - 4.5) / 4.5 for k in range(10)]
+
+
+# -- one row per claim, five words ---------------------------------------------------------------------------------
+
+
+def test_every_claim_is_one_row_with_a_unique_id_a_source_a_chapter_and_a_criterion_with_its_number():
+    assert len({c.id for c in CLAIMS}) == len(CLAIMS)
+    chapters = {p.stem for p in (REPO / "book").glob("*.md")}
+    for c in CLAIMS:
+        assert c.source in ("paper", "book") and c.chapter in chapters, c
+        assert any(ch.isdigit() for ch in c.criterion), f"{c.id}: the criterion states no number: {c.criterion}"
+    assert BY_ID["can-speed-1.28x"].name.startswith("CAN decodes at least 1.28x as fast as Balanced")
+    # claims of the paper's tables, figures and text are the paper's, not the book's
+    for paper_claim in ("can-above-can-attn", "kd-adds-balanced", "kd-narrows-gap", "loss-can-above-balanced"):
+        assert BY_ID[paper_claim].source == "paper", paper_claim
+
+
+def test_five_words_each_defined_once():
+    assert set(MEANINGS) == set(STATES) and len(STATES) == 5
+    assert all(len(m.split(". ")) == 1 for m in MEANINGS.values())  # one sentence each
+
+
+# -- flip tests: the same claim from two opposite fake stores ------------------------------------------------------
+
+
+def test_a_bleu_claim_flips_with_opposite_runs(tmp_path):
+    """ "CAN stays within 0.5 BLEU of Balanced" from three seeds each, hypotheses included (both intervals)."""
+    refs = {"multi30k-en-de": {"test": REFS}}
+    for case, can, hyps in (("close", [30.1, 30.2, 30.3], REFS), ("far", [26.0, 26.1, 26.2], BAD)):
+        for seed, tok in enumerate(can, 1):
+            put_run(tmp_path / case, f"{MAIN}/can", seed, tok, hyps)
+            put_run(tmp_path / case, f"{MAIN}/balanced", seed, 30.1 + 0.1 * seed, REFS)
+    close = judged(fresh(tmp_path / "close", references=refs))["can-within-0.5"]
+    far = judged(fresh(tmp_path / "far", references=refs))["can-within-0.5"]
+    assert (close.word, far.word) == ("holds", "does not hold")
+    assert far.sets[0]["test_set_interval"][1] < -0.5  # the bad translations lose on every resample
+    assert close.meets and close.budget == 1 and not close.beside  # no budget study stored: the 1x body alone
+
+
+def test_a_speed_claim_flips_with_opposite_repeats(tmp_path):
+    put_speed(tmp_path / "fast", "gpu-a", {"can": ten(600.0), "balanced": ten(440.0)})
+    put_speed(tmp_path / "slow", "gpu-a", {"can": ten(420.0), "balanced": ten(440.0)})
+    fast = judged(fresh(tmp_path / "fast"))["can-faster"]
+    slow = judged(fresh(tmp_path / "slow"))["can-faster"]
+    assert (fast.word, slow.word) == ("holds", "does not hold")
+    ratios = sorted(c / b for c, b in zip(ten(600.0), ten(440.0)))
+    assert fast.value == pytest.approx(statistics.median(ratios))
+    assert fast.interval == pytest.approx((ratios[1], ratios[8]))  # 10 repeats: the 2nd to the 9th (97.9 %)
+    assert fast.strength["repeats"] == 10 and fast.strength["runs"] == ["gpu-a"] and fast.meets
+
+
+def test_a_batch_curve_flips_with_opposite_sweeps(tmp_path):
+    def sweep(root: Path, at64: list[float], repeats: bool = True) -> None:
+        systems = {
+            "balanced": {"by_batch": {"1": 400.0, "64": 28000.0}},
+            "can": {"by_batch": {"1": 520.0, "64": 28000.0 * statistics.median(at64)}},
+        }
+        if repeats:
+            systems["balanced"]["by_batch_repeats"] = {"1": [400.0] * 10, "64": [28000.0] * 10}
+            systems["can"]["by_batch_repeats"] = {"1": [520.0] * 10, "64": [28000.0 * r for r in at64]}
+        save_result(
+            root / "gpu" / "gpu-a" / "batch.json",
+            {"systems": systems, "settings": {"repeats": 10}},
+            provenance("full", {"command": "test"}),
+        )
+
+    sweep(tmp_path / "shrinks", [1.02 + 0.001 * k for k in range(10)])
+    sweep(tmp_path / "grows", [1.4 + 0.01 * k for k in range(10)])
+    sweep(tmp_path / "medians", [1.02] * 10, repeats=False)
+    assert judged(fresh(tmp_path / "shrinks"))["batch-gain-shrinks"].word == "holds"
+    assert judged(fresh(tmp_path / "grows"))["batch-gain-shrinks"].word == "does not hold"
+    medians = judged(fresh(tmp_path / "medians"))["batch-gain-shrinks"]
+    assert medians.word == "inconclusive" and "no per-repeat times" in medians.evidence and medians.cost
+
+
+def similarity(root: Path, baseline: float, balanced: float, ffn: float = 0.5) -> None:
+    for name, diagonal, layers in (("similarity", baseline, 6), ("similarity-balanced", balanced, 2)):
+        alike = [[diagonal if i == j else 0.1 for j in range(layers)] for i in range(layers)]
+        other = [[ffn if i == j else 0.1 for j in range(layers)] for i in range(layers)]
+        save_result(
+            stored_path(name, "small", root),
+            {"residual": {"self_vs_cross": alike, "cross_vs_ffn": other}},
+            provenance("small", {"system": name}),
+        )
+
+
+def test_a_similarity_claim_flips_with_opposite_matrices_and_reads_both_decoders(tmp_path):
+    similarity(tmp_path / "alike", 0.95, 0.93)
+    similarity(tmp_path / "apart", 0.5, 0.5)
+    similarity(tmp_path / "mixed", 0.95, 0.85)
+    assert judged(fresh(tmp_path / "alike"))["inputs-alike"].word == "holds"
+    apart = judged(fresh(tmp_path / "apart"))["inputs-alike"]
+    assert apart.word == "does not hold" and [r["value"] for r in apart.sets] == [0.5] * 8  # 6 + 2 layers
+    assert judged(fresh(tmp_path / "mixed"))["inputs-alike"].word == "mixed"  # the Balanced decoder CAN replaces
+    darker = judged(fresh(tmp_path / "alike"))["ffn-inputs-less-alike"]
+    assert darker.word == "holds" and darker.sets[0]["value"] == pytest.approx(0.95 - 0.5)
+
+
+def log_of(loss: float) -> list[dict]:
+    return [
+        {"kind": "valid", "step": 400, "valid_loss": loss + 0.2},
+        {"kind": "valid", "step": 800, "valid_loss": loss},
+    ]
+
+
+def test_a_loss_claim_flips_with_opposite_logs(tmp_path):
+    for case, can in (("above", [3.3, 3.31, 3.32]), ("below", [2.9, 2.91, 2.92])):
+        for seed in (1, 2, 3):
+            put_run(tmp_path / case, f"{MAIN}/can", seed, 30.0, log=log_of(can[seed - 1]))
+            put_run(tmp_path / case, f"{MAIN}/balanced", seed, 30.0, log=log_of(3.0 + 0.01 * seed))
+    assert judged(fresh(tmp_path / "above"))["loss-can-above-balanced"].word == "holds"
+    assert judged(fresh(tmp_path / "below"))["loss-can-above-balanced"].word == "does not hold"
+
+
+# -- below the standard: inconclusive, with what would settle it --------------------------------------------------
+
+
+def test_each_kind_of_claim_is_inconclusive_below_its_standard(tmp_path):
+    refs = {"multi30k-en-de": {"test": REFS}}
+    # BLEU: the holding store of the flip test, one seed of CAN removed
+    for seed, tok in enumerate([30.1, 30.2], 1):
+        put_run(tmp_path / "bleu", f"{MAIN}/can", seed, tok, REFS)
+    for seed in (1, 2, 3):
+        put_run(tmp_path / "bleu", f"{MAIN}/balanced", seed, 30.1 + 0.1 * seed, REFS)
+    bleu = judged(fresh(tmp_path / "bleu", references=refs))["can-within-0.5"]
+    assert (bleu.word, bleu.meets) == ("inconclusive", False) and bleu.seeds == {"CAN": 2, "Balanced": 3}
+    assert (
+        "--systems can --seeds 1,2,3" in bleu.settle and bleu.cost == "1 run"
+    )  # the fake runs record no training time
+    # speed: the fast store of the flip test with 3 repeats, then with 10 repeats of half a second
+    put_speed(tmp_path / "few", "gpu-a", {"can": ten(600.0)[:3], "balanced": ten(440.0)[:3]})
+    put_speed(tmp_path / "short", "gpu-a", {"can": ten(600.0), "balanced": ten(440.0)}, seconds=0.5)
+    for case in ("few", "short"):
+        speed = judged(fresh(tmp_path / case))["can-faster"]
+        assert (speed.word, speed.meets) == ("inconclusive", False) and "gpu_check.sh" in speed.settle, case
+    # analyses of trained models: the same matrices at tiny, whose models show the mechanics only
+    similarity(tmp_path / "tiny" / "tiny", 0.95, 0.93)
+    tiny = judged(fresh(tmp_path / "tiny", "tiny"))["inputs-alike"]
+    assert tiny.word == "inconclusive" and "--scale small" in tiny.settle
+    # the training logs: two seeds of CAN
+    for seed in (1, 2):
+        put_run(tmp_path / "loss", f"{MAIN}/can", seed, 30.0, log=log_of(3.3))
+    for seed in (1, 2, 3):
+        put_run(tmp_path / "loss", f"{MAIN}/balanced", seed, 30.0, log=log_of(3.0 + 0.01 * seed))
+    assert judged(fresh(tmp_path / "loss"))["loss-can-above-balanced"].word == "inconclusive"
+
+
+def test_a_claim_whose_runs_are_missing_is_not_run_and_names_the_command(tmp_path):
+    for seed in (1, 2, 3):
+        put_run(tmp_path, f"{MAIN}/balanced", seed, 30.0 + 0.1 * seed)
+    j = judged(fresh(tmp_path))["balanced-keeps-bleu"]
+    assert j.word == "not run"
+    assert j.command == (
+        "python -m canlib experiment --scale small --systems baseline --seeds 1,2,3 "
+        "--corpora multi30k-en-de --studies runs"
+    )
+
+
+# -- the strongest body of evidence leads -------------------------------------------------------------------------
+
+
+def test_a_two_seed_body_never_overrides_a_three_seed_one(tmp_path):
+    pair(tmp_path, "can", "balanced", [27.1, 27.2, 27.3], [30.1, 30.2, 30.3])  # 1x, 3 seeds: CAN 3 below
+    pair(tmp_path, "can", "balanced", [32.1, 32.2], [32.2, 32.3], X2)  # 2x, 2 seeds: on par
+    j = judged(fresh(tmp_path))["can-within-0.5"]
+    assert (j.budget, j.word) == (1, "does not hold") and [(b.budget, b.word) for b in j.beside] == [
+        (2, "inconclusive")
+    ]
+    put_run(tmp_path, f"{X2}-can-x2", 3, 32.3)
+    put_run(tmp_path, f"{X2}-balanced-x2", 3, 32.4)
+    j = judged(fresh(tmp_path))["can-within-0.5"]  # 3 seeds at both budgets: the longer budget leads
+    assert (j.budget, j.word) == (2, "holds") and [(b.budget, b.word) for b in j.beside] == [(1, "does not hold")]
+    assert 'data-budget="1">does not hold<' in mark(j, 1) and 'data-claim="can-within-0.5"' in mark(j)
+    assert judged(fresh(tmp_path))["budget-adds-can"].value == pytest.approx(5.0)
+
+
+def test_the_newest_code_that_meets_the_standard_leads_and_older_code_stands_beside(tmp_path):
+    put_speed(tmp_path, "old", {"can": ten(600.0), "balanced": ten(440.0)}, commit="1" * 40, measured="2026-01-01")
+    put_speed(
+        tmp_path, "new-few", {"can": ten(420.0)[:3], "balanced": ten(440.0)[:3]}, commit="2" * 40, measured="2026-02"
+    )
+    j = judged(fresh(tmp_path))["can-faster"]  # the newer run is below the standard: the old one decides
+    assert (j.word, j.strength["code"], j.files) == ("holds", "1111111", ("old",))
+    assert [(b.strength["code"], b.word) for b in j.beside] == [("2222222", "inconclusive")]
+    put_speed(tmp_path, "new-a", {"can": ten(420.0), "balanced": ten(440.0)}, commit="3" * 40, measured="2026-03")
+    assert judged(fresh(tmp_path))["can-faster"].word == "does not hold"  # newer code, meets the standard
+    put_speed(tmp_path, "new-b", {"can": ten(600.0), "balanced": ten(440.0)}, commit="3" * 40, measured="2026-03-02")
+    both = judged(fresh(tmp_path))["can-faster"]  # two runs of that code disagree
+    assert both.word == "mixed" and set(both.files) == {"new-a", "new-b"} and both.strength["repeats"] == 20
+
+
+def test_the_graph_mode_is_a_claim_of_its_own(tmp_path):
+    put_speed(tmp_path, "gpu-a", {"can": ten(600.0), "balanced": ten(440.0)}, mode="captured")
+    store = fresh(tmp_path)
+    assert judged(store)["can-speed-1.28x-graphs"].word == "holds"
+    assert judged(store)["can-faster"].word == "not run"  # no eager repeats stored
+
+
+# -- the stored results -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def stored(claims_json):
+    return claims_json
+
+
+def test_the_json_gives_every_claim_its_evidence_its_strength_and_its_standard(stored):
+    assert list(stored) == [c.id for c in CLAIMS]
+    for row in stored.values():
+        assert {"claim", "criterion", "paper", "ours", "verdict", "evidence", "sets", "strength", "settle"} <= set(row)
+        assert row["verdict"] in STATES and {"kind", "least", "interval", "met"} <= set(row["standard"])
+        if row["verdict"] in ("inconclusive", "not run") and not row["standard"]["met"]:
+            assert row["settle"], row["id"]  # what would settle it
+
+
+def test_the_stored_results_give_the_readings_of_a_careful_reviewer(stored):
+    v = {k: row["verdict"] for k, row in stored.items()}
+    # CAN within 0.5 of Balanced: 3 seeds at both budgets, the 2x body leads; it fails beyond both intervals on
+    # some sets and holds on none, at both budgets
+    keeps = stored["can-within-0.5"]
+    assert keeps["budget"] == 2 and keeps["strength"]["seeds"] == {"CAN 2x": 3, "Balanced 2x": 3}
+    assert v["can-within-0.5"] == "does not hold" and [(b["budget"], b["verdict"]) for b in keeps["beside"]] == [
+        (1, "does not hold")
+    ]
+    # the speed claims pool the runs of the newest code that meet the standard: one H200 run of 10 repeats
+    eager = [k for k, row in stored.items() if row["standard"]["kind"] == "speed" and row["standard"]["met"]]
+    assert {tuple(stored[k]["files"]) for k in eager} == {("h200-2026-11-27-81cbcbb",)}
+    assert (v["can-faster"], v["balanced-speed-1.90x"]) == ("holds", "holds")
+    # with CUDA graphs its repeats lasted under a second: below the standard, and said so
+    graphs = stored["can-speed-1.28x-graphs"]
+    assert graphs["verdict"] == "inconclusive" and graphs["strength"]["shortest_repeat_s"] < 1.0
+    assert v["batch-gain-shrinks"] == "inconclusive" and v["attn-faster-than-ffn"] == "not run"
+    # two seeds of 14/1: below the standard
+    assert v["depth-14-1-loses"] == "inconclusive" and stored["depth-14-1-loses"]["strength"]["seeds"]["14/1"] == 2
+
+
+def test_the_numbers_of_a_judged_claim_are_the_raw_files(stored):
+    """CAN - Balanced per set at 1x and 2x, and CAN/Balanced with its interval, recomputed from the stored JSON with
+    json and statistics only."""
+
+    def tok(folder: Path, name: str, split: str) -> list[float]:
+        return [
+            json.loads(p.read_text())["result"]["scores"][split]["tok_bleu"]
+            for p in sorted(folder.glob(f"{name}-seed*.json"))
+        ]
+
+    main, beyond = RESULTS / "small" / MAIN, RESULTS / "small" / "beyond" / "runs" / "multi30k-en-de"
+    lead, one = stored["can-within-0.5"], stored["can-within-0.5"]["beside"][0]
+    for row in lead["sets"]:
+        want = statistics.fmean(tok(beyond, "budget-can-x2", row["split"])) - statistics.fmean(
+            tok(beyond, "budget-balanced-x2", row["split"])
+        )
+        assert row["value"] == pytest.approx(want, abs=1e-12)
+    for row in one["sets"]:
+        want = statistics.fmean(tok(main, "can", row["split"])) - statistics.fmean(tok(main, "balanced", row["split"]))
+        assert row["value"] == pytest.approx(want, abs=1e-12)
+    speed = json.loads((RESULTS / "gpu" / "h200-2026-11-27-81cbcbb" / "speed.json").read_text())["result"]["systems"]
+    ratios = sorted(
+        c / b
+        for c, b in zip(speed["can"]["eager"]["tok_per_s_repeats"], speed["balanced"]["eager"]["tok_per_s_repeats"])
+    )
+    assert stored["can-faster"]["value"] == pytest.approx(statistics.median(ratios))
+    assert stored["can-faster"]["interval"] == pytest.approx([ratios[1], ratios[8]])
+
+
+# -- one place judges ---------------------------------------------------------------------------------------------
+
+VERDICT_FUNCTIONS = {
+    "judge",
+    "interval_verdict",
+    "seed_contrast",
+    "seed_interval",
+    "median_interval",
+    "combine",
+    "outcome",
+    "bootstrap_contrast",
+    "central_95",
+}
+ALLOWED = {"canlib/repro/studies/verdict.py", "canlib/repro/studies/judges.py", "canlib/repro/studies/claims.py"}
+
+
+def test_no_module_outside_the_rule_and_the_registry_calls_the_verdict_functions():
+    calls = []
+    for path in sorted((REPO / "canlib").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        if rel in ALLOWED:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if name in VERDICT_FUNCTIONS:
+                    calls.append(f"{rel}:{node.lineno} calls {name}")
+    assert not calls, "\n".join(calls)
+
+
+# -- one word per claim on every page ----------------------------------------------------------------------------
+
+
+def test_two_words_for_one_claim_are_found():
+    found = [
+        ("a.html", "can-faster", "", "holds"),
+        ("b.html", "can-faster", "", "inconclusive"),
+        ("a.html", "can-within-0.5", "1", "does not hold"),
+        ("b.html", "can-within-0.5", "2", "inconclusive"),
+    ]
+    assert disagreements(found) == ["can-faster (its verdict): 'holds' on a.html; 'inconclusive' on b.html"]
+    html = mark(judged(fresh(Path("/nonexistent")))["attn-faster-than-ffn"])
+    assert shown_verdicts(f"<p>x {html} y</p>") == [("attn-faster-than-ffn", "", "not run")]
+    assert readme_verdicts("| id | claim | verdict |\n|:--|:--|:--|\n| can-faster | c | holds |\n") == [
+        ("can-faster", "", "holds")
+    ]
+
+
+def test_every_page_that_shows_a_verdict_shows_the_registrys_word(stored):
+    """What the chapters glue, glance's findings and tables, the scorecard's table and README's table, read as a
+    reader sees them (the marks in the HTML the chapters glue, README's rows): one word per claim and budget, the
+    registry's."""
+    import os
+
+    from canlib.repro.studies.chapters import (
+        ablation,
+        attention,
+        beyond,
+        context,
+        depths,
+        errors,
+        glance,
+        results,
+        similarity,
+        speed,
+        tasks,
+        training,
+    )
+
+    os.environ.setdefault("CANLIB_DATA_DIR", str(SHARED_DATA))
+    claims._JUDGED.clear()
+    store = Store("small", RESULTS)
+    found = []
+    for module in (ablation, attention, beyond, context, depths, errors, results, similarity, speed, tasks, training):
+        for key, value in module.values(store).items():
+            if key.startswith("verdict_"):
+                found += [(module.__name__, *m) for m in shown_verdicts(value)]
+    glanced = glance.values(store)
+    found += [("glance", *m) for key in glance.HTML_KEYS for m in shown_verdicts(glanced[key])]
+    found += [
+        ("scorecard", *m) for m in shown_verdicts(claims.table(judged(store).all(), marked=True).to_html(escape=False))
+    ]
+    found += [("README.md", *m) for m in readme_verdicts((REPO / "README.md").read_text(encoding="utf-8"))]
+    assert not disagreements(found), "\n".join(disagreements(found))
+    for page, claim, budget, word in found:
+        row = (
+            stored[claim]
+            if not budget or stored[claim]["budget"] == int(budget)
+            else next(b for b in stored[claim]["beside"] if b["budget"] == int(budget))
+        )
+        assert word == row["verdict"], (
+            f"{page} shows {claim} ({budget}) as {word!r}, the registry as {row['verdict']!r}"
+        )
+    paper_ids = {c.id for c in CLAIMS if c.source == "paper"}
+    for page in ("glance", "scorecard", "README.md"):  # the pages that list every claim of the paper
+        assert {c for p, c, _, _ in found if p == page} >= paper_ids, page
+    assert {c for p, c, _, _ in found if p == "scorecard"} == {c.id for c in CLAIMS}

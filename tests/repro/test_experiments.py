@@ -1,0 +1,256 @@
+"""The engine's plan and the readers' stored results: where results live, what the plan holds, what is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from canlib.catalogue import scale_spec
+from canlib.cli import main
+from canlib.repro.experiments.experiment import mark_complete
+from canlib.repro.experiments.run import plan
+from canlib.repro.results.layout import Where, stored_path, study
+
+
+def test_tiny_study_is_computed_once_and_carries_provenance(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"value": 42}
+
+    first, prov = study("demo", "tiny", {"knob": 1}, compute)
+    again, _ = study("demo", "tiny", {"knob": 1}, compute)
+    other, _ = study("demo", "tiny", {"knob": 2}, compute)
+    assert first == again == other == {"value": 42}
+    assert len(calls) == 2  # a new config is a new study; the same one is reused
+    assert prov["scale"] == "tiny" and prov["commit"] and prov["config"]["knob"] == 1
+
+
+def test_store_never_recomputes_a_stored_result(tmp_path):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"value": len(calls)}
+
+    first, _ = study("demo", "small", {"budget": 1}, compute, store=True, root=tmp_path)
+    again, _ = study("demo", "small", {"budget": 1}, compute, store=True, root=tmp_path)
+    loaded, prov = study("demo", "small", {"budget": 1}, compute, root=tmp_path)
+    assert first == again == loaded == {"value": 1} and calls == [1]
+    assert stored_path("demo", "small", tmp_path).is_file() and prov["scale"] == "small"
+    with pytest.raises(ValueError, match="stored with another configuration"):
+        study("demo", "small", {"budget": 2}, compute, store=True, root=tmp_path)
+    assert calls == [1]
+
+
+def test_small_scale_without_stored_result_names_the_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="canlib experiment --scale small"):
+        study("similarity", "small", {}, lambda: {"never": "computed"})
+
+
+def test_unknown_scale_is_refused():
+    with pytest.raises(ValueError, match="SCALE='huge'"):
+        scale_spec("huge")
+
+
+def test_small_plan_holds_the_seeded_grid():
+    runs = plan(Where.of("small"))
+    en_de = [r for r in runs if r.corpus == "multi30k-en-de"]
+    assert len(en_de) == 7 * 3 + 2 * 2  # Table 2 systems and ablations x 3 seeds, 9/4 and 14/1 x 2
+    others = [r for r in runs if r.corpus != "multi30k-en-de"]
+    assert len(others) == 5 * 3 * 2 and {r.system for r in others} == {"baseline", "balanced", "can"}
+    assert {r.seed for r in plan(Where.of("small"), systems=["can"], seeds=[2])} == {2}
+    first = runs[:9]  # seed 1 of every main-corpus system comes first: a run cut short leaves whole sets
+    assert {(r.corpus, r.seed) for r in first} == {("multi30k-en-de", 1)} and len({r.system for r in first}) == 9
+    assert len({r.name for r in runs}) == len(runs) and len({r.folder for r in runs}) == len(runs)
+
+
+def test_small_budget_is_the_measured_recipe(measurements):
+    """The small recipe is the one every raw GPU-trained small run recorded (not numbers copied here)."""
+    import json
+
+    train = scale_spec("small").train
+    recorded = [
+        json.loads(p.read_text())["provenance"]["config"]["train"]
+        for p in sorted(measurements.glob("*/small/runs/multi30k-en-de/*.json"))
+    ]
+    assert recorded, f"no raw small runs under {measurements}"
+    assert all({k: v for k, v in r.items() if k != "seed"} == train for r in recorded)
+
+
+def test_experiment_command_refuses_unknown_systems(capsys):
+    assert main(["experiment", "--scale", "tiny", "--systems", "transformer-big"]) == 2
+    err = capsys.readouterr().err
+    assert "transformer-big" in err and "--systems" in err
+
+
+def test_experiment_command_refuses_unknown_corpora(capsys):
+    assert main(["experiment", "--scale", "tiny", "--corpora", "wmt99-xx-yy"]) == 2
+    err = capsys.readouterr().err
+    assert "wmt99-xx-yy" in err and "multi30k-en-de" in err
+
+
+def test_reduced_budget_is_refused_for_the_default_results_folder(capsys):
+    assert main(["experiment", "--scale", "small", "--max-steps", "4"]) == 2
+    assert "--out" in capsys.readouterr().err
+
+
+def test_the_store_reads_every_stored_seed_and_skips_missing_systems(tmp_path):
+    from canlib.repro.results.files import provenance, save_result
+    from canlib.repro.studies.store import Store
+
+    for seed, score in ((1, 30.0), (2, 32.0), (3, 31.0)):
+        save_result(
+            stored_path(f"runs/multi30k-en-de/can-seed{seed}", "small", tmp_path),
+            {"scores": {"test": {"bleu": score, "tok_bleu": score + 0.5}}},
+            provenance("small", {"seed": seed}),
+        )
+    save_result(
+        stored_path("runs/multi30k-en-de/balanced-seed1", "small", tmp_path),
+        {"scores": {"test": {"bleu": 29.0, "tok_bleu": 29.0}}},
+        provenance("small", {"seed": 1}),
+    )
+    store = Store("small", tmp_path)
+    assert store.scores(["can", "balanced", "san"], metric="bleu") == {"can": [30.0, 32.0, 31.0], "balanced": [29.0]}
+    assert store.scores(["can"]) == {"can": [30.5, 32.5, 31.5]}  # tokenized BLEU, the paper's, by default
+
+
+def test_verdicts_read_only_runs_trained_with_the_full_budget(tmp_path):
+    from canlib.repro.results.files import provenance, save_result
+    from canlib.repro.studies import claims
+    from canlib.repro.studies.store import Store
+
+    for seed in (1, 2, 3):
+        for system, score in (("can", 30.0 + seed), ("balanced", 29.0 + seed)):
+            save_result(
+                stored_path(f"runs/multi30k-en-de/{system}-seed{seed}", "small", tmp_path),
+                {"scores": {"test": {"bleu": score, "tok_bleu": score}}},
+                provenance("small", {"seed": seed}, reduced_budget=seed > 1),
+            )
+    assert Store("small", tmp_path).scores(["can", "balanced"]) == {"can": [31.0], "balanced": [30.0]}
+    everything = Store("small", tmp_path, full_budget=False)
+    assert everything.scores(["can", "balanced"]) == {"can": [31.0, 32.0, 33.0], "balanced": [30.0, 31.0, 32.0]}
+    claims._JUDGED.clear()
+    claim = claims.judged(Store("small", tmp_path))["can-within-0.5"]
+    assert claim.word == "inconclusive" and claim.seeds == {"CAN": 1, "Balanced": 1}  # reduced runs never count
+
+
+def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
+    from canlib.repro.results.files import provenance, save_result
+    from canlib.repro.studies.store import default_scale
+
+    assert default_scale(root=tmp_path) == "tiny"
+    small = Where("small", tmp_path)
+    runs = plan(small)
+    for r in runs[:-1]:
+        save_result(stored_path(r.name, "small", tmp_path), {"scores": {}}, provenance("small", {}))
+    for name in (
+        "similarity",
+        "similarity-balanced",
+        "errors",
+        "attention",
+        "conversion",
+        "approximations",
+    ):  # every stored analysis
+        save_result(stored_path(name, "small", tmp_path), {}, provenance("small", {}))
+    assert not mark_complete(small) and default_scale(root=tmp_path) == "tiny"  # one run missing
+    save_result(stored_path(runs[-1].name, "small", tmp_path), {"scores": {}}, provenance("small", {}))
+    assert mark_complete(small) and default_scale(root=tmp_path) == "small"
+
+
+def test_a_chapter_shows_small_once_every_seed_of_its_own_runs_is_stored(tmp_path):
+    from canlib.repro.results.files import provenance, save_result
+    from canlib.repro.studies.store import default_scale
+
+    def store(name):
+        save_result(stored_path(name, "small", tmp_path), {"scores": {}}, provenance("small", {}))
+
+    runs = plan(Where("small", tmp_path), ["balanced", "can"], corpora_=["multi30k-en-de"])
+    assert len(runs) == 6  # 3 seeds each
+    for r in runs[:-1]:
+        store(r.name)
+    assert default_scale(["balanced", "can"], root=tmp_path) == "tiny"  # one seed missing
+    assert default_scale(["balanced", "can"], seeds=[1], root=tmp_path) == "small"
+    store(runs[-1].name)
+    assert default_scale(["balanced", "can"], root=tmp_path) == "small"
+    assert default_scale(["balanced", "can"], analyses=["errors"], root=tmp_path) == "tiny"
+    store("errors")
+    assert default_scale(["balanced", "can"], analyses=["errors"], root=tmp_path) == "small"
+    assert default_scale(analyses=["errors"], root=tmp_path) == "small"
+    assert default_scale(["san"], root=tmp_path) == "tiny"
+    assert default_scale(["can"], corpora=["multi30k-de-en"], root=tmp_path) == "tiny"  # another direction
+    assert default_scale(root=tmp_path) == "tiny"  # the whole plan is not stored
+    with pytest.raises(ValueError, match="no run of"):
+        default_scale(["san"], corpora=["multi30k-de-en"], root=tmp_path)  # SAN is not trained on other directions
+
+
+def test_experiment_command_refuses_unknown_studies(capsys):
+    assert main(["experiment", "--scale", "tiny", "--studies", "runs,telepathy"]) == 2
+    assert "telepathy" in capsys.readouterr().err
+
+
+def test_a_failed_run_is_named_and_does_not_stop_the_others(monkeypatch, capsys):
+    from canlib.repro.experiments import pool
+    from canlib.repro.experiments.run import run
+
+    def fake(job):
+        if job.run.system == "san":
+            raise ValueError("diverged")
+        return {"test": 1.0, "valid": 2.0, "train_s": 3.0, "device": "cpu"}
+
+    monkeypatch.setattr(pool, "train_and_store", fake)
+    tiny = Where.of("tiny")
+    outcome = pool.train_all([run("san", tiny), run("can", tiny)], jobs=1)
+    assert outcome.failed == ["runs/multi30k-en-de/san-seed1: ValueError: diverged"]
+    printed = capsys.readouterr().out
+    assert "[1/2] multi30k-en-de san seed 1 FAILED: diverged" in printed
+    assert "[2/2] multi30k-en-de can seed 1: test sacreBLEU 1.00" in printed
+
+
+def test_the_stored_small_results_rescore_from_their_hypotheses(shared_data, monkeypatch, capsys):
+    """book/results/small holds the 25 GPU-trained runs of the plan (7 systems x 3 seeds, 9/4 and 14/1 x 2) and its
+    studies, and `canlib rescore` recomputes every stored sacreBLEU from the hypotheses."""
+    import json
+    from pathlib import Path
+
+    monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))
+    small = Path(__file__).resolve().parents[2] / "book" / "results" / "small"
+    runs = sorted(p.stem for p in (small / "runs" / "multi30k-en-de").glob("*.json"))
+    seeded = ("baseline", "balanced", "san", "aan", "can", "can_attn", "can_ffn")
+    depths = [f"depth-{d}-seed{k}" for d in ("9-4", "14-1") for k in (1, 2)]
+    assert runs == sorted([f"{s}-seed{k}" for s in seeded for k in (1, 2, 3)] + depths)
+    for name in ("similarity", "errors", "attention"):
+        assert json.loads((small / f"{name}.json").read_text())["provenance"]["scale"] == "small"
+    beyond = sorted(p.stem for p in (small / "beyond" / "runs" / "multi30k-en-de").glob("*.json"))
+    assert beyond == sorted(  # measurements/h100-2026-11-27 (20 models) and h200-2026-11-27-81cbcbb (the third 2x seed)
+        [f"budget-{s}-x2-seed{k}" for s in ("balanced", "can") for k in (1, 2, 3)]
+        + [f"can-6-6-can-6-6-seed{k}" for k in (1, 2, 3)]
+        + ["distill-balanced-teacher-seed1"]
+        + [f"distill-{s}-kd-seed{k}" for s in ("balanced", "san", "aan", "can") for k in (1, 2, 3)]
+    )
+    assert main(["rescore", str(small)]) == 0
+    out = capsys.readouterr().out
+    assert "188 stored sacreBLEU scores of 47 runs reproduced" in out  # 4 splits x (25 plan runs + 22 beyond models)
+    # budget: 6 runs (2x, summarised here), distill: 13 runs, can-6-6: 3 runs, each with its 4 splits x (bleu, tok_bleu)
+    # quoted in the summary
+    assert f"{(6 + 13 + 3) * 4 * 2} scores quoted by the beyond studies' summaries equal their stored runs'" in out
+
+
+def test_each_engine_verb_is_a_command_of_its_own(capsys):
+    """`canlib experiment` trains; rescoring, estimating and summarising are commands of their own, each in the
+    module that does the work, and `experiment` takes none of their options."""
+    from canlib.cli import COMMANDS
+
+    engine = "canlib.repro.experiments."
+    verbs = {v: COMMANDS[v][0].removeprefix(engine) for v in ("experiment", "rescore", "estimate", "summarise")}
+    assert verbs == {v: v for v in verbs}
+    for flag in ("--rescore", "--estimate", "--summarise"):
+        with pytest.raises(SystemExit) as refused:
+            main(["experiment", "--scale", "small", flag])
+        assert refused.value.code == 2 and f"unrecognized arguments: {flag}" in capsys.readouterr().err
+    assert main(["estimate", "--scale", "small", "--studies", "hybrid"]) == 0
+    assert capsys.readouterr().out.startswith("hybrid: 6 model(s) to train, 14,400 updates: ~")  # 6 x 2,400
+    assert main(["summarise", "--scale", "small", "--studies", "telepathy"]) == 2
+    assert "--studies: unknown telepathy" in capsys.readouterr().err

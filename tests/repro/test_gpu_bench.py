@@ -1,0 +1,57 @@
+"""scripts/gpu_bench.py in its quick mode on the CPU: it runs and writes the JSON a GPU run reads."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_gpu_bench_dry_run_writes_both_paths_the_goals_and_the_ratio_spread_over_interleaved_repeats(
+    tmp_path, shared_data
+):
+    out = tmp_path / "gpu.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "gpu_bench.py"),
+            "--dry-run",
+            "--json",
+            str(out),
+            "--systems",
+            "baseline,balanced,can",
+            "--sources",
+            "test2016",
+            "--data-dir",
+            str(shared_data),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    systems, meta = data["systems"], data["meta"]
+    for name in ("baseline", "balanced", "can"):
+        assert systems[name]["eager_tok_per_s"] > 0 and systems[name]["captured_tok_per_s"] > 0
+    assert meta["captured_matches_eager"] == {"baseline": True, "balanced": True, "can": True}
+    assert set(meta["goals"]) == {
+        "eager can/balanced",
+        "captured balanced tok/s",
+        "captured can tok/s",
+        "captured can/balanced",
+    }
+    assert meta["errors"] == {}
+    # the first three test2016 sources, counted by hand: words and punctuation marks
+    # ("A man in an orange hat starring at something." is 9 words and a full stop)
+    assert meta["sources"]["lengths"] == [10, 16, 13]
+    for mode in ("eager", "captured"):  # per repeat, Balanced's seconds over CAN's: the same tokens in both
+        per_repeat = [b / c for b, c in zip(systems["balanced"][f"{mode}_seconds"], systems["can"][f"{mode}_seconds"])]
+        assert len(per_repeat) == meta["settings"]["repeats"] == 3
+        assert meta["ratios"][mode]["can"]["median"] == statistics.median(per_repeat)
+        assert meta["ratios"][mode]["can"]["min"] == min(per_repeat)
+    assert meta["goals"]["eager can/balanced"]["value"] == meta["ratios"]["eager"]["can"]["median"]

@@ -1,0 +1,336 @@
+"""The stored GPU results and the shared speed studies the chapters read."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import MEASUREMENTS, REQUIRE_DATA
+
+from canlib.repro import ingest
+from canlib.repro.results.files import ProvenanceError, load_result
+from canlib.repro.results.layout import GPU_FILES
+from canlib.repro.studies.store import Store
+
+REPO = Path(__file__).resolve().parents[2]
+RUN = "h200-2026-11-26"  # the stored run whose raw files live in ../shared/measurements
+STORED = REPO / "book" / "results" / "gpu" / RUN
+RAW = MEASUREMENTS / RUN  # CANLIB_MEASUREMENTS_DIR, else ../shared/measurements
+NO_RAW = not RAW.is_dir() and not REQUIRE_DATA  # CI (CANLIB_REQUIRE_DATA=1) fails instead of skipping
+
+
+def raw_json(name: str) -> dict:
+    return json.loads((RAW / name).read_text())
+
+
+@pytest.fixture
+def results_here(monkeypatch):
+    monkeypatch.setenv("CANLIB_RESULTS_DIR", str(REPO / "book" / "results"))
+
+
+@pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
+@pytest.mark.parametrize("kind", sorted(set(GPU_FILES.values())))
+def test_every_stored_gpu_file_loads_with_its_provenance(results_here, kind):
+    _, prov = Store("small").gpu(kind, RUN)
+    raw = raw_json("gpu_bench.json")
+    assert (prov["commit"], prov["date"], prov["device"]) == (raw["_git_commit"], raw["_date"][:10], raw["_device"])
+    assert prov["config"]["command"].startswith("python ")
+    assert "shared/measurements" in prov["source"]
+
+
+@pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
+def test_gpu_speed_ratios_are_the_measured_ones(results_here):
+    raw = raw_json("gpu_bench.json")
+    eager, prov = Store("small").gpu_speed("eager", RUN)
+    assert eager["balanced"]["tok_per_s"] / eager["baseline"]["tok_per_s"] == pytest.approx(
+        raw["balanced"]["eager_tok_per_s"] / raw["baseline"]["eager_tok_per_s"], rel=1e-9
+    )
+    assert eager["can"]["tok_per_s"] / eager["balanced"]["tok_per_s"] == pytest.approx(
+        raw["can"]["eager_tok_per_s"] / raw["balanced"]["eager_tok_per_s"], rel=1e-9
+    )
+    assert prov["dtype"] == raw["_dtype"] and prov["captured_matches_eager"] == raw["_captured_matches_eager"]
+    captured, _ = Store("small").gpu_speed("captured", RUN)
+    assert captured["balanced"]["tok_per_s"] == pytest.approx(raw["balanced"]["captured_tok_per_s"], rel=1e-9)
+    for row in eager.values():
+        assert row["min"] <= row["median"] <= row["max"]
+
+
+@pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
+def test_gpu_breakdown_search_share_is_the_measured_one(results_here):
+    result, _ = Store("small").gpu("breakdown", RUN)
+    parts = {system: row["breakdown"] for system, row in result["systems"].items() if "breakdown" in row}
+    ms = raw_json("breakdown.json")["balanced"]["breakdown"]
+    total = sum(ms[f"{p}_ms"] for p in ("encode", "layers", "output", "search"))
+    assert parts["balanced"]["search_share"] == pytest.approx(ms["search_ms"] / total, rel=1e-6)
+    assert set(parts) == {"baseline", "balanced", "can"}
+
+
+@pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
+def test_stored_figures_equal_the_raw_measurements(results_here):
+    raw = json.loads((RAW / "gpu_bench.json").read_text())
+    eager, _ = Store("small").gpu_speed("eager", RUN)
+    captured, _ = Store("small").gpu_speed("captured", RUN)
+    for system in ("baseline", "balanced", "san", "aan", "can"):
+        assert eager[system]["tok_per_s"] == pytest.approx(raw[system]["eager_tok_per_s"], rel=1e-9)
+        assert captured[system]["tok_per_s"] == pytest.approx(raw[system]["captured_tok_per_s"], rel=1e-9)
+    batch, _ = Store("small").gpu_batch(RUN)
+    raw_batch = json.loads((RAW / "bench_batch.json").read_text())
+    assert batch["can"][64] == raw_batch["can"]["by_batch"]["64"]
+    runs, _ = Store("small").gpu_training("training_32k", RUN)
+    assert runs["baseline"]["mfu"] == json.loads((RAW / "smoke_32k.json").read_text())["runs"]["baseline"]["mfu"]
+
+
+@pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
+def test_converting_the_raw_folder_computes_each_figure_from_the_raw_seconds(tmp_path):
+    """Each converted figure against arithmetic done here on the raw files: tokens / median seconds, the repeats'
+    tokens / seconds, the batch sweep and training rates copied as measured, and a file per raw file."""
+    import statistics
+
+    ingest.convert_measurements(RAW, tmp_path)
+    bench = raw_json("gpu_bench.json")
+    tokens = bench["_settings"]["sentences"] * bench["_settings"]["forced_length"]
+    speed, prov = load_result(tmp_path / "speed.json")
+    assert (prov["commit"], prov["device"]) == (bench["_git_commit"], bench["_device"])
+    for system in ("baseline", "balanced", "san", "aan", "can"):
+        for mode in ("eager", "captured"):
+            seconds = bench[system][f"{mode}_seconds"]
+            row = speed["systems"][system][mode]
+            assert row["tok_per_s"] == pytest.approx(tokens / statistics.median(seconds), rel=1e-12)
+            assert row["min"] == pytest.approx(tokens / max(seconds), rel=1e-12)
+            assert row["max"] == pytest.approx(tokens / min(seconds), rel=1e-12)
+    batch, _ = load_result(tmp_path / "batch.json")
+    for system, row in raw_json("bench_batch.json").items():
+        if not system.startswith("_"):
+            assert batch["systems"][system]["by_batch"] == row["by_batch"]
+    for kind, name in (("training_32k", "smoke_32k.json"), ("training_4k", "smoke_full.json")):
+        converted, _ = load_result(tmp_path / f"{kind}.json")
+        assert converted["runs"] == raw_json(name)["runs"]
+    assert {p.stem for p in tmp_path.glob("*.json")} == {
+        kind for name, kind in GPU_FILES.items() if (RAW / name).exists()
+    }
+
+
+@pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
+def test_the_gpu_translation_is_rescored_from_its_hypotheses(tmp_path, shared_data):
+    from canlib.data.text import read_parallel
+
+    folder = shared_data / "multi30k-en-de"
+    sources, references = read_parallel(folder / "test_2016_flickr.en", folder / "test_2016_flickr.de")
+    written = ingest.convert_translation(
+        RAW, tmp_path, sources, references, device="NVIDIA H200", commit="df024e7", date="2026-11-26"
+    )
+    result, prov = load_result(written)
+    assert result == load_result(STORED / "translation_small.json")[0]
+    assert result["scores"]["bleu"] == pytest.approx(result["recorded_scores"]["bleu"], abs=1e-6)
+    assert prov["scale"] == "small" and len(result["examples"]) == 5 and result["examples"][-1]["index"] == 999
+
+
+def _fake_measurement(folder: Path, hyps: list[str], refs: list[str], train_s: str = "train_s 3") -> None:
+    from canlib.bleu import corpus_scores
+
+    folder.mkdir()
+    final = {"stop_reason": "max_steps", "step": 10, "epoch": 1, "last_valid": {"valid_loss": 4.5}}
+    log = [json.dumps(final), train_s, "translate_s 1 checkpoint average.pt", json.dumps(corpus_scores(hyps, refs))]
+    (folder / ingest.TRANSLATION["log"]).write_text("\n".join(log) + "\n")
+    (folder / ingest.TRANSLATION["hyps"]).write_text("\n".join(hyps) + "\n")
+
+
+def test_a_gpu_translation_scored_against_other_references_is_refused(tmp_path):
+    refs = [f"Ein Hund läuft über die Wiese Nummer {i} ." for i in range(8)]
+    hyps = [r.replace("läuft", "rennt") for r in refs]
+    _fake_measurement(tmp_path / "m", hyps, refs)
+    written = ingest.convert_translation(
+        tmp_path / "m", tmp_path / "out", refs, refs, device="GPU X", commit="abc", date="2026-01-01", examples=3
+    )
+    result, _ = load_result(written)
+    assert (
+        [e["index"] for e in result["examples"]] == [0, 4, 7] and result["train_s"] == 3 and result["valid_loss"] == 4.5
+    )
+    with pytest.raises(ValueError, match="bleu recomputed here"):
+        ingest.convert_translation(
+            tmp_path / "m", tmp_path / "out", refs, refs[::-1], device="GPU X", commit="abc", date="2026-01-01"
+        )
+
+
+def test_a_malformed_line_of_the_gpu_training_log_is_named(tmp_path):
+    refs = ["Ein Hund ."]
+    _fake_measurement(tmp_path / "m", refs, refs, train_s="train_s fast")
+    with pytest.raises(ValueError, match="line 2: 'train_s fast'"):
+        ingest.convert_translation(
+            tmp_path / "m", tmp_path / "out", refs, refs, device="GPU X", commit="abc", date="2026-01-01"
+        )
+
+
+@pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
+def test_the_benchs_current_format_converts_to_the_same_results(tmp_path):
+    """The bench and scripts/gpu_bench.py now write {"systems", "meta"}; a new measurement in that
+    format must convert to what the older flat files give."""
+    new = tmp_path / "new"
+    new.mkdir()
+    shutil.copy(RAW / "README.md", new / "README.md")
+    for name in ("gpu_bench.json", "breakdown.json", "bench_batch.json"):
+        raw = json.loads((RAW / name).read_text())
+        split = {
+            "systems": {k: v for k, v in raw.items() if not k.startswith("_")},
+            "meta": {k[1:]: v for k, v in raw.items() if k.startswith("_")},
+        }
+        (new / name).write_text(json.dumps(split))
+    ingest.convert_measurements(new, tmp_path / "from_new")
+    ingest.convert_measurements(RAW, tmp_path / "from_flat")
+    for kind in ("speed", "breakdown", "batch"):
+        assert load_result(tmp_path / "from_new" / f"{kind}.json") == load_result(
+            tmp_path / "from_flat" / f"{kind}.json"
+        )
+
+
+def test_a_tampered_median_is_refused(tmp_path):
+    if NO_RAW:
+        pytest.skip("raw measurement folder not present")
+    shutil.copy(RAW / "gpu_bench.json", tmp_path / "gpu_bench.json")
+    data = json.loads((tmp_path / "gpu_bench.json").read_text())
+    data["can"]["eager_tok_per_s"] *= 1.1
+    (tmp_path / "gpu_bench.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="can eager"):
+        ingest.convert_measurements(tmp_path, tmp_path / "out")
+
+
+def test_raw_files_without_commit_or_date_need_them_given(tmp_path):
+    (tmp_path / "smoke_32k.json").write_text(json.dumps({"device": "GPU X", "runs": {}}))
+    with pytest.raises(ValueError, match="_git_commit"):
+        ingest.convert_measurements(tmp_path, tmp_path / "out")
+    written = ingest.convert_measurements(tmp_path, tmp_path / "out", commit="abc1234", date="2026-01-01")
+    assert load_result(written[0])[1]["commit"] == "abc1234"
+
+
+def test_missing_gpu_run_names_the_converter(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="canlib ingest"):
+        Store("small").gpu_speed("eager", RUN)
+
+
+def test_unknown_mode_is_refused(results_here):
+    with pytest.raises(ValueError, match="mode='graphs'"):
+        Store("small").gpu_speed("graphs", RUN)
+
+
+def test_stored_file_without_provenance_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path))
+    (tmp_path / "gpu" / RUN).mkdir(parents=True)
+    (tmp_path / "gpu" / RUN / "speed.json").write_text(json.dumps({"result": {}}))
+    with pytest.raises(ProvenanceError):
+        Store("small").gpu_speed("eager", RUN)
+
+
+# -- canlib.repro.bench.chapters: one measurement per setting, shared, with its spread -----------------------
+
+from canlib.repro.bench import chapters as sp  # noqa: E402
+from canlib.repro.studies import cpu_speed  # noqa: E402
+
+
+def fake_bench(calls):
+    def bench(study_name, settings):
+        calls.append((study_name, settings["systems"]))
+        systems = {
+            s: {"tok_per_s": 100.0 + i, "tokens": 30, "seconds": [0.3, 0.25, 0.35]}
+            for i, s in enumerate(settings["systems"])
+        }
+        return {
+            "systems": systems,
+            "meta": {"device": "cpu", "dtype": "float32", "load_average": [0.1, 0.1, 0.1], "device_type": "cpu"},
+        }
+
+    return bench
+
+
+def test_every_chapter_reads_one_measurement_of_a_setting(tmp_path, monkeypatch):
+    """A live CPU run (asked for) times all nine systems once; every chapter's rows come from it."""
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(sp.LIVE_ENV, "1")
+    calls = []
+    monkeypatch.setattr(sp, "run_bench", fake_bench(calls))
+    table2, _ = cpu_speed.cpu_table(("baseline", "balanced", "can"))
+    depths, _ = cpu_speed.cpu_table(("baseline", "depth-9-4", "balanced", "depth-14-1"))
+    ablation, prov = cpu_speed.cpu_table(("balanced", "can_attn", "can_ffn", "can"))
+    assert len(calls) == 1 and calls[0][1] == list(sp.SPEED_SYSTEMS)
+    assert table2["balanced"] == depths["balanced"] == ablation["balanced"]
+    assert prov["config"]["settings"]["systems"] == list(sp.SPEED_SYSTEMS)
+
+
+def test_speed_rows_carry_min_median_max_of_the_repeats(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(sp.LIVE_ENV, "1")
+    monkeypatch.setattr(sp, "run_bench", fake_bench([]))
+    rows, _ = cpu_speed.cpu_table(("balanced", "can"))
+    assert rows["balanced"]["min"] == pytest.approx(30 / 0.35)
+    assert rows["balanced"]["median"] == pytest.approx(30 / 0.3)
+    assert rows["balanced"]["max"] == pytest.approx(30 / 0.25)
+    # every system's repeats take the same seconds here: each per-repeat ratio, and their median, is 1
+    assert rows["can"]["ratio"] == pytest.approx(1.0) and rows["can"]["interval"] is None  # 3 repeats: no interval
+
+
+def test_a_system_outside_the_shared_run_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(sp.LIVE_ENV, "1")
+    monkeypatch.setattr(sp, "run_bench", fake_bench([]))
+    with pytest.raises(KeyError, match="'small-can'"):
+        cpu_speed.cpu_table(("small-can",))
+
+
+def test_unknown_setting_is_refused():
+    with pytest.raises(ValueError, match="beem"):
+        sp.settings_for("speed", "tiny", ("can",), beem=4)
+
+
+def test_the_bench_runs_without_printing_or_warning(capsys, monkeypatch):
+    import warnings
+
+    from canlib.repro.bench import speed as bench
+
+    monkeypatch.setattr(bench, "busy_warning", lambda *a: "the machine is busy (test)")
+    settings = sp.settings_for(
+        "speed",
+        "tiny",
+        ("balanced", "can"),
+        device="cpu",
+        scale="tiny",
+        sentences=1,
+        repeats=2,
+        forced_length=2,
+        warmup=0,
+        vocab_size=64,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = sp.run_bench("speed", settings)
+    assert capsys.readouterr().out == ""
+    assert sp.busy_warning(result["meta"]) == "the machine is busy (test)"
+    assert set(result["systems"]) == {"balanced", "can"} and result["meta"]["dtype"] == "float32"
+    assert len(result["systems"]["can"]["seconds"]) == 2
+    assert sp.spread(result["systems"]["can"])["min"] > 0
+
+
+def test_comparison_frame_leaves_out_missing_sources():
+    rows = {
+        "balanced": {"tok_per_s": 10.0, "min": 9.0, "max": 11.0},
+        "can": {"tok_per_s": 12.0, "min": 11.0, "max": 13.0},
+    }
+    frame = sp.comparison_frame(("balanced", "can"), rows, None, rows, {"balanced": 219.53, "can": 290.08})
+    assert "GPU eager tok/s median" not in frame and frame.loc["CAN", "CPU tok/s x Balanced"] == pytest.approx(1.2)
+    assert frame.loc["CAN", "paper tok/s"] == 290.08
+    assert frame.loc["CAN", "paper tok/s x Balanced"] == pytest.approx(290.08 / 219.53)
+
+
+def test_a_stored_result_is_found_from_a_machine_with_another_device(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setattr(sp, "run_bench", fake_bench([]))
+    stored, _ = sp.measure("speed", "small", ("balanced",), store=True, device="cpu")
+    monkeypatch.setattr(sp, "run_bench", lambda *a: pytest.fail("a stored small result must be loaded, not measured"))
+    loaded, prov = sp.measure("speed", "small", ("balanced",), device="cuda")
+    assert loaded == stored and prov["config"]["settings"]["device"] == "cpu"
+
+
+def test_weights_per_token_are_14_12_13_14_d2():
+    counts = {s: round(v) for s, v in sp.weights_per_token().items()}
+    assert counts == {"balanced": 14, "can_attn": 12, "can_ffn": 13, "can": 14}
