@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from canlib.repro.studies.tables import reading_table
+
 
 def _spread(ax, curve: dict[str, Any], color: str, label: str, **style) -> None:
     """A curve of :func:`canlib.repro.studies.analyses.seed_curves` as points at the mean over seeds with bars from
@@ -378,8 +380,6 @@ def claim_table(
     evaluation set, with the contrast, half its 95 % seed interval (Student's t), the bootstrap interval and that
     set's verdict; the claim's name is given on its first row only."""
     import pandas as pd
-
-    from canlib.repro.studies.tables import reading_table
 
     rows = []
     for j in claims:

@@ -161,7 +161,7 @@ def step_table(search: ForcedLengthSearch, t: int) -> tuple[pd.DataFrame, pd.Dat
 def ops_frame(ops: dict[str, Any], systems: Sequence[str] = ALL_SYSTEMS) -> pd.DataFrame:
     """Kernels one beam-search step launches on the GPU's code path, per system and part, from a stored operator
     count (``book/results/cpu/ops.json``): whole step, with the select step fused, per decoder layer, embedding,
-    output and search, and the host syncs."""
+    output and search."""
     rows = {}
     for system in systems:
         c, fused = ops["systems"][system]["cuda"], ops["systems"][system].get("cuda-fused")
@@ -171,7 +171,6 @@ def ops_frame(ops: dict[str, Any], systems: Sequence[str] = ALL_SYSTEMS) -> pd.D
             "with the fused select": fused["step"]["kernel_operators"] if fused else None,
             "per decoder layer": c["per_layer"]["kernel_operators"],
             **{part: c[part]["kernel_operators"] for part in ("embedding", "output", "search")},
-            "host syncs": c["step"]["host_syncs"],
         }
     return pd.DataFrame(rows).T.dropna(axis=1, how="all").rename_axis("system")
 
@@ -208,7 +207,7 @@ def values() -> dict[str, Any]:
         out |= {f"{key}_kernels": int(row["kernels per step"]), f"{key}_search_kernels": int(row["search"])}
         out |= {
             f"{key}_fused_kernels": int(row["with the fused select"]),
-            f"{key}_layer_kernels": row["per decoder layer"],
+            f"{key}_layer_kernels": float(row["per decoder layer"]),
         }
     out["can_over_balanced_kernels"] = out["can_kernels"] / out["balanced_kernels"]
     out["balanced_step_mb"] = step_mb("balanced")
