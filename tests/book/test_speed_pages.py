@@ -91,6 +91,20 @@ def test_every_page_shows_the_read_runs_ratio_as_the_median_of_its_per_repeat_ra
     assert rows["on this run alone"][0].startswith(cell(ratios(READ, "can", "san")))
 
 
+def test_a_run_below_the_speed_standard_reads_inconclusive_whatever_its_interval(store):
+    """The graph-mode repeats of the run the verdicts read lasted under a second: its row says "inconclusive", not
+    the word its interval alone would give, so the table and the claim's verdict agree."""
+    from canlib.repro.studies.chapters import scorecard
+    from canlib.repro.studies.claims import judged
+
+    systems = json.loads((GPU / READ / "speed.json").read_text())["result"]["systems"]
+    shortest = min(min(systems[s]["captured"]["seconds"]) for s in ("can", "balanced"))
+    row = scorecard.speed_runs_table([judged(store)["can-speed-1.28x-graphs"]], beside=False).iloc[0]
+    interval = order_interval(ratios(READ, "can", "balanced", "captured"))
+    assert shortest < 1.0 and interval[0] >= 1.28  # below the standard, though its interval clears the bound
+    assert row["on this run alone"].split(": ", 1)[1] == "inconclusive (by its interval: holds)"
+
+
 def test_the_first_h100_run_reads_one_ratio_everywhere(store):
     """The median of the per-repeat ratios, not the ratio of the two medians, which disagreed with it."""
     from canlib.repro.studies import gpu_results as gpu

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import write_toy_corpus
 
 from canlib.repro.experiments import analyses as engine_analyses
 from canlib.repro.experiments import beyond as engine_beyond
@@ -231,33 +232,6 @@ def test_a_plan_on_your_own_corpus_trains_the_systems_you_name(tmp_path, monkeyp
 
 # -- a researcher's own corpus, end to end ----------------------------------------------------------
 
-NOUNS = [
-    ("cat", "Katze"),
-    ("dog", "Hund"),
-    ("house", "Haus"),
-    ("tree", "Baum"),
-    ("car", "Auto"),
-    ("bird", "Vogel"),
-    ("child", "Kind"),
-    ("man", "Mann"),
-    ("woman", "Frau"),
-    ("ball", "Ball"),
-]
-VERBS = [("sees", "sieht"), ("has", "hat"), ("likes", "mag"), ("finds", "findet")]
-
-
-def write_corpus(folder: Path, lines: dict[str, int]) -> Path:
-    """Plain parallel files ``<split>.en``/``<split>.de`` of made-up sentences, ``lines[split]`` pairs each."""
-    import random
-
-    rng = random.Random(0)
-    folder.mkdir(parents=True, exist_ok=True)
-    for split, count in lines.items():
-        pairs = [(rng.choice(NOUNS), rng.choice(VERBS), rng.choice(NOUNS)) for _ in range(count)]
-        (folder / f"{split}.en").write_text("".join(f"the {a[0]} {v[0]} the {b[0]} .\n" for a, v, b in pairs))
-        (folder / f"{split}.de").write_text("".join(f"die {a[1]} {v[1]} die {b[1]} .\n" for a, v, b in pairs))
-    return folder
-
 
 def test_your_own_corpus_of_plain_files_trains_and_evaluates_end_to_end_at_tiny(tmp_path, monkeypatch, capsys):
     from canlib.cli import main
@@ -265,7 +239,7 @@ def test_your_own_corpus_of_plain_files_trains_and_evaluates_end_to_end_at_tiny(
     from canlib.repro.studies.store import Store
 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
-    files = write_corpus(tmp_path / "my-en-de", {"train": 120, "valid": 12, "test": 10})
+    files = write_toy_corpus(tmp_path / "my-en-de", {"train": 120, "valid": 12, "test": 10})
     assert (
         main(
             [
@@ -341,7 +315,7 @@ def test_misaligned_or_empty_lines_of_your_files_are_named_by_file_and_line(
     from canlib.cli import main
 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
-    files = write_corpus(tmp_path / "bad", {"train": 120, "valid": 12, "test": 10})
+    files = write_toy_corpus(tmp_path / "bad", {"train": 120, "valid": 12, "test": 10})
     break_it(files)
     assert (
         main(["data", "prepare", "bad", "--files", str(files), "--src", "en", "--tgt", "de", "--vocab-size", "60"]) == 2
@@ -355,7 +329,7 @@ def test_a_corpus_of_files_needs_all_six_files_and_its_languages(tmp_path, monke
     from canlib.cli import main
 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
-    files = write_corpus(tmp_path / "half", {"train": 20, "valid": 5})
+    files = write_toy_corpus(tmp_path / "half", {"train": 20, "valid": 5})
     assert main(["data", "prepare", "half", "--files", str(files), "--src", "en", "--tgt", "de"]) == 2
     assert "no test.en, test.de" in capsys.readouterr().err
     assert main(["data", "prepare", "half", "--files", str(files)]) == 2

@@ -172,7 +172,9 @@ def ops_frame(ops: dict[str, Any], systems: Sequence[str] = ALL_SYSTEMS) -> pd.D
             "per decoder layer": c["per_layer"]["kernel_operators"],
             **{part: c[part]["kernel_operators"] for part in ("embedding", "output", "search")},
         }
-    return pd.DataFrame(rows).T.dropna(axis=1, how="all").rename_axis("system")
+    frame = pd.DataFrame(rows).T.dropna(axis=1, how="all")
+    counts = {c: "Int64" for c in frame.columns if c != "per decoder layer"}  # whole kernels; a layer's may be half
+    return frame.astype(counts).rename_axis("system")
 
 
 @functools.cache

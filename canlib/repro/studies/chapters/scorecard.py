@@ -9,6 +9,7 @@ from html import escape
 
 from canlib.repro.studies.claims import Judged
 from canlib.repro.studies.tables import reading_table
+from canlib.repro.studies.verdict import INCONCLUSIVE
 
 SHORT = 90  # characters of the one-line summary
 
@@ -76,7 +77,7 @@ def speed_runs_table(rows: Sequence[Judged], beside: bool = True):
     """One row per speed claim and stored GPU run it reads (and, with ``beside``, shows beside: eager claims on the
     eager timings, the graph claim on the graph ones): the run, its code, repeats, shortest repeat, whether it meets
     the standard, and the claim read on that run alone (median ratio [interval]: verdict; a run too short for an
-    interval shows its range)."""
+    interval shows its range; a run below the standard is inconclusive, whatever its interval says)."""
     import pandas as pd
 
     out = []
@@ -95,7 +96,12 @@ def speed_runs_table(rows: Sequence[Judged], beside: bool = True):
                         "repeats": r["repeats"],
                         "shortest": f"{r['shortest_repeat_s']:.2f} s",
                         "standard": "met" if r["meets"] else "not met",
-                        "on this run alone": f"{r['value']:.2f}x {shown}: {r['verdict']}",
+                        "on this run alone": f"{r['value']:.2f}x {shown}: "
+                        + (
+                            r["verdict"]
+                            if r["meets"] or r["verdict"] == INCONCLUSIVE
+                            else f"{INCONCLUSIVE} (by its interval: {r['verdict']})"
+                        ),
                     }
                 )
     return pd.DataFrame(out)
