@@ -152,7 +152,27 @@ def _bleu(
 ) -> Claim:
     """A BLEU contrast's row; its criterion, ``what`` against ``ok``, is read on every evaluation set."""
     criterion = criterion or f"{ok.text(what)} {EVERY_SET}"
-    return Claim(claim_id, name, criterion, source, paper_value, chapter, Contrast(terms, ok, budgets=budgets))
+    return Claim(claim_id, name, criterion, paper_value, chapter, Contrast(terms, ok, budgets=budgets), source)
+
+
+ABLATION = (  # Table 5's BLEU claims: (id, system, against, criterion)
+    ("can-ffn-keeps-bleu", "can_ffn", "balanced", PAR),
+    ("can-attn-below-balanced", "can_attn", "balanced", BELOW),
+    ("can-above-can-attn", "can", "can_attn", ABOVE),
+    ("can-attn-below-can-ffn", "can_attn", "can_ffn", BELOW),
+)
+T5_NAMES = {"can": "Compress All"}  # Table 5 calls CAN "Compress All"
+
+
+def _ablation(claim_id: str, system: str, against: str, ok: Threshold) -> Claim:
+    """A Table 5 BLEU row: ``system`` keeps ``against``'s BLEU (on par), or scores below or above it."""
+    a, b = LABELS[system], LABELS[against]
+    if ok == PAR:
+        says = f"keeps {b}'s BLEU (at most {ON_PAR} below, Table 5)"
+    else:
+        says = f"scores {'below' if ok.op == '<' else 'above'} {b} (Table 5)"
+    paper_value = _t5(T5_NAMES.get(system, a), T5_NAMES.get(against, b))
+    return _bleu(claim_id, f"{a} {says}", paper_value, "ablation", _pair(system, against), ok)
 
 
 def _speed(
@@ -165,13 +185,7 @@ def _speed(
     criterion = f"median tokens/s ratio {op} {bound:g}, its interval included"
     chapter = "ablation" if system.startswith("can_") else "speed"
     return Claim(
-        claim_id,
-        name,
-        criterion,
-        "paper",
-        paper_value,
-        chapter,
-        SpeedRatio(system, against, Threshold(op, bound), mode),
+        claim_id, name, criterion, paper_value, chapter, SpeedRatio(system, against, Threshold(op, bound), mode)
     )
 
 
@@ -181,7 +195,6 @@ def _loss_gap(claim_id: str, system: str, against: str) -> Claim:
         claim_id,
         f"{LABELS[system]} ends with a higher validation loss than {LABELS[against]} (Figure 8)",
         "final validation loss difference > 0, its seed interval included",
-        "paper",
         "higher (Figure 8)",
         "training",
         LossGap(system, against),
@@ -232,7 +245,6 @@ CLAIMS: tuple[Claim, ...] = (
         "batch-gain-shrinks",
         f"CAN's gain over Balanced is smaller at batch {F7['batch'][-1]} than at 1 (Figure 7)",
         f"(CAN/Balanced at batch {F7['batch'][0]}) - (at {F7['batch'][-1]}) > 0, its interval included",
-        "paper",
         f"{1 + F7['delta_speed_pct'][0] / 100:.2f}x at {F7['batch'][0]}, "
         f"{1 + F7['delta_speed_pct'][-1] / 100:.2f}x at {F7['batch'][-1]} (Figure 7)",
         "speed",
@@ -268,7 +280,6 @@ CLAIMS: tuple[Claim, ...] = (
         "can-within-0.5-tasks",
         f"CAN stays within {ON_PAR} BLEU of Balanced on every direction (Tables 2-3)",
         f"ΔBLEU >= -{ON_PAR} {EVERY_SET} of every Multi30k direction",
-        "paper",
         f"{min(GAPS):+.2f} to {max(GAPS):+.2f} over {len(GAPS)} tasks",
         "tasks",
         CrossTask(PAR),
@@ -281,37 +292,7 @@ CLAIMS: tuple[Claim, ...] = (
         _pair("depth-14-1", "balanced"),
         BELOW,
     ),
-    _bleu(
-        "can-ffn-keeps-bleu",
-        f"Compress FFN keeps Balanced's BLEU (at most {ON_PAR} below, Table 5)",
-        _t5("Compress FFN", "Balanced"),
-        "ablation",
-        _pair("can_ffn", "balanced"),
-    ),
-    _bleu(
-        "can-attn-below-balanced",
-        "Compress Attention scores below Balanced (Table 5)",
-        _t5("Compress Attention", "Balanced"),
-        "ablation",
-        _pair("can_attn", "balanced"),
-        BELOW,
-    ),
-    _bleu(
-        "can-above-can-attn",
-        "CAN scores above Compress Attention (Table 5)",
-        _t5("Compress All", "Compress Attention"),
-        "ablation",
-        _pair("can", "can_attn"),
-        ABOVE,
-    ),
-    _bleu(
-        "can-attn-below-can-ffn",
-        "Compress Attention scores below Compress FFN (Table 5)",
-        _t5("Compress Attention", "Compress FFN"),
-        "ablation",
-        _pair("can_attn", "can_ffn"),
-        BELOW,
-    ),
+    *(_ablation(*row) for row in ABLATION),
     *(
         _bleu(
             f"kd-adds-{s}",
@@ -357,7 +338,6 @@ CLAIMS: tuple[Claim, ...] = (
         f"Self- and cross-attention inputs are alike: cosine similarity above {ALIKE} in every decoder layer "
         "(Figure 2)",
         f"cosine similarity > {ALIKE} in every decoder layer of Baseline 6/6 and of Balanced 12/2",
-        "paper",
         f"> {ALIKE} (its text); its figure: {min(_diag('self_vs_cross')):.2f}-{max(_diag('self_vs_cross')):.2f}",
         "similarity",
         Similarity(Threshold(">", ALIKE)),
@@ -366,7 +346,6 @@ CLAIMS: tuple[Claim, ...] = (
         "ffn-inputs-less-alike",
         "Cross-attention and FFN inputs are less alike than self- and cross-attention inputs (Figure 2)",
         "similarity(self, cross) - similarity(cross, FFN) > 0 in every decoder layer of Baseline 6/6 and Balanced 12/2",
-        "paper",
         "its figure: "
         + ", ".join(f"{a - b:+.2f}" for a, b in zip(_diag("self_vs_cross"), _diag("cross_vs_ffn")))
         + " by layer",
@@ -411,19 +390,19 @@ CLAIMS: tuple[Claim, ...] = (
         "loss-still-falling",
         "The validation loss still falls at the end of training",
         "(validation loss at the one before last validation) - (at the last) > 0 in every run",
-        "book",
         "—",
         "training",
         LossFalling(("baseline", "balanced", "can")),
+        "book",
     ),
     Claim(
         "gate-decisive",
         f"CAN's gate is decisive in every layer (more than {DECISIVE:.0%} of its values within {NEAR} of 0 or 1)",
         f"more than {DECISIVE:.0%} of each layer's gate values within {NEAR} of 0 or 1",
-        "book",
         "—",
         "attention",
         GateShare(Threshold(">", DECISIVE), NEAR),
+        "book",
     ),
 )
 BY_ID = {c.id: c for c in CLAIMS}

@@ -187,16 +187,17 @@ Evidence = Contrast | SpeedRatio | BatchCurve | Similarity | GateShare | LossGap
 
 @dataclass(frozen=True)
 class Claim:
-    """One claim, declared once: its id, a name that states its criterion, the criterion in symbols, whose claim
-    (``paper`` or ``book``), the paper's figure, the chapter that shows the evidence and the evidence it reads."""
+    """One claim, declared once: its id, a name that states its criterion, the criterion in symbols, the paper's
+    figure, the chapter that shows the evidence, the evidence it reads and whose claim it is (``paper``: the paper
+    states it; ``book``: the book's own question)."""
 
     id: str
     name: str
     criterion: str
-    source: str
     paper: str
     chapter: str
     evidence: Evidence = field(repr=False)
+    source: str = "paper"
 
 
 @dataclass(frozen=True)

@@ -46,12 +46,12 @@ from canlib.repro.studies.verdict import (
     Judgement,
     Runs,
     describe,
+    difference_interval,
     interval_verdict,
     judge,
     outcome,
     ratio_reading,
     repeat_ratios,
-    seed_interval,
     split_name,
 )
 
@@ -69,23 +69,23 @@ def _judged(
     *,
     meets: bool,
     settle: str = "",
-    cost: str = "",
-    minutes: float | None = None,
+    cost: tuple[str, float | None] = ("", None),
     command: str = "",
     **data: Any,
 ) -> Judged:
     """A claim judged on evidence that meets its standard or not. Below the standard the word is inconclusive (not
-    run stays not run) and ``settle``, ``cost``, ``minutes`` and ``command`` say what would settle it; at the
-    standard nothing is left to settle."""
+    run stays not run) and ``settle``, ``cost`` (in words and GPU-minutes) and ``command`` say what would settle it;
+    at the standard nothing is left to settle."""
     if meets:
         return Judged(claim, word, ours, evidence, meets=True, **data)
     word = NOT_RUN if word == NOT_RUN else INCONCLUSIVE
-    return Judged(claim, word, ours, evidence, settle=settle, cost=cost, minutes=minutes, command=command, **data)
+    return Judged(claim, word, ours, evidence, settle=settle, cost=cost[0], minutes=cost[1], command=command, **data)
 
 
-def _missing(claim: Claim, why: str, command: str, **data: Any) -> Judged:
-    """Not run: the evidence is not stored; ``command`` stores it."""
-    return _judged(claim, NOT_RUN, "—", why, meets=False, settle=f"{why}: `{command}`", command=command, **data)
+def _missing(claim: Claim, why: str, command: str, settle: str = "", **data: Any) -> Judged:
+    """Not run: the evidence is not stored; ``command`` stores it (``settle``: default the why and the command)."""
+    settle = settle or f"{why}: `{command}`"
+    return _judged(claim, NOT_RUN, "—", why, meets=False, settle=settle, command=command, **data)
 
 
 def _minutes(store: Store, runs: Sequence[tuple[str, int]]) -> tuple[str, float | None]:
@@ -150,15 +150,14 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int) -> Judged
     short = [(t, r) for t, r in terms if r is None or len(r.seeds) < need]
     todo = [(t.system, t.factor or factor) for t, r in short for _ in range(need - (len(r.seeds) if r else 0))]
     command = _store_command(store, [t for t, _ in short] or [t for t, _ in terms], factor, need)
-    cost, minutes = _minutes(store, todo) if short else ("", None)
-    settle = f"{need} seeds of every system: {cost}: `{command}`"
+    cost = _minutes(store, todo) if short else ("", None)
+    settle = f"{need} seeds of every system: {cost[0]}: `{command}`"
     data = dict(
         budget=factor if c.budgets else None,
         seeds=seeds,
         files=tuple(f for _, r in terms if r for f in r.files),
         strength={"seeds": seeds, "budget": factor, "scale": store.scale},
         cost=cost,
-        minutes=minutes,
     )
     if any(r is None for _, r in terms):
         absent = ", ".join(_label(t, factor) for t, r in terms if r is None)
@@ -282,16 +281,14 @@ def _speed_body(claim: Claim, mode: str, rows: list[dict[str, Any]], ok: Callabl
         f"{pooled['n']} per-repeat ratios and its order-statistic interval"
         + ("" if meets else f"; below the standard ({SPEED.least})")
     )
-    cost, minutes = GPU_RUN
     return _judged(
         claim,
         word,
         f"{pooled['median']:.2f}x {shown} ({how}, commit {code})",
         evidence,
         meets=meets,
-        settle=f"a run that meets the standard ({cost}): `{GPU_CHECK}`",
-        cost=cost,
-        minutes=minutes,
+        settle=f"a run that meets the standard ({GPU_RUN[0]}): `{GPU_CHECK}`",
+        cost=GPU_RUN,
         command=GPU_CHECK,
         value=pooled["median"],
         interval=interval,
@@ -310,13 +307,11 @@ def _speed_body(claim: Claim, mode: str, rows: list[dict[str, Any]], ok: Callabl
 def _judge_speed(store: Store, claim: Claim, s: SpeedRatio) -> Judged:
     rows = _timed_runs(store, s.system, s.against, s.mode)
     if not rows:
-        cost, minutes = GPU_RUN
         return _missing(
             claim,
             f"no stored GPU run timed {LABELS[s.system]} and {LABELS[s.against]} ({s.mode}, per-repeat tokens/s)",
             f"{GPU_CHECK} (with --systems {s.system},{s.against} in scripts/gpu_bench.py)",
-            cost=cost,
-            minutes=minutes,
+            cost=GPU_RUN,
         )
     lead, *beside = (_speed_body(claim, s.mode, group, s.ok) for group in _by_code(rows))
     return replace(lead, beside=tuple(beside))
@@ -335,9 +330,8 @@ def _judge_batch(store: Store, claim: Claim, b: BatchCurve) -> Judged:
             row = _reading(run, prov, [x - y for x, y in zip(first, last)], 0.0)
             row["meets"] = len(first) >= b.standard.repeats  # a sweep times no repeat's length
             return _speed_body(claim, "eager", [row], lambda d: d > 0)
-        medians = {x: {int(k): v for k, v in systems[x]["by_batch"].items()} for x in pair}
+        medians, _ = store.gpu_batch(run)
         at = {n: medians[b.system][n] / medians[b.against][n] for n in (b.first, b.last) if n in medians[b.system]}
-        cost, minutes = GPU_RUN
         return _judged(
             claim,
             INCONCLUSIVE,
@@ -347,8 +341,7 @@ def _judge_batch(store: Store, claim: Claim, b: BatchCurve) -> Judged:
             meets=False,
             settle=f"a batch sweep with per-repeat times on a GPU (~{GPU_CHECK_MINUTES} GPU-minutes): "
             "`python -m canlib bench batch --device cuda`",
-            cost=cost,
-            minutes=minutes,
+            cost=GPU_RUN,
             files=(run,),
         )
     return _missing(
@@ -377,20 +370,31 @@ def _analysis_missing(store: Store, claim: Claim, names: Sequence[str]) -> Judge
     return None
 
 
-def _layers(claim: Claim, rows: list[dict[str, Any]], evidence: str, files: tuple[str, ...], fmt: str) -> Judged:
+def _row(name: str, ok: Callable[[float], bool], **reading: Any) -> dict[str, Any]:
+    """One reading without an interval (a decoder layer, a run): the criterion read on its ``value``."""
+    return {"set": name, **reading, "verdict": HOLDS if ok(reading["value"]) else FAILS}
+
+
+def _readings(claim: Claim, rows: list[dict[str, Any]], fmt: str, over: str, evidence: str, **data: Any) -> Judged:
+    """A claim read on readings without intervals (layers, runs): their outcome, their mean and their range."""
     values = [r["value"] for r in rows]
+    low, high = min(values), max(values)
     return _judged(
         claim,
         outcome([r["verdict"] for r in rows]),
-        f"{min(values):{fmt}} to {max(values):{fmt}} over {len(rows)} layers",
+        f"{low:{fmt}} to {high:{fmt}} over {over}",
         evidence,
-        meets=True,
         value=statistics.fmean(values),
-        interval=(min(values), max(values)),
+        interval=(low, high),
         sets=tuple(rows),
-        files=files,
-        strength={"models": sorted({r["model"] for r in rows}), "layers": len(rows)},
+        **data,
     )
+
+
+def _layers(claim: Claim, rows: list[dict[str, Any]], evidence: str, files: tuple[str, ...], fmt: str) -> Judged:
+    """An analysis read layer by layer: a measurement of each stored model, so it meets its standard once stored."""
+    strength = {"models": sorted({r["model"] for r in rows}), "layers": len(rows)}
+    return _readings(claim, rows, fmt, f"{len(rows)} layers", evidence, meets=True, files=files, strength=strength)
 
 
 MODELS = {"similarity": "Baseline 6/6", "similarity-balanced": "Balanced 12/2"}
@@ -406,10 +410,7 @@ def _judge_similarity(store: Store, claim: Claim, s: Similarity) -> Judged:
         matrix = result["residual"]
         for i, row in enumerate(matrix[s.pair]):
             value = row[i] - (matrix[s.than][i][i] if s.than else 0.0)
-            rows.append(
-                {"set": f"{MODELS[name]} layer {i + 1}", "model": MODELS[name], "layer": i + 1, "value": value}
-                | {"verdict": HOLDS if s.ok(value) else FAILS}
-            )
+            rows.append(_row(f"{MODELS[name]} layer {i + 1}", s.ok, model=MODELS[name], layer=i + 1, value=value))
     what = f"{s.pair} minus {s.than}" if s.than else s.pair
     evidence = (
         f"the seed-1 {' and '.join(MODELS[n] for n in s.studies)} at {store.scale}: the cosine similarity ({what}) "
@@ -425,8 +426,7 @@ def _judge_gate(store: Store, claim: Claim, g: GateShare) -> Judged:
         return why
     study, _ = store.analysis("attention")
     rows = [
-        {"set": f"layer {x['layer']}", "model": "CAN", "layer": x["layer"], "value": x["near_ends"]}
-        | {"verdict": HOLDS if g.ok(x["near_ends"]) else FAILS}
+        _row(f"layer {x['layer']}", g.ok, model="CAN", layer=x["layer"], value=x["near_ends"])
         for x in gate_shares(study, g.near)
     ]
     evidence = (
@@ -441,17 +441,17 @@ def _judge_loss_gap(store: Store, claim: Claim, g: LossGap) -> Judged:
     if min(len(a), len(b)) < 2:
         return _missing(claim, f"scale {store.scale}: fewer than 2 seeds stored", experiment_command(store.scale))
     seeds = {g.system: len(a), g.against: len(b)}
-    ci = seed_interval([(1.0, a), (-1.0, b)])
+    low, high = difference_interval(a, b)
     value = statistics.fmean(a) - statistics.fmean(b)
     return _judged(
         claim,
-        interval_verdict(ci.low, ci.high, lambda d: d > 0),
-        f"{value:+.3f} [{ci.low:+.3f}, {ci.high:+.3f}]",
+        interval_verdict(low, high, lambda d: d > 0),
+        f"{value:+.3f} [{low:+.3f}, {high:+.3f}]",
         f"final label-smoothed validation loss at {store.scale}, {len(a)} and {len(b)} seeds, the seed interval",
         meets=store.judged and min(len(a), len(b)) >= g.standard.seeds,
         settle=f"{g.standard.seeds} seeds of each at small: `{experiment_command('small')}`",
         value=value,
-        interval=(ci.low, ci.high),
+        interval=(low, high),
         seeds=seeds,
         strength={"seeds": seeds, "scale": store.scale},
     )
@@ -465,22 +465,18 @@ def _judge_falling(store: Store, claim: Claim, f: LossFalling) -> Judged:
             if len(valid) >= 2:
                 drop = valid[-2]["valid_loss"] - valid[-1]["valid_loss"]
                 steps = [valid[-2]["step"], valid[-1]["step"]]
-                rows.append({"set": f"{LABELS[system]} seed {seed}", "value": drop, "steps": steps})
-                rows[-1]["verdict"] = HOLDS if drop > 0 else FAILS
+                rows.append(_row(f"{LABELS[system]} seed {seed}", lambda d: d > 0, value=drop, steps=steps))
     if not rows:
         return _missing(claim, f"scale {store.scale}: no stored run with two validations", experiment_command("small"))
-    drops = [r["value"] for r in rows]
     seeds = {s: len(store.seeds(s)) for s in f.systems}
-    return _judged(
+    return _readings(
         claim,
-        outcome([r["verdict"] for r in rows]),
-        f"{min(drops):+.3f} to {max(drops):+.3f} over the last {rows[0]['steps'][1] - rows[0]['steps'][0]:,} updates",
+        rows,
+        "+.3f",
+        f"the last {rows[0]['steps'][1] - rows[0]['steps'][0]:,} updates",
         f"the drop of the validation loss between the last two validations of {len(rows)} runs at {store.scale}",
         meets=store.judged and min(seeds.values()) >= f.standard.seeds,
         settle=f"{f.standard.seeds} seeds of each at small: `{experiment_command('small')}`",
-        value=statistics.fmean(drops),
-        interval=(min(drops), max(drops)),
-        sets=tuple(rows),
         seeds=seeds,
         strength={"seeds": seeds, "scale": store.scale},
     )
@@ -514,20 +510,8 @@ def _judge_tasks(store: Store, claim: Claim, t: CrossTask) -> Judged:
             corpora=missing or [store.corpus],
         )
         why = f"{len(rows)} direction(s) with {need} seeds of CAN and Balanced; the claim needs 2 or more"
-        cost, minutes = _minutes(store, [(s, 1) for _ in missing for s in DIRECTION_SYSTEMS for _ in range(need)])
-        settle = f"{why}: {cost}: `{command}`"
-        return _judged(
-            claim,
-            NOT_RUN,
-            "—",
-            why,
-            meets=False,
-            settle=settle,
-            cost=cost,
-            minutes=minutes,
-            command=command,
-            sets=tuple(rows),
-        )
+        cost = _minutes(store, [(s, 1) for _ in missing for s in DIRECTION_SYSTEMS for _ in range(need)])
+        return _missing(claim, why, command, f"{why}: {cost[0]}: `{command}`", cost=cost, sets=tuple(rows))
     return _judged(
         claim,
         outcome([r["verdict"] for r in rows]),

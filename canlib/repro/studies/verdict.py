@@ -50,19 +50,13 @@ QUALITY_SCALES = ("small", "full")  # the scales whose models translate well eno
 ON_PAR = 0.5  # BLEU: "keeps the BLEU" / "on par" claims hold at a difference >= -ON_PAR (every claim, every chapter)
 BOOTSTRAP_SAMPLES = 1000  # sacreBLEU's default number of paired-bootstrap resamples
 BOOTSTRAP_SEED = 12345  # sacreBLEU's default seed (its SACREBLEU_SEED)
-EVAL_SPLITS = ("valid", "test", "test2017_flickr", "test2017_mscoco")
-SPLIT_NAMES = {
-    "valid": "valid",
-    "test": "test2016",
-    "test2017_flickr": "test2017 Flickr",
-    "test2017_mscoco": "test2017 MSCOCO",
+SPLITS = {  # each evaluation set: the name the reader knows, and its glue-key suffix
+    "valid": ("valid", "valid"),
+    "test": ("test2016", "test"),
+    "test2017_flickr": ("test2017 Flickr", "flickr"),
+    "test2017_mscoco": ("test2017 MSCOCO", "mscoco"),
 }
-SPLIT_KEYS = {
-    "valid": "valid",
-    "test": "test",
-    "test2017_flickr": "flickr",
-    "test2017_mscoco": "mscoco",
-}  # glue-key suffixes
+EVAL_SPLITS = tuple(SPLITS)
 
 
 @dataclass(frozen=True)
@@ -125,7 +119,7 @@ class Judgement:
     def values(self, prefix: str) -> dict[str, float | int | str]:
         """Plain values for a chapter to glue: ``<prefix>_<set>`` per evaluation set, ``<prefix>_pm`` (test2016's
         seed half-interval), ``<prefix>_verdict`` and ``<prefix>_sets_held|failed|noise``."""
-        out: dict[str, float | int | str] = {f"{prefix}_{SPLIT_KEYS[s.split]}": float(s.value) for s in self.sets}
+        out: dict[str, float | int | str] = {f"{prefix}_{SPLITS[s.split][1]}": float(s.value) for s in self.sets}
         out[f"{prefix}_pm"] = float(self.on("test").half_width)
         for v, key in ((HOLDS, "held"), (FAILS, "failed"), (INCONCLUSIVE, "noise")):
             out[f"{prefix}_sets_{key}"] = self.count(v)
@@ -282,7 +276,7 @@ def judge(
 
 def split_name(split: str) -> str:
     """A Multi30k split by the name the reader knows ("test" is test2016)."""
-    return SPLIT_NAMES.get(split, split)
+    return SPLITS[split][0] if split in SPLITS else split
 
 
 def describe(j: Judgement) -> str:
