@@ -1,19 +1,13 @@
 """The claims registry: every claim the book tests, declared once as a row, judged once, in five words.
 
-* **Declared once.** :data:`CLAIMS` is a table: one :class:`Claim` row per claim, with a stable short id
-  (``can-speed-1.28x``), a name that states its criterion, the criterion in symbols, whose claim it is (``paper``:
-  the paper states it, in a table, a figure or its text; ``book``: the book's own question), the paper's figure, the
-  chapter that shows the evidence and the evidence it reads (:mod:`canlib.repro.studies.evidence`). Adding a claim is
-  adding a row.
-* **Held to a standard.** Each kind of evidence has a standard (:data:`canlib.repro.studies.evidence.STANDARDS`): the
-  least evidence that can decide it. The judges (:mod:`canlib.repro.studies.judges`) let the strongest body of evidence
-  lead (budgets, GPU runs, code versions); weaker ones stand beside it and never override it. Below the standard a
-  claim is inconclusive and says what would settle it (runs, GPU-minutes, the command).
-* **Five words.** holds, does not hold, mixed, inconclusive, not run (:data:`canlib.repro.studies.evidence.MEANINGS`).
-  Pages show a verdict through :func:`mark`, which tags the word with the claim id, so a test can read every page and
-  README and fail on a word that is not the registry's.
-* **Data, not only words.** :meth:`Judged.as_json` gives the readings, the intervals, the strength of the evidence
-  and the standard; ``python -m canlib claims`` prints the table and ``--json`` that list.
+* **Declared once.** :data:`CLAIMS` is a table: one :class:`~canlib.repro.studies.evidence.Claim` row per claim,
+  under a stable short id (``can-speed-1.28x``). Adding a claim is adding a row.
+* **Held to a standard** (:data:`canlib.repro.studies.evidence.STANDARDS`) by the judges
+  (:mod:`canlib.repro.studies.judges`): below it a claim is inconclusive and says what would settle it.
+* **Five words** (:data:`canlib.repro.studies.evidence.MEANINGS`). Pages show a verdict through :func:`mark`, which
+  tags the word with the claim id, so a test can read every page and README and fail on a word not the registry's.
+* **Data, not only words.** ``python -m canlib claims`` prints the table and ``--json`` every
+  :meth:`~canlib.repro.studies.evidence.Judged.as_json`: readings, intervals, strength and standard.
 """
 
 from __future__ import annotations
@@ -24,6 +18,7 @@ import sys
 from collections.abc import Callable, Sequence
 from html import escape
 from pathlib import Path
+from typing import Any
 
 from canlib.catalogue import LABELS
 from canlib.repro.results.studies import STUDENTS
@@ -99,8 +94,9 @@ def _diag(name: str) -> list[float]:
     return [row[i] for i, row in enumerate(F2[name])]
 
 
-def _t2(a: str, b: str) -> str:
-    return f"{T2[a].test_bleu - T2[b].test_bleu:+.2f} (Table 2, En-De)"
+def _gap(rows: dict[str, Any], a: str, b: str, where: str) -> str:
+    """The paper's BLEU of ``a`` minus ``b`` in one of its tables."""
+    return f"{rows[a].test_bleu - rows[b].test_bleu:+.2f} ({where})"
 
 
 def _faster(a: str, b: str) -> str:
@@ -115,10 +111,6 @@ def _over_tasks(gains: list[float]) -> str:
 def _than(other: str) -> str:
     """CAN over ``other`` in Table 2, and each over Balanced."""
     return f"{_faster('CAN', other)} (CAN {_faster('CAN', 'Balanced')}, {other} {_faster(other, 'Balanced')} Balanced)"
-
-
-def _t5(a: str, b: str) -> str:
-    return f"{T5[a].test_bleu - T5[b].test_bleu:+.2f} (Table 5)"
 
 
 def _pair(system: str, against: str) -> tuple[Term, Term]:
@@ -171,7 +163,7 @@ def _ablation(claim_id: str, system: str, against: str, ok: Threshold) -> Claim:
         says = f"keeps {b}'s BLEU (at most {ON_PAR} below, Table 5)"
     else:
         says = f"scores {'below' if ok.op == '<' else 'above'} {b} (Table 5)"
-    paper_value = _t5(T5_NAMES.get(system, a), T5_NAMES.get(against, b))
+    paper_value = _gap(T5, T5_NAMES.get(system, a), T5_NAMES.get(against, b), "Table 5")
     return _bleu(claim_id, f"{a} {says}", paper_value, "ablation", _pair(system, against), ok)
 
 
@@ -254,7 +246,7 @@ CLAIMS: tuple[Claim, ...] = (
     _bleu(
         "balanced-keeps-bleu",
         f"Balanced 12/2 keeps Baseline 6/6's BLEU (at most {ON_PAR} below)",
-        _t2("Balanced", "Baseline"),
+        _gap(T2, "Balanced", "Baseline", "Table 2, En-De"),
         "results",
         _pair("balanced", "baseline"),
         budgets=True,
@@ -262,7 +254,7 @@ CLAIMS: tuple[Claim, ...] = (
     _bleu(
         "can-within-0.5",
         f"CAN stays within {ON_PAR} BLEU of Balanced",
-        _t2("CAN", "Balanced"),
+        _gap(T2, "CAN", "Balanced", "Table 2, En-De"),
         "results",
         _pair("can", "balanced"),
         budgets=True,
@@ -270,7 +262,7 @@ CLAIMS: tuple[Claim, ...] = (
     _bleu(
         "can-below-balanced",
         "CAN scores below Balanced (it \u201cslightly underperforms\u201d)",
-        _t2("CAN", "Balanced"),
+        _gap(T2, "CAN", "Balanced", "Table 2, En-De"),
         "errors",
         _pair("can", "balanced"),
         BELOW,
@@ -413,20 +405,19 @@ if len(BY_ID) != len(CLAIMS):
 # -- judging -------------------------------------------------------------------------------------------------------
 
 
-class Judgements:
+class Judgements(dict[str, Judged]):
     """Every claim of one store, each judged on first use and kept: ``judged(store)[id]``."""
 
     def __init__(self, store: Store) -> None:
+        super().__init__()
         self.store = store
-        self._done: dict[str, Judged] = {}
 
-    def __getitem__(self, claim_id: str) -> Judged:
+    def __missing__(self, claim_id: str) -> Judged:
         if claim_id not in BY_ID:
             raise KeyError(f"no claim {claim_id!r}; the registry holds {', '.join(BY_ID)}")
-        if claim_id not in self._done:
-            claim = BY_ID[claim_id]
-            self._done[claim_id] = JUDGES[type(claim.evidence)](self.store, claim, claim.evidence)
-        return self._done[claim_id]
+        claim = BY_ID[claim_id]
+        self[claim_id] = JUDGES[type(claim.evidence)](self.store, claim, claim.evidence)
+        return self[claim_id]
 
     def all(self, source: str | None = None) -> list[Judged]:
         """Every claim (or those of one source), in the registry's order."""
@@ -438,10 +429,7 @@ _JUDGED: dict[tuple[str, str, bool], Judgements] = {}
 
 def judged(store: Store) -> Judgements:
     """The judgements of ``store``'s scale and folder, one per process (see the module docstring)."""
-    key = (store.scale, str(store.root), store.full_budget)
-    if key not in _JUDGED:
-        _JUDGED[key] = Judgements(store)
-    return _JUDGED[key]
+    return _JUDGED.setdefault((store.scale, str(store.root), store.full_budget), Judgements(store))
 
 
 # -- the table and the command line ----------------------------------------------------------------------------

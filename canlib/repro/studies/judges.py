@@ -401,9 +401,8 @@ MODELS = {"similarity": "Baseline 6/6", "similarity-balanced": "Balanced 12/2"}
 
 
 def _judge_similarity(store: Store, claim: Claim, s: Similarity) -> Judged:
-    why = _analysis_missing(store, claim, s.studies)
-    if why:
-        return why
+    if missing := _analysis_missing(store, claim, s.studies):
+        return missing
     rows = []
     for name in s.studies:
         result, _ = store.analysis(name)
@@ -421,9 +420,8 @@ def _judge_similarity(store: Store, claim: Claim, s: Similarity) -> Judged:
 
 
 def _judge_gate(store: Store, claim: Claim, g: GateShare) -> Judged:
-    why = _analysis_missing(store, claim, ("attention",))
-    if why:
-        return why
+    if missing := _analysis_missing(store, claim, ("attention",)):
+        return missing
     study, _ = store.analysis("attention")
     rows = [
         _row(f"layer {x['layer']}", g.ok, model="CAN", layer=x["layer"], value=x["near_ends"])
