@@ -40,7 +40,6 @@ SWEEPS = {
     "batch": ("batch", "batches", "by_batch"),
 }
 REFERENCE_SYSTEMS = ("baseline", "ct2:baseline", "balanced", "ct2:balanced")
-CPU_LABEL = "CPU (bandwidth-bound, not the paper's regime)"
 STORE_COMMAND = "python -m canlib experiment --scale small --studies speed"  # the CPU tables, book/results/cpu/
 LIVE_ENV = "CANLIB_LIVE_CPU_SPEED"  # 1: the chapters time this machine's CPU instead of reading the stored tables
 CPU_FILES = {"speed": "speed.json", "reference": "reference.json"}  # under <results>/cpu/

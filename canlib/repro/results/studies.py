@@ -110,7 +110,6 @@ TABLE: dict[str, Analysis | Study] = {
 
 # the names other modules read, each a view of the table
 ANALYSES = tuple(n for n, r in TABLE.items() if isinstance(r, Analysis))  # stored analyses of a plan
-ANALYSIS_RUNS = {n: TABLE[n].reads for n in ANALYSES}  # the seed-1 runs of the main corpus each one reads
 STUDIES = tuple(n for n, r in TABLE.items() if isinstance(r, Study))
 ORIGINAL = tuple(n for n in STUDIES if not TABLE[n].when_named)  # the three explanations the beyond chapter weighs
 NEXT = tuple(n for n in STUDIES if TABLE[n].when_named)  # the next experiments, run when named

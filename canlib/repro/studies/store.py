@@ -306,16 +306,6 @@ class Store:
         names the cases that failed (``errors``)."""
         return self._gpu_rows("profile", run, "cases")
 
-    def gpu_translation(self, run: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-        """A small CAN trained on a GPU with ``canlib train`` (default: the newest such run): scores recomputed from
-        its hypotheses, and examples."""
-        held = self.gpu_runs_with("translation_small")
-        if run is None and not held:
-            raise FileNotFoundError(
-                f"no stored GPU run holds translation_small.json; store one with `{INGEST_COMMAND}`"
-            )
-        return self.gpu("translation_small", run or held[-1])
-
     def ops(self, name: str = "ops.json") -> tuple[dict[str, Any], dict[str, Any]]:
         """(result, provenance) of a stored operator count (``cpu/<name>``): ``result["systems"][system][path]``."""
         path = self.measurements / "cpu" / name

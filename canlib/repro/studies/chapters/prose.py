@@ -51,11 +51,6 @@ def sets_sentence(j: Judged, what: str = "evaluation sets") -> str:
     return f"Of the {total} {what}, the intervals " + names(parts) + "."
 
 
-def set_names(j: Judged, verdict: str) -> str:
-    """The evaluation sets on which a judgement's reading is ``verdict``."""
-    return names([r["set"] for r in j.sets if r["verdict"] == verdict])
-
-
 def seeds_of(j: Judged) -> int:
     """The fewest seeds of a system in a body of BLEU evidence (what its standard counts)."""
     return min(j.seeds.values(), default=0)
