@@ -41,7 +41,8 @@ def values(store: Store) -> dict[str, Any]:
     last epoch, whether it was still falling) and, from the stored `small` runs whatever the scale is, the 2x budget,
     checkpoint averaging and the cost of ``full``."""
     small = Store("small", store.root if store.explicit else None)
-    return {**loss_values(store), **undertraining_values(small), **cost_values(store=small)}
+    beam = store.result(store.runs("can").files[0])[0]["beam"]  # the beam of the translations the page shows
+    return {**loss_values(store), **undertraining_values(small), **cost_values(store=small), "beam_shown": beam}
 
 
 def loss_values(store: Store) -> dict[str, Any]:
