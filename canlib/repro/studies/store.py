@@ -32,6 +32,7 @@ from canlib.repro.results.layout import (
     default_root,
     experiment_command,
     model_name,
+    read_hypotheses,
     run_name,
     stored_path,
 )
@@ -149,17 +150,10 @@ class Store:
             raise ValueError(f"metric={metric!r}: choose bleu (sacreBLEU) or tok_bleu (the paper's tokenized BLEU)")
         out = {}
         for system in systems:
-            values = []
-            for seed in self.seeds(system, corpus):
-                result, _ = self.run(system, seed, corpus)
-                if split not in result["scores"]:
-                    raise ValueError(
-                        f"split {split!r}: the run of {system} (seed {seed}) was scored on "
-                        f"{', '.join(result['scores'])}"
-                    )
-                values.append(float(result["scores"][split][metric]))
-            if values:
-                out[system] = values
+            if runs := self.runs(system, corpus):
+                if split not in runs.scores:
+                    raise ValueError(f"split {split!r}: the runs of {system} were scored on {', '.join(runs.scores)}")
+                out[system] = list(runs.scores[split]) if metric == "tok_bleu" else self.sacre(runs, split)
         return out
 
     def hypotheses(self, system: str, split: str = "test", seed: int = 1, corpus: str | None = None) -> list[str]:
@@ -268,19 +262,16 @@ class Store:
         """The stored GPU runs that hold ``<kind>.json`` (``speed``, ``batch``, ``profile``...), by folder name."""
         return sorted(p.parent.name for p in (self.measurements / "gpu").glob(f"*/{kind}.json"))
 
-    def gpu(self, kind: str, run: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(result, provenance) of one stored file of a GPU run; a missing one names the command that stores it."""
+    def gpu(self, kind: str, run: str, rows: str = "") -> tuple[Any, dict[str, Any]]:
+        """(result, provenance) of one stored file of a GPU run; a missing one names the command that stores it.
+        With ``rows``: that entry of the result, the file's settings (every other entry) joining the provenance."""
         path = self.measurements / "gpu" / run / f"{kind}.json"
         if not path.is_file():
             raise FileNotFoundError(
                 f"{path}: no stored GPU result; convert a measurement folder with `{INGEST_COMMAND}`"
             )
-        return load_result(path)
-
-    def _gpu_rows(self, kind: str, run: str, rows: str) -> tuple[Any, dict[str, Any]]:
-        """A GPU file's ``rows`` entry, and its provenance with the file's settings (every other entry)."""
-        result, prov = self.gpu(kind, run)
-        return result[rows], {**prov, **{k: v for k, v in result.items() if k != rows}}
+        result, prov = load_result(path)
+        return (result[rows], {**prov, **{k: v for k, v in result.items() if k != rows}}) if rows else (result, prov)
 
     def gpu_speed(self, mode: str, run: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
         """Tokens/s of the Table 2 systems (fp16, batch 1, beam 4) in one GPU run, per system: the median repeat, its
@@ -288,23 +279,23 @@ class Store:
         paper's regime) or ``captured`` (decoder steps replayed from CUDA graphs)."""
         if mode not in ("eager", "captured"):
             raise ValueError(f"mode={mode!r}: choose 'eager' or 'captured'")
-        systems, prov = self._gpu_rows("speed", run, "systems")
+        systems, prov = self.gpu("speed", run, "systems")
         return {s: r[mode] for s, r in systems.items() if mode in r}, {**prov, "mode": mode}
 
     def gpu_batch(self, run: str) -> tuple[dict[str, dict[int, float]], dict[str, Any]]:
         """Eager tokens/s per batch size (the median of the timed repeats): {system: {batch: tok/s}}."""
-        systems, prov = self._gpu_rows("batch", run, "systems")
+        systems, prov = self.gpu("batch", run, "systems")
         return {s: {int(b): v for b, v in r["by_batch"].items()} for s, r in systems.items()}, prov
 
     def gpu_training(self, kind: str, run: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
         """Training throughput (``training_4k``, ``training_32k``...): {system: {target_tokens_per_sec, mfu, ...}}."""
-        return self._gpu_rows(kind, run, "runs")
+        return self.gpu(kind, run, "runs")
 
     def gpu_profile(self, run: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
         """The cases ``scripts/gpu_profile.sh`` profiled, per decoding step (``decode_*``) or update (``train_*``):
         {case: {wall_ms, cpu_ms, gpu_kernel_ms, gpu_busy_share, kernel_launches, host_syncs, ...}}; the provenance
         names the cases that failed (``errors``)."""
-        return self._gpu_rows("profile", run, "cases")
+        return self.gpu("profile", run, "cases")
 
     def ops(self, name: str = "ops.json") -> tuple[dict[str, Any], dict[str, Any]]:
         """(result, provenance) of a stored operator count (``cpu/<name>``): ``result["systems"][system][path]``."""
@@ -373,7 +364,7 @@ def _hypotheses(path: Path) -> tuple[str, ...]:
 
 @lru_cache(maxsize=256)
 def _lines(path: str, _mtime: int) -> tuple[str, ...]:
-    return tuple(Path(path).read_text(encoding="utf-8").split("\n")[:-1])
+    return tuple(read_hypotheses(Path(path)))
 
 
 # -- which scale a chapter shows ---------------------------------------------------------------------------
