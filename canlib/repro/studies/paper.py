@@ -8,9 +8,9 @@ by name through a small accessor (:func:`table2`, :func:`tasks`, :func:`table4`,
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from typing import NamedTuple
 
 
 @lru_cache(maxsize=1)
@@ -23,33 +23,29 @@ def paper_numbers() -> dict:
     return json.loads(json.dumps(_load()))
 
 
-@dataclass(frozen=True)
-class Table2Row:
+class Table2Row(NamedTuple):
     """One system on one task of Tables 2 and 3: test BLEU, valid BLEU, decoding speed (target tokens/s)."""
 
     test_bleu: float
     valid_bleu: float
-    speed: float
+    speed: float  # paper_numbers.json: speed_tok_per_s
 
 
-@dataclass(frozen=True)
-class Table4Row:
+class Table4Row(NamedTuple):
     """One system of Table 4: test BLEU trained on real targets and on the Balanced teacher's translations."""
 
     before_kd: float
     after_kd: float
 
 
-@dataclass(frozen=True)
-class Table5Row:
+class Table5Row(NamedTuple):
     """One row of Table 5 (the ablation, WMT14 En-De): test BLEU and decoding speed (target tokens/s)."""
 
     test_bleu: float
     speed: float
 
 
-@dataclass(frozen=True)
-class Table1Row:
+class Table1Row(NamedTuple):
     """One language pair of Table 1 (data statistics)."""
 
     train_sentences: float
@@ -60,22 +56,12 @@ class Table1Row:
     test_words: float
 
 
-# each table's columns as paper_numbers.json names them, in the order of the row's fields
-COLUMNS = {
-    "table2_wmt14": ("test_bleu", "valid_bleu", "speed_tok_per_s"),
-    "table3_wmt17": ("test_bleu", "valid_bleu", "speed_tok_per_s"),
-    "table4_kd_en-de": ("before_kd", "after_kd"),
-    "table5_ablation_en-de": ("test_bleu", "speed"),
-    "table1_data": ("train_sentences", "train_words", "valid_sentences", "valid_words", "test_sentences", "test_words"),
-}
-
-
-def _rows(key: str, row: type) -> dict[str, object]:
-    """A table's rows (``_``-prefixed entries left out), after checking that its stored columns are the ones the
-    accessor's fields read."""
+def _rows(key: str, row: type[NamedTuple]) -> dict[str, object]:
+    """A table's rows (``_``-prefixed entries left out), after checking that its stored columns are the row's
+    fields, in order."""
     table = _load()[key]
-    if tuple(table["_columns"]) != COLUMNS[key] or len(COLUMNS[key]) != len(row.__dataclass_fields__):
-        raise ValueError(f"paper_numbers.json {key}: columns {table['_columns']}, the accessor reads {COLUMNS[key]}")
+    if [c.removesuffix("_tok_per_s") for c in table["_columns"]] != list(row._fields):
+        raise ValueError(f"paper_numbers.json {key}: columns {table['_columns']}, the accessor reads {row._fields}")
     return {k: v for k, v in table.items() if not k.startswith("_")}
 
 
