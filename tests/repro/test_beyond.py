@@ -16,7 +16,7 @@ from canlib.cli import main
 from canlib.repro.experiments import beyond as engine
 from canlib.repro.experiments.rescore import recheck, rescore
 from canlib.repro.results import studies as beyond  # the study table: the studies as data
-from canlib.repro.results.layout import Where
+from canlib.repro.results.layout import Where, model_name
 
 SMALL = Where.of("small")
 
@@ -31,7 +31,7 @@ def test_the_studies_train_their_models_with_the_teacher_before_its_students():
     assert {(s, t) for s, t, _ in runs["budget"]} == {("balanced", "x2"), ("can", "x2")}  # 1x is the main plan; no 4x
     assert {t for _, t, _ in runs["hybrid"]} == {"std-can", "can-std"}
     assert {(s, t) for s, t, _ in runs["averaging"]} == {("balanced", "last"), ("can", "last")}
-    names = [n for name in beyond.STUDIES for n in beyond.study_model_names(name)]
+    names = [model_name(name, *m) for name in beyond.STUDIES for m in beyond.study_models(name)]
     assert len(set(names)) == len(names) == 43  # every model has its own stored name
     with pytest.raises(ValueError, match="choose from budget, distill, can-6-6"):
         beyond.study_models("telepathy")
@@ -144,7 +144,9 @@ def test_dry_run_stores_every_model_and_summary_with_provenance(dry_run):
             and summary["provenance"]["date"]
             and summary["provenance"]["reduced_budget"]
         )
-        assert [r["file"].rsplit("/", 1)[1] for r in summary["result"]["runs"]] == beyond.study_model_names(name, [1])
+        assert [r["file"].rsplit("/", 1)[1] for r in summary["result"]["runs"]] == [
+            model_name(name, *m) for m in beyond.study_models(name, [1])
+        ]
         for row in summary["result"]["runs"]:
             stored = json.loads((out / "tiny" / f"{row['file']}.json").read_text())
             result, prov = stored["result"], stored["provenance"]
@@ -204,7 +206,7 @@ def test_dry_run_records_the_distilled_corpus_and_its_teacher(dry_run, study, te
     assert record["teacher_train"]["max_steps"] == teacher_run["training"]["step"]
     students = [r for r in summary["runs"] if r["tag"] == "kd"]
     assert sorted(r["system"] for r in students) == sorted(
-        beyond.STUDENTS if study == "distill" else beyond.X2_STUDENTS
+        beyond.STUDENTS if study == "distill" else beyond.study_record("distill-x2").systems
     )
 
 

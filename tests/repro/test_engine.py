@@ -18,7 +18,7 @@ from canlib.repro.experiments import estimate, summarise
 from canlib.repro.experiments.run import MAIN, Run, Variant, load, plan, run, trained
 from canlib.repro.results import studies as table
 from canlib.repro.results.files import load_result
-from canlib.repro.results.layout import Where
+from canlib.repro.results.layout import Where, model_name
 from canlib.repro.studies import beyond
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,7 +73,9 @@ def test_a_study_model_that_trains_like_a_plan_run_shares_its_training_folder():
 
 @pytest.mark.parametrize("name", table.STUDIES)
 def test_the_engine_trains_the_models_the_readers_name(name):
-    assert [r.name.rsplit("/", 1)[1] for r in engine_beyond.study_runs(name, STORED)] == table.study_model_names(name)
+    assert [r.name.rsplit("/", 1)[1] for r in engine_beyond.study_runs(name, STORED)] == [
+        model_name(name, *m) for m in table.study_models(name)
+    ]
 
 
 def test_the_engine_asks_for_exactly_the_configuration_of_every_stored_run():
@@ -97,7 +99,7 @@ def test_loading_every_stored_result_imports_no_training_or_data_preparation(tmp
 import json, sys
 from pathlib import Path
 from canlib.repro.experiments.run import load, plan
-from canlib.repro.results.layout import Where
+from canlib.repro.results.layout import Where, model_name
 from canlib.repro.studies import analyses, beyond, claims
 from canlib.repro.studies.store import Store, default_scale
 from canlib.repro.results.files import load_result

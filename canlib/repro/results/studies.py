@@ -34,8 +34,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from canlib.repro.results.layout import model_name
-
 
 @dataclass(frozen=True)
 class Analysis:
@@ -115,8 +113,6 @@ ORIGINAL = tuple(n for n in STUDIES if not TABLE[n].when_named)  # the three exp
 NEXT = tuple(n for n in STUDIES if TABLE[n].when_named)  # the next experiments, run when named
 SEEDS = {n: TABLE[n].seeds for n in STUDIES}
 BUDGET_SYSTEMS = TABLE["budget"].systems
-BUDGET_FACTORS = (TABLE["budget"].factor,)  # 1x is the main plan
-X2_STUDENTS = TABLE["distill-x2"].systems
 DISTILL_BEAM = 4  # the beam of a teacher's translations
 REDUCED_PAIRS = 64  # an end-to-end test (a reduced budget) distils only the first pairs of the training set
 
@@ -143,8 +139,3 @@ def analysis_record(name: str) -> Analysis:
 def study_models(name: str, seeds: Sequence[int] | None = None) -> list[tuple[str, str, int]]:
     """(system, tag, seed) of each model of study ``name``, in training order (:meth:`Study.models`)."""
     return study_record(name).models(seeds)
-
-
-def study_model_names(name: str, seeds: Sequence[int] | None = None) -> list[str]:
-    """The stored names (without folder) of the models of study ``name`` (see :func:`study_models`)."""
-    return [model_name(name, *m) for m in study_models(name, seeds)]
