@@ -1,20 +1,13 @@
 """Where each stored result lives, how runs and study models are named, and the command that stores one.
 
-* :class:`Where`: the one value of where a call's results live (the scale, its results folder ``root``, the reduced
-  budget of an end-to-end test), built once at the command line and passed; :func:`stored_path` for a reader:
-  ``<root>/<scale>/<name>.json``. Unless a folder is given, ``root`` is the scale's :func:`default_root`:
-  ``book/results`` for ``small`` and ``full`` (GPU-trained, committed), and at ``tiny`` (what CI recomputes on every
-  machine) a folder of the cache per code version, so a result is reused only by the code that made it. Results of
-  a reduced budget (an end-to-end test) get their own folder: never ``book/results``.
-* Names under a scale's folder: :func:`run_name` (``runs/<corpus>/<system>-seed<k>``, the main plan),
-  :func:`study_model_name` (``beyond/runs/<corpus>/<study>-<system>[-<tag>]-seed<k>``, a beyond study's model),
-  ``beyond/<study>`` (a study's summary), the analyses by their names (:data:`canlib.repro.results.studies.ANALYSES`)
-  and :data:`COMPLETE`. A run's hypotheses lie beside its result (:func:`hyp_file`).
-* GPU and CPU measurements are not per scale: ``<root>/gpu/<run>/<kind>.json`` and ``<root>/cpu/<name>.json``.
-* :func:`experiment_command`: the one command that stores a missing result, named by every error that finds one
-  missing.
-* :func:`study`: a measurement computed on first use at tiny and cached, stored with ``store=True``, loaded
-  elsewhere (the speed studies of :mod:`canlib.repro.bench.chapters`, the engine's analyses).
+A call's results live under one :class:`Where`, built once at the command line (or a chapter's call) and passed.
+Unless a folder is given, its ``root`` is the scale's :func:`default_root`: ``book/results`` for ``small`` and
+``full`` (GPU-trained, committed), and at ``tiny`` (what CI recomputes on every machine) a folder of the cache per
+code version, so a result is reused only by the code that made it. Results of a reduced budget (an end-to-end test)
+get their own folder: never ``book/results``. Under ``<root>/<scale>/`` lie the main plan's runs (:func:`run_name`),
+the beyond studies' models (:func:`study_model_name`) and summaries (``beyond/<study>``), the analyses and
+:data:`COMPLETE`; GPU and CPU measurements are not per scale (``<root>/gpu/<run>/<kind>.json``,
+``<root>/cpu/<name>.json``). Every error that finds a result missing names :func:`experiment_command`.
 """
 
 from __future__ import annotations

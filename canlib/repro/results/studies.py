@@ -24,9 +24,6 @@ The next experiments (run only when named), at the 2x budget, read against the b
 ``distill-x2`` (the 2x Balanced as a stronger teacher), ``hybrid`` (12/2 with one standard and one CAN decoder
 layer, both orders), ``can-residual`` (CAN keeping the attention's own residual). At 1x: ``averaging`` (Balanced and
 CAN scored with their last checkpoint alone instead of the average of the last two).
-
-Every model is a run result like the main plan's, stored as ``beyond/runs/<corpus>/<study>-<system>[-<tag>]-seed<k>``
-(:func:`canlib.repro.results.layout.study_model_name`); each study's summary is ``beyond/<study>``.
 """
 
 from __future__ import annotations

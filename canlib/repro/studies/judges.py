@@ -59,6 +59,7 @@ SIDE_BY_SIDE = 4  # small runs a GPU trains at once in one `canlib experiment` c
 GPU_CHECK = "bash scripts/gpu_check.sh --steps=bench,profile"  # the decoding-speed run (measurements/README.md)
 GPU_CHECK_MINUTES = 5  # its steps' timeouts, with the machine's start
 GPU_RUN = (f"one GPU run, about {GPU_CHECK_MINUTES} GPU-minutes", float(GPU_CHECK_MINUTES))
+BATCH_SWEEP = "python -m canlib bench batch --device cuda"
 
 
 def _judged(
@@ -339,14 +340,11 @@ def _judge_batch(store: Store, claim: Claim, b: BatchCurve) -> Judged:
             f"the stored batch sweep ({run_name(prov)}, {run}) keeps one median per batch size and no per-repeat "
             "times: no interval can be read from it",
             meets=False,
-            settle=f"a batch sweep with per-repeat times on a GPU (~{GPU_CHECK_MINUTES} GPU-minutes): "
-            "`python -m canlib bench batch --device cuda`",
+            settle=f"a batch sweep with per-repeat times on a GPU (~{GPU_CHECK_MINUTES} GPU-minutes): `{BATCH_SWEEP}`",
             cost=GPU_RUN,
             files=(run,),
         )
-    return _missing(
-        claim, "no stored GPU batch sweep of CAN and Balanced", "python -m canlib bench batch --device cuda"
-    )
+    return _missing(claim, "no stored GPU batch sweep of CAN and Balanced", BATCH_SWEEP)
 
 
 # trained-model analyses -------------------------------------------------------------------------------------------

@@ -155,8 +155,7 @@ def outcome(verdicts: Sequence[str]) -> str:
 def seed_contrast(terms: Sequence[tuple[float, Sequence[float]]]) -> tuple[float, float, float]:
     """(sum of weight x mean over seeds, its standard error, Welch-Satterthwaite degrees of freedom): each term's
     seed variance over its seeds."""
-    short = [len(v) for _, v in terms if len(v) < 2]
-    if short:
+    if any(len(v) < 2 for _, v in terms):
         raise ValueError(f"a seed interval needs at least 2 seeds per system (got {[len(v) for _, v in terms]})")
     value = sum(w * statistics.fmean(v) for w, v in terms)
     parts = [w * w * statistics.variance(v) / len(v) for w, v in terms]
