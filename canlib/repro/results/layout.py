@@ -1,7 +1,6 @@
 """Where each stored result lives, how runs and study models are named, and the command that stores one.
 
-A call's results live under one :class:`Where`, built once at the command line (or a chapter's call) and passed.
-Unless a folder is given, its ``root`` is the scale's :func:`default_root`: ``book/results`` for ``small`` and
+Unless a call names a results folder, it is the scale's :func:`default_root`: ``book/results`` for ``small`` and
 ``full`` (GPU-trained, committed), and at ``tiny`` (what CI recomputes on every machine) a folder of the cache per
 code version, so a result is reused only by the code that made it. Results of a reduced budget (an end-to-end test)
 get their own folder: never ``book/results``. Under ``<root>/<scale>/`` lie the main plan's runs (:func:`run_name`),

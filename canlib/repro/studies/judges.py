@@ -321,8 +321,7 @@ def _judge_speed(store: Store, claim: Claim, s: SpeedRatio) -> Judged:
 def _judge_batch(store: Store, claim: Claim, b: BatchCurve) -> Judged:
     pair = (b.system, b.against)
     for run in store.gpu_runs_with("batch"):
-        result, prov = store.gpu("batch", run)
-        systems = result["systems"]
+        systems, prov = store.gpu("batch", run, "systems")
         if not all(x in systems for x in pair):
             continue
         repeats = {x: {int(k): v for k, v in systems[x].get("by_batch_repeats", {}).items()} for x in pair}
