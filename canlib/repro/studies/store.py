@@ -1,11 +1,10 @@
 """The one reader of stored results: a :class:`Store` is a scale and a results folder.
 
-Everything a chapter, a table or the claims registry reads comes through one ``Store``: the main plan's runs
-(``runs/<corpus>/<system>-seed<k>.json``, :func:`canlib.repro.results.layout.run_name`) with their logs and hypotheses,
-the beyond studies' models (``beyond/runs/...``, found through a study's summary where it is stored and from the
-run files alone where it is not), the stored analyses, the references a run is scored against, the GPU
-measurements (``gpu/<run>/<kind>.json``: a GPU run of the project's own scripts, stored by ``canlib ingest`` with
-its commit, date, device and command) and the operator counts (``cpu/ops*.json``).
+Everything a chapter, a table or the claims registry reads comes through one ``Store``: the main plan's runs with
+their logs and hypotheses, the beyond studies' models (found through a study's summary where it is stored and from
+the run files alone where it is not), the stored analyses, the references a run is scored against, the GPU
+measurements (a GPU run of the project's own scripts, stored by ``canlib ingest`` with its commit, date, device and
+command) and the operator counts; where each lies is :mod:`canlib.repro.results.layout`'s.
 
 The reduced-budget filter is applied here, once: a run trained with ``--max-steps`` (an end-to-end test) is never
 read as evidence unless the store is opened with ``full_budget=False`` (what the end-to-end tests of such a folder
