@@ -383,8 +383,7 @@ def default_scale(
     ``<results>/small/complete.json``). With ``systems`` and/or ``analyses``: once every planned small run
     of those systems (on the main corpus, or on ``corpora``; all their seeds, or ``seeds``) and those stored
     analyses exist, so a chapter shows real models as soon as its own runs are in, and never a half-finished
-    set of them. Training what is missing is a separate, explicit call
-    (the engine's ``train_missing``, or the ``canlib experiment`` command)."""
+    set of them."""
     small = Store("small", root)
     if small.has(COMPLETE):
         return "small"

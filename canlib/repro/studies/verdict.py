@@ -113,16 +113,13 @@ class Judgement:
     def on(self, split: str = "test") -> OnSet:
         return next(s for s in self.sets if s.split == split)
 
-    def count(self, verdict: str) -> int:
-        return sum(s.verdict == verdict for s in self.sets)
-
     def values(self, prefix: str) -> dict[str, float | int | str]:
         """Plain values for a chapter to glue: ``<prefix>_<set>`` per evaluation set, ``<prefix>_pm`` (test2016's
         seed half-interval), ``<prefix>_verdict`` and ``<prefix>_sets_held|failed|noise``."""
         out: dict[str, float | int | str] = {f"{prefix}_{SPLITS[s.split][1]}": float(s.value) for s in self.sets}
         out[f"{prefix}_pm"] = float(self.on("test").half_width)
         for v, key in ((HOLDS, "held"), (FAILS, "failed"), (INCONCLUSIVE, "noise")):
-            out[f"{prefix}_sets_{key}"] = self.count(v)
+            out[f"{prefix}_sets_{key}"] = sum(s.verdict == v for s in self.sets)
         return out
 
 
