@@ -12,7 +12,6 @@ from typing import Any
 from canlib.catalogue import LABELS
 from canlib.repro.bench.chapters import (
     CPU_FILES,
-    REFERENCE_SYSTEMS,
     SPEED_SYSTEMS,
     STORE_COMMAND,
     cpu_measurement,
@@ -116,15 +115,3 @@ def cpu_provenance(prov: dict[str, Any]):
         "verdict on the run": f"noisy: {prov['noisy']}" if prov["noisy"] else "quiet: its ratios are shown",
     }
     return pd.DataFrame({"": rows}).rename_axis("CPU run")
-
-
-def cpu_reference(
-    *, live: bool | None = None, root: Path | None = None
-) -> tuple[dict[str, dict[str, Any]], dict[str, Any]] | None:
-    """canlib against CTranslate2 on the same weights, one interleaved CPU run (:func:`cpu_table` of the stored
-    ``reference`` run, each row's ratio to canlib's Baseline); None where no such run is stored (CTranslate2 was
-    not installed where the tables were stored)."""
-    try:
-        return cpu_table(REFERENCE_SYSTEMS, kind="reference", against="baseline", live=live, root=root)
-    except FileNotFoundError:
-        return None
