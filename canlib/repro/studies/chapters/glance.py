@@ -20,6 +20,7 @@ from canlib.repro.studies import paper
 from canlib.repro.studies.chapters.speed import speed_table
 from canlib.repro.studies.claims import judged, mark, table
 from canlib.repro.studies.evidence import BLEU, MEANINGS, SPEED, Contrast
+from canlib.repro.studies.gpu_results import kernels
 from canlib.repro.studies.judges import speed_runs
 from canlib.repro.studies.store import Store, describe_provenances
 from canlib.repro.studies.tables import reading_table
@@ -97,14 +98,15 @@ def tables(store: Store) -> dict[str, Any]:
                 "paper BLEU": f"{t5[name].test_bleu:.2f}",
                 "paper speed": f"{100 * (t5[name].speed / t5['Balanced'].speed - 1):+.1f} %",
                 "ours tok-BLEU (seeds)": _cell(main[s]),
-                "ours kernels per layer": str(int(ops["systems"][s]["cuda"]["per_layer"]["kernel_operators"])),
+                "ours kernels per layer": str(int(kernels(ops, s, "per_layer"))),
             }
             for s, name in T5.items()
         ]
     ).set_index("system")
     plan = describe_provenances(store.provenances(store.runs(s) for s in ALL_SYSTEMS))
     run = (speed_runs(store) or [None])[0]
-    speed_prov = store.gpu_speed("eager", run)[1] if run else None
+    none = {"device": "none", "commit": "none", "settings": {"repeats": 0}}
+    speed_prov = store.gpu_speed("eager", run)[1] if run else none
     return {
         "table2": pd.DataFrame(rows).set_index("system"),
         "speed": speed.rename_axis("system"),
@@ -116,9 +118,9 @@ def tables(store: Store) -> dict[str, Any]:
             "commit": plan["commit"],
             "budget": plan["budget"],
             "speed_run": run or "none",
-            "speed_device": speed_prov["device"] if speed_prov else "none",
-            "speed_commit": str(speed_prov["commit"])[:7] if speed_prov else "none",
-            "speed_repeats": int(speed_prov["settings"]["repeats"]) if speed_prov else 0,
+            "speed_device": speed_prov["device"],
+            "speed_commit": str(speed_prov["commit"])[:7],
+            "speed_repeats": int(speed_prov["settings"]["repeats"]),
         },
     }
 

@@ -38,8 +38,8 @@ def evidence_cell(j: Judged) -> str:
 def strength(j: Judged) -> str:
     """How strong the evidence is, in a few words: seeds and budget, repeats and runs, or models and layers."""
     s = j.strength
-    if "seeds" in s and isinstance(s["seeds"], dict) and s["seeds"]:
-        seeds = f"{min(s['seeds'].values())} seeds" if s["seeds"] else "no seeds"
+    if isinstance(s.get("seeds"), dict) and s["seeds"]:
+        seeds = f"{min(s['seeds'].values())} seeds"
         return seeds + (f", {s['budget']}x" if s.get("budget") else "") + f", {s.get('scale', '')}".rstrip(", ")
     if "repeats" in s:
         runs = len(s["runs"])

@@ -68,12 +68,6 @@ def latest_run(store: Store, kind: str, need: str | None = None) -> str:
     return max(runs, key=measured)
 
 
-def kernels(ops: dict[str, Any], system: str, part: str) -> int | float:
-    """Kernel-launching operators of one part (``step``, ``decoder``, ``per_layer``, ``search``, ``output``,
-    ``embedding``) of one beam-search step on the GPU's code path."""
-    return ops["systems"][system]["cuda"][part]["kernel_operators"]
-
-
 def values(store: Store) -> dict[str, Any]:
     """The numbers the chapter's prose quotes; see the module docstring."""
     t2 = paper.table2("en-de")
@@ -81,13 +75,14 @@ def values(store: Store) -> dict[str, Any]:
     ops, ops_prov = store.ops()
     eager, prov = store.gpu_speed("eager", run)
     graphs, _ = store.gpu_speed("captured", run)
-    bandwidth = BANDWIDTH[gpu.gpu_label(prov)]
+    device = gpu.gpu_label(prov)
+    bandwidth = BANDWIDTH[device]
     counted = store.timed_ops(run) == "ops.json"
     out: dict[str, Any] = {
         "paper_balanced": t2["Balanced"].speed,
         "paper_can": t2["CAN"].speed,
         "paper_can_ratio": t2["CAN"].speed / t2["Balanced"].speed,
-        "read_device": gpu.gpu_label(prov),
+        "read_device": device,
         "read_commit": gpu.commit_label(prov),
         "bandwidth_tbs": bandwidth / 1e12,
         "ops_commit": str(ops_prov["commit"])[:7],
@@ -99,7 +94,7 @@ def values(store: Store) -> dict[str, Any]:
     }
     for system in ("balanced", "can", "san"):
         for part in ("step", "decoder", "per_layer", "search"):
-            out[f"{system}_kernels_{part}"] = kernels(ops, system, part)
+            out[f"{system}_kernels_{part}"] = gpu.kernels(ops, system, part)
     for system in ("balanced", "can"):
         mb = step_mb(system)
         out |= {f"{system}_weights_mb": mb, f"{system}_floor_us": mb * 1e12 / bandwidth}
@@ -155,7 +150,7 @@ def _graph_values(store: Store, graphs: dict[str, dict[str, Any]]) -> dict[str, 
         parts = result["systems"][system]["breakdown_graphs"]
         for part in PARTS:
             out[f"graph_{system}_{part}_us"] = 1000 * parts[f"{part}_ms"] / per
-        out[f"graph_{system}_layer_kernel_us"] = out[f"graph_{system}_layers_us"] / kernels(ops, system, "decoder")
+        out[f"graph_{system}_layer_kernel_us"] = out[f"graph_{system}_layers_us"] / gpu.kernels(ops, system, "decoder")
     common = sum(out[f"graph_balanced_{part}_us"] for part in ("encode", "output", "search"))
     out["graph_layer_ratio"] = out["graph_balanced_layers_us"] / out["graph_can_layers_us"]
     out["graph_ceiling"] = (common + out["graph_balanced_layers_us"]) / (common + out["graph_can_layers_us"])
@@ -322,7 +317,7 @@ def reference_frame(store: Store):
     for s in ("baseline", "balanced"):
         try:
             rows, prov = cpu_table((s, f"ct2:{s}"), kind="reference", against=f"ct2:{s}", root=store.measurements)
-        except FileNotFoundError:  # CTranslate2 was not installed where the CPU tables were stored
+        except FileNotFoundError:
             note = "no stored CTranslate2 run (CTranslate2 was not installed where the CPU tables were stored)"
             return pd.DataFrame({"note": [note]})
         out[LABELS[s]] = {
