@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from html import escape
+from typing import Any
 
 from canlib.repro.studies.claims import Judged
 from canlib.repro.studies.tables import reading_table
@@ -80,28 +81,22 @@ def speed_runs_table(rows: Sequence[Judged], beside: bool = True):
     interval shows its range; a run below the standard is inconclusive, whatever its interval says)."""
     import pandas as pd
 
-    out = []
-    for j in rows:
-        for body in (j, *j.beside) if beside else (j,):
-            for r in body.sets:
-                shown = (
-                    f"[{r['interval'][0]:.2f}, {r['interval'][1]:.2f}]"
-                    if r["interval"]
-                    else f"(range {r['range'][0]:.2f}-{r['range'][1]:.2f})"
-                )
-                out.append(
-                    {
-                        "claim": j.claim.id,
-                        "GPU run": r["set"],
-                        "repeats": r["repeats"],
-                        "shortest": f"{r['shortest_repeat_s']:.2f} s",
-                        "standard": "met" if r["meets"] else "not met",
-                        "on this run alone": f"{r['value']:.2f}x {shown}: "
-                        + (
-                            r["verdict"]
-                            if r["meets"] or r["verdict"] == INCONCLUSIVE
-                            else f"{INCONCLUSIVE} (by its interval: {r['verdict']})"
-                        ),
-                    }
-                )
-    return pd.DataFrame(out)
+    def row(claim: str, r: dict[str, Any]) -> dict[str, Any]:
+        low, high = r["interval"] or r["range"]
+        shown = f"[{low:.2f}, {high:.2f}]" if r["interval"] else f"(range {low:.2f}-{high:.2f})"
+        word = (
+            r["verdict"]
+            if r["meets"] or r["verdict"] == INCONCLUSIVE
+            else f"{INCONCLUSIVE} (by its interval: {r['verdict']})"
+        )
+        return {
+            "claim": claim,
+            "GPU run": r["set"],
+            "repeats": r["repeats"],
+            "shortest": f"{r['shortest_repeat_s']:.2f} s",
+            "standard": "met" if r["meets"] else "not met",
+            "on this run alone": f"{r['value']:.2f}x {shown}: {word}",
+        }
+
+    bodies = [(j.claim.id, body) for j in rows for body in ((j, *j.beside) if beside else (j,))]
+    return pd.DataFrame([row(claim, r) for claim, body in bodies for r in body.sets])
