@@ -10,6 +10,7 @@ from typing import Any
 from canlib.catalogue import ALL_SYSTEMS, DIRECTION_SYSTEMS, planned_seeds
 from canlib.repro.results.files import load_result
 from canlib.repro.studies.chapters.speed import latest_run
+from canlib.repro.studies.gpu_results import gpu_label
 from canlib.repro.studies.store import Store
 from canlib.training.cli import flag
 from canlib.training.config import TrainConfig
@@ -115,6 +116,6 @@ def update_profile(store: Store) -> dict[str, Any]:
         "update_kernel_ms": case["gpu_kernel_ms"],
         "update_launches": case["kernel_launches"],
         "update_wall_ms": case["wall_ms"],
-        "update_gpu": prov["device"].removeprefix("NVIDIA ").split()[0],
+        "update_gpu": gpu_label(prov),
         "update_commit": str(prov["commit"])[:7],
     }
