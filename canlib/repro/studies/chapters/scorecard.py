@@ -27,13 +27,13 @@ def summary(j: Judged) -> str:
 
 
 def evidence_cell(j: Judged) -> str:
-    """A cell of the evidence table: the summary, then the whole evidence (one item per part, the budgets beside the
-    lead one on their own line) in a ``<details>`` a reader opens."""
-    parts = [p.strip() for p in j.evidence.split(" | ")]
-    body = "<br>".join(as_code(p) for p in parts)
-    return (
-        f'{escape(summary(j), quote=False)}<details class="evidence"><summary>details</summary><p>{body}</p></details>'
-    )
+    """A cell of the evidence table: whether it meets its standard and its strength, the summary, then the whole
+    evidence (one item per part, the budgets beside the lead one on their own line) in a ``<details>`` a reader
+    opens."""
+    head = f"<b>{j.standard.kind}, standard {'met' if j.meets else 'not met'}:</b> {escape(strength(j), quote=False)}"
+    body = "<br>".join(as_code(p.strip()) for p in j.evidence.split(" | "))
+    details = f'<details class="evidence"><summary>details</summary><p>{body}</p></details>'
+    return f"{head}<br>{escape(summary(j), quote=False)}{details}"
 
 
 def strength(j: Judged) -> str:
@@ -62,10 +62,7 @@ def evidence_table(rows: Sequence[Judged]) -> str:
             {
                 "id": j.claim.id,
                 "criterion": escape(j.claim.criterion, quote=False),
-                "evidence": f"<b>{j.standard.kind}, standard {'met' if j.meets else 'not met'}:</b> "
-                + escape(strength(j), quote=False)
-                + "<br>"
-                + evidence_cell(j),
+                "evidence": evidence_cell(j),
                 "what would settle it": as_code(j.settle) if j.settle else "",
             }
             for j in rows
