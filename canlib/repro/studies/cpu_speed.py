@@ -12,7 +12,6 @@ from typing import Any
 from canlib.catalogue import LABELS
 from canlib.repro.bench.chapters import (
     CPU_FILES,
-    REFERENCE_SYSTEMS,
     SPEED_SYSTEMS,
     STORE_COMMAND,
     cpu_measurement,
@@ -28,13 +27,13 @@ OTHER_BOUND = 0.5
 
 def noise(result: dict[str, Any], prov: dict[str, Any]) -> str | None:
     """Why a CPU run's ratios should not be read (None: they can be): a system whose ratio to Balanced has a 95 %
-    interval (:func:`ratio_spread`) wider than :data:`SPREAD_BOUND` of its median, or other processes taking more
+    interval (:func:`spreads`) wider than :data:`SPREAD_BOUND` of its median, or other processes taking more
     than :data:`OTHER_BOUND` cores on average while it ran (measured from the kernel's counters, not guessed from the
     load average before the run, which the provenance keeps beside it)."""
     reasons = []
     timed = result["systems"]
     against = "balanced" if "balanced" in timed else next(iter(timed))
-    widths = {s: ratio_spread(timed, s, against) for s in timed if s != against}
+    widths = spreads(timed, against)
     worst = max(widths, key=widths.get) if widths else None
     if worst is not None and widths[worst] > SPREAD_BOUND:
         reasons.append(
@@ -47,12 +46,16 @@ def noise(result: dict[str, Any], prov: dict[str, Any]) -> str | None:
     return "; ".join(reasons) or None
 
 
-def ratio_spread(timed: dict[str, dict[str, Any]], system: str, against: str) -> float:
-    """The width of the 95 % interval of ``system``/``against`` over the repeats (its range where the repeats are
-    too few for one), as a share of the median ratio."""
-    stat = ratio_stat(timed, system, against)
-    low, high = stat["interval"] or stat["range"]
-    return (high - low) / stat["median"]
+def spreads(timed: dict[str, dict[str, Any]], against: str) -> dict[str, float]:
+    """The width of the 95 % interval of each system's ratio to ``against`` over the repeats (its range where the
+    repeats are too few for one), as a share of the median ratio."""
+    out = {}
+    for s in timed:
+        if s != against:
+            stat = ratio_stat(timed, s, against)
+            low, high = stat["interval"] or stat["range"]
+            out[s] = (high - low) / stat["median"]
+    return out
 
 
 def cpu_table(
@@ -79,7 +82,7 @@ def cpu_table(
     info = {
         "noisy": noise(result, prov),
         "repeats": len(timed[against]["seconds"]),
-        "spread": max((ratio_spread(timed, s, against) for s in timed if s != against), default=0.0),
+        "spread": max(spreads(timed, against).values(), default=0.0),
         "file": f"book/results/cpu/{CPU_FILES[kind]}",
         "meta": result["meta"],
     }
@@ -116,15 +119,3 @@ def cpu_provenance(prov: dict[str, Any]):
         "verdict on the run": f"noisy: {prov['noisy']}" if prov["noisy"] else "quiet: its ratios are shown",
     }
     return pd.DataFrame({"": rows}).rename_axis("CPU run")
-
-
-def cpu_reference(
-    *, live: bool | None = None, root: Path | None = None
-) -> tuple[dict[str, dict[str, Any]], dict[str, Any]] | None:
-    """canlib against CTranslate2 on the same weights, one interleaved CPU run (:func:`cpu_table` of the stored
-    ``reference`` run, each row's ratio to canlib's Baseline); None where no such run is stored (CTranslate2 was
-    not installed where the tables were stored)."""
-    try:
-        return cpu_table(REFERENCE_SYSTEMS, kind="reference", against="baseline", live=live, root=root)
-    except FileNotFoundError:
-        return None

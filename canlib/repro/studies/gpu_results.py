@@ -49,6 +49,12 @@ def ratio_stat(rows: dict[str, dict[str, Any]], system: str, against: str) -> di
     return ratio_reading(repeat_ratios(repeat_speeds(rows[system]), repeat_speeds(rows[against])))
 
 
+def kernels(ops: dict[str, Any], system: str, part: str) -> int | float:
+    """Kernel-launching operators of one part (``step``, ``decoder``, ``per_layer``, ``search``, ``output``,
+    ``embedding``) of one beam-search step on the GPU's code path, in a stored count (:meth:`Store.ops`)."""
+    return ops["systems"][system]["cuda"][part]["kernel_operators"]
+
+
 PROFILE_COLUMNS = {
     "wall_ms": "wall ms / step",
     "cpu_ms": "host CPU ms / step",
@@ -75,7 +81,7 @@ def profile_frame(store: Store, ops: dict[str, Any] | None, runs: list[str]):
             out = {"run": run_label(prov), "system": LABELS.get(system, system)}
             out |= {label: row[key] for key, label in PROFILE_COLUMNS.items()}
             if ops and system in ops["systems"]:
-                out["kernel operators / step (counted)"] = ops["systems"][system]["cuda"]["step"]["kernel_operators"]
+                out["kernel operators / step (counted)"] = kernels(ops, system, "step")
             rows.append(out)
     return pd.DataFrame(rows).set_index(["run", "system"])
 

@@ -2,8 +2,7 @@
 then the paper's Tables 2, 4 and 5 beside ours and one verdict per claim of the paper, all from the stored results.
 The book's first page glues these; README.md's "Results at a glance" section is generated from the same code
 (``python -m canlib.repro.studies.chapters.glance --readme``) and a test compares the two, so README never holds a
-number
-or a verdict the stored results do not give.
+number or a verdict the stored results do not give.
 """
 
 from __future__ import annotations
@@ -18,9 +17,12 @@ from canlib.catalogue import ALL_SYSTEMS, LABELS
 from canlib.io import CHECKOUT_DIR
 from canlib.repro.results.studies import STUDENTS
 from canlib.repro.studies import paper
+from canlib.repro.studies.chapters.ablation import PAPER_ROWS  # Table 5's names of the ablation systems
+from canlib.repro.studies.chapters.speed import speed_table
 from canlib.repro.studies.claims import judged, mark, table
 from canlib.repro.studies.evidence import BLEU, MEANINGS, SPEED, Contrast
-from canlib.repro.studies.judges import speed_reading, speed_runs
+from canlib.repro.studies.gpu_results import kernels
+from canlib.repro.studies.judges import speed_runs
 from canlib.repro.studies.store import Store, describe_provenances
 from canlib.repro.studies.tables import reading_table
 from canlib.repro.studies.verdict import (
@@ -35,7 +37,6 @@ from canlib.repro.studies.verdict import (
 )
 
 T2 = ("baseline", "balanced", "san", "aan", "can")
-T5 = {"balanced": "Balanced", "can_attn": "Compress Attention", "can_ffn": "Compress FFN", "can": "Compress All"}
 WORDS = (HOLDS, FAILS, MIXED, INCONCLUSIVE, NOT_RUN)
 TIMES = {1: "", 2: "twice", 4: "four times"}  # a budget factor in words
 LEVELS = (
@@ -56,17 +57,6 @@ def _delta(value: float, level: float) -> str:
     return f"{value:+.2f} ({100 * value / level:+.1f} %)"
 
 
-def _ratio(store: Store, system: str, mode: str) -> str:
-    """``system``/Balanced by the speed claims' statistic: the median ratio [its 95 % interval]."""
-    if system == "balanced":
-        return "1.00x"
-    r = speed_reading(store, system, "balanced", mode)
-    if r is None:
-        return "not measured"
-    shown = f" [{r['interval'][0]:.2f}, {r['interval'][1]:.2f}]" if r["interval"] else ""
-    return f"{r['median']:.2f}x{shown}"
-
-
 def tables(store: Store) -> dict[str, Any]:
     """The three tables (DataFrames) and their provenance: ``table2``, ``table4``, ``table5``, ``provenance``."""
     import pandas as pd
@@ -75,28 +65,19 @@ def tables(store: Store) -> dict[str, Any]:
     main = {s: store.runs(s) for s in (*T2, "can_attn", "can_ffn")}
     kd = {s: store.study_runs("distill", s, "kd") for s in STUDENTS}
     balanced = main["balanced"]
-    rows, speed = [], []
-    for s in T2:
-        label = LABELS[s]
-        rows.append(
-            {
-                "system": label,
-                "paper BLEU": f"{t2[label].test_bleu:.2f}",
-                "paper Δ": _delta(t2[label].test_bleu - t2["Balanced"].test_bleu, t2["Balanced"].test_bleu),
-                "ours tok-BLEU (seeds)": _cell(main[s]),
-                "ours Δ": _delta(main[s].mean() - balanced.mean(), balanced.mean())
-                if main[s] is not None and balanced is not None
-                else "not run",
-            }
-        )
-        speed.append(
-            {
-                "system": label,
-                "paper": f"{t2[label].speed / t2['Balanced'].speed:.2f}x",
-                "ours, every kernel launched": _ratio(store, s, "eager"),
-                "ours, CUDA graphs": _ratio(store, s, "captured"),
-            }
-        )
+    rows = [
+        {
+            "system": LABELS[s],
+            "paper BLEU": f"{t2[LABELS[s]].test_bleu:.2f}",
+            "paper Δ": _delta(t2[LABELS[s]].test_bleu - t2["Balanced"].test_bleu, t2["Balanced"].test_bleu),
+            "ours tok-BLEU (seeds)": _cell(main[s]),
+            "ours Δ": _delta(main[s].mean() - balanced.mean(), balanced.mean())
+            if main[s] is not None and balanced is not None
+            else "not run",
+        }
+        for s in T2
+    ]
+    speed = speed_table(store, T2, {s: t2[LABELS[s]].speed for s in T2}, cpu=False)
     table4 = pd.DataFrame(
         [
             {
@@ -117,17 +98,18 @@ def tables(store: Store) -> dict[str, Any]:
                 "paper BLEU": f"{t5[name].test_bleu:.2f}",
                 "paper speed": f"{100 * (t5[name].speed / t5['Balanced'].speed - 1):+.1f} %",
                 "ours tok-BLEU (seeds)": _cell(main[s]),
-                "ours kernels per layer": str(int(ops["systems"][s]["cuda"]["per_layer"]["kernel_operators"])),
+                "ours kernels per layer": str(int(kernels(ops, s, "per_layer"))),
             }
-            for s, name in T5.items()
+            for s, name in PAPER_ROWS.items()
         ]
     ).set_index("system")
     plan = describe_provenances(store.provenances(store.runs(s) for s in ALL_SYSTEMS))
     run = (speed_runs(store) or [None])[0]
-    speed_prov = store.gpu_speed("eager", run)[1] if run else None
+    none = {"device": "none", "commit": "none", "settings": {"repeats": 0}}
+    speed_prov = store.gpu_speed("eager", run)[1] if run else none
     return {
         "table2": pd.DataFrame(rows).set_index("system"),
-        "speed": pd.DataFrame(speed).set_index("system"),
+        "speed": speed.rename_axis("system"),
         "table4": table4,
         "table5": table5,
         "provenance": {
@@ -136,20 +118,14 @@ def tables(store: Store) -> dict[str, Any]:
             "commit": plan["commit"],
             "budget": plan["budget"],
             "speed_run": run or "none",
-            "speed_device": speed_prov["device"] if speed_prov else "none",
-            "speed_commit": str(speed_prov["commit"])[:7] if speed_prov else "none",
-            "speed_repeats": int(speed_prov["settings"]["repeats"]) if speed_prov else 0,
+            "speed_device": speed_prov["device"],
+            "speed_commit": str(speed_prov["commit"])[:7],
+            "speed_repeats": int(speed_prov["settings"]["repeats"]),
         },
     }
 
 
 # -- the finding, in plain sentences ------------------------------------------------------------------------------
-
-
-def tally(store: Store, source: str = "paper") -> dict[str, int]:
-    """How many of the claims of ``source`` read each word."""
-    states = [j.word for j in judged(store).all(source)]
-    return {w: states.count(w) for w in WORDS}
 
 
 def findings(store: Store, html: bool = False) -> list[str]:
@@ -203,13 +179,15 @@ def findings(store: Store, html: bool = False) -> list[str]:
             f"differences stay inconclusive; a speed verdict reads the {CONFIDENCE:.0%} interval of the median ratio "
             f"over at least {SPEED.repeats} repeats."
         )
-    counts = tally(store)
-    out.append("The paper's claims: " + ", ".join(f"{w} {n}" for w, n in counts.items()) + ".")
+    states = [c.word for c in paper_claims]
+    out.append("The paper's claims: " + ", ".join(f"{w} {states.count(w)}" for w in WORDS) + ".")
     below = [c for c in paper_claims if c.cost]
     wide = [c for c in paper_claims if c.word == INCONCLUSIVE and c.meets]
     if wide or below:
-        parts = [f"{len(wide)} inconclusive claims meet their standard, and only more seeds would narrow them"] * bool(
-            wide
+        parts = (
+            [f"{len(wide)} inconclusive claims meet their standard, and only more seeds would narrow them"]
+            if wide
+            else []
         )
         if below:
             minutes = sum(c.minutes or 0 for c in below)
@@ -223,14 +201,10 @@ def vocabulary() -> str:
     return '<ul class="verdict-words">' + "".join(f"<li><b>{w}</b>: {MEANINGS[w]}</li>" for w in WORDS) + "</ul>"
 
 
-def linked(store: Store, prefix: str = "") -> str:
-    """The verdict table of the paper's claims as HTML: each verdict marked with its claim id, each chapter a link."""
-    out = table(judged(store).all("paper"), marked=True, link=lambda c: f'<a href="{prefix}{c}.html">{c}</a>')
-    return reading_table(out.drop(columns="id"), escape=False).to_html()
-
-
 def values(store: Store) -> dict[str, Any]:
     """What the glance page glues: the findings, the vocabulary, the tables, their provenance and the verdict table."""
+    import pandas as pd
+
     out = tables(store)
     prov = out.pop("provenance")
     captions = {
@@ -240,8 +214,6 @@ def values(store: Store) -> dict[str, Any]:
         "table5": "Table 5: the ablation, BLEU and kernels per decoder layer and step",
     }
     out = {k: reading_table(v, captions[k]).to_html() for k, v in out.items()}
-    import pandas as pd
-
     where = pd.DataFrame(
         {
             "what": ["the plan's runs", "their recipe", "the speed run"],
@@ -253,10 +225,12 @@ def values(store: Store) -> dict[str, Any]:
         }
     )
     out["provenance"] = reading_table(where).to_html()
+    # each verdict marked with its claim id, each chapter a link
+    verdicts = table(judged(store).all("paper"), marked=True, link=lambda c: f'<a href="{c}.html">{c}</a>')
     return out | {
         "findings": '<ol class="findings">' + "".join(f"<li>{s}</li>" for s in findings(store, html=True)) + "</ol>",
         "vocabulary": vocabulary(),
-        "verdicts": linked(store),
+        "verdicts": reading_table(verdicts.drop(columns="id"), escape=False).to_html(),
         "margin": ON_PAR,
         "samples": BOOTSTRAP_SAMPLES,
     }
@@ -280,8 +254,7 @@ def readme_sections(scale: str = "small", root: Path | None = None) -> dict[str,
     found["chapter"] = [f"[{c}](book/{c}.md)" for c in found["chapter"]]
     generated = (
         "Generated from the stored results by `python -m canlib.repro.studies.chapters.glance --readme` (a test fails "
-        "when "
-        "it differs from what the code computes now or from `python -m canlib claims`)."
+        "when it differs from what the code computes now or from `python -m canlib claims`)."
     )
     finding = [
         FOUND,
@@ -322,31 +295,16 @@ def readme_sections(scale: str = "small", root: Path | None = None) -> dict[str,
     return {FOUND: "\n".join(finding), DETAIL: "\n".join(detail)}
 
 
-def _section(heading: str) -> re.Pattern:
-    return re.compile(rf"^{re.escape(heading)}\n.*?(?=^## )", re.S | re.M)
-
-
-def readme_text(path: Path) -> dict[str, str]:
-    """README's current generated sections, by heading (what :func:`readme_sections` must reproduce)."""
-    text = path.read_text(encoding="utf-8")
-    out = {}
-    for heading in (FOUND, DETAIL):
-        match = _section(heading).search(text)
-        if not match:
-            raise ValueError(f"{path}: no '{heading}' section followed by another '## ' heading")
-        out[heading] = match.group(0)
-    return out
-
-
 def write_readme(path: Path, sections: dict[str, str]) -> bool:
     """Replace each of README's generated sections (from its heading to the next ``## `` heading); True if any
     changed."""
     text = path.read_text(encoding="utf-8")
     new = text
     for heading, section in sections.items():
-        if not _section(heading).search(new):
+        pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## )", re.S | re.M)
+        new, found = pattern.subn(lambda _: section + "\n", new, count=1)
+        if not found:
             raise ValueError(f"{path}: no '{heading}' section followed by another '## ' heading")
-        new = _section(heading).sub(lambda _: section + "\n", new, count=1)
     if new != text:
         path.write_text(new, encoding="utf-8")
     return new != text

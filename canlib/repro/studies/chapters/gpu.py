@@ -9,6 +9,8 @@ from typing import Any
 
 from canlib.catalogue import ALL_SYSTEMS, DIRECTION_SYSTEMS, planned_seeds
 from canlib.repro.results.files import load_result
+from canlib.repro.studies.chapters.speed import latest_run
+from canlib.repro.studies.gpu_results import gpu_label
 from canlib.repro.studies.store import Store
 from canlib.training.cli import flag
 from canlib.training.config import TrainConfig
@@ -104,17 +106,16 @@ def values(store: Store) -> dict[str, Any]:
 def update_profile(store: Store) -> dict[str, Any]:
     """One profiled training update of the `small` CAN (``scripts/gpu_profile.sh``, the last stored run that has one):
     its tokens, GPU kernel time, launches and wall time, and the run's GPU and commit."""
-    runs = [r for r in store.gpu_runs_with("profile") if "train_small-can" in store.gpu_profile(r)[0]]
-    if not runs:
+    try:
+        cases, prov = store.gpu_profile(latest_run(store, "profile", need="train_small-can"))
+    except FileNotFoundError:
         return {}
-    newest = max(runs, key=lambda r: str(store.gpu_profile(r)[1].get("measured_at") or store.gpu_profile(r)[1]["date"]))
-    cases, prov = store.gpu_profile(newest)
     case = cases["train_small-can"]
     return {
         "update_tokens": case["tokens"],
         "update_kernel_ms": case["gpu_kernel_ms"],
         "update_launches": case["kernel_launches"],
         "update_wall_ms": case["wall_ms"],
-        "update_gpu": prov["device"].removeprefix("NVIDIA ").split()[0],
+        "update_gpu": gpu_label(prov),
         "update_commit": str(prov["commit"])[:7],
     }

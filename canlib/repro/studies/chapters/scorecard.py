@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from html import escape
+from typing import Any
 
 from canlib.repro.studies.claims import Judged
 from canlib.repro.studies.tables import reading_table
@@ -26,20 +27,20 @@ def summary(j: Judged) -> str:
 
 
 def evidence_cell(j: Judged) -> str:
-    """A cell of the evidence table: the summary, then the whole evidence (one item per part, the budgets beside the
-    lead one on their own line) in a ``<details>`` a reader opens."""
-    parts = [p.strip() for p in j.evidence.split(" | ")]
-    body = "<br>".join(as_code(p) for p in parts)
-    return (
-        f'{escape(summary(j), quote=False)}<details class="evidence"><summary>details</summary><p>{body}</p></details>'
-    )
+    """A cell of the evidence table: whether it meets its standard and its strength, the summary, then the whole
+    evidence (one item per part, the budgets beside the lead one on their own line) in a ``<details>`` a reader
+    opens."""
+    head = f"<b>{j.standard.kind}, standard {'met' if j.meets else 'not met'}:</b> {escape(strength(j), quote=False)}"
+    body = "<br>".join(as_code(p.strip()) for p in j.evidence.split(" | "))
+    details = f'<details class="evidence"><summary>details</summary><p>{body}</p></details>'
+    return f"{head}<br>{escape(summary(j), quote=False)}{details}"
 
 
 def strength(j: Judged) -> str:
     """How strong the evidence is, in a few words: seeds and budget, repeats and runs, or models and layers."""
     s = j.strength
-    if "seeds" in s and isinstance(s["seeds"], dict) and s["seeds"]:
-        seeds = f"{min(s['seeds'].values())} seeds" if s["seeds"] else "no seeds"
+    if isinstance(s.get("seeds"), dict) and s["seeds"]:
+        seeds = f"{min(s['seeds'].values())} seeds"
         return seeds + (f", {s['budget']}x" if s.get("budget") else "") + f", {s.get('scale', '')}".rstrip(", ")
     if "repeats" in s:
         runs = len(s["runs"])
@@ -61,10 +62,7 @@ def evidence_table(rows: Sequence[Judged]) -> str:
             {
                 "id": j.claim.id,
                 "criterion": escape(j.claim.criterion, quote=False),
-                "evidence": f"<b>{j.standard.kind}, standard {'met' if j.meets else 'not met'}:</b> "
-                + escape(strength(j), quote=False)
-                + "<br>"
-                + evidence_cell(j),
+                "evidence": evidence_cell(j),
                 "what would settle it": as_code(j.settle) if j.settle else "",
             }
             for j in rows
@@ -80,28 +78,22 @@ def speed_runs_table(rows: Sequence[Judged], beside: bool = True):
     interval shows its range; a run below the standard is inconclusive, whatever its interval says)."""
     import pandas as pd
 
-    out = []
-    for j in rows:
-        for body in (j, *j.beside) if beside else (j,):
-            for r in body.sets:
-                shown = (
-                    f"[{r['interval'][0]:.2f}, {r['interval'][1]:.2f}]"
-                    if r["interval"]
-                    else f"(range {r['range'][0]:.2f}-{r['range'][1]:.2f})"
-                )
-                out.append(
-                    {
-                        "claim": j.claim.id,
-                        "GPU run": r["set"],
-                        "repeats": r["repeats"],
-                        "shortest": f"{r['shortest_repeat_s']:.2f} s",
-                        "standard": "met" if r["meets"] else "not met",
-                        "on this run alone": f"{r['value']:.2f}x {shown}: "
-                        + (
-                            r["verdict"]
-                            if r["meets"] or r["verdict"] == INCONCLUSIVE
-                            else f"{INCONCLUSIVE} (by its interval: {r['verdict']})"
-                        ),
-                    }
-                )
-    return pd.DataFrame(out)
+    def row(claim: str, r: dict[str, Any]) -> dict[str, Any]:
+        low, high = r["interval"] or r["range"]
+        shown = f"[{low:.2f}, {high:.2f}]" if r["interval"] else f"(range {low:.2f}-{high:.2f})"
+        word = (
+            r["verdict"]
+            if r["meets"] or r["verdict"] == INCONCLUSIVE
+            else f"{INCONCLUSIVE} (by its interval: {r['verdict']})"
+        )
+        return {
+            "claim": claim,
+            "GPU run": r["set"],
+            "repeats": r["repeats"],
+            "shortest": f"{r['shortest_repeat_s']:.2f} s",
+            "standard": "met" if r["meets"] else "not met",
+            "on this run alone": f"{r['value']:.2f}x {shown}: {word}",
+        }
+
+    bodies = [(j.claim.id, body) for j in rows for body in ((j, *j.beside) if beside else (j,))]
+    return pd.DataFrame([row(claim, r) for claim, body in bodies for r in body.sets])

@@ -21,7 +21,7 @@ from canlib.repro.studies import paper
 from canlib.repro.studies.chapters.decoding import step_mb
 from canlib.repro.studies.chapters.prose import NUMBER_WORDS, names
 from canlib.repro.studies.claims import BY_ID, judged, marks
-from canlib.repro.studies.cpu_speed import cpu_reference, cpu_table, noisy_sentence
+from canlib.repro.studies.cpu_speed import cpu_table, noisy_sentence
 from canlib.repro.studies.judges import speed_reading, speed_runs
 from canlib.repro.studies.store import Store
 from canlib.repro.studies.verdict import INCONCLUSIVE
@@ -55,7 +55,8 @@ def latest_run(store: Store, kind: str, need: str | None = None) -> str:
 
     def has(run: str) -> bool:
         result = store.gpu(kind, run)[0]
-        return need is None or need in result or any(need in row for row in result.get("systems", {}).values())
+        rows = (result, result.get("cases", {}), *result.get("systems", {}).values())
+        return need is None or any(need in row for row in rows)
 
     def measured(run: str) -> str:
         prov = store.gpu(kind, run)[1]
@@ -67,12 +68,6 @@ def latest_run(store: Store, kind: str, need: str | None = None) -> str:
     return max(runs, key=measured)
 
 
-def kernels(ops: dict[str, Any], system: str, part: str) -> int | float:
-    """Kernel-launching operators of one part (``step``, ``decoder``, ``per_layer``, ``search``, ``output``,
-    ``embedding``) of one beam-search step on the GPU's code path."""
-    return ops["systems"][system]["cuda"][part]["kernel_operators"]
-
-
 def values(store: Store) -> dict[str, Any]:
     """The numbers the chapter's prose quotes; see the module docstring."""
     t2 = paper.table2("en-de")
@@ -80,13 +75,14 @@ def values(store: Store) -> dict[str, Any]:
     ops, ops_prov = store.ops()
     eager, prov = store.gpu_speed("eager", run)
     graphs, _ = store.gpu_speed("captured", run)
-    bandwidth = BANDWIDTH[gpu.gpu_label(prov)]
+    device = gpu.gpu_label(prov)
+    bandwidth = BANDWIDTH[device]
     counted = store.timed_ops(run) == "ops.json"
     out: dict[str, Any] = {
         "paper_balanced": t2["Balanced"].speed,
         "paper_can": t2["CAN"].speed,
         "paper_can_ratio": t2["CAN"].speed / t2["Balanced"].speed,
-        "read_device": gpu.gpu_label(prov),
+        "read_device": device,
         "read_commit": gpu.commit_label(prov),
         "bandwidth_tbs": bandwidth / 1e12,
         "ops_commit": str(ops_prov["commit"])[:7],
@@ -98,7 +94,7 @@ def values(store: Store) -> dict[str, Any]:
     }
     for system in ("balanced", "can", "san"):
         for part in ("step", "decoder", "per_layer", "search"):
-            out[f"{system}_kernels_{part}"] = kernels(ops, system, part)
+            out[f"{system}_kernels_{part}"] = gpu.kernels(ops, system, part)
     for system in ("balanced", "can"):
         mb = step_mb(system)
         out |= {f"{system}_weights_mb": mb, f"{system}_floor_us": mb * 1e12 / bandwidth}
@@ -154,7 +150,7 @@ def _graph_values(store: Store, graphs: dict[str, dict[str, Any]]) -> dict[str, 
         parts = result["systems"][system]["breakdown_graphs"]
         for part in PARTS:
             out[f"graph_{system}_{part}_us"] = 1000 * parts[f"{part}_ms"] / per
-        out[f"graph_{system}_layer_kernel_us"] = out[f"graph_{system}_layers_us"] / kernels(ops, system, "decoder")
+        out[f"graph_{system}_layer_kernel_us"] = out[f"graph_{system}_layers_us"] / gpu.kernels(ops, system, "decoder")
     common = sum(out[f"graph_balanced_{part}_us"] for part in ("encode", "output", "search"))
     out["graph_layer_ratio"] = out["graph_balanced_layers_us"] / out["graph_can_layers_us"]
     out["graph_ceiling"] = (common + out["graph_balanced_layers_us"]) / (common + out["graph_can_layers_us"])
@@ -202,42 +198,37 @@ def _verdict_values(store: Store) -> dict[str, Any]:
     return out
 
 
+def _per_system(v: dict[str, Any], columns: Mapping[str, str], axis: str):
+    """Balanced and CAN as rows, each column ``label`` the value ``v[key.format(s)]`` of system ``s``."""
+    import pandas as pd
+
+    rows = {LABELS[s]: {label: v[key.format(s)] for label, key in columns.items()} for s in ("balanced", "can")}
+    return pd.DataFrame(rows).T.rename_axis(axis).round(1)
+
+
 def breakdown_frame(store: Store):
     """Microseconds per generated token of each part of a step replayed from CUDA graphs (the last run that broke it
     down), Balanced and CAN, with the part both pay."""
-    import pandas as pd
-
     v = _graph_values(store, store.gpu_speed("captured", read_run(store))[0])
-    rows = {
-        LABELS[s]: {part: v[f"graph_{s}_{part}_us"] for part in PARTS}
-        | {"per layer kernel": v[f"graph_{s}_layer_kernel_us"]}
-        for s in ("balanced", "can")
-    }
-    frame = pd.DataFrame(rows).T
-    frame.columns = ["encoder (share per token)", "decoder layers", "output projection", "search", "per layer kernel"]
-    frame.index.name = f"µs per token, graphs ({v['breakdown_run']})"
-    return frame.round(1)
+    names = ("encoder (share per token)", "decoder layers", "output projection", "search")
+    columns = {name: f"graph_{{}}_{part}_us" for name, part in zip(names, PARTS)}
+    columns["per layer kernel"] = "graph_{}_layer_kernel_us"
+    return _per_system(v, columns, f"µs per token, graphs ({v['breakdown_run']})")
 
 
 def step_frame(store: Store):
     """One decoding step of Balanced and of CAN in the run the verdicts read: its time eagerly and from CUDA graphs,
     the memory floor (the fp16 weights over the GPU's bandwidth), how many times the floor each is, and the host's
     CPU time per kernel launch under the profiler."""
-    import pandas as pd
-
-    v = values(store)
-    rows = {
-        LABELS[s]: {
-            "weights read (MB)": v[f"{s}_weights_mb"],
-            "memory floor (µs)": v[f"{s}_floor_us"],
-            "eager step (µs)": v[f"eager_step_us_{s}"],
-            "graph step (µs)": v[f"graph_step_us_{s}"],
-            "graph step / floor": v[f"graph_{s}_over_floor"],
-            "host µs per launch (eager)": v[f"profile_{s}_us_per_launch"],
-        }
-        for s in ("balanced", "can")
+    columns = {
+        "weights read (MB)": "{}_weights_mb",
+        "memory floor (µs)": "{}_floor_us",
+        "eager step (µs)": "eager_step_us_{}",
+        "graph step (µs)": "graph_step_us_{}",
+        "graph step / floor": "graph_{}_over_floor",
+        "host µs per launch (eager)": "profile_{}_us_per_launch",
     }
-    return pd.DataFrame(rows).T.rename_axis("one step").round(1)
+    return _per_system(values(store), columns, "one step")
 
 
 # -- the speed table of every page: the paper's, the GPU's, the CPU's and the bytes' prediction ---------------------
@@ -256,6 +247,11 @@ def ratio_cell(median: float, interval: Sequence[float] | None = None, span: Seq
     return f"{median:.2f}x" + (f" ({span[0]:.2f}-{span[1]:.2f})" if span else "")
 
 
+def _cpu_cell(row: Mapping[str, Any]) -> str:
+    """A ratio of a row of :func:`~canlib.repro.studies.cpu_speed.cpu_table` in a table cell."""
+    return ratio_cell(row["ratio"], row["interval"], (row["low"], row["high"]))
+
+
 def speed_table(
     store: Store,
     systems: Sequence[str],
@@ -271,24 +267,25 @@ def speed_table(
     import pandas as pd
 
     def gpu_cell(system: str, mode: str) -> str:
+        if system == against:
+            return "1.00x"
         r = speed_reading(store, system, against, mode)
         return "not timed" if r is None else ratio_cell(r["median"], r["interval"])
 
-    rows = {}
-    for s in systems:
-        rows[labels[s]] = {
-            "paper": ratio_cell(paper_speeds[s] / paper_speeds[against]),
-            "ours, every kernel launched": "1.00x" if s == against else gpu_cell(s, "eager"),
-            "ours, CUDA graphs": "1.00x" if s == against else gpu_cell(s, "captured"),
-        }
     if cpu:
         timed, prov = cpu_table(systems, against=against, root=store.measurements)
         guess = predicted(systems, against)
-        for s in systems:
-            r = timed[s]
-            cell = "1.00x" if s == against else ratio_cell(r["ratio"], r["interval"], (r["low"], r["high"]))
-            rows[labels[s]] |= {"ours, CPU fp32": "noisy run" if prov["noisy"] else cell}
-            rows[labels[s]] |= {"bytes predict (CPU)": ratio_cell(guess[s])}
+    rows = {}
+    for s in systems:
+        row = {
+            "paper": ratio_cell(paper_speeds[s] / paper_speeds[against]),
+            "ours, every kernel launched": gpu_cell(s, "eager"),
+            "ours, CUDA graphs": gpu_cell(s, "captured"),
+        }
+        if cpu:
+            row["ours, CPU fp32"] = "noisy run" if prov["noisy"] else "1.00x" if s == against else _cpu_cell(timed[s])
+            row["bytes predict (CPU)"] = ratio_cell(guess[s])
+        rows[labels[s]] = row
     return pd.DataFrame(rows).T.rename_axis(f"tokens/s x {labels[against]}")
 
 
@@ -316,20 +313,16 @@ def reference_frame(store: Store):
     (the median repeat) and canlib's over CTranslate2's (the median of the per-repeat ratios [interval])."""
     import pandas as pd
 
-    found = cpu_reference(root=store.measurements)
-    if found is None:
-        return pd.DataFrame(
-            {"note": ["no stored CTranslate2 run (CTranslate2 was not installed where the CPU tables were stored)"]}
-        )
-    rows, prov = found
     out = {}
     for s in ("baseline", "balanced"):
-        mine = cpu_table((s,), kind="reference", against=f"ct2:{s}", root=store.measurements)[0][s]
+        try:
+            rows, prov = cpu_table((s, f"ct2:{s}"), kind="reference", against=f"ct2:{s}", root=store.measurements)
+        except FileNotFoundError:
+            note = "no stored CTranslate2 run (CTranslate2 was not installed where the CPU tables were stored)"
+            return pd.DataFrame({"note": [note]})
         out[LABELS[s]] = {
             "canlib tok/s": f"{rows[s]['tok_per_s']:.1f}",
             "CTranslate2 tok/s": f"{rows[f'ct2:{s}']['tok_per_s']:.1f}",
-            "canlib / CTranslate2": "noisy run"
-            if prov["noisy"]
-            else ratio_cell(mine["ratio"], mine["interval"], (mine["low"], mine["high"])),
+            "canlib / CTranslate2": "noisy run" if prov["noisy"] else _cpu_cell(rows[s]),
         }
     return pd.DataFrame(out).T.rename_axis("CPU, fp32")
