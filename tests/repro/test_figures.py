@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pytest
 
-from canlib.repro.studies.figures import count_blocks, decoder_layers_figure, draw_can_layer, draw_standard_layer
+from canlib.repro.studies.figures import decoder_layers_figure, draw_can_layer, draw_standard_layer
 
 
 @pytest.fixture(autouse=True)
@@ -17,6 +17,11 @@ def _headless_backend():
     plt.switch_backend("Agg")
     yield
     plt.switch_backend(original)
+
+
+def count_blocks(ax, gid: str) -> int:
+    """How many drawn patches of one kind (their gid) a panel holds."""
+    return sum(p.get_gid() == gid for p in ax.patches)
 
 
 def test_standard_layer_has_three_norms_and_three_residual_adds():
