@@ -72,7 +72,7 @@ def test_a_claims_figure_draws_the_judgements_points_and_the_raw_seed_means(monk
     from canlib.repro.studies.store import Store
 
     j = judged(Store("small", REPO / "book" / "results"))["can-within-0.5"]
-    ax = plot_claim(j)
+    ax = plot_claim(j, plt.subplots()[1])
     drawn = [
         (x, y)
         for line in ax.lines
