@@ -211,10 +211,9 @@ def joint_softmax_figure(two: Any, one: Any, prefix: int) -> Figure:
     for k, (values, title) in enumerate(zip(maps, titles)):
         ax, bars = axes[k]
         ax.imshow(values, cmap="Greys", vmin=0.0, vmax=1.0, aspect="equal")
-        for r in range(t):
-            for c in range(width):
-                shade = "white" if values[r, c] > 0.55 else "black"
-                ax.text(c, r, f"{values[r, c]:.2f}", ha="center", va="center", fontsize=9, color=shade)
+        for (r, c), value in np.ndenumerate(values):
+            shade = "white" if value > 0.55 else "black"
+            ax.text(c, r, f"{value:.2f}", ha="center", va="center", fontsize=9, color=shade)
         ax.axvline(prefix - 0.5, color="white", linewidth=3)
         ax.axvline(prefix - 0.5, color="#555555", linewidth=0.8)
         ax.set_xticks(range(width), keys, fontsize=10)
@@ -227,13 +226,13 @@ def joint_softmax_figure(two: Any, one: Any, prefix: int) -> Figure:
 
 
 def _matrix(ax: Axes, x: float, y: float, rows: float, cols: float, label: str, color: str, gid: str, **kw) -> None:
-    """A matrix drawn to scale (``rows`` high, ``cols`` wide, in data units), its name inside, its shape below."""
+    """A matrix drawn to scale (``rows`` high, ``cols`` wide, in data units), its name inside."""
     ax.add_patch(Rectangle((x, y - rows), cols, rows, facecolor=color, edgecolor="#333333", gid=gid, **kw))
     ax.text(x + cols / 2, y - rows / 2, label, ha="center", va="center", fontsize=10)
 
 
 def absorbed_values_figure() -> Figure:
-    """Eq. 12 to Eq. 13 as shapes, drawn to scale for d = 2 units: the attention mixes the d-wide values, and W1
+    """Eq. 12 to Eq. 13 as shapes, drawn to scale (d is one unit): the attention mixes the d-wide values, and W1
     (d x 4d) multiplies the result; by associativity W1 moves into the value maps, W~v = Wv W1 (d x 4d; canlib's
     output map Wo sits between them, dashed), so the attention mixes 4d-wide values and nothing waits after it."""
     import matplotlib.pyplot as plt

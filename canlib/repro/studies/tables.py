@@ -101,9 +101,7 @@ def bleu_table(
     sacre = store.scores(systems, split, "bleu")
     name = split_name(split)
     rows = []
-    for s in systems:
-        if s not in tok:
-            continue
+    for s in tok:  # the systems with stored runs, in the order asked
         row = {
             "system": labels.get(s, s),
             "seeds": len(tok[s]),
@@ -121,7 +119,7 @@ def bleu_table(
 
 
 def splits_table(store: Store, systems: Sequence[str], splits: Sequence[str]):
-    """Tokenized BLEU (mean ± sd over seeds) of each system on each of ``splits``, and CAN's rank."""
+    """Tokenized BLEU (mean ± sd over seeds) of each system on each of ``splits``."""
     import pandas as pd
 
     columns = {}
