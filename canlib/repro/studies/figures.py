@@ -190,8 +190,7 @@ def _mass_bars(ax: Axes, prefix: list[float], source: list[float], limit: float)
     ax.set_xticks(range(int(limit) + 1))
     ax.tick_params(labelsize=10)
     ax.set_xlabel("row mass: prefix, source", fontsize=10)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    ax.spines[["top", "right"]].set_visible(False)
 
 
 def joint_softmax_figure(two: Any, one: Any, prefix: int) -> Figure:

@@ -204,8 +204,7 @@ def plot_step_kernels(ops: dict[str, Any], systems: dict[str, str]):
     ax.set_ylim(-len(systems) + 0.35, 0.55)
     ax.set_yticks([])
     ax.set_xlabel("kernels launched one after another in one decoding step (counted, equal widths: not durations)")
-    for side in ("top", "right", "left"):
-        ax.spines[side].set_visible(False)
+    ax.spines[["top", "right", "left"]].set_visible(False)
     handles = [Patch(color=colour, label=part) for part, colour in PART_COLOURS.items()]
     ax.legend(handles=handles, ncol=4, fontsize=8, loc="lower right", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return ax
