@@ -57,7 +57,8 @@ def test_the_absorbed_values_figure_draws_w1_four_times_as_wide_as_the_value_map
 def test_the_ffn_entry_figure_adds_the_attention_inside_the_relu_only_in_eq13():
     fig = figures.ffn_entry_figure()
     left, right = fig.axes
-    assert figures.count_blocks(right, "sum") == 1 and figures.count_blocks(left, "sum") == 0
+    sums = [sum(p.get_gid() == "sum" for p in ax.patches) for ax in (left, right)]
+    assert sums == [0, 1]
     assert any("waits for the attention" in t.get_text() for t in left.texts)
     assert not any("waits" in t.get_text() for t in right.texts)
 

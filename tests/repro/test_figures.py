@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pytest
 
-from canlib.repro.studies.figures import count_blocks, decoder_layers_figure, draw_can_layer, draw_standard_layer
+from canlib.repro.studies.figures import decoder_layers_figure, draw_can_layer, draw_standard_layer
 
 
 @pytest.fixture(autouse=True)
@@ -17,6 +17,11 @@ def _headless_backend():
     plt.switch_backend("Agg")
     yield
     plt.switch_backend(original)
+
+
+def count_blocks(ax, gid: str) -> int:
+    """How many drawn patches of one kind (their gid) a panel holds."""
+    return sum(p.get_gid() == gid for p in ax.patches)
 
 
 def test_standard_layer_has_three_norms_and_three_residual_adds():
@@ -67,7 +72,7 @@ def test_a_claims_figure_draws_the_judgements_points_and_the_raw_seed_means(monk
     from canlib.repro.studies.store import Store
 
     j = judged(Store("small", REPO / "book" / "results"))["can-within-0.5"]
-    ax = plot_claim(j)
+    ax = plot_claim(j, plt.subplots()[1])
     drawn = [
         (x, y)
         for line in ax.lines

@@ -8,7 +8,6 @@ the standard layer, one of each in CAN.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from matplotlib.axes import Axes
@@ -25,66 +24,42 @@ COLORS = {
 }
 
 
-@dataclass(frozen=True)
-class Block:
-    """A labelled box, centred at (x, y), in data coordinates of a 10 x 16 panel."""
-
-    x: float
-    y: float
-    text: str
-    kind: str
-    w: float = 3.2
-    h: float = 0.8
-
-
-def _box(ax: Axes, b: Block) -> tuple[float, float, float, float]:
+def _box(ax: Axes, x: float, y: float, text: str, kind: str, w: float = 3.2, h: float = 0.8) -> None:
+    """A labelled box centred at (x, y), coloured and tagged (``gid``) by its kind."""
     patch = FancyBboxPatch(
-        (b.x - b.w / 2, b.y - b.h / 2),
-        b.w,
-        b.h,
+        (x - w / 2, y - h / 2),
+        w,
+        h,
         boxstyle="round,pad=0.05,rounding_size=0.15",
-        facecolor=COLORS.get(b.kind, "#eeeeee"),
+        facecolor=COLORS.get(kind, "#eeeeee"),
         edgecolor="#333333",
         linewidth=1.0,
-        gid=b.kind,
+        gid=kind,
     )
     ax.add_patch(patch)
-    ax.text(b.x, b.y, b.text, ha="center", va="center", fontsize=8.5)
-    return b.x, b.y, b.w, b.h
+    ax.text(x, y, text, ha="center", va="center", fontsize=8.5)
 
 
-def _add(ax: Axes, x: float, y: float) -> None:
-    """A residual addition, drawn as a circled plus."""
-    ax.add_patch(Circle((x, y), 0.28, facecolor="white", edgecolor="#333333", linewidth=1.0, gid="residual"))
+def _add(ax: Axes, x: float, y: float, gid: str = "residual", radius: float = 0.28) -> None:
+    """An addition drawn as a circled plus: a residual add, or a ``"sum"`` inside the FFN."""
+    ax.add_patch(Circle((x, y), radius, facecolor="white", edgecolor="#333333", linewidth=1.0, gid=gid))
     ax.text(x, y, "+", ha="center", va="center", fontsize=11)
 
 
-def _arrow(
-    ax: Axes, start: tuple[float, float], end: tuple[float, float], rad: float = 0.0, dashed: bool = False
-) -> None:
-    ax.add_patch(
-        FancyArrowPatch(
-            start,
-            end,
-            arrowstyle="-|>",
-            mutation_scale=10,
-            linewidth=1.0,
-            color="#333333",
-            connectionstyle=f"arc3,rad={rad}",
-            linestyle="--" if dashed else "-",
-        )
-    )
+def _arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float]) -> None:
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=10, linewidth=1.0, color="#333333"))
 
 
-def _residual_path(ax: Axes, x_from: float, y_from: float, y_add: float, side: float) -> None:
-    """The skip connection: from the stream at y_from, around the sub-layer on the left, into the add."""
-    ax.plot([x_from, side, side], [y_from, y_from, y_add], color="#333333", linewidth=1.0)
-    _arrow(ax, (side, y_add), (x_from - 0.3, y_add))
+def _elbow(ax: Axes, start: tuple[float, float], side: float, end: tuple[float, float]) -> None:
+    """A path around the blocks between: out sideways from ``start`` to x = ``side``, along it, and into ``end``
+    (a skip connection into its add, or X W1 into the sum)."""
+    ax.plot([start[0], side, side], [start[1], start[1], end[1]], color="#333333", linewidth=1.0)
+    _arrow(ax, (side, end[1]), end)
 
 
-def _panel(ax: Axes, title: str) -> None:
+def _panel(ax: Axes, title: str, height: float = 16.5) -> None:
     ax.set_xlim(0, 10)
-    ax.set_ylim(0, 16.5)
+    ax.set_ylim(0, height)
     ax.set_aspect("equal")
     ax.axis("off")
     ax.set_title(title, fontsize=10)
@@ -104,15 +79,15 @@ def draw_standard_layer(ax: Axes) -> None:
     for i, (norm, op, kind, side_input) in enumerate(stages):
         branch = y + 0.4
         _arrow(ax, (cx, y), (cx, y + 0.9))
-        _box(ax, Block(cx, y + 1.3, norm, "norm", h=0.7))
+        _box(ax, cx, y + 1.3, norm, "norm", h=0.7)
         _arrow(ax, (cx, y + 1.65), (cx, y + 2.1))
-        _box(ax, Block(cx, y + 2.7, op, kind, w=4.6, h=1.1))
+        _box(ax, cx, y + 2.7, op, kind, w=4.6, h=1.1)
         if side_input:
             ax.text(9.85, y + 2.7, side_input, ha="right", va="bottom", fontsize=7.5, rotation=90)
             _arrow(ax, (9.6, y + 2.7), (cx + 2.35, y + 2.7))
         _arrow(ax, (cx, y + 3.25), (cx, y + 3.95))
         _add(ax, cx, y + 4.25)
-        _residual_path(ax, cx, branch, y + 4.25, side)
+        _elbow(ax, (cx, branch), side, (cx - 0.3, y + 4.25))
         ax.text(0.15, y + 2.7, f"sub-layer {i + 1}", rotation=90, va="center", fontsize=8, color="#555555")
         y += 4.55
     _arrow(ax, (cx, y - 0.02), (cx, y + 0.5))
@@ -125,26 +100,23 @@ def draw_can_layer(ax: Axes) -> None:
     cx, side = 5.2, 0.9
     ax.text(cx, 0.35, r"target prefix $X$ ($t \times d$)", ha="center", fontsize=8.5)
     _arrow(ax, (cx, 0.8), (cx, 1.7))
-    _box(ax, Block(cx, 2.05, "LayerNorm (the only one)", "norm", h=0.7))
+    _box(ax, cx, 2.05, "LayerNorm (the only one)", "norm", h=0.7)
     # one fused product of X: [Wq | Wk1 | W~v1 | W1] (canlib's x_proj)
     ax.add_patch(Rectangle((1.55, 2.85), 7.0, 1.45, fill=False, linestyle="--", edgecolor="#2a7a2a", gid="parallel"))
     ax.text(
         1.6, 4.42, r"one product $X[W_q\,|\,W_{k1}\,|\,\tilde W_{v1}\,|\,W_1]$ (x_proj)", fontsize=7.5, color="#2a7a2a"
     )
-    xs = [2.45, 4.15, 5.9, 7.65]
-    labels = [
-        r"$XW_q$" + "\n" + r"$d$",
-        r"$XW_{k1}$" + "\n" + r"$d$",
-        r"$X\tilde W_{v1}$" + "\n" + r"$4d$",
-        r"$XW_1$" + "\n" + r"$4d$",
-    ]
-    for x, label in zip(xs, labels):
-        _arrow(ax, (cx, 2.4), (x, 3.05), rad=0.0)
-        _box(ax, Block(x, 3.55, label, "product", w=1.55, h=0.95))
-    # one softmax over [prefix ; source], fed by the shared query and both key blocks
-    _box(
-        ax, Block(3.3, 6.3, "ONE softmax over\n[prefix ; source]\n" + r"$A$: $t \times (t+s)$", "softmax", w=3.0, h=1.3)
+    products = (
+        (2.45, r"$XW_q$", "d"),
+        (4.15, r"$XW_{k1}$", "d"),
+        (5.9, r"$X\tilde W_{v1}$", "4d"),
+        (7.65, r"$XW_1$", "4d"),
     )
+    for x, product, width in products:
+        _arrow(ax, (cx, 2.4), (x, 3.05))
+        _box(ax, x, 3.55, f"{product}\n${width}$", "product", w=1.55, h=0.95)
+    # one softmax over [prefix ; source], fed by the shared query and both key blocks
+    _box(ax, 3.3, 6.3, "ONE softmax over\n[prefix ; source]\n" + r"$A$: $t \times (t+s)$", "softmax", w=3.0, h=1.3)
     for x in (2.45, 4.15):
         _arrow(ax, (x, 4.05), (x, 5.62))
     # the source side: computed once per sentence (h_proj), shared by all steps and beams
@@ -157,31 +129,32 @@ def draw_can_layer(ax: Axes) -> None:
         color="#2a7a2a",
         va="bottom",
     )
-    _box(ax, Block(6.8, 6.25, r"$HW_{k2}$" + "\n" + r"$d$", "product", w=1.3, h=0.95))
-    _box(ax, Block(8.35, 6.25, r"$H\tilde W_{v2}$" + "\n" + r"$4d$", "product", w=1.3, h=0.95))
+    _box(ax, 6.8, 6.25, r"$HW_{k2}$" + "\n" + r"$d$", "product", w=1.3, h=0.95)
+    _box(ax, 8.35, 6.25, r"$H\tilde W_{v2}$" + "\n" + r"$4d$", "product", w=1.3, h=0.95)
     _arrow(ax, (6.15, 6.25), (4.82, 6.25))
     # A times the 4d-wide values of both blocks
     _box(
         ax,
-        Block(5.6, 8.9, r"$A\,[X\tilde W_{v1} ; H\tilde W_{v2}]$" + "\n" + r"$t \times 4d$", "attention", w=3.4, h=1.0),
+        5.6,
+        8.9,
+        r"$A\,[X\tilde W_{v1} ; H\tilde W_{v2}]$" + "\n" + r"$t \times 4d$",
+        "attention",
+        w=3.4,
+        h=1.0,
     )
     _arrow(ax, (3.3, 6.97), (4.4, 8.38))
     _arrow(ax, (5.9, 4.05), (5.6, 8.38))
     _arrow(ax, (8.35, 6.75), (6.8, 8.38))
     # the FFN's first product joins after the attention
-    plus = (5.6, 10.3)
     _arrow(ax, (5.6, 9.42), (5.6, 10.0))
-    ax.add_patch(Circle(plus, 0.28, facecolor="white", edgecolor="#333333", linewidth=1.0, gid="sum"))
-    ax.text(*plus, "+", ha="center", va="center", fontsize=11)
-    ax.plot([8.45, 9.45, 9.45], [3.55, 3.55, 10.3], color="#333333", linewidth=1.0)
-    _arrow(ax, (9.45, 10.3), (5.9, 10.3))
+    _add(ax, 5.6, 10.3, gid="sum")
+    _elbow(ax, (8.45, 3.55), 9.45, (5.9, 10.3))
     ax.text(9.55, 8.6, r"$XW_1 + b_1$", rotation=90, fontsize=7.5, va="center")
     _arrow(ax, (5.6, 10.58), (5.6, 11.1))
-    _box(ax, Block(5.6, 11.55, r"ReLU, then $W_2$ ($4d \to d$), $+\,b_2$", "ffn", w=4.2, h=0.8))
+    _box(ax, 5.6, 11.55, r"ReLU, then $W_2$ ($4d \to d$), $+\,b_2$", "ffn", w=4.2, h=0.8)
     _arrow(ax, (5.6, 11.96), (5.6, 12.75))
     _add(ax, 5.6, 13.05)
-    ax.plot([cx, side, side], [1.2, 1.2, 13.05], color="#333333", linewidth=1.0)
-    _arrow(ax, (side, 13.05), (5.3, 13.05))
+    _elbow(ax, (cx, 1.2), side, (5.3, 13.05))
     ax.text(side - 0.35, 7.5, "the one residual", rotation=90, va="center", fontsize=8, color="#555555")
     _arrow(ax, (5.6, 13.33), (5.6, 14.0))
     ax.text(5.6, 14.25, r"output $Y$ ($t \times d$)", ha="center", fontsize=8.5)
@@ -196,11 +169,6 @@ def decoder_layers_figure(figsize: tuple[float, float] = (11.0, 8.5)) -> Figure:
     draw_can_layer(right)
     fig.tight_layout()
     return fig
-
-
-def count_blocks(ax: Axes, gid: str) -> int:
-    """How many drawn blocks of one kind a panel holds (for tests, and for a reader's own figures)."""
-    return sum(1 for p in ax.patches if p.get_gid() == gid)
 
 
 # ---------------------------------------------------------------------------
@@ -222,8 +190,7 @@ def _mass_bars(ax: Axes, prefix: list[float], source: list[float], limit: float)
     ax.set_xticks(range(int(limit) + 1))
     ax.tick_params(labelsize=10)
     ax.set_xlabel("row mass: prefix, source", fontsize=10)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    ax.spines[["top", "right"]].set_visible(False)
 
 
 def joint_softmax_figure(two: Any, one: Any, prefix: int) -> Figure:
@@ -243,10 +210,9 @@ def joint_softmax_figure(two: Any, one: Any, prefix: int) -> Figure:
     for k, (values, title) in enumerate(zip(maps, titles)):
         ax, bars = axes[k]
         ax.imshow(values, cmap="Greys", vmin=0.0, vmax=1.0, aspect="equal")
-        for r in range(t):
-            for c in range(width):
-                shade = "white" if values[r, c] > 0.55 else "black"
-                ax.text(c, r, f"{values[r, c]:.2f}", ha="center", va="center", fontsize=9, color=shade)
+        for (r, c), value in np.ndenumerate(values):
+            shade = "white" if value > 0.55 else "black"
+            ax.text(c, r, f"{value:.2f}", ha="center", va="center", fontsize=9, color=shade)
         ax.axvline(prefix - 0.5, color="white", linewidth=3)
         ax.axvline(prefix - 0.5, color="#555555", linewidth=0.8)
         ax.set_xticks(range(width), keys, fontsize=10)
@@ -259,13 +225,13 @@ def joint_softmax_figure(two: Any, one: Any, prefix: int) -> Figure:
 
 
 def _matrix(ax: Axes, x: float, y: float, rows: float, cols: float, label: str, color: str, gid: str, **kw) -> None:
-    """A matrix drawn to scale (``rows`` high, ``cols`` wide, in data units), its name inside, its shape below."""
+    """A matrix drawn to scale (``rows`` high, ``cols`` wide, in data units), its name inside."""
     ax.add_patch(Rectangle((x, y - rows), cols, rows, facecolor=color, edgecolor="#333333", gid=gid, **kw))
     ax.text(x + cols / 2, y - rows / 2, label, ha="center", va="center", fontsize=10)
 
 
 def absorbed_values_figure() -> Figure:
-    """Eq. 12 to Eq. 13 as shapes, drawn to scale for d = 2 units: the attention mixes the d-wide values, and W1
+    """Eq. 12 to Eq. 13 as shapes, drawn to scale (d is one unit): the attention mixes the d-wide values, and W1
     (d x 4d) multiplies the result; by associativity W1 moves into the value maps, W~v = Wv W1 (d x 4d; canlib's
     output map Wo sits between them, dashed), so the attention mixes 4d-wide values and nothing waits after it."""
     import matplotlib.pyplot as plt
@@ -273,25 +239,24 @@ def absorbed_values_figure() -> Figure:
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 4.6))
     d, t, s = 1.0, 1.2, 1.6  # drawn sizes: the width d, the prefix and source lengths
     rows = t + s
-    for ax in (top, bottom):
+
+    def mixed(ax: Axes, width: float, tilde: str) -> float:
+        """A times [X W ; H W] stacked, the prefix rows above the source rows; returns where the values end."""
         ax.set_xlim(-0.2, 17.5)
         ax.set_ylim(-0.6, rows + 0.9)
         ax.set_aspect("equal")
         ax.axis("off")
-
-    def values(ax: Axes, x: float, width: float, tilde: str) -> float:
-        """[X W ; H W] stacked: the prefix rows above the source rows."""
-        _matrix(ax, x, rows, t, width, rf"$X{tilde}_{{v1}}$", PREFIX + "55", "values")
-        _matrix(ax, x, s, s, width, rf"$H{tilde}_{{v2}}$", SOURCE + "55", "values")
-        return x + width
+        _matrix(ax, 0, rows, t, rows, "$A$", "#dddddd", "attention")
+        ax.text(rows + 0.25, rows / 2, r"$\times$", fontsize=12, va="center")
+        _matrix(ax, rows + 0.8, rows, t, width, rf"$X{tilde}_{{v1}}$", PREFIX + "55", "values")
+        _matrix(ax, rows + 0.8, s, s, width, rf"$H{tilde}_{{v2}}$", SOURCE + "55", "values")
+        return rows + 0.8 + width
 
     # Eq. 12: A [X Wv1 ; H Wv2] W1 -- the product with W1 waits for the attention
     top.set_title(
         r"Eq. 12: $A\,[XW_{v1} ; HW_{v2}]\,W_1$: the attention mixes $d$-wide values, then $W_1$", fontsize=10
     )
-    _matrix(top, 0, rows, t, rows, "$A$", "#dddddd", "attention")
-    top.text(rows + 0.25, rows / 2, r"$\times$", fontsize=12, va="center")
-    end = values(top, rows + 0.8, d, "W")
+    end = mixed(top, d, "W")
     top.text(end + 0.25, rows / 2, r"$\times$", fontsize=12, va="center")
     _matrix(top, end + 0.8, rows / 2 + d / 2, d, 4 * d, "$W_1$", "#bcdcf0", "w1")
     top.text(end + 0.8 + 2 * d, rows / 2 - d / 2 - 0.45, r"$d \times 4d$", ha="center", fontsize=10)
@@ -302,9 +267,7 @@ def absorbed_values_figure() -> Figure:
         r"H\widetilde W_{v2}]$",
         fontsize=10,
     )
-    _matrix(bottom, 0, rows, t, rows, "$A$", "#dddddd", "attention")
-    bottom.text(rows + 0.25, rows / 2, r"$\times$", fontsize=12, va="center")
-    end = values(bottom, rows + 0.8, 4 * d, r"\widetilde W")
+    end = mixed(bottom, 4 * d, r"\widetilde W")
     bottom.text(end + 0.3, rows / 2, "where", fontsize=10, va="center")
     x = end + 1.4
     y = rows / 2 + d / 2
@@ -325,43 +288,36 @@ def ffn_entry_figure() -> Figure:
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(7.5, 4.6))
     for ax, title in ((left, "Eq. 12: W1 after the attention"), (right, "Eq. 13: the attention inside the ReLU")):
-        ax.set_xlim(0, 10)
-        ax.set_ylim(0, 11.4)
-        ax.set_aspect("equal")
-        ax.axis("off")
-        ax.set_title(title, fontsize=10)
+        _panel(ax, title, height=11.4)
+        ax.text(5, 0.3, r"$X$ ($t \times d$), $H$", ha="center", fontsize=9)
     # Eq. 12
-    left.text(5, 0.3, r"$X$ ($t \times d$), $H$", ha="center", fontsize=9)
     _arrow(left, (5, 0.7), (5, 1.4))
-    _box(left, Block(5, 1.9, r"$A\,[XW_{v1} ; HW_{v2}]$: $t \times d$", "attention", w=5.0, h=0.8))
+    _box(left, 5, 1.9, r"$A\,[XW_{v1} ; HW_{v2}]$: $t \times d$", "attention", w=5.0, h=0.8)
     _arrow(left, (5, 2.35), (5, 3.2))
-    _box(left, Block(5, 3.6, r"$X + \cdot$", "io", w=2.2, h=0.7))
+    _box(left, 5, 3.6, r"$X + \cdot$", "io", w=2.2, h=0.7)
     _arrow(left, (5, 3.95), (5, 4.8))
-    _box(left, Block(5, 5.3, r"$\cdot\, W_1 + b_1$: $t \times 4d$" + "\nwaits for the attention", "ffn", w=5.0, h=1.0))
-    _arrow(left, (5, 5.85), (5, 6.9))
-    _box(left, Block(5, 7.3, "ReLU", "ffn", w=2.2, h=0.7))
-    _arrow(left, (5, 7.65), (5, 8.5))
-    _box(left, Block(5, 8.9, r"$\cdot\, W_2 + b_2$", "ffn", w=2.6, h=0.7))
-    _arrow(left, (5, 9.25), (5, 10.0))
-    left.text(5, 10.3, r"$Y_f$ ($t \times d$)", ha="center", fontsize=9)
+    _box(left, 5, 5.3, r"$\cdot\, W_1 + b_1$: $t \times 4d$" + "\nwaits for the attention", "ffn", w=5.0, h=1.0)
+    _ffn_end(left, 5.85)
     # Eq. 13
-    right.text(5, 0.3, r"$X$ ($t \times d$), $H$", ha="center", fontsize=9)
     _arrow(right, (3.2, 0.7), (3.2, 1.4))
     _arrow(right, (7.6, 0.7), (7.6, 1.4))
     mixed = r"$A\,[X\widetilde W_{v1} ; H\widetilde W_{v2}]$" + "\n" + r"$t \times 4d$"
-    _box(right, Block(3.2, 1.9, mixed, "attention", w=4.6, h=1.0))
-    _box(right, Block(7.6, 1.9, r"$XW_1 + b_1$" + "\n" + r"$t \times 4d$", "product", w=2.6, h=1.0))
-    ax = right
-    ax.add_patch(Circle((5, 4.6), 0.3, facecolor="white", edgecolor="#333333", linewidth=1.0, gid="sum"))
-    ax.text(5, 4.6, "+", ha="center", va="center", fontsize=11)
+    _box(right, 3.2, 1.9, mixed, "attention", w=4.6, h=1.0)
+    _box(right, 7.6, 1.9, r"$XW_1 + b_1$" + "\n" + r"$t \times 4d$", "product", w=2.6, h=1.0)
+    _add(right, 5, 4.6, gid="sum", radius=0.3)
     _arrow(right, (3.2, 2.45), (4.75, 4.4))
     _arrow(right, (7.6, 2.45), (5.25, 4.4))
     right.text(4.75, 5.9, "side by side:\none product of X", ha="right", fontsize=9, color="#2a7a2a")
-    _arrow(right, (5, 4.9), (5, 6.9))
-    _box(right, Block(5, 7.3, "ReLU", "ffn", w=2.2, h=0.7))
-    _arrow(right, (5, 7.65), (5, 8.5))
-    _box(right, Block(5, 8.9, r"$\cdot\, W_2 + b_2$", "ffn", w=2.6, h=0.7))
-    _arrow(right, (5, 9.25), (5, 10.0))
-    right.text(5, 10.3, r"$Y_f$ ($t \times d$)", ha="center", fontsize=9)
+    _ffn_end(right, 4.9)
     fig.tight_layout()
     return fig
+
+
+def _ffn_end(ax: Axes, y: float) -> None:
+    """What follows in both forms: from ``y`` up through ReLU and W2 to the FFN's output."""
+    _arrow(ax, (5, y), (5, 6.9))
+    _box(ax, 5, 7.3, "ReLU", "ffn", w=2.2, h=0.7)
+    _arrow(ax, (5, 7.65), (5, 8.5))
+    _box(ax, 5, 8.9, r"$\cdot\, W_2 + b_2$", "ffn", w=2.6, h=0.7)
+    _arrow(ax, (5, 9.25), (5, 10.0))
+    ax.text(5, 10.3, r"$Y_f$ ($t \times d$)", ha="center", fontsize=9)

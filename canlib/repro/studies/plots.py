@@ -21,14 +21,10 @@ def _spread(ax, curve: dict[str, Any], color: str, label: str, **style) -> None:
     )
 
 
-def plot_seed_curves(curves: dict[str, dict[str, dict[str, Any]]], ax=None):
+def plot_seed_curves(curves: dict[str, dict[str, dict[str, Any]]], ax):
     """Train loss (line: mean over seeds, band: min to max) and validation loss (dots with bars: min to max) per
-    update. ``curves[label]`` holds ``"train"`` and ``"valid"``, each from
+    update, on ``ax``. ``curves[label]`` holds ``"train"`` and ``"valid"``, each from
     :func:`canlib.repro.studies.analyses.seed_curves`."""
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4))
     for i, (label, c) in enumerate(curves.items()):
         color, train, valid = f"C{i}", c["train"], c["valid"]
         seeds = train["seeds"]
@@ -135,17 +131,18 @@ def plot_error_buckets(
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), constrained_layout=True)
     systems = [k for k in rows["frequency"][0] if k not in ("bucket", "sentences", "delta", "shown")]
-    for col, (key, paper_key) in enumerate((("frequency", "word_freq_x1e5"), ("length", "length"))):
+    panels = (
+        ("frequency", "word_freq_x1e5", "subword frequency (quantiles)", "word frequency (x1e5)"),
+        ("length", "length", "length (words)", "translation length"),
+    )
+    for col, (key, paper_key, ours_by, paper_by) in enumerate(panels):
         ax = axes[0, col]
         shown = [r for r in rows[key] if r["shown"]]
         hidden = [r for r in rows[key] if not r["shown"]]
         ticks = [f"{r['bucket']}\n(n={r['sentences']})" for r in shown]
         for system, label in zip(systems, labels):
             ax.plot(ticks, [r[system] for r in shown], "o-", label=label)
-        ax.set_title(
-            f"{title}: by source {'subword frequency (quantiles)' if key == 'frequency' else 'length (words)'}",
-            fontsize=10,
-        )
+        ax.set_title(f"{title}: by source {ours_by}", fontsize=10)
         ax.set_ylabel("tokenized BLEU")
         if hidden:
             ax.set_xlabel(
@@ -157,49 +154,43 @@ def plot_error_buckets(
         series = paper[paper_key]
         for label in ("Balanced", "CAN"):
             ax.plot(series["x"], series[label], "s--", label=label)
-        ax.set_title(
-            "paper (Fig. 6, WMT14 En-De): by "
-            + ("word frequency (x1e5)" if key == "frequency" else "translation length"),
-            fontsize=10,
-        )
+        ax.set_title(f"paper (Fig. 6, WMT14 En-De): by {paper_by}", fontsize=10)
         ax.set_ylabel("BLEU")
         ax.legend()
     return fig
 
 
-STEP_PARTS = (
-    ("embedding", "embedding", "#8c8c8c"),
-    ("decoder", "decoder layer", None),
-    ("output", "output projection", "#6a3d9a"),
-    ("search", "search bookkeeping", "#b15928"),
-)
 LAYER_COLOURS = ("#1f78b4", "#a6cee3")  # alternating, so that each decoder layer reads as one block
+PART_COLOURS = {
+    "embedding": "#8c8c8c",
+    "decoder layers": LAYER_COLOURS[0],
+    "output projection": "#6a3d9a",
+    "search": "#b15928",
+}
 
 
-def plot_step_kernels(ops: dict[str, Any], systems: dict[str, str], ax=None, note: str = ""):
+def plot_step_kernels(ops: dict[str, Any], systems: dict[str, str]):
     """One beam-search step as the kernels it launches, one box per kernel, part after part (embedding, each decoder
     layer, the output projection, the search's bookkeeping), one row per system, the first on top. ``ops`` is a
-    stored operator count (:meth:`canlib.repro.studies.store.Store.ops`), which counts kernels per part, not
-    their
+    stored operator count (:meth:`canlib.repro.studies.store.Store.ops`), which counts kernels per part, not their
     order within a part or their duration: the boxes are counted launches of equal width, not a timeline."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch, Rectangle
 
-    if ax is None:
-        _, ax = plt.subplots(figsize=(11, 1.1 + 0.9 * len(systems)), constrained_layout=True)
+    _, ax = plt.subplots(figsize=(11, 1.1 + 0.9 * len(systems)), constrained_layout=True)
     width = 0
     for row, (system, label) in enumerate(systems.items()):
         c = ops["systems"][system]["cuda"]
         y, x = -row, 0
         embedding, per_layer = c["embedding"]["kernel_operators"], c["per_layer"]["kernel_operators"]
-        blocks = [("embedding", embedding, STEP_PARTS[0][2])]
+        blocks = [("embedding", embedding, PART_COLOURS["embedding"])]
         blocks += [(f"layer {i + 1}", per_layer, LAYER_COLOURS[i % 2]) for i in range(c["decoder_layers"])]
         rest = c["decoder"]["kernel_operators"] - embedding - per_layer * c["decoder_layers"]  # the decoder's own
         if rest:
-            blocks.append(("decoder, other", rest, STEP_PARTS[0][2]))
+            blocks.append(("decoder, other", rest, PART_COLOURS["embedding"]))
         blocks += [
-            ("output", c["output"]["kernel_operators"], STEP_PARTS[2][2]),
-            ("search", c["search"]["kernel_operators"], STEP_PARTS[3][2]),
+            ("output", c["output"]["kernel_operators"], PART_COLOURS["output projection"]),
+            ("search", c["search"]["kernel_operators"], PART_COLOURS["search"]),
         ]
         for name, count, colour in blocks:
             for k in range(round(count)):
@@ -213,17 +204,9 @@ def plot_step_kernels(ops: dict[str, Any], systems: dict[str, str], ax=None, not
     ax.set_ylim(-len(systems) + 0.35, 0.55)
     ax.set_yticks([])
     ax.set_xlabel("kernels launched one after another in one decoding step (counted, equal widths: not durations)")
-    for side in ("top", "right", "left"):
-        ax.spines[side].set_visible(False)
-    handles = [
-        Patch(color=STEP_PARTS[0][2], label="embedding"),
-        Patch(color=LAYER_COLOURS[0], label="decoder layers"),
-        Patch(color=STEP_PARTS[2][2], label="output projection"),
-        Patch(color=STEP_PARTS[3][2], label="search"),
-    ]
+    ax.spines[["top", "right", "left"]].set_visible(False)
+    handles = [Patch(color=colour, label=part) for part, colour in PART_COLOURS.items()]
     ax.legend(handles=handles, ncol=4, fontsize=8, loc="lower right", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    if note:
-        ax.set_title(note, fontsize=9, loc="left", pad=18)
     return ax
 
 
@@ -242,27 +225,16 @@ def paper_value(claim: Any) -> float | None:
     return float(match.group(1)) if match else None
 
 
-def claim_points(j: Any, budgets: Sequence[int] | None = None) -> list[dict[str, Any]]:
-    """The points :func:`plot_claim` draws, one per judged budget and evaluation set, read from the registry's
-    judgement (its ``sets`` rows, and those of the budgets beside it): budget, split, set name, the contrast, the seed
-    interval and the bootstrap (test-set) interval."""
-    shown = [x for x in (j, *j.beside) if x.sets and (budgets is None or x.budget in budgets)]
-    shown.sort(key=lambda x: x.budget or 0)
-    points = []
-    for x in shown:
-        for row in sorted(x.sets, key=lambda r: SPLIT_ORDER.index(r["split"])):
-            points.append(
-                {
-                    "budget": x.budget,
-                    "split": row["split"],
-                    "set": row["set"],
-                    "value": row["value"],
-                    "seed_interval": row["seed_interval"],
-                    "test_set_interval": row["test_set_interval"],
-                    "verdict": row["verdict"],
-                }
-            )
-    return points
+def claim_points(j: Any) -> list[dict[str, Any]]:
+    """The points :func:`plot_claim` draws, one per judged budget and evaluation set: the registry's ``sets`` rows
+    (split, set name, the contrast, the seed and bootstrap intervals, the set's verdict) of the judgement and of the
+    budgets beside it, each with its budget."""
+    shown = sorted((x for x in (j, *j.beside) if x.sets), key=lambda x: x.budget or 0)
+    return [
+        {"budget": x.budget, **row}
+        for x in shown
+        for row in sorted(x.sets, key=lambda r: SPLIT_ORDER.index(r["split"]))
+    ]
 
 
 def _interval_keys() -> dict[str, Any]:
@@ -275,26 +247,14 @@ def _interval_keys() -> dict[str, Any]:
     }
 
 
-def plot_claim(
-    j: Any,
-    ax=None,
-    *,
-    paper: float | None = None,
-    budgets: Sequence[int] | None = None,
-    title: str | None = None,
-    legend: bool = True,
-):
+def plot_claim(j: Any, ax, *, paper: float | None = None, legend: bool = True):
     """One BLEU claim of the registry as a picture: its contrast on each evaluation set (a point per budget, 1x
     circles, 2x squares), the seed interval as a thick bar, sacreBLEU's paired bootstrap as a thin capped bar beside
     it, the claim's threshold dashed and the paper's value dotted (``paper``; default :func:`paper_value`). ``j`` is a
     :class:`~canlib.repro.studies.evidence.Judged` of a BLEU contrast; nothing is recomputed here."""
     import textwrap
 
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 3.4), constrained_layout=True)
-    points = claim_points(j, budgets)
+    points = claim_points(j)
     if not points:
         raise ValueError(f"{j.claim.id}: no judged evaluation set to draw ({j.word})")
     splits = [s for s in SPLIT_ORDER if any(p["split"] == s for p in points)]
@@ -334,7 +294,7 @@ def plot_claim(
     ax.set_xticks(range(len(splits)), [names[s].replace("test2017 ", "test2017\n") for s in splits])
     ax.set_xlim(-0.6, len(splits) - 0.4)
     ax.set_ylabel("Δ tokenized BLEU")
-    ax.set_title("\n".join(textwrap.wrap(title or j.claim.name, 44)), fontsize=9)
+    ax.set_title("\n".join(textwrap.wrap(j.claim.name, 44)), fontsize=9)
     if legend:  # below the axes, where it covers no point
         handles, labels = ax.get_legend_handles_labels()
         keys = dict(zip(labels, handles)) | _interval_keys()
@@ -346,13 +306,7 @@ def plot_claim(
     return ax
 
 
-def plot_claims(
-    claims: Sequence[Any],
-    *,
-    papers: dict[str, float] | None = None,
-    ncols: int = 2,
-    budgets: dict[str, Sequence[int]] | None = None,
-):
+def plot_claims(claims: Sequence[Any], *, papers: dict[str, float] | None = None, ncols: int = 2):
     """Several claims of one page, one panel each (:func:`plot_claim`), on a grid of ``ncols`` columns."""
     import matplotlib.pyplot as plt
 
@@ -361,7 +315,7 @@ def plot_claims(
     fig, axes = plt.subplots(nrows, cols, figsize=(3.9 * cols, 3.0 * nrows + 0.5), layout="constrained", squeeze=False)
     labels: dict[str, Any] = {}
     for ax, j in zip(axes.flat, claims):
-        plot_claim(j, ax, paper=(papers or {}).get(j.claim.id), budgets=(budgets or {}).get(j.claim.id), legend=False)
+        plot_claim(j, ax, paper=(papers or {}).get(j.claim.id), legend=False)
         handles, names = ax.get_legend_handles_labels()
         labels |= {name: handle for handle, name in zip(handles, names) if not name.startswith("paper")}
     for ax in list(axes.flat)[len(claims) :]:
@@ -373,9 +327,7 @@ def plot_claims(
     return fig
 
 
-def claim_table(
-    claims: Sequence[Any], *, budgets: dict[str, Sequence[int]] | None = None, names: dict[str, str] | None = None
-):
+def claim_table(claims: Sequence[Any]):
     """The numbers of :func:`plot_claims` as one compact table (:func:`reading_table`): a row per claim, budget and
     evaluation set, with the contrast, half its 95 % seed interval (Student's t), the bootstrap interval and that
     set's verdict; the claim's name is given on its first row only."""
@@ -383,13 +335,11 @@ def claim_table(
 
     rows = []
     for j in claims:
-        first = True
-        for p in claim_points(j, (budgets or {}).get(j.claim.id)):
-            seed = p["seed_interval"]
-            boot = p["test_set_interval"]
+        for k, p in enumerate(claim_points(j)):
+            seed, boot = p["seed_interval"], p["test_set_interval"]
             rows.append(
                 {
-                    "claim": ((names or {}).get(j.claim.id, j.claim.name) if first else ""),
+                    "claim": "" if k else j.claim.name,
                     **({"budget": f"{p['budget']}x"} if p["budget"] else {}),
                     "set": p["set"],
                     "Δ": f"{p['value']:+.2f}",
@@ -398,7 +348,6 @@ def claim_table(
                     "this set": p["verdict"],
                 }
             )
-            first = False
     frame = pd.DataFrame(rows)
     if "budget" in frame:  # a claim judged at one budget only shares the table with one judged at several
         frame["budget"] = frame["budget"].fillna("—")

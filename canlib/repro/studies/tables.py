@@ -51,23 +51,21 @@ def reading_table(
     styler = styler.format_index(escape="html", axis=1)
     if formats is not None:
         styler = styler.format(formats, precision=precision, thousands=",", escape=esc)
-    styles = {}
-    for column in frame.columns:
+    rules = []
+    for i, column in enumerate(frame.columns):  # the cells keep their lines; a header may wrap between its words
         values = frame[column].dropna()
         cells = [str(v) for v in values if str(v).strip()]
         if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
-            styles[column] = NUMBER_STYLE
+            style = NUMBER_STYLE
         elif any(reads_as_number(v) for v in cells) and all(reads_as_number(v) or len(v.split()) <= 2 for v in cells):
-            styles[column] = NUMBER_STYLE  # numbers, with a word or two where a number is missing ("too few")
+            style = NUMBER_STYLE  # numbers, with a word or two where a number is missing ("too few")
         elif cells and all(len(v.split()) == 1 for v in cells):
-            styles[column] = WORD_STYLE
+            style = WORD_STYLE
         else:
-            styles[column] = TEXT_STYLE
-    rules = []
-    for i, column in enumerate(frame.columns):  # the cells keep their lines; a header may wrap between its words
-        align = "right" if styles[column] == NUMBER_STYLE else "left"
+            style = TEXT_STYLE
+        align = "right" if style == NUMBER_STYLE else "left"
         rules += [
-            {"selector": f"td.col{i}", "props": styles[column]},
+            {"selector": f"td.col{i}", "props": style},
             {"selector": f"th.col{i}", "props": f"text-align: {align}; vertical-align: bottom;"},
         ]
     styler = styler.set_table_styles(rules, overwrite=False)
@@ -92,7 +90,6 @@ def bleu_table(
     *,
     against: str = "balanced",
     split: str = "test",
-    corpus: str | None = None,
     labels: dict[str, str] | None = None,
 ):
     """One row per system: seeds, tokenized BLEU (mean ± sd), sacreBLEU (mean), the difference to
@@ -100,13 +97,11 @@ def bleu_table(
     import pandas as pd
 
     labels = labels or LABELS
-    tok = store.scores(systems, split, "tok_bleu", corpus)
-    sacre = store.scores(systems, split, "bleu", corpus)
+    tok = store.scores(systems, split, "tok_bleu")
+    sacre = store.scores(systems, split, "bleu")
     name = split_name(split)
     rows = []
-    for s in systems:
-        if s not in tok:
-            continue
+    for s in tok:  # the systems with stored runs, in the order asked
         row = {
             "system": labels.get(s, s),
             "seeds": len(tok[s]),
@@ -123,13 +118,13 @@ def bleu_table(
     return pd.DataFrame(rows).set_index("system").round(2)
 
 
-def splits_table(store: Store, systems: Sequence[str], splits: Sequence[str], *, corpus: str | None = None):
-    """Tokenized BLEU (mean ± sd over seeds) of each system on each of ``splits``, and CAN's rank."""
+def splits_table(store: Store, systems: Sequence[str], splits: Sequence[str]):
+    """Tokenized BLEU (mean ± sd over seeds) of each system on each of ``splits``."""
     import pandas as pd
 
     columns = {}
     for split in splits:
-        tok = store.scores(systems, split, "tok_bleu", corpus)
+        tok = store.scores(systems, split, "tok_bleu")
         columns[split_name(split)] = {LABELS.get(s, s): seed_cell(v) for s, v in tok.items()}
     frame = pd.DataFrame(columns)
     frame.index.name = "system"
@@ -161,13 +156,9 @@ def bleu_figure(
     left.legend(fontsize=8)
     others = [s for s in shown if s != against]
     xo = np.arange(len(others))
-    ours, err = [], [[], []]
-    for s in others:
-        a, b = tok[s], tok[against]
-        ours.append(statistics.fmean(a) - statistics.fmean(b))
-        ci = difference_interval(a, b) or (ours[-1], ours[-1])
-        err[0].append(ours[-1] - ci[0])
-        err[1].append(ci[1] - ours[-1])
+    ours = [statistics.fmean(tok[s]) - statistics.fmean(tok[against]) for s in others]
+    cis = [difference_interval(tok[s], tok[against]) or (d, d) for s, d in zip(others, ours)]
+    err = [[d - low for d, (low, _) in zip(ours, cis)], [high - d for d, (_, high) in zip(ours, cis)]]
     right.bar(xo - 0.2, ours, 0.4, yerr=err, capsize=4, color="tab:blue", label="ours (95 % seed interval)")
     right.bar(
         xo + 0.2,
