@@ -5,13 +5,13 @@ Speed depends on shapes, not on what the weights learned, so every study times t
 weights and a forced output length.
 
 **The CPU tables.** The results, depths, ablation and speed chapters show one CPU measurement: all nine systems timed
-in one interleaved run (:func:`cpu_table`), and canlib against CTranslate2 on the same weights
-(:func:`cpu_reference`). Both are stored in ``book/results/cpu/`` by :data:`STORE_COMMAND` with their provenance: the
-machine, the commit, the settings, the repeats, the spread of the repeats, the machine's load average before the run
-and the CPU time other processes took while it ran. A book built on a busy laptop shows the same tables as one built
-on an idle machine. ``CANLIB_LIVE_CPU_SPEED=1`` (or ``live=True``) measures on this machine instead, once per code
-version (cached); every table, stored or live, is judged by :func:`noise` first, and a noisy run is shown as noisy,
-without ratios.
+in one interleaved run, and canlib against CTranslate2 on the same weights (both read by
+:mod:`canlib.repro.studies.cpu_speed`). Both are stored in ``book/results/cpu/`` by :data:`STORE_COMMAND` with their
+provenance: the machine, the commit, the settings, the repeats, the spread of the repeats, the machine's load average
+before the run and the CPU time other processes took while it ran. A book built on a busy laptop shows the same tables
+as one built on an idle machine. ``CANLIB_LIVE_CPU_SPEED=1`` (or ``live=True``) measures on this machine instead, once
+per code version (cached); every table, stored or live, is judged by its noise first, and a noisy run is shown as
+noisy, without ratios.
 
 CPU rows are labelled as such: on a CPU at batch 1 decoding is bound by memory bandwidth, not the paper's regime
 (fp16 on a GPU, bound by kernel launches); the stored GPU measurements are read by
