@@ -158,20 +158,26 @@ def test_attention_values_are_the_stored_gates_share_near_zero_and_one():
     hist = study["alpha_histogram"]
     edges = hist["edges"]
     v = attention.values(small())
+    table = attention.gate_table(small()).data.set_index("layer")
     shares = []
     for row, counts in zip(study["alpha_summary"], hist["counts"]):
         near_ends = sum(c for lo, hi, c in zip(edges, edges[1:], counts) if hi <= 0.1 + 1e-9 or lo >= 0.9 - 1e-9)
         shares.append(near_ends / sum(counts))
-        layer = row["layer"]
-        assert v[f"layer{layer}_extreme_share"] == pytest.approx(shares[-1], abs=1e-12)
-        assert v[f"layer{layer}_p10"] == row["p10"] and v[f"layer{layer}_mean"] == row["mean"]
+        layer = table.loc[row["layer"]]
+        assert layer["alpha below 0.1 or above 0.9"] == pytest.approx(shares[-1], abs=1e-12)
+        assert layer["mean alpha"] == row["mean"]
+    assert (v["mean_min"], v["mean_max"]) == (
+        min(r["mean"] for r in study["alpha_summary"]),
+        max(r["mean"] for r in study["alpha_summary"]),
+    )
     assert verdict("gate-decisive") == over([x > 0.5 for x in shares])
     pos = study["alpha_by_position"]
     keep = [c >= 30 for c in pos["count"]]
     assert v["positions"] == sum(keep) and v["uniform_first"] == pos["uniform"][0]
-    for i, row in enumerate(pos["alpha"], 1):
-        assert v[f"layer{i}_above_uniform"] == sum(k and a > u for k, a, u in zip(keep, row, pos["uniform"]))
-        assert v[f"layer{i}_first"] == row[0]
+    first, second = pos["alpha"]  # the two CAN layers, named in order
+    above = [sum(k and a > u for k, a, u in zip(keep, row, pos["uniform"])) for row in (first, second)]
+    assert v["above_words"] == f"{above[0]} and {above[1]} (the first, then the second layer)"
+    assert v["first_words"] == f"{first[0]:.3f} and {second[0]:.3f} (the first, then the second layer)"
 
 
 def test_the_attention_prose_names_two_can_layers_because_every_scale_has_two():
