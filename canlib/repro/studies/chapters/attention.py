@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from canlib.repro.studies.analyses import attention_study, gate_shares
+from canlib.repro.studies.chapters.prose import ORDINALS, names
 from canlib.repro.studies.claims import NEAR, marks
 from canlib.repro.studies.store import Store
 from canlib.repro.studies.tables import reading_table
@@ -42,13 +43,10 @@ def values(store: Store) -> dict[str, Any]:
 def in_order(items) -> str:
     """Per-layer values in the layers' order, in words: "0.732 and 0.035 (the first layer, then the second)"."""
     items = list(items)
-    ordinals = ("first", "second", "third", "fourth", "fifth", "sixth")
     if len(items) == 1:
         return items[0]
-    named = ", then the ".join(ordinals[: len(items)]) if len(items) <= len(ordinals) else "in order"
-    return (
-        f"{', '.join(items[:-1])} and {items[-1]} ({'in order' if named == 'in order' else 'the ' + named + ' layer'})"
-    )
+    which = "in order" if len(items) > len(ORDINALS) else "the " + ", then the ".join(ORDINALS[: len(items)]) + " layer"
+    return f"{names(items)} ({which})"
 
 
 def gate_table(store: Store):
