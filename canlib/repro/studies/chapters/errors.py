@@ -42,9 +42,7 @@ def values(store: Store) -> dict[str, Any]:
         worst = min(rs, key=lambda r: r["delta"])
         out |= {f"worst_{key}": worst["bucket"], f"worst_{key}_gap": worst["delta"]}
         last = "most frequent" if key == "frequency" else "longest"
-        out[f"worst_{key}_where"] = (
-            f"in the {last} bucket scored" if worst is rs[-1] else f"not in the {last} bucket scored"
-        )
+        out[f"worst_{key}_where"] = f"{'in' if worst is rs[-1] else 'not in'} the {last} bucket scored"
     behind, ahead = out["buckets_behind"], sum(d > 0 for d in deltas)
     out["behind_words"] = "in every one" if behind == len(deltas) else f"in {behind}, and ahead in {ahead},"
     figure = paper.paper_numbers()["fig6_error_en-de"]

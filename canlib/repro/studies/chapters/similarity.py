@@ -64,12 +64,9 @@ def values(store: Store) -> dict[str, Any]:
     measured, _ = similarity(store)
     paper = paper_numbers()["fig2_similarity"]
     ours = {k: diagonal(measured["residual"][k]) for k in KEYS}
-    normed = {k: diagonal(measured["normalized"][k]) for k in KEYS}
     theirs = {k: diagonal(paper[k]) for k in KEYS}
-    diff = {
-        "ours": ours["self_vs_cross"] - ours["cross_vs_ffn"],
-        "paper": theirs["self_vs_cross"] - theirs["cross_vs_ffn"],
-    }
+    matrices = {"ours": ours, "paper": theirs, "normed": {k: diagonal(measured["normalized"][k]) for k in KEYS}}
+    diff = {name: m["self_vs_cross"] - m["cross_vs_ffn"] for name, m in matrices.items()}  # left minus right
     return {
         "ours_diag_min": float(ours["self_vs_cross"].min()),
         "ours_diag_max": float(ours["self_vs_cross"].max()),
@@ -77,7 +74,7 @@ def values(store: Store) -> dict[str, Any]:
         "paper_diag_max": float(theirs["self_vs_cross"].max()),
         "ours_gap": float(diff["ours"].mean()),
         "paper_gap": float(diff["paper"].mean()),
-        "normalized_gap": float((normed["self_vs_cross"] - normed["cross_vs_ffn"]).mean()),
+        "normalized_gap": float(diff["normed"].mean()),
         "higher_words": at_layers(ours["self_vs_cross"] > theirs["self_vs_cross"]),
         "paper_left_words": at_layers(diff["paper"] > 0),
         "ours_left_words": at_layers(diff["ours"] > 0),
