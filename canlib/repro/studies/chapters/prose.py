@@ -67,8 +67,6 @@ def lead_sentence(j: Judged) -> str:
     """Which body of evidence a claim's verdict reads and why (the registry's rule: a body that meets its standard
     first, then the most seeds of its weakest system, then the longest budget), from the bodies' own numbers; empty
     for a claim with one body."""
-    if not j.beside:
-        return ""
     others = [b for b in j.beside if b.budget is not None]
     if not others or j.budget is None:
         return ""
