@@ -179,7 +179,6 @@ def training_recipes(scales: tuple[str, ...] = ("tiny", "small", "full")) -> lis
                 "precision": training_precision(scale),
                 "stops after": stop,
                 "weights averaged": averaged,
-                # the full recipe's label smoothing is fairseq's default, which the paper does not state
                 "label smoothing": f"{t.get('label_smoothing', 0.1):g}"
                 + (" (fairseq's default; not stated in the paper)" if scale == "full" else ""),
             }

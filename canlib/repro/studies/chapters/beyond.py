@@ -35,7 +35,7 @@ READING = {
 KEYS = {"budget": ("2x", "budget", "gain_2x"), "distill": ("kd", "kd", "kd_gain"), "can-6-6": ("66", "can66", "")}
 
 
-def plan_values(store: Store) -> dict[str, Any]:
+def plan_values() -> dict[str, Any]:
     """What the studies train (true at every scale): models, seeds, updates and the commands."""
     models = {n: len(study_models(n)) for n in STUDIES}
     return {
@@ -65,7 +65,7 @@ def values(store: Store) -> dict[str, Any]:
     """Everything the beyond chapter's prose quotes: the plan and the paper's numbers always, the studies' results
     (numbers from the registry's judgements, verdicts as its marked words) where their models are stored at a
     judged scale."""
-    v = plan_values(store) | paper_values() | {"margin": ON_PAR}
+    v = plan_values() | paper_values() | {"margin": ON_PAR}
     if not store.judged:
         return v | conversion_values(store)
     shown = beyond.shown(store)
