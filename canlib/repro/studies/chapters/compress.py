@@ -49,16 +49,12 @@ def layer_table(result: dict[str, Any], paper_fig2: list[list[float]]):
         "alpha: mean": "alpha_mean",
         "alpha: sd": "alpha_std",
     }
+    layers = result["layers"]
+    per_layer = {name: [layer[key] for layer in layers] for name, key in measures.items()}
+    per_layer["the paper's Fig. 2 diagonal (its layers)"] = [paper_fig2[i][i] for i in range(len(layers))]
     rows = [
-        {"measure": name, **{f"layer {i}": _sig(layer[key], 3) for i, layer in enumerate(result["layers"], 1)}}
-        for name, key in measures.items()
+        {"measure": name, **{f"layer {i}": _sig(x, 3) for i, x in enumerate(xs, 1)}} for name, xs in per_layer.items()
     ]
-    rows.append(
-        {
-            "measure": "the paper's Fig. 2 diagonal (its layers)",
-            **{f"layer {i}": _sig(paper_fig2[i - 1][i - 1], 3) for i in range(1, len(result["layers"]) + 1)},
-        }
-    )
     return reading_table(pd.DataFrame(rows))
 
 
@@ -84,10 +80,8 @@ def conversion_table(result: dict[str, Any]):
     CAN, beside a uniform guess."""
     import pandas as pd
 
-    rows = [{"model": name, "validation NLL (nats per token)": nll} for name, nll in result["conversion"].items()]
-    rows.append(
-        {"model": "a uniform guess over the vocabulary", "validation NLL (nats per token)": result["uniform_nll"]}
-    )
+    nll = {**result["conversion"], "a uniform guess over the vocabulary": result["uniform_nll"]}
+    rows = [{"model": name, "validation NLL (nats per token)": value} for name, value in nll.items()]
     return reading_table(pd.DataFrame(rows), formats={"validation NLL (nats per token)": "{:.2f}"})
 
 
