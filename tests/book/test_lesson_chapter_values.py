@@ -117,10 +117,9 @@ def test_similarity_values_are_the_stored_diagonals_and_the_gap_the_papers_argum
     assert v["paper_gap"] == pytest.approx(statistics.mean(a - b for a, b in zip(p_left, p_right)), abs=1e-12)
     assert f"{v['paper_gap']:+.3f}" == "+0.036"  # the paper's own diagonals (its Fig. 2)
     assert (v["ours_diag_min"], v["ours_diag_max"]) == (min(left), max(left))
-    assert v["ours_diag_mean"] == pytest.approx(statistics.mean(left), abs=1e-12)
-    assert v["layers_ours_higher"] == sum(a > b for a, b in zip(left, p_left))
-    assert v["ours_left_higher"] == sum(a > b for a, b in zip(left, right))
-    assert (v["paper_layer1_left"], v["paper_layer1_right"]) == (0.8025, 0.8592)  # right above left at layer 1
+    assert v["higher_words"] == similarity.at_layers(np.array(left) > np.array(p_left))
+    assert v["ours_left_words"] == similarity.at_layers(np.array(left) > np.array(right))
+    assert (p_left[0], p_right[0]) == (0.8025, 0.8592)  # the paper's right above its left at layer 1
     # "alike": above the paper's text's 0.9 in every decoder layer of the Baseline and of Balanced
     balanced = diagonal(raw(SMALL / "similarity-balanced.json")["result"]["residual"]["self_vs_cross"])
     assert v["alike_threshold"] == 0.9 and verdict("inputs-alike") == over([x > 0.9 for x in left + balanced])
@@ -158,20 +157,26 @@ def test_attention_values_are_the_stored_gates_share_near_zero_and_one():
     hist = study["alpha_histogram"]
     edges = hist["edges"]
     v = attention.values(small())
+    table = attention.gate_table(small()).data.set_index("layer")
     shares = []
     for row, counts in zip(study["alpha_summary"], hist["counts"]):
         near_ends = sum(c for lo, hi, c in zip(edges, edges[1:], counts) if hi <= 0.1 + 1e-9 or lo >= 0.9 - 1e-9)
         shares.append(near_ends / sum(counts))
-        layer = row["layer"]
-        assert v[f"layer{layer}_extreme_share"] == pytest.approx(shares[-1], abs=1e-12)
-        assert v[f"layer{layer}_p10"] == row["p10"] and v[f"layer{layer}_mean"] == row["mean"]
+        layer = table.loc[row["layer"]]
+        assert layer["alpha below 0.1 or above 0.9"] == pytest.approx(shares[-1], abs=1e-12)
+        assert layer["mean alpha"] == row["mean"]
+    assert (v["mean_min"], v["mean_max"]) == (
+        min(r["mean"] for r in study["alpha_summary"]),
+        max(r["mean"] for r in study["alpha_summary"]),
+    )
     assert verdict("gate-decisive") == over([x > 0.5 for x in shares])
     pos = study["alpha_by_position"]
     keep = [c >= 30 for c in pos["count"]]
     assert v["positions"] == sum(keep) and v["uniform_first"] == pos["uniform"][0]
-    for i, row in enumerate(pos["alpha"], 1):
-        assert v[f"layer{i}_above_uniform"] == sum(k and a > u for k, a, u in zip(keep, row, pos["uniform"]))
-        assert v[f"layer{i}_first"] == row[0]
+    first, second = pos["alpha"]  # the two CAN layers, named in order
+    above = [sum(k and a > u for k, a, u in zip(keep, row, pos["uniform"])) for row in (first, second)]
+    assert v["above_words"] == f"{above[0]} and {above[1]} (the first, then the second layer)"
+    assert v["first_words"] == f"{first[0]:.3f} and {second[0]:.3f} (the first, then the second layer)"
 
 
 def test_the_attention_prose_names_two_can_layers_because_every_scale_has_two():

@@ -10,6 +10,7 @@ import pytest
 from canlib.repro.results.files import provenance, save_result
 from canlib.repro.results.layout import model_name, stored_path
 from canlib.repro.studies import beyond, claims
+from canlib.repro.studies.analyses import seed_curves
 from canlib.repro.studies.claims import judged
 from canlib.repro.studies.store import Store
 
@@ -81,10 +82,8 @@ def test_the_contrasts_are_the_stored_means(tmp_path):
         change
     )  # valid is test + 1 for every run
     assert found["kd-narrows-gap"].word == "holds"  # +1.5 with a spread of hundredths, on both sets
-    table = beyond.contrast_table(
-        [(found["kd-can-within-0.5"], None, "distilled"), (found["kd-narrows-gap"], None, "change")]
-    )
-    assert list(table.index) == ["valid", "test2016"] and table.loc["test2016", "change"].startswith(f"{change:+.2f} ±")
+    sets = found["kd-narrows-gap"].judgement.sets
+    assert [on.split for on in sets] == ["valid", "test"] and sets[1].value == pytest.approx(change)
     assert found["can-6-6-hurts-less"].word == "not run" and "--studies can-6-6" in found["can-6-6-hurts-less"].command
 
 
@@ -106,11 +105,10 @@ def test_the_claims_of_the_studies_flip_with_the_evidence(tmp_path):
     assert a["can-6-6-hurts-less"].claim.chapter == "beyond"
 
 
-def test_the_budget_figure_draws_the_x2_curves(tmp_path):
+def test_the_x2_learning_curves_are_the_seed_means_of_the_stored_logs(tmp_path):
     fake_main(tmp_path)
     for system, values in (("balanced", [35.0, 35.2]), ("can", [34.0, 34.2])):
         fake_study(tmp_path, "budget", system, "x2", values)
-    c = beyond.curves(Store("small", tmp_path), 2)
-    assert c["can"]["step"] == [400, 800] and c["can"]["valid_bleu"] == pytest.approx([30.4, 30.8])
-    fig = beyond.budget_figure(Store("small", tmp_path), 2, averaged=(400,))
-    assert len(fig.axes) == 3 and len(fig.axes[0].lines) == 3  # two systems and the averaged checkpoint
+    small = Store("small", tmp_path)
+    curve = seed_curves([small.log(f) for f in small.budget_runs("can", 2).files], "valid_bleu")
+    assert list(curve["step"]) == [400, 800] and list(curve["mean"]) == pytest.approx([30.4, 30.8])

@@ -118,7 +118,7 @@ hyps = store.hypotheses("can", "test", 1)
 scale = default_scale(["balanced", "can"]), default_scale(analyses=["errors"])
 studies = [analyses.similarity(store), analyses.error_buckets(store), analyses.attention_study(store)]
 sums = [name for name, shown in beyond.shown(store).items() if shown]  # (BLEU verdicts also read references)
-curves = beyond.curves(store, 2)
+x2 = [store.log(f) for s in ("balanced", "can") for f in store.budget_runs(s, 2).files]
 gpu = [store.gpu_speed(mode, run) for run in store.gpu_runs_with("speed") for mode in ("eager", "captured")]
 speed = [claims.judged(store)[c].word for c in ("can-faster", "inputs-alike", "gate-decisive", "loss-still-falling")]
 print(json.dumps({{"loaded": loaded, "systems": len(scores), "sums": len(sums), "hyps": len(hyps),

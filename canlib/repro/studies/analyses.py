@@ -86,19 +86,13 @@ def models_provenance(store: Store, systems: tuple[str, ...], study_prov: dict[s
     )
 
 
-def bucket_rows(
-    buckets: dict[str, Any],
-    key: str,
-    systems: tuple[str, str] = ("balanced", "can"),
-    min_sentences: int = MIN_BUCKET_SENTENCES,
-) -> list[dict[str, Any]]:
-    """One row per bucket of the error study (``key``: "frequency" or "length"): its label, sentences, each
-    system's BLEU, the second minus the first, and ``shown``: False for a bucket under ``min_sentences``
-    sentences, whose BLEU (NaN when empty) a chapter must not present as a result."""
-    first, second = systems
-    a, b = buckets[first][key], buckets[second][key]
+def bucket_rows(buckets: dict[str, Any], key: str, min_sentences: int = MIN_BUCKET_SENTENCES) -> list[dict[str, Any]]:
+    """One row per bucket of the error study (``key``: "frequency" or "length"): its label, sentences, Balanced's
+    and CAN's BLEU, CAN minus Balanced, and ``shown``: False for a bucket under ``min_sentences`` sentences, whose
+    BLEU (NaN when empty) a chapter must not present as a result."""
+    a, b = buckets["balanced"][key], buckets["can"][key]
     if a["labels"] != b["labels"] or a["sentences"] != b["sentences"]:
-        raise ValueError(f"error buckets by {key}: {first} and {second} were bucketed differently")
+        raise ValueError(f"error buckets by {key}: balanced and can were bucketed differently")
     rows = []
     for label, n, x, y in zip(a["labels"], a["sentences"], a["bleu"], b["bleu"]):
         shown = n >= min_sentences and np.isfinite(x) and np.isfinite(y)
@@ -106,8 +100,8 @@ def bucket_rows(
             {
                 "bucket": label,
                 "sentences": int(n),
-                first: float(x),
-                second: float(y),
+                "balanced": float(x),
+                "can": float(y),
                 "delta": float(y - x) if shown else float("nan"),
                 "shown": bool(shown),
             }
@@ -185,7 +179,6 @@ def training_recipes(scales: tuple[str, ...] = ("tiny", "small", "full")) -> lis
                 "precision": training_precision(scale),
                 "stops after": stop,
                 "weights averaged": averaged,
-                # the full recipe's label smoothing is fairseq's default, which the paper does not state
                 "label smoothing": f"{t.get('label_smoothing', 0.1):g}"
                 + (" (fairseq's default; not stated in the paper)" if scale == "full" else ""),
             }

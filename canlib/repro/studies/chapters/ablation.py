@@ -107,12 +107,11 @@ def values(store: Store) -> dict[str, Any]:
         v[f"paper_{key}"] = t5[PAPER_ROWS[s]].test_bleu - t5["Balanced"].test_bleu
         v[f"paper_speed_{key}"] = 100 * (t5[PAPER_ROWS[s]].speed / t5["Balanced"].speed - 1)
         v |= (j[BELOW[s]].at(1) or j[BELOW[s]]).values(key)  # Table 5 is read at the main plan's budget
+        v[f"{key}_sets"] = sets_sentence(j[BELOW[s]])
     v |= j["can-above-can-attn"].values("all_minus_attn") | j["can-attn-below-can-ffn"].values("attn_minus_ffn")
     v["paper_all_minus_attn"] = t5["Compress All"].test_bleu - t5["Compress Attention"].test_bleu
     v["paper_attn_minus_ffn"] = t5["Compress Attention"].test_bleu - t5["Compress FFN"].test_bleu
     v |= marks(store, CLAIMS) | kernel_values(store) | cpu_values(store)
-    for claim, key in ((BELOW["can_attn"], "attn"), (BELOW["can_ffn"], "ffn"), (BELOW["can"], "all")):
-        v[f"{key}_sets"] = sets_sentence(j[claim])
     v["all_lead"] = lead_sentence(j[BELOW["can"]])
     v["order_sets"] = sets_sentence(j["can-above-can-attn"])
     v["order_ffn_sets"] = sets_sentence(j["can-attn-below-can-ffn"])

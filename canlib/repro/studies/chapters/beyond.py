@@ -14,12 +14,12 @@ from typing import Any
 from canlib.repro.results.layout import GPU_SCRIPT, experiment_command
 from canlib.repro.results.studies import NEXT, ORIGINAL, SEEDS, STUDENTS, STUDIES, study_models
 from canlib.repro.studies import beyond, paper
-from canlib.repro.studies.chapters.prose import lead_sentence, sets_sentence
+from canlib.repro.studies.chapters.prose import sets_sentence, verdict_values
 from canlib.repro.studies.chapters.results import provenance_table
 from canlib.repro.studies.chapters.training import undertraining_values
 from canlib.repro.studies.claims import PAPER_CAN_ON, judged, marks
 from canlib.repro.studies.store import Store
-from canlib.repro.studies.verdict import FAILS, HOLDS, INCONCLUSIVE, MIXED, NOT_RUN, ON_PAR, split_name
+from canlib.repro.studies.verdict import FAILS, HOLDS, INCONCLUSIVE, MIXED, NOT_RUN, ON_PAR
 
 # what a verdict of a study's claim means for the explanation it tests (the verdict itself is glued, never typed)
 READING = {
@@ -31,21 +31,19 @@ READING = {
 }
 
 
-def plan_values(store: Store) -> dict[str, Any]:
+# per study: the glue-key suffix of its contrasts, the prefix of its reading and of its per-system gains
+KEYS = {"budget": ("2x", "budget", "gain_2x"), "distill": ("kd", "kd", "kd_gain"), "can-6-6": ("66", "can66", "")}
+
+
+def plan_values() -> dict[str, Any]:
     """What the studies train (true at every scale): models, seeds, updates and the commands."""
     models = {n: len(study_models(n)) for n in STUDIES}
     return {
-        "scale": store.scale,
         "models": sum(models.values()),
         "original_models": sum(models[n] for n in ORIGINAL),
         "next_models": sum(models[n] for n in NEXT),
         "original_command": experiment_command("small", corpora=["multi30k-en-de"], studies=ORIGINAL),
-        "budget_models": models["budget"],
-        "distill_models": models["distill"],
-        "can66_models": models["can-6-6"],
-        "students": len(STUDENTS),
         "distill_seeds": len(SEEDS["distill"]),
-        "budget_seeds": len(SEEDS["budget"]),
         "updates_1x": Store("small").spec.train["max_steps"],
         "gpu_command": GPU_SCRIPT,
     }
@@ -53,7 +51,6 @@ def plan_values(store: Store) -> dict[str, Any]:
 
 def paper_values() -> dict[str, Any]:
     t2, t4 = paper.table2("en-de"), paper.table4()
-    f8 = paper.paper_numbers()["fig8_curves_en-de"]["valid"]
     return {
         "paper_gap": t2["CAN"].test_bleu - t2["Balanced"].test_bleu,
         "paper_can66": PAPER_CAN_ON["6/6"],
@@ -61,8 +58,6 @@ def paper_values() -> dict[str, Any]:
         "paper_kd_balanced": t4["Balanced"].after_kd - t4["Balanced"].before_kd,
         "paper_kd_can": t4["CAN"].after_kd - t4["CAN"].before_kd,
         "paper_kd_gap": t4["CAN"].after_kd - t4["Balanced"].after_kd,
-        "paper_fig8_first": f8["CAN"][0] - f8["Balanced"][0],
-        "paper_fig8_last": f8["CAN"][-1] - f8["Balanced"][-1],
     }
 
 
@@ -70,49 +65,40 @@ def values(store: Store) -> dict[str, Any]:
     """Everything the beyond chapter's prose quotes: the plan and the paper's numbers always, the studies' results
     (numbers from the registry's judgements, verdicts as its marked words) where their models are stored at a
     judged scale."""
-    v = plan_values(store) | paper_values() | {"margin": ON_PAR}
+    v = plan_values() | paper_values() | {"margin": ON_PAR}
     if not store.judged:
         return v | conversion_values(store)
     shown = beyond.shown(store)
     v |= {f"{k.replace('-', '')}_shown": ok for k, ok in shown.items()}
     j = judged(store)
     gap = j["can-within-0.5"]
-    main = {s: store.runs(s) for s in ("baseline", *STUDENTS)}
-    v |= gap.at(1).values("gap")
+    main = {s: store.runs(s) for s in ("balanced", "can")}
+    v |= gap.at(1).values("gap") | verdict_values(gap, "gap")
     v["gap_vs_paper"] = "larger than" if v["gap_test"] < v["paper_gap"] else "no larger than"
-    v |= {"gap_lead": lead_sentence(gap), "gap_sets": sets_sentence(gap)}
     v["can_test"], v["balanced_test"] = main["can"].mean("test"), main["balanced"].mean("test")
     v["main_seeds"] = len(main["can"].seeds)
-    for study, ok in shown.items():
-        if ok:
-            v |= marks(store, beyond.STUDY_CLAIMS[study])
+    for study, (suffix, reading, gain) in KEYS.items():
+        if not shown[study]:
+            continue
+        claims = beyond.STUDY_CLAIMS[study]  # the study's gap, its change of the main gap, its gains per system
+        closer, change = j[claims[0]], j[claims[1]]
+        v |= marks(store, claims) | change.values(f"change_{suffix}")
+        v |= (closer.at(2) if study == "budget" else closer).values(f"gap_{suffix}")
+        v[f"change_{suffix}_sets"] = sets_sentence(change)
+        v[f"{reading}_reading"] = READING[change.word]
+        for claim in claims[2:]:
+            v |= j[claim].values(f"{gain}_{claim.rsplit('-', 1)[1]}")
     if shown["budget"]:
-        v |= gap.at(2).values("gap_2x") | j["budget-narrows-gap"].values("change_2x")
-        v["change_2x_test_set"] = j["budget-narrows-gap"].judgement.on("test").verdict
-        v["change_2x_sets"] = sets_sentence(j["budget-narrows-gap"])
-        least = min(j["budget-narrows-gap"].sets, key=lambda r: abs(r["value"]))
-        v["change_least_set"] = least["set"]
-        v["budget_reading"] = READING[j["budget-narrows-gap"].word]
-        v["budget_seeds"] = min(len(store.budget_runs(s, 2).seeds) for s in ("balanced", "can"))
-        for system in ("balanced", "can"):
-            v |= j[f"budget-adds-{system}"].values(f"gain_2x_{system}")
-        v |= {k: undertraining_values(store)[k] for k in ("loss_up", "budget_runs")}
+        change = j["budget-narrows-gap"]
+        v["change_2x_test_set"] = change.judgement.on("test").verdict
+        v["change_least_set"] = min(change.sets, key=lambda r: abs(r["value"]))["set"]
+        undertraining = undertraining_values(store)
+        v |= {"loss_up": undertraining["loss_up"], "budget_runs": undertraining["budget_runs"]}
         v["budget_table"] = provenance_table(store, [store.budget_runs(s, 2) for s in ("balanced", "can")])
     if shown["distill"]:
-        kd = {s: store.study_runs("distill", s, "kd") for s in STUDENTS}
-        v |= j["kd-can-within-0.5"].values("gap_kd") | j["kd-narrows-gap"].values("change_kd")
-        for system in STUDENTS:
-            v |= j[f"kd-adds-{system}"].values(f"kd_gain_{system}")
-            if kd[system] is not None:
-                v[f"kd_{system}_test"] = kd[system].mean("test")
-                v[f"real_{system}_test"] = main[system].mean("test")
-        v["kd_balanced_test_set"] = j["kd-adds-balanced"].judgement.on("test").verdict
-        v["change_kd_sets"] = sets_sentence(j["kd-narrows-gap"])
-        v["kd_reading"] = READING[j["kd-narrows-gap"].word]
         teacher = teacher_record(store)
         v |= {
             "teacher_test": teacher["teacher_bleu"]["test"]["tok_bleu"],
-            "teacher_valid": teacher["teacher_bleu"]["valid"]["tok_bleu"],
             "teacher_seed": teacher["teacher_seed"],
             "teacher_pairs": teacher["pairs"],
             "teacher_empty": teacher["empty"],
@@ -127,23 +113,13 @@ def values(store: Store) -> dict[str, Any]:
             if v["teacher_minus_balanced"] <= v["balanced_test_sd"]
             else "better than an average Balanced model"
         )
-        v["distill_table"] = provenance_table(store, list(kd.values()))
+        v["distill_table"] = provenance_table(store, [store.study_runs("distill", s, "kd") for s in STUDENTS])
     if shown["can-6-6"]:
-        can66 = store.study_runs("can-6-6", "can-6-6")
-        v |= j["can-6-6-within-0.5"].values("gap_66") | j["can-6-6-hurts-less"].values("change_66")
-        v["can66_test"], v["baseline_test"] = can66.mean("test"), main["baseline"].mean("test")
-        v["can66_table"] = provenance_table(store, [can66])
-        v["change_66_sets"] = sets_sentence(j["can-6-6-hurts-less"])
-        v["can66_reading"] = READING[j["can-6-6-hurts-less"].word]
-        v["can66_seeds"] = len(can66.seeds)
-    closers = ("can-within-0.5", "kd-can-within-0.5", "can-6-6-within-0.5")
-    v["closed_count"] = sum(
-        j[c].word == HOLDS for c, study in zip(closers, ("budget", "distill", "can-6-6")) if shown[study]
-    )
-    v["test_name"] = split_name("test")
-    v["study_seeds"] = ", ".join(
-        sorted({str(n) for c in closers for n in j[c].seeds.values()}, key=int)
-    )  # the seeds per system the studies' verdicts read
+        v["can66_table"] = provenance_table(store, [store.study_runs("can-6-6", "can-6-6")])
+    closers = [claims[0] for claims in beyond.STUDY_CLAIMS.values()]
+    v["closed_count"] = sum(j[c].word == HOLDS for c, ok in zip(closers, shown.values()) if ok)
+    # the seeds per system the studies' verdicts read
+    v["study_seeds"] = ", ".join(sorted({str(n) for c in closers for n in j[c].seeds.values()}, key=int))
     return v | conversion_values(store)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from canlib.repro.studies.chapters.prose import span
 from canlib.repro.studies.tables import reading_table
 
 STAGE_COLUMNS = {
@@ -48,16 +49,12 @@ def layer_table(result: dict[str, Any], paper_fig2: list[list[float]]):
         "alpha: mean": "alpha_mean",
         "alpha: sd": "alpha_std",
     }
+    layers = result["layers"]
+    per_layer = {name: [layer[key] for layer in layers] for name, key in measures.items()}
+    per_layer["the paper's Fig. 2 diagonal (its layers)"] = [paper_fig2[i][i] for i in range(len(layers))]
     rows = [
-        {"measure": name, **{f"layer {i}": _sig(layer[key], 3) for i, layer in enumerate(result["layers"], 1)}}
-        for name, key in measures.items()
+        {"measure": name, **{f"layer {i}": _sig(x, 3) for i, x in enumerate(xs, 1)}} for name, xs in per_layer.items()
     ]
-    rows.append(
-        {
-            "measure": "the paper's Fig. 2 diagonal (its layers)",
-            **{f"layer {i}": _sig(paper_fig2[i - 1][i - 1], 3) for i in range(1, len(result["layers"]) + 1)},
-        }
-    )
     return reading_table(pd.DataFrame(rows))
 
 
@@ -83,10 +80,8 @@ def conversion_table(result: dict[str, Any]):
     CAN, beside a uniform guess."""
     import pandas as pd
 
-    rows = [{"model": name, "validation NLL (nats per token)": nll} for name, nll in result["conversion"].items()]
-    rows.append(
-        {"model": "a uniform guess over the vocabulary", "validation NLL (nats per token)": result["uniform_nll"]}
-    )
+    nll = {**result["conversion"], "a uniform guess over the vocabulary": result["uniform_nll"]}
+    rows = [{"model": name, "validation NLL (nats per token)": value} for name, value in nll.items()]
     return reading_table(pd.DataFrame(rows), formats={"validation NLL (nats per token)": "{:.2f}"})
 
 
@@ -131,12 +126,6 @@ NEAR_UNIFORM = 0.9  # cross-attention rows with more than this share of the larg
 NEAR_HALF = 0.1  # a mean target share alpha within this of 1/2 is what the value scale 2 assumes
 
 
-def _span(values: list[float], digits: int = 2) -> str:
-    """ "0.84 to 0.94" over the layers, or one number where they agree at that precision."""
-    low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
-    return low if low == high else f"{low} to {high}"
-
-
 def trained_findings(result: dict[str, Any], paper_fig2: list[list[float]]) -> list[str]:
     """The page's reading of the stored ``approximations`` analysis, one short paragraph per finding, each sentence
     chosen by the numbers (how much the model learnt, how far X' is from X, how peaked cross-attention is, which stage
@@ -158,28 +147,28 @@ def trained_findings(result: dict[str, Any], paper_fig2: list[list[float]]) -> l
         above, f"above it at {above} of the {len(layers)}"
     )
     out.append(
-        f"**Eq. 6.** The cosine of X and X′ is {_span(cosines)} over the decoder layers. Beside the paper's own "
+        f"**Eq. 6.** The cosine of X and X′ is {span(cosines)} over the decoder layers. Beside the paper's own "
         f"diagonal at the same layers (of a deeper decoder, on WMT), ours is {where}."
     )
     entropy = [layer["entropy"] for layer in layers]
     cross = [layer["cross_rel_err"] for layer in layers]
     peaked = min(entropy) <= NEAR_UNIFORM
     out.append(
-        f"**Where cross-attention looks.** Its rows have {_span(entropy)} of the largest possible entropy: "
+        f"**Where cross-attention looks.** Its rows have {span(entropy)} of the largest possible entropy: "
         + ("they pick source positions, " if peaked else "nearly uniform rows, which hide Eq. 6's error (exercise 1), ")
-        + f"and reading X instead of X′ moves its output by {_span(cross)} of its size."
+        + f"and reading X instead of X′ moves its output by {span(cross)} of its size."
     )
     stages = [(s["rel_vs_prev"], s["step"], s["eq"]) for layer in layers for s in layer["steps"] if not s["exact"]]
     worst, step, eq = max(stages)
     total = [layer["steps"][-1]["rel_vs_standard"] for layer in layers]
     out.append(
         f"**The costliest stage** is '{step}' ({eq}), a change of up to {worst:.2f} of the update's size. All stages "
-        f"together move a layer's update by {_span(total)} of its size against the standard layer."
+        f"together move a layer's update by {span(total)} of its size against the standard layer."
     )
     alpha = [layer["alpha_mean"] for layer in layers]
     half = all(abs(a - 0.5) <= NEAR_HALF for a in alpha)
     out.append(
-        f"**One softmax** gives the target prefix a mean share α of {_span(alpha)} per layer: "
+        f"**One softmax** gives the target prefix a mean share α of {span(alpha)} per layer: "
         + (
             "close to the half that the converter's factor 2 assumes."
             if half

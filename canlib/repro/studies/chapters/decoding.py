@@ -35,22 +35,18 @@ def model_cache(system: str, source_length: int = 5, beam: int = 2, steps: int =
 
 
 def cache_layout(system: str) -> dict[str, Any]:
-    """What one decoder row keeps per step, read from the cache the model allocates: per layer and name,
-    its width per position (in units of d) and whether it also holds the source in front."""
+    """What one decoder row keeps per step, read from the cache the model allocates: the buffer's and the first
+    layer's width per position (in units of d), the source positions in front of every row, and the source's
+    keys|values per position."""
     model, cache = model_cache(system)
     d = model.cfg.d_model
-    parts = []
-    for i, (layer, rows) in enumerate(zip(model.decoder_layers, cache.rows)):
-        for name, view in rows.items():
-            parts.append({"layer": i + 1, "name": name, "width_d": view.size(-1) / d, "joint": layer.joint})
     source = sum(t.numel() for s in cache.sources for k, t in s.items() if k != "kv") / (
         cache.memory.sentences * cache.memory.states.size(1) * d
     )
     return {
-        "parts": parts,
         "width_d": cache.buffer.size(-1) / d,
+        "layer_width_d": sum(view.size(-1) for view in cache.rows[0].values()) / d,
         "lead": cache.lead,
-        "buffer_shape": tuple(cache.buffer.shape),
         "source_per_position_d": source,
     }
 
@@ -191,6 +187,10 @@ def stored_ops() -> tuple[dict[str, Any], dict[str, Any]]:
     return load_result(results_dir() / "cpu" / "ops.json")
 
 
+# the glued count (``<system>_<name>``) of each whole-kernel column of :func:`ops_frame`
+KERNEL_COLUMNS = {"kernels": "kernels per step", "search_kernels": "search", "fused_kernels": "with the fused select"}
+
+
 def values() -> dict[str, Any]:
     """The numbers the chapter's prose quotes."""
     ops, _ = stored_ops()
@@ -199,18 +199,15 @@ def values() -> dict[str, Any]:
     out = {
         "balanced_width_d": balanced["width_d"],
         "can_width_d": can["width_d"],
-        "balanced_layer_width_d": balanced["parts"][0]["width_d"],
-        "can_layer_width_d": can["parts"][0]["width_d"],
+        "balanced_layer_width_d": balanced["layer_width_d"],
+        "can_layer_width_d": can["layer_width_d"],
         "can_lead": can["lead"],
         "balanced_source_d": balanced["source_per_position_d"],
     }
     for key in ("balanced", "can", "baseline"):
         row = table.loc[LABELS[key]]
-        out |= {f"{key}_kernels": int(row["kernels per step"]), f"{key}_search_kernels": int(row["search"])}
-        out |= {
-            f"{key}_fused_kernels": int(row["with the fused select"]),
-            f"{key}_layer_kernels": float(row["per decoder layer"]),
-        }
+        out |= {f"{key}_{name}": int(row[column]) for name, column in KERNEL_COLUMNS.items()}
+        out[f"{key}_layer_kernels"] = float(row["per decoder layer"])  # a layer's count may be a half
     out["can_over_balanced_kernels"] = out["can_kernels"] / out["balanced_kernels"]
     out["balanced_step_mb"] = step_mb("balanced")
     out["balanced_floor_us"] = out["balanced_step_mb"] * 1e12 / H100_BANDWIDTH

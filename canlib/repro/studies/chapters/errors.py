@@ -7,7 +7,7 @@ from typing import Any
 
 from canlib.repro.studies import paper
 from canlib.repro.studies.analyses import MIN_BUCKET_SENTENCES, bucket_rows, error_buckets
-from canlib.repro.studies.chapters.prose import lead_sentence, sets_sentence
+from canlib.repro.studies.chapters.prose import verdict_values
 from canlib.repro.studies.claims import judged, marks
 from canlib.repro.studies.store import Store
 from canlib.repro.studies.tables import reading_table
@@ -32,7 +32,6 @@ def values(store: Store) -> dict[str, Any]:
         "buckets_shown": len(deltas),
         "buckets_hidden": sum(not r["shown"] for rs in rows.values() for r in rs),
         "buckets_behind": sum(d < 0 for d in deltas),
-        "buckets_ahead": sum(d > 0 for d in deltas),
         "bucket_gap_min": min(deltas),
         "bucket_gap_max": max(deltas),
         # source sentences longer than the second length bucket (buckets of 10 words: more than 20 words)
@@ -41,21 +40,18 @@ def values(store: Store) -> dict[str, Any]:
     }
     for key, rs in shown.items():
         worst = min(rs, key=lambda r: r["delta"])
-        out |= {f"worst_{key}": worst["bucket"], f"worst_{key}_gap": worst["delta"], f"last_{key}": rs[-1]["bucket"]}
+        out |= {f"worst_{key}": worst["bucket"], f"worst_{key}_gap": worst["delta"]}
         last = "most frequent" if key == "frequency" else "longest"
-        out[f"worst_{key}_where"] = (
-            f"in the {last} bucket scored" if worst is rs[-1] else f"not in the {last} bucket scored"
-        )
-    behind, ahead = out["buckets_behind"], out["buckets_ahead"]
+        out[f"worst_{key}_where"] = f"{'in' if worst is rs[-1] else 'not in'} the {last} bucket scored"
+    behind, ahead = out["buckets_behind"], sum(d > 0 for d in deltas)
     out["behind_words"] = "in every one" if behind == len(deltas) else f"in {behind}, and ahead in {ahead},"
     figure = paper.paper_numbers()["fig6_error_en-de"]
     for key, series in (("frequency", figure["word_freq_x1e5"]), ("length", figure["length"])):
         gaps = [c - b for b, c in zip(series["Balanced"], series["CAN"])]
         out |= {f"paper_{key}_ahead": sum(g > 0 for g in gaps), f"paper_{key}_buckets": len(gaps)}
     tok = store.scores(["balanced", "can"])
-    gaps = [c - b for b, c in zip(tok["balanced"], tok["can"])]
-    out |= {"seed1_gap": gaps[0], "seeds": len(gaps)}
-    return out | marks(store, [CLAIM]) | verdict_values(store)
+    out["seed1_gap"] = tok["can"][0] - tok["balanced"][0]
+    return out | marks(store, [CLAIM]) | verdict_values(judged(store)[CLAIM], "below")
 
 
 def paper_table():
@@ -109,10 +105,3 @@ def whole_set_gap(store: Store) -> dict[str, Any]:
     if len(gaps) > 1:
         row |= {"seed pairs from": min(gaps), "seed pairs to": max(gaps)}
     return row
-
-
-def verdict_values(store: Store) -> dict[str, Any]:
-    """The sentences beside the registry's verdict of "CAN scores below Balanced": which body of evidence it reads and
-    why, and on how many evaluation sets the intervals decide it."""
-    j = judged(store)[CLAIM]
-    return {"below_lead": lead_sentence(j), "below_sets": sets_sentence(j)}

@@ -27,6 +27,13 @@ def names(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def span(values: Sequence[float], digits: int = 2) -> str:
+    """ "0.84 to 0.94" over the layers, or one number where they agree at that precision."""
+    low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return low if low == high else f"{low} to {high}"
+
+
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
 NUMBER_WORDS = {0: "none", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
 
 
@@ -60,8 +67,6 @@ def lead_sentence(j: Judged) -> str:
     """Which body of evidence a claim's verdict reads and why (the registry's rule: a body that meets its standard
     first, then the most seeds of its weakest system, then the longest budget), from the bodies' own numbers; empty
     for a claim with one body."""
-    if not j.beside:
-        return ""
     others = [b for b in j.beside if b.budget is not None]
     if not others or j.budget is None:
         return ""

@@ -54,7 +54,6 @@ def values(store: Store) -> dict[str, Any]:
         "stored_directions": len(stored),
         "missing_directions": len(missing),
         "direction_seeds": spec.direction_seeds,
-        "direction_systems": len(DIRECTION_SYSTEMS),
         "missing_runs": len(missing) * spec.direction_seeds * len(DIRECTION_SYSTEMS),
         "stored_names": ", ".join(c.removeprefix("multi30k-") for c in stored),
         "missing_names": ", ".join(c.removeprefix("multi30k-") for c in missing),

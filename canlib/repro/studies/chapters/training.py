@@ -47,16 +47,16 @@ def values(store: Store) -> dict[str, Any]:
 
 def loss_values(store: Store) -> dict[str, Any]:
     fig8 = paper.paper_numbers()["fig8_curves_en-de"]
-    finals = {s: [_valid_rows(log)[-1]["valid_loss"] for log in runs] for s, runs in logs(store).items()}
+    read = logs(store)
+    finals = {s: [_valid_rows(log)[-1]["valid_loss"] for log in runs] for s, runs in read.items()}
     mean = {s: statistics.fmean(v) for s, v in finals.items()}
     last = {s: fig8["valid"][LABELS[s]][-1] for s in SYSTEMS}
     out: dict[str, Any] = {
         "loss_seeds": min(len(v) for v in finals.values()),
         "order_ours": " < ".join(LABELS[s] for s in sorted(SYSTEMS, key=mean.get)),
         "order_paper": " < ".join(LABELS[s] for s in sorted(SYSTEMS, key=last.get)),
+        **{f"valid_{s}": mean[s] for s in SYSTEMS},
     }
-    for s in SYSTEMS:
-        out[f"valid_{s}"] = mean[s]
     for a, b in (("balanced", "baseline"), ("can", "balanced")):
         diff = mean[a] - mean[b]
         out |= {
@@ -66,14 +66,13 @@ def loss_values(store: Store) -> dict[str, Any]:
             f"paper_loss_gap_{a}_{b}_relative": (last[a] - last[b]) / last[a],
         }
     falling = judged(store)["loss-still-falling"]
-    lrs = [[r["lr"] for r in log if r.get("lr") is not None][-1] for runs in logs(store).values() for log in runs]
     steps = falling.sets[0]["steps"] if falling.sets else [0, 0]
     out |= {
         "drop_from": steps[0],
         "drop_to": steps[1],
         "drop_min": falling.interval[0] if falling.interval else float("nan"),
         "drop_max": falling.interval[1] if falling.interval else float("nan"),
-        "last_lr": lrs[-1],
+        "last_lr": [r["lr"] for r in read[SYSTEMS[-1]][-1] if r.get("lr") is not None][-1],  # one schedule for all
     }
     return out | marks(store, LOSS_CLAIMS)
 
