@@ -8,6 +8,8 @@ folder fails the tests that need it instead of skipping them, so a CI run withou
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,18 @@ def missing(what: str) -> None:
     if REQUIRE_DATA:
         pytest.fail(f"{what} (CANLIB_REQUIRE_DATA=1: CI must have it)", pytrace=False)
     pytest.skip(what)
+
+
+@contextmanager
+def stored_results(results: Path) -> Iterator[pytest.MonkeyPatch]:
+    """The real data (the evaluation sets' references) and the stored results ``results`` for the tests of a module,
+    set with a patch that is undone after them; skip (or fail under CI) without the data."""
+    if not (SHARED_DATA / "multi30k-en-de").is_dir():
+        missing(f"real data {SHARED_DATA}/multi30k-en-de not present (the evaluation sets' references)")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CANLIB_DATA_DIR", str(SHARED_DATA))
+        patch.setenv("CANLIB_RESULTS_DIR", str(results))
+        yield patch
 
 
 @pytest.fixture(autouse=True)

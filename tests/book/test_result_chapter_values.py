@@ -10,7 +10,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SHARED_DATA, missing
+from conftest import REPO, stored_results
 
 from canlib.repro.studies.verdict import FAILS, HOLDS, INCONCLUSIVE, MIXED
 
@@ -62,11 +62,7 @@ def consistent(verdict: str, intervals: list[tuple[float, float]], ok) -> None:
 @pytest.fixture(scope="module")
 def env():
     """The real data and the stored results for this module's tests, undone after them (a module-wide monkeypatch)."""
-    if not (SHARED_DATA / "multi30k-en-de").is_dir():
-        missing(f"real data {SHARED_DATA}/multi30k-en-de not present (the evaluation sets' references)")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("CANLIB_DATA_DIR", str(SHARED_DATA))
-        patch.setenv("CANLIB_RESULTS_DIR", str(RESULTS))
+    with stored_results(RESULTS):
         yield
 
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SHARED_DATA, missing
+from conftest import REPO, stored_results
 
 from canlib.repro.results.files import provenance, save_result
 
@@ -47,13 +47,9 @@ def cell(xs: list[float]) -> str:
 
 @pytest.fixture(scope="module")
 def store():
-    if not (SHARED_DATA / "multi30k-en-de").is_dir():
-        missing(f"real data {SHARED_DATA}/multi30k-en-de not present (the evaluation sets' references)")
     from canlib.repro.studies.store import Store
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("CANLIB_DATA_DIR", str(SHARED_DATA))
-        patch.setenv("CANLIB_RESULTS_DIR", str(RESULTS))
+    with stored_results(RESULTS) as patch:
         patch.delenv("CANLIB_LIVE_CPU_SPEED", raising=False)
         yield Store("small", RESULTS)
 
