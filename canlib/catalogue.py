@@ -2,7 +2,7 @@
 
 It stands at the bottom of canlib and imports nothing of it, so every part reads it: :mod:`canlib.model.config`
 builds its presets from the systems' depths and the scales' widths, :mod:`canlib.data.corpora` gives every corpus
-its scale's joint vocabulary, and the reproduction (:mod:`canlib.repro`) reads each scale's corpus, budget, seeds
+its scale's joint vocabulary, and the reproduction (:mod:`repro`) reads each scale's corpus, budget, seeds
 and speed settings, and the systems' names and labels, from here.
 
 The three scales:
@@ -200,7 +200,7 @@ def preset_scale(name: str) -> str:
 
 def planned_seeds(scale: str, system: str, corpus: str | None = None) -> tuple[int, ...]:
     """The seeds of ``system`` on ``corpus`` (default: the scale's own) in the plan of ``scale``
-    (``canlib.repro.experiments.run.plan`` trains them): ``seeds`` for the Table 2 systems and ablations and
+    (``repro.experiments.run.plan`` trains them): ``seeds`` for the Table 2 systems and ablations and
     ``depth_seeds`` for the depth systems on the main corpus, ``direction_seeds`` for Baseline, Balanced and
     CAN on the further directions; () for anything else."""
     spec = scale_spec(scale)

@@ -23,19 +23,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("canlib.training.cli", "train a model preset on a prepared corpus (resumable; CPU or CUDA)"),
     "translate": ("canlib.decoding.translate", "translate raw sentences with a checkpoint (beam search)"),
     "export": ("canlib.decoding.export", "export a trained model to another engine (CTranslate2)"),
-    "bench": ("canlib.repro.bench.cli", "decoding-speed studies of the paper (JSON and plots)"),
-    "experiment": (
-        "canlib.repro.experiments.experiment",
-        "train (concurrently), evaluate and store every run and study of a scale under book/results/",
-    ),
-    "rescore": ("canlib.repro.experiments.rescore", "recompute every stored sacreBLEU under DIR from its hypotheses"),
-    "estimate": ("canlib.repro.experiments.estimate", "GPU-minutes the selected beyond studies still have to train"),
-    "summarise": ("canlib.repro.experiments.summarise", "store beyond studies' summaries from their stored models"),
-    "ingest": ("canlib.repro.ingest", "store measurements made on another machine (a GPU) as results with provenance"),
-    "claims": (
-        "canlib.repro.studies.claims",
-        "every claim the book tests, judged from the stored results (--json: as data)",
-    ),
 }
 
 
@@ -51,19 +38,25 @@ def one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(
+    argv: list[str] | None = None,
+    commands: dict[str, tuple[str, str]] = COMMANDS,
+    prog: str = "canlib",
+    description: str = "Compressed Attention Network toolkit",
+) -> int:
+    """Run one command of ``commands``; another package's command line passes its own ``commands`` and ``prog``."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = Parser(prog="canlib", description="Compressed Attention Network toolkit")
+    parser = Parser(prog=prog, description=description)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chosen = next((a for a in argv if not a.startswith("-")), None)
     module = None
-    for command, (module_name, help_text) in COMMANDS.items():
+    for command, (module_name, help_text) in commands.items():
         command_parser = sub.add_parser(command, help=help_text, description=help_text)
         if command == chosen:  # only the command that runs is imported (`canlib bleu` loads no experiment engine)
             module = importlib.import_module(module_name)
             module.add_arguments(command_parser)
     args = parser.parse_args(argv)
-    name = f"canlib {args.command}"
+    name = f"{prog} {args.command}"
 
     def warn(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
         print(f"{name}: warning: {one_line(message)}", file=sys.stderr)

@@ -2,7 +2,7 @@
 
 A GPU runs each operator of a training update as at least one kernel launch; at the small scale
 (d=256, 8,192 tokens) the launches, not the FLOPs, set the pace (a GPU fully busy at a few percent of its
-peak FLOP/s). This counts them without a GPU, with ``canlib.repro.bench.ops.OpCounter``::
+peak FLOP/s). This counts them without a GPU, with ``canlib.decoding.ops.OpCounter``::
 
     python scripts/cpu_train_ops.py --result book/results/cpu/train_ops.json
     python scripts/cpu_train_ops.py --presets tiny-can --max-tokens 256 --d512-tokens 0   # a quick look
@@ -35,8 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 sys.path.insert(0, str(REPO))
 
+from canlib.decoding.ops import OpCounter  # noqa: E402
 from canlib.model.config import preset  # noqa: E402
-from canlib.repro.bench.ops import OpCounter  # noqa: E402
 from canlib.training import TrainConfig, Trainer  # noqa: E402
 
 
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     if args.result:
-        from canlib.repro.results.files import provenance, save_result
+        from repro.results.files import provenance, save_result
 
         command = "python scripts/cpu_train_ops.py " + " ".join(sys.argv[1:] if argv is None else argv)
         changed = subprocess.run(

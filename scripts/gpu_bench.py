@@ -49,8 +49,8 @@ from canlib.decoding.decoder import CompiledDecoder  # noqa: E402
 from canlib.decoding.runners import GraphedDecoder, StepGraphs  # noqa: E402
 from canlib.decoding.search import SearchSettings, beam_search, make_batch  # noqa: E402
 from canlib.io import device_name, git_commit  # noqa: E402
-from canlib.repro.bench.settings import BenchSettings  # noqa: E402
-from canlib.repro.bench.speed import canlib_system, source_sentences, system_model, time_systems  # noqa: E402
+from repro.bench.settings import BenchSettings  # noqa: E402
+from repro.bench.speed import canlib_system, source_sentences, system_model, time_systems  # noqa: E402
 
 GOALS = {
     "eager can/balanced": 1.30,

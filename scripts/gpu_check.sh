@@ -137,14 +137,14 @@ if [ "$COMPILED" = 1 ]; then
 else
   step bench "$T1" "$PY" scripts/gpu_bench.py "${BENCH[@]}" "${SOURCES[@]}" "${FUSED[@]}" --json "$DIR/gpu_bench.json"
   step profile "$T2" "$PY" scripts/gpu_profile.py --out "$DIR/profile" --cases "$PROFILE_CASES" "${PROFILE[@]}"
-  step breakdown "$T3" "$PY" -m canlib bench breakdown --systems balanced,can "${BREAK[@]}" --no-progress \
+  step breakdown "$T3" "$PY" -m repro bench breakdown --systems balanced,can "${BREAK[@]}" --no-progress \
     --json "$DIR/breakdown.json"
   if "$PY" -c "import pytest" 2>/dev/null; then
     step cuda_tests "$T4" "$PY" -m pytest -q -p no:cacheprovider tests/core/test_search.py -k "cuda or static_buffer"
   else
     echo "cuda_tests: skipped (no pytest on this machine)" | tee -a "$STATUS"
   fi
-  step ops "$T5" "$PY" -m canlib bench ops "${OPS[@]}" --json "$DIR/ops.json"
+  step ops "$T5" "$PY" -m repro bench ops "${OPS[@]}" --json "$DIR/ops.json"
 fi
 
 # every goal with its value (missing files give "not measured")

@@ -43,7 +43,7 @@ if [ "$DRY" = 1 ]; then
 else
   RESULTS="$ROOT/book/results"
   WHERE=(--scale small)
-  RUN=("${WHERE[@]}" ${JOBS:+--jobs "$JOBS"})  # default: one process per CPU core as GPU memory allows (canlib.repro.experiments.pool)
+  RUN=("${WHERE[@]}" ${JOBS:+--jobs "$JOBS"})  # default: one process per CPU core as GPU memory allows (repro.experiments.pool)
   REST=()
   BEYOND_SEEDS=()
   LIMIT="${LIMIT:-540}"
@@ -58,14 +58,14 @@ mps_start
 echo "MPS: $MPS_STATE" | tee -a "$LOG"
 START=$(date +%s)
 # every `canlib experiment` below starts a run only if it can finish before START + LIMIT (the rest waits for the
-# next call; canlib.repro.experiments.pool), and a run the timeout stops anyway resumes from its checkpoints
+# next call; repro.experiments.pool), and a run the timeout stops anyway resumes from its checkpoints
 export CANLIB_DEADLINE=$(( START + LIMIT ))
 # 1. Seed 1 of every system on the main corpus and the analyses that only read them: the most valuable part
 #    first (each chapter switches to small as soon as its own runs are stored). The conversion study trains
 #    runs of its own, so it waits for phase 2, after the other seeds that the verdicts need. The approximations
 #    study reads the seed-1 Balanced only and runs in float64 on the host's CPU: about half a minute at small
 #    (27 s for 100 validation sentences on a 2-core CPU with d=256 weights), so under a GPU-minute.
-timeout "$LIMIT" "$PY" -m canlib experiment "${RUN[@]}" --seeds 1 --corpora multi30k-en-de \
+timeout "$LIMIT" "$PY" -m repro experiment "${RUN[@]}" --seeds 1 --corpora multi30k-en-de \
   --studies runs,similarity,similarity-balanced,errors,attention,approximations 2>&1 | tee -a "$LOG"
 echo "experiment (seed 1, main corpus): exit ${PIPESTATUS[0]} after $(( $(date +%s) - START )) s" | tee -a "$LOG"
 # 2-5. The rest in the time left, by value (stored runs are skipped, interrupted ones resume): the missing
@@ -79,7 +79,7 @@ phase() {  # phase NAME ARGS...: one `canlib experiment` call in the time left
   local name="$1"; shift
   local left=$(( LIMIT - ($(date +%s) - START) ))
   if [ "$left" -gt 30 ]; then
-    timeout "$left" "$PY" -m canlib experiment "${RUN[@]}" "$@" 2>&1 | tee -a "$LOG"
+    timeout "$left" "$PY" -m repro experiment "${RUN[@]}" "$@" 2>&1 | tee -a "$LOG"
     echo "experiment ($name): exit ${PIPESTATUS[0]} after $(( $(date +%s) - START )) s" | tee -a "$LOG"
   else
     echo "experiment ($name): not started, ${left} s left of ${LIMIT} s; run this script again to go on" | tee -a "$LOG"
@@ -87,10 +87,10 @@ phase() {  # phase NAME ARGS...: one `canlib experiment` call in the time left
 }
 phase "main corpus, every seed" "${REST[@]}" --corpora multi30k-en-de --studies runs
 phase "beyond studies" "${BEYOND_SEEDS[@]}" --corpora multi30k-en-de --studies budget,distill,can-6-6
-"$PY" -m canlib estimate "${WHERE[@]}" "${BEYOND_SEEDS[@]}" --studies distill-x2,hybrid,can-residual,averaging 2>&1 | tee -a "$LOG"
+"$PY" -m repro estimate "${WHERE[@]}" "${BEYOND_SEEDS[@]}" --studies distill-x2,hybrid,can-residual,averaging 2>&1 | tee -a "$LOG"
 phase "next experiments" "${BEYOND_SEEDS[@]}" --corpora multi30k-en-de --studies distill-x2,hybrid,can-residual,averaging
 phase "whole plan" "${REST[@]}" --studies runs,similarity,similarity-balanced,errors,attention,approximations,conversion
-timeout 120 "$PY" -m canlib rescore "$SCALE_DIR" 2>&1 | tee -a "$LOG"
+timeout 120 "$PY" -m repro rescore "$SCALE_DIR" 2>&1 | tee -a "$LOG"
 echo "rescore: exit ${PIPESTATUS[0]}" | tee -a "$LOG"
 # the runs stored by this call: the plan's, and the beyond studies' models (named with their study in brackets)
 ALL_RUNS=$(grep -cE '^\[[0-9]+/[0-9]+\] .*: test sacreBLEU' "$LOG")
@@ -102,7 +102,7 @@ and evaluated in $ELAPSED s: $(awk -v n="$(( PLAN_RUNS + BEYOND_RUNS ))" -v s="$
   'BEGIN { printf "%.2f", (s > 0 ? 60 * n / s : 0) }') runs per minute" | tee -a "$LOG"
 # the plan's cost from this call's rate, an estimate: the plan's runs and the beyond studies' models in runs of the
 # 1x budget's updates (a 4x model counts 4), at the 2x budget twice as many (evaluation counted twice: an upper bound)
-PLAN_SIZE=$("$PY" -c "from canlib.repro.experiments.run import budget, plan; from canlib.repro.experiments.beyond import study_runs; from canlib.repro.results.studies import STUDIES; from canlib.repro.results.layout import Where
+PLAN_SIZE=$("$PY" -c "from repro.experiments.run import budget, plan; from repro.experiments.beyond import study_runs; from repro.results.studies import STUDIES; from repro.results.layout import Where
 small = Where.of('small')
 print(round(len(plan(small)) + sum(r.steps for s in STUDIES for r in study_runs(s, small)) / budget('small')['max_steps']))" 2>/dev/null)
 DONE=$(( PLAN_RUNS + BEYOND_RUNS ))

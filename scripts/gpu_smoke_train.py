@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         Path(args.out).write_text(text + "\n")
     if args.result:
-        from canlib.repro.results.files import provenance, save_result
+        from repro.results.files import provenance, save_result
 
         command = "python scripts/gpu_smoke_train.py " + " ".join(sys.argv[1:] if argv is None else argv)
         save_result(args.result, report, provenance(scales.pop(), {"command": command}, args.device))

@@ -18,7 +18,7 @@
 #   3. book/results/small and the logs packed into $OUT/small.tar.gz (recompute its scores from the stored
 #      hypotheses where it is unpacked: `canlib rescore book/results/small`).
 # LIMIT (default 575 s) bounds the whole; each part runs under its own timeout and a run that cannot finish by
-# the deadline is not started (canlib.repro.experiments.pool). Store what comes back with `canlib ingest` (speed) and by
+# the deadline is not started (repro.experiments.pool). Store what comes back with `canlib ingest` (speed) and by
 # unpacking small.tar.gz over book/results/ (the runs).
 set -u
 
@@ -70,13 +70,13 @@ LEFT=$(( LIMIT - ($(date +%s) - START) - 20 ))
 export CANLIB_DEADLINE=$(( $(date +%s) + LEFT ))
 say "training: ${LEFT} s left"
 if [ "$LEFT" -gt 60 ]; then
-  timeout "$LEFT" "$PY" -m canlib experiment "${RUN[@]}" --corpora "$CORPUS" --studies budget --seeds 3 \
+  timeout "$LEFT" "$PY" -m repro experiment "${RUN[@]}" --corpora "$CORPUS" --studies budget --seeds 3 \
     > "$OUT/logs/budget_seed3.log" 2>&1 &
   A=$!
-  timeout "$LEFT" "$PY" -m canlib experiment "${RUN[@]}" --corpora "$CORPUS" --studies similarity-balanced,approximations \
+  timeout "$LEFT" "$PY" -m repro experiment "${RUN[@]}" --corpora "$CORPUS" --studies similarity-balanced,approximations \
     > "$OUT/logs/analyses.log" 2>&1 &
   B=$!
-  timeout "$LEFT" "$PY" -m canlib experiment "${RUN[@]}" --corpora "$CORPUS" --studies runs \
+  timeout "$LEFT" "$PY" -m repro experiment "${RUN[@]}" --corpora "$CORPUS" --studies runs \
     --systems depth-9-4,depth-14-1 --seeds 2 > "$OUT/logs/depth_seed2.log" 2>&1 &
   C=$!
   if [ "$DRY" = 0 ] && "$PY" -c "import pytest" 2>/dev/null; then

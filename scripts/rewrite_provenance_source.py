@@ -5,7 +5,7 @@
 ``source`` is free text saying where a stored figure came from; the other provenance fields (commit, date,
 device, configuration) are facts a chapter prints and a test checks, so this script never touches them.
 PATTERN is a Python regular expression applied to each file's ``source`` (``re.sub`` with REPLACEMENT). A changed
-file is written back through :func:`canlib.repro.results.files.save_result` (the layout every stored result has), then
+file is written back through :func:`repro.results.files.save_result` (the layout every stored result has), then
 read again: it must load, and its result and every other provenance field must equal what was there before.
 Prints each file it changed; a file whose source does not match is left as it is.
 """
@@ -19,7 +19,7 @@ import re
 import sys
 from pathlib import Path
 
-from canlib.repro.results.files import load_result, save_result
+from repro.results.files import load_result, save_result
 
 
 def rewrite(path: Path, pattern: re.Pattern[str], replacement: str) -> bool:

@@ -80,7 +80,7 @@ def claims_json() -> dict[str, dict]:
     if not (SHARED_DATA / "multi30k-en-de").is_dir():
         missing(f"real data {SHARED_DATA}/multi30k-en-de not present (the evaluation sets' references)")
     out = subprocess.run(
-        [sys.executable, "-m", "canlib", "claims", "--json"],
+        [sys.executable, "-m", "repro", "claims", "--json"],
         capture_output=True,
         text=True,
         env={**os.environ, "CANLIB_DATA_DIR": str(SHARED_DATA), "CANLIB_RESULTS_DIR": str(REPO / "book" / "results")},

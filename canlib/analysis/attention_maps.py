@@ -225,7 +225,7 @@ def alpha_statistics(
 def alpha_per_layer(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]]) -> list[Tensor]:
     """For each joint decoder layer, alpha of every (non-padded target position, head) over all ``batches``.
 
-    ``batches`` yields (src, tgt_in) id tensors (e.g. ``canlib.repro.experiments.corpus.teacher_forced_batches``).
+    ``batches`` yields (src, tgt_in) id tensors (e.g. ``repro.experiments.corpus.teacher_forced_batches``).
     Returns one
     1-D tensor per decoder layer (positions in batch order, the h heads of each position together); its mean
     is the share of attention CAN gives the target prefix there.

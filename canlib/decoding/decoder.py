@@ -2,7 +2,7 @@
 
 The search (:mod:`canlib.decoding.search`) touches the model only through these calls, so a runner
 can replay them from CUDA graphs (:mod:`canlib.decoding.runners`), compile them
-(:class:`CompiledDecoder`) or time them (:mod:`canlib.repro.bench.timing`) without the search knowing.
+(:class:`CompiledDecoder`) or time them (:mod:`canlib.decoding.timing`) without the search knowing.
 """
 
 from __future__ import annotations

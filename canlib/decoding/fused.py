@@ -15,7 +15,7 @@ A row's ``k`` best tokens are among its pieces' ``k`` best, and a sentence's ``k
 rows' ``k`` best, so the two kernels choose what the PyTorch step chooses; among exactly equal scores the lowest
 row, then the lowest index, wins (PyTorch's top-k leaves that order unspecified). Each kernel is registered as
 an operator (``canlib::beam_row_partials``, ``canlib::beam_merge_top``), so that CUDA graphs capture it and
-:class:`canlib.repro.bench.ops.OpCounter` counts one launch each, on the ``meta`` device too. On a CPU the kernels run
+:class:`canlib.decoding.ops.OpCounter` counts one launch each, on the ``meta`` device too. On a CPU the kernels run
 in Triton's interpreter (``TRITON_INTERPRET=1``, set at import where no CUDA device is visible): slow, but the
 same program, which is how the tests check it. Needs the ``triton`` package (PyTorch's CUDA wheels bring it).
 """

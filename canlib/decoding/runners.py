@@ -77,7 +77,7 @@ class GraphCache:
 class GraphedDecoder(EagerDecoder):
     """Decode steps replayed from CUDA graphs: per step index, one graph for the decoder layers
     and, per shape, one for the output projection and log-softmax (two, so that
-    :class:`~canlib.repro.bench.timing.TimedDecoder` can time them apart).
+    :class:`~canlib.decoding.timing.TimedDecoder` can time them apart).
 
     A CUDA graph replays fixed kernels on fixed memory, so the cache a graph reads and writes
     must outlive one search: this object keeps one cache (and its graphs, in their own memory
@@ -254,8 +254,8 @@ class StepGraphs:
     capture records the compiled kernels).
 
     ``parts=True`` captures each step as three graphs, the decoder layers, the output projection
-    and the search proper, replayed back to back, so that a :class:`~canlib.repro.bench.timing.PartClock`
-    passed to :meth:`search` can mark the time between them (:func:`~canlib.repro.bench.timing.timed_search`): the
+    and the search proper, replayed back to back, so that a :class:`~canlib.decoding.timing.PartClock`
+    passed to :meth:`search` can mark the time between them (:func:`~canlib.decoding.timing.timed_search`): the
     benchmark's
     breakdown of the graphed search, whose parts add up to what a whole-step graph takes plus
     two graph launches per step.
@@ -278,7 +278,7 @@ class StepGraphs:
         self.graphs = GraphCache(max_shapes)
 
     def search(self, src: Tensor, settings: SearchSettings = SearchSettings(), clock: Any = None) -> SearchResult:
-        """One search (``clock``: a :class:`~canlib.repro.bench.timing.PartClock` to mark the parts on)."""
+        """One search (``clock``: a :class:`~canlib.decoding.timing.PartClock` to mark the parts on)."""
         model = self.model
         mark = clock.mark if clock is not None else (lambda part: None)
         src = src.to(model.embed.weight.device)

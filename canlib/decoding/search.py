@@ -44,7 +44,7 @@ decoder is run and timed):
 * a *decoder* runs the model (:class:`canlib.decoding.decoder.Decoder`: encode, init_cache,
   decode_hidden, output_log_probs or output_logits, reorder, compact): :class:`~canlib.decoding.decoder.EagerDecoder`
   by default; :mod:`canlib.decoding.runners` replays steps from CUDA graphs and
-  :mod:`canlib.repro.bench.timing` times their parts;
+  :mod:`canlib.decoding.timing` times their parts;
 * :class:`BeamSearch` is the shared core: the search state in device tensors, advanced one step at a
   time, every write in place, with no host synchronisation inside a step. A step has three parts,
   :meth:`BeamSearch.hidden` (decoder layers), :meth:`BeamSearch.log_probs` (output projection) and
@@ -523,7 +523,7 @@ def beam_search(
     ``settings``: beam, length penalty, length limits, stopping rule... (:class:`SearchSettings`; the module
     docstring gives the conventions). ``decoder`` runs the model (default
     :class:`~canlib.decoding.decoder.EagerDecoder`; :class:`~canlib.decoding.runners.GraphedDecoder`,
-    :class:`~canlib.repro.bench.timing.TimedDecoder`); ``graphs``, a :class:`~canlib.decoding.runners.StepGraphs`,
+    :class:`~canlib.decoding.timing.TimedDecoder`); ``graphs``, a :class:`~canlib.decoding.runners.StepGraphs`,
     replays whole steps from CUDA graphs instead.
     """
     with torch.no_grad():

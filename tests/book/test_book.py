@@ -210,7 +210,7 @@ def page_words(page: Path) -> int:
 
 def test_every_built_page_and_readme_show_one_word_per_claim_the_registrys(built_book: Path) -> None:
     """Every verdict a reader sees, read from the built HTML (each marked with its claim id by
-    canlib.repro.studies.claims.mark) and from README's verdict table: one word per claim (and budget) across the pages,
+    repro.studies.claims.mark) and from README's verdict table: one word per claim (and budget) across the pages,
     and that word is the registry's (``python -m canlib claims --json``)."""
     import json
 
@@ -222,7 +222,7 @@ def test_every_built_page_and_readme_show_one_word_per_claim_the_registrys(built
     found += [("README.md", *m) for m in readme_verdicts((REPO / "README.md").read_text(encoding="utf-8"))]
     assert not disagreements(found), "\n".join(disagreements(found))
     out = subprocess.run(
-        [sys.executable, "-m", "canlib", "claims", "--json"],
+        [sys.executable, "-m", "repro", "claims", "--json"],
         env=book_env(),
         cwd=REPO,
         capture_output=True,

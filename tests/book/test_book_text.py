@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from canlib.repro.studies.paper import paper_numbers
+from repro.studies.paper import paper_numbers
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -211,7 +211,7 @@ def test_the_readme_and_the_gpu_plan_quote_the_stored_cpu_training_time():
     """The CPU time of a small run in README and measurements/README.md is the stored measurement
     (book/results/cpu/train_small.json), not a guess."""
     from canlib.catalogue import scale_spec
-    from canlib.repro.results.files import load_result
+    from repro.results.files import load_result
 
     result, prov = load_result(REPO / "book" / "results" / "cpu" / "train_small.json")
     seconds = [run["seconds_per_update"] for run in result["runs"].values()]

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from _code import decoding
 from canlib.io import results_dir
 from canlib.model.config import preset
-from canlib.repro.studies.chapters import decoding
 
 
 def test_values_quote_the_stored_counts_and_the_cache_widths_of_the_configs():

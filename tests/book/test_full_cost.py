@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from canlib.repro.studies.chapters.training import cost_frame, full_cost
+from _code.training import cost_frame, full_cost
 
 REPO = Path(__file__).resolve().parents[2]
 

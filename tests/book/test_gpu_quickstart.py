@@ -52,7 +52,7 @@ def test_the_command_scan_catches_a_command_canlib_does_not_have():
         "Run `canlib reproduce --all`, or:\n```bash\nCUDA_VISIBLE_DEVICES=0 python -m canlib evaluate x  # note\n```\n"
     )
     assert commands_named(text) == {"reproduce", "evaluate"}
-    assert commands_named("`canlib.repro.studies.cli` and canlib editable in prose") == set()
+    assert commands_named("`repro.studies.cli` and canlib editable in prose") == set()
 
 
 def gpu_small_commands(tmp_path: Path) -> list[str]:
@@ -116,7 +116,7 @@ def test_each_throughput_flag_the_gpu_page_shows_sets_its_trainconfig_field():
     import argparse
     import html
 
-    from canlib.repro.studies.chapters.gpu import options_frame
+    from _code.gpu import options_frame
     from canlib.training.cli import add_arguments, given_options
 
     parser = argparse.ArgumentParser()

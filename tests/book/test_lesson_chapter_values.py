@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from conftest import missing
 
-from canlib.repro.studies import claims
-from canlib.repro.studies.chapters import attention, context, decoding, errors, similarity, speed, training
-from canlib.repro.studies.store import Store
-from canlib.repro.studies.verdict import FAILS, HOLDS, INCONCLUSIVE, MIXED
+from _code import attention, context, decoding, errors, similarity, speed, training
+from repro.studies import claims
+from repro.studies.store import Store
+from repro.studies.verdict import FAILS, HOLDS, INCONCLUSIVE, MIXED
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "book" / "results"
@@ -130,7 +130,7 @@ def test_similarity_values_are_the_stored_diagonals_and_the_gap_the_papers_argum
 def test_the_similarity_chapter_reads_balanced_at_small_once_stored_and_leads_with_the_command_before(tmp_path):
     """similarity.md's Balanced section reads the stored small study (its words from its numbers); where that study
     is missing it leads with the fact, the command that stores it and its GPU-minutes instead."""
-    from canlib.repro.studies.chapters.analysis_notes import not_stored_note
+    from _code.analysis_notes import not_stored_note
 
     assert (SMALL / "similarity-balanced.json").exists() and similarity.stored("balanced", small())
     assert not_stored_note("similarity-balanced", "measurement", ["balanced"], RESULTS) == ""
@@ -447,7 +447,7 @@ def test_the_profile_and_graph_values_are_the_last_runs_raw_figures():
 
 
 def test_models_provenance_names_the_gpu_and_commit_that_trained_the_models_and_where_the_study_ran():
-    from canlib.repro.studies.analyses import models_provenance
+    from repro.studies.analyses import models_provenance
 
     study = raw(SMALL / "errors.json")["provenance"]
     run = raw(RUNS / "can-seed1.json")["provenance"]
@@ -462,8 +462,8 @@ def test_error_bucket_rows_hide_buckets_under_the_minimum_and_the_figure_draws_o
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from canlib.repro.studies.analyses import bucket_rows
-    from canlib.repro.studies.plots import plot_error_buckets
+    from _code.plots import plot_error_buckets
+    from repro.studies.analyses import bucket_rows
 
     side = {"labels": ["a", "b", "c"], "sentences": [40, 29, 0], "bleu": [20.0, 30.0, math.nan]}
     buckets = {
@@ -486,7 +486,7 @@ def test_similarity_is_drawn_as_the_paper_draws_it():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from canlib.repro.studies.plots import plot_layer_similarity, plot_similarity
+    from _code.plots import plot_layer_similarity, plot_similarity
 
     ours = raw(SMALL / "similarity.json")["result"]["residual"]
     fig = plot_similarity(PAPER["fig2_similarity"], ours)
@@ -510,8 +510,8 @@ def test_the_2x_curves_are_drawn_with_the_papers_figure_8_beside_them():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from canlib.repro.studies.analyses import seed_curves
-    from canlib.repro.studies.plots import plot_budget_curves
+    from _code.plots import plot_budget_curves
+    from repro.studies.analyses import seed_curves
 
     logs = [raw(p)["result"]["log"] for p in sorted(BEYOND.glob("budget-can-x2-seed*.json"))]
     curves = {"CAN": {"bleu": seed_curves(logs, "valid_bleu"), "loss": seed_curves(logs, "valid_loss")}}
@@ -540,7 +540,7 @@ def test_checkpoint_averaging_is_not_run_until_the_averaging_study_is_stored(tmp
     does)."""
     assert training.averaging_status(small()) == "not stored yet"
     assert not list(BEYOND.glob("averaging-*.json")), "the averaging study is stored now: rewrite its sentences"
-    from canlib.repro.results.files import provenance, save_result
+    from repro.results.files import provenance, save_result
 
     folder = tmp_path / "small" / "beyond" / "runs" / "multi30k-en-de"
     folder.mkdir(parents=True)

@@ -11,10 +11,10 @@ import statistics
 import pytest
 from conftest import REPO
 
-from canlib.repro.studies import claims
-from canlib.repro.studies.claims import BY_ID
-from canlib.repro.studies.store import Store
-from canlib.repro.studies.verdict import STATES
+from repro.studies import claims
+from repro.studies.claims import BY_ID
+from repro.studies.store import Store
+from repro.studies.verdict import STATES
 
 README = REPO / "README.md"
 RESULTS = REPO / "book" / "results"
@@ -34,10 +34,10 @@ def env(monkeypatch, shared_data):
 
 
 def test_the_readme_sections_are_what_the_stored_results_give_now(env, tmp_path):
-    """README cannot glue: its sections are generated (python -m canlib.repro.studies.chapters.glance --readme), and
+    """README cannot glue: its sections are generated (python -m _code.glance --readme), and
     this fails when the stored results or the code give another finding or table than README holds: rewriting a copy
     of README with what they give now changes nothing."""
-    from canlib.repro.studies.chapters import glance
+    from _code import glance
 
     copy = tmp_path / "README.md"
     copy.write_text(README.read_text(encoding="utf-8"), encoding="utf-8")
@@ -81,7 +81,7 @@ def test_the_headline_gap_of_readme_is_the_stored_runs(claims_json):
 
 
 def test_the_first_page_shows_the_findings_of_readme_with_marked_words(env, claims_json):
-    from canlib.repro.studies.chapters import glance
+    from _code import glance
 
     html = glance.values(Store("small", RESULTS))["findings"]
     items = re.findall(r"<li>(.*?)</li>", html)

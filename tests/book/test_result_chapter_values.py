@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, stored_results
 
-from canlib.repro.studies.verdict import FAILS, HOLDS, INCONCLUSIVE, MIXED
+from repro.studies.verdict import FAILS, HOLDS, INCONCLUSIVE, MIXED
 
 RESULTS = REPO / "book" / "results"
 RUNS = RESULTS / "small" / "runs" / "multi30k-en-de"
@@ -68,28 +68,28 @@ def env():
 
 @pytest.fixture(scope="module")
 def store(env):
-    from canlib.repro.studies.store import Store
+    from repro.studies.store import Store
 
     return Store("small", RESULTS)
 
 
 @pytest.fixture(scope="module")
 def judged(store):
-    from canlib.repro.studies.claims import judged
+    from repro.studies.claims import judged
 
     return judged(store)
 
 
 @pytest.fixture(scope="module")
 def results(store):
-    from canlib.repro.studies.chapters import results
+    from _code import results
 
     return results.values(store)
 
 
 @pytest.fixture(scope="module")
 def beyond_values(store):
-    from canlib.repro.studies.chapters import beyond
+    from _code import beyond
 
     return beyond.values(store)
 
@@ -184,8 +184,8 @@ def test_the_beyond_verdicts_are_what_the_careful_reader_found(beyond_values, ju
 
 
 def test_the_beyond_chapter_presents_no_number_at_tiny(env, tmp_path):
-    from canlib.repro.studies.chapters import beyond
-    from canlib.repro.studies.store import Store
+    from _code import beyond
+    from repro.studies.store import Store
 
     tiny = beyond.values(Store("tiny", tmp_path))
     ours = {k for k in tiny if k.startswith(("gap", "change", "kd_", "teacher", "gain", "verdict"))}
@@ -199,7 +199,7 @@ def test_the_beyond_chapter_presents_no_number_at_tiny(env, tmp_path):
 
 
 def test_the_ablation_chapter_quotes_the_runs_and_the_kernel_counts(store, judged):
-    from canlib.repro.studies.chapters import ablation
+    from _code import ablation
 
     v = ablation.values(store)
     t5 = PAPER["table5_ablation_en-de"]
@@ -236,7 +236,7 @@ def per_repeat_median(run_systems: dict, system: str, against: str, mode: str) -
 def test_the_depths_chapter_shows_one_number_for_the_14_1_drop_the_registrys(store, judged):
     """14/1 - 12/2 is one number on the page: the registry's, the means over every stored seed with its seed interval
     (no seed-1 pair beside it), and its verdict says what would settle it."""
-    from canlib.repro.studies.chapters import depths
+    from _code import depths
 
     v = depths.values(store)
     assert (v["seeds_14_1"], v["seeds_9_4"]) == (len(tok(RUNS, "depth-14-1")), len(tok(RUNS, "depth-9-4")))
@@ -255,8 +255,8 @@ def test_the_depths_chapter_shows_one_number_for_the_14_1_drop_the_registrys(sto
 def test_the_corpus_size_is_the_prepared_corpus_after_its_length_filter(results, store):
     """The pairs a page quotes are those the models trained on: the prepared corpus's count after the length-ratio
     filter, not the raw corpus's."""
+    from _code import tasks
     from canlib.data.preparation import prepared
-    from canlib.repro.studies.chapters import tasks
 
     meta = json.loads((prepared(store.corpus, "small").path / "meta.json").read_text())
     assert (
@@ -277,7 +277,7 @@ def test_the_training_recipe_table_names_every_difference_from_the_configs():
     corpora and the stored runs, beside the paper's."""
     from canlib.data.corpora import get_corpus
     from canlib.model.config import preset
-    from canlib.repro.studies.analyses import training_recipes
+    from repro.studies.analyses import training_recipes
 
     rows = {r["scale"]: r for r in training_recipes()}
     for scale in ("tiny", "small", "full"):
@@ -291,7 +291,7 @@ def test_the_training_recipe_table_names_every_difference_from_the_configs():
 
 
 def test_the_tasks_chapter_reads_the_papers_tables(store, judged):
-    from canlib.repro.studies.chapters import tasks
+    from _code import tasks
 
     v = tasks.values(store)
     t2, t3 = PAPER["table2_wmt14"], PAPER["table3_wmt17"]
@@ -303,7 +303,7 @@ def test_the_tasks_chapter_reads_the_papers_tables(store, judged):
 
 
 def test_the_glance_tables_are_the_stored_runs(store):
-    from canlib.repro.studies.chapters import glance
+    from _code import glance
 
     t = glance.tables(store)
     for label, name in (("CAN", "can"), ("Balanced", "balanced")):
@@ -342,8 +342,8 @@ def test_the_glance_tables_are_the_stored_runs(store):
 def test_the_bleu_tables_show_the_stored_runs(env, systems):
     """The table of the results, ablation and depths chapters: seeds, mean ± sd, sacreBLEU and the difference to
     Balanced, recomputed from the raw files."""
-    from canlib.repro.studies import tables
-    from canlib.repro.studies.store import Store
+    from _code import tables
+    from repro.studies.store import Store
 
     table = tables.bleu_table(Store("small", RESULTS), systems, labels={s: s for s in systems})
     for s in systems:

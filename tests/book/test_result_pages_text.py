@@ -54,7 +54,7 @@ def test_the_chapter_modules_speak_the_registrys_words():
 
 
 def test_the_budget_factors_named_in_the_notes_are_the_codes():
-    from canlib.repro.results.studies import study_record
+    from repro.results.studies import study_record
 
     factors = {study_record("budget").factor}  # 1x is the main plan
     for path in (REPO / "measurements" / "README.md", REPO / "book" / "gpu.md", REPO / "book" / "beyond.md"):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, stored_results
 
-from canlib.repro.results.files import provenance, save_result
+from repro.results.files import provenance, save_result
 
 RESULTS = REPO / "book" / "results"
 GPU = RESULTS / "gpu"
@@ -47,7 +47,7 @@ def cell(xs: list[float]) -> str:
 
 @pytest.fixture(scope="module")
 def store():
-    from canlib.repro.studies.store import Store
+    from repro.studies.store import Store
 
     with stored_results(RESULTS) as patch:
         patch.delenv("CANLIB_LIVE_CPU_SPEED", raising=False)
@@ -62,7 +62,7 @@ READ = "h200-2026-11-27-81cbcbb"  # the run every speed verdict reads: today's c
 
 @pytest.mark.parametrize("run", RUNS)
 def test_every_runs_ratio_is_the_median_of_its_per_repeat_ratios(run, store):
-    from canlib.repro.studies import gpu_results as gpu
+    from _code import gpu_results as gpu
 
     can = ratios(run, "can", "balanced")
     stat = gpu.ratio_stat(store.gpu_speed("eager", run)[0], "can", "balanced")
@@ -71,9 +71,9 @@ def test_every_runs_ratio_is_the_median_of_its_per_repeat_ratios(run, store):
 
 
 def test_every_page_shows_the_read_runs_ratio_as_the_median_of_its_per_repeat_ratios(store):
-    from canlib.repro.studies.chapters import scorecard, speed
-    from canlib.repro.studies.claims import judged
-    from canlib.repro.studies.judges import speed_runs
+    from _code import scorecard, speed
+    from repro.studies.claims import judged
+    from repro.studies.judges import speed_runs
 
     assert speed_runs(store) == [READ]
     paper = {s: 1.0 for s in ("baseline", "balanced", "san", "aan", "can")}
@@ -90,8 +90,8 @@ def test_every_page_shows_the_read_runs_ratio_as_the_median_of_its_per_repeat_ra
 def test_a_run_below_the_speed_standard_reads_inconclusive_whatever_its_interval(store):
     """The graph-mode repeats of the run the verdicts read lasted under a second: its row says "inconclusive", not
     the word its interval alone would give, so the table and the claim's verdict agree."""
-    from canlib.repro.studies.chapters import scorecard
-    from canlib.repro.studies.claims import judged
+    from _code import scorecard
+    from repro.studies.claims import judged
 
     systems = json.loads((GPU / READ / "speed.json").read_text())["result"]["systems"]
     shortest = min(min(systems[s]["captured"]["seconds"]) for s in ("can", "balanced"))
@@ -103,7 +103,7 @@ def test_a_run_below_the_speed_standard_reads_inconclusive_whatever_its_interval
 
 def test_the_first_h100_run_reads_one_ratio_everywhere(store):
     """The median of the per-repeat ratios, not the ratio of the two medians, which disagreed with it."""
-    from canlib.repro.studies import gpu_results as gpu
+    from _code import gpu_results as gpu
 
     run = "h100-2026-11-26"
     rows = json.loads((GPU / run / "speed.json").read_text())["result"]["systems"]
@@ -114,8 +114,8 @@ def test_the_first_h100_run_reads_one_ratio_everywhere(store):
 
 
 def test_a_run_too_short_for_an_interval_shows_its_range():
-    from canlib.repro.studies.chapters.speed import ratio_cell
-    from canlib.repro.studies.verdict import ratio_reading
+    from _code.speed import ratio_cell
+    from repro.studies.verdict import ratio_reading
 
     three = ratio_reading([1.2, 1.0, 1.4])
     assert three["interval"] is None and three["n"] == 3
@@ -129,7 +129,7 @@ def test_a_run_too_short_for_an_interval_shows_its_range():
 
 def test_the_san_sentence_counts_the_repeats_the_verdicts_read(store):
     """How often SAN came out ahead of CAN is counted from the run the verdicts read, not written by hand."""
-    from canlib.repro.studies.chapters import speed
+    from _code import speed
 
     v = speed.values(store)
     read = ratios(READ, "can", "san")
@@ -141,8 +141,8 @@ def test_the_san_sentence_counts_the_repeats_the_verdicts_read(store):
 
 def cpu_outputs(store) -> dict:
     """Every CPU table and sentence the results, speed, depths and ablation pages show."""
-    from canlib.repro.studies.chapters import ablation, depths, speed
-    from canlib.repro.studies.cpu_speed import cpu_provenance, cpu_table
+    from _code import ablation, depths, speed
+    from _code.cpu_speed import cpu_provenance, cpu_table
 
     speeds = {s: 1.0 for s in NINE}
     return {
@@ -165,8 +165,8 @@ def test_the_cpu_tables_are_read_not_timed_and_a_busy_machine_changes_nothing(st
         pytest.fail(
             "book/results/cpu/speed.json is not stored: `python -m canlib experiment --scale small --studies speed`"
         )
-    from canlib.repro.bench import chapters as sp
-    from canlib.repro.bench import speed as bench
+    from repro.bench import chapters as sp
+    from repro.bench import speed as bench
 
     def timed(*args, **kwargs):
         raise AssertionError("a page timed the CPU while it built")
@@ -201,7 +201,7 @@ def steady(k: int, base: float) -> float:
 
 
 def test_a_quiet_cpu_run_shows_the_median_of_its_per_repeat_ratios(tmp_path):
-    from canlib.repro.studies.cpu_speed import cpu_table
+    from _code.cpu_speed import cpu_table
 
     seconds = {s: [steady(k, 2.0 + 0.1 * i) for k in range(20)] for i, s in enumerate(NINE)}
     fake_run(tmp_path, seconds)
@@ -212,9 +212,9 @@ def test_a_quiet_cpu_run_shows_the_median_of_its_per_repeat_ratios(tmp_path):
 
 
 def test_a_noisy_cpu_run_shows_no_ratio_and_says_why(tmp_path):
-    from canlib.repro.studies.chapters import depths
-    from canlib.repro.studies.cpu_speed import OTHER_BOUND, cpu_table
-    from canlib.repro.studies.store import Store
+    from _code import depths
+    from _code.cpu_speed import OTHER_BOUND, cpu_table
+    from repro.studies.store import Store
 
     seconds = {s: [steady(k, 2.0 + 0.1 * i) for k in range(20)] for i, s in enumerate(NINE)}
     seconds["can"] = [2.4 * (1 + 0.05 * (k % 7)) for k in range(20)]  # a third apart: another process meddled
@@ -224,7 +224,7 @@ def test_a_noisy_cpu_run_shows_no_ratio_and_says_why(tmp_path):
     fake_run(tmp_path, {s: [steady(k, 2.0) for k in range(20)] for s in NINE}, other=OTHER_BOUND + 0.1)
     _, prov = cpu_table(("balanced", "can"), root=tmp_path, live=False)
     assert "other processes took" in prov["noisy"]
-    from canlib.repro.studies.chapters.speed import speed_table
+    from _code.speed import speed_table
 
     depth = ("baseline", "depth-9-4", "balanced", "depth-14-1")
     frame = speed_table(Store("small", tmp_path), depth, {s: 1.0 for s in depth}, "baseline")
@@ -233,8 +233,8 @@ def test_a_noisy_cpu_run_shows_no_ratio_and_says_why(tmp_path):
 
 
 def test_a_live_cpu_run_is_timed_only_on_request_and_once(tmp_path, monkeypatch):
-    from canlib.repro.bench import chapters as sp
-    from canlib.repro.studies.cpu_speed import cpu_table
+    from _code.cpu_speed import cpu_table
+    from repro.bench import chapters as sp
 
     calls = []
 

@@ -13,9 +13,8 @@ import pandas as pd
 import pytest
 import torch
 
-from canlib.repro.studies import figures
-from canlib.repro.studies.chapters import attention, compress, similarity
-from canlib.repro.studies.tables import reading_table, reads_as_number
+from _code import attention, compress, figures, similarity
+from _code.tables import reading_table, reads_as_number
 
 matplotlib.use("Agg")
 REPO = Path(__file__).resolve().parents[2]

@@ -180,9 +180,9 @@ def test_plot_pair_maps_draws_every_layers_three_maps_from_stored_nested_lists()
 
 
 def test_the_attention_study_stores_what_the_chapter_draws(shared_data, tmp_path, monkeypatch):
-    from canlib.repro.experiments.experiment import experiment
-    from canlib.repro.results.files import load_result
-    from canlib.repro.results.layout import Where
+    from repro.experiments.experiment import experiment
+    from repro.results.files import load_result
+    from repro.results.layout import Where
 
     monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))

@@ -169,9 +169,9 @@ def test_models_corpora_and_the_reproduction_read_the_catalogue():
         from canlib.data.corpora import REGISTRY
         from canlib.info import preset_table
         from canlib.model.config import ModelConfig, preset
-        from canlib.repro.bench.settings import BenchSettings
-        from canlib.repro.experiments.run import run
-        from canlib.repro.results.layout import Where
+        from repro.bench.settings import BenchSettings
+        from repro.experiments.run import run
+        from repro.results.layout import Where
 
         b = preset("small-balanced")
         print(b.d_model, b.heads, b.ffn_dim, b.enc_layers, b.dec_layers)

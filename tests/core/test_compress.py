@@ -14,7 +14,7 @@ from canlib.model import conversion as V
 from canlib.model.attention import SourceMemory, causal_mask
 from canlib.model.config import BOS_ID, PAD_ID
 from canlib.model.layers import CANDecoderLayer, StandardDecoderLayer
-from canlib.repro.studies.paper import paper_numbers
+from repro.studies.paper import paper_numbers
 
 TOL = 1e-10
 B, T, S = 2, 5, 7

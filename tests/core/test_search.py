@@ -14,8 +14,8 @@ from canlib import DECODER_KINDS, Seq2Seq
 from canlib.decoding.decoder import CompiledDecoder, EagerDecoder
 from canlib.decoding.runners import GraphedDecoder, StepGraphs
 from canlib.decoding.search import ChunkedTopK, SearchSettings, beam_search, greedy_search, make_batch, new_search
+from canlib.decoding.timing import PartClock, timed_search
 from canlib.model.config import BOS_ID, EOS_ID, PAD_ID
-from canlib.repro.bench.timing import PartClock, timed_search
 
 
 @pytest.fixture(autouse=True)
@@ -237,10 +237,10 @@ class _FakeTime:
 def test_timed_search_gives_each_part_the_time_it_took(monkeypatch):
     """Encode, init_cache, layers, output and the search's reorders take 7, 11, 3, 5 and 2 units on a
     fake clock: the parts must come out as those durations times how often each ran."""
-    import canlib.repro.bench.timing
+    import canlib.decoding.timing
 
     clock = _FakeTime()
-    monkeypatch.setattr(canlib.repro.bench.timing.time, "perf_counter", clock)
+    monkeypatch.setattr(canlib.decoding.timing.time, "perf_counter", clock)
     model = tiny_model(seed=9)
 
     class Slow(EagerDecoder):

@@ -20,10 +20,10 @@ from canlib.data.vocab import Vocabulary
 from canlib.model import Seq2Seq
 from canlib.model.checkpoint import save_model
 from canlib.model.config import DECODER_KINDS, ModelConfig
-from canlib.repro.results.files import load_result
 from canlib.training import NonFiniteLossError, TrainConfig, Trainer, label_smoothed_nll_loss
 from canlib.training.schedule import inverse_sqrt_lr
 from canlib.training.state import average_checkpoints
+from repro.results.files import load_result
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -14,8 +14,8 @@ import torch
 from conftest import small_config
 
 from canlib.data.batching import PairList, collate
+from canlib.decoding.ops import OpCounter
 from canlib.model.config import ModelConfig
-from canlib.repro.bench.ops import OpCounter
 from canlib.training import TrainConfig, Trainer
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The package holds no commit hash: which code a measurement timed is data stored beside the measurement, not a
+"""The packages hold no commit hash: which code a measurement timed is data stored beside the measurement, not a
 constant of the library."""
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ HASH = re.compile(r"(?<![0-9A-Za-z])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,
 
 
 def test_the_package_names_no_commit_of_its_own():
-    """Which code a measurement timed is data stored beside it; the package names no commit (docstrings' examples
-    aside)."""
-    paths = sorted((REPO / "canlib").rglob("*.py"))
-    assert any("repro" in p.parts for p in paths)  # the reproduction's readers are among them
+    """Which code a measurement timed is data stored beside it; no package names a commit (docstrings' examples
+    aside): the library, the reproduction's readers or the pages' glue."""
+    paths = sorted(p for folder in ("canlib", "repro", "book/_code") for p in (REPO / folder).rglob("*.py"))
     found = []
     for path in paths:
         tree = ast.parse(path.read_text(encoding="utf-8"))

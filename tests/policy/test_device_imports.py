@@ -2,7 +2,7 @@
 
 The device's python3 has torch and numpy but not sacremoses or ctranslate2 (a gpu_check run at e19dd56
 lost three of its six steps to ``from sacremoses import MosesTokenizer`` at the top of canlib/bleu.py).
-A subprocess refuses the optional packages with a meta-path finder, then parses ``canlib bench
+A subprocess refuses the optional packages with a meta-path finder, then parses ``python -m repro bench
 speed|breakdown|ops --help``, imports the GPU scripts and tests/core/test_search.py and runs a search (triton, too,
 is optional: a user's CPU machine may lack it). Optional packages are
 imported inside the functions that need them (``canlib.io.require``); progress bars come from
@@ -59,7 +59,7 @@ PROBE = textwrap.dedent("""
             results[label] = traceback.format_exc()[-1500:]
 
     def cli(*argv):
-        from canlib.cli import main
+        from repro.cli import main
         sys.exit(main(list(argv)))
 
     def load(path):
@@ -67,7 +67,7 @@ PROBE = textwrap.dedent("""
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
 
     for command in ("speed", "breakdown", "ops"):
-        attempt(f"canlib bench {command} --help", lambda c=command: cli("bench", c, "--help"))
+        attempt(f"python -m repro bench {command} --help", lambda c=command: cli("bench", c, "--help"))
     scripts = ("scripts/gpu_bench.py", "scripts/gpu_profile.py", "scripts/gpu_smoke_train.py")
     for path in (*scripts, "tests/core/test_search.py"):
         attempt(f"import {path}", lambda p=path: load(p))

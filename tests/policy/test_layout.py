@@ -1,13 +1,14 @@
-"""The package's two halves and their layers, read from the folder tree.
+"""The repository's three packages and their layers, read from the folder tree.
 
-``canlib/`` holds the core a user imports (the catalogue of systems and scales, data, model, decoding, training,
-analysis, bleu, io and the command line); ``canlib/repro/`` holds the reproduction the book reads (the results
-schema, the bench, the experiment engine, the readers and ingest). The core never imports the reproduction. Inside
-each half a part imports only the parts below it: ``catalogue < io < bleu < data < model < decoding < training <
-analysis < {cli, info}`` in the core and ``results < bench < {studies, experiments} < ingest`` in the reproduction,
-where the engine (experiments) and the readers (studies) are siblings: neither imports the other, so loading a result
-can never reach training. A layer list appears below only for the order of the parts; which part belongs to which
-half is the tree's.
+``canlib/`` is the library a user installs (the catalogue of systems and scales, data, model, decoding with its
+instrumentation, training, analysis, bleu, io and the command line); ``repro/`` is the reproduction beside it (the
+results schema, the bench, the experiment engine, the readers and ingest), and ``book/_code/`` the pages' glue. The
+library imports neither of the others and the reproduction never imports the pages' glue. Inside each package a part
+imports only the parts below it: ``catalogue < io < bleu < data < model < decoding < training < analysis < {cli,
+info}`` in the library and ``results < bench < {studies, experiments} < ingest < cli`` in the reproduction, where the
+engine (experiments) and the readers (studies) are siblings: neither imports the other, so loading a result can never
+reach training. A layer list appears below only for the order of the parts; which part belongs to which package is
+the tree's.
 """
 
 from __future__ import annotations
@@ -19,35 +20,37 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "canlib"
-REPRO = PACKAGE / "repro"
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = {"canlib": ROOT / "canlib", "repro": ROOT / "repro", "_code": ROOT / "book" / "_code"}
 CORE_ORDER = ["catalogue", "io", "bleu", "data", "model", "decoding", "training", "analysis", "cli", "info", "__main__"]
-REPRO_ORDER = ["results", "bench", "studies", "experiments", "ingest"]
+REPRO_ORDER = ["results", "bench", "studies", "experiments", "ingest", "cli", "__main__"]
 SIBLINGS = ("studies", "experiments")  # one layer: neither imports the other
-# modules whose canlib imports all stand at their top, LOCAL_IMPORTS the exceptions: the schema, the engine, every
-# reader, the chapters' measurements, ingest, the data pipeline and the analyses
+# modules whose canlib and repro imports all stand at their top, LOCAL_IMPORTS the exceptions: the schema, the engine,
+# every reader, the CPU measurements, ingest, the data pipeline and the analyses
 TOP_IMPORTS = [
     "repro/results",
     "repro/experiments",
     "repro/studies",
     "repro/ingest",
-    "repro/bench/chapters.py",
-    "data",
-    "analysis",
+    "repro/bench/cpu.py",
+    "canlib/data",
+    "canlib/analysis",
 ]
 MAX_LINES = 600
 
 
+def package_of(module: str) -> str:
+    return module.split(".")[0]
+
+
 def in_repro(module: str) -> bool:
-    return module == "canlib.repro" or module.startswith("canlib.repro.")
+    return package_of(module) == "repro"
 
 
 def part(module: str) -> str:
-    """The part of a dotted canlib module name, in its half: ``canlib.model.layers`` -> ``model``,
-    ``canlib.repro.studies.claims`` -> ``studies``."""
+    """The part of a dotted module name in its package: ``canlib.model.layers`` -> ``model``,
+    ``repro.studies.claims`` -> ``studies``."""
     pieces = module.split(".")
-    if in_repro(module):
-        return pieces[2] if len(pieces) > 2 else "__init__"
     return pieces[1] if len(pieces) > 1 else "__init__"
 
 
@@ -57,16 +60,16 @@ def layer(module: str) -> int:
 
 
 def module_name(path: Path) -> str:
-    rel = path.relative_to(PACKAGE.parent).with_suffix("")
-    parts = list(rel.parts)
+    name, root = next((n, r) for n, r in PACKAGES.items() if path.is_relative_to(r))
+    parts = [name, *path.relative_to(root).with_suffix("").parts]
     if parts[-1] == "__init__":
         parts = parts[:-1]
     return ".".join(parts)
 
 
 def canlib_imports(path: Path, nested_only: bool = False) -> set[str]:
-    """Every canlib module ``path`` imports, at module level or inside functions (``nested_only``: inside functions
-    or classes only)."""
+    """Every module of the three packages ``path`` imports, at module level or inside functions (``nested_only``:
+    inside functions or classes only)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     here = module_name(path).split(".")
     package = here if path.name == "__init__.py" else here[:-1]
@@ -78,28 +81,31 @@ def canlib_imports(path: Path, nested_only: bool = False) -> set[str]:
         )
     for node in nodes:
         if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.split(".")[0] == "canlib"}
+            found |= {a.name for a in node.names if package_of(a.name) in PACKAGES}
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
             else:
                 base = node.module or ""
-            if base.split(".")[0] == "canlib":
+            if package_of(base) in PACKAGES:
                 found.add(base)
     return found
 
 
-def all_modules() -> list[Path]:
-    return sorted(PACKAGE.rglob("*.py"))
+def all_modules(packages: tuple[str, ...] = ("canlib", "repro")) -> list[Path]:
+    return sorted(p for name in packages for p in PACKAGES[name].rglob("*.py"))
 
 
-def test_the_core_never_imports_the_reproduction():
+# what each package may import of the three: the library none of the others, the reproduction not the pages' glue
+MAY_IMPORT = {"canlib": {"canlib"}, "repro": {"canlib", "repro"}, "_code": {"canlib", "repro", "_code"}}
+
+
+def test_the_library_imports_neither_the_reproduction_nor_the_pages_glue():
     crossing = [
         f"{module_name(path)} imports {target}"
-        for path in all_modules()
-        if not in_repro(module_name(path))
+        for path in all_modules(tuple(PACKAGES))
         for target in canlib_imports(path)
-        if in_repro(target)
+        if package_of(target) not in MAY_IMPORT[package_of(module_name(path))]
     ]
     assert not crossing, "\n".join(crossing)
 
@@ -111,9 +117,9 @@ def test_no_part_imports_a_part_above_it_in_its_half():
         if part(source) == "__init__":
             continue  # a package root re-exports its parts
         for target in canlib_imports(path):
-            if part(target) == "__init__" and target in ("canlib", "canlib.repro"):
+            if part(target) == "__init__" and target in ("canlib", "repro"):
                 upward.append(f"{source} imports the package root {target} (import the part itself)")
-            elif in_repro(target) == in_repro(source) and layer(target) > layer(source):
+            elif package_of(target) == package_of(source) and layer(target) > layer(source):
                 upward.append(f"{source} ({part(source)}) imports {target} ({part(target)}), a part above it")
     assert not upward, "\n".join(upward)
 
@@ -130,31 +136,33 @@ def test_the_engine_and_the_readers_do_not_import_each_other():
     assert not crossing, "\n".join(crossing)
 
 
-def test_a_command_imports_only_its_own_module():
-    """`canlib bleu --help` loads the core's BLEU and nothing of the reproduction (every other command's module waits
-    until that command runs)."""
+@pytest.mark.parametrize("call", ["import canlib", "main(['--help'])", "main(['bleu', '--help'])"])
+def test_the_library_loads_nothing_of_the_reproduction_the_pages_or_scipy(call):
+    """``import canlib``, ``canlib --help`` and ``canlib bleu --help`` load the library alone: no module of
+    ``repro``, of the pages' ``_code`` or the book, and no scipy (the reproduction's dependency)."""
     code = (
-        "import sys\nfrom canlib.cli import main\ntry:\n    main(['bleu', '--help'])\nexcept SystemExit:\n    pass\n"
-        "print(' '.join(m for m in sys.modules if m.startswith('canlib')), file=sys.stderr)"
+        f"import sys\nfrom canlib.cli import main\ntry:\n    {call}\nexcept SystemExit:\n    pass\n"
+        "print(' '.join(sys.modules), file=sys.stderr)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     loaded = out.stderr.split()
-    assert "canlib.bleu" in loaded and not [m for m in loaded if in_repro(m)], loaded
+    foreign = [m for m in loaded if package_of(m) in ("repro", "_code", "book", "scipy")]
+    assert "canlib.cli" in loaded and not foreign, foreign
+    if "bleu" in call:
+        assert "canlib.bleu" in loaded
 
 
-def test_every_part_stands_in_its_halfs_order():
+def test_every_part_stands_in_its_packages_order():
     parts = {(in_repro(module_name(p)), part(module_name(p))) for p in all_modules()} - {
         (False, "__init__"),
         (True, "__init__"),
     }
-    unknown = {
-        f"{'canlib.repro' if r else 'canlib'}.{x}" for r, x in parts if x not in (REPRO_ORDER if r else CORE_ORDER)
-    }
+    unknown = {f"{'repro' if r else 'canlib'}.{x}" for r, x in parts if x not in (REPRO_ORDER if r else CORE_ORDER)}
     assert not unknown, f"parts of no layer (add them to the order): {sorted(unknown)}"
 
 
 def test_the_module_import_graph_has_no_cycles():
-    names = {module_name(p): p for p in all_modules()}
+    names = {module_name(p): p for p in all_modules(tuple(PACKAGES))}
     graph = {}
     for name, path in names.items():
         targets = set()
@@ -192,21 +200,21 @@ def test_importing_a_lower_part_does_not_load_the_models(module):
         "print(' '.join(loaded))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     ).stdout.split()
     assert not [m for m in out if m.startswith("canlib.model")], out
 
 
 def owned(prefixes: list[str]) -> list[Path]:
-    return [p for p in all_modules() if any(p.relative_to(PACKAGE).as_posix().startswith(x) for x in prefixes)]
+    return [p for p in all_modules() if any(p.relative_to(ROOT).as_posix().startswith(x) for x in prefixes)]
 
 
 # the imports that stay inside a function, each for a reason: reading stored results never prepares data or runs the
 # bench, so a reader imports those only where it computes (a verdict's references, a measurement)
 LOCAL_IMPORTS = {
-    "canlib.repro.experiments.run": ["canlib.training.state"],  # a run's last checkpoint, read to evaluate it
-    "canlib.repro.studies.store": ["canlib.data.preparation"],
-    "canlib.repro.bench.chapters": ["canlib.decoding.ctranslate", "canlib.repro.bench"],
+    "repro.experiments.run": ["canlib.training.state"],  # a run's last checkpoint, read to evaluate it
+    "repro.studies.store": ["canlib.data.preparation"],
+    "repro.bench.cpu": ["canlib.decoding.ctranslate", "repro.bench"],
 }
 
 
@@ -217,7 +225,9 @@ def test_the_reproduction_imports_canlib_at_its_top():
 
 def test_every_module_stays_under_600_lines():
     long = {
-        module_name(p): n for p in all_modules() if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+        module_name(p): n
+        for p in all_modules(tuple(PACKAGES))
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert long == {}
 
@@ -226,9 +236,10 @@ MAX_FUNCTION_LINES = 80
 
 
 def test_no_function_is_over_80_lines():
-    """A function reads at one sitting: every function and method of canlib, from its ``def`` to its last line."""
+    """A function reads at one sitting: every function and method of the three packages, from its ``def`` to its
+    last line."""
     long = {}
-    for path in all_modules():
+    for path in all_modules(tuple(PACKAGES)):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines = node.end_lineno - node.lineno + 1

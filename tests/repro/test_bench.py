@@ -11,8 +11,8 @@ import pytest
 import torch
 from conftest import small_model
 
-from canlib.cli import main
-from canlib.repro.bench.speed import System, time_systems
+from repro.bench.speed import System, time_systems
+from repro.cli import main
 
 
 @pytest.fixture(autouse=True)
@@ -94,7 +94,7 @@ def test_bench_breakdown_and_ct2_reference(tmp_path):
 
 def test_speed_study_includes_the_reference_engine_by_default():
     pytest.importorskip("ctranslate2")
-    from canlib.repro.bench.speed import default_systems
+    from repro.bench.speed import default_systems
 
     assert default_systems("speed") == ["baseline", "balanced", "san", "aan", "can", "ct2:baseline", "ct2:balanced"]
     assert not any(name.startswith("ct2:") for name in default_systems("ablation"))
@@ -105,7 +105,7 @@ def test_ct2_worker_failure_names_the_system(tmp_path, monkeypatch):
     and carrying the worker's traceback, instead of hanging or timing nothing."""
     pytest.importorskip("ctranslate2")
     import canlib.decoding.ctranslate
-    from canlib.repro.bench.speed import ct2_system
+    from repro.bench.speed import ct2_system
 
     def broken_export(model, folder, vocab=None):
         folder.mkdir(parents=True)
@@ -189,7 +189,7 @@ def test_bench_rejects_a_malformed_checkpoint_option(capsys):
 def test_bench_in_process_leaves_the_matplotlib_backend_alone(tmp_path):
     import matplotlib
 
-    from canlib.cli import main
+    from repro.cli import main
 
     original = matplotlib.get_backend()
     matplotlib.use("svg")  # stands for a notebook's inline backend
@@ -224,7 +224,7 @@ def test_bench_in_process_leaves_the_matplotlib_backend_alone(tmp_path):
 
 def test_ct2_worker_that_dies_gives_a_clear_error(tmp_path):
     pytest.importorskip("ctranslate2")
-    from canlib.repro.bench.speed import ct2_system
+    from repro.bench.speed import ct2_system
 
     model = small_model(vocab_size=50, dec_layers=1)
     system = ct2_system("ct2:tiny", model, 1, 1.0, torch.device("cpu"), 1, tmp_path)
@@ -241,7 +241,7 @@ def test_ct2_worker_that_dies_gives_a_clear_error(tmp_path):
 
 def test_run_study_is_a_function_of_its_settings():
     """The studies call the bench as a function: no argv, no files; the result carries its settings."""
-    from canlib.repro.bench import BenchResult, BenchSettings, run_study
+    from repro.bench import BenchResult, BenchSettings, run_study
 
     settings = BenchSettings(
         systems=("can",), scale="tiny", vocab_size=100, forced_length=4, sentences=2, repeats=1, warmup=0, threads=1
@@ -255,7 +255,7 @@ def test_run_study_is_a_function_of_its_settings():
 
 
 def test_bench_settings_reject_bad_values_by_name():
-    from canlib.repro.bench import BenchSettings, run_study
+    from repro.bench import BenchSettings, run_study
 
     with pytest.raises(ValueError, match="BenchSettings.beam=0"):
         BenchSettings(beam=0)
@@ -267,8 +267,8 @@ def test_bench_settings_reject_bad_values_by_name():
 
 def test_bench_warns_when_the_machine_is_busy(monkeypatch):
     """A load average above the bench's threads is recorded as a warning, on stderr and in meta."""
-    import canlib.repro.bench.speed as speed
-    from canlib.repro.bench import BenchSettings, run_study
+    import repro.bench.speed as speed
+    from repro.bench import BenchSettings, run_study
 
     monkeypatch.setattr(speed.os, "getloadavg", lambda: (7.5, 7.0, 6.0))
     settings = BenchSettings(

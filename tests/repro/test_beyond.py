@@ -12,11 +12,11 @@ import shutil
 
 import pytest
 
-from canlib.cli import main
-from canlib.repro.experiments import beyond as engine
-from canlib.repro.experiments.rescore import recheck, rescore
-from canlib.repro.results import studies as beyond  # the study table: the studies as data
-from canlib.repro.results.layout import Where, model_name
+from repro.cli import main
+from repro.experiments import beyond as engine
+from repro.experiments.rescore import recheck, rescore
+from repro.results import studies as beyond  # the study table: the studies as data
+from repro.results.layout import Where, model_name
 
 SMALL = Where.of("small")
 

@@ -7,12 +7,12 @@ import statistics
 
 import pytest
 
-from canlib.repro.results.files import provenance, save_result
-from canlib.repro.results.layout import model_name, stored_path
-from canlib.repro.studies import beyond, claims
-from canlib.repro.studies.analyses import seed_curves
-from canlib.repro.studies.claims import judged
-from canlib.repro.studies.store import Store
+from repro.results.files import provenance, save_result
+from repro.results.layout import model_name, stored_path
+from repro.studies import beyond, claims
+from repro.studies.analyses import seed_curves
+from repro.studies.claims import judged
+from repro.studies.store import Store
 
 SPLITS = ("valid", "test")
 

@@ -1,4 +1,4 @@
-"""The claims registry (canlib.repro.studies.claims): every claim one row, judged once, in five words, from the
+"""The claims registry (repro.studies.claims): every claim one row, judged once, in five words, from the
 strongest
 body of evidence held to its standard. Each kind of claim is built from two opposite fake stores and its word must
 flip; each is made inconclusive by taking its evidence below the standard; a weaker body never overrides a stronger
@@ -16,13 +16,13 @@ import pytest
 from conftest import REPO, SHARED_DATA
 from verdict_marks import disagreements, readme_verdicts, shown_verdicts
 
-from canlib.repro.results.files import provenance, save_result
-from canlib.repro.results.layout import stored_path
-from canlib.repro.studies import claims
-from canlib.repro.studies.claims import BY_ID, CLAIMS, judged, mark
-from canlib.repro.studies.evidence import MEANINGS
-from canlib.repro.studies.store import Store
-from canlib.repro.studies.verdict import STATES
+from repro.results.files import provenance, save_result
+from repro.results.layout import stored_path
+from repro.studies import claims
+from repro.studies.claims import BY_ID, CLAIMS, judged, mark
+from repro.studies.evidence import MEANINGS
+from repro.studies.store import Store
+from repro.studies.verdict import STATES
 
 RESULTS = REPO / "book" / "results"
 REFS = [
@@ -365,7 +365,7 @@ VERDICT_FUNCTIONS = {
     "bootstrap_contrast",
     "central_95",
 }
-ALLOWED = {"canlib/repro/studies/verdict.py", "canlib/repro/studies/judges.py", "canlib/repro/studies/claims.py"}
+ALLOWED = {"repro/studies/verdict.py", "repro/studies/judges.py", "repro/studies/claims.py"}
 
 
 def test_no_module_outside_the_rule_and_the_registry_calls_the_verdict_functions():
@@ -406,7 +406,7 @@ def test_every_page_that_shows_a_verdict_shows_the_registrys_word(stored):
     registry's."""
     import os
 
-    from canlib.repro.studies.chapters import (
+    from _code import (
         ablation,
         attention,
         beyond,

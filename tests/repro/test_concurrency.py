@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from canlib.repro.experiments import cli, pool
-from canlib.repro.experiments.pool import Deadline, Job, device_jobs, needs_of, run_queue, runs_per_minute, train_all
-from canlib.repro.experiments.run import Variant, run
-from canlib.repro.results.layout import Where
+from repro.experiments import cli, pool
+from repro.experiments.pool import Deadline, Job, device_jobs, needs_of, run_queue, runs_per_minute, train_all
+from repro.experiments.run import Variant, run
+from repro.results.layout import Where
 
 TINY = Where.of("tiny", reduced=4)
 

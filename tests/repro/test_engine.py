@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from conftest import write_toy_corpus
 
-from canlib.repro.experiments import analyses as engine_analyses
-from canlib.repro.experiments import beyond as engine_beyond
-from canlib.repro.experiments import estimate, summarise
-from canlib.repro.experiments.run import MAIN, Run, Variant, load, plan, run, trained
-from canlib.repro.results import studies as table
-from canlib.repro.results.files import load_result
-from canlib.repro.results.layout import Where, model_name
-from canlib.repro.studies import beyond
+from repro.experiments import analyses as engine_analyses
+from repro.experiments import beyond as engine_beyond
+from repro.experiments import estimate, summarise
+from repro.experiments.run import MAIN, Run, Variant, load, plan, run, trained
+from repro.results import studies as table
+from repro.results.files import load_result
+from repro.results.layout import Where, model_name
+from repro.studies import beyond
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = REPO / "book" / "results" / "small"
@@ -30,17 +30,17 @@ NEVER_LOADED = (
     "canlib.data.preparation",
     "canlib.data.download",
     "canlib.decoding",
-    "canlib.repro.bench",
-    "canlib.repro.experiments.train",
-    "canlib.repro.experiments.evaluate",
-    "canlib.repro.experiments.pool",
-    "canlib.repro.experiments.distill",
-    "canlib.repro.experiments.corpus",
-    "canlib.repro.experiments.experiment",
-    "canlib.repro.experiments.analyses",
-    "canlib.repro.experiments.summarise",
-    "canlib.repro.experiments.estimate",
-    "canlib.repro.experiments.rescore",
+    "repro.bench",
+    "repro.experiments.train",
+    "repro.experiments.evaluate",
+    "repro.experiments.pool",
+    "repro.experiments.distill",
+    "repro.experiments.corpus",
+    "repro.experiments.experiment",
+    "repro.experiments.analyses",
+    "repro.experiments.summarise",
+    "repro.experiments.estimate",
+    "repro.experiments.rescore",
 )
 
 
@@ -98,11 +98,11 @@ def test_loading_every_stored_result_imports_no_training_or_data_preparation(tmp
     code = f"""
 import json, sys
 from pathlib import Path
-from canlib.repro.experiments.run import load, plan
-from canlib.repro.results.layout import Where, model_name
-from canlib.repro.studies import analyses, beyond, claims
-from canlib.repro.studies.store import Store, default_scale
-from canlib.repro.results.files import load_result
+from repro.experiments.run import load, plan
+from repro.results.layout import Where, model_name
+from repro.studies import analyses, beyond, claims
+from repro.studies.store import Store, default_scale
+from repro.results.files import load_result
 from canlib.catalogue import ALL_SYSTEMS, DIRECTION_SYSTEMS
 loaded = 0
 for path in sorted(Path({str(REPO / "book" / "results")!r}).rglob("*.json")):
@@ -146,8 +146,8 @@ print(json.dumps({{"loaded": loaded, "systems": len(scores), "sums": len(sums), 
 
 
 def test_a_reader_never_trains_a_missing_result_it_names_the_call_that_stores_it(tmp_path, monkeypatch):
-    from canlib.repro.studies import analyses
-    from canlib.repro.studies.store import Store
+    from repro.studies import analyses
+    from repro.studies.store import Store
 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))  # an empty tiny folder: nothing trained here
     with pytest.raises(FileNotFoundError, match="canlib experiment --scale tiny --systems can --seeds 1"):
@@ -186,7 +186,7 @@ def test_the_budget_summary_is_the_stored_2x_runs_summarised(tmp_path):
     shutil_copy(SMALL / "beyond" / "runs", tmp_path / "small" / "beyond" / "runs")
     assert summarise.summarise("budget", Where("small", tmp_path))[0]["runs"] == summary["runs"]
     (tmp_path / "small" / "beyond" / "budget.json").unlink()
-    from canlib.cli import main
+    from repro.cli import main
 
     assert main(["summarise", "--scale", "small", "--studies", "budget", "--out", str(tmp_path)]) == 0
     assert load_result(tmp_path / "small" / "beyond" / "budget.json")[0]["runs"] == summary["runs"]
@@ -236,9 +236,9 @@ def test_a_plan_on_your_own_corpus_trains_the_systems_you_name(tmp_path, monkeyp
 
 
 def test_your_own_corpus_of_plain_files_trains_and_evaluates_end_to_end_at_tiny(tmp_path, monkeypatch, capsys):
-    from canlib.cli import main
-    from canlib.repro.experiments.rescore import rescore
-    from canlib.repro.studies.store import Store
+    from repro.cli import main
+    from repro.experiments.rescore import rescore
+    from repro.studies.store import Store
 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
     files = write_toy_corpus(tmp_path / "my-en-de", {"train": 120, "valid": 12, "test": 10})
@@ -314,7 +314,7 @@ def test_your_own_corpus_of_plain_files_trains_and_evaluates_end_to_end_at_tiny(
 def test_misaligned_or_empty_lines_of_your_files_are_named_by_file_and_line(
     tmp_path, monkeypatch, capsys, break_it, message
 ):
-    from canlib.cli import main
+    from repro.cli import main
 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
     files = write_toy_corpus(tmp_path / "bad", {"train": 120, "valid": 12, "test": 10})
@@ -328,7 +328,7 @@ def test_misaligned_or_empty_lines_of_your_files_are_named_by_file_and_line(
 
 
 def test_a_corpus_of_files_needs_all_six_files_and_its_languages(tmp_path, monkeypatch, capsys):
-    from canlib.cli import main
+    from repro.cli import main
 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
     files = write_toy_corpus(tmp_path / "half", {"train": 20, "valid": 5})
@@ -349,8 +349,8 @@ def test_the_averaging_variant_scores_the_last_checkpoint_alone_from_the_recipes
 
     import torch
 
-    from canlib.repro.experiments.run import budget
-    from canlib.repro.experiments.train import trainer
+    from repro.experiments.run import budget
+    from repro.experiments.train import trainer
 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))
@@ -382,8 +382,8 @@ def test_the_command_reaches_the_training_step_in_at_most_six_calls(tmp_path, mo
     every call on the way is a layer that does work of its own, so the path stays six calls deep or less."""
     import traceback
 
-    from canlib.cli import main
     from canlib.training.trainer import Trainer
+    from repro.cli import main
 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))
@@ -445,8 +445,8 @@ def test_a_new_study_is_one_record_of_the_table_and_the_engine_trains_what_it_sa
 def test_where_results_live_is_one_value_the_command_line_builds_and_every_run_carries(tmp_path):
     import argparse
 
-    from canlib.repro.experiments import cli as engine_cli
-    from canlib.repro.experiments.experiment import add_arguments
+    from repro.experiments import cli as engine_cli
+    from repro.experiments.experiment import add_arguments
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

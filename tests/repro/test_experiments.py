@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from canlib.catalogue import scale_spec
-from canlib.cli import main
-from canlib.repro.experiments.experiment import mark_complete
-from canlib.repro.experiments.run import plan
-from canlib.repro.results.layout import Where, stored_path, study
+from repro.cli import main
+from repro.experiments.experiment import mark_complete
+from repro.experiments.run import plan
+from repro.results.layout import Where, stored_path, study
 
 
 def test_tiny_study_is_computed_once_and_carries_provenance(tmp_path, monkeypatch):
@@ -98,8 +98,8 @@ def test_reduced_budget_is_refused_for_the_default_results_folder(capsys):
 
 
 def test_the_store_reads_every_stored_seed_and_skips_missing_systems(tmp_path):
-    from canlib.repro.results.files import provenance, save_result
-    from canlib.repro.studies.store import Store
+    from repro.results.files import provenance, save_result
+    from repro.studies.store import Store
 
     for seed, score in ((1, 30.0), (2, 32.0), (3, 31.0)):
         save_result(
@@ -118,9 +118,9 @@ def test_the_store_reads_every_stored_seed_and_skips_missing_systems(tmp_path):
 
 
 def test_verdicts_read_only_runs_trained_with_the_full_budget(tmp_path):
-    from canlib.repro.results.files import provenance, save_result
-    from canlib.repro.studies import claims
-    from canlib.repro.studies.store import Store
+    from repro.results.files import provenance, save_result
+    from repro.studies import claims
+    from repro.studies.store import Store
 
     for seed in (1, 2, 3):
         for system, score in (("can", 30.0 + seed), ("balanced", 29.0 + seed)):
@@ -138,8 +138,8 @@ def test_verdicts_read_only_runs_trained_with_the_full_budget(tmp_path):
 
 
 def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
-    from canlib.repro.results.files import provenance, save_result
-    from canlib.repro.studies.store import default_scale
+    from repro.results.files import provenance, save_result
+    from repro.studies.store import default_scale
 
     assert default_scale(root=tmp_path) == "tiny"
     small = Where("small", tmp_path)
@@ -161,8 +161,8 @@ def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
 
 
 def test_a_chapter_shows_small_once_every_seed_of_its_own_runs_is_stored(tmp_path):
-    from canlib.repro.results.files import provenance, save_result
-    from canlib.repro.studies.store import default_scale
+    from repro.results.files import provenance, save_result
+    from repro.studies.store import default_scale
 
     def store(name):
         save_result(stored_path(name, "small", tmp_path), {"scores": {}}, provenance("small", {}))
@@ -192,8 +192,8 @@ def test_experiment_command_refuses_unknown_studies(capsys):
 
 
 def test_a_failed_run_is_named_and_does_not_stop_the_others(monkeypatch, capsys):
-    from canlib.repro.experiments import pool
-    from canlib.repro.experiments.run import run
+    from repro.experiments import pool
+    from repro.experiments.run import run
 
     def fake(job):
         if job.run.system == "san":
@@ -241,9 +241,9 @@ def test_the_stored_small_results_rescore_from_their_hypotheses(shared_data, mon
 def test_each_engine_verb_is_a_command_of_its_own(capsys):
     """`canlib experiment` trains; rescoring, estimating and summarising are commands of their own, each in the
     module that does the work, and `experiment` takes none of their options."""
-    from canlib.cli import COMMANDS
+    from repro.cli import COMMANDS
 
-    engine = "canlib.repro.experiments."
+    engine = "repro.experiments."
     verbs = {v: COMMANDS[v][0].removeprefix(engine) for v in ("experiment", "rescore", "estimate", "summarise")}
     assert verbs == {v: v for v in verbs}
     for flag in ("--rescore", "--estimate", "--summarise"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pytest
 
-from canlib.repro.studies.figures import decoder_layers_figure, draw_can_layer, draw_standard_layer
+from _code.figures import decoder_layers_figure, draw_can_layer, draw_standard_layer
 
 
 @pytest.fixture(autouse=True)
@@ -67,9 +67,9 @@ def test_a_claims_figure_draws_the_judgements_points_and_the_raw_seed_means(monk
     if not (SHARED_DATA / "multi30k-en-de").is_dir():
         pytest.skip("real data not present (the bootstrap reads the references)")
     monkeypatch.setenv("CANLIB_DATA_DIR", str(SHARED_DATA))
-    from canlib.repro.studies.claims import judged
-    from canlib.repro.studies.plots import claim_points, plot_claim
-    from canlib.repro.studies.store import Store
+    from _code.plots import claim_points, plot_claim
+    from repro.studies.claims import judged
+    from repro.studies.store import Store
 
     j = judged(Store("small", REPO / "book" / "results"))["can-within-0.5"]
     ax = plot_claim(j, plt.subplots()[1])

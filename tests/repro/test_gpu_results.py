@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from conftest import MEASUREMENTS, missing
 
-from canlib.cli import main
-from canlib.repro import ingest
-from canlib.repro.ingest import device as ingest_device
-from canlib.repro.results.files import load_result
-from canlib.repro.studies import gpu_results as gpu
-from canlib.repro.studies.store import Store
+from _code import gpu_results as gpu
+from repro import ingest
+from repro.cli import main
+from repro.ingest import device as ingest_device
+from repro.results.files import load_result
+from repro.studies.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 IN_REPO = REPO / "measurements"

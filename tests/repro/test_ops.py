@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from canlib.catalogue import ALL_SYSTEMS
+from canlib.decoding.ops import PATHS, OpCounter, ops_study, search_step_ops
 from canlib.model import Seq2Seq
 from canlib.model.attention import SourceMemory, joint_attention
 from canlib.model.config import preset
-from canlib.repro.bench.ops import PATHS, OpCounter, ops_study, search_step_ops
-from canlib.repro.bench.speed import PARTS, breakdown_gap
-from canlib.repro.results.files import check_provenance
+from repro.bench.speed import PARTS, breakdown_gap
+from repro.results.files import check_provenance
 
 
 def test_op_counter_counts_a_hand_written_sequence():

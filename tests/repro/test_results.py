@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from canlib.repro.results.files import ProvenanceError, describe, load_result, provenance, save_result
+from repro.results.files import ProvenanceError, describe, load_result, provenance, save_result
 
 
 def test_round_trip_keeps_result_and_provenance(tmp_path):

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from conftest import MEASUREMENTS, REQUIRE_DATA
 
-from canlib.repro import ingest
-from canlib.repro.results.files import ProvenanceError, load_result
-from canlib.repro.results.layout import GPU_FILES
-from canlib.repro.studies.store import Store
+from repro import ingest
+from repro.results.files import ProvenanceError, load_result
+from repro.results.layout import GPU_FILES
+from repro.studies.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = "h200-2026-11-26"  # the stored run whose raw files live in ../shared/measurements
@@ -223,10 +223,10 @@ def test_stored_file_without_provenance_is_refused(tmp_path, monkeypatch):
         Store("small").gpu_speed("eager", RUN)
 
 
-# -- canlib.repro.bench.chapters: one measurement per setting, shared, with its spread -----------------------
+# -- repro.bench.cpu: one measurement per setting, shared, with its spread -----------------------
 
-from canlib.repro.bench import chapters as sp  # noqa: E402
-from canlib.repro.studies import cpu_speed  # noqa: E402
+from repro.bench import chapters as sp  # noqa: E402
+from repro.studies import cpu_speed  # noqa: E402
 
 
 def fake_bench(calls):
@@ -286,7 +286,7 @@ def test_unknown_setting_is_refused():
 def test_the_bench_runs_without_printing_or_warning(capsys, monkeypatch):
     import warnings
 
-    from canlib.repro.bench import speed as bench
+    from repro.bench import speed as bench
 
     monkeypatch.setattr(bench, "busy_warning", lambda *a: "the machine is busy (test)")
     settings = sp.settings_for(

@@ -1,4 +1,4 @@
-"""The one store reader (canlib.repro.studies.store.Store): main-plan runs, a study's models through its summary or,
+"""The one store reader (repro.studies.store.Store): main-plan runs, a study's models through its summary or,
 before
 the summary exists, from their files, the reduced-budget filter applied once, hypotheses that must be where a run
 says, GPU measurements and operator counts under the same folder."""
@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from canlib.repro.results.files import provenance, save_result
-from canlib.repro.results.layout import stored_path
-from canlib.repro.studies.store import Store
+from repro.results.files import provenance, save_result
+from repro.results.layout import stored_path
+from repro.studies.store import Store
 
 
 def put(root, name, seed, tok, *, reduced=False, hyps=True, split="test"):

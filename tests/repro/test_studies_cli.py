@@ -9,9 +9,9 @@ import shutil
 import pytest
 from conftest import missing as missing_data
 
-from canlib.cli import main
-from canlib.repro.experiments.rescore import rescore
-from canlib.repro.studies.store import Store
+from repro.cli import main
+from repro.experiments.rescore import rescore
+from repro.studies.store import Store
 
 SYSTEMS, SEEDS = ("baseline", "can"), (1, 2)
 
@@ -127,8 +127,8 @@ def test_an_interrupted_run_resumes_from_its_checkpoints(tmp_path, monkeypatch, 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))
     base = ["experiment", "--scale", "tiny", "--systems", "can", "--seeds", "1", "--studies", "runs"]
-    from canlib.repro.experiments.run import run
-    from canlib.repro.results.layout import Where
+    from repro.experiments.run import run
+    from repro.results.layout import Where
 
     # the "interrupted" run: 2 of 4 updates, checkpoint at 2
     assert main([*base, "--max-steps", "2", "--out", str(tmp_path / "out2")]) == 0
@@ -156,9 +156,9 @@ def test_an_interrupted_and_resumed_experiment_equals_an_uninterrupted_one(tmp_p
     never stopped."""
     import torch
 
-    import canlib.repro.experiments.run as runs
-    from canlib.repro.results.layout import Where
+    import repro.experiments.run as runs
     from canlib.training.trainer import Trainer
+    from repro.results.layout import Where
 
     if not (shared_data / "multi30k-en-de").is_dir():
         missing_data("multi30k-en-de is not in the data folder")

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 from conftest import REPO
 
-from canlib.repro.studies.store import Store, counted_code
+from repro.studies.store import Store, counted_code
 
 STORE = Store("small", REPO / "book" / "results")
 

@@ -1,4 +1,4 @@
-"""The one explicit call that trains what a chapter reads (``canlib.repro.experiments.experiment.train_missing``): at
+"""The one explicit call that trains what a chapter reads (``repro.experiments.experiment.train_missing``): at
 tiny
 it trains on any machine, at small where small trains (a CUDA device); the chapter's loaders only read. On a CPU a
 missing small result names the command and nothing trains. Tested on a CPU by forcing the device selection
@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from canlib import catalogue
-from canlib.repro.experiments import pool
-from canlib.repro.experiments.experiment import TRAIN_HERE_ENV, train_missing, trains_here
-from canlib.repro.results.layout import stored_path
-from canlib.repro.studies.analyses import similarity
-from canlib.repro.studies.store import Store, default_scale
+from repro.experiments import pool
+from repro.experiments.experiment import TRAIN_HERE_ENV, train_missing, trains_here
+from repro.results.layout import stored_path
+from repro.studies.analyses import similarity
+from repro.studies.store import Store, default_scale
 
 MAIN = "multi30k-en-de"
 

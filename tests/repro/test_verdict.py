@@ -1,4 +1,4 @@
-"""The verdict rule (canlib.repro.studies.verdict): the seed interval against Student's t written out here, the median's
+"""The verdict rule (repro.studies.verdict): the seed interval against Student's t written out here, the median's
 order-statistic interval against the binomial, the pooled paired bootstrap against sacreBLEU itself, the joining of
 the readings into five words (two opposite fake results flip the verdict)."""
 
@@ -12,7 +12,7 @@ import pytest
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import estimate_ci
 
-from canlib.repro.studies import verdict as v
+from repro.studies import verdict as v
 
 REFS = [
     "a man rides a red bike down the street",

@@ -1,0 +1,68 @@
+"""The attention chapter: how decisive CAN's gate alpha is (the claims registry's "CAN's gate is decisive in every
+layer"), and how it compares with what uniform attention gives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from _code.prose import ORDINALS, names
+from _code.tables import reading_table
+from repro.studies.analyses import attention_study, gate_shares
+from repro.studies.claims import NEAR, marks
+from repro.studies.store import Store
+
+THRESHOLD = NEAR  # alpha below this or above 1 - this: the head reads (almost) one side only
+MIDDLE = (0.4, 0.6)  # alpha in this band: the head mixes both sides
+MIN_POSITIONS = 30  # target positions with fewer test sentences are left out of the per-position comparison
+
+
+def values(store: Store) -> dict[str, Any]:
+    """The range of the CAN layers' mean alpha, the registry's verdict of "the gate is decisive in every layer", and
+    per layer in words: alpha at position 1 and at how many positions it is above uniform attention's."""
+    study, _ = attention_study(store)
+    pos = study["alpha_by_position"]
+    keep = np.array(pos["count"]) >= MIN_POSITIONS
+    uniform = np.array(pos["uniform"], dtype=float)
+    alpha = [np.array(a, dtype=float) for a in pos["alpha"]]
+    means = [float(r["mean"]) for r in study["alpha_summary"]]
+    return {
+        "min_positions": MIN_POSITIONS,
+        "test_sentences": int(study["test_sentences"]),
+        "layers": len(study["alpha_summary"]),
+        "mean_min": min(means),
+        "mean_max": max(means),
+        "positions": int(keep.sum()),
+        "uniform_first": float(uniform[0]),
+        "first_words": in_order(f"{a[0]:.3f}" for a in alpha),
+        "above_words": in_order(str(int((a[keep] > uniform[keep]).sum())) for a in alpha),
+    } | marks(store, ["gate-decisive"])
+
+
+def in_order(items) -> str:
+    """Per-layer values in the layers' order, in words: "0.732 and 0.035 (the first layer, then the second)"."""
+    items = list(items)
+    if len(items) == 1:
+        return items[0]
+    which = "in order" if len(items) > len(ORDINALS) else "the " + ", then the ".join(ORDINALS[: len(items)]) + " layer"
+    return f"{names(items)} ({which})"
+
+
+def gate_table(store: Store):
+    """Per CAN layer: the share of alpha values near either end and in the middle band, and the mean alpha."""
+    import pandas as pd
+
+    study, _ = attention_study(store)
+    rows = [
+        {
+            "layer": share["layer"],
+            f"alpha below {THRESHOLD:g} or above {1 - THRESHOLD:g}": share["near_ends"],
+            f"alpha from {MIDDLE[0]:g} to {MIDDLE[1]:g}": share["middle"],
+            "mean alpha": float(row["mean"]),
+        }
+        for row, share in zip(study["alpha_summary"], gate_shares(study, THRESHOLD, MIDDLE))
+    ]
+    frame = pd.DataFrame(rows)
+    shares = {c: "{:.0%}" for c in frame.columns[1:3]}
+    return reading_table(frame, "How decisive CAN's gate is, per layer", formats=shares | {"mean alpha": "{:.2f}"})

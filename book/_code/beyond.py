@@ -1,0 +1,143 @@
+"""The values the beyond chapter glues into its prose: why CAN loses more BLEU here than in the paper, read from
+the three studies' stored models (each as soon as its own models are stored) on the four evaluation sets.
+
+Every verdict is the claims registry's (:mod:`repro.studies.claims`;
+:data:`repro.studies.beyond.STUDY_CLAIMS`
+names them), glued as its marked word. At a scale whose models are not judged (tiny) only the plan is given (how
+many models, the commands): tiny models do not translate, so no number of theirs is a result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from _code.prose import sets_sentence, verdict_values
+from _code.results import provenance_table
+from _code.training import undertraining_values
+from repro.results.layout import GPU_SCRIPT, experiment_command
+from repro.results.studies import NEXT, ORIGINAL, SEEDS, STUDENTS, STUDIES, study_models
+from repro.studies import beyond, paper
+from repro.studies.claims import PAPER_CAN_ON, judged, marks
+from repro.studies.store import Store
+from repro.studies.verdict import FAILS, HOLDS, INCONCLUSIVE, MIXED, NOT_RUN, ON_PAR
+
+# what a verdict of a study's claim means for the explanation it tests (the verdict itself is glued, never typed)
+READING = {
+    HOLDS: "supports it as an explanation",
+    FAILS: "rules it out as an explanation",
+    MIXED: "neither supports nor rules it out: the sets disagree",
+    INCONCLUSIVE: "neither supports nor rules it out yet",
+    NOT_RUN: "has not been tested",
+}
+
+
+# per study: the glue-key suffix of its contrasts, the prefix of its reading and of its per-system gains
+KEYS = {"budget": ("2x", "budget", "gain_2x"), "distill": ("kd", "kd", "kd_gain"), "can-6-6": ("66", "can66", "")}
+
+
+def plan_values() -> dict[str, Any]:
+    """What the studies train (true at every scale): models, seeds, updates and the commands."""
+    models = {n: len(study_models(n)) for n in STUDIES}
+    return {
+        "models": sum(models.values()),
+        "original_models": sum(models[n] for n in ORIGINAL),
+        "next_models": sum(models[n] for n in NEXT),
+        "original_command": experiment_command("small", corpora=["multi30k-en-de"], studies=ORIGINAL),
+        "distill_seeds": len(SEEDS["distill"]),
+        "updates_1x": Store("small").spec.train["max_steps"],
+        "gpu_command": GPU_SCRIPT,
+    }
+
+
+def paper_values() -> dict[str, Any]:
+    t2, t4 = paper.table2("en-de"), paper.table4()
+    return {
+        "paper_gap": t2["CAN"].test_bleu - t2["Balanced"].test_bleu,
+        "paper_can66": PAPER_CAN_ON["6/6"],
+        "paper_can122": PAPER_CAN_ON["12/2"],
+        "paper_kd_balanced": t4["Balanced"].after_kd - t4["Balanced"].before_kd,
+        "paper_kd_can": t4["CAN"].after_kd - t4["CAN"].before_kd,
+        "paper_kd_gap": t4["CAN"].after_kd - t4["Balanced"].after_kd,
+    }
+
+
+def values(store: Store) -> dict[str, Any]:
+    """Everything the beyond chapter's prose quotes: the plan and the paper's numbers always, the studies' results
+    (numbers from the registry's judgements, verdicts as its marked words) where their models are stored at a
+    judged scale."""
+    v = plan_values() | paper_values() | {"margin": ON_PAR}
+    if not store.judged:
+        return v | conversion_values(store)
+    shown = beyond.shown(store)
+    v |= {f"{k.replace('-', '')}_shown": ok for k, ok in shown.items()}
+    j = judged(store)
+    gap = j["can-within-0.5"]
+    main = {s: store.runs(s) for s in ("balanced", "can")}
+    v |= gap.at(1).values("gap") | verdict_values(gap, "gap")
+    v["gap_vs_paper"] = "larger than" if v["gap_test"] < v["paper_gap"] else "no larger than"
+    v["can_test"], v["balanced_test"] = main["can"].mean("test"), main["balanced"].mean("test")
+    v["main_seeds"] = len(main["can"].seeds)
+    for study, (suffix, reading, gain) in KEYS.items():
+        if not shown[study]:
+            continue
+        claims = beyond.STUDY_CLAIMS[study]  # the study's gap, its change of the main gap, its gains per system
+        closer, change = j[claims[0]], j[claims[1]]
+        v |= marks(store, claims) | change.values(f"change_{suffix}")
+        v |= (closer.at(2) if study == "budget" else closer).values(f"gap_{suffix}")
+        v[f"change_{suffix}_sets"] = sets_sentence(change)
+        v[f"{reading}_reading"] = READING[change.word]
+        for claim in claims[2:]:
+            v |= j[claim].values(f"{gain}_{claim.rsplit('-', 1)[1]}")
+    if shown["budget"]:
+        change = j["budget-narrows-gap"]
+        v["change_2x_test_set"] = change.judgement.on("test").verdict
+        v["change_least_set"] = min(change.sets, key=lambda r: abs(r["value"]))["set"]
+        undertraining = undertraining_values(store)
+        v |= {"loss_up": undertraining["loss_up"], "budget_runs": undertraining["budget_runs"]}
+        v["budget_table"] = provenance_table(store, [store.budget_runs(s, 2) for s in ("balanced", "can")])
+    if shown["distill"]:
+        teacher = teacher_record(store)
+        v |= {
+            "teacher_test": teacher["teacher_bleu"]["test"]["tok_bleu"],
+            "teacher_seed": teacher["teacher_seed"],
+            "teacher_pairs": teacher["pairs"],
+            "teacher_empty": teacher["empty"],
+            "teacher_beam": teacher["beam"],
+            "distilled_length": teacher["mean_subwords"]["distilled"],
+            "real_length": teacher["mean_subwords"]["real"],
+        }
+        v["teacher_minus_balanced"] = v["teacher_test"] - v["balanced_test"]
+        v["balanced_test_sd"] = main["balanced"].sd("test")
+        v["teacher_word"] = (
+            "no better than its students"
+            if v["teacher_minus_balanced"] <= v["balanced_test_sd"]
+            else "better than an average Balanced model"
+        )
+        v["distill_table"] = provenance_table(store, [store.study_runs("distill", s, "kd") for s in STUDENTS])
+    if shown["can-6-6"]:
+        v["can66_table"] = provenance_table(store, [store.study_runs("can-6-6", "can-6-6")])
+    closers = [claims[0] for claims in beyond.STUDY_CLAIMS.values()]
+    v["closed_count"] = sum(j[c].word == HOLDS for c, ok in zip(closers, shown.values()) if ok)
+    # the seeds per system the studies' verdicts read
+    v["study_seeds"] = ", ".join(sorted({str(n) for c in closers for n in j[c].seeds.values()}, key=int))
+    return v | conversion_values(store)
+
+
+def conversion_values(store: Store) -> dict[str, Any]:
+    """Whether the conversion study is stored at small, and otherwise the command that stores it."""
+    stored_ = Store("small", store.root if store.explicit else None).has("conversion")
+    return {
+        "conversion_stored": stored_,
+        "conversion_status": "stored (the table below)" if stored_ else "not stored yet",
+        "conversion_command": experiment_command("small", studies=["conversion"]),
+    }
+
+
+def teacher_record(store: Store) -> dict[str, Any]:
+    """The distilled corpus's provenance (its teacher, BLEU, pairs, lengths): from the study's summary, else from a
+    student's stored result (every student records the corpus it trained on)."""
+    summary = store.study_summary("distill")
+    if summary is not None:
+        return summary[0]["teacher"]
+    student = next(f for f in store.study_files("distill") if "-kd-seed" in f.name)
+    return store.result(student.relative_to(store.folder))[0]["distilled"]

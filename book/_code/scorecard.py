@@ -1,0 +1,99 @@
+"""The scorecard's evidence table: one short line per claim, the whole evidence in a collapsed ``<details>`` beside
+it, commands shown as code. The words and numbers are the claims registry's (:mod:`repro.studies.claims`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from html import escape
+from typing import Any
+
+from _code.tables import reading_table
+from repro.studies.claims import Judged
+from repro.studies.verdict import INCONCLUSIVE
+
+SHORT = 90  # characters of the one-line summary
+
+
+def as_code(text: str) -> str:
+    """Escaped HTML with every `backticked` span shown as code (no literal backticks)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(text, quote=False))
+
+
+def summary(j: Judged) -> str:
+    """The evidence in one line: its first clause (what was measured, at which scale and budget), without a command."""
+    first = j.evidence.split(" | ")[0].split("; ")[0].split(": `")[0].strip()
+    return first if len(first) <= SHORT else first[: SHORT - 1].rsplit(" ", 1)[0] + " …"
+
+
+def evidence_cell(j: Judged) -> str:
+    """A cell of the evidence table: whether it meets its standard and its strength, the summary, then the whole
+    evidence (one item per part, the budgets beside the lead one on their own line) in a ``<details>`` a reader
+    opens."""
+    head = f"<b>{j.standard.kind}, standard {'met' if j.meets else 'not met'}:</b> {escape(strength(j), quote=False)}"
+    body = "<br>".join(as_code(p.strip()) for p in j.evidence.split(" | "))
+    details = f'<details class="evidence"><summary>details</summary><p>{body}</p></details>'
+    return f"{head}<br>{escape(summary(j), quote=False)}{details}"
+
+
+def strength(j: Judged) -> str:
+    """How strong the evidence is, in a few words: seeds and budget, repeats and runs, or models and layers."""
+    s = j.strength
+    if isinstance(s.get("seeds"), dict) and s["seeds"]:
+        seeds = f"{min(s['seeds'].values())} seeds"
+        return seeds + (f", {s['budget']}x" if s.get("budget") else "") + f", {s.get('scale', '')}".rstrip(", ")
+    if "repeats" in s:
+        runs = len(s["runs"])
+        return f"{s['repeats']} repeats in {runs} run{'s' if runs > 1 else ''}, shortest {s['shortest_repeat_s']:.2f} s"
+    if "layers" in s:
+        return f"{s['layers']} layers of {', '.join(s['models'])}"
+    if "directions" in s:
+        return f"{s['directions']} directions"
+    return "—"
+
+
+def evidence_table(rows: Sequence[Judged]) -> str:
+    """The scorecard's evidence table as HTML: id, criterion, the evidence (whether it meets its standard, its
+    strength, a one-line summary, the whole of it collapsed) and what would settle the claim."""
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        [
+            {
+                "id": j.claim.id,
+                "criterion": escape(j.claim.criterion, quote=False),
+                "evidence": evidence_cell(j),
+                "what would settle it": as_code(j.settle) if j.settle else "",
+            }
+            for j in rows
+        ]
+    )
+    return reading_table(frame, escape=False).to_html()
+
+
+def speed_runs_table(rows: Sequence[Judged], beside: bool = True):
+    """One row per speed claim and stored GPU run it reads (and, with ``beside``, shows beside: eager claims on the
+    eager timings, the graph claim on the graph ones): the run, its code, repeats, shortest repeat, whether it meets
+    the standard, and the claim read on that run alone (median ratio [interval]: verdict; a run too short for an
+    interval shows its range; a run below the standard is inconclusive, whatever its interval says)."""
+    import pandas as pd
+
+    def row(claim: str, r: dict[str, Any]) -> dict[str, Any]:
+        low, high = r["interval"] or r["range"]
+        shown = f"[{low:.2f}, {high:.2f}]" if r["interval"] else f"(range {low:.2f}-{high:.2f})"
+        word = (
+            r["verdict"]
+            if r["meets"] or r["verdict"] == INCONCLUSIVE
+            else f"{INCONCLUSIVE} (by its interval: {r['verdict']})"
+        )
+        return {
+            "claim": claim,
+            "GPU run": r["set"],
+            "repeats": r["repeats"],
+            "shortest": f"{r['shortest_repeat_s']:.2f} s",
+            "standard": "met" if r["meets"] else "not met",
+            "on this run alone": f"{r['value']:.2f}x {shown}: {word}",
+        }
+
+    bodies = [(j.claim.id, body) for j in rows for body in ((j, *j.beside) if beside else (j,))]
+    return pd.DataFrame([row(claim, r) for claim, body in bodies for r in body.sets])

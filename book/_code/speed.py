@@ -1,0 +1,328 @@
+"""The speed chapter as a lesson: what bounds one decoding step at batch 1 on a GPU (the weights it must read
+against the kernels it launches one after another), where a step's time goes (the stored profile and CUDA-graph
+breakdown) and what the run the speed verdicts read shows, read by the statistic every speed claim uses: the median
+of the per-repeat ratios with its order-statistic 95 % interval. :func:`speed_table` is the one speed table of the
+results, depths, ablation and glance pages.
+
+Every number comes from a stored file, read by code; the constants that are not measured here are the GPUs' memory
+bandwidths, from NVIDIA's data sheets. Every verdict is the claims registry's (:mod:`repro.studies.claims`),
+and every sentence about the runs is generated from their numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from _code import gpu_results as gpu
+from _code.cpu_speed import cpu_table, noisy_sentence
+from _code.decoding import step_mb
+from _code.prose import NUMBER_WORDS, names
+from canlib.analysis.probes import H100_BANDWIDTH
+from canlib.catalogue import LABELS, PAPER_SYSTEMS
+from repro.studies import paper
+from repro.studies.claims import BY_ID, judged, marks
+from repro.studies.judges import speed_reading, speed_runs
+from repro.studies.store import Store
+from repro.studies.verdict import INCONCLUSIVE
+
+# bytes/s of each GPU's memory (NVIDIA's data sheets: the H100 SXM5 80GB's HBM3, the H200's HBM3e): inputs
+BANDWIDTH = {"H100": H100_BANDWIDTH, "H200": 4.8e12}
+PARTS = ("encode", "layers", "output", "search")
+CLAIMS = (
+    "can-faster",
+    "can-speed-1.28x",
+    "can-speed-1.28x-graphs",
+    "balanced-speed-1.90x",
+    "can-faster-than-san",
+    "can-faster-than-aan",
+    "batch-gain-shrinks",
+)
+SEARCH_KERNELS = 5  # exercise 3: the search's bookkeeping fused into this many kernels
+
+
+def read_run(store: Store) -> str:
+    """The newest stored GPU run the speed verdicts read (:func:`repro.studies.judges.speed_runs`)."""
+    runs = speed_runs(store)
+    if not runs:
+        raise FileNotFoundError("no stored GPU run timed Balanced and CAN")
+    return runs[0]
+
+
+def latest_run(store: Store, kind: str, need: str | None = None) -> str:
+    """The stored GPU run measured last that holds ``kind`` (``speed``, ``breakdown``, ``profile``), and whose result
+    holds ``need`` (a key of a system's row, or a profiled case) when given."""
+
+    def has(run: str) -> bool:
+        result = store.gpu(kind, run)[0]
+        rows = (result, result.get("cases", {}), *result.get("systems", {}).values())
+        return need is None or any(need in row for row in rows)
+
+    def measured(run: str) -> str:
+        prov = store.gpu(kind, run)[1]
+        return str(prov.get("measured_at") or prov["date"])
+
+    runs = [run for run in store.gpu_runs_with(kind) if has(run)]
+    if not runs:
+        raise FileNotFoundError(f"no stored GPU run holds {kind}.json" + (f" with {need}" if need else ""))
+    return max(runs, key=measured)
+
+
+def values(store: Store) -> dict[str, Any]:
+    """The numbers the chapter's prose quotes; see the module docstring."""
+    t2 = paper.table2("en-de")
+    run = read_run(store)
+    ops, ops_prov = store.ops()
+    eager, prov = store.gpu_speed("eager", run)
+    graphs, _ = store.gpu_speed("captured", run)
+    device = gpu.gpu_label(prov)
+    bandwidth = BANDWIDTH[device]
+    counted = store.timed_ops(run) == "ops.json"
+    out: dict[str, Any] = {
+        "paper_balanced": t2["Balanced"].speed,
+        "paper_can": t2["CAN"].speed,
+        "paper_can_ratio": t2["CAN"].speed / t2["Balanced"].speed,
+        "read_device": device,
+        "read_commit": gpu.commit_label(prov),
+        "bandwidth_tbs": bandwidth / 1e12,
+        "ops_commit": str(ops_prov["commit"])[:7],
+        "counted_word": "counts the code it timed" if counted else "counts other code than it timed",
+        "balanced_bar": BY_ID["balanced-speed-1.90x"].evidence.ok.bound,
+        "can_bar": BY_ID["can-speed-1.28x"].evidence.ok.bound,
+        "search_kernels": SEARCH_KERNELS,
+        "graphs_balanced": graphs["balanced"]["tok_per_s"],
+    }
+    for system in ("balanced", "can", "san"):
+        for part in ("step", "decoder", "per_layer", "search"):
+            out[f"{system}_kernels_{part}"] = gpu.kernels(ops, system, part)
+    for system in ("balanced", "can"):
+        mb = step_mb(system)
+        out |= {f"{system}_weights_mb": mb, f"{system}_floor_us": mb * 1e12 / bandwidth}
+        out[f"eager_step_us_{system}"] = 1e6 / eager[system]["tok_per_s"]
+        out[f"graph_step_us_{system}"] = 1e6 / graphs[system]["tok_per_s"]
+        out[f"graph_{system}_over_floor"] = out[f"graph_step_us_{system}"] / out[f"{system}_floor_us"]
+        # exercise 3: the search's bookkeeping cut to SEARCH_KERNELS kernels
+        out[f"search5_{system}"] = out[f"{system}_kernels_step"] - out[f"{system}_kernels_search"] + SEARCH_KERNELS
+    out["search5_ceiling"] = out["search5_balanced"] / out["search5_can"]
+    out["kernel_ratio_step"] = out["balanced_kernels_step"] / out["can_kernels_step"]
+    out["common_kernels"] = out["balanced_kernels_step"] - out["balanced_kernels_decoder"]
+    out["eager_ratio"] = gpu.ratio_stat(eager, "can", "balanced")["median"]
+    out["eager_vs_ceiling"] = _against(out["eager_ratio"], out["kernel_ratio_step"])
+    out |= _profile_values(store) | _graph_values(store, graphs) | _verdict_values(store) | marks(store, CLAIMS)
+    return out | {"cpu_sentence": bytes_sentence(store, PAPER_SYSTEMS)}
+
+
+def _against(measured: float, ceiling: float, tolerance: float = 0.02) -> str:
+    """``measured`` against what equal-cost kernels allow, in words (within ``tolerance`` of it: "at")."""
+    if abs(measured / ceiling - 1) <= tolerance:
+        return "at"
+    return "below" if measured < ceiling else "above"
+
+
+def _profile_values(store: Store) -> dict[str, Any]:
+    """One eager step under ``torch.profiler`` in the last profiled run: wall, host and kernel time, busy share."""
+    cases, prov = store.gpu_profile(latest_run(store, "profile"))
+    out: dict[str, Any] = {"profile_device": prov["device"]}
+    for system in ("balanced", "can"):
+        case = cases[f"decode_{system}"]
+        out |= {
+            f"profile_{system}_wall_us": 1000 * case["wall_ms"],
+            f"profile_{system}_cpu_us": 1000 * case["cpu_ms"],
+            f"profile_{system}_busy": case["gpu_busy_share"],
+            f"profile_{system}_launches": case["kernel_launches"],
+            f"profile_{system}_us_per_launch": 1000 * case["cpu_ms"] / case["kernel_launches"],
+        }
+    for name, what in (("cpu", "cpu_us"), ("wall", "wall_us"), ("launch", "launches")):
+        out[f"profile_{name}_ratio"] = out[f"profile_balanced_{what}"] / out[f"profile_can_{what}"]
+    return out
+
+
+def _graph_values(store: Store, graphs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A step replayed from CUDA graphs in the last run that broke it down: microseconds per generated token of each
+    part (the breakdown is per sentence of ``forced_length`` tokens), the part common to both systems, the
+    CAN/Balanced ratio that the common part leaves at most, and that ceiling against the speed run's ``graphs``."""
+    run = latest_run(store, "breakdown", need="breakdown_graphs")
+    result, prov = store.gpu("breakdown", run)
+    ops, _ = store.ops()
+    per = result["settings"]["forced_length"]
+    out: dict[str, Any] = {"breakdown_run": gpu.run_label(prov)}
+    for system in ("balanced", "can"):
+        parts = result["systems"][system]["breakdown_graphs"]
+        for part in PARTS:
+            out[f"graph_{system}_{part}_us"] = 1000 * parts[f"{part}_ms"] / per
+        out[f"graph_{system}_layer_kernel_us"] = out[f"graph_{system}_layers_us"] / gpu.kernels(ops, system, "decoder")
+    common = sum(out[f"graph_balanced_{part}_us"] for part in ("encode", "output", "search"))
+    out["graph_layer_ratio"] = out["graph_balanced_layers_us"] / out["graph_can_layers_us"]
+    out["graph_ceiling"] = (common + out["graph_balanced_layers_us"]) / (common + out["graph_can_layers_us"])
+    measured = gpu.ratio_stat(graphs, "can", "balanced")["median"]
+    step = 1e6 / graphs["balanced"]["tok_per_s"]
+    if _against(measured, out["graph_ceiling"]) == "above":
+        out["graph_agreement"] = (
+            f"The speed run measured {measured:.2f} from graphs, above that ceiling: the two measurements disagree. "
+            f"The breakdown times each part apart, and its common part alone, {common:.0f} µs a token, is "
+            f"{common / step:.2f} times the whole replayed step of Balanced in the speed run: it overstates what both "
+            "systems pay, and its ceiling is no bound on the speed run."
+        )
+    else:
+        out["graph_agreement"] = (
+            f"The speed run measured {measured:.2f} from graphs, {_against(measured, out['graph_ceiling'])} that "
+            "ceiling. To reach the paper's ratio the common part has to shrink, and CAN's layers more than Balanced's."
+        )
+    return out
+
+
+def _verdict_values(store: Store) -> dict[str, Any]:
+    """What the runs the verdicts read say beside the verdicts: how many they are, how many of their repeats put SAN
+    ahead of CAN, and why the gain of at least the paper's smallest stays undecided where it does."""
+    j = judged(store)
+    read = len(speed_runs(store))
+    san = [x for row in j["can-faster-than-san"].sets for x in row["ratios"]]
+    out: dict[str, Any] = {"read_runs_words": f"{NUMBER_WORDS.get(read, read)} run{'s' if read > 1 else ''}"}
+    out |= {"san_ahead_repeats": sum(x < 1 for x in san), "san_repeats": len(san)}
+    bar = BY_ID["can-speed-1.28x"].evidence.ok.bound
+    eager, graphs = j["can-speed-1.28x"], j["can-speed-1.28x-graphs"]
+    repeats = [x for r in eager.sets for x in r["ratios"]]
+    out["bar_sentence"] = (
+        f"Why the gain of at least {bar:.2f}x stays undecided eagerly: {sum(x < bar for x in repeats)} of the "
+        f"{len(repeats)} repeats put CAN below it, so the interval of the median reaches under the bound though the "
+        "median lies above it."
+        if eager.word == INCONCLUSIVE and eager.meets and eager.value and eager.value >= bar
+        else ""
+    )
+    if graphs.word == INCONCLUSIVE and not graphs.meets:
+        shortest = graphs.strength.get("shortest_repeat_s", float("nan"))
+        out["bar_sentence"] += (
+            f" With CUDA graphs the repeats lasted {shortest:.2f} s at the shortest, under the standard's "
+            f"{graphs.standard.seconds:g} s: that body of evidence is below its standard."
+        )
+    return out
+
+
+def _per_system(v: dict[str, Any], columns: Mapping[str, str], axis: str):
+    """Balanced and CAN as rows, each column ``label`` the value ``v[key.format(s)]`` of system ``s``."""
+    import pandas as pd
+
+    rows = {LABELS[s]: {label: v[key.format(s)] for label, key in columns.items()} for s in ("balanced", "can")}
+    return pd.DataFrame(rows).T.rename_axis(axis).round(1)
+
+
+def breakdown_frame(store: Store):
+    """Microseconds per generated token of each part of a step replayed from CUDA graphs (the last run that broke it
+    down), Balanced and CAN, with the part both pay."""
+    v = _graph_values(store, store.gpu_speed("captured", read_run(store))[0])
+    names = ("encoder (share per token)", "decoder layers", "output projection", "search")
+    columns = {name: f"graph_{{}}_{part}_us" for name, part in zip(names, PARTS)}
+    columns["per layer kernel"] = "graph_{}_layer_kernel_us"
+    return _per_system(v, columns, f"µs per token, graphs ({v['breakdown_run']})")
+
+
+def step_frame(store: Store):
+    """One decoding step of Balanced and of CAN in the run the verdicts read: its time eagerly and from CUDA graphs,
+    the memory floor (the fp16 weights over the GPU's bandwidth), how many times the floor each is, and the host's
+    CPU time per kernel launch under the profiler."""
+    columns = {
+        "weights read (MB)": "{}_weights_mb",
+        "memory floor (µs)": "{}_floor_us",
+        "eager step (µs)": "eager_step_us_{}",
+        "graph step (µs)": "graph_step_us_{}",
+        "graph step / floor": "graph_{}_over_floor",
+        "host µs per launch (eager)": "profile_{}_us_per_launch",
+    }
+    return _per_system(values(store), columns, "one step")
+
+
+# -- the speed table of every page: the paper's, the GPU's, the CPU's and the bytes' prediction ---------------------
+
+
+def predicted(systems: Sequence[str], against: str = "balanced") -> dict[str, float]:
+    """Each system's speed over ``against``'s if a step took the time to read its fp32 weights (bandwidth-bound)."""
+    return {s: step_mb(against, 4) / step_mb(s, 4) for s in systems}
+
+
+def ratio_cell(median: float, interval: Sequence[float] | None = None, span: Sequence[float] | None = None) -> str:
+    """A speed ratio in a table cell: ``1.47x [1.01, 1.52]`` (the median of the per-repeat ratios and its 95 %
+    interval), ``1.21x (1.09-1.39)`` (the range of too few repeats for an interval) or ``1.28x`` (no spread)."""
+    if interval:
+        return f"{median:.2f}x [{interval[0]:.2f}, {interval[1]:.2f}]"
+    return f"{median:.2f}x" + (f" ({span[0]:.2f}-{span[1]:.2f})" if span else "")
+
+
+def _cpu_cell(row: Mapping[str, Any]) -> str:
+    """A ratio of a row of :func:`~_code.cpu_speed.cpu_table` in a table cell."""
+    return ratio_cell(row["ratio"], row["interval"], (row["low"], row["high"]))
+
+
+def speed_table(
+    store: Store,
+    systems: Sequence[str],
+    paper_speeds: Mapping[str, float],
+    against: str = "balanced",
+    labels: Mapping[str, str] = LABELS,
+    cpu: bool = True,
+):
+    """One row per system, its tokens per second over ``against``'s: the paper's (its GPU), ours on a GPU with every
+    kernel launched and from CUDA graphs (the runs the speed verdicts read, pooled: :func:`speed_reading`), and with
+    ``cpu`` the stored CPU run's (fp32, bandwidth-bound; "noisy run" where it is) and what reading each step's fp32
+    weights predicts for it."""
+    import pandas as pd
+
+    def gpu_cell(system: str, mode: str) -> str:
+        if system == against:
+            return "1.00x"
+        r = speed_reading(store, system, against, mode)
+        return "not timed" if r is None else ratio_cell(r["median"], r["interval"])
+
+    if cpu:
+        timed, prov = cpu_table(systems, against=against, root=store.measurements)
+        guess = predicted(systems, against)
+    rows = {}
+    for s in systems:
+        row = {
+            "paper": ratio_cell(paper_speeds[s] / paper_speeds[against]),
+            "ours, every kernel launched": gpu_cell(s, "eager"),
+            "ours, CUDA graphs": gpu_cell(s, "captured"),
+        }
+        if cpu:
+            row["ours, CPU fp32"] = "noisy run" if prov["noisy"] else "1.00x" if s == against else _cpu_cell(timed[s])
+            row["bytes predict (CPU)"] = ratio_cell(guess[s])
+        rows[labels[s]] = row
+    return pd.DataFrame(rows).T.rename_axis(f"tokens/s x {labels[against]}")
+
+
+def bytes_sentence(store: Store, systems: Sequence[str], against: str = "balanced", labels=LABELS) -> str:
+    """For which systems the bytes' prediction lies inside the stored CPU run's measured interval of the ratio to
+    ``against``, and for which it does not, in a sentence; a noisy run says so and reads nothing."""
+    rows, prov = cpu_table(systems, against=against, root=store.measurements)
+    if prov["noisy"]:
+        return noisy_sentence(prov)
+    guess = predicted(systems, against)
+    inside, outside = [], []
+    for s in systems:
+        if s != against:
+            low, high = rows[s]["interval"] or (rows[s]["low"], rows[s]["high"])
+            (inside if low <= guess[s] <= high else outside).append(labels[s])
+    parts = [f"the bytes' prediction lies inside the measured interval for {names(inside)}"] if inside else []
+    if outside:
+        head = "outside it" if inside else "the bytes' prediction lies outside the measured interval"
+        parts.append(f"{head} for {names(outside)}: there the bytes alone do not explain the measured ratio")
+    return "In the stored CPU run " + ", and ".join(parts) + "."
+
+
+def reference_frame(store: Store):
+    """canlib against CTranslate2 on the same weights (the stored reference run): tokens per second of each engine
+    (the median repeat) and canlib's over CTranslate2's (the median of the per-repeat ratios [interval])."""
+    import pandas as pd
+
+    out = {}
+    for s in ("baseline", "balanced"):
+        try:
+            rows, prov = cpu_table((s, f"ct2:{s}"), kind="reference", against=f"ct2:{s}", root=store.measurements)
+        except FileNotFoundError:
+            note = "no stored CTranslate2 run (CTranslate2 was not installed where the CPU tables were stored)"
+            return pd.DataFrame({"note": [note]})
+        out[LABELS[s]] = {
+            "canlib tok/s": f"{rows[s]['tok_per_s']:.1f}",
+            "CTranslate2 tok/s": f"{rows[f'ct2:{s}']['tok_per_s']:.1f}",
+            "canlib / CTranslate2": "noisy run" if prov["noisy"] else _cpu_cell(rows[s]),
+        }
+    return pd.DataFrame(out).T.rename_axis("CPU, fp32")

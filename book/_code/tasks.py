@@ -1,0 +1,74 @@
+"""The values the tasks chapter glues into its prose: what the paper's Tables 2 and 3 say across its 14 tasks
+(including what its own Table 3 says about its length-ratio explanation), which Multi30k directions are stored,
+the claims registry's verdicts (the cross-task claim and the main direction's), and the command that trains the rest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from _code.results import corpus_values
+from canlib.catalogue import DIRECTION_SYSTEMS
+from repro.results.layout import experiment_command
+from repro.studies import paper
+from repro.studies.claims import judged, marks
+from repro.studies.evidence import BLEU
+from repro.studies.store import Store
+from repro.studies.verdict import ON_PAR
+
+
+def paper_values() -> dict[str, Any]:
+    """The paper's CAN/Balanced speed and BLEU gap over its 14 tasks, and the tasks its length-ratio argument names."""
+    tasks = paper.tasks()
+    speed = {name.replace(" ", "_"): rows["CAN"].speed / rows["Balanced"].speed for name, rows in tasks.items()}
+    gaps = [rows["CAN"].test_bleu - rows["Balanced"].test_bleu for rows in tasks.values()]
+    setup = paper.paper_numbers()["setup"]
+    return {
+        "tasks": len(speed),
+        "speed_min": min(speed.values()),
+        "speed_max": max(speed.values()),
+        "gap_min": min(gaps),
+        "gap_max": max(gaps),
+        "speed_wmt14_de_en": speed["wmt14_de-en"],
+        "speed_wmt17_de_en": speed["wmt17_de-en"],
+        "speed_wmt14_en_fr": speed["wmt14_en-fr"],
+        "ratio_de_en": setup["length_ratio_translation_to_source_de-en"],
+        "ratio_en_fr": setup["length_ratio_translation_to_source_en-fr"],
+        "wmt17_max": max(v for k, v in speed.items() if k.startswith("wmt17")),
+    }
+
+
+def values(store: Store) -> dict[str, Any]:
+    """Everything the tasks chapter's prose quotes: the paper's numbers, the stored directions and the verdicts."""
+    spec = store.spec
+    directions = (spec.corpus, *spec.directions)
+    stored = [
+        c
+        for c in directions
+        if all((r := store.runs(s, c)) is not None and len(r.seeds) >= BLEU.seeds for s in ("balanced", "can"))
+    ]
+    missing = [c for c in directions if c not in stored]
+    main = judged(store)["can-within-0.5"].at(1)
+    v = paper_values() | {
+        "directions": len(directions),
+        "stored_directions": len(stored),
+        "missing_directions": len(missing),
+        "direction_seeds": spec.direction_seeds,
+        "missing_runs": len(missing) * spec.direction_seeds * len(DIRECTION_SYSTEMS),
+        "stored_names": ", ".join(c.removeprefix("multi30k-") for c in stored),
+        "missing_names": ", ".join(c.removeprefix("multi30k-") for c in missing),
+        "tasks_command": experiment_command(
+            store.scale, systems=DIRECTION_SYSTEMS, seeds=range(1, spec.direction_seeds + 1), corpora=missing
+        )
+        if missing
+        else "",
+        "main_direction": spec.corpus.removeprefix("multi30k-"),
+        "margin": ON_PAR,
+    }
+    v |= marks(store, ["can-within-0.5-tasks", "can-within-0.5"])
+    main_runs = store.runs("can")
+    v |= {"main_seeds": len(main_runs.seeds) if main_runs else 0, "updates": spec.train["max_steps"]}
+    v |= corpus_values(store) | {"lead_budget": judged(store)["can-within-0.5"].budget or 1}
+    if main is not None and main.value is not None:
+        v["main_gap"], v["main_pm"] = main.value, main.values("main")["main_pm"]
+    return v

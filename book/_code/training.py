@@ -1,0 +1,247 @@
+"""The training chapter (Figure 8): final validation losses over seeds against the paper's, whether training had
+stopped learning, what twice the updates do to the `small` models (the stored 2x runs), what checkpoint averaging
+averages, and what the paper's `full` recipe would cost on the stored GPUs.
+
+BLEU here is tokenized BLEU (``scores.<split>.tok_bleu``), the paper's metric and the one the results chapter
+judges; every stored run also records sacreBLEU (``scores.<split>.bleu``). Every verdict is the claims registry's
+(:mod:`repro.studies.claims`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from _code import gpu_results as gpu
+from _code.prose import lead_sentence
+from canlib.catalogue import LABELS, scale_spec
+from repro.studies import paper
+from repro.studies.claims import judged, marks
+from repro.studies.store import Store
+from repro.studies.verdict import ON_PAR
+
+SYSTEMS = ("baseline", "balanced", "can")
+BUDGET_SYSTEMS = ("balanced", "can")  # the systems the stored 2x runs cover
+GPUS = 8  # the paper trains on 8 GPUs
+LOSS_CLAIMS = ("loss-balanced-above-baseline", "loss-can-above-balanced", "loss-still-falling")
+BUDGET_CLAIMS = ("budget-adds-balanced", "budget-adds-can", "can-within-0.5")
+
+
+def _valid_rows(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in log if r.get("valid_loss") is not None]
+
+
+def logs(store: Store) -> dict[str, list[list[dict[str, Any]]]]:
+    """The training log of every read seed of the three systems (at tiny: seed 1, trained now)."""
+    return {system: store.logs(system) for system in SYSTEMS}
+
+
+def values(store: Store) -> dict[str, Any]:
+    """Figure 8 at the store's scale (validation loss at the last validation, its order and gaps against the paper's
+    last epoch, whether it was still falling) and, from the stored `small` runs whatever the scale is, the 2x budget,
+    checkpoint averaging and the cost of ``full``."""
+    small = Store("small", store.root if store.explicit else None)
+    beam = store.result(store.runs("can").files[0])[0]["beam"]  # the beam of the translations the page shows
+    return {**loss_values(store), **undertraining_values(small), **cost_values(store=small), "beam_shown": beam}
+
+
+def loss_values(store: Store) -> dict[str, Any]:
+    fig8 = paper.paper_numbers()["fig8_curves_en-de"]
+    read = logs(store)
+    finals = {s: [_valid_rows(log)[-1]["valid_loss"] for log in runs] for s, runs in read.items()}
+    mean = {s: statistics.fmean(v) for s, v in finals.items()}
+    last = {s: fig8["valid"][LABELS[s]][-1] for s in SYSTEMS}
+    out: dict[str, Any] = {
+        "loss_seeds": min(len(v) for v in finals.values()),
+        "order_ours": " < ".join(LABELS[s] for s in sorted(SYSTEMS, key=mean.get)),
+        "order_paper": " < ".join(LABELS[s] for s in sorted(SYSTEMS, key=last.get)),
+        **{f"valid_{s}": mean[s] for s in SYSTEMS},
+    }
+    for a, b in (("balanced", "baseline"), ("can", "balanced")):
+        diff = mean[a] - mean[b]
+        out |= {
+            f"loss_gap_{a}_{b}": diff,
+            f"loss_gap_{a}_{b}_relative": diff / mean[a],
+            f"paper_loss_gap_{a}_{b}": last[a] - last[b],
+            f"paper_loss_gap_{a}_{b}_relative": (last[a] - last[b]) / last[a],
+        }
+    falling = judged(store)["loss-still-falling"]
+    steps = falling.sets[0]["steps"] if falling.sets else [0, 0]
+    out |= {
+        "drop_from": steps[0],
+        "drop_to": steps[1],
+        "drop_min": falling.interval[0] if falling.interval else float("nan"),
+        "drop_max": falling.interval[1] if falling.interval else float("nan"),
+        "last_lr": [r["lr"] for r in read[SYSTEMS[-1]][-1] if r.get("lr") is not None][-1],  # one schedule for all
+    }
+    return out | marks(store, LOSS_CLAIMS)
+
+
+# -- twice the budget: the stored 2x runs of the beyond chapter's budget study ----------------------
+
+
+def _curve(store: Store, files: tuple[str, ...], step: int, key: str) -> float:
+    """The mean over seeds of ``key`` at the validation of update ``step``."""
+    return statistics.fmean(next(r[key] for r in _valid_rows(store.log(f)) if r["step"] == step) for f in files)
+
+
+LOSS_KEYS = ("step", "train_loss", "train_nll", "lr", "valid_loss", "valid_nll")
+
+
+def _losses(log: list[dict[str, Any]], last: int) -> list[tuple]:
+    """The losses and learning rates a log recorded up to update ``last`` (not its timings or BLEU)."""
+    return [tuple(row.get(k) for k in LOSS_KEYS) for row in log if row["step"] <= last]
+
+
+def undertraining_values(store: Store) -> dict[str, Any]:
+    """What 2x does to each system (the registry's "twice the updates adds BLEU", its test2016 numbers), the 2x
+    learning curves at the updates where a 1x run's averaged checkpoints lie and at their end, where the validation
+    loss is lowest and where greedy validation BLEU is highest, in how many 2x runs the validation loss turns up at
+    the last validation, and whether each 2x run is its 1x run continued (same log up to the 1x budget)."""
+    runs = {(s, f): store.budget_runs(s, f) for s in BUDGET_SYSTEMS for f in (1, 2)}
+    one = store.result(runs["balanced", 1].files[0])[1]["budget"]
+    steps_1x = int(one["max_steps"])
+    averaged = [steps_1x - k * int(one["valid_every"]) for k in reversed(range(int(one["average_last"])))]
+    two = store.result(runs["balanced", 2].files[0])[1]
+    out: dict[str, Any] = {
+        "updates_1x": steps_1x,
+        "updates_2x": int(two["budget"]["max_steps"]),
+        "averaged_first": averaged[0],
+        "averaged_last": averaged[-1],
+        "averaged_count": len(averaged),
+        "valid_every": int(one["valid_every"]),
+        "budget_commit": str(two["commit"])[:7],
+        "budget_device": two["device"],
+    }
+    continued, loss_up = [], 0
+    for system in BUDGET_SYSTEMS:
+        x1, x2 = runs[system, 1], runs[system, 2]
+        out |= {f"{system}_x1": x1.mean("test"), f"{system}_x2": x2.mean("test"), f"{system}_seeds_x2": len(x2.seeds)}
+        out |= judged(store)[f"budget-adds-{system}"].values(f"{system}_gain")
+        steps = [r["step"] for r in _valid_rows(store.log(x2.files[0]))]
+        losses = {step: _curve(store, x2.files, step, "valid_loss") for step in steps}
+        bleus = {step: _curve(store, x2.files, step, "valid_bleu") for step in steps}
+        for name, step in (("averaged_first", averaged[0]), ("averaged_last", averaged[-1]), ("last", steps[-1])):
+            out[f"{system}_bleu_{name}"] = bleus[step]
+        lowest = min(losses, key=losses.get)
+        out |= {
+            f"{system}_bleu_rise": bleus[averaged[-1]] - bleus[averaged[0]],
+            f"{system}_loss_lowest_at": lowest,
+            f"{system}_loss_rise_after": losses[steps[-1]] - losses[lowest],
+            f"{system}_bleu_highest_at": max(bleus, key=bleus.get),
+        }
+        for file, seed in zip(x2.files, x2.seeds):
+            log = _valid_rows(store.log(file))
+            loss_up += log[-1]["valid_loss"] > log[-2]["valid_loss"]
+            first = x1.files[x1.seeds.index(seed)]
+            continued.append(_losses(store.log(file), steps_1x) == _losses(store.log(first), steps_1x))
+    out |= {
+        "continued_runs": sum(continued),
+        "budget_runs": len(continued),
+        "loss_up": loss_up,
+        "margin": ON_PAR,
+        "averaging_status": averaging_status(store),
+        "can_lead": lead_sentence(judged(store)["can-within-0.5"]),
+    }
+    return out | marks(store, BUDGET_CLAIMS)
+
+
+def averaging_status(store: Store) -> str:
+    """Whether the ``averaging`` study (each 1x run's last checkpoint scored alone) is stored for Balanced and CAN:
+    no stored run keeps its checkpoints, so last-against-average needs that GPU run."""
+    stored = [store.study_runs("averaging", s, "last") for s in ("balanced", "can")]
+    return "stored" if all(r is not None and len(r.seeds) >= 2 for r in stored) else "not stored yet"
+
+
+# -- what `full` costs ---------------------------------------------------------------------------------
+
+
+def full_cost(gpus: int = GPUS, epochs: int | None = None, store: Store | None = None) -> dict[str, Any]:
+    """Target tokens per WMT14 epoch (a lower bound), the epochs, and for each stored d=512 training rate the
+    hours on ``gpus`` such GPUs.
+
+    Tokens per epoch: the paper's Table 1 gives 4.5M pairs and 220M words; 220M / 4.5M is about 49 words a pair,
+    so the count covers both sides, and the target (German) side is taken as half of it. Each target sentence adds
+    an EOS. Pieces of the 32k BPE are at least words, so this is a lower bound (the corpus is not in this
+    repository, so its pieces per word are not measured). Epochs: the paper's Figure 8 trains 21 (``epochs``
+    overrides). Throughput: each stored d=512 training rate (``training_32k``, ``training_4k``) of one GPU times
+    ``gpus`` (perfect scaling)."""
+    store = store or Store("small")
+    wmt = paper.table1("wmt14_en-de")
+    pairs, words = wmt.train_sentences, wmt.train_words
+    tokens = words / 2 + pairs
+    epochs = epochs or max(paper.paper_numbers()["fig8_curves_en-de"]["epochs"])
+    rows = []
+    for kind in ("training_32k", "training_4k"):
+        for run in store.gpu_runs_with(kind):
+            rates, prov = store.gpu_training(kind, run)
+            for system, r in rates.items():
+                rate = r["target_tokens_per_sec"]
+                rows.append(
+                    {
+                        "kind": kind,
+                        "batch": prov["max_tokens"],
+                        "run": run,
+                        "label": f"{gpu.gpu_label(prov)} {str(prov['commit'])[:7]}",
+                        "system": system,
+                        "tok_s": rate,
+                        "peak_memory_gib": r.get("peak_memory_gib"),
+                        "hours": tokens * epochs / (gpus * rate) / 3600,
+                    }
+                )
+    return {"pairs": pairs, "words": words, "tokens_per_epoch": tokens, "epochs": epochs, "gpus": gpus, "rows": rows}
+
+
+def cost_values(gpus: int = GPUS, store: Store | None = None) -> dict[str, Any]:
+    c = full_cost(gpus, store=store)
+    full = scale_spec("full").train
+    cap = full["max_epochs"]
+    return {
+        "wmt_pairs_m": c["pairs"] / 1e6,
+        "wmt_words_m": c["words"] / 1e6,
+        "tokens_per_epoch_m": c["tokens_per_epoch"] / 1e6,
+        "cost_epochs": c["epochs"],
+        "cost_gpus": gpus,
+        "full_max_epochs": cap,
+        "full_patience": full["patience"],
+        "epochs_factor": cap / c["epochs"],
+        "cost_rows": len(c["rows"]),
+        **_rate_spread(c["rows"]),
+    }
+
+
+def _rate_spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """How far the stored 32,768-token Baseline rates lie apart, and what differed between the runs that measured
+    them (device, commit, peak memory, the CAN/Baseline ratio): the cost table's rates are not one quantity measured
+    twice."""
+    base = {r["run"]: r for r in rows if r["kind"] == "training_32k" and r["system"] == "baseline"}
+    can = {r["run"]: r for r in rows if r["kind"] == "training_32k" and r["system"] == "can"}
+    if len(base) < 2:
+        return {}
+    fast, slow = max(base.values(), key=lambda r: r["tok_s"]), min(base.values(), key=lambda r: r["tok_s"])
+    ratio = {run: can[run]["tok_s"] / r["tok_s"] for run, r in base.items() if run in can}
+    return {
+        "rate_spread": fast["tok_s"] / slow["tok_s"],
+        "rate_fast_memory": fast["peak_memory_gib"],
+        "rate_slow_memory": slow["peak_memory_gib"],
+        "rate_fast_can_ratio": ratio.get(fast["run"], float("nan")),
+        "rate_slow_can_ratio": ratio.get(slow["run"], float("nan")),
+    }
+
+
+def cost_frame(gpus: int = GPUS, store: Store | None = None):
+    """The hours of the paper's recipe on ``gpus`` GPUs of each stored training rate, one row per rate."""
+    import pandas as pd
+
+    c = full_cost(gpus, store=store)
+    rows = [
+        {
+            "run": r["label"],
+            "tokens per update": r["batch"],
+            "system": LABELS.get(r["system"], r["system"]),
+            "target tok/s (one GPU)": round(r["tok_s"]),
+            f"hours on {gpus} GPUs": r["hours"],
+        }
+        for r in c["rows"]
+    ]
+    return pd.DataFrame(rows).set_index(["run", "tokens per update", "system"])

@@ -1,8 +1,0 @@
-"""The results schema: what the engine stores and the readers read, below both of them.
-
-``files`` (a result file with its provenance: save, load, describe) -> ``layout`` (where each result lives, how runs
-and study models are named, the command that stores a missing one, the compute-once rule of a measurement) ->
-``studies`` (the study table: the analyses and the beyond studies as data). Each scale's corpus, presets, budget and
-seeds are the core's :mod:`canlib.catalogue`. The engine (:mod:`canlib.repro.experiments`) and the readers
-(:mod:`canlib.repro.studies`) both sit above this package and never import each other.
-"""

@@ -1,0 +1,287 @@
+"""The speed studies the chapters share, and the CPU speed tables they show: read from a stored measurement, never
+timed while the book builds.
+
+Speed depends on shapes, not on what the weights learned, so every study times the paper's d=512 presets with random
+weights and a forced output length.
+
+**The CPU tables.** The results, depths, ablation and speed chapters show one CPU measurement: all nine systems timed
+in one interleaved run, and canlib against CTranslate2 on the same weights (both read by
+:mod:`_code.cpu_speed`). Both are stored in ``book/results/cpu/`` by :data:`STORE_COMMAND` with their
+provenance: the machine, the commit, the settings, the repeats, the spread of the repeats, the machine's load average
+before the run and the CPU time other processes took while it ran. A book built on a busy laptop shows the same tables
+as one built on an idle machine. ``CANLIB_LIVE_CPU_SPEED=1`` (or ``live=True``) measures on this machine instead, once
+per code version (cached); every table, stored or live, is judged by its noise first, and a noisy run is shown as
+noisy, without ratios.
+
+CPU rows are labelled as such: on a CPU at batch 1 decoding is bound by memory bandwidth, not the paper's regime
+(fp16 on a GPU, bound by kernel launches); the stored GPU measurements are read by
+:class:`repro.studies.store.Store`.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from canlib.catalogue import ALL_SYSTEMS, scale_spec
+from canlib.io import cache_dir, results_dir
+from repro.results.files import load_result, provenance, save_result
+from repro.results.layout import code_version, key, study
+
+SPEED_SYSTEMS = ALL_SYSTEMS  # one interleaved run times all nine
+SWEEPS = {
+    "beam": ("beam", "beams", "by_beam"),
+    "length": ("beam", "lengths", "by_length"),
+    "batch": ("batch", "batches", "by_batch"),
+}
+REFERENCE_SYSTEMS = ("baseline", "ct2:baseline", "balanced", "ct2:balanced")
+STORE_COMMAND = "python -m canlib experiment --scale small --studies speed"  # the CPU tables, book/results/cpu/
+LIVE_ENV = "CANLIB_LIVE_CPU_SPEED"  # 1: the chapters time this machine's CPU instead of reading the stored tables
+CPU_FILES = {"speed": "speed.json", "reference": "reference.json"}  # under <results>/cpu/
+CPU_SYSTEMS = {"speed": SPEED_SYSTEMS, "reference": REFERENCE_SYSTEMS}
+# the stored CPU run: every repeat times every system once, in turn (beam 4, batch 1, d=512, V=32k, fp32)
+CPU_SETTINGS = dict(sentences=8, repeats=20, warmup=1, beam=4, batch=1, forced_length=30, threads=1)
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def settings_for(
+    study_name: str, book_scale: str, systems: tuple[str, ...] | list[str], device: str | None = None, **overrides: Any
+) -> dict[str, Any]:
+    """The bench settings of a study at a book scale: it fixes beam, forced length, sentences, repeats
+    and the sweeps; shapes are always the paper's (bench ``scale="full"``: d=512 presets, V=32k)."""
+    spec = scale_spec(book_scale)
+    settings = {
+        "systems": list(systems),
+        "scale": "full",
+        "vocab_size": scale_spec("full").vocab_size,
+        "beam": spec.beam,
+        "batch": 1,
+        "forced_length": spec.forced_length,
+        "sentences": spec.speed_sentences,
+        "repeats": spec.speed_repeats,
+        "warmup": 1,
+        "len_penalty": 1.0,
+        "device": device or default_device(),
+        "fp32": False,
+        "graphs": False,
+        "breakdown": study_name == "breakdown",
+        "seed": 0,
+    }
+    if study_name == "beam":
+        settings.update(beams=list(spec.beam_sweep), lengths=[spec.forced_length])
+    elif study_name == "length":
+        settings.update(beams=[spec.beam], lengths=list(spec.length_sweep))
+    elif study_name == "batch":
+        settings.update(batches=list(spec.batch_sweep))
+    unknown = set(overrides) - set(settings) - {"beams", "lengths", "batches", "threads"}
+    if unknown:
+        raise ValueError(f"settings_for({study_name!r}): unknown setting(s) {', '.join(sorted(unknown))}")
+    return {**settings, **overrides}
+
+
+def run_bench(study_name: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """``repro.bench.run_study`` as {"systems", "meta"}. Its busy-machine warning is kept in
+    ``meta["busy_warning"]`` and not raised as a warning, which a chapter would show as stray output."""
+    from repro.bench import BenchSettings, run_study
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = run_study(study_name, BenchSettings(**{**settings, "progress": False}))
+    return {"systems": dict(result.systems), "meta": dict(result.meta)}
+
+
+def busy_warning(meta: dict[str, Any]) -> str | None:
+    """The bench's warning that other work loaded the machine while it timed (figures then run slow)."""
+    return meta.get("busy_warning")
+
+
+def measure(
+    study_name: str,
+    scale: str,
+    systems: tuple[str, ...] | list[str],
+    *,
+    store: bool = False,
+    device: str | None = None,
+    **overrides: Any,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """({"systems": ..., "meta": ...}, provenance) of one bench study, measured once per setting:
+    cached (tiny) or stored (``store=True``) under a key of its settings."""
+    bench_study = SWEEPS[study_name][0] if study_name in SWEEPS else study_name
+    settings = settings_for(study_name, scale, systems, device, **overrides)
+
+    def compute() -> dict[str, Any]:
+        return run_bench(bench_study, settings)
+
+    # the file name leaves the device out, so a result stored on a GPU machine is found from any machine
+    name = f"bench-{study_name}-{key(bench_study, {k: v for k, v in settings.items() if k != 'device'})}"
+    return study(name, scale, {"study": bench_study, "settings": settings}, compute, settings["device"], store=store)
+
+
+def spread(row: dict[str, Any]) -> dict[str, float]:
+    """min / median / max tokens/s over the timed repeats of one system's row."""
+    repeats = row.get("tok_per_s_repeats") or row.get("repeats")
+    if not (isinstance(repeats, list) and repeats):
+        repeats = [row["tokens"] / s for s in row["seconds"]]
+    return {"min": min(repeats), "median": statistics.median(repeats), "max": max(repeats)}
+
+
+def cpu_settings(kind: str) -> dict[str, Any]:
+    """The bench settings of the stored CPU run ``kind`` (``speed``: the nine systems; ``reference``: canlib and
+    CTranslate2 on Baseline's and Balanced's weights)."""
+    if kind not in CPU_FILES:
+        raise ValueError(f"kind={kind!r}: choose one of {', '.join(CPU_FILES)}")
+    return settings_for("speed", "tiny", CPU_SYSTEMS[kind], "cpu", **CPU_SETTINGS)
+
+
+def _tree_cpu_seconds(pid: int) -> float | None:
+    """CPU seconds (user + system) of process ``pid`` and its descendants, from /proc (None elsewhere)."""
+    proc = Path("/proc")
+    if not (proc / str(pid) / "stat").is_file():
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    parent, used = {}, {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(entry.name)] = int(fields[1])
+        used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+    tree, todo = {pid}, [pid]
+    while todo:
+        here = todo.pop()
+        for child, up in parent.items():
+            if up == here and child not in tree:
+                tree.add(child)
+                todo.append(child)
+    return sum(used.get(p, 0.0) for p in tree)
+
+
+def _busy_cpu_seconds() -> float | None:
+    """CPU seconds every core of the machine has spent busy since boot (/proc/stat; None elsewhere)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and waiting for I/O
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_cpu(kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Time the CPU run ``kind`` on this machine now: ({"systems", "meta"}, its provenance). The provenance holds the
+    settings, the load average before and after, and ``other_cores``: the CPU time the rest of the machine took
+    while the run timed, in cores (its busy time less this process's and its children's, over the wall time)."""
+    import torch
+
+    settings, threads = cpu_settings(kind), torch.get_num_threads()
+    busy0, own0, wall0 = _busy_cpu_seconds(), _tree_cpu_seconds(os.getpid()), time.perf_counter()
+    try:
+        result = run_bench("speed", settings)
+        busy1, own1, wall = _busy_cpu_seconds(), _tree_cpu_seconds(os.getpid()), time.perf_counter() - wall0
+        known = None not in (busy0, busy1, own0, own1)
+        other = max(0.0, ((busy1 - busy0) - (own1 - own0)) / wall) if known else None
+        prov = provenance(
+            "full",
+            {"study": "speed", "kind": kind, "settings": settings, "command": STORE_COMMAND},
+            "cpu",  # named while the bench's threads are set: the device string counts them
+            machine=f"{result['meta'].get('device', 'CPU')}, on a machine of {os.cpu_count()} cores",
+            load_average_before=result["meta"].get("load_average"),
+            load_average_after=list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+            other_cores=other,
+            wall_s=wall,
+        )
+    finally:
+        torch.set_num_threads(threads)  # the bench sets its own; a notebook that asked for a live run keeps its own
+    return result, prov
+
+
+def store_cpu_tables(root: Path | None = None, kinds: tuple[str, ...] = tuple(CPU_FILES)) -> list[Path]:
+    """Measure the CPU runs on this machine and store them in ``<root>/cpu/`` (default ``book/results``): what
+    :data:`STORE_COMMAND` runs. Run it on a machine with nothing else running; the stored provenance says whether
+    it was."""
+    from canlib.decoding.ctranslate import ctranslate2_installed
+
+    paths = []
+    for kind in kinds:
+        if kind == "reference" and not ctranslate2_installed():
+            continue
+        result, prov = measure_cpu(kind)
+        paths.append(save_result(Path(root or results_dir()) / "cpu" / CPU_FILES[kind], result, prov))
+    return paths
+
+
+def cpu_measurement(
+    kind: str = "speed", *, live: bool | None = None, root: Path | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """({"systems", "meta"}, provenance) of the CPU run ``kind``: the stored one (``<root>/cpu/``), or with ``live``
+    (default: the ``CANLIB_LIVE_CPU_SPEED`` environment variable) one timed on this machine once per code version and
+    cached. Loading never times anything."""
+    if live is None:
+        live = os.environ.get(LIVE_ENV, "") not in ("", "0")
+    if live:
+        path = cache_dir() / "studies" / "cpu" / f"{kind}-{key(code_version(), cpu_settings(kind))}.json"
+        if not path.is_file():
+            save_result(path, *measure_cpu(kind))
+        return load_result(path)
+    path = Path(root or results_dir()) / "cpu" / CPU_FILES[kind]
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no stored CPU speed measurement; store it with `{STORE_COMMAND}`")
+    return load_result(path)
+
+
+def sweep(
+    kind: str,
+    scale: str,
+    systems: tuple[str, ...] = ("balanced", "can"),
+    *,
+    store: bool = False,
+    device: str | None = None,
+) -> tuple[dict[str, dict[int, float]], dict[str, Any]]:
+    """Median tokens/s per beam size (``kind="beam"``), forced length (``"length"``) or batch (``"batch"``)."""
+    if kind not in SWEEPS:
+        raise ValueError(f"kind={kind!r}: choose one of {', '.join(SWEEPS)}")
+    result, prov = measure(kind, scale, systems, store=store, device=device)
+    field = SWEEPS[kind][2]
+    return (
+        {s: {int(x): v for x, v in result["systems"][s][field].items()} for s in systems},
+        {**prov, "meta": result["meta"]},
+    )
+
+
+def breakdown(
+    scale: str,
+    systems: tuple[str, ...] = ("baseline", "balanced", "can"),
+    *,
+    store: bool = False,
+    device: str | None = None,
+) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+    """Per-sentence milliseconds and shares of encoder, decoder layers, output projection and search."""
+    result, prov = measure("breakdown", scale, systems, store=store, device=device)
+    return {s: result["systems"][s]["breakdown"] for s in systems}, {**prov, "meta": result["meta"]}
+
+
+def store_all(root: Path | None = None) -> list[Path]:
+    """What ``canlib experiment --studies speed`` stores (:data:`STORE_COMMAND`): the CPU tables
+    (:func:`store_cpu_tables`), each line of its report saying what the machine did beside the run."""
+    paths = store_cpu_tables(root)
+    for path in paths:
+        _, prov = load_result(path)
+        other = prov.get("other_cores")
+        load = (prov.get("load_average_before") or [float("nan")])[0]
+        print(
+            f"{path}: stored ({prov['config']['settings']['repeats']} interleaved repeats; load average before "
+            f"{load:.2f}; other processes took "
+            + (f"{other:.2f} cores while it ran)" if other is not None else "an unknown share of the CPU)")
+        )
+    return paths

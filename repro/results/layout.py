@@ -1,0 +1,196 @@
+"""Where each stored result lives, how runs and study models are named, and the command that stores one.
+
+Unless a call names a results folder, it is the scale's :func:`default_root`: ``book/results`` for ``small`` and
+``full`` (GPU-trained, committed), and at ``tiny`` (what CI recomputes on every machine) a folder of the cache per
+code version, so a result is reused only by the code that made it. Results of a reduced budget (an end-to-end test)
+get their own folder: never ``book/results``. Under ``<root>/<scale>/`` lie the main plan's runs (:func:`run_name`),
+the beyond studies' models (:func:`study_model_name`) and summaries (``beyond/<study>``), the analyses and
+:data:`COMPLETE`; GPU and CPU measurements are not per scale (``<root>/gpu/<run>/<kind>.json``,
+``<root>/cpu/<name>.json``). Every error that finds a result missing names :func:`experiment_command`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from canlib.io import PACKAGE_DIR, cache_dir, results_dir
+from repro.results.files import load_result, provenance, save_result
+
+SCORE_KEYS = ("bleu", "tok_bleu", "signature")  # what a run stores per split
+COMPLETE = "complete"  # the stored result that marks a scale's plan as fully run
+GPU_SCRIPT = "bash scripts/gpu_small.sh"  # the script that runs what is left of the small plan on one GPU
+INGEST_COMMAND = "python -m canlib ingest SOURCE OUT"  # stores a GPU device call's measurements
+OPS_COMMAND = "python -m canlib bench ops --json book/results/cpu/ops.json"
+# raw file of a GPU run -> the stored kind (``<root>/gpu/<run>/<kind>.json``)
+GPU_FILES = {
+    "gpu_bench.json": "speed",
+    "breakdown.json": "breakdown",
+    "bench_batch.json": "batch",
+    "smoke_full.json": "training_4k",
+    "smoke_32k.json": "training_32k",
+    "smoke_small.json": "training_small",
+}
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """A hash of canlib's own source: cached tiny results are reused only by the code that made them."""
+    h = hashlib.sha256()
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        h.update(str(path.relative_to(PACKAGE_DIR)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def key(*parts: Any) -> str:
+    """A short stable hash of JSON-able parts (run folders and cache files are named by it)."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def default_root(scale: str, reduced: int | None = None) -> Path:
+    """The results folder of ``scale`` when none is given (see the module docstring); ``reduced``: the
+    ``max_steps`` of an end-to-end test, which has a folder of its own at tiny and none elsewhere."""
+    if scale == "tiny":
+        return cache_dir() / "results" / (code_version() + (f"-steps{reduced}" if reduced is not None else ""))
+    if reduced is not None:
+        raise ValueError(
+            f"a reduced budget (max_steps={reduced}) needs a results folder of its own (--out DIR): "
+            "book/results holds full-budget results only"
+        )
+    return results_dir()
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where one call's results live: the ``scale``, its results folder ``root`` (files go to ``<root>/<scale>/``)
+    and ``reduced``, the ``max_steps`` of an end-to-end test (None: the scale's own budget). Built once, by a
+    command line (:meth:`of` its ``--scale``, ``--out`` and ``--max-steps``) or a chapter's call, and passed: a
+    :class:`~repro.experiments.run.Run` carries the one it is stored under."""
+
+    scale: str
+    root: Path
+    reduced: int | None = None
+
+    @classmethod
+    def of(cls, scale: str, out: str | Path | None = None, reduced: int | None = None) -> Where:
+        """The results folder ``out``, else the scale's :func:`default_root` (which refuses a reduced budget in
+        ``book/results``)."""
+        if reduced is not None and reduced < 1:
+            raise ValueError(f"max_steps={reduced}: must be >= 1")
+        return cls(scale, Path(out) if out is not None else default_root(scale, reduced), reduced)
+
+    @property
+    def folder(self) -> Path:
+        """The scale's folder of results: ``<root>/<scale>``."""
+        return self.root / self.scale
+
+    def path(self, name: str) -> Path:
+        """Where the result ``name`` is stored: ``<root>/<scale>/<name>.json``."""
+        return self.folder / f"{name}.json"
+
+    def missing(self, names: Sequence[str]) -> list[str]:
+        """Those of the stored results ``names`` that are not stored yet."""
+        return [name for name in names if not self.path(name).exists()]
+
+
+def stored_path(name: str, scale: str, root: Path | None = None) -> Path:
+    """Where the result ``name`` of ``scale`` is stored (``root``: a results folder, e.g. ``canlib experiment
+    --out``; else :func:`default_root`)."""
+    return (Path(root) if root is not None else default_root(scale)) / scale / f"{name}.json"
+
+
+def run_name(system: str, seed: int, corpus: str) -> str:
+    """A main-plan run's name under its scale's folder: ``runs/multi30k-en-de/can-seed1``."""
+    return f"runs/{corpus}/{system}-seed{seed}"
+
+
+def model_name(study: str, system: str, tag: str, seed: int) -> str:
+    """A study model's stored name without its folder: ``budget-can-x2-seed1``."""
+    return f"{study}-{system}{'-' + tag if tag else ''}-seed{seed}"
+
+
+def study_model_name(study: str, system: str, tag: str, seed: int, corpus: str) -> str:
+    """A beyond study model's name under its scale's folder: ``beyond/runs/multi30k-en-de/budget-can-x2-seed1``."""
+    return f"beyond/runs/{corpus}/{model_name(study, system, tag, seed)}"
+
+
+def hyp_file(json_path: Path, split: str) -> Path:
+    """The hypotheses of ``split`` beside a run's result file."""
+    return json_path.with_name(f"{json_path.name.removesuffix('.json')}.{split}.hyp")
+
+
+def read_hypotheses(path: Path) -> list[str]:
+    """The lines of a hypothesis file, as written (empty lines kept)."""
+    return path.read_text(encoding="utf-8").split("\n")[:-1]
+
+
+def experiment_command(
+    scale: str,
+    *,
+    systems: Sequence[str] = (),
+    seeds: Sequence[int] = (),
+    corpora: Sequence[str] = (),
+    studies: Sequence[str] = ("runs",),
+    reduced: int | None = None,
+) -> str:
+    """The ``canlib experiment`` call that trains, evaluates and stores what is named (stored results are skipped,
+    so it only adds what is missing): every error about a missing result names it."""
+    parts = ["python -m canlib experiment", f"--scale {scale}"]
+    if systems:
+        parts.append(f"--systems {','.join(systems)}")
+    if seeds:
+        parts.append(f"--seeds {','.join(str(k) for k in seeds)}")
+    if corpora:
+        parts.append(f"--corpora {','.join(corpora)}")
+    parts.append(f"--studies {','.join(studies)}")
+    if reduced is not None:
+        parts.append(f"--max-steps {reduced}")
+    return " ".join(parts)
+
+
+def study(
+    name: str,
+    scale: str,
+    config: dict[str, Any],
+    compute: Callable[[], Any],
+    device: str = "cpu",
+    *,
+    store: bool = False,
+    root: Path | None = None,
+    extra: dict[str, Any] | None = None,
+    studies: Sequence[str] = ("speed",),
+) -> tuple[Any, dict[str, Any]]:
+    """(result, provenance) of the measurement ``name``: at tiny computed on first use and cached under a key
+    of the code and ``config``; with ``store=True`` computed if ``<root>/<scale>/<name>.json`` is missing and
+    stored there; otherwise loaded, a missing one being an error that names the command which stores it
+    (``canlib experiment --studies <studies>``). ``extra`` adds top-level provenance keys."""
+    if store or scale != "tiny" or root is not None:
+        path = stored_path(name, scale, root)
+    else:
+        path = cache_dir() / "studies" / scale / f"{name}-{key(code_version(), config)}.json"
+    if not store and (scale != "tiny" or root is not None):  # a folder of stored results: load only
+        if not path.exists():
+            raise FileNotFoundError(
+                f"{path}: no stored {scale} result; store it with "
+                f"`{experiment_command(scale, studies=studies)}` and commit the JSON it writes"
+            )
+        return load_result(path)
+    if not path.exists():
+        save_result(
+            path, compute(), provenance(scale, {**config, "code_version": code_version()}, device, **(extra or {}))
+        )
+        return load_result(path)
+    result, prov = load_result(path)
+    stored = {k: v for k, v in prov["config"].items() if k != "code_version"}  # code changes keep a stored result
+    if store and json.loads(json.dumps(stored)) != json.loads(json.dumps(config)):
+        raise ValueError(
+            f"{path}: stored with another configuration ({stored}); this asks for {config}: "
+            "give another results folder or delete the stored file"
+        )
+    return result, prov

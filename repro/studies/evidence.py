@@ -1,0 +1,267 @@
+"""What a claim of the registry (:mod:`repro.studies.claims`) reads, the standard each kind of evidence is held
+to, the five verdict words, and what a judgement holds. The judges that fill a judgement are in
+:mod:`repro.studies.judges`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from repro.studies.verdict import CONFIDENCE, FAILS, HOLDS, INCONCLUSIVE, MIXED, NOT_RUN, Judgement
+
+# -- the five words, each defined once ----------------------------------------------------------------------------
+
+MEANINGS = {
+    HOLDS: "the criterion is met on every reading (evaluation set, GPU run, decoder layer) beyond its intervals, "
+    "by evidence that meets its standard",
+    FAILS: "the criterion is missed beyond the intervals on at least one reading and met on none",
+    MIXED: "the criterion is met beyond the intervals on some readings and missed on others",
+    INCONCLUSIVE: "the intervals cannot decide it on every reading, or the evidence is below its standard; the claim "
+    "says what would settle it",
+    NOT_RUN: "the evidence is not stored yet; the claim gives the command that stores it",
+}
+METRIC = "tok-BLEU"  # the seed intervals' metric: the paper's tokenized BLEU
+
+
+# -- the standards -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Standard:
+    """The least evidence that can decide a claim of one kind, and how its intervals are read."""
+
+    kind: str
+    least: str  # the least evidence, in words
+    interval: str  # how its spread is read, with the interval's coverage
+    seeds: int = 0  # trained models per system
+    repeats: int = 0  # interleaved repeats per GPU run
+    seconds: float = 0.0  # the shortest repeat
+
+
+BLEU = Standard(
+    "bleu",
+    "3 seeds of every system at the budget the claim reads (Clark et al., 2011), on a scale whose models translate "
+    "(small or full)",
+    f"per evaluation set, the seed interval (Student's t, Welch's degrees of freedom, {CONFIDENCE:.0%}) and "
+    f"sacreBLEU's paired bootstrap pooled over the seeds ({CONFIDENCE:.0%}, 1,000 resamples of the sentences)",
+    seeds=3,
+)
+SPEED = Standard(
+    "speed",
+    "a GPU run of at least 10 interleaved repeats per system, each at least 1 s long (fp16, batch 1, beam 4, d=512 "
+    "random weights, forced length 30); the runs of the newest code that meet it are pooled",
+    f"the median of the per-repeat ratios with its distribution-free interval from the order statistics (at least "
+    f"{CONFIDENCE:.0%}; with 10 repeats the 2nd to the 9th smallest ratio)",
+    repeats=10,
+    seconds=1.0,
+)
+ANALYSIS = Standard(
+    "analysis",
+    "the stored analysis of one trained model at small or full (a measurement of that model: no seed spread)",
+    "the criterion read on every decoder layer",
+)
+LOSS = Standard(
+    "loss",
+    "3 seeds of every system at small or full, with their validation logs",
+    f"the seed interval of the final validation loss (Student's t, Welch's degrees of freedom, {CONFIDENCE:.0%}), "
+    "or the criterion read on every run",
+    seeds=3,
+)
+STANDARDS = {s.kind: s for s in (BLEU, SPEED, ANALYSIS, LOSS)}
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A criterion on one number: ``value op bound`` (monotone, so the ends of an interval decide it)."""
+
+    op: str  # ">=", ">" or "<"
+    bound: float
+
+    def __call__(self, x: float) -> bool:
+        return x >= self.bound if self.op == ">=" else x > self.bound if self.op == ">" else x < self.bound
+
+    def text(self, what: str) -> str:
+        return f"{what} {self.op} {self.bound:g}"
+
+
+# -- what a claim reads --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Term:
+    """One system in a BLEU contrast: its weight, its label, and where its runs are stored (the main plan, or a
+    beyond study's models with ``study``/``tag``; ``factor``: a fixed budget, else the claim's)."""
+
+    weight: float
+    system: str
+    label: str = ""
+    study: str = ""
+    tag: str = ""
+    factor: int | None = None
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """sum(weight x system) on the four evaluation sets, against ``ok``. ``budgets``: judged at every stored budget
+    (only where every term is a main-plan system of the budget study), the strongest body of evidence leading."""
+
+    terms: tuple[Term, ...]
+    ok: Threshold
+    budgets: bool = False
+    standard: Standard = BLEU
+
+
+@dataclass(frozen=True)
+class SpeedRatio:
+    """tokens/s of ``system`` over ``against`` (GPU fp16, batch 1), per interleaved repeat, in ``mode``: "eager" or
+    "captured" (whole decoding steps replayed from CUDA graphs)."""
+
+    system: str
+    against: str
+    ok: Threshold
+    mode: str = "eager"
+    standard: Standard = SPEED
+
+
+@dataclass(frozen=True)
+class BatchCurve:
+    """``system``/``against`` at batch ``first`` minus at batch ``last`` (> 0: the gain shrinks), per repeat."""
+
+    system: str
+    against: str
+    first: int
+    last: int
+    standard: Standard = SPEED
+
+
+@dataclass(frozen=True)
+class Similarity:
+    """The cosine similarity of two sub-layers' inputs in each decoder layer of the stored analyses ``studies``
+    (``similarity``: the 6/6 Baseline; ``similarity-balanced``: Balanced), against ``ok``; with ``than``, the
+    criterion is read on ``pair`` minus ``than`` (one matrix's diagonal against another's)."""
+
+    ok: Threshold
+    studies: tuple[str, ...] = ("similarity", "similarity-balanced")
+    pair: str = "self_vs_cross"
+    than: str = ""
+    standard: Standard = ANALYSIS
+
+
+@dataclass(frozen=True)
+class GateShare:
+    """The share of CAN's gate values within ``near`` of 0 or 1, per decoder layer (the stored ``attention`` study)."""
+
+    ok: Threshold
+    near: float
+    standard: Standard = ANALYSIS
+
+
+@dataclass(frozen=True)
+class LossGap:
+    """Final validation loss of ``system`` minus ``against`` over seeds (seed interval), > 0."""
+
+    system: str
+    against: str
+    standard: Standard = LOSS
+
+
+@dataclass(frozen=True)
+class LossFalling:
+    """The validation loss falls between the last two validations of every run of ``systems``."""
+
+    systems: tuple[str, ...]
+    standard: Standard = LOSS
+
+
+@dataclass(frozen=True)
+class CrossTask:
+    """CAN - Balanced on every Multi30k direction of the scale, each judged by the verdict rule."""
+
+    ok: Threshold
+    standard: Standard = BLEU
+
+
+Evidence = Contrast | SpeedRatio | BatchCurve | Similarity | GateShare | LossGap | LossFalling | CrossTask
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim, declared once: its id, a name that states its criterion, the criterion in symbols, the paper's
+    figure, the chapter that shows the evidence, the evidence it reads and whose claim it is (``paper``: the paper
+    states it; ``book``: the book's own question)."""
+
+    id: str
+    name: str
+    criterion: str
+    paper: str
+    chapter: str
+    evidence: Evidence = field(repr=False)
+    source: str = "paper"
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A claim judged from its strongest body of evidence: the word (one of the five), our number, the
+    evidence in words and as data, its strength against the standard, and what would settle it."""
+
+    claim: Claim
+    word: str
+    ours: str
+    evidence: str
+    value: float | None = None
+    interval: tuple[float, float] | None = None
+    budget: int | None = None  # the budget factor this verdict reads (BLEU claims of the main plan)
+    sets: tuple[dict[str, Any], ...] = ()  # per reading: evaluation set, GPU run, layer or direction
+    beside: tuple[Judged, ...] = ()  # the weaker bodies of evidence (other budgets, older code), shown, never leading
+    seeds: dict[str, int] = field(default_factory=dict)
+    files: tuple[str, ...] = ()  # the named evidence: run files relative to the scale's folder, or GPU runs
+    command: str = ""  # what stores the missing evidence
+    strength: dict[str, Any] = field(default_factory=dict)  # seeds, budget, repeats, seconds, runs, code
+    meets: bool = False  # whether the evidence meets the claim's standard
+    settle: str = ""  # what would settle an inconclusive or missing claim (runs, GPU-minutes, the command)
+    cost: str = ""  # what settling it costs, in runs and GPU-minutes (the middle of ``settle``)
+    minutes: float | None = None  # the GPU-minutes of ``cost``, where known
+    judgement: Judgement | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def standard(self) -> Standard:
+        return self.claim.evidence.standard
+
+    def values(self, prefix: str) -> dict[str, Any]:
+        """A BLEU contrast's numbers for a chapter to glue (:meth:`repro.studies.verdict.Judgement.values`);
+        empty for a claim not judged."""
+        return self.judgement.values(prefix) if self.judgement is not None else {}
+
+    def at(self, budget: int) -> Judged | None:
+        """The claim at budget ``budget`` (itself, or the body beside it)."""
+        return next((j for j in (self, *self.beside) if j.budget == budget), None)
+
+    def as_json(self, beside: bool = True) -> dict[str, Any]:
+        c, s = self.claim, self.standard
+        out = {
+            "id": c.id,
+            "claim": c.name,
+            "criterion": c.criterion,
+            "source": c.source,
+            "paper": c.paper,
+            "ours": self.ours,
+            "verdict": self.word,
+            "evidence": self.evidence,
+            "chapter": c.chapter,
+            "budget": self.budget,
+            "value": self.value,
+            "interval": list(self.interval) if self.interval else None,
+            "sets": list(self.sets),
+            "seeds": self.seeds,
+            "files": list(self.files),
+            "strength": self.strength,
+            "standard": {"kind": s.kind, "least": s.least, "interval": s.interval, "met": self.meets},
+            "settle": self.settle,
+            "cost": self.cost,
+            "gpu_minutes": self.minutes,
+            "command": self.command,
+        }
+        if beside:
+            out["beside"] = [j.as_json(beside=False) for j in self.beside]
+        return out

@@ -1,0 +1,545 @@
+"""How each kind of evidence is judged: one judge per kind of evidence of the claims registry
+(:mod:`repro.studies.claims`; the types and standards in :mod:`repro.studies.evidence`), each reading a
+:class:`~repro.studies.store.Store` and applying the one rule of :mod:`repro.studies.verdict`.
+
+Every judge finds the **bodies of evidence** a claim has (a BLEU contrast: one per stored budget; a speed ratio: one
+per timed code version), holds each to its standard, and lets the strongest lead: a body that meets the standard
+before one that does not, then the most seeds (BLEU) or the newest code (speed), then the longest budget. The
+weaker bodies stand beside the verdict and never change it. Evidence below the standard is **inconclusive**, with
+what would settle it; evidence not stored at all is **not run**, with its command.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from canlib.catalogue import DIRECTION_SYSTEMS, LABELS
+from repro.results.layout import experiment_command
+from repro.results.studies import BUDGET_SYSTEMS
+from repro.studies.analyses import final_losses, gate_shares
+from repro.studies.evidence import (
+    METRIC,
+    SPEED,
+    BatchCurve,
+    Claim,
+    Contrast,
+    CrossTask,
+    GateShare,
+    Judged,
+    LossFalling,
+    LossGap,
+    Similarity,
+    SpeedRatio,
+    Term,
+)
+from repro.studies.store import Store
+from repro.studies.verdict import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    MIXED,
+    NOT_RUN,
+    Judgement,
+    Runs,
+    describe,
+    difference_interval,
+    interval_verdict,
+    judge,
+    outcome,
+    ratio_reading,
+    repeat_ratios,
+    split_name,
+)
+
+SIDE_BY_SIDE = 4  # small runs a GPU trains at once in one `canlib experiment` call, each taking about a run's time
+GPU_CHECK = "bash scripts/gpu_check.sh --steps=bench,profile"  # the decoding-speed run (measurements/README.md)
+GPU_CHECK_MINUTES = 5  # its steps' timeouts, with the machine's start
+GPU_RUN = (f"one GPU run, about {GPU_CHECK_MINUTES} GPU-minutes", float(GPU_CHECK_MINUTES))
+BATCH_SWEEP = "python -m canlib bench batch --device cuda"
+
+
+def _judged(
+    claim: Claim,
+    word: str,
+    ours: str,
+    evidence: str,
+    *,
+    meets: bool,
+    settle: str = "",
+    cost: tuple[str, float | None] = ("", None),
+    command: str = "",
+    **data: Any,
+) -> Judged:
+    """A claim judged on evidence that meets its standard or not. Below the standard the word is inconclusive (not
+    run stays not run) and ``settle``, ``cost`` (in words and GPU-minutes) and ``command`` say what would settle it;
+    at the standard nothing is left to settle."""
+    if meets:
+        return Judged(claim, word, ours, evidence, meets=True, **data)
+    word = NOT_RUN if word == NOT_RUN else INCONCLUSIVE
+    return Judged(claim, word, ours, evidence, settle=settle, cost=cost[0], minutes=cost[1], command=command, **data)
+
+
+def _missing(claim: Claim, why: str, command: str, settle: str = "", **data: Any) -> Judged:
+    """Not run: the evidence is not stored; ``command`` stores it (``settle``: default the why and the command)."""
+    settle = settle or f"{why}: `{command}`"
+    return _judged(claim, NOT_RUN, "—", why, meets=False, settle=settle, command=command, **data)
+
+
+def _minutes(store: Store, runs: Sequence[tuple[str, int]]) -> tuple[str, float | None]:
+    """What training ``runs`` ((system, budget factor) each) costs, in words and in GPU-minutes: the runs and about
+    how many GPU-minutes, from the wall time of the stored runs of the same budget (they train :data:`SIDE_BY_SIDE`
+    at once)."""
+    walls = [store.train_seconds(s, f) for s, f in runs]
+    known = [w for w in walls if w]
+    count = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
+    if not known:
+        return count, None
+    minutes = max(known) * math.ceil(len(runs) / SIDE_BY_SIDE) / 60
+    return f"{count}, about {minutes:.0f} GPU-minutes" + (" side by side" if len(runs) > 1 else ""), minutes
+
+
+# BLEU contrasts -------------------------------------------------------------------------------------------------
+
+
+def _runs(store: Store, t: Term, factor: int) -> Runs | None:
+    """The stored runs of one term: a beyond study's models, else the main plan's at its budget."""
+    if t.study:
+        return store.study_runs(t.study, t.system, t.tag)
+    return store.budget_runs(t.system, factor if t.factor is None else t.factor)
+
+
+def _label(t: Term, factor: int) -> str:
+    base = t.label or LABELS.get(t.system, t.system)
+    return base + (f" {factor}x" if factor != 1 and t.factor is None and not t.label else "")
+
+
+def _store_command(store: Store, terms: Sequence[Term], factor: int, seeds: int) -> str:
+    studies = sorted(
+        {t.study for t in terms if t.study}
+        | ({"budget"} if factor != 1 or any(t.factor not in (None, 1) for t in terms) else set())
+    )
+    if studies:
+        return experiment_command(store.scale, corpora=[store.corpus], studies=studies)
+    systems = list(dict.fromkeys(t.system for t in terms))
+    return experiment_command(store.scale, systems=systems, seeds=range(1, seeds + 1), corpora=[store.corpus])
+
+
+def _set_rows(j: Judgement) -> tuple[dict[str, Any], ...]:
+    return tuple(
+        {
+            "set": split_name(s.split),
+            "split": s.split,
+            "value": s.value,
+            "seed_interval": [s.seeds.low, s.seeds.high] if s.seeds else None,
+            "test_set_interval": [s.test_set.low, s.test_set.high] if s.test_set else None,
+            "verdict": s.verdict,
+        }
+        for s in j.sets
+    )
+
+
+def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int) -> Judged:
+    """One body of BLEU evidence: the contrast at one budget."""
+    need = c.standard.seeds
+    terms = [(t, _runs(store, t, factor)) for t in c.terms]
+    seeds = {_label(t, factor): len(r.seeds) if r else 0 for t, r in terms}
+    counts = ", ".join(f"{k} {n}" for k, n in seeds.items())
+    short = [(t, r) for t, r in terms if r is None or len(r.seeds) < need]
+    todo = [(t.system, t.factor or factor) for t, r in short for _ in range(need - (len(r.seeds) if r else 0))]
+    command = _store_command(store, [t for t, _ in short] or [t for t, _ in terms], factor, need)
+    cost = _minutes(store, todo) if short else ("", None)
+    settle = f"{need} seeds of every system: {cost[0]}: `{command}`"
+    data = dict(
+        budget=factor if c.budgets else None,
+        seeds=seeds,
+        files=tuple(f for _, r in terms if r for f in r.files),
+        strength={"seeds": seeds, "budget": factor, "scale": store.scale},
+        cost=cost,
+    )
+    if any(r is None for _, r in terms):
+        absent = ", ".join(_label(t, factor) for t, r in terms if r is None)
+        return _missing(claim, f"no stored run of {absent} at scale {store.scale}", command, **data)
+    if any(len(r.seeds) < 2 for _, r in terms):
+        value = sum(t.weight * r.mean() for t, r in terms)
+        why = f"{METRIC} at scale {store.scale}, {factor}x budget; {counts} seed(s): no seed interval"
+        ours = f"{value:+.2f} (no interval)"
+        return _judged(claim, INCONCLUSIVE, ours, why, meets=False, settle=settle, command=command, value=value, **data)
+    j = judge([(t.weight, r) for t, r in terms], c.ok, store.references() if all(r.hyps for _, r in terms) else None)
+    head = j.on("test") if any(s.split == "test" for s in j.sets) else j.sets[0]
+    meets = store.judged and not short
+    if not store.judged:
+        settle = f"models that translate: `{experiment_command('small', systems=[t.system for t in c.terms])}`"
+    below = "" if meets else f"below the standard ({c.standard.least}); "
+    return _judged(
+        claim,
+        j.verdict,
+        f"{head.value:+.2f} [{head.seeds.low:+.2f}, {head.seeds.high:+.2f}] ({METRIC} {split_name(head.split)})",
+        f"{METRIC}, scale {store.scale}, {factor}x budget, seeds: {counts}; {below}{describe(j)}",
+        meets=meets,
+        settle=settle,
+        command=command,
+        value=head.value,
+        interval=(head.seeds.low, head.seeds.high),
+        sets=_set_rows(j),
+        judgement=j,
+        **data,
+    )
+
+
+def strongest(bodies: Sequence[Judged]) -> Judged:
+    """The body of BLEU evidence that leads: one that meets the standard, then the most seeds of its weakest
+    system, then the longest budget. A 2-seed body never leads a 3-seed one."""
+    return max(bodies, key=lambda j: (j.meets, min(j.seeds.values(), default=0), j.budget or 1))
+
+
+def _judge_contrast(store: Store, claim: Claim, c: Contrast) -> Judged:
+    main_pair = all(t.factor is None and not t.study and t.system in BUDGET_SYSTEMS for t in c.terms)
+    factors = store.budget_factors() if c.budgets and main_pair else [1]
+    bodies = [_contrast_at(store, claim, c, f) for f in factors]
+    lead = strongest(bodies)
+    beside = tuple(b for b in bodies if b is not lead)
+    if not beside:
+        return lead
+    others = "; ".join(f"{b.budget}x: {b.ours.split(' (')[0]} ({b.word})" for b in beside)
+    return replace(
+        lead,
+        ours=f"{lead.budget}x: {lead.ours.split(' (')[0]}; {others} ({METRIC} test2016)",
+        beside=beside,
+        evidence=f"{lead.evidence} | beside it: {' | '.join(b.evidence for b in beside)}",
+    )
+
+
+# speed -----------------------------------------------------------------------------------------------------------
+
+
+def run_name(prov: dict[str, Any]) -> str:
+    """A GPU run in a few words: ``NVIDIA H200, commit df024e7``."""
+    return f"{prov['device']}, commit {str(prov['commit'])[:7]}"
+
+
+def _reading(run: str, prov: dict[str, Any], ratios: list[float], shortest: float) -> dict[str, Any]:
+    """One GPU run's per-repeat ratios as a reading, held to the speed standard."""
+    return {
+        "set": run_name(prov),
+        "run": run,
+        "code": str(prov["commit"])[:7],
+        "date": str(prov.get("measured_at") or prov["date"]),
+        "ratios": ratios,
+        "repeats": len(ratios),
+        "shortest_repeat_s": shortest,
+        "meets": len(ratios) >= SPEED.repeats and shortest >= SPEED.seconds,
+    }
+
+
+def _timed_runs(store: Store, system: str, against: str, mode: str) -> list[dict[str, Any]]:
+    """Every stored GPU run that timed both systems in ``mode`` with per-repeat figures, as readings."""
+    rows = []
+    for run in store.gpu_runs_with("speed"):
+        timed, prov = store.gpu_speed(mode, run)
+        a, b = timed.get(system, {}), timed.get(against, {})
+        if a.get("tok_per_s_repeats") and b.get("tok_per_s_repeats"):
+            ratios = repeat_ratios(a["tok_per_s_repeats"], b["tok_per_s_repeats"])
+            shortest = min(min(a.get("seconds", [0.0])), min(b.get("seconds", [0.0])))
+            rows.append(_reading(run, prov, ratios, shortest) | {"mode": mode})
+    return rows
+
+
+def _by_code(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The readings of each timed code version, the one that leads first: the newest code with runs that meet the
+    standard (those runs only), else the newest code; then the older code, newest first."""
+    codes: dict[str, list[dict[str, Any]]] = {}
+    for row in sorted(rows, key=lambda r: r["date"], reverse=True):
+        codes.setdefault(row["code"], []).append(row)
+    groups = [[r for r in group if r["meets"]] or group for group in codes.values()]
+    lead = next((g for g in groups if g[0]["meets"]), groups[0])
+    return [lead, *(g for g in groups if g is not lead)]
+
+
+def _interval_word(interval: tuple[float, float] | None, ok: Callable[[float], bool]) -> str:
+    return interval_verdict(*interval, ok) if interval else INCONCLUSIVE
+
+
+def _speed_body(claim: Claim, mode: str, rows: list[dict[str, Any]], ok: Callable[[float], bool]) -> Judged:
+    """One body of speed evidence, the readings of one code version pooled: the median of all their per-repeat
+    ratios and its interval (mixed where two runs decide the claim both ways)."""
+    for row in rows:
+        own = ratio_reading(row["ratios"])
+        row |= {"value": own["median"], "interval": own["interval"], "range": own["range"]}
+        row["verdict"] = _interval_word(own["interval"], ok)
+    pooled = ratio_reading([x for row in rows for x in row["ratios"]])
+    word = MIXED if {HOLDS, FAILS} <= {row["verdict"] for row in rows} else _interval_word(pooled["interval"], ok)
+    code, meets = rows[0]["code"], rows[0]["meets"]
+    runs = ", ".join(f"{r['set']} ({r['repeats']} repeats, shortest {r['shortest_repeat_s']:.2f} s)" for r in rows)
+    interval = pooled["interval"]
+    shown = f"[{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "(too few repeats for an interval)"
+    how = "with CUDA graphs" if mode == "captured" else "eager"
+    evidence = (
+        f"GPU fp16, batch 1, beam 4, d=512 random weights, {how}; code of commit {code}; {runs}; the median of "
+        f"{pooled['n']} per-repeat ratios and its order-statistic interval"
+        + ("" if meets else f"; below the standard ({SPEED.least})")
+    )
+    return _judged(
+        claim,
+        word,
+        f"{pooled['median']:.2f}x {shown} ({how}, commit {code})",
+        evidence,
+        meets=meets,
+        settle=f"a run that meets the standard ({GPU_RUN[0]}): `{GPU_CHECK}`",
+        cost=GPU_RUN,
+        command=GPU_CHECK,
+        value=pooled["median"],
+        interval=interval,
+        sets=tuple(rows),
+        files=tuple(r["run"] for r in rows),
+        strength={
+            "runs": [r["run"] for r in rows],
+            "code": code,
+            "repeats": pooled["n"],
+            "shortest_repeat_s": min(r["shortest_repeat_s"] for r in rows),
+            "mode": mode,
+        },
+    )
+
+
+def _judge_speed(store: Store, claim: Claim, s: SpeedRatio) -> Judged:
+    rows = _timed_runs(store, s.system, s.against, s.mode)
+    if not rows:
+        return _missing(
+            claim,
+            f"no stored GPU run timed {LABELS[s.system]} and {LABELS[s.against]} ({s.mode}, per-repeat tokens/s)",
+            f"{GPU_CHECK} (with --systems {s.system},{s.against} in scripts/gpu_bench.py)",
+            cost=GPU_RUN,
+        )
+    lead, *beside = (_speed_body(claim, s.mode, group, s.ok) for group in _by_code(rows))
+    return replace(lead, beside=tuple(beside))
+
+
+def _judge_batch(store: Store, claim: Claim, b: BatchCurve) -> Judged:
+    pair = (b.system, b.against)
+    for run in store.gpu_runs_with("batch"):
+        systems, prov = store.gpu("batch", run, "systems")
+        if not all(x in systems for x in pair):
+            continue
+        repeats = {x: {int(k): v for k, v in systems[x].get("by_batch_repeats", {}).items()} for x in pair}
+        if all(n in repeats[x] for x in pair for n in (b.first, b.last)):
+            first, last = (repeat_ratios(repeats[b.system][n], repeats[b.against][n]) for n in (b.first, b.last))
+            row = _reading(run, prov, [x - y for x, y in zip(first, last)], 0.0)
+            row["meets"] = len(first) >= b.standard.repeats  # a sweep times no repeat's length
+            return _speed_body(claim, "eager", [row], lambda d: d > 0)
+        medians, _ = store.gpu_batch(run)
+        at = {n: medians[b.system][n] / medians[b.against][n] for n in (b.first, b.last) if n in medians[b.system]}
+        return _judged(
+            claim,
+            INCONCLUSIVE,
+            ", ".join(f"{v:.2f}x at {n}" for n, v in at.items()) + " (medians)",
+            f"the stored batch sweep ({run_name(prov)}, {run}) keeps one median per batch size and no per-repeat "
+            "times: no interval can be read from it",
+            meets=False,
+            settle=f"a batch sweep with per-repeat times on a GPU (~{GPU_CHECK_MINUTES} GPU-minutes): `{BATCH_SWEEP}`",
+            cost=GPU_RUN,
+            files=(run,),
+        )
+    return _missing(claim, "no stored GPU batch sweep of CAN and Balanced", BATCH_SWEEP)
+
+
+# trained-model analyses -------------------------------------------------------------------------------------------
+
+
+def _analysis_missing(store: Store, claim: Claim, names: Sequence[str]) -> Judged | None:
+    if not store.judged:
+        return _judged(
+            claim,
+            INCONCLUSIVE,
+            "—",
+            f"scale {store.scale}: its models show the mechanics only, not what training learns",
+            meets=False,
+            settle=f"the analysis of a trained small model: `{experiment_command('small', studies=list(names))}`",
+        )
+    absent = [n for n in names if not store.has(n)]
+    if absent:
+        return _missing(
+            claim, f"the {', '.join(absent)} analysis is not stored", experiment_command(store.scale, studies=absent)
+        )
+    return None
+
+
+def _row(name: str, ok: Callable[[float], bool], **reading: Any) -> dict[str, Any]:
+    """One reading without an interval (a decoder layer, a run): the criterion read on its ``value``."""
+    return {"set": name, **reading, "verdict": HOLDS if ok(reading["value"]) else FAILS}
+
+
+def _readings(claim: Claim, rows: list[dict[str, Any]], fmt: str, over: str, evidence: str, **data: Any) -> Judged:
+    """A claim read on readings without intervals (layers, runs): their outcome, their mean and their range."""
+    values = [r["value"] for r in rows]
+    low, high = min(values), max(values)
+    return _judged(
+        claim,
+        outcome([r["verdict"] for r in rows]),
+        f"{low:{fmt}} to {high:{fmt}} over {over}",
+        evidence,
+        value=statistics.fmean(values),
+        interval=(low, high),
+        sets=tuple(rows),
+        **data,
+    )
+
+
+def _layers(claim: Claim, rows: list[dict[str, Any]], evidence: str, files: tuple[str, ...], fmt: str) -> Judged:
+    """An analysis read layer by layer: a measurement of each stored model, so it meets its standard once stored."""
+    strength = {"models": sorted({r["model"] for r in rows}), "layers": len(rows)}
+    return _readings(claim, rows, fmt, f"{len(rows)} layers", evidence, meets=True, files=files, strength=strength)
+
+
+MODELS = {"similarity": "Baseline 6/6", "similarity-balanced": "Balanced 12/2"}
+
+
+def _judge_similarity(store: Store, claim: Claim, s: Similarity) -> Judged:
+    if missing := _analysis_missing(store, claim, s.studies):
+        return missing
+    rows = []
+    for name in s.studies:
+        result, _ = store.analysis(name)
+        matrix = result["residual"]
+        for i, row in enumerate(matrix[s.pair]):
+            value = row[i] - (matrix[s.than][i][i] if s.than else 0.0)
+            rows.append(_row(f"{MODELS[name]} layer {i + 1}", s.ok, model=MODELS[name], layer=i + 1, value=value))
+    what = f"{s.pair} minus {s.than}" if s.than else s.pair
+    evidence = (
+        f"the seed-1 {' and '.join(MODELS[n] for n in s.studies)} at {store.scale}: the cosine similarity ({what}) "
+        "of each decoder layer over the validation split; one model each, so no seed spread: a measurement, read "
+        "layer by layer"
+    )
+    return _layers(claim, rows, evidence, tuple(f"{n}.json" for n in s.studies), "+.2f" if s.than else ".2f")
+
+
+def _judge_gate(store: Store, claim: Claim, g: GateShare) -> Judged:
+    if missing := _analysis_missing(store, claim, ("attention",)):
+        return missing
+    study, _ = store.analysis("attention")
+    rows = [
+        _row(f"layer {x['layer']}", g.ok, model="CAN", layer=x["layer"], value=x["near_ends"])
+        for x in gate_shares(study, g.near)
+    ]
+    evidence = (
+        f"the seed-1 CAN at {store.scale}, its gate over every (target position, head) of the test split "
+        "(attention.json); one model: a measurement, read layer by layer"
+    )
+    return _layers(claim, rows, evidence, ("attention.json",), ".0%")
+
+
+def _judge_loss_gap(store: Store, claim: Claim, g: LossGap) -> Judged:
+    a, b = ([final_losses(log)[1] for log in store.logs(s)] for s in (g.system, g.against))
+    if min(len(a), len(b)) < 2:
+        return _missing(claim, f"scale {store.scale}: fewer than 2 seeds stored", experiment_command(store.scale))
+    seeds = {g.system: len(a), g.against: len(b)}
+    low, high = difference_interval(a, b)
+    value = statistics.fmean(a) - statistics.fmean(b)
+    return _judged(
+        claim,
+        interval_verdict(low, high, lambda d: d > 0),
+        f"{value:+.3f} [{low:+.3f}, {high:+.3f}]",
+        f"final label-smoothed validation loss at {store.scale}, {len(a)} and {len(b)} seeds, the seed interval",
+        meets=store.judged and min(len(a), len(b)) >= g.standard.seeds,
+        settle=f"{g.standard.seeds} seeds of each at small: `{experiment_command('small')}`",
+        value=value,
+        interval=(low, high),
+        seeds=seeds,
+        strength={"seeds": seeds, "scale": store.scale},
+    )
+
+
+def _judge_falling(store: Store, claim: Claim, f: LossFalling) -> Judged:
+    rows = []
+    for system in f.systems:
+        for seed, log in zip(store.seeds(system), store.logs(system)):
+            valid = [r for r in log if r.get("valid_loss") is not None]
+            if len(valid) >= 2:
+                drop = valid[-2]["valid_loss"] - valid[-1]["valid_loss"]
+                steps = [valid[-2]["step"], valid[-1]["step"]]
+                rows.append(_row(f"{LABELS[system]} seed {seed}", lambda d: d > 0, value=drop, steps=steps))
+    if not rows:
+        return _missing(claim, f"scale {store.scale}: no stored run with two validations", experiment_command("small"))
+    seeds = {s: len(store.seeds(s)) for s in f.systems}
+    return _readings(
+        claim,
+        rows,
+        "+.3f",
+        f"the last {rows[0]['steps'][1] - rows[0]['steps'][0]:,} updates",
+        f"the drop of the validation loss between the last two validations of {len(rows)} runs at {store.scale}",
+        meets=store.judged and min(seeds.values()) >= f.standard.seeds,
+        settle=f"{f.standard.seeds} seeds of each at small: `{experiment_command('small')}`",
+        seeds=seeds,
+        strength={"seeds": seeds, "scale": store.scale},
+    )
+
+
+def _judge_tasks(store: Store, claim: Claim, t: CrossTask) -> Judged:
+    rows, missing = [], []
+    need = t.standard.seeds
+    for corpus in (store.corpus, *store.spec.directions):
+        runs = {s: store.runs(s, corpus) for s in ("can", "balanced")}
+        if not store.judged or not all(r is not None and len(r.seeds) >= need for r in runs.values()):
+            missing.append(corpus)
+            continue
+        hyps = all(r.hyps for r in runs.values())
+        j = judge([(1.0, runs["can"]), (-1.0, runs["balanced"])], t.ok, store.references(corpus) if hyps else None)
+        head = j.on("test")
+        rows.append(
+            {
+                "set": corpus.removeprefix("multi30k-"),
+                "value": head.value,
+                "seed_interval": [head.seeds.low, head.seeds.high],
+                "verdict": j.verdict if j.verdict in (HOLDS, FAILS) else INCONCLUSIVE,
+                "sets": _set_rows(j),
+            }
+        )
+    if len(rows) < 2:
+        command = experiment_command(
+            "small" if not store.judged else store.scale,
+            systems=DIRECTION_SYSTEMS,
+            seeds=range(1, need + 1),
+            corpora=missing or [store.corpus],
+        )
+        why = f"{len(rows)} direction(s) with {need} seeds of CAN and Balanced; the claim needs 2 or more"
+        cost = _minutes(store, [(s, 1) for _ in missing for s in DIRECTION_SYSTEMS for _ in range(need)])
+        return _missing(claim, why, command, f"{why}: {cost[0]}: `{command}`", cost=cost, sets=tuple(rows))
+    return _judged(
+        claim,
+        outcome([r["verdict"] for r in rows]),
+        "; ".join(f"{r['set']} {r['value']:+.2f}" for r in rows),
+        f"{METRIC}, scale {store.scale}, {len(rows)} directions, each by the verdict rule",
+        meets=True,
+        sets=tuple(rows),
+        strength={"directions": len(rows), "seeds": need},
+    )
+
+
+JUDGES: dict[type, Callable[[Store, Claim, Any], Judged]] = {
+    Contrast: _judge_contrast,
+    SpeedRatio: _judge_speed,
+    BatchCurve: _judge_batch,
+    Similarity: _judge_similarity,
+    GateShare: _judge_gate,
+    LossGap: _judge_loss_gap,
+    LossFalling: _judge_falling,
+    CrossTask: _judge_tasks,
+}
+
+
+def speed_runs(store: Store, mode: str = "eager") -> list[str]:
+    """The GPU runs the speed verdicts read in ``mode``: the runs of the newest code that meet the speed standard
+    for CAN and Balanced (else the newest code's runs). Table 2's speed column reads the same."""
+    rows = _timed_runs(store, "can", "balanced", mode)
+    return [r["run"] for r in _by_code(rows)[0]] if rows else []
+
+
+def speed_reading(store: Store, system: str, against: str, mode: str = "eager") -> dict[str, Any] | None:
+    """``system``/``against`` over the runs the speed verdicts read (:func:`speed_runs`), pooled by the statistic
+    the speed claims use (:func:`repro.studies.verdict.ratio_reading`); None where none timed both."""
+    runs = set(speed_runs(store, mode))
+    ratios = [x for r in _timed_runs(store, system, against, mode) if r["run"] in runs for x in r["ratios"]]
+    return ratio_reading(ratios) if ratios else None
