@@ -57,7 +57,7 @@ trap mps_stop EXIT
 mps_start
 echo "MPS: $MPS_STATE" | tee -a "$LOG"
 START=$(date +%s)
-# every `canlib experiment` below starts a run only if it can finish before START + LIMIT (the rest waits for the
+# every `python -m repro experiment` below starts a run only if it can finish before START + LIMIT (the rest waits for the
 # next call; repro.experiments.pool), and a run the timeout stops anyway resumes from its checkpoints
 export CANLIB_DEADLINE=$(( START + LIMIT ))
 # 1. Seed 1 of every system on the main corpus and the analyses that only read them: the most valuable part
@@ -75,7 +75,7 @@ echo "experiment (seed 1, main corpus): exit ${PIPESTATUS[0]} after $(( $(date +
 #    CAN on 6/6: the "beyond" chapter), then the next experiments that would sharpen its answer (their
 #    GPU-minutes printed first, from the rate the stored 2x runs measured), then the five further directions
 #    and the conversion study.
-phase() {  # phase NAME ARGS...: one `canlib experiment` call in the time left
+phase() {  # phase NAME ARGS...: one `python -m repro experiment` call in the time left
   local name="$1"; shift
   local left=$(( LIMIT - ($(date +%s) - START) ))
   if [ "$left" -gt 30 ]; then

@@ -9,16 +9,16 @@
 #   1. Decoding speed of the code as it is (scripts/gpu_check.sh --steps=bench,profile): Baseline, Balanced, SAN, AAN
 #      and CAN, eager and with whole-step CUDA graphs, 10 interleaved repeats of at least 1 s each, captured ==
 #      eager tokens for the nine systems, kernel launches per step. Alone on the GPU: nothing else runs beside it.
-#   2. In the time left, side by side on the GPU (one `canlib experiment` each, so every run starts at once):
+#   2. In the time left, side by side on the GPU (one `python -m repro experiment` each, so every run starts at once):
 #      a. the third seed of Balanced and CAN at twice the updates (the budget study), which the headline BLEU
 #         claim's standard of three seeds needs;
 #      b. Balanced seed 1 again for its weights, read by the similarity-balanced and approximations analyses;
 #      c. the second seed of the depth systems 9/4 and 14/1;
 #      and the CUDA tests of the search beside them (correctness only: their times are not read).
 #   3. book/results/small and the logs packed into $OUT/small.tar.gz (recompute its scores from the stored
-#      hypotheses where it is unpacked: `canlib rescore book/results/small`).
+#      hypotheses where it is unpacked: `python -m repro rescore book/results/small`).
 # LIMIT (default 575 s) bounds the whole; each part runs under its own timeout and a run that cannot finish by
-# the deadline is not started (repro.experiments.pool). Store what comes back with `canlib ingest` (speed) and by
+# the deadline is not started (repro.experiments.pool). Store what comes back with `python -m repro ingest` (speed) and by
 # unpacking small.tar.gz over book/results/ (the runs).
 set -u
 

@@ -72,7 +72,7 @@ def measurements() -> Path:
 
 @pytest.fixture(scope="session")
 def claims_json() -> dict[str, dict]:
-    """`python -m canlib claims --json` on the stored results, by claim id (run once per test process)."""
+    """`python -m repro claims --json` on the stored results, by claim id (run once per test process)."""
     import json
     import subprocess
     import sys

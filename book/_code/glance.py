@@ -1,7 +1,7 @@
 """Results at a glance: what the reproduction found, in a few plain sentences generated from the claims registry,
 then the paper's Tables 2, 4 and 5 beside ours and one verdict per claim of the paper, all from the stored results.
 The book's first page glues these; README.md's "Results at a glance" section is generated from the same code
-(``python -m _code.glance --readme``) and a test compares the two, so README never holds a
+(``python -m _code.glance --readme` in `book/``) and a test compares the two, so README never holds a
 number or a verdict the stored results do not give.
 """
 
@@ -253,8 +253,8 @@ def readme_sections(scale: str = "small", root: Path | None = None) -> dict[str,
     found = table(judged(store).all("paper"))
     found["chapter"] = [f"[{c}](book/{c}.md)" for c in found["chapter"]]
     generated = (
-        "Generated from the stored results by `python -m _code.glance --readme` (a test fails "
-        "when it differs from what the code computes now or from `python -m canlib claims`)."
+        "Generated from the stored results by `python -m _code.glance --readme` in `book/` (a test fails "
+        "when it differs from what the code computes now or from `python -m repro claims`)."
     )
     finding = [
         FOUND,
@@ -286,7 +286,7 @@ def readme_sections(scale: str = "small", root: Path | None = None) -> dict[str,
         "",
         t["table5"].to_markdown(),
         "",
-        "**One verdict per claim of the paper** (`python -m canlib claims` lists these and the book's own; each "
+        "**One verdict per claim of the paper** (`python -m repro claims` lists these and the book's own; each "
         "claim's standard, evidence and what would settle it: [the scorecard](book/scorecard.md)).",
         "",
         found.set_index("id").to_markdown(),

@@ -3,7 +3,7 @@
 A corpus of your own files: ``canlib data prepare NAME --files FOLDER --src en --tgt de`` prepares
 ``FOLDER/{train,valid,test}.{en,de}`` whole (every line kept unless ``--train-pairs``, ``--max-len`` or
 ``--max-ratio`` ask otherwise; what is left out is counted by cause in the summary) and, once that succeeded,
-registers it under NAME (in ``$CANLIB_CACHE_DIR``); every later command, ``canlib experiment --corpora NAME``
+registers it under NAME (in ``$CANLIB_CACHE_DIR``); every later command, ``python -m repro experiment --corpora NAME``
 included, then knows NAME. ``--force`` prepares again, and gives NAME other files or settings.
 """
 

@@ -487,7 +487,7 @@ def register_files(
     name: str, folder: str | Path, src: str, tgt: str, vocab_size: int | None = None, force: bool = False, **filters
 ) -> Corpus:
     """Check a corpus of files (:func:`files_corpus`) and register it under ``name`` in ``$CANLIB_CACHE_DIR``,
-    so that every later command (``canlib data prepare NAME``, ``canlib experiment --corpora NAME``) finds it.
+    so that every later command (``canlib data prepare NAME``, ``python -m repro experiment --corpora NAME``) finds it.
     Registering the same name again with other files or settings is an error unless ``force``. (``canlib data
     prepare --files`` registers a corpus only once it is prepared.)"""
     corpus = files_corpus(name, folder, src, tgt, vocab_size, **filters)

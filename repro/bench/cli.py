@@ -1,4 +1,4 @@
-"""``python -m canlib bench <study>``: argparse -> :class:`BenchSettings` -> ``run_study`` -> JSON and a plot.
+"""``python -m repro bench <study>``: argparse -> :class:`BenchSettings` -> ``run_study`` -> JSON and a plot.
 
 The JSON file holds ``BenchResult.to_json()``: ``{"systems": {name: figures}, "meta": {...}}``.
 """
@@ -102,7 +102,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
 
 
 def run_ops(args: argparse.Namespace) -> int:
-    """``canlib bench ops``: operators per beam-search step of each system on the GPU's code path (counted
+    """``python -m repro bench ops``: operators per beam-search step of each system on the GPU's code path (counted
     on the meta device, float16) and this CPU's (float32); see :mod:`canlib.decoding.ops`."""
     from canlib.decoding.ops import ops_study
 
@@ -143,7 +143,8 @@ def run(args: argparse.Namespace) -> int:
             plot(args.study, result, args.plot or str(Path(args.json).with_suffix(".png")))
         else:  # a GPU machine may hold torch and numpy alone: the JSON is the result, the plot a view of it
             print(
-                f"canlib bench: no plot beside {args.json}: matplotlib is not installed (pip install matplotlib)",
+                f"python -m repro bench: no plot beside {args.json}: matplotlib is not installed "
+                "(pip install matplotlib)",
                 file=sys.stderr,
             )
     elif args.plot:

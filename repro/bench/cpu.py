@@ -39,7 +39,7 @@ SWEEPS = {
     "batch": ("batch", "batches", "by_batch"),
 }
 REFERENCE_SYSTEMS = ("baseline", "ct2:baseline", "balanced", "ct2:balanced")
-STORE_COMMAND = "python -m canlib experiment --scale small --studies speed"  # the CPU tables, book/results/cpu/
+STORE_COMMAND = "python -m repro experiment --scale small --studies speed"  # the CPU tables, book/results/cpu/
 LIVE_ENV = "CANLIB_LIVE_CPU_SPEED"  # 1: the chapters time this machine's CPU instead of reading the stored tables
 CPU_FILES = {"speed": "speed.json", "reference": "reference.json"}  # under <results>/cpu/
 CPU_SYSTEMS = {"speed": SPEED_SYSTEMS, "reference": REFERENCE_SYSTEMS}
@@ -272,7 +272,7 @@ def breakdown(
 
 
 def store_all(root: Path | None = None) -> list[Path]:
-    """What ``canlib experiment --studies speed`` stores (:data:`STORE_COMMAND`): the CPU tables
+    """What ``python -m repro experiment --studies speed`` stores (:data:`STORE_COMMAND`): the CPU tables
     (:func:`store_cpu_tables`), each line of its report saying what the machine did beside the run."""
     paths = store_cpu_tables(root)
     for path in paths:

@@ -396,7 +396,7 @@ def run_study(study: str, settings: BenchSettings) -> BenchResult:
     load_average = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     busy = busy_warning(load_average, torch.get_num_threads()) if device.type == "cpu" else None
     if busy:
-        warnings.warn(f"canlib bench: {busy}", RuntimeWarning, stacklevel=2)
+        warnings.warn(f"python -m repro bench: {busy}", RuntimeWarning, stacklevel=2)
     half = device.type == "cuda" and not settings.fp32
     with torch.no_grad():  # never switch autograd off globally: callers run the bench in-process
         systems = _timed_study(study, settings, device, half)

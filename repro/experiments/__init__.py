@@ -7,10 +7,10 @@ translations as targets) -> ``evaluate`` (``evaluate(run)``: beam search, BLEU, 
 -> ``train`` (``trainer(run)``: its Trainer) -> ``pool`` (the one process pool and deadline; its task trains and
 evaluates a run) -> ``analyses`` (the paper's analyses of trained runs) and ``beyond`` (the beyond studies as
 variants of the plan, read off the study table) -> ``summarise``, ``estimate``, ``rescore`` -> ``experiment`` (one
-call for a selection, and the explicit call a chapter makes). Each command (``canlib experiment``, ``rescore``,
+call for a selection, and the explicit call a chapter makes). Each command (``python -m repro experiment``, ``rescore``,
 ``estimate``, ``summarise``) lives in the module that does its work; ``cli`` holds the options they share and
 builds the one value of where the results live. Measurements made on another machine are stored by
-:mod:`repro.ingest` (``canlib ingest``), not by the engine.
+:mod:`repro.ingest` (``python -m repro ingest``), not by the engine.
 
 The results schema (:mod:`repro.results`) and the computations on models (:mod:`canlib.analysis`) sit below;
 the book's readers (:mod:`repro.studies`) are a sibling: neither package imports the other, so loading a result

@@ -1,5 +1,5 @@
-"""The options the engine's commands share (``canlib experiment``, ``estimate``, ``summarise``), and the one value
-they build from them: where the results live (:class:`~repro.results.layout.Where`: ``--scale``, ``--out``,
+"""The options the engine's commands share (``python -m repro experiment``, ``estimate``, ``summarise``), and the one
+value they build from them: where the results live (:class:`~repro.results.layout.Where`: ``--scale``, ``--out``,
 ``--max-steps``), built once here and passed down.
 
 Each command lives in the module that does its work: ``experiment`` in :mod:`repro.experiments.experiment`,

@@ -1,5 +1,5 @@
-"""``canlib estimate``: what the beyond studies still have to train, in GPU-minutes, at the rate the stored runs
-of the budget study measured on one GPU (training only: evaluation and distillation add a little).
+"""``python -m repro estimate``: what the beyond studies still have to train, in GPU-minutes, at the rate the stored
+runs of the budget study measured on one GPU (training only: evaluation and distillation add a little).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``canlib estimate``: one line per study, then where the rate comes from."""
+    """``python -m repro estimate``: one line per study, then where the rate comes from."""
     for line in estimate(cli.studies(args), cli.where(args), cli.seeds(args.seeds)):
         print(line)
     return 0

@@ -3,7 +3,7 @@ stored as its result with provenance and its hypotheses beside it.
 
 The result (scores per split, lengths, parameter count, the training log and budget) is what the chapters read
 (through the book's store, from the files alone); the hypotheses are plain text, one line per source sentence, so
-``canlib rescore`` recomputes every stored sacreBLEU from them.
+``python -m repro rescore`` recomputes every stored sacreBLEU from them.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""``canlib experiment``: the runs of a scale's plan, the analyses that read them and the beyond studies, trained by
-one pool, evaluated and stored; and the explicit call a chapter makes for what it reads.
+"""``python -m repro experiment``: the runs of a scale's plan, the analyses that read them and the beyond studies,
+trained by one pool, evaluated and stored; and the explicit call a chapter makes for what it reads.
 
-:func:`experiment` is what ``canlib experiment`` runs (:func:`run`, its command line). :func:`train_missing` is the
-one visible call with which a chapter (at ``tiny``, on any machine, cached) or a GPU reader (at ``small``) trains
+:func:`experiment` is what ``python -m repro experiment`` runs (:func:`run`, its command line). :func:`train_missing` is
+the one visible call with which a chapter (at ``tiny``, on any machine, cached) or a GPU reader (at ``small``) trains
 what the chapter reads and is not stored yet; the chapter's reader (the book's store, which does not import this
 package) then only reads.
 
@@ -198,7 +198,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``canlib experiment``: train, evaluate and store the selected runs and studies of a scale (see
+    """``python -m repro experiment``: train, evaluate and store the selected runs and studies of a scale (see
     :func:`experiment`), then mark the scale complete if its whole plan is stored."""
     where = cli.where(args)
     systems, corpora, seeds = (
@@ -234,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
 
 def trains_here(scale: str) -> bool:
     """Whether :func:`train_missing` trains a missing result of ``scale`` on this machine: always at tiny (CPU
-    minutes), at small where CUDA is available (GPU minutes), never at full (GPU days: ``canlib experiment``).
+    minutes), at small where CUDA is available (GPU minutes), never at full (GPU days: ``python -m repro experiment``).
     ``CANLIB_TRAIN_SMALL=1`` treats this device as able to train small (a patient CPU: hours a run, as
     ``book/results/cpu/train_small.json`` measured),
     ``CANLIB_TRAIN_SMALL=0`` refuses on a GPU too."""

@@ -1,4 +1,4 @@
-"""``canlib rescore DIR``: every stored score recomputed from what is stored beside it.
+"""``python -m repro rescore DIR``: every stored score recomputed from what is stored beside it.
 
 :func:`rescore` recomputes each stored run's sacreBLEU from its hypothesis files and the corpus's references;
 :func:`recheck` verifies that each beyond study's summary quotes exactly the scores of the runs it names.
@@ -73,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``canlib rescore DIR``: how many scores were reproduced and rechecked."""
+    """``python -m repro rescore DIR``: how many scores were reproduced and rechecked."""
     rows = rescore(Path(args.folder))
     print(
         f"{len(rows)} stored sacreBLEU scores of {len({r['file'] for r in rows})} runs reproduced from their hypotheses"

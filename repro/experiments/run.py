@@ -342,7 +342,7 @@ def load(run_: Run) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def command(run_: Run) -> str:
-    """The ``canlib experiment`` call that trains and stores ``run_``."""
+    """The ``python -m repro experiment`` call that trains and stores ``run_``."""
     if run_.variant.study:
         return experiment_command(run_.scale, seeds=[run_.seed], studies=[run_.variant.study], reduced=run_.reduced)
     return experiment_command(

@@ -1,6 +1,6 @@
-"""``canlib summarise``: a beyond study's summary (``beyond/<study>``), made from its stored models only, never by
-training: the scores a chapter shows, the budget study's validation curves, the distilled corpus's provenance, each
-with the provenance of the models it quotes (``canlib rescore`` checks that it quotes them exactly).
+"""``python -m repro summarise``: a beyond study's summary (``beyond/<study>``), made from its stored models only, never
+by training: the scores a chapter shows, the budget study's validation curves, the distilled corpus's provenance, each
+with the provenance of the models it quotes (``python -m repro rescore`` checks that it quotes them exactly).
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``canlib summarise``: one line per study, what was stored."""
+    """``python -m repro summarise``: one line per study, what was stored."""
     where = cli.where(args)
     for name in cli.studies(args):
         stored = summarise(name, where, cli.seeds(args.seeds))

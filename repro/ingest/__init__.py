@@ -1,18 +1,18 @@
-"""``canlib ingest``: store measurements made on another machine (a GPU) as results with provenance.
+"""``python -m repro ingest``: store measurements made on another machine (a GPU) as results with provenance.
 
 The speed and training-throughput figures of the book come from GPU runs of the repository's own scripts
-(``scripts/gpu_check.sh``, ``scripts/gpu_profile.sh``, ``scripts/gpu_bench.py``, ``canlib bench``). Run them on a
-GPU machine, bring their output folder back, and this command turns what they wrote into the stored results the
+(``scripts/gpu_check.sh``, ``scripts/gpu_profile.sh``, ``scripts/gpu_bench.py``, ``python -m repro bench``). Run them on
+a GPU machine, bring their output folder back, and this command turns what they wrote into the stored results the
 chapters load (:mod:`_code.gpu_results`), every figure computed from the raw files, never typed::
 
-    python -m canlib ingest MEASUREMENTS_DIR book/results/gpu/<device>-<date>
+    python -m repro ingest MEASUREMENTS_DIR book/results/gpu/<device>-<date>
 
 The output of one GPU call (``gpu_check.tar.gz`` of ``scripts/gpu_check.sh`` and ``profile.tar.gz`` of
 ``scripts/gpu_profile.sh``, or the two folders unpacked, with ``nvidia_smi.txt`` and logs) is added in one
 command, which keeps its raw files in the repository so that the tests can check every stored figure against
 them, drafts their README and converts them (:func:`store_device_run`)::
 
-    python -m canlib ingest --from-device FOLDER --profile-command "LIMIT=150 bash scripts/gpu_profile.sh"
+    python -m repro ingest --from-device FOLDER --profile-command "LIMIT=150 bash scripts/gpu_profile.sh"
 
 It names the run ``<gpu>-<date>-<commit>`` (``-dirty`` for a changed work tree; the commit its first 7 digits):
 the raw files go unchanged to ``measurements/<run>/`` and the stored results to ``book/results/gpu/<run>/``.
@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "source",
         nargs="?",
-        help="folder of raw JSON written by scripts/gpu_bench.py, canlib bench, "
+        help="folder of raw JSON written by scripts/gpu_bench.py, python -m repro bench, "
         "gpu_smoke_train.py (and profile/summary.json of gpu_profile.sh)",
     )
     parser.add_argument("out", nargs="?", help="the stored results folder, book/results/gpu/<run>")

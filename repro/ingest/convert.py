@@ -1,6 +1,6 @@
-"""The converters of ``canlib ingest``: each raw file a GPU script writes (speed, breakdown, batch sweep, training
-rate, profile, A/B, a translation) turned into a stored result with provenance, every figure computed from the raw
-numbers."""
+"""The converters of ``python -m repro ingest``: each raw file a GPU script writes (speed, breakdown, batch sweep,
+training rate, profile, A/B, a translation) turned into a stored result with provenance, every figure computed from the
+raw numbers."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from repro.results.files import save_result
 from repro.results.layout import GPU_FILES as FILES
 from repro.results.layout import read_hypotheses
 
-SOURCE = "measured on the device; converted from its raw files by canlib ingest"
+SOURCE = "measured on the device; converted from its raw files by python -m repro ingest"
 # a small-can trained with `canlib train` on Multi30k En-De small: its log and its test2016 hypotheses
 TRANSLATION = {"log": "train_multi30k_small-can.txt", "hyps": "multi30k_small-can_test2016.hyp.de"}
 TRANSLATION_CORPUS = ("multi30k-en-de", "small", "test")

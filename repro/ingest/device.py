@@ -1,5 +1,5 @@
 """A GPU run's output kept in the repository: its raw files copied unchanged to ``measurements/<run>/`` with a
-drafted README, then converted into ``book/results/gpu/<run>/`` (``canlib ingest --from-device``)."""
+drafted README, then converted into ``book/results/gpu/<run>/`` (``python -m repro ingest --from-device``)."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def _readme_head(folder: Path, run: str, profile_command: str, check_command: st
         + ".",
         f"Commit {f['commit']}, work tree {tree}. Commands, from the project root on the device: "
         f"`{profile_command}` (the `profile/` files) and `{check_command}` (the `gpu_check/` files).",
-        f"The files are unchanged copies of what the device wrote; `python -m canlib ingest` "
+        f"The files are unchanged copies of what the device wrote; `python -m repro ingest` "
         f"converted them into `book/results/gpu/{run}/`.",
         "",
         "| file | command (from the project root) | outcome |",

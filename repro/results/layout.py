@@ -25,8 +25,8 @@ from repro.results.files import load_result, provenance, save_result
 SCORE_KEYS = ("bleu", "tok_bleu", "signature")  # what a run stores per split
 COMPLETE = "complete"  # the stored result that marks a scale's plan as fully run
 GPU_SCRIPT = "bash scripts/gpu_small.sh"  # the script that runs what is left of the small plan on one GPU
-INGEST_COMMAND = "python -m canlib ingest SOURCE OUT"  # stores a GPU device call's measurements
-OPS_COMMAND = "python -m canlib bench ops --json book/results/cpu/ops.json"
+INGEST_COMMAND = "python -m repro ingest SOURCE OUT"  # stores a GPU device call's measurements
+OPS_COMMAND = "python -m repro bench ops --json book/results/cpu/ops.json"
 # raw file of a GPU run -> the stored kind (``<root>/gpu/<run>/<kind>.json``)
 GPU_FILES = {
     "gpu_bench.json": "speed",
@@ -100,7 +100,7 @@ class Where:
 
 
 def stored_path(name: str, scale: str, root: Path | None = None) -> Path:
-    """Where the result ``name`` of ``scale`` is stored (``root``: a results folder, e.g. ``canlib experiment
+    """Where the result ``name`` of ``scale`` is stored (``root``: a results folder, e.g. ``python -m repro experiment
     --out``; else :func:`default_root`)."""
     return (Path(root) if root is not None else default_root(scale)) / scale / f"{name}.json"
 
@@ -139,9 +139,9 @@ def experiment_command(
     studies: Sequence[str] = ("runs",),
     reduced: int | None = None,
 ) -> str:
-    """The ``canlib experiment`` call that trains, evaluates and stores what is named (stored results are skipped,
-    so it only adds what is missing): every error about a missing result names it."""
-    parts = ["python -m canlib experiment", f"--scale {scale}"]
+    """The ``python -m repro experiment`` call that trains, evaluates and stores what is named (stored results are
+    skipped, so it only adds what is missing): every error about a missing result names it."""
+    parts = ["python -m repro experiment", f"--scale {scale}"]
     if systems:
         parts.append(f"--systems {','.join(systems)}")
     if seeds:
@@ -169,7 +169,7 @@ def study(
     """(result, provenance) of the measurement ``name``: at tiny computed on first use and cached under a key
     of the code and ``config``; with ``store=True`` computed if ``<root>/<scale>/<name>.json`` is missing and
     stored there; otherwise loaded, a missing one being an error that names the command which stores it
-    (``canlib experiment --studies <studies>``). ``extra`` adds top-level provenance keys."""
+    (``python -m repro experiment --studies <studies>``). ``extra`` adds top-level provenance keys."""
     if store or scale != "tiny" or root is not None:
         path = stored_path(name, scale, root)
     else:

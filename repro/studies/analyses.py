@@ -1,9 +1,9 @@
 """The paper's analyses of trained models as the chapters read them, each one stored result, and what the chapters
 print under them.
 
-The engine computes each from the seed-1 runs of a scale's main corpus and stores it (``canlib experiment --studies
-similarity,errors,attention,conversion``; at tiny, a chapter's explicit ``train_missing`` call); here they are only
-loaded, through a :class:`~repro.studies.store.Store`.
+The engine computes each from the seed-1 runs of a scale's main corpus and stores it (``python -m repro experiment
+--studies similarity,errors,attention,conversion``; at tiny, a chapter's explicit ``train_missing`` call); here they are
+only loaded, through a :class:`~repro.studies.store.Store`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
   (:mod:`repro.studies.judges`): below it a claim is inconclusive and says what would settle it.
 * **Five words** (:data:`repro.studies.evidence.MEANINGS`). Pages show a verdict through :func:`mark`, which
   tags the word with the claim id, so a test can read every page and README and fail on a word not the registry's.
-* **Data, not only words.** ``python -m canlib claims`` prints the table and ``--json`` every
+* **Data, not only words.** ``python -m repro claims`` prints the table and ``--json`` every
   :meth:`~repro.studies.evidence.Judged.as_json`: readings, intervals, strength and standard.
 """
 

@@ -55,11 +55,11 @@ from repro.studies.verdict import (
     split_name,
 )
 
-SIDE_BY_SIDE = 4  # small runs a GPU trains at once in one `canlib experiment` call, each taking about a run's time
+SIDE_BY_SIDE = 4  # small runs a GPU trains at once in one `python -m repro experiment` call, each a run's time
 GPU_CHECK = "bash scripts/gpu_check.sh --steps=bench,profile"  # the decoding-speed run (measurements/README.md)
 GPU_CHECK_MINUTES = 5  # its steps' timeouts, with the machine's start
 GPU_RUN = (f"one GPU run, about {GPU_CHECK_MINUTES} GPU-minutes", float(GPU_CHECK_MINUTES))
-BATCH_SWEEP = "python -m canlib bench batch --device cuda"
+BATCH_SWEEP = "python -m repro bench batch --device cuda"
 
 
 def _judged(

@@ -3,8 +3,8 @@
 Everything a chapter, a table or the claims registry reads comes through one ``Store``: the main plan's runs with
 their logs and hypotheses, the beyond studies' models (found through a study's summary where it is stored and from
 the run files alone where it is not), the stored analyses, the references a run is scored against, the GPU
-measurements (a GPU run of the project's own scripts, stored by ``canlib ingest`` with its commit, date, device and
-command) and the operator counts; where each lies is :mod:`repro.results.layout`'s.
+measurements (a GPU run of the project's own scripts, stored by ``python -m repro ingest`` with its commit, date, device
+and command) and the operator counts; where each lies is :mod:`repro.results.layout`'s.
 
 The reduced-budget filter is applied here, once: a run trained with ``--max-steps`` (an end-to-end test) is never
 read as evidence unless the store is opened with ``full_budget=False`` (what the end-to-end tests of such a folder
@@ -379,7 +379,7 @@ def default_scale(
 ) -> str:
     """ "small" where what a chapter shows is stored at small, else "tiny" (what CI trains); it only looks.
 
-    With no arguments: once ``canlib experiment --scale small`` has stored the whole plan (it then writes
+    With no arguments: once ``python -m repro experiment --scale small`` has stored the whole plan (it then writes
     ``<results>/small/complete.json``). With ``systems`` and/or ``analyses``: once every planned small run
     of those systems (on the main corpus, or on ``corpora``; all their seeds, or ``seeds``) and those stored
     analyses exist, so a chapter shows real models as soon as its own runs are in, and never a half-finished

@@ -31,10 +31,10 @@ def toc_notebooks() -> list[Path]:
 
 
 def book_env() -> dict[str, str]:
-    """The subprocess environment: canlib importable by the kernels, real data located."""
+    """The subprocess environment: canlib, repro and the pages' _code importable by the kernels, real data located."""
     env = dict(os.environ, CANLIB_DATA_DIR=str(SHARED_DATA))
     env.pop("MPLBACKEND", None)  # the chapters plot inline
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "book"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
 
 
@@ -211,7 +211,7 @@ def page_words(page: Path) -> int:
 def test_every_built_page_and_readme_show_one_word_per_claim_the_registrys(built_book: Path) -> None:
     """Every verdict a reader sees, read from the built HTML (each marked with its claim id by
     repro.studies.claims.mark) and from README's verdict table: one word per claim (and budget) across the pages,
-    and that word is the registry's (``python -m canlib claims --json``)."""
+    and that word is the registry's (``python -m repro claims --json``)."""
     import json
 
     from verdict_marks import disagreements, readme_verdicts, shown_verdicts

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_full_recipe_hours_are_tokens_times_epochs_over_eight_measured_rates():
-    paper = json.loads((REPO / "canlib" / "resources" / "paper_numbers.json").read_text())
+    paper = json.loads((REPO / "repro" / "resources" / "paper_numbers.json").read_text())
     pairs, words = paper["table1_data"]["wmt14_en-de"][:2]
     assert (pairs, words) == (4_500_000, 220_000_000)  # the paper's Table 1 row
     tokens = 110_000_000 + 4_500_000  # target half of the words, one EOS per sentence

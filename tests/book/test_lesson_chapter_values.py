@@ -27,7 +27,7 @@ SMALL = RESULTS / "small"
 RUNS = SMALL / "runs" / "multi30k-en-de"
 BEYOND = SMALL / "beyond" / "runs" / "multi30k-en-de"
 GPU = RESULTS / "gpu"
-PAPER = json.loads((REPO / "canlib" / "resources" / "paper_numbers.json").read_text(encoding="utf-8"))
+PAPER = json.loads((REPO / "repro" / "resources" / "paper_numbers.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture(autouse=True)

@@ -92,7 +92,7 @@ def test_the_first_page_shows_the_findings_of_readme_with_marked_words(env, clai
 
 
 def test_the_readme_verdicts_are_the_claims_commands_claim_by_claim(claims_json):
-    """Every claim of the paper in `python -m canlib claims --json` is a row of README's verdict table with the same
+    """Every claim of the paper in `python -m repro claims --json` is a row of README's verdict table with the same
     verdict word, and README has no row the registry does not."""
     registry = {k: row["verdict"] for k, row in claims_json.items() if BY_ID[k].source == "paper"}
     section = README.read_text(encoding="utf-8").split("## Results in detail", 1)[1].split("\n## ", 1)[0]

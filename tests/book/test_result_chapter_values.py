@@ -1,6 +1,7 @@
 """The numbers and verdicts the results, ablation, depths, beyond, tasks and glance pages glue into their prose,
-against the raw stored JSON (read here with json and statistics only) and the paper's numbers, the README's "Results
-at a glance" section against what the code computes now, and its verdict column against `canlib claims --json`."""
+against the raw stored JSON (read here with json and statistics only) and the paper's numbers, the README's
+"Results at a glance" section against what the code computes now, and its verdict column against
+`python -m repro claims --json`."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from repro.studies.verdict import FAILS, HOLDS, INCONCLUSIVE, MIXED
 RESULTS = REPO / "book" / "results"
 RUNS = RESULTS / "small" / "runs" / "multi30k-en-de"
 BEYOND = RESULTS / "small" / "beyond" / "runs" / "multi30k-en-de"
-PAPER = json.loads((REPO / "canlib" / "resources" / "paper_numbers.json").read_text(encoding="utf-8"))
+PAPER = json.loads((REPO / "repro" / "resources" / "paper_numbers.json").read_text(encoding="utf-8"))
 SPLITS = {"valid": "valid", "test": "test", "test2017_flickr": "flickr", "test2017_mscoco": "mscoco"}
 SYSTEMS = ("baseline", "balanced", "san", "aan", "can", "can_attn", "can_ffn", "depth-9-4", "depth-14-1")
 

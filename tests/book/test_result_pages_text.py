@@ -43,8 +43,8 @@ def test_a_page_speaks_the_registrys_words_and_leaves_the_rule_to_the_first_page
 
 def test_the_chapter_modules_speak_the_registrys_words():
     found = []
-    paths = sorted((REPO / "canlib" / "repro" / "studies" / "chapters").glob("*.py"))
-    assert len(paths) > 10  # the chapters' modules, where they live
+    paths = sorted((REPO / "book" / "_code").glob("*.py"))
+    assert len(paths) > 10  # the chapters' modules, beside the pages
     for path in paths:
         if path.stem in ("glance", "scorecard"):
             continue

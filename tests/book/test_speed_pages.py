@@ -163,9 +163,9 @@ def same(a: dict, b: dict) -> bool:
 def test_the_cpu_tables_are_read_not_timed_and_a_busy_machine_changes_nothing(store, monkeypatch, tmp_path):
     if not (RESULTS / "cpu" / "speed.json").is_file():
         pytest.fail(
-            "book/results/cpu/speed.json is not stored: `python -m canlib experiment --scale small --studies speed`"
+            "book/results/cpu/speed.json is not stored: `python -m repro experiment --scale small --studies speed`"
         )
-    from repro.bench import chapters as sp
+    from repro.bench import cpu as sp
     from repro.bench import speed as bench
 
     def timed(*args, **kwargs):
@@ -234,7 +234,7 @@ def test_a_noisy_cpu_run_shows_no_ratio_and_says_why(tmp_path):
 
 def test_a_live_cpu_run_is_timed_only_on_request_and_once(tmp_path, monkeypatch):
     from _code.cpu_speed import cpu_table
-    from repro.bench import chapters as sp
+    from repro.bench import cpu as sp
 
     calls = []
 
@@ -247,7 +247,7 @@ def test_a_live_cpu_run_is_timed_only_on_request_and_once(tmp_path, monkeypatch)
 
     monkeypatch.setattr(sp, "run_bench", bench)
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
-    with pytest.raises(FileNotFoundError, match="canlib experiment --scale small --studies speed"):
+    with pytest.raises(FileNotFoundError, match="python -m repro experiment --scale small --studies speed"):
         cpu_table(("balanced",), root=tmp_path)  # nothing stored, no live run asked for: nothing timed
     assert calls == []
     monkeypatch.setenv(sp.LIVE_ENV, "1")

@@ -19,7 +19,7 @@ from _code.tables import reading_table, reads_as_number
 matplotlib.use("Agg")
 REPO = Path(__file__).resolve().parents[2]
 APPROXIMATIONS = REPO / "book" / "results" / "small" / "approximations.json"
-PAPER = json.loads((REPO / "canlib" / "resources" / "paper_numbers.json").read_text(encoding="utf-8"))
+PAPER = json.loads((REPO / "repro" / "resources" / "paper_numbers.json").read_text(encoding="utf-8"))
 
 
 # -- the pictures of the chain -------------------------------------------------------------------------

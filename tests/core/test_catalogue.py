@@ -111,6 +111,7 @@ def _restatements(path: Path) -> list[str]:
 
 def test_each_fact_of_the_catalogue_is_written_once():
     sources = [p for p in sorted((REPO / "canlib").rglob("*.py")) if p != CATALOGUE]
+    sources += sorted((REPO / "repro").rglob("*.py")) + sorted((REPO / "book" / "_code").glob("*.py"))
     sources += sorted((REPO / "scripts").glob("*.py"))
     found = [line for path in sources for line in _restatements(path)]
     assert found == [], "write these in canlib/catalogue.py only, and read them from there:\n" + "\n".join(found)

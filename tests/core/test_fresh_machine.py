@@ -26,7 +26,7 @@ from canlib.data.download import MIRROR_ENV, download_path, mirrored
 from canlib.data.text import normalize
 
 MULTI30K_NAMES = [f"multi30k-{a}-{b}" for x in ("de", "fr", "cs") for a, b in (("en", x), (x, "en"))]
-DEFAULT_SCALES = ("tiny", "small")  # what the book, the tests and `canlib experiment` prepare by default
+DEFAULT_SCALES = ("tiny", "small")  # what the book, the tests and `python -m repro experiment` prepare by default
 SHA256 = re.compile(r"[0-9a-f]{64}")
 
 

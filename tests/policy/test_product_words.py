@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PRODUCT = ("README.md", "book", "canlib", "scripts", "measurements")
+PRODUCT = ("README.md", "book", "canlib", "repro", "scripts", "measurements")
 WORDS = re.compile(r"\b(sessions?|loans?|project lead)\b", re.IGNORECASE)
 SUFFIXES = {".md", ".py", ".sh", ".json", ".txt", ".log", ".yml", ".yaml", ".cff", ".bib", ".css"}
 

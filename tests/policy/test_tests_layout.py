@@ -9,9 +9,9 @@ from pathlib import Path
 from conftest import REPO
 
 FOLDERS = {
-    "core": "the library a user imports: canlib/ outside repro/",
+    "core": "the library a user imports: canlib/",
     "repro": "the reproduction the book reads: repro/, its engine, stores, studies and the GPU scripts",
-    "book": "the book: its build, its pages, their text and the values they glue, README's generated sections",
+    "book": "the book: its build, its pages, their glue (book/_code), text and values, README's generated sections",
     "policy": "rules over the whole repository: style, layout, product words, environment and publishing",
 }
 

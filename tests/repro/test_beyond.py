@@ -88,7 +88,7 @@ def test_can_6_6_preset_is_the_baseline_depth_with_can_decoder_layers():
 
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory):
-    """``canlib experiment --scale tiny --studies <every study> --max-steps 2 --seeds 1``, once."""
+    """``python -m repro experiment --scale tiny --studies <every study> --max-steps 2 --seeds 1``, once."""
     from conftest import SHARED_DATA
 
     if not (SHARED_DATA / "multi30k-en-de").is_dir():

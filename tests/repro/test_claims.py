@@ -2,8 +2,8 @@
 strongest
 body of evidence held to its standard. Each kind of claim is built from two opposite fake stores and its word must
 flip; each is made inconclusive by taking its evidence below the standard; a weaker body never overrides a stronger
-one; the stored results give the readings a careful reviewer would; ``canlib claims --json`` carries the evidence,
-its strength and its standard as data."""
+one; the stored results give the readings a careful reviewer would; ``python -m repro claims --json`` carries the
+evidence, its strength and its standard as data."""
 
 from __future__ import annotations
 
@@ -240,7 +240,7 @@ def test_a_claim_whose_runs_are_missing_is_not_run_and_names_the_command(tmp_pat
     j = judged(fresh(tmp_path))["balanced-keeps-bleu"]
     assert j.word == "not run"
     assert j.command == (
-        "python -m canlib experiment --scale small --systems baseline --seeds 1,2,3 "
+        "python -m repro experiment --scale small --systems baseline --seeds 1,2,3 "
         "--corpora multi30k-en-de --studies runs"
     )
 
@@ -370,7 +370,7 @@ ALLOWED = {"repro/studies/verdict.py", "repro/studies/judges.py", "repro/studies
 
 def test_no_module_outside_the_rule_and_the_registry_calls_the_verdict_functions():
     calls = []
-    for path in sorted((REPO / "canlib").rglob("*.py")):
+    for path in sorted(p for folder in ("canlib", "repro", "book/_code") for p in (REPO / folder).rglob("*.py")):
         rel = path.relative_to(REPO).as_posix()
         if rel in ALLOWED:
             continue

@@ -46,7 +46,7 @@ def test_store_never_recomputes_a_stored_result(tmp_path):
 
 def test_small_scale_without_stored_result_names_the_command(tmp_path, monkeypatch):
     monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="canlib experiment --scale small"):
+    with pytest.raises(FileNotFoundError, match="python -m repro experiment --scale small"):
         study("similarity", "small", {}, lambda: {"never": "computed"})
 
 
@@ -211,7 +211,7 @@ def test_a_failed_run_is_named_and_does_not_stop_the_others(monkeypatch, capsys)
 
 def test_the_stored_small_results_rescore_from_their_hypotheses(shared_data, monkeypatch, capsys):
     """book/results/small holds the 25 GPU-trained runs of the plan (7 systems x 3 seeds, 9/4 and 14/1 x 2) and its
-    studies, and `canlib rescore` recomputes every stored sacreBLEU from the hypotheses."""
+    studies, and `python -m repro rescore` recomputes every stored sacreBLEU from the hypotheses."""
     import json
     from pathlib import Path
 
@@ -239,7 +239,7 @@ def test_the_stored_small_results_rescore_from_their_hypotheses(shared_data, mon
 
 
 def test_each_engine_verb_is_a_command_of_its_own(capsys):
-    """`canlib experiment` trains; rescoring, estimating and summarising are commands of their own, each in the
+    """`python -m repro experiment` trains; rescoring, estimating and summarising are commands of their own, each in the
     module that does the work, and `experiment` takes none of their options."""
     from repro.cli import COMMANDS
 

@@ -206,7 +206,7 @@ def test_raw_files_without_commit_or_date_need_them_given(tmp_path):
 
 def test_missing_gpu_run_names_the_converter(tmp_path, monkeypatch):
     monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="canlib ingest"):
+    with pytest.raises(FileNotFoundError, match="python -m repro ingest"):
         Store("small").gpu_speed("eager", RUN)
 
 
@@ -225,8 +225,8 @@ def test_stored_file_without_provenance_is_refused(tmp_path, monkeypatch):
 
 # -- repro.bench.cpu: one measurement per setting, shared, with its spread -----------------------
 
-from repro.bench import chapters as sp  # noqa: E402
-from repro.studies import cpu_speed  # noqa: E402
+from _code import cpu_speed, speed_frames  # noqa: E402
+from repro.bench import cpu as sp  # noqa: E402
 
 
 def fake_bench(calls):
@@ -316,7 +316,7 @@ def test_comparison_frame_leaves_out_missing_sources():
         "balanced": {"tok_per_s": 10.0, "min": 9.0, "max": 11.0},
         "can": {"tok_per_s": 12.0, "min": 11.0, "max": 13.0},
     }
-    frame = sp.comparison_frame(("balanced", "can"), rows, None, rows, {"balanced": 219.53, "can": 290.08})
+    frame = speed_frames.comparison_frame(("balanced", "can"), rows, None, rows, {"balanced": 219.53, "can": 290.08})
     assert "GPU eager tok/s median" not in frame and frame.loc["CAN", "CPU tok/s x Balanced"] == pytest.approx(1.2)
     assert frame.loc["CAN", "paper tok/s"] == 290.08
     assert frame.loc["CAN", "paper tok/s x Balanced"] == pytest.approx(290.08 / 219.53)
@@ -332,5 +332,5 @@ def test_a_stored_result_is_found_from_a_machine_with_another_device(tmp_path, m
 
 
 def test_weights_per_token_are_14_12_13_14_d2():
-    counts = {s: round(v) for s, v in sp.weights_per_token().items()}
+    counts = {s: round(v) for s, v in speed_frames.weights_per_token().items()}
     assert counts == {"balanced": 14, "can_attn": 12, "can_ffn": 13, "can": 14}

@@ -82,7 +82,7 @@ def test_a_run_without_provenance_is_refused(tmp_path):
 def test_a_missing_run_names_the_command_that_stores_it(tmp_path):
     with pytest.raises(
         FileNotFoundError,
-        match="`python -m canlib experiment --scale small --systems can --seeds 2 "
+        match="`python -m repro experiment --scale small --systems can --seeds 2 "
         "--corpora multi30k-en-de --studies runs`",
     ):
         Store("small", tmp_path).run("can", 2)

@@ -1,4 +1,4 @@
-"""``canlib experiment`` end to end at a reduced budget: files, resume, rescoring (real Multi30k data)."""
+"""``python -m repro experiment`` end to end at a reduced budget: files, resume, rescoring (real Multi30k data)."""
 
 from __future__ import annotations
 

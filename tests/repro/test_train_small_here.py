@@ -99,12 +99,12 @@ def test_on_a_cpu_a_chapter_trains_nothing_and_names_the_command(folders, monkey
         raise AssertionError("trained on a CPU without being asked")
 
     monkeypatch.setattr(pool, "train_and_store", no_training)
-    with pytest.raises(FileNotFoundError, match="canlib experiment --scale small --studies runs"):
+    with pytest.raises(FileNotFoundError, match="python -m repro experiment --scale small --studies runs"):
         train_missing("small", ["can"], seeds=[1])
     with pytest.raises(FileNotFoundError, match="errors"):
         train_missing("small", analyses_=["errors"])
     assert default_scale(["can"], seeds=[1]) == "tiny" and default_scale(analyses=["errors"]) == "tiny"
-    with pytest.raises(FileNotFoundError, match="canlib experiment --scale small"):
+    with pytest.raises(FileNotFoundError, match="python -m repro experiment --scale small"):
         Store("small").run("can")
     assert Store("small").scores(["can"]) == {}
     assert not (folders / "results").exists() and capsys.readouterr().err == ""
@@ -125,7 +125,8 @@ def test_the_explicit_call_trains_and_stores_exactly_what_a_chapter_reads(small_
         assert (
             prov["device"].startswith("CPU") and prov["precision"] == "fp32"
         )  # trained on the device it was forced to
-        for split in result["hyp_files"].values():  # the hypotheses beside it, as `canlib experiment` writes them
+        # the hypotheses beside it, as `python -m repro experiment` writes them
+        for split in result["hyp_files"].values():
             assert (root / "results" / "small" / "runs" / MAIN / split).is_file()
         assert default_scale(["baseline"], seeds=[1]) == "small"
         assert train_missing("small", ["baseline"], seeds=[1]) == [] and capsys.readouterr().err == ""  # stored
