@@ -22,6 +22,7 @@ from typing import Any
 from canlib.io import PACKAGE_DIR, cache_dir, results_dir
 from repro.results.files import load_result, provenance, save_result
 
+REPRO_DIR = Path(__file__).resolve().parents[1]  # this package, hashed with canlib by code_version
 SCORE_KEYS = ("bleu", "tok_bleu", "signature")  # what a run stores per split
 COMPLETE = "complete"  # the stored result that marks a scale's plan as fully run
 GPU_SCRIPT = "bash scripts/gpu_small.sh"  # the script that runs what is left of the small plan on one GPU
@@ -40,11 +41,13 @@ GPU_FILES = {
 
 @lru_cache(maxsize=1)
 def code_version() -> str:
-    """A hash of canlib's own source: cached tiny results are reused only by the code that made them."""
+    """A hash of the source of canlib and of this package: cached tiny results are reused only by the code that made
+    them."""
     h = hashlib.sha256()
-    for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        h.update(str(path.relative_to(PACKAGE_DIR)).encode())
-        h.update(path.read_bytes())
+    for package in (PACKAGE_DIR, REPRO_DIR):
+        for path in sorted(package.rglob("*.py")):
+            h.update(str(path.relative_to(package.parent)).encode())
+            h.update(path.read_bytes())
     return h.hexdigest()[:12]
 
 
