@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -246,3 +247,32 @@ def test_no_function_is_over_80_lines():
                 if lines > MAX_FUNCTION_LINES:
                     long[f"{module_name(path)}.{node.name} (line {node.lineno})"] = lines
     assert long == {}
+
+
+def built_wheel(tmp_path: Path) -> list[str]:
+    """The file names of the wheel pip builds from pyproject.toml, in a copy of the checkout's packages (the
+    reproduction and the pages' glue beside the library, as in the repository)."""
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        (tmp_path / name).write_bytes((ROOT / name).read_bytes())
+    for name, folder in PACKAGES.items():
+        for path in folder.rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                target = tmp_path / path.relative_to(ROOT)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(path.read_bytes())
+    out = tmp_path / "dist"
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), "."]
+    subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=True, timeout=300)
+    (wheel,) = out.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.namelist()
+
+
+def test_the_wheel_holds_the_library_alone(tmp_path):
+    """A user's install is ``canlib`` and its metadata: every module of the library, nothing of the reproduction
+    or of the pages' glue."""
+    names = built_wheel(tmp_path)
+    tops = {name.split("/")[0] for name in names}
+    assert tops == {"canlib", "canlib-0.1.0.dist-info"}, sorted(tops)
+    library = {p.relative_to(ROOT).as_posix() for p in all_modules(("canlib",))}
+    assert {n for n in names if n.endswith(".py")} == library
