@@ -102,12 +102,6 @@ class Where:
         return [name for name in names if not self.path(name).exists()]
 
 
-def stored_path(name: str, scale: str, root: Path | None = None) -> Path:
-    """Where the result ``name`` of ``scale`` is stored (``root``: a results folder, e.g. ``python -m repro experiment
-    --out``; else :func:`default_root`)."""
-    return (Path(root) if root is not None else default_root(scale)) / scale / f"{name}.json"
-
-
 def run_name(system: str, seed: int, corpus: str) -> str:
     """A main-plan run's name under its scale's folder: ``runs/multi30k-en-de/can-seed1``."""
     return f"runs/{corpus}/{system}-seed{seed}"
@@ -174,7 +168,7 @@ def study(
     stored there; otherwise loaded, a missing one being an error that names the command which stores it
     (``python -m repro experiment --studies <studies>``). ``extra`` adds top-level provenance keys."""
     if store or scale != "tiny" or root is not None:
-        path = stored_path(name, scale, root)
+        path = Where.of(scale, root).path(name)
     else:
         path = cache_dir() / "studies" / scale / f"{name}-{key(code_version(), config)}.json"
     if not store and (scale != "tiny" or root is not None):  # a folder of stored results: load only

@@ -28,12 +28,11 @@ from repro.results.layout import (
     COMPLETE,
     INGEST_COMMAND,
     OPS_COMMAND,
-    default_root,
+    Where,
     experiment_command,
     model_name,
     read_hypotheses,
     run_name,
-    stored_path,
 )
 from repro.results.studies import ANALYSES
 from repro.studies.verdict import EVAL_SPLITS, QUALITY_SCALES, Runs
@@ -58,7 +57,8 @@ class Store:
         self.spec: Scale = scale_spec(scale)
         self.scale = scale
         self.explicit = root is not None
-        self.root = Path(root) if root is not None else default_root(scale)
+        self.where = Where.of(scale, root)  # where the results live: the engine's value, read here
+        self.root = self.where.root
         self.measurements = Path(root) if root is not None else results_dir()
         self.full_budget = full_budget
         self._references: dict[str, dict[str, list[str]]] = dict(references or {})
@@ -79,13 +79,13 @@ class Store:
     @property
     def folder(self) -> Path:
         """``<root>/<scale>``."""
-        return self.root / self.scale
+        return self.where.folder
 
     # -- any stored result -------------------------------------------------------------------------------
 
     def path(self, name: str) -> Path:
         """Where the result ``name`` (``runs/<corpus>/<system>-seed<k>``, ``errors``, ``beyond/budget``...) lies."""
-        return stored_path(name, self.scale, self.root)
+        return self.where.path(name)
 
     def has(self, name: str) -> bool:
         return self.path(name).is_file()

@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 from repro.results.files import provenance, save_result
-from repro.results.layout import model_name, stored_path
+from repro.results.layout import Where, model_name
 from repro.studies import beyond, claims
 from repro.studies.analyses import seed_curves
 from repro.studies.claims import judged
@@ -20,7 +20,7 @@ SPLITS = ("valid", "test")
 def store(root, name, seed, tok, log=()):
     scores = {split: {"bleu": tok + i, "tok_bleu": tok + i} for i, split in enumerate(SPLITS)}
     save_result(
-        stored_path(f"{name}-seed{seed}", "small", root),
+        Where.of("small", root).path(f"{name}-seed{seed}"),
         {"scores": scores, "log": list(log)},
         provenance("small", {"seed": seed}, reduced_budget=False),
     )

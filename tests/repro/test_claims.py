@@ -17,7 +17,7 @@ from conftest import REPO, SHARED_DATA
 from verdict_marks import disagreements, readme_verdicts, shown_verdicts
 
 from repro.results.files import provenance, save_result
-from repro.results.layout import stored_path
+from repro.results.layout import Where
 from repro.studies import claims
 from repro.studies.claims import BY_ID, CLAIMS, judged, mark
 from repro.studies.evidence import MEANINGS
@@ -41,7 +41,7 @@ X2 = "beyond/runs/multi30k-en-de/budget"
 def put_run(root: Path, name: str, seed: int, tok: float, hyps: list[str] | None = None, log: list | None = None):
     """A stored run of ``name`` (``runs/<corpus>/<system>`` or ``beyond/runs/<corpus>/<study>-<system>-<tag>``) with
     tokenized BLEU ``tok`` on test2016 and, given ``hyps``, its hypotheses."""
-    path = stored_path(f"{name}-seed{seed}", "small", root)
+    path = Where.of("small", root).path(f"{name}-seed{seed}")
     result = {"scores": {"test": {"bleu": tok, "tok_bleu": tok}}, "log": log or [], "hyp_files": {}}
     if hyps is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -167,7 +167,7 @@ def similarity(root: Path, baseline: float, balanced: float, ffn: float = 0.5) -
         alike = [[diagonal if i == j else 0.1 for j in range(layers)] for i in range(layers)]
         other = [[ffn if i == j else 0.1 for j in range(layers)] for i in range(layers)]
         save_result(
-            stored_path(name, "small", root),
+            Where.of("small", root).path(name),
             {"residual": {"self_vs_cross": alike, "cross_vs_ffn": other}},
             provenance("small", {"system": name}),
         )

@@ -8,7 +8,7 @@ from canlib.catalogue import scale_spec
 from repro.cli import main
 from repro.experiments.experiment import mark_complete
 from repro.experiments.run import plan
-from repro.results.layout import Where, stored_path, study
+from repro.results.layout import Where, study
 
 
 def test_tiny_study_is_computed_once_and_carries_provenance(tmp_path, monkeypatch):
@@ -38,7 +38,7 @@ def test_store_never_recomputes_a_stored_result(tmp_path):
     again, _ = study("demo", "small", {"budget": 1}, compute, store=True, root=tmp_path)
     loaded, prov = study("demo", "small", {"budget": 1}, compute, root=tmp_path)
     assert first == again == loaded == {"value": 1} and calls == [1]
-    assert stored_path("demo", "small", tmp_path).is_file() and prov["scale"] == "small"
+    assert Where.of("small", tmp_path).path("demo").is_file() and prov["scale"] == "small"
     with pytest.raises(ValueError, match="stored with another configuration"):
         study("demo", "small", {"budget": 2}, compute, store=True, root=tmp_path)
     assert calls == [1]
@@ -103,12 +103,12 @@ def test_the_store_reads_every_stored_seed_and_skips_missing_systems(tmp_path):
 
     for seed, score in ((1, 30.0), (2, 32.0), (3, 31.0)):
         save_result(
-            stored_path(f"runs/multi30k-en-de/can-seed{seed}", "small", tmp_path),
+            Where.of("small", tmp_path).path(f"runs/multi30k-en-de/can-seed{seed}"),
             {"scores": {"test": {"bleu": score, "tok_bleu": score + 0.5}}},
             provenance("small", {"seed": seed}),
         )
     save_result(
-        stored_path("runs/multi30k-en-de/balanced-seed1", "small", tmp_path),
+        Where.of("small", tmp_path).path("runs/multi30k-en-de/balanced-seed1"),
         {"scores": {"test": {"bleu": 29.0, "tok_bleu": 29.0}}},
         provenance("small", {"seed": 1}),
     )
@@ -125,7 +125,7 @@ def test_verdicts_read_only_runs_trained_with_the_full_budget(tmp_path):
     for seed in (1, 2, 3):
         for system, score in (("can", 30.0 + seed), ("balanced", 29.0 + seed)):
             save_result(
-                stored_path(f"runs/multi30k-en-de/{system}-seed{seed}", "small", tmp_path),
+                Where.of("small", tmp_path).path(f"runs/multi30k-en-de/{system}-seed{seed}"),
                 {"scores": {"test": {"bleu": score, "tok_bleu": score}}},
                 provenance("small", {"seed": seed}, reduced_budget=seed > 1),
             )
@@ -145,7 +145,7 @@ def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
     small = Where("small", tmp_path)
     runs = plan(small)
     for r in runs[:-1]:
-        save_result(stored_path(r.name, "small", tmp_path), {"scores": {}}, provenance("small", {}))
+        save_result(Where.of("small", tmp_path).path(r.name), {"scores": {}}, provenance("small", {}))
     for name in (
         "similarity",
         "similarity-balanced",
@@ -154,9 +154,9 @@ def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
         "conversion",
         "approximations",
     ):  # every stored analysis
-        save_result(stored_path(name, "small", tmp_path), {}, provenance("small", {}))
+        save_result(Where.of("small", tmp_path).path(name), {}, provenance("small", {}))
     assert not mark_complete(small) and default_scale(root=tmp_path) == "tiny"  # one run missing
-    save_result(stored_path(runs[-1].name, "small", tmp_path), {"scores": {}}, provenance("small", {}))
+    save_result(Where.of("small", tmp_path).path(runs[-1].name), {"scores": {}}, provenance("small", {}))
     assert mark_complete(small) and default_scale(root=tmp_path) == "small"
 
 
@@ -165,7 +165,7 @@ def test_a_chapter_shows_small_once_every_seed_of_its_own_runs_is_stored(tmp_pat
     from repro.studies.store import default_scale
 
     def store(name):
-        save_result(stored_path(name, "small", tmp_path), {"scores": {}}, provenance("small", {}))
+        save_result(Where.of("small", tmp_path).path(name), {"scores": {}}, provenance("small", {}))
 
     runs = plan(Where("small", tmp_path), ["balanced", "can"], corpora_=["multi30k-en-de"])
     assert len(runs) == 6  # 3 seeds each

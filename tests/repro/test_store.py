@@ -10,12 +10,12 @@ import json
 import pytest
 
 from repro.results.files import provenance, save_result
-from repro.results.layout import stored_path
+from repro.results.layout import Where
 from repro.studies.store import Store
 
 
 def put(root, name, seed, tok, *, reduced=False, hyps=True, split="test"):
-    path = stored_path(f"{name}-seed{seed}", "small", root)
+    path = Where.of("small", root).path(f"{name}-seed{seed}")
     result = {"scores": {split: {"bleu": tok - 0.1, "tok_bleu": tok}}, "log": [], "hyp_files": {}}
     if hyps:
         result["hyp_files"][split] = f"{path.stem}.{split}.hyp"
@@ -60,7 +60,7 @@ def test_a_study_is_read_from_its_files_until_its_summary_names_them(tmp_path):
             {"file": "beyond/runs/multi30k-en-de/budget-balanced-x2-seed1"},
         ],
     }
-    save_result(stored_path("beyond/budget", "small", tmp_path), summary, provenance("small", {"study": "budget"}))
+    save_result(Where.of("small", tmp_path).path("beyond/budget"), summary, provenance("small", {"study": "budget"}))
     assert Store("small", tmp_path).budget_runs("can", 2).seeds == (1,)  # the summary decides which models count
 
 
@@ -72,7 +72,7 @@ def test_a_run_whose_hypotheses_are_missing_is_an_error_naming_the_file(tmp_path
 
 
 def test_a_run_without_provenance_is_refused(tmp_path):
-    path = stored_path("runs/multi30k-en-de/can-seed1", "small", tmp_path)
+    path = Where.of("small", tmp_path).path("runs/multi30k-en-de/can-seed1")
     path.parent.mkdir(parents=True)
     path.write_text('{"result": {"scores": {}}}', encoding="utf-8")
     with pytest.raises(ValueError, match="needs the keys 'result' and 'provenance'"):

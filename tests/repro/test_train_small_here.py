@@ -16,7 +16,7 @@ import torch
 from canlib import catalogue
 from repro.experiments import pool
 from repro.experiments.experiment import TRAIN_HERE_ENV, train_missing, trains_here
-from repro.results.layout import stored_path
+from repro.results.layout import Where
 from repro.studies.analyses import similarity
 from repro.studies.store import Store, default_scale
 
@@ -119,7 +119,7 @@ def test_the_explicit_call_trains_and_stores_exactly_what_a_chapter_reads(small_
         assert "multi30k-en-de baseline seed 1: test sacreBLEU" in capsys.readouterr().err  # one line per run
         assert stored_runs(root) == ["baseline-seed1"]
         result, prov = Store("small").run("baseline")
-        stored = json.loads(stored_path(f"runs/{MAIN}/baseline-seed1", "small").read_text())
+        stored = json.loads(Where.of("small").path(f"runs/{MAIN}/baseline-seed1").read_text())
         assert stored["result"]["scores"] == result["scores"] and stored["provenance"]["date"] == prov["date"]
         assert (prov["scale"], prov["budget"]["max_steps"], prov["reduced_budget"]) == ("small", 3, False)
         assert (
