@@ -73,7 +73,7 @@ SEEDED_SYSTEMS = tuple(dict.fromkeys(PAPER_SYSTEMS + ABLATION_SYSTEMS))  # train
 class Scale:
     """One scale: the width of its presets, the joint vocabulary of its prepared corpora, the corpus it trains on
     (and the scale that corpus is prepared at), its training budget (:class:`~canlib.training.TrainConfig` fields),
-    its seeds, and the settings of its speed studies."""
+    and its seeds (the speed studies' settings are the reproduction's: ``repro.bench.settings``)."""
 
     name: str
     d_model: int
@@ -84,12 +84,6 @@ class Scale:
     corpus_scale: str
     train: dict[str, Any]
     beam: int = 4  # the paper's beam for BLEU and speed
-    speed_sentences: int = 8  # source sentences per timed repeat
-    speed_repeats: int = 5  # medians are taken over these
-    forced_length: int = 30  # generated tokens per sentence when timing random-weight models
-    beam_sweep: tuple[int, ...] = (1, 4, 16, 64, 256)
-    length_sweep: tuple[int, ...] = (10, 20, 30, 40, 50)
-    batch_sweep: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
     finetune_steps: int = 0
     seeds: int = 1  # seeds of the Table 2 systems and the two ablations
     depth_seeds: int = 1  # seeds of the depth systems (9/4, 14/1)
@@ -125,11 +119,6 @@ _SCALES: dict[str, Scale] = {
             average_last=3,
             progress=False,
         ),
-        speed_sentences=4,
-        speed_repeats=3,
-        beam_sweep=(1, 4, 16),
-        length_sweep=(10, 30, 50),
-        batch_sweep=(1, 4, 16, 64),
         finetune_steps=60,
     ),
     "small": Scale(

@@ -29,6 +29,7 @@ from typing import Any
 
 from canlib.catalogue import ALL_SYSTEMS, scale_spec
 from canlib.io import cache_dir, results_dir
+from repro.bench.settings import SPEED_PLANS, BenchSettings
 from repro.results.files import load_result, provenance, save_result
 from repro.results.layout import code_version, key, study
 
@@ -58,16 +59,16 @@ def settings_for(
 ) -> dict[str, Any]:
     """The bench settings of a study at a book scale: it fixes beam, forced length, sentences, repeats
     and the sweeps; shapes are always the paper's (bench ``scale="full"``: d=512 presets, V=32k)."""
-    spec = scale_spec(book_scale)
+    spec, plan = scale_spec(book_scale), SPEED_PLANS[book_scale]
     settings = {
         "systems": list(systems),
         "scale": "full",
         "vocab_size": scale_spec("full").vocab_size,
         "beam": spec.beam,
         "batch": 1,
-        "forced_length": spec.forced_length,
-        "sentences": spec.speed_sentences,
-        "repeats": spec.speed_repeats,
+        "forced_length": plan.forced_length,
+        "sentences": plan.sentences,
+        "repeats": plan.repeats,
         "warmup": 1,
         "len_penalty": 1.0,
         "device": device or default_device(),
@@ -77,11 +78,11 @@ def settings_for(
         "seed": 0,
     }
     if study_name == "beam":
-        settings.update(beams=list(spec.beam_sweep), lengths=[spec.forced_length])
+        settings.update(beams=list(plan.beam_sweep), lengths=[plan.forced_length])
     elif study_name == "length":
-        settings.update(beams=[spec.beam], lengths=list(spec.length_sweep))
+        settings.update(beams=[spec.beam], lengths=list(plan.length_sweep))
     elif study_name == "batch":
-        settings.update(batches=list(spec.batch_sweep))
+        settings.update(batches=list(plan.batch_sweep))
     unknown = set(overrides) - set(settings) - {"beams", "lengths", "batches", "threads"}
     if unknown:
         raise ValueError(f"settings_for({study_name!r}): unknown setting(s) {', '.join(sorted(unknown))}")
@@ -91,7 +92,7 @@ def settings_for(
 def run_bench(study_name: str, settings: dict[str, Any]) -> dict[str, Any]:
     """``repro.bench.run_study`` as {"systems", "meta"}. Its busy-machine warning is kept in
     ``meta["busy_warning"]`` and not raised as a warning, which a chapter would show as stray output."""
-    from repro.bench import BenchSettings, run_study
+    from repro.bench.speed import run_study
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

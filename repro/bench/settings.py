@@ -10,27 +10,52 @@ from dataclasses import asdict, dataclass
 
 from canlib.catalogue import scale_spec
 
-_PAPER = scale_spec("full")  # the defaults: the paper's shapes, vocabulary, beam and the full scale's speed settings
+SPEED_REPEATS = 10  # interleaved repeats per system: the speed standard a GPU run must meet to decide a claim
+
+
+@dataclass(frozen=True)
+class SpeedPlan:
+    """The speed studies' settings at one scale, the one record every speed entry point reads (the bench's
+    defaults, the engine's sweeps, the GPU scripts' defaults)."""
+
+    sentences: int = 8  # source sentences per timed repeat
+    repeats: int = SPEED_REPEATS  # medians are taken over these
+    forced_length: int = 30  # generated tokens per sentence when timing random-weight models
+    beam_sweep: tuple[int, ...] = (1, 4, 16, 64, 256)
+    length_sweep: tuple[int, ...] = (10, 20, 30, 40, 50)
+    batch_sweep: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+
+
+# tiny: the continuous-integration scale, a smoke test of the studies (below the standard, never a verdict)
+SPEED_PLANS = {
+    "tiny": SpeedPlan(
+        sentences=4, repeats=3, beam_sweep=(1, 4, 16), length_sweep=(10, 30, 50), batch_sweep=(1, 4, 16, 64)
+    ),
+    "small": SpeedPlan(),
+    "full": SpeedPlan(),
+}
+_PAPER = scale_spec("full")  # the defaults: the paper's shapes, vocabulary and beam
+_SPEED = SPEED_PLANS["full"]
 
 
 @dataclass(frozen=True)
 class BenchSettings:
     """One bench run's settings; the defaults are the paper's regime (beam 4, batch 1, d=512, V=32k), as the full
-    scale of :mod:`canlib.catalogue` states it."""
+    scale of :mod:`canlib.catalogue` states it, timed as the full scale's :class:`SpeedPlan` says."""
 
     systems: tuple[str, ...] | None = None  # None: the study's default systems
     scale: str = _PAPER.name  # preset scale of random-weight models: "tiny" | "small" | "full"
     vocab_size: int = _PAPER.vocab_size
     beam: int = _PAPER.beam
     batch: int = 1
-    forced_length: int = _PAPER.forced_length  # 0: free decoding
-    sentences: int = _PAPER.speed_sentences
-    repeats: int = _PAPER.speed_repeats
+    forced_length: int = _SPEED.forced_length  # 0: free decoding
+    sentences: int = _SPEED.sentences
+    repeats: int = _SPEED.repeats
     warmup: int = 1
     len_penalty: float = 1.0
-    beams: tuple[int, ...] = _PAPER.beam_sweep  # beam study
-    lengths: tuple[int, ...] = _PAPER.length_sweep  # beam study
-    batches: tuple[int, ...] = _PAPER.batch_sweep  # batch study
+    beams: tuple[int, ...] = _SPEED.beam_sweep  # beam study
+    lengths: tuple[int, ...] = _SPEED.length_sweep  # beam study
+    batches: tuple[int, ...] = _SPEED.batch_sweep  # batch study
     device: str = "cpu"
     fp32: bool = False  # float32 on CUDA (default there: float16)
     graphs: bool = False  # CUDA: replay decode steps from CUDA graphs

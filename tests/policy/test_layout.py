@@ -215,7 +215,7 @@ def owned(prefixes: list[str]) -> list[Path]:
 LOCAL_IMPORTS = {
     "repro.experiments.run": ["canlib.training.state"],  # a run's last checkpoint, read to evaluate it
     "repro.studies.store": ["canlib.data.preparation"],
-    "repro.bench.cpu": ["canlib.decoding.ctranslate", "repro.bench"],
+    "repro.bench.cpu": ["canlib.decoding.ctranslate", "repro.bench.speed"],
 }
 
 

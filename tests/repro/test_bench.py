@@ -241,7 +241,8 @@ def test_ct2_worker_that_dies_gives_a_clear_error(tmp_path):
 
 def test_run_study_is_a_function_of_its_settings():
     """The studies call the bench as a function: no argv, no files; the result carries its settings."""
-    from repro.bench import BenchResult, BenchSettings, run_study
+    from repro.bench.settings import BenchResult, BenchSettings
+    from repro.bench.speed import run_study
 
     settings = BenchSettings(
         systems=("can",), scale="tiny", vocab_size=100, forced_length=4, sentences=2, repeats=1, warmup=0, threads=1
@@ -255,7 +256,8 @@ def test_run_study_is_a_function_of_its_settings():
 
 
 def test_bench_settings_reject_bad_values_by_name():
-    from repro.bench import BenchSettings, run_study
+    from repro.bench.settings import BenchSettings
+    from repro.bench.speed import run_study
 
     with pytest.raises(ValueError, match="BenchSettings.beam=0"):
         BenchSettings(beam=0)
@@ -268,7 +270,8 @@ def test_bench_settings_reject_bad_values_by_name():
 def test_bench_warns_when_the_machine_is_busy(monkeypatch):
     """A load average above the bench's threads is recorded as a warning, on stderr and in meta."""
     import repro.bench.speed as speed
-    from repro.bench import BenchSettings, run_study
+    from repro.bench.settings import BenchSettings
+    from repro.bench.speed import run_study
 
     monkeypatch.setattr(speed.os, "getloadavg", lambda: (7.5, 7.0, 6.0))
     settings = BenchSettings(
