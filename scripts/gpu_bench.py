@@ -120,7 +120,8 @@ def checked_variants(model, kind: str, capture: bool, backend: str | None) -> li
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments() -> argparse.ArgumentParser:
+    """The command line: what to time (systems, variants, sources) and how (repeats, sentences, length)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", default="gpu_bench.json")
     parser.add_argument("--device", default="cuda")
@@ -172,40 +173,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--threads", type=int, default=0, help="torch CPU threads (0: 1 with --quick, else torch's default)"
     )
-    args = parser.parse_args(argv)
-    if args.threads or args.quick:
-        torch.set_num_threads(args.threads or 1)
-    device = torch.device("cpu" if args.quick else args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("gpu_bench: no CUDA device; use --dry-run for the smoke test")
-    if args.quick:
-        args.repeats, args.sentences, args.forced_length = (
-            min(args.repeats, 3),
-            min(args.sentences, 3),
-            min(args.forced_length, 6),
-        )
-    size, vocab_size = ("tiny", 1000) if args.quick else ("full", 32000)
-    half = device.type == "cuda"
-    names = args.systems.split(",")
-    torch.set_grad_enabled(False)
-    started = time.time()
-    settings = BenchSettings(scale=size, vocab_size=vocab_size, seed=0)
-    checked = args.check_systems.split(",") if args.check_systems else names
-    models = {name: system_model(name, settings, device, half) for name in dict.fromkeys(names + checked)}
-    if args.sources == "test2016":
-        sources = test2016_sources(args.sentences, vocab_size, Path(args.data_dir))
-    else:
-        sources = source_sentences(args.sentences, vocab_size, seed=0)
+    return parser
+
+
+def time_modes(
+    args: argparse.Namespace, models: dict, sources: list, names: list[str], modes: tuple[str, ...], device
+) -> tuple[dict, dict, dict, dict]:
+    """(results per system, ratio spreads per mode, passes per mode, errors per mode): each mode timed on every
+    system, interleaved; a mode that fails leaves the others' numbers and says what failed."""
     ratios: dict[str, dict] = {}
     results: dict = {name: {} for name in names}
     errors: dict[str, str] = {}
     passes: dict[str, int] = {}
-    suffixes = (
-        ([] if args.only else [""]) + (["_fused"] if args.fused else []) + (["_compiled"] if args.compiled else [])
-    )
-    if not suffixes:
-        raise SystemExit("gpu_bench: --only times the --fused or --compiled variants: name one")
-    modes = tuple(f"{mode}{suffix}" for suffix in suffixes for mode in ("eager", "captured"))
     for mode in modes:
         try:
             systems = [
@@ -248,6 +227,13 @@ def main(argv: list[str] | None = None) -> int:
                 )
         except Exception as exc:  # keep the other mode's numbers; say what failed
             errors[mode] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
+    return results, ratios, passes, errors
+
+
+def check_tokens(
+    args: argparse.Namespace, models: dict, sources: list, names: list[str], checked: list[str], device, errors: dict
+) -> dict:
+    """Whether each variant's tokens match eager's, per kind and system (a failed check is added to ``errors``)."""
     meta: dict = {}
     checks = (
         ([("captured", checked, True)] if not args.only else [])
@@ -269,9 +255,14 @@ def main(argv: list[str] | None = None) -> int:
             }
         except Exception as exc:
             errors["check" if kind == "captured" else f"{kind}_check"] = f"{type(exc).__name__}: {exc}"
+    return meta
+
+
+def goals(results: dict, ratios: dict, suffixes: list[str], compiled: str | None) -> dict:
+    """Each goal of :data:`GOALS` per timed variant: its value, target and whether it is met."""
     bal, can = results.get("balanced", {}), results.get("can", {})
-    meta["goals"] = {}
-    labels = {"": "", "_fused": " (fused select)", "_compiled": f" (compiled, {args.compiled})"}
+    found: dict = {}
+    labels = {"": "", "_fused": " (fused select)", "_compiled": f" (compiled, {compiled})"}
     for suffix in suffixes:
         values = {
             "eager can/balanced": ratios.get(f"eager{suffix}", {}).get("can", {}).get("median"),
@@ -279,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
             "captured can tok/s": can.get(f"captured{suffix}_tok_per_s"),
             "captured can/balanced": ratios.get(f"captured{suffix}", {}).get("can", {}).get("median"),
         }
-        meta["goals"].update(
+        found.update(
             {
                 k + labels[suffix]: {
                     "value": values[k],
@@ -289,6 +280,63 @@ def main(argv: list[str] | None = None) -> int:
                 for k, target in GOALS.items()
             }
         )
+    return found
+
+
+def report(names: list[str], modes: tuple[str, ...], results: dict, ratios: dict, goals_: dict, errors: dict) -> None:
+    """Tokens per second per system and mode, the ratios' spreads, the goals and the errors, printed."""
+    for name in names:
+        row = results[name]
+        print(
+            f"{name:<10} "
+            + "   ".join(f"{mode} {row.get(f'{mode}_tok_per_s', float('nan')):8.1f} tok/s" for mode in modes)
+        )
+    for mode, by_system in ratios.items():
+        for name, r in by_system.items():
+            print(
+                f"{mode} {name}/balanced over {r['repeats']} repeats: median {r['median']:.3f} "
+                f"(quartiles {r['q1']:.3f}-{r['q3']:.3f}, range {r['min']:.3f}-{r['max']:.3f})"
+            )
+    for k, goal in goals_.items():
+        print(f"goal {k} >= {goal['target']}: {goal['value']} ({'met' if goal['met'] else 'NOT met'})")
+    if errors:
+        print("errors:", json.dumps(errors, indent=1), file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments().parse_args(argv)
+    if args.threads or args.quick:
+        torch.set_num_threads(args.threads or 1)
+    device = torch.device("cpu" if args.quick else args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("gpu_bench: no CUDA device; use --dry-run for the smoke test")
+    if args.quick:
+        args.repeats, args.sentences, args.forced_length = (
+            min(args.repeats, 3),
+            min(args.sentences, 3),
+            min(args.forced_length, 6),
+        )
+    size, vocab_size = ("tiny", 1000) if args.quick else ("full", 32000)
+    half = device.type == "cuda"
+    names = args.systems.split(",")
+    torch.set_grad_enabled(False)
+    started = time.time()
+    settings = BenchSettings(scale=size, vocab_size=vocab_size, seed=0)
+    checked = args.check_systems.split(",") if args.check_systems else names
+    models = {name: system_model(name, settings, device, half) for name in dict.fromkeys(names + checked)}
+    if args.sources == "test2016":
+        sources = test2016_sources(args.sentences, vocab_size, Path(args.data_dir))
+    else:
+        sources = source_sentences(args.sentences, vocab_size, seed=0)
+    suffixes = (
+        ([] if args.only else [""]) + (["_fused"] if args.fused else []) + (["_compiled"] if args.compiled else [])
+    )
+    if not suffixes:
+        raise SystemExit("gpu_bench: --only times the --fused or --compiled variants: name one")
+    modes = tuple(f"{mode}{suffix}" for suffix in suffixes for mode in ("eager", "captured"))
+    results, ratios, passes, errors = time_modes(args, models, sources, names, modes, device)
+    meta = check_tokens(args, models, sources, names, checked, device, errors)
+    meta["goals"] = goals(results, ratios, suffixes, args.compiled)
     meta["ratios"] = ratios  # {mode: {system: spread of its per-repeat ratio to Balanced}}
     meta["sources"] = {
         "kind": args.sources,
@@ -323,22 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         }
     )
     Path(args.json).write_text(json.dumps({"systems": results, "meta": meta}, indent=1) + "\n")
-    for name in names:
-        row = results[name]
-        print(
-            f"{name:<10} "
-            + "   ".join(f"{mode} {row.get(f'{mode}_tok_per_s', float('nan')):8.1f} tok/s" for mode in modes)
-        )
-    for mode, by_system in ratios.items():
-        for name, r in by_system.items():
-            print(
-                f"{mode} {name}/balanced over {r['repeats']} repeats: median {r['median']:.3f} "
-                f"(quartiles {r['q1']:.3f}-{r['q3']:.3f}, range {r['min']:.3f}-{r['max']:.3f})"
-            )
-    for k, goal in meta["goals"].items():
-        print(f"goal {k} >= {goal['target']}: {goal['value']} ({'met' if goal['met'] else 'NOT met'})")
-    if errors:
-        print("errors:", json.dumps(errors, indent=1), file=sys.stderr)
+    report(names, modes, results, ratios, meta["goals"], errors)
     return 1 if errors else 0
 
 

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -261,30 +261,29 @@ def sdpa_backends(
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", required=True, help="folder for the tables and summaries")
-    p.add_argument("--dry-run", action="store_true", help="CPU, tiny presets and sizes: a check of the script")
-    p.add_argument("--device", default=None, help="default: cuda (cpu with --dry-run)")
-    p.add_argument("--compile-backend", default="inductor", help="torch.compile backend of the *_compiled cases")
-    p.add_argument(
-        "--cases",
-        default=None,
-        help="comma-separated case names to run (default: all but the compiled ones, and the SDPA backends)",
-    )
-    args = p.parse_args(argv)
+class Sizes(NamedTuple):
+    """Tokens per batch, vocabularies and repetitions of the cases."""
 
-    device = torch.device(args.device or ("cpu" if args.dry_run else "cuda"))
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("no CUDA GPU visible: use --dry-run on a CPU")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    small_tokens: int
+    big_tokens: int
+    vocab_small: int
+    vocab_big: int
+    warmup: int
+    repeats: int
+    steps: int
+
+
+SIZES = {False: Sizes(8192, 32768, 10000, 32000, 3, 3, 30), True: Sizes(256, 512, 300, 500, 1, 1, 3)}  # True: dry run
+
+
+def profile_cases(
+    args: argparse.Namespace, device: torch.device, out: Path, summary: dict[str, Any]
+) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+    """The cases to profile, as (label, function): training updates and decoding steps at the paper's sizes (tiny
+    ones with ``--dry-run``), the compiled ones only where ``--cases`` names them, the fused ones where triton is."""
     tiny = args.dry_run
     prefix = "tiny-" if tiny else ""
-    small_tokens, big_tokens, vocab_small, vocab_big = (256, 512, 300, 500) if tiny else (8192, 32768, 10000, 32000)
-    warmup, repeats, steps = (1, 1, 3) if tiny else (3, 3, 30)
-    summary: dict[str, Any] = {"device": origin(device), "dry_run": tiny, "cases": {}}
-    tic = time.perf_counter()
+    small_tokens, big_tokens, vocab_small, vocab_big, warmup, repeats, steps = SIZES[tiny]
     cases: list[tuple[str, Callable[[], dict[str, Any]]]] = [
         (
             "train_small-can",
@@ -349,8 +348,15 @@ def main(argv: list[str] | None = None) -> int:
         ]
     else:
         summary["fused"] = "not profiled: the triton package is not installed"
-    if args.cases:
-        wanted = args.cases.split(",")
+    return select_cases(cases, args.cases)
+
+
+def select_cases(
+    cases: list[tuple[str, Callable[[], dict[str, Any]]]], wanted_names: str | None
+) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+    """The cases ``--cases`` names (an unknown name refused), else all but the compiled ones."""
+    if wanted_names:
+        wanted = wanted_names.split(",")
         unknown = sorted(set(wanted) - {label for label, _ in cases})
         if unknown:
             raise SystemExit(
@@ -359,6 +365,11 @@ def main(argv: list[str] | None = None) -> int:
         cases = [(label, run) for label, run in cases if label in wanted]
     else:  # compiling takes tens of seconds a case: only where asked for (gpu_check.sh --compiled)
         cases = [(label, run) for label, run in cases if not label.endswith("_compiled")]
+    return cases
+
+
+def run_cases(cases: list[tuple[str, Callable[[], dict[str, Any]]]], out: Path, summary: dict[str, Any]) -> None:
+    """Each case run and its table written to ``out``, one line printed per case; a failing case keeps the others."""
     for label, run in cases:
         start = time.perf_counter()
         try:
@@ -378,11 +389,42 @@ def main(argv: list[str] | None = None) -> int:
             ),
             flush=True,
         )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, help="folder for the tables and summaries")
+    p.add_argument("--dry-run", action="store_true", help="CPU, tiny presets and sizes: a check of the script")
+    p.add_argument("--device", default=None, help="default: cuda (cpu with --dry-run)")
+    p.add_argument("--compile-backend", default="inductor", help="torch.compile backend of the *_compiled cases")
+    p.add_argument(
+        "--cases",
+        default=None,
+        help="comma-separated case names to run (default: all but the compiled ones, and the SDPA backends)",
+    )
+    args = p.parse_args(argv)
+
+    device = torch.device(args.device or ("cpu" if args.dry_run else "cuda"))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("no CUDA GPU visible: use --dry-run on a CPU")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tiny = args.dry_run
+    prefix, size = ("tiny-" if tiny else ""), SIZES[tiny]
+    summary: dict[str, Any] = {"device": origin(device), "dry_run": tiny, "cases": {}}
+    tic = time.perf_counter()
+    run_cases(profile_cases(args, device, out, summary), out, summary)
     try:
         if args.cases:
             raise RuntimeError("not run (--cases)")
         summary["sdpa_backends"] = sdpa_backends(
-            [f"{prefix}baseline", f"{prefix}can"], vocab_big, big_tokens, 64, device, 1 if tiny else 2, repeats
+            [f"{prefix}baseline", f"{prefix}can"],
+            size.vocab_big,
+            size.big_tokens,
+            64,
+            device,
+            1 if tiny else 2,
+            size.repeats,
         )
     except Exception as exc:
         summary["sdpa_backends"] = {"error": f"{type(exc).__name__}: {exc}"[:500]}

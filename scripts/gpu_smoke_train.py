@@ -117,7 +117,8 @@ def measure(model_cfg: ModelConfig, cfg: TrainConfig, split: Split, skip: int, p
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments() -> argparse.ArgumentParser:
+    """The command line: which presets to train, on what data, how long and how precisely, and where to report."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", help="prepared corpus directory (default: synthetic random tokens)")
     p.add_argument("--presets", default="baseline,can", help="comma-separated presets (tiny- prefix added by --tiny)")
@@ -139,8 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also store the report here as a result with provenance (commit, date, device, "
         "scale from the presets' names, this command), as book/results/ holds them",
     )
-    args = p.parse_args(argv)
+    return p
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments().parse_args(argv)
     on_cuda = args.device.startswith("cuda")
     if on_cuda and not torch.cuda.is_available():
         raise SystemExit("no CUDA GPU visible: use --device cpu (with --tiny for a quick check)")
