@@ -66,6 +66,12 @@ def final_losses(log: list[dict[str, Any]]) -> tuple[float, float]:
 
 # -- what the chapters print under a study, and the parts of a study they may show -----------------
 
+# where the full recipe's label smoothing comes from, and how canlib's loss differs from fairseq's today
+SMOOTHING = (
+    "fairseq's WMT14 Transformer recipe sets it, its criterion's default is 0; not stated in the paper. canlib "
+    "spreads it over all V words, as fairseq's criterion did in 2020 (v0.10); fairseq now spreads it over the V\u22121 "
+    "words other than the target"
+)
 MIN_BUCKET_SENTENCES = 30  # an error bucket with fewer test sentences is too small for its BLEU to mean anything
 
 
@@ -180,7 +186,7 @@ def training_recipes(scales: tuple[str, ...] = ("tiny", "small", "full")) -> lis
                 "stops after": stop,
                 "weights averaged": averaged,
                 "label smoothing": f"{t.get('label_smoothing', 0.1):g}"
-                + (" (fairseq's default; not stated in the paper)" if scale == "full" else ""),
+                + (f" ({SMOOTHING})" if scale == "full" else ""),
             }
         )
     return rows
