@@ -8,7 +8,7 @@ import re
 
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, stored_results
 
 PAGES = ("results", "speed", "beyond", "training", "ablation", "depths", "errors", "tasks", "context")
 OLD_WORDS = (
@@ -86,3 +86,61 @@ def test_the_words_about_aans_cache_are_the_codes():
             assert torch.equal(cache["sum"], before)
         prefix = torch.cumsum(torch.stack([layer.avg_norm(xs[t])[:, 0] for t in range(steps)]), dim=0)
     assert torch.allclose(cache["sum"], prefix, atol=1e-5)  # one prefix sum per target position
+
+
+def test_the_recipe_says_what_fairseq_sets_for_label_smoothing_and_how_canlib_spreads_it():
+    """fairseq's criterion defaults to no smoothing; 0.1 is what its WMT14 Transformer recipe sets. canlib gives
+    every word epsilon / V (the target 1 - epsilon + epsilon / V), as the objective computes it."""
+    from canlib.repro.studies.analyses import training_recipes
+    from canlib.training import label_smoothed_nll_loss
+
+    (full,) = training_recipes(("full",))
+    said = full["label smoothing"]
+    assert "fairseq's default" not in said and "default is 0" in said and "WMT14" in said, said
+    assert "over all V words" in said and "V\u22121" in said, said
+    v, eps = 7, 0.1
+    log_p = torch.randn(1, v).log_softmax(-1)
+    loss, _ = label_smoothed_nll_loss(log_p, torch.tensor([2]), eps, ignore_index=-1)
+    spread_over_v = -(torch.full((v,), eps / v) + (1 - eps) * torch.eye(v)[2]) @ log_p[0]
+    assert torch.allclose(loss, spread_over_v)
+
+
+@pytest.fixture(scope="module")
+def small_store():
+    from canlib.repro.studies import claims
+    from canlib.repro.studies.store import Store
+
+    with stored_results(REPO / "book" / "results"):
+        claims._JUDGED.clear()
+        yield Store("small", REPO / "book" / "results")
+        claims._JUDGED.clear()
+
+
+def test_the_tasks_page_asks_for_the_seeds_the_cross_task_claim_needs(small_store):
+    """The directions still to train are counted and commanded with the seeds the claim's standard needs (the
+    standard's constant), so the runs the page asks for can decide the claim."""
+    from canlib.repro.studies.chapters import tasks
+    from canlib.repro.studies.claims import BY_ID
+
+    need = BY_ID["can-within-0.5-tasks"].evidence.standard.seeds
+    v = tasks.values(small_store)
+    assert v["direction_seeds"] == need, (v["direction_seeds"], need)
+    assert v["missing_runs"] == v["missing_directions"] * need * 3
+    assert f"--seeds {','.join(str(s) for s in range(1, need + 1))} " in v["tasks_command"]
+
+
+def test_a_direction_that_misses_the_margin_decides_the_cross_task_claim(small_store):
+    """ "Within the margin on every direction" fails on the first direction that misses it beyond its intervals: the
+    stored En-De runs decide it although the other directions are not trained."""
+    from canlib.repro.studies.claims import judged
+    from canlib.repro.studies.verdict import FAILS, NOT_RUN
+
+    j = judged(small_store)["can-within-0.5-tasks"]
+    rows = {r["set"]: r["verdict"] for r in j.sets}
+    assert rows, "no stored direction was judged"
+    if FAILS in rows.values():
+        assert j.word == FAILS and j.meets, (j.word, rows)
+    else:
+        assert j.word == NOT_RUN, (j.word, rows)
+    text = " ".join(page("tasks").split())
+    assert "The cross-task claim needs at least two directions, so" not in text
