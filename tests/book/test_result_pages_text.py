@@ -144,3 +144,39 @@ def test_a_direction_that_misses_the_margin_decides_the_cross_task_claim(small_s
         assert j.word == NOT_RUN, (j.word, rows)
     text = " ".join(page("tasks").split())
     assert "The cross-task claim needs at least two directions, so" not in text
+
+
+def test_the_beyond_page_says_which_longer_runs_repeat_their_plan_runs_loss_at_the_plans_budget(small_store):
+    """Read from the run files: the 2x runs whose validation loss at the plan's last update is their 1x run's, and
+    by how much the others differ; the page glues that sentence instead of saying it of every run."""
+    import json
+
+    from canlib.repro.studies.chapters import beyond
+
+    def at(path, step: int) -> tuple[float, str]:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        (row,) = [r for r in data["result"]["log"] if r.get("valid_loss") is not None and r["step"] == step]
+        return row["valid_loss"], data["provenance"]["device"]
+
+    results = REPO / "book" / "results" / "small"
+    steps = json.loads((results / "runs" / "multi30k-en-de" / "can-seed1.json").read_text())["provenance"]["budget"]
+    last = steps["max_steps"]
+    same, differ = 0, []
+    for path in sorted((results / "beyond" / "runs" / "multi30k-en-de").glob("budget-*-x2-seed*.json")):
+        system, seed = path.stem.removeprefix("budget-").split("-x2-seed")
+        (two, device2), (one, device1) = (
+            at(path, last),
+            at(results / "runs" / "multi30k-en-de" / f"{system}-seed{seed}.json", last),
+        )
+        if two == one:
+            same += 1
+        else:
+            differ.append((abs(two - one), device1 != device2))
+    assert same and differ  # the stored runs: 4 of 6 repeat it, the seed-3 runs (on an H200) do not
+    text = " ".join(page("beyond").split())
+    assert "each longer run's validation loss at update" not in text
+    assert "{glue:md}`continued_sentence`" in text
+    sentence = beyond.values(small_store)["continued_sentence"]
+    assert f"{same} of the {same + len(differ)} longer runs" in sentence, sentence
+    assert f"by up to {max(d for d, _ in differ):.3f}" in sentence, sentence
+    assert all(other for _, other in differ) == ("another GPU" in sentence), sentence

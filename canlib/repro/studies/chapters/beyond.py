@@ -93,7 +93,7 @@ def values(store: Store) -> dict[str, Any]:
         v["change_2x_test_set"] = change.judgement.on("test").verdict
         v["change_least_set"] = min(change.sets, key=lambda r: abs(r["value"]))["set"]
         undertraining = undertraining_values(store)
-        v |= {"loss_up": undertraining["loss_up"], "budget_runs": undertraining["budget_runs"]}
+        v |= {k: undertraining[k] for k in ("loss_up", "budget_runs", "continued_sentence")}
         v["budget_table"] = provenance_table(store, [store.budget_runs(s, 2) for s in ("balanced", "can")])
     if shown["distill"]:
         teacher = teacher_record(store)
