@@ -180,3 +180,22 @@ def test_the_beyond_page_says_which_longer_runs_repeat_their_plan_runs_loss_at_t
     assert f"{same} of the {same + len(differ)} longer runs" in sentence, sentence
     assert f"by up to {max(d for d, _ in differ):.3f}" in sentence, sentence
     assert all(other for _, other in differ) == ("another GPU" in sentence), sentence
+
+
+def test_an_analysis_of_weights_trained_again_cites_that_training_not_the_plans_run(small_store):
+    """Balanced's similarity was stored at another commit than Balanced's seed-1 run: its weights were trained
+    again, so the provenance under the figure names that training's commit and date, the plan's run only beside it."""
+    import json
+
+    from canlib.repro.studies.analyses import models_provenance
+
+    results = REPO / "book" / "results" / "small"
+    study = json.loads((results / "similarity-balanced.json").read_text(encoding="utf-8"))["provenance"]
+    run = json.loads((results / "runs" / "multi30k-en-de" / "balanced-seed1.json").read_text())["provenance"]
+    assert study["commit"] != run["commit"]  # the stored files: trained again at 81cbcbb, the plan's run at e471a2a
+    said = models_provenance(small_store, ("balanced",), study).split("\nstudy:")[0]
+    assert f"trained again at commit {study['commit'][:7]}" in said, said
+    assert not said.startswith(f"models: Balanced (seed 1, 1,200 updates): trained on {run['device']}"), said
+    baseline = json.loads((results / "similarity.json").read_text(encoding="utf-8"))["provenance"]
+    same = models_provenance(small_store, ("baseline",), baseline)
+    assert "trained again" not in same and run["device"] in same  # the Baseline's study read the plan's weights
