@@ -199,3 +199,23 @@ def test_an_analysis_of_weights_trained_again_cites_that_training_not_the_plans_
     baseline = json.loads((results / "similarity.json").read_text(encoding="utf-8"))["provenance"]
     same = models_provenance(small_store, ("baseline",), baseline)
     assert "trained again" not in same and run["device"] in same  # the Baseline's study read the plan's weights
+
+
+def test_table_4_says_its_students_learn_from_one_balanced_model_of_the_plans_budget(small_store):
+    """README's and the first page's Table 4 put our distilled students beside the paper's: both say the teacher is
+    one Balanced model, its seed, its updates and its test2016 BLEU, read here from the distillation summary."""
+    import json
+
+    from canlib.repro.studies.chapters import glance
+
+    summary = json.loads((REPO / "book" / "results" / "small" / "beyond" / "distill.json").read_text(encoding="utf-8"))
+    rows = summary["result"] if isinstance(summary["result"], list) else [summary["result"]]
+    teacher = rows[0]["teacher"]
+    said = (
+        f"one Balanced model (seed {teacher['teacher_seed']}, {teacher['teacher_train']['max_steps']:,} updates, "
+        f"{teacher['teacher_bleu']['test']['tok_bleu']:.2f} tok-BLEU on test2016)"
+    )
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    heading = next(line for line in readme.splitlines() if line.startswith("**Table 4**"))
+    assert said in heading, heading
+    assert said in glance.values(small_store)["table4"]
