@@ -66,6 +66,8 @@ def values(store: Store) -> dict[str, Any]:
     (numbers from the registry's judgements, verdicts as its marked words) where their models are stored at a
     judged scale."""
     v = plan_values() | paper_values() | {"margin": ON_PAR}
+    # the solutions quote it at every scale; the budget study's logs replace it once they are stored
+    v["continued_sentence"] = "Once the budget study is stored, its logs say whether they do."
     if not store.judged:
         return v | conversion_values(store)
     shown = beyond.shown(store)
