@@ -69,7 +69,7 @@ def final_losses(log: list[dict[str, Any]]) -> tuple[float, float]:
 # where the full recipe's label smoothing comes from, and how canlib's loss differs from fairseq's today
 SMOOTHING = (
     "fairseq's WMT14 Transformer recipe sets it, its criterion's default is 0; not stated in the paper. canlib "
-    "spreads it over all V words, as fairseq's criterion did in 2020 (v0.10); fairseq now spreads it over the V\u22121 "
+    "spreads it over all V words, as fairseq's earlier criterion did; its current one spreads it over the V\u22121 "
     "words other than the target"
 )
 MIN_BUCKET_SENTENCES = 30  # an error bucket with fewer test sentences is too small for its BLEU to mean anything
