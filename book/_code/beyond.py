@@ -66,6 +66,8 @@ def values(store: Store) -> dict[str, Any]:
     (numbers from the registry's judgements, verdicts as its marked words) where their models are stored at a
     judged scale."""
     v = plan_values() | paper_values() | {"margin": ON_PAR}
+    # the solutions quote it at every scale; the budget study's logs replace it once they are stored
+    v["continued_sentence"] = "Once the budget study is stored, its logs say whether they do."
     if not store.judged:
         return v | conversion_values(store)
     shown = beyond.shown(store)
@@ -93,7 +95,7 @@ def values(store: Store) -> dict[str, Any]:
         v["change_2x_test_set"] = change.judgement.on("test").verdict
         v["change_least_set"] = min(change.sets, key=lambda r: abs(r["value"]))["set"]
         undertraining = undertraining_values(store)
-        v |= {"loss_up": undertraining["loss_up"], "budget_runs": undertraining["budget_runs"]}
+        v |= {k: undertraining[k] for k in ("loss_up", "budget_runs", "continued_sentence")}
         v["budget_table"] = provenance_table(store, [store.budget_runs(s, 2) for s in ("balanced", "can")])
     if shown["distill"]:
         teacher = teacher_record(store)

@@ -13,7 +13,7 @@ import statistics
 from typing import Any
 
 from _code import gpu_results as gpu
-from _code.prose import lead_sentence
+from _code.prose import lead_sentence, names
 from canlib.catalogue import LABELS, scale_spec
 from repro.studies import paper
 from repro.studies.claims import judged, marks
@@ -113,7 +113,7 @@ def undertraining_values(store: Store) -> dict[str, Any]:
         "budget_commit": str(two["commit"])[:7],
         "budget_device": two["device"],
     }
-    continued, loss_up = [], 0
+    continued, loss_up, differ = [], 0, []
     for system in BUDGET_SYSTEMS:
         x1, x2 = runs[system, 1], runs[system, 2]
         out |= {f"{system}_x1": x1.mean("test"), f"{system}_x2": x2.mean("test"), f"{system}_seeds_x2": len(x2.seeds)}
@@ -135,6 +135,13 @@ def undertraining_values(store: Store) -> dict[str, Any]:
             loss_up += log[-1]["valid_loss"] > log[-2]["valid_loss"]
             first = x1.files[x1.seeds.index(seed)]
             continued.append(_losses(store.log(file), steps_1x) == _losses(store.log(first), steps_1x))
+            if not continued[-1]:
+                at = [
+                    next(r["valid_loss"] for r in _valid_rows(store.log(f)) if r["step"] == steps_1x)
+                    for f in (file, first)
+                ]
+                devices = [store.result(f)[1]["device"] for f in (file, first)]
+                differ.append((f"{LABELS[system]} seed {seed}", abs(at[0] - at[1]), *devices))
     out |= {
         "continued_runs": sum(continued),
         "budget_runs": len(continued),
@@ -142,8 +149,28 @@ def undertraining_values(store: Store) -> dict[str, Any]:
         "margin": ON_PAR,
         "averaging_status": averaging_status(store),
         "can_lead": lead_sentence(judged(store)["can-within-0.5"]),
+        "continued_sentence": continued_sentence(sum(continued), differ, steps_1x),
     }
     return out | marks(store, BUDGET_CLAIMS)
+
+
+def continued_sentence(same: int, differ: list[tuple[str, float, str, str]], updates: int) -> str:
+    """Which longer runs log their plan run's losses up to the plan's budget, and by how much the others' validation
+    loss at that update differs (``differ``: run, difference, its device, its plan run's device)."""
+    if not differ:
+        return f"The stored logs agree: each longer run's validation loss at update {updates:,} is its plan run's."
+    runs = names([d[0] for d in differ])
+    where = (
+        f", each trained on {names(sorted({d[2] for d in differ}))} where its plan run was trained on "
+        f"{names(sorted({d[3] for d in differ}))} (the same seed and schedule on another GPU)"
+        if all(d[2] != d[3] for d in differ)
+        else ""
+    )
+    return (
+        f"The stored logs agree for {same} of the {same + len(differ)} longer runs: their losses up to update "
+        f"{updates:,} are their plan runs' to the last digit. The validation loss at update {updates:,} of {runs} "
+        f"differs from its plan run's by up to {max(d[1] for d in differ):.3f}{where}."
+    )
 
 
 def averaging_status(store: Store) -> str:

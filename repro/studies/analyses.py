@@ -66,20 +66,31 @@ def final_losses(log: list[dict[str, Any]]) -> tuple[float, float]:
 
 # -- what the chapters print under a study, and the parts of a study they may show -----------------
 
+# where the full recipe's label smoothing comes from, and how canlib's loss differs from fairseq's today
+SMOOTHING = (
+    "fairseq's WMT14 Transformer recipe sets it, its criterion's default is 0; not stated in the paper. canlib "
+    "spreads it over all V words, as fairseq's earlier criterion did; its current one spreads it over the V\u22121 "
+    "words other than the target"
+)
 MIN_BUCKET_SENTENCES = 30  # an error bucket with fewer test sentences is too small for its BLEU to mean anything
 
 
 def models_provenance(store: Store, systems: tuple[str, ...], study_prov: dict[str, Any]) -> str:
-    """Two lines for under a study: the device, commit and budget that trained the seed-1 models it read, then
-    where the study itself ran (a study of GPU-trained models may run on a CPU: both are said)."""
+    """Two lines for under a study: the device, commit and budget that trained the seed-1 models it read (a study
+    stored at another commit than the run read weights trained again for it: that training is named, the run
+    beside it), then where the study itself ran (a study of GPU-trained models may run on a CPU: both are said)."""
     lines = []
+    study = str(study_prov["commit"])[:7]
     for system in systems:
         prov = store.run(system, 1)[1]
         steps = (prov.get("budget") or {}).get("max_steps")
-        lines.append(
-            f"{LABELS[system]} (seed 1{f', {steps:,} updates' if steps else ''}): trained on {prov['device']} "
-            f"at commit {str(prov['commit'])[:7]}, {str(prov['date'])[:10]}"
-        )
+        trained = f"trained on {prov['device']} at commit {str(prov['commit'])[:7]}, {str(prov['date'])[:10]}"
+        if study != str(prov["commit"])[:7]:  # stored at another commit: the configuration trained again for it
+            trained = (
+                f"trained again at commit {study} for this study, {str(study_prov['date'])[:10]} (the stored run of "
+                f"that seed, another training of the same configuration: {trained})"
+            )
+        lines.append(f"{LABELS[system]} (seed 1{f', {steps:,} updates' if steps else ''}): {trained}")
     return (
         "models: " + "; ".join(lines) + f"\nstudy: computed on {study_prov['device']} at commit "
         f"{str(study_prov['commit'])[:7]}, {study_prov['date']} (scale={study_prov['scale']})"
@@ -180,7 +191,7 @@ def training_recipes(scales: tuple[str, ...] = ("tiny", "small", "full")) -> lis
                 "stops after": stop,
                 "weights averaged": averaged,
                 "label smoothing": f"{t.get('label_smoothing', 0.1):g}"
-                + (" (fairseq's default; not stated in the paper)" if scale == "full" else ""),
+                + (f" ({SMOOTHING})" if scale == "full" else ""),
             }
         )
     return rows

@@ -497,7 +497,8 @@ def _judge_tasks(store: Store, claim: Claim, t: CrossTask) -> Judged:
                 "sets": _set_rows(j),
             }
         )
-    if len(rows) < 2:
+    # a claim on every direction fails on the first direction that misses it: that one decides it alone
+    if len(rows) < 2 and not any(r["verdict"] == FAILS for r in rows):
         command = experiment_command(
             "small" if not store.judged else store.scale,
             systems=DIRECTION_SYSTEMS,
@@ -511,7 +512,8 @@ def _judge_tasks(store: Store, claim: Claim, t: CrossTask) -> Judged:
         claim,
         outcome([r["verdict"] for r in rows]),
         "; ".join(f"{r['set']} {r['value']:+.2f}" for r in rows),
-        f"{METRIC}, scale {store.scale}, {len(rows)} directions, each by the verdict rule",
+        f"{METRIC}, scale {store.scale}, {len(rows)} direction(s), each by the verdict rule"
+        + (f"; {len(missing)} not trained yet" if missing else ""),
         meets=True,
         sets=tuple(rows),
         strength={"directions": len(rows), "seeds": need},

@@ -16,6 +16,7 @@ elsewhere every stored seed. Nothing here trains; a missing result is an error t
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -446,3 +447,13 @@ def describe_provenances(provs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "date": ", ".join(sorted({str(p["date"])[:10] for p in provs})),
         "budget": format_budget(provs[0].get("budget")) if provs else "none",
     }
+
+
+def devices_in_words(provs: Sequence[dict[str, Any]]) -> str:
+    """The devices that trained ``provs``, the most used first, each with its number of runs ("23 runs on NVIDIA
+    H100 80GB HBM3 and 2 on NVIDIA H200"): a page that names one device would hide the runs of another."""
+    counts = Counter(str(p["device"]) for p in provs).most_common()
+    parts = [
+        f"{n} {'run' if n == 1 else 'runs'} on {d}" if i == 0 else f"{n} on {d}" for i, (d, n) in enumerate(counts)
+    ]
+    return " and ".join(parts) if len(parts) < 3 else ", ".join(parts[:-1]) + " and " + parts[-1]

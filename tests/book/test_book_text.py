@@ -259,3 +259,91 @@ def test_no_paragraph_of_the_claim_pages_holds_more_than_five_glued_values():
         if count > MOST_GLUED
     ]
     assert not crowded, "paragraphs that read as tables (put the numbers in a figure or table):\n" + "\n".join(crowded)
+
+
+# -- what the pages say against what the code and the stored results give -----------------------------------------
+
+
+def stored_json(path: Path) -> dict:
+    import json
+
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_the_papers_on_seeds_and_the_bootstrap_are_in_the_bibliography_and_cited_where_the_standard_is():
+    """The BLEU standard names Clark et al. (2011) for its seeds and reads Koehn's (2004) paired bootstrap: both are
+    entries of references.bib, and the scorecard's section on the standards cites both."""
+    bib = (REPO / "book" / "references.bib").read_text(encoding="utf-8")
+    entries = dict(re.findall(r"@\w+\{([^,\s]+),(.*?)\n\}", bib, re.S))
+    found = {
+        (author, year): key
+        for key, body in entries.items()
+        for author, year in (("Clark", "2011"), ("Koehn", "2004"))
+        if re.search(rf"author\s*=\s*\{{[^}}]*{author}", body) and re.search(rf"year\s*=\s*\{{{year}\}}", body)
+    }
+    assert set(found) == {("Clark", "2011"), ("Koehn", "2004")}, f"references.bib holds {sorted(found)}"
+    standards = (REPO / "book" / "scorecard.md").read_text(encoding="utf-8").split("## The standards", 1)[1]
+    cited = {
+        k.strip() for g in re.findall(r"\{cite[:a-z]*\}`([^`]+)`", standards.split("\n## ")[0]) for k in g.split(",")
+    }
+    assert set(found.values()) <= cited, f"the standards cite {sorted(cited)}"
+
+
+def test_the_ablation_page_shows_each_claim_once():
+    """The list of claims the ablation page plots and tables, evaluated as the page builds it: no claim twice."""
+    from _code import ablation as chapter
+
+    text = (REPO / "book" / "ablation.md").read_text(encoding="utf-8")
+    (line,) = re.findall(r"^against = .*$", text, re.M)
+    found = {claim: claim for claim in (*chapter.BELOW.values(), "can-ffn-keeps-bleu")}
+    against = eval(line.removeprefix("against = "), {"chapter": chapter, "found": found})
+    assert len(against) == len(set(against)) and set(against) >= set(chapter.BELOW.values()), against
+
+
+def test_the_introduction_names_the_word_the_scorecard_gives_claims_below_their_standard():
+    """Below its standard (tiny's models) a claim's word is inconclusive, whatever its intervals say; the introduction
+    quotes that word, not one the registry does not have."""
+    from repro.studies.claims import BY_ID
+    from repro.studies.judges import _judged
+    from repro.studies.verdict import HOLDS, INCONCLUSIVE, STATES
+
+    word = _judged(BY_ID["can-within-0.5"], HOLDS, "", "", meets=False).word
+    assert word == INCONCLUSIVE
+    intro = " ".join((REPO / "book" / "intro.md").read_text(encoding="utf-8").split())
+    quoted = re.findall(r'the scorecard marks those claims "([^"]+)"', intro)
+    assert quoted == [word] and word in STATES, quoted
+
+
+def test_the_introduction_does_not_put_the_stored_runs_on_one_gpu_model_when_their_provenance_names_more():
+    """The plan's runs name two devices in their provenance (the second depth seeds on an H200): the introduction
+    glues the devices with their counts of runs instead of naming one."""
+    from collections import Counter
+
+    from canlib.catalogue import ALL_SYSTEMS
+    from repro.studies.store import Store, devices_in_words
+
+    folder = REPO / "book" / "results" / "small" / "runs" / "multi30k-en-de"
+    runs = [p for s in ALL_SYSTEMS for p in folder.glob(f"{s}-seed*.json") if p.stem.rsplit("-seed", 1)[0] == s]
+    devices = Counter(stored_json(p)["provenance"]["device"] for p in runs)
+    assert len(devices) > 1  # the stored runs: an H100 and an H200
+    plan = Store("small", REPO / "book" / "results")
+    words = devices_in_words(plan.provenances(plan.runs(s) for s in ALL_SYSTEMS))
+    said = dict((d, int(n)) for n, d in re.findall(r"(\d+) (?:runs? )?on (.+?)(?= and \d|, \d|$)", words))
+    assert said == dict(devices), words
+    intro = " ".join((REPO / "book" / "intro.md").read_text(encoding="utf-8").split())
+    assert not re.search(r"on one NVIDIA H\d00", intro)
+    assert "{glue:text}`plan_devices`" in intro
+
+
+def test_readmes_opening_says_the_kernel_counts_the_stored_operator_count_gives():
+    """A CAN step against a Balanced step on the GPU's code path, per layer and per step, as ops.json counts them."""
+    ops = stored_json(REPO / "book" / "results" / "cpu" / "ops.json")["result"]["systems"]
+    count = {
+        s: {p: round(ops[s]["cuda"][p]["kernel_operators"]) for p in ("per_layer", "step")} for s in ("can", "balanced")
+    }
+    opening = " ".join((REPO / "README.md").read_text(encoding="utf-8").split("\n## ", 1)[0].split())
+    assert "a third of the sequential kernels" not in opening
+    assert (
+        f"{count['can']['per_layer']} of Balanced's {count['balanced']['per_layer']} kernels per decoder layer "
+        f"({count['can']['step']} of {count['balanced']['step']} per step" in opening
+    ), opening

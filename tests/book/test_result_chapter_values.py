@@ -300,7 +300,9 @@ def test_the_tasks_chapter_reads_the_papers_tables(store, judged):
     assert v["speed_wmt17_de_en"] == pytest.approx(t3["de-en"]["CAN"][2] / t3["de-en"]["Balanced"][2])
     assert v["speed_wmt17_de_en"] < v["speed_wmt14_de_en"]  # the paper's own Table 3 against its length-ratio reading
     assert (v["stored_directions"], v["missing_directions"]) == (1, 5)
-    assert judged["can-within-0.5-tasks"].word == "not run" and "--corpora multi30k-de-en," in v["tasks_command"]
+    tasks_claim = judged["can-within-0.5-tasks"]  # one direction that misses the margin decides it alone
+    assert tasks_claim.word == (FAILS if any(r["verdict"] == FAILS for r in tasks_claim.sets) else "not run")
+    assert "--corpora multi30k-de-en," in v["tasks_command"]
 
 
 def test_the_glance_tables_are_the_stored_runs(store):
