@@ -225,7 +225,7 @@ def test_table_4_says_its_students_learn_from_one_balanced_model_of_the_plans_bu
 # -- the findings README and the first page open with ------------------------------------------------------------
 
 
-PAPER_SETUP = json.loads((REPO / "canlib" / "resources" / "paper_numbers.json").read_text(encoding="utf-8"))["setup"]
+PAPER_SETUP = json.loads((REPO / "repro" / "resources" / "paper_numbers.json").read_text(encoding="utf-8"))["setup"]
 
 
 def readme_findings() -> list[str]:
