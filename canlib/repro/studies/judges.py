@@ -280,19 +280,22 @@ def runs_word(n: int) -> str:
     return f"{n} GPU run{'' if n == 1 else 's'}"
 
 
-def speed_word(rows: Sequence[dict[str, Any]], ok: Callable[[float], bool]) -> tuple[str, dict[str, Any]]:
+def speed_word(
+    rows: Sequence[dict[str, Any]], ok: Callable[[float], bool], log: bool = True
+) -> tuple[str, dict[str, Any]]:
     """The speed rule (:mod:`canlib.repro.studies.verdict`, "Speed") on the readings of one decoder code, one per GPU
     run: the word, and the numbers it read (``pooled``: the within-run reading of all repeats; ``medians``: each
     run's median; ``across``: the interval over runs, None below 3 runs). Each row gains its own ``value``,
     ``interval``, ``range`` and ``verdict``. Below the standard's runs, or with a run below its per-run standard, the
-    word is inconclusive whatever the intervals say."""
+    word is inconclusive whatever the intervals say. ``log=False``: the readings are differences (the batch curve),
+    averaged over runs as they are."""
     for row in rows:
         own = ratio_reading(row["ratios"])
         row |= {"value": own["median"], "interval": own["interval"], "range": own["range"]}
         row["verdict"] = _interval_word(own["interval"], ok)
     pooled = ratio_reading([x for row in rows for x in row["ratios"]])
     medians = [row["value"] for row in rows]
-    across = runs_interval(medians)
+    across = runs_interval(medians, log=log)
     within = _interval_word(pooled["interval"], ok)
     meets = len(rows) >= SPEED.runs and all(row["meets"] for row in rows)
     if not meets:
@@ -305,11 +308,16 @@ def speed_word(rows: Sequence[dict[str, Any]], ok: Callable[[float], bool]) -> t
 
 
 def _speed_body(
-    claim: Claim, mode: str, rows: list[dict[str, Any]], ok: Callable[[float], bool], beside: str = ""
+    claim: Claim,
+    mode: str,
+    rows: list[dict[str, Any]],
+    ok: Callable[[float], bool],
+    beside: str = "",
+    log: bool = True,
 ) -> Judged:
     """One body of speed evidence, the GPU runs of one decoder code pooled and judged by :func:`speed_word`;
     ``beside``: the other reading (eager or graphs) in words, shown, never deciding."""
-    word, read = speed_word(rows, ok)
+    word, read = speed_word(rows, ok, log)
     pooled, medians, across = read["pooled"], read["medians"], read["across"]
     code, n = rows[0]["code"], len(rows)
     runs = ", ".join(f"{r['set']} ({r['repeats']} repeats, shortest {r['shortest_repeat_s']:.2f} s)" for r in rows)
@@ -386,7 +394,9 @@ def _judge_speed(store: Store, claim: Claim, s: SpeedRatio) -> Judged:
 
 
 def _judge_batch(store: Store, claim: Claim, b: BatchCurve) -> Judged:
-    pair = (b.system, b.against)
+    """The gain at batch ``first`` minus at ``last``, per repeat, over every stored sweep with per-repeat times: the
+    sweeps of one code pooled as the speed rule pools runs; a sweep with medians only is read, never judged."""
+    pair, rows, medians_only = (b.system, b.against), [], None
     for run in store.gpu_runs_with("batch"):
         systems, prov = store.gpu("batch", run, "systems")
         if not all(x in systems for x in pair):
@@ -396,7 +406,14 @@ def _judge_batch(store: Store, claim: Claim, b: BatchCurve) -> Judged:
             first, last = (repeat_ratios(repeats[b.system][n], repeats[b.against][n]) for n in (b.first, b.last))
             row = _reading(run, prov, [x - y for x, y in zip(first, last)], 0.0)
             row["meets"] = len(first) >= b.standard.repeats  # a sweep times no repeat's length
-            return _speed_body(claim, "eager", [row], lambda d: d > 0)
+            rows.append(row)
+        elif medians_only is None:
+            medians_only = (run, prov)
+    if rows:
+        lead, *older = (_speed_body(claim, "eager", group, lambda d: d > 0, log=False) for group in _by_code(rows))
+        return replace(lead, beside=tuple(older))
+    if medians_only:
+        run, prov = medians_only
         medians, _ = store.gpu_batch(run)
         at = {n: medians[b.system][n] / medians[b.against][n] for n in (b.first, b.last) if n in medians[b.system]}
         return _judged(

@@ -207,18 +207,20 @@ def repeat_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:
     return [x / y for x, y in zip(a, b)]
 
 
-def runs_interval(medians: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+def runs_interval(
+    medians: Sequence[float], confidence: float = CONFIDENCE, log: bool = True
+) -> tuple[float, float] | None:
     """The ``confidence`` interval over GPU runs of the typical ratio: exp(mean ± t(n-1) x s.e.) of the runs' log
-    median ratios (a ratio's noise is a factor, so it is averaged in logs); None below 3 runs, where the t quantile
-    (12.7 with 2) leaves no usable interval."""
+    median ratios (a ratio's noise is a factor, so it is averaged in logs; ``log=False``: of the medians themselves,
+    for a difference of ratios); None below 3 runs, where the t quantile (12.7 with 2) leaves no usable interval."""
     from scipy.stats import t
 
     if len(medians) < 3:
         return None
-    logs = [math.log(m) for m in medians]
-    half = float(t.ppf(0.5 + confidence / 2, len(logs) - 1)) * statistics.stdev(logs) / math.sqrt(len(logs))
-    mean = statistics.fmean(logs)
-    return math.exp(mean - half), math.exp(mean + half)
+    xs = [math.log(m) for m in medians] if log else list(medians)
+    half = float(t.ppf(0.5 + confidence / 2, len(xs) - 1)) * statistics.stdev(xs) / math.sqrt(len(xs))
+    low, high = statistics.fmean(xs) - half, statistics.fmean(xs) + half
+    return (math.exp(low), math.exp(high)) if log else (low, high)
 
 
 def bootstrap_contrast(
