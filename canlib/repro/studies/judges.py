@@ -621,6 +621,13 @@ def speed_runs(store: Store, mode: str = "eager") -> list[str]:
     return [r["run"] for r in _by_code(rows)[0]] if rows else []
 
 
+def speed_groups(store: Store, system: str, against: str, mode: str = "eager") -> list[list[dict[str, Any]]]:
+    """The stored GPU runs that timed ``system`` and ``against`` in ``mode``, one list per decoder code, the code
+    whose runs the verdict reads first (each run's reading: ``set``, ``run``, ``code``, ``date``, ``repeats``...)."""
+    rows = _timed_runs(store, system, against, mode)
+    return _by_code(rows) if rows else []
+
+
 def speed_reading(store: Store, system: str, against: str, mode: str = "eager") -> dict[str, Any] | None:
     """``system``/``against`` over the GPU runs a verdict on that pair reads (the leading decoder code's runs,
     :func:`_by_code`), pooled by the statistic the speed claims use
