@@ -41,11 +41,9 @@ from canlib.repro.studies.verdict import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
-    MIXED,
     NOT_RUN,
     Judgement,
     Runs,
-    combine,
     describe,
     difference_interval,
     interval_verdict,
@@ -53,7 +51,8 @@ from canlib.repro.studies.verdict import (
     outcome,
     ratio_reading,
     repeat_ratios,
-    runs_interval,
+    runs_word,
+    speed_word,
     split_name,
 )
 
@@ -271,42 +270,6 @@ def _by_code(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return [lead, *(g for g in groups if g is not lead)]
 
 
-def _interval_word(interval: tuple[float, float] | None, ok: Callable[[float], bool]) -> str:
-    return interval_verdict(*interval, ok) if interval else INCONCLUSIVE
-
-
-def runs_word(n: int) -> str:
-    """``1 GPU run``, ``2 GPU runs``: how many runs a speed reading rests on, as its evidence says it."""
-    return f"{n} GPU run{'' if n == 1 else 's'}"
-
-
-def speed_word(
-    rows: Sequence[dict[str, Any]], ok: Callable[[float], bool], log: bool = True
-) -> tuple[str, dict[str, Any]]:
-    """The speed rule (:mod:`canlib.repro.studies.verdict`, "Speed") on the readings of one decoder code, one per GPU
-    run: the word, and the numbers it read (``pooled``: the within-run reading of all repeats; ``medians``: each
-    run's median; ``across``: the interval over runs, None below 3 runs). Each row gains its own ``value``,
-    ``interval``, ``range`` and ``verdict``. Below the standard's runs, or with a run below its per-run standard, the
-    word is inconclusive whatever the intervals say. ``log=False``: the readings are differences (the batch curve),
-    averaged over runs as they are."""
-    for row in rows:
-        own = ratio_reading(row["ratios"])
-        row |= {"value": own["median"], "interval": own["interval"], "range": own["range"]}
-        row["verdict"] = _interval_word(own["interval"], ok)
-    pooled = ratio_reading([x for row in rows for x in row["ratios"]])
-    medians = [row["value"] for row in rows]
-    across = runs_interval(medians, log=log)
-    within = _interval_word(pooled["interval"], ok)
-    meets = len(rows) >= SPEED.runs and all(row["meets"] for row in rows)
-    if not meets:
-        word = INCONCLUSIVE
-    elif {HOLDS, FAILS} <= {row["verdict"] for row in rows}:
-        word = MIXED
-    else:
-        word = combine([within, _interval_word(across, ok)])
-    return word, {"pooled": pooled, "within": within, "medians": medians, "across": across, "meets": meets}
-
-
 def _speed_body(
     claim: Claim,
     mode: str,
@@ -317,7 +280,7 @@ def _speed_body(
 ) -> Judged:
     """One body of speed evidence, the GPU runs of one decoder code pooled and judged by :func:`speed_word`;
     ``beside``: the other reading (eager or graphs) in words, shown, never deciding."""
-    word, read = speed_word(rows, ok, log)
+    word, read = speed_word(rows, ok, SPEED.runs, log)
     pooled, medians, across = read["pooled"], read["medians"], read["across"]
     code, n = rows[0]["code"], len(rows)
     runs = ", ".join(f"{r['set']} ({r['repeats']} repeats, shortest {r['shortest_repeat_s']:.2f} s)" for r in rows)
@@ -331,16 +294,12 @@ def _speed_body(
         else f"run medians {', '.join(f'{m:.2f}' for m in medians)} (range {min(medians):.2f}-{max(medians):.2f})"
         + (f", over runs [{across[0]:.2f}, {across[1]:.2f}]" if across else f"; the standard asks for {SPEED.runs}")
     )
-    short = (
-        []
-        if all(r["meets"] for r in rows)
-        else [f"a run below the per-run standard ({SPEED.repeats} repeats of at least {SPEED.seconds:g} s)"]
-    )
+    below = f"; a run below the per-run standard ({SPEED.repeats} repeats of at least {SPEED.seconds:g} s)"
     evidence = (
         f"decided by the {reading} reading; {runs_word(n)}: GPU fp16, batch 1, beam 4, d=512 random weights, {how}; "
         f"code of commit {code}; {runs}; the median of {pooled['n']} per-repeat ratios and its order-statistic "
         f"interval {shown} ({read['within']} within runs); {spread}"
-        + "".join(f"; {s}" for s in short)
+        + ("" if all(r["meets"] for r in rows) else below)
         + (f" | beside it, not deciding: {beside}" if beside else "")
     )
     more = max(SPEED.runs - n, 1)
@@ -384,7 +343,7 @@ def _judge_speed(store: Store, claim: Claim, s: SpeedRatio) -> Judged:
     beside = ""
     if other_rows:
         lead_other = _by_code(other_rows)[0]
-        word, read = speed_word(lead_other, s.ok)
+        word, read = speed_word(lead_other, s.ok, SPEED.runs)
         pooled = read["pooled"]
         shown = f" [{pooled['interval'][0]:.2f}, {pooled['interval'][1]:.2f}]" if pooled["interval"] else ""
         how = "with CUDA graphs" if other == "captured" else "eager"

@@ -223,6 +223,42 @@ def runs_interval(
     return (math.exp(low), math.exp(high)) if log else (low, high)
 
 
+def runs_word(n: int) -> str:
+    """``1 GPU run``, ``2 GPU runs``: how many runs a speed reading rests on, as its evidence says it."""
+    return f"{n} GPU run{'' if n == 1 else 's'}"
+
+
+def speed_word(
+    rows: Sequence[dict[str, Any]], ok: Callable[[float], bool], least_runs: int, log: bool = True
+) -> tuple[str, dict[str, Any]]:
+    """The speed rule (the module docstring) on the readings of one decoder code, one per GPU run (``ratios``: its
+    per-repeat ratios; ``meets``: the per-run standard): the word, and what it read (``pooled``: the within-run
+    reading of all repeats; ``medians``: each run's median; ``across``: the interval over runs, None below 3 runs).
+    Each row gains its own ``value``, ``interval``, ``range`` and ``verdict``. Below ``least_runs`` runs, or with a
+    run below its per-run standard, the word is inconclusive whatever the intervals say. ``log=False``: the readings
+    are differences (the batch curve), averaged over runs as they are."""
+
+    def word_of(interval: tuple[float, float] | None) -> str:
+        return interval_verdict(*interval, ok) if interval else INCONCLUSIVE
+
+    for row in rows:
+        own = ratio_reading(row["ratios"])
+        row |= {"value": own["median"], "interval": own["interval"], "range": own["range"]}
+        row["verdict"] = word_of(own["interval"])
+    pooled = ratio_reading([x for row in rows for x in row["ratios"]])
+    medians = [row["value"] for row in rows]
+    across = runs_interval(medians, log=log)
+    within = word_of(pooled["interval"])
+    meets = len(rows) >= least_runs and all(row["meets"] for row in rows)
+    if not meets:
+        word = INCONCLUSIVE
+    elif {HOLDS, FAILS} <= {row["verdict"] for row in rows}:
+        word = MIXED
+    else:
+        word = combine([within, word_of(across)])
+    return word, {"pooled": pooled, "within": within, "medians": medians, "across": across, "meets": meets}
+
+
 def bootstrap_contrast(
     terms: Sequence[tuple[float, Sequence[Sequence[str]]]],
     refs: Sequence[str],
