@@ -111,7 +111,6 @@ def values(store: Store) -> dict[str, Any]:
     out["eager_vs_ceiling"] = _against(out["eager_ratio"], out["kernel_ratio_step"])
     out |= _profile_values(store) | _graph_values(store, graphs) | _verdict_values(store) | marks(store, CLAIMS)
     out |= timings(store) | spread_values(store)
-    out["busy_ratio"] = out["busy_balanced_us"] / out["busy_can_us"]
     return out | {"cpu_sentence": bytes_sentence(store, PAPER_SYSTEMS)}
 
 
@@ -402,6 +401,19 @@ def timings(store: Store) -> dict[str, Any]:
         return f"{LABELS[s]}'s {at:,.0f} µs lies {side} of its {bench}"
 
     out["profile_sentence"] = f"{where('balanced')}; {where('can')}."
+    out["busy_ratio"] = out["busy_balanced_us"] / out["busy_can_us"]
+    share = {m: [out[f"busy_{s}_us"] / out[f"{m}_{s}_us"] for s in ("balanced", "can")] for m in ("bench", "graph")}
+    near = {"the launches": out["launch_ratio"], "the kernel time": out["busy_ratio"]}
+    (a, x), (b, y) = sorted(near.items(), key=lambda kv: abs(out["bench_ratio"] - kv[1]))
+    bound = ": the launches set its length" if max(share["bench"]) < 0.5 else ""
+    out["timeline_sentence"] = (
+        f"Eagerly, each launch leaves a gap of {out['gap_balanced_us']:.1f} µs on Balanced's step and "
+        f"{out['gap_can_us']:.1f} µs on CAN's, and the kernels fill {share['bench'][0]:.0%} and "
+        f"{share['bench'][1]:.0%} of the step{bound}. The eager ratio, {out['bench_ratio']:.2f}, lies closer to the "
+        f"ratio of {a}, {x:.2f}, than to that of {b}, {y:.2f}. From graphs the gap shrinks to "
+        f"{out['graph_gap_balanced_us']:.1f} and {out['graph_gap_can_us']:.1f} µs, the kernels fill "
+        f"{share['graph'][0]:.0%} and {share['graph'][1]:.0%} of the step, and the ratio is {out['graph_ratio']:.2f}."
+    )
     return out
 
 
@@ -465,6 +477,13 @@ def spread_values(store: Store) -> dict[str, Any]:
             f"spread_{name}_low": min(medians),
             f"spread_{name}_high": max(medians),
         }
+    runs, codes = out["spread_eager_runs"], out["spread_eager_codes"]
+    why = "(a stored operator count names the commits whose decoder code it counts, and a test checks them with git)"
+    out["pooling_sentence"] = (
+        f"No two of them are credited with the same decoder code {why}, so none is pooled with another."
+        if runs == codes
+        else f"They timed {codes} versions of the decoder code {why}; the runs of one version are pooled."
+    )
     return out
 
 
