@@ -280,7 +280,8 @@ def _findings(store: Store, html: bool) -> list[list[str]]:
                 f"How sure: a BLEU verdict reads {BLEU.seeds} seeds a system and {CONFIDENCE:.0%} intervals over the "
                 f"seeds and over the test sentences, about ±{statistics.median(halves):.1f} BLEU here, so smaller "
                 f"differences stay inconclusive; a speed verdict reads the {CONFIDENCE:.0%} interval of the median "
-                f"ratio over at least {SPEED.repeats} repeats."
+                f"ratio over at least {SPEED.repeats} repeats of each of at least {SPEED.runs} GPU runs, beside the "
+                "runs' spread."
             ]
         )
     states = [c.word for c in paper_claims]
@@ -316,7 +317,8 @@ def _findings(store: Store, html: bool) -> list[list[str]]:
     if rest:
         settle.append(f"for {counted(len(rest), 'other inconclusive')}, more trained models would narrow them.")
     if below:
-        minutes = sum(c.minutes or 0 for c in below)
+        # one command's runs settle every claim that names it (the speed runs settle every speed claim)
+        minutes = sum({(c.command or c.claim.id, c.cost): c.minutes or 0 for c in below}.values())
         settle.append(
             (
                 "the claim below its standard needs"

@@ -22,7 +22,8 @@ from canlib.analysis.probes import H100_BANDWIDTH
 from canlib.catalogue import LABELS, PAPER_SYSTEMS
 from repro.studies import paper
 from repro.studies.claims import BY_ID, judged, marks
-from repro.studies.judges import speed_reading, speed_runs
+from repro.studies.evidence import SPEED
+from repro.studies.judges import speed_groups, speed_reading, speed_runs
 from repro.studies.store import Store
 from repro.studies.verdict import INCONCLUSIVE
 
@@ -109,6 +110,7 @@ def values(store: Store) -> dict[str, Any]:
     out["eager_ratio"] = gpu.ratio_stat(eager, "can", "balanced")["median"]
     out["eager_vs_ceiling"] = _against(out["eager_ratio"], out["kernel_ratio_step"])
     out |= _profile_values(store) | _graph_values(store, graphs) | _verdict_values(store) | marks(store, CLAIMS)
+    out |= timings(store) | spread_values(store)
     return out | {"cpu_sentence": bytes_sentence(store, PAPER_SYSTEMS)}
 
 
@@ -178,6 +180,15 @@ def _verdict_values(store: Store) -> dict[str, Any]:
     read = len(speed_runs(store))
     san = [x for row in j["can-faster-than-san"].sets for x in row["ratios"]]
     out: dict[str, Any] = {"read_runs_words": f"{NUMBER_WORDS.get(read, read)} run{'s' if read > 1 else ''}"}
+    out["runs_standard"] = SPEED.runs
+    out["runs_sentence"] = (
+        f"The speed standard asks for {NUMBER_WORDS.get(SPEED.runs, SPEED.runs)} runs of the same decoder code and "
+        f"the verdicts read {out['read_runs_words']}: every speed verdict is inconclusive until "
+        f"{NUMBER_WORDS.get(SPEED.runs - read, SPEED.runs - read)} more run{'s' if SPEED.runs - read > 1 else ''} "
+        "of this code are stored, however narrow its repeats' interval."
+        if read < SPEED.runs
+        else f"The verdicts read {out['read_runs_words']} of one decoder code, the standard's {SPEED.runs} or more."
+    )
     out |= {"san_ahead_repeats": sum(x < 1 for x in san), "san_repeats": len(san)}
     bar = BY_ID["can-speed-1.28x"].evidence.ok.bound
     eager, graphs = j["can-speed-1.28x"], j["can-speed-1.28x-graphs"]
@@ -195,6 +206,7 @@ def _verdict_values(store: Store) -> dict[str, Any]:
             f" With CUDA graphs the repeats lasted {shortest:.2f} s at the shortest, under the standard's "
             f"{graphs.standard.seconds:g} s: that body of evidence is below its standard."
         )
+    out["bar_sentence"] = out["bar_sentence"].strip()
     return out
 
 
@@ -204,6 +216,12 @@ def _per_system(v: dict[str, Any], columns: Mapping[str, str], axis: str):
 
     rows = {LABELS[s]: {label: v[key.format(s)] for label, key in columns.items()} for s in ("balanced", "can")}
     return pd.DataFrame(rows).T.rename_axis(axis).round(1)
+
+
+def breakdown_values(store: Store) -> dict[str, Any]:
+    """The numbers of a step replayed from CUDA graphs and broken into parts (:func:`_graph_values`), against the
+    graph timings of the run the verdicts read."""
+    return _graph_values(store, store.gpu_speed("captured", read_run(store))[0])
 
 
 def breakdown_frame(store: Store):
@@ -217,16 +235,15 @@ def breakdown_frame(store: Store):
 
 
 def step_frame(store: Store):
-    """One decoding step of Balanced and of CAN in the run the verdicts read: its time eagerly and from CUDA graphs,
-    the memory floor (the fp16 weights over the GPU's bandwidth), how many times the floor each is, and the host's
-    CPU time per kernel launch under the profiler."""
+    """One decoding step of Balanced and of CAN in the run the verdicts read: its time eagerly and from CUDA graphs
+    (per generated token, the median repeat), the memory floor (the fp16 weights over the GPU's bandwidth) and how
+    many times the floor each is."""
     columns = {
         "weights read (MB)": "{}_weights_mb",
         "memory floor (µs)": "{}_floor_us",
         "eager step (µs)": "eager_step_us_{}",
         "graph step (µs)": "graph_step_us_{}",
         "graph step / floor": "graph_{}_over_floor",
-        "host µs per launch (eager)": "profile_{}_us_per_launch",
     }
     return _per_system(values(store), columns, "one step")
 
@@ -326,3 +343,195 @@ def reference_frame(store: Store):
             "canlib / CTranslate2": "noisy run" if prov["noisy"] else _cpu_cell(rows[s]),
         }
     return pd.DataFrame(out).T.rename_axis("CPU, fp32")
+
+
+# -- one account of a step's time: the bench, the profiler and the picture of a step -------------------------------
+
+
+def timed_and_profiled(store: Store) -> str:
+    """The GPU run measured last that holds both a speed run and a profile of Balanced's and CAN's decoding step,
+    so that every timing of one step this chapter compares comes from one machine and one code."""
+    profiled = [r for r in store.gpu_runs_with("profile") if r in store.gpu_runs_with("speed")]
+    if not profiled:
+        raise FileNotFoundError("no stored GPU run holds both speed.json and profile.json")
+    return max(profiled, key=lambda r: str(store.gpu("profile", r)[1].get("measured_at") or r))
+
+
+def timings(store: Store) -> dict[str, Any]:
+    """The timings of one eager decoding step of Balanced and CAN that one GPU run stored, per generated token:
+    the bench's (``bench_*``: the median repeat, the fastest and slowest of its interleaved repeats, and its CUDA-graph
+    median ``graph_*``), the profiler's wall time (``profile_*``), the GPU's kernel time and launches under the
+    profiler (``busy_*``, ``launches_*``), the gap each launch leaves on the bench's step (``gap_*``: step minus
+    kernel time, over launches; ``graph_gap_*`` from graphs), and the ratios each gives. Where the profiler's wall
+    time lies against the bench's repeats is said in ``profile_sentence``."""
+    run = timed_and_profiled(store)
+    cases, pprov = store.gpu_profile(run)
+    eager, prov = store.gpu_speed("eager", run)
+    graphs, _ = store.gpu_speed("captured", run)
+    out: dict[str, Any] = {"timing_run": gpu.run_label(prov), "timing_repeats": int(prov["settings"]["repeats"])}
+    out["timing_sentences"] = int(prov["settings"]["sentences"])
+    for s in ("balanced", "can"):
+        steps = [1e6 / x for x in eager[s]["tok_per_s_repeats"]]
+        case = cases[f"decode_{s}"]
+        busy, launches = 1000 * case["gpu_kernel_ms"], case["kernel_launches"]
+        out |= {
+            f"bench_{s}_us": 1e6 / eager[s]["tok_per_s"],
+            f"bench_{s}_low_us": min(steps),
+            f"bench_{s}_high_us": max(steps),
+            f"graph_{s}_us": 1e6 / graphs[s]["tok_per_s"],
+            f"profile_{s}_us": 1000 * case["wall_ms"],
+            f"busy_{s}_us": busy,
+            f"launches_{s}": launches,
+            f"profile_steps_{s}": case["per"],
+        }
+        out[f"gap_{s}_us"] = (out[f"bench_{s}_us"] - busy) / launches
+        out[f"graph_gap_{s}_us"] = (out[f"graph_{s}_us"] - busy) / launches
+    out["bench_ratio_of_medians"] = out["bench_balanced_us"] / out["bench_can_us"]
+    out["bench_ratio"] = gpu.ratio_stat(eager, "can", "balanced")["median"]
+    out["graph_ratio"] = gpu.ratio_stat(graphs, "can", "balanced")["median"]
+    out["profile_ratio"] = out["profile_balanced_us"] / out["profile_can_us"]
+    out["launch_ratio"] = out["launches_balanced"] / out["launches_can"]
+    ratios = gpu.ratio_stat(eager, "can", "balanced")
+    out["bench_ratio_low"], out["bench_ratio_high"] = ratios["range"]
+
+    def where(s: str) -> str:
+        at, low, high = out[f"profile_{s}_us"], out[f"bench_{s}_low_us"], out[f"bench_{s}_high_us"]
+        side = "below every one" if at < low else "above every one" if at > high else "inside the range"
+        bench = f"{out['timing_repeats']} bench repeats ({low:,.0f}-{high:,.0f} µs)"
+        return f"{LABELS[s]}'s {at:,.0f} µs lies {side} of its {bench}"
+
+    out["profile_sentence"] = f"{where('balanced')}; {where('can')}."
+    out["busy_ratio"] = out["busy_balanced_us"] / out["busy_can_us"]
+    share = {m: [out[f"busy_{s}_us"] / out[f"{m}_{s}_us"] for s in ("balanced", "can")] for m in ("bench", "graph")}
+    near = {"the launches": out["launch_ratio"], "the kernel time": out["busy_ratio"]}
+    (a, x), (b, y) = sorted(near.items(), key=lambda kv: abs(out["bench_ratio"] - kv[1]))
+    bound = ": the launches set its length" if max(share["bench"]) < 0.5 else ""
+    out["timeline_sentence"] = (
+        f"Eagerly, each launch leaves a gap of {out['gap_balanced_us']:.1f} µs on Balanced's step and "
+        f"{out['gap_can_us']:.1f} µs on CAN's, and the kernels fill {share['bench'][0]:.0%} and "
+        f"{share['bench'][1]:.0%} of the step{bound}. The eager ratio, {out['bench_ratio']:.2f}, lies closer to the "
+        f"ratio of {a}, {x:.2f}, than to that of {b}, {y:.2f}. From graphs the gap shrinks to "
+        f"{out['graph_gap_balanced_us']:.1f} and {out['graph_gap_can_us']:.1f} µs, the kernels fill "
+        f"{share['graph'][0]:.0%} and {share['graph'][1]:.0%} of the step, and the ratio is {out['graph_ratio']:.2f}."
+    )
+    return out
+
+
+def timings_frame(store: Store):
+    """The three timings of one eager step side by side, per generated token (µs), with the CAN/Balanced ratio each
+    gives and what each counts."""
+    import pandas as pd
+
+    t = timings(store)
+    rows = {
+        "bench, median repeat": ("bench_{}_us", t["bench_ratio_of_medians"], "ratio of the two medians"),
+        "bench, per-repeat ratios": (None, t["bench_ratio"], "median of the per-repeat ratios (the verdicts')"),
+        "profiler, wall time": ("profile_{}_us", t["profile_ratio"], "ratio of the two medians"),
+        "profiler, GPU kernel time": ("busy_{}_us", t["busy_balanced_us"] / t["busy_can_us"], "kernel time only"),
+    }
+    frame = {}
+    for name, (key, ratio, how) in rows.items():
+        frame[name] = {
+            "Balanced (µs)": f"{t[key.format('balanced')]:,.0f}" if key else "",
+            "CAN (µs)": f"{t[key.format('can')]:,.0f}" if key else "",
+            "Balanced / CAN": f"{ratio:.2f}x",
+            "read as": how,
+        }
+    return pd.DataFrame(frame).T.rename_axis(f"one eager step ({t['timing_run']})")
+
+
+def run_spread_frame(store: Store, mode: str = "eager"):
+    """Every stored GPU run that timed CAN and Balanced in ``mode``: its code, repeats, the median of its per-repeat
+    ratios [its interval] and the range of its repeats: the run-to-run spread beside each run's own interval."""
+    import pandas as pd
+
+    rows = []
+    groups = speed_groups(store, "can", "balanced", mode)
+    for k, group in enumerate(groups):
+        for r in group:
+            own = gpu.ratio_stat(store.gpu_speed(mode, r["run"])[0], "can", "balanced")
+            rows.append(
+                {
+                    "GPU run": r["set"],
+                    "measured": r["date"][:10],
+                    "repeats": r["repeats"],
+                    "CAN / Balanced": ratio_cell(own["median"], own["interval"], own["range"]),
+                    "repeats' range": f"{own['range'][0]:.2f}-{own['range'][1]:.2f}",
+                    "read": "decides" if k == 0 else "beside",
+                }
+            )
+    return pd.DataFrame(rows).set_index("GPU run")
+
+
+def spread_values(store: Store) -> dict[str, Any]:
+    """The run-to-run spread of CAN/Balanced over every stored GPU run, eager and from graphs: the runs' medians'
+    range and how many runs and code versions they are."""
+    out: dict[str, Any] = {}
+    for mode, name in (("eager", "eager"), ("captured", "graphs")):
+        groups = speed_groups(store, "can", "balanced", mode)
+        rows = [r for g in groups for r in g]
+        medians = [gpu.ratio_stat(store.gpu_speed(mode, r["run"])[0], "can", "balanced")["median"] for r in rows]
+        out |= {
+            f"spread_{name}_runs": len(rows),
+            f"spread_{name}_codes": len(groups),
+            f"spread_{name}_low": min(medians),
+            f"spread_{name}_high": max(medians),
+        }
+    runs, codes = out["spread_eager_runs"], out["spread_eager_codes"]
+    why = "(a stored operator count names the commits whose decoder code it counts, and a test checks them with git)"
+    out["pooling_sentence"] = (
+        f"No two of them are credited with the same decoder code {why}, so none is pooled with another."
+        if runs == codes
+        else f"They timed {codes} versions of the decoder code {why}; the runs of one version are pooled."
+    )
+    return out
+
+
+def step_kernels(case: dict[str, Any]) -> list[tuple[str, float]]:
+    """One step's kernels as (name, µs) from a stored profile case: each of its ``top_kernels`` as many times as it
+    ran per step (rounded), at its mean duration, then the other launches of the step at the mean duration of the
+    rest of the kernel time. The order within a step is not stored; this keeps the profile's (longest total first)."""
+    top = [(k["name"], round(k["calls"]), 1000 * k["gpu_ms"] / k["calls"]) for k in case["top_kernels"] if k["calls"]]
+    launches = round(case["kernel_launches"])
+    named = sum(n for _, n, _ in top)
+    rest_us = 1000 * case["gpu_kernel_ms"] - sum(n * us for _, n, us in top)
+    out = [(name, us) for name, n, us in top for _ in range(n)]
+    if launches > named:
+        out += [("other kernels", max(rest_us, 0.0) / (launches - named))] * (launches - named)
+    return out
+
+
+def plot_step_timeline(store: Store):
+    """A decoding step of Balanced and of CAN as a GPU timeline (one row per system, one bar per kernel, µs on the
+    x axis), eager above and replayed from CUDA graphs below: each kernel at its mean duration under the profiler
+    (:func:`step_kernels`), each followed by the same gap, so that the step lasts the bench's median step
+    (:func:`timings`)."""
+    import matplotlib.pyplot as plt
+
+    t = timings(store)
+    cases, _ = store.gpu_profile(timed_and_profiled(store))
+    colours = {"balanced": "C0", "can": "C1"}
+    fig, axes = plt.subplots(2, 1, figsize=(7.5, 4.2), constrained_layout=True)
+    for ax, (step_key, title) in zip(
+        axes,
+        (
+            ("bench_{}_us", "eager: the host launches every kernel"),
+            ("graph_{}_us", "CUDA graphs: the step replayed with one call"),
+        ),
+    ):
+        for row, s in enumerate(("balanced", "can")):
+            kernels = step_kernels(cases[f"decode_{s}"])
+            gap = (t[step_key.format(s)] - sum(us for _, us in kernels)) / len(kernels)  # the drawn launches
+            x, bars = 0.0, []
+            for _, us in kernels:
+                bars.append((x, us))
+                x += us + gap
+            ax.broken_barh(bars, (row - 0.35, 0.7), facecolors=colours[s], edgecolor="black", linewidth=0.2)
+            step = t[step_key.format(s)]
+            ax.text(step, row, f"  {step:,.0f} µs, {len(kernels)} kernels", va="center", fontsize=8)
+        ax.set_yticks([0, 1], [LABELS["balanced"], LABELS["can"]])
+        ax.set_ylim(1.6, -0.6)
+        ax.set_xlim(0, 1.3 * max(t[step_key.format(s)] for s in ("balanced", "can")))
+        ax.set_title(title, fontsize=9, loc="left")
+    axes[-1].set_xlabel("µs into one decoding step (one generated token)")
+    return fig

@@ -41,7 +41,6 @@ from repro.studies.verdict import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
-    MIXED,
     NOT_RUN,
     Judgement,
     Runs,
@@ -52,6 +51,8 @@ from repro.studies.verdict import (
     outcome,
     ratio_reading,
     repeat_ratios,
+    runs_word,
+    speed_word,
     split_name,
 )
 
@@ -221,18 +222,28 @@ def run_name(prov: dict[str, Any]) -> str:
     return f"{prov['device']}, commit {str(prov['commit'])[:7]}"
 
 
-def _reading(run: str, prov: dict[str, Any], ratios: list[float], shortest: float) -> dict[str, Any]:
-    """One GPU run's per-repeat ratios as a reading, held to the speed standard."""
+def _reading(run: str, prov: dict[str, Any], ratios: list[float], shortest: float, code: str = "") -> dict[str, Any]:
+    """One GPU run's per-repeat ratios as a reading, held to the speed standard's per-run part (repeats and their
+    length); ``code``: the decoder code it timed (:func:`_decoder_code`), default its commit."""
     return {
         "set": run_name(prov),
         "run": run,
         "code": str(prov["commit"])[:7],
+        "version": code or str(prov["commit"]).removesuffix("+dirty"),
         "date": str(prov.get("measured_at") or prov["date"]),
         "ratios": ratios,
         "repeats": len(ratios),
         "shortest_repeat_s": shortest,
         "meets": len(ratios) >= SPEED.repeats and shortest >= SPEED.seconds,
     }
+
+
+def _decoder_code(store: Store, run: str, prov: dict[str, Any]) -> str:
+    """The decoder code a GPU run timed, as a key: the stored operator count credited with its commit (a count names
+    every commit whose ``canlib/model`` and ``canlib/decoding`` it counts, checked with git by the tests), else the
+    commit itself. Runs with the same key timed the same decoder code and are pooled."""
+    count = store.timed_ops(run)
+    return f"code counted in {count}" if count else str(prov["commit"]).removesuffix("+dirty")
 
 
 def _timed_runs(store: Store, system: str, against: str, mode: str) -> list[dict[str, Any]]:
@@ -244,52 +255,63 @@ def _timed_runs(store: Store, system: str, against: str, mode: str) -> list[dict
         if a.get("tok_per_s_repeats") and b.get("tok_per_s_repeats"):
             ratios = repeat_ratios(a["tok_per_s_repeats"], b["tok_per_s_repeats"])
             shortest = min(min(a.get("seconds", [0.0])), min(b.get("seconds", [0.0])))
-            rows.append(_reading(run, prov, ratios, shortest) | {"mode": mode})
+            rows.append(_reading(run, prov, ratios, shortest, _decoder_code(store, run, prov)) | {"mode": mode})
     return rows
 
 
 def _by_code(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """The readings of each timed code version, the one that leads first: the newest code with runs that meet the
-    standard (those runs only), else the newest code; then the older code, newest first."""
+    """The readings of each timed decoder code (``version``), the one that leads first: the newest code with runs
+    that meet the per-run standard (those runs only), else the newest code; then the older code, newest first."""
     codes: dict[str, list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: r["date"], reverse=True):
-        codes.setdefault(row["code"], []).append(row)
+        codes.setdefault(row["version"], []).append(row)
     groups = [[r for r in group if r["meets"]] or group for group in codes.values()]
     lead = next((g for g in groups if g[0]["meets"]), groups[0])
     return [lead, *(g for g in groups if g is not lead)]
 
 
-def _interval_word(interval: tuple[float, float] | None, ok: Callable[[float], bool]) -> str:
-    return interval_verdict(*interval, ok) if interval else INCONCLUSIVE
-
-
-def _speed_body(claim: Claim, mode: str, rows: list[dict[str, Any]], ok: Callable[[float], bool]) -> Judged:
-    """One body of speed evidence, the readings of one code version pooled: the median of all their per-repeat
-    ratios and its interval (mixed where two runs decide the claim both ways)."""
-    for row in rows:
-        own = ratio_reading(row["ratios"])
-        row |= {"value": own["median"], "interval": own["interval"], "range": own["range"]}
-        row["verdict"] = _interval_word(own["interval"], ok)
-    pooled = ratio_reading([x for row in rows for x in row["ratios"]])
-    word = MIXED if {HOLDS, FAILS} <= {row["verdict"] for row in rows} else _interval_word(pooled["interval"], ok)
-    code, meets = rows[0]["code"], rows[0]["meets"]
+def _speed_body(
+    claim: Claim,
+    mode: str,
+    rows: list[dict[str, Any]],
+    ok: Callable[[float], bool],
+    beside: str = "",
+    log: bool = True,
+) -> Judged:
+    """One body of speed evidence, the GPU runs of one decoder code pooled and judged by :func:`speed_word`;
+    ``beside``: the other reading (eager or graphs) in words, shown, never deciding."""
+    word, read = speed_word(rows, ok, SPEED.runs, log)
+    pooled, medians, across = read["pooled"], read["medians"], read["across"]
+    code, n = rows[0]["code"], len(rows)
     runs = ", ".join(f"{r['set']} ({r['repeats']} repeats, shortest {r['shortest_repeat_s']:.2f} s)" for r in rows)
     interval = pooled["interval"]
     shown = f"[{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "(too few repeats for an interval)"
     how = "with CUDA graphs" if mode == "captured" else "eager"
-    evidence = (
-        f"GPU fp16, batch 1, beam 4, d=512 random weights, {how}; code of commit {code}; {runs}; the median of "
-        f"{pooled['n']} per-repeat ratios and its order-statistic interval"
-        + ("" if meets else f"; below the standard ({SPEED.least})")
+    reading = "CUDA-graph" if mode == "captured" else "eager"
+    spread = (
+        f"the run-to-run spread is not measured (the standard asks for {SPEED.runs} runs)"
+        if n == 1
+        else f"run medians {', '.join(f'{m:.2f}' for m in medians)} (range {min(medians):.2f}-{max(medians):.2f})"
+        + (f", over runs [{across[0]:.2f}, {across[1]:.2f}]" if across else f"; the standard asks for {SPEED.runs}")
     )
+    below = f"; a run below the per-run standard ({SPEED.repeats} repeats of at least {SPEED.seconds:g} s)"
+    evidence = (
+        f"decided by the {reading} reading; {runs_word(n)}: GPU fp16, batch 1, beam 4, d=512 random weights, {how}; "
+        f"code of commit {code}; {runs}; the median of {pooled['n']} per-repeat ratios and its order-statistic "
+        f"interval {shown} ({read['within']} within runs); {spread}"
+        + ("" if all(r["meets"] for r in rows) else below)
+        + (f" | beside it, not deciding: {beside}" if beside else "")
+    )
+    more = max(SPEED.runs - n, 1)
     return _judged(
         claim,
         word,
-        f"{pooled['median']:.2f}x {shown} ({how}, commit {code})",
+        f"{pooled['median']:.2f}x {shown} ({how}, commit {code}, {runs_word(n)})",
         evidence,
-        meets=meets,
-        settle=f"a run that meets the standard ({GPU_RUN[0]}): `{GPU_CHECK}`",
-        cost=GPU_RUN,
+        meets=read["meets"],
+        settle=f"{runs_word(more).replace('GPU run', 'more GPU run')} of this code meeting the standard "
+        f"(about {GPU_CHECK_MINUTES} GPU-minutes each): `{GPU_CHECK}`",
+        cost=(f"{runs_word(more)}, about {more * GPU_CHECK_MINUTES} GPU-minutes", float(more * GPU_CHECK_MINUTES)),
         command=GPU_CHECK,
         value=pooled["median"],
         interval=interval,
@@ -301,6 +323,8 @@ def _speed_body(claim: Claim, mode: str, rows: list[dict[str, Any]], ok: Callabl
             "repeats": pooled["n"],
             "shortest_repeat_s": min(r["shortest_repeat_s"] for r in rows),
             "mode": mode,
+            "run_medians": medians,
+            "over_runs": across,
         },
     )
 
@@ -314,12 +338,24 @@ def _judge_speed(store: Store, claim: Claim, s: SpeedRatio) -> Judged:
             f"{GPU_CHECK} (with --systems {s.system},{s.against} in scripts/gpu_bench.py)",
             cost=GPU_RUN,
         )
-    lead, *beside = (_speed_body(claim, s.mode, group, s.ok) for group in _by_code(rows))
-    return replace(lead, beside=tuple(beside))
+    other = "eager" if s.mode == "captured" else "captured"
+    other_rows = _timed_runs(store, s.system, s.against, other)
+    beside = ""
+    if other_rows:
+        lead_other = _by_code(other_rows)[0]
+        word, read = speed_word(lead_other, s.ok, SPEED.runs)
+        pooled = read["pooled"]
+        shown = f" [{pooled['interval'][0]:.2f}, {pooled['interval'][1]:.2f}]" if pooled["interval"] else ""
+        how = "with CUDA graphs" if other == "captured" else "eager"
+        beside = f"{how} {pooled['median']:.2f}x{shown} ({runs_word(len(lead_other))}): {word}"
+    lead, *older = (_speed_body(claim, s.mode, group, s.ok, beside) for group in _by_code(rows))
+    return replace(lead, beside=tuple(older))
 
 
 def _judge_batch(store: Store, claim: Claim, b: BatchCurve) -> Judged:
-    pair = (b.system, b.against)
+    """The gain at batch ``first`` minus at ``last``, per repeat, over every stored sweep with per-repeat times: the
+    sweeps of one code pooled as the speed rule pools runs; a sweep with medians only is read, never judged."""
+    pair, rows, medians_only = (b.system, b.against), [], None
     for run in store.gpu_runs_with("batch"):
         systems, prov = store.gpu("batch", run, "systems")
         if not all(x in systems for x in pair):
@@ -329,7 +365,14 @@ def _judge_batch(store: Store, claim: Claim, b: BatchCurve) -> Judged:
             first, last = (repeat_ratios(repeats[b.system][n], repeats[b.against][n]) for n in (b.first, b.last))
             row = _reading(run, prov, [x - y for x, y in zip(first, last)], 0.0)
             row["meets"] = len(first) >= b.standard.repeats  # a sweep times no repeat's length
-            return _speed_body(claim, "eager", [row], lambda d: d > 0)
+            rows.append(row)
+        elif medians_only is None:
+            medians_only = (run, prov)
+    if rows:
+        lead, *older = (_speed_body(claim, "eager", group, lambda d: d > 0, log=False) for group in _by_code(rows))
+        return replace(lead, beside=tuple(older))
+    if medians_only:
+        run, prov = medians_only
         medians, _ = store.gpu_batch(run)
         at = {n: medians[b.system][n] / medians[b.against][n] for n in (b.first, b.last) if n in medians[b.system]}
         return _judged(
@@ -539,9 +582,19 @@ def speed_runs(store: Store, mode: str = "eager") -> list[str]:
     return [r["run"] for r in _by_code(rows)[0]] if rows else []
 
 
+def speed_groups(store: Store, system: str, against: str, mode: str = "eager") -> list[list[dict[str, Any]]]:
+    """The stored GPU runs that timed ``system`` and ``against`` in ``mode``, one list per decoder code, the code
+    whose runs the verdict reads first (each run's reading: ``set``, ``run``, ``code``, ``date``, ``repeats``...)."""
+    rows = _timed_runs(store, system, against, mode)
+    return _by_code(rows) if rows else []
+
+
 def speed_reading(store: Store, system: str, against: str, mode: str = "eager") -> dict[str, Any] | None:
-    """``system``/``against`` over the runs the speed verdicts read (:func:`speed_runs`), pooled by the statistic
-    the speed claims use (:func:`repro.studies.verdict.ratio_reading`); None where none timed both."""
-    runs = set(speed_runs(store, mode))
-    ratios = [x for r in _timed_runs(store, system, against, mode) if r["run"] in runs for x in r["ratios"]]
-    return ratio_reading(ratios) if ratios else None
+    """``system``/``against`` over the GPU runs a verdict on that pair reads (the leading decoder code's runs,
+    :func:`_by_code`), pooled by the statistic the speed claims use
+    (:func:`repro.studies.verdict.ratio_reading`), with ``runs``, the runs read; None where none timed both."""
+    rows = _timed_runs(store, system, against, mode)
+    if not rows:
+        return None
+    lead = _by_code(rows)[0]
+    return ratio_reading([x for r in lead for x in r["ratios"]]) | {"runs": [r["run"] for r in lead]}

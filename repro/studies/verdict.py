@@ -19,9 +19,23 @@ A set holds where both intervals lie wholly where the criterion holds, fails whe
 and is inconclusive otherwise.
 
 **Speed.** A speed claim is a ratio of two systems' tokens per second, one ratio per interleaved repeat (each repeat
-times every system once, in turn). Its statistic is the **median of the ratios** and its interval the
-distribution-free interval of the median from the order statistics (:func:`median_interval`: at least 95 % for
-any distribution of the ratios; with 10 repeats, the 2nd to the 9th smallest).
+times every system once, in turn). **The unit of a speed measurement is a GPU run**: repeats inside one run share its
+machine, driver, clocks and load, and the spread between runs is the larger noise. The GPU runs that timed the same
+decoder code are pooled, and a claim is read three ways:
+
+* **within runs**: the **median of all the runs' per-repeat ratios** and its distribution-free interval from the
+  order statistics (:func:`median_interval`: at least 95 % for any distribution of the ratios; with 10 repeats the
+  2nd to the 9th smallest);
+* **each run alone**: its own median and interval (a run that holds beside one that fails makes the claim mixed);
+* **across runs**: each run's median ratio, their range, and from 3 runs on the 95 % Student's t interval of the mean
+  log ratio over runs, exponentiated (:func:`runs_interval`).
+
+**The speed standard asks for 3 runs** of the same decoder code (each of at least 10 interleaved repeats of at least
+1 s): below it a claim is inconclusive whatever its intervals say, and its evidence names its number of runs ("1 GPU
+run"). At the standard it holds where the within-run and the across-run intervals both lie where the criterion
+holds, fails where both lie where it fails, and is inconclusive otherwise. Each claim is decided by one reading,
+eager (every kernel launched by the host) or from CUDA graphs (the claims registry's ``mode``), which its evidence
+names; the other reading is judged the same way and shown beside it, never deciding.
 
 Which claims there are and which evidence each reads is declared once, in :mod:`repro.studies.claims`; the
 judges (:mod:`repro.studies.judges`) call the functions here.
@@ -191,6 +205,58 @@ def repeat_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:
     if len(a) != len(b) or not a:
         raise ValueError(f"repeat_ratios: {len(a)} and {len(b)} repeats; the same number (at least one) is needed")
     return [x / y for x, y in zip(a, b)]
+
+
+def runs_interval(
+    medians: Sequence[float], confidence: float = CONFIDENCE, log: bool = True
+) -> tuple[float, float] | None:
+    """The ``confidence`` interval over GPU runs of the typical ratio: exp(mean ± t(n-1) x s.e.) of the runs' log
+    median ratios (a ratio's noise is a factor, so it is averaged in logs; ``log=False``: of the medians themselves,
+    for a difference of ratios); None below 3 runs, where the t quantile (12.7 with 2) leaves no usable interval."""
+    from scipy.stats import t
+
+    if len(medians) < 3:
+        return None
+    xs = [math.log(m) for m in medians] if log else list(medians)
+    half = float(t.ppf(0.5 + confidence / 2, len(xs) - 1)) * statistics.stdev(xs) / math.sqrt(len(xs))
+    low, high = statistics.fmean(xs) - half, statistics.fmean(xs) + half
+    return (math.exp(low), math.exp(high)) if log else (low, high)
+
+
+def runs_word(n: int) -> str:
+    """``1 GPU run``, ``2 GPU runs``: how many runs a speed reading rests on, as its evidence says it."""
+    return f"{n} GPU run{'' if n == 1 else 's'}"
+
+
+def speed_word(
+    rows: Sequence[dict[str, Any]], ok: Callable[[float], bool], least_runs: int, log: bool = True
+) -> tuple[str, dict[str, Any]]:
+    """The speed rule (the module docstring) on the readings of one decoder code, one per GPU run (``ratios``: its
+    per-repeat ratios; ``meets``: the per-run standard): the word, and what it read (``pooled``: the within-run
+    reading of all repeats; ``medians``: each run's median; ``across``: the interval over runs, None below 3 runs).
+    Each row gains its own ``value``, ``interval``, ``range`` and ``verdict``. Below ``least_runs`` runs, or with a
+    run below its per-run standard, the word is inconclusive whatever the intervals say. ``log=False``: the readings
+    are differences (the batch curve), averaged over runs as they are."""
+
+    def word_of(interval: tuple[float, float] | None) -> str:
+        return interval_verdict(*interval, ok) if interval else INCONCLUSIVE
+
+    for row in rows:
+        own = ratio_reading(row["ratios"])
+        row |= {"value": own["median"], "interval": own["interval"], "range": own["range"]}
+        row["verdict"] = word_of(own["interval"])
+    pooled = ratio_reading([x for row in rows for x in row["ratios"]])
+    medians = [row["value"] for row in rows]
+    across = runs_interval(medians, log=log)
+    within = word_of(pooled["interval"])
+    meets = len(rows) >= least_runs and all(row["meets"] for row in rows)
+    if not meets:
+        word = INCONCLUSIVE
+    elif {HOLDS, FAILS} <= {row["verdict"] for row in rows}:
+        word = MIXED
+    else:
+        word = combine([within, word_of(across)])
+    return word, {"pooled": pooled, "within": within, "medians": medians, "across": across, "meets": meets}
 
 
 def bootstrap_contrast(
