@@ -284,7 +284,10 @@ def plot_claim(j: Any, ax, *, paper: float | None = None, legend: bool = True):
             ax.plot(x, p["value"], marker=marker, color=colour, ms=6, ls="none", label=label)
             label = None
     ok = getattr(j.claim.evidence, "ok", None)
-    if ok is not None:
+    if ok is not None and ok.op == "within":  # an equivalence margin: both of its ends
+        for k, end in enumerate((-ok.bound, ok.bound)):
+            ax.axhline(end, color="black", ls="--", lw=1, label=None if k else f"criterion: within +-{ok.bound:g}")
+    elif ok is not None:
         ax.axhline(ok.bound, color="black", ls="--", lw=1, label=f"criterion: {ok.op} {ok.bound:+g}")
     if ok is None or ok.bound != 0:
         ax.axhline(0, color="grey", lw=0.6)
