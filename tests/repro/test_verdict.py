@@ -18,7 +18,7 @@ from canlib.repro.studies import verdict as v
 from canlib.repro.studies.evidence import Threshold
 
 REFS = [
-    "a man rides a red bike down the street",
+    "a man's red bike rides down the street, fast",
     "two dogs play in the green grass",
     "a woman sings on a stage",
     "children run along the sandy beach",
@@ -29,7 +29,7 @@ REFS = [
 ]
 GOOD = list(REFS)  # a perfect system
 BAD = [
-    "a man rides a bike",
+    "a man's bike, fast",
     "dogs play grass",
     "a woman on stage",
     "children run",
