@@ -294,10 +294,13 @@ def _judge_contrast(store: Store, claim: Claim, c: Contrast) -> Judged:
     beside = tuple(b for b in bodies if b is not lead)
     if not beside:
         return lead
-    others = "; ".join(f"{b.budget}x: {b.ours.split(' (')[0]} ({b.word})" for b in beside)
+    def where(b: Judged) -> str:  # the body's deciding set, e.g. "test2016"
+        return b.deciding["set"] if b.deciding else ""
+
+    others = "; ".join(f"{b.budget}x: {b.ours.split(' (')[0]} ({where(b)}, {b.word})" for b in beside)
     return replace(
         lead,
-        ours=f"{lead.budget}x: {lead.ours.split(' (')[0]}; {others} ({METRIC} test2016)",
+        ours=f"{lead.budget}x: {lead.ours.split(' (')[0]} ({where(lead)}); {others} ({METRIC})",
         beside=beside,
         evidence=f"{lead.evidence} | beside it: {' | '.join(b.evidence for b in beside)}",
     )

@@ -181,7 +181,7 @@ def findings(store: Store, html: bool = False) -> list[str]:
         )
     states = [c.word for c in paper_claims]
     out.append("The paper's claims: " + ", ".join(f"{w} {states.count(w)}" for w in WORDS) + ".")
-    below = [c for c in paper_claims if c.cost]
+    below = [c for c in paper_claims if c.cost and not c.meets]  # what more seeds would cost is the scorecard's
     wide = [c for c in paper_claims if c.word == INCONCLUSIVE and c.meets]
     if wide or below:
         parts = (
