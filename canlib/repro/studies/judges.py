@@ -294,6 +294,7 @@ def _judge_contrast(store: Store, claim: Claim, c: Contrast) -> Judged:
     beside = tuple(b for b in bodies if b is not lead)
     if not beside:
         return lead
+
     def where(b: Judged) -> str:  # the body's deciding set, e.g. "test2016"
         return b.deciding["set"] if b.deciding else ""
 
