@@ -675,8 +675,9 @@ def speed_runs(store: Store, mode: str = "eager") -> list[str]:
 
 
 def speed_reading(store: Store, system: str, against: str, mode: str = "eager") -> dict[str, Any] | None:
-    """``system``/``against`` over the runs the speed verdicts read (:func:`speed_runs`), pooled by the statistic
-    the speed claims use (:func:`canlib.repro.studies.verdict.ratio_reading`); None where none timed both."""
-    runs = set(speed_runs(store, mode))
-    ratios = [x for r in _timed_runs(store, system, against, mode) if r["run"] in runs for x in r["ratios"]]
+    """``system``/``against`` over the runs a speed claim of that pair reads (the newest code that timed both and
+    meets the standard, as :func:`speed_runs` for CAN and Balanced), pooled by the statistic the speed claims use
+    (:func:`canlib.repro.studies.verdict.ratio_reading`); None where none timed both."""
+    rows = _timed_runs(store, system, against, mode)
+    ratios = [x for r in _by_code(rows)[0] for x in r["ratios"]] if rows else []
     return ratio_reading(ratios) if ratios else None
