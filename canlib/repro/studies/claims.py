@@ -39,7 +39,7 @@ from canlib.repro.studies.evidence import (
 )
 from canlib.repro.studies.judges import JUDGES
 from canlib.repro.studies.store import Store, stored_scale
-from canlib.repro.studies.verdict import ON_PAR, Within
+from canlib.repro.studies.verdict import CONFIDENCE, FAILS, HOLDS, MIXED, NOT_RUN, ON_PAR, Within
 
 
 def mark(j: Judged, budget: int | None = None) -> str:
@@ -459,8 +459,6 @@ def family(rows: Sequence[Judged]) -> dict[str, Any]:
     with at most 2.5 %: the expected number of wrong verdicts is at most 2.5 % of the decided ones, and the chance
     that any is wrong at most that sum (Bonferroni's bound; Holm's correction would test each at 2.5 % over the
     rank). An inconclusive verdict asserts nothing and cannot be wrong this way; a claim not run is not judged."""
-    from canlib.repro.studies.verdict import CONFIDENCE, FAILS, HOLDS, MIXED, NOT_RUN
-
     judged_rows = [j for j in rows if j.word != NOT_RUN]
     decided = [j for j in judged_rows if j.word in (HOLDS, FAILS, MIXED)]
     per_claim = (1 - CONFIDENCE) / 2

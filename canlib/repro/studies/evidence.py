@@ -117,6 +117,18 @@ class Contrast:
     standard: Standard = BLEU
     command: str = ""  # what stores the runs, where it is not the plan's `canlib experiment`
 
+    def seed_pairs(self, seeds: list[tuple[int, ...]], factor: int) -> tuple[tuple[int, int], ...]:
+        """The terms paired on the seed (``seeds``: each term's stored seeds): the same main-plan system at two
+        budgets with the same seeds, the longer run continuing the shorter one's updates exactly."""
+        pairs: list[tuple[int, int]] = []
+        for i, a in enumerate(self.terms):
+            for j, b in enumerate(self.terms[i + 1 :], i + 1):
+                free = not {i, j} & {k for p in pairs for k in p} and not (a.study or b.study)
+                other = (a.factor or factor) != (b.factor or factor) and a.weight * b.weight < 0
+                if free and other and a.system == b.system and seeds[i] == seeds[j]:
+                    pairs.append((i, j))
+        return tuple(pairs)
+
 
 @dataclass(frozen=True)
 class SpeedRatio:

@@ -41,13 +41,10 @@ from canlib.repro.studies.verdict import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
-    MAX_SEEDS,
     MIXED,
     NOT_RUN,
     Judgement,
-    OnSet,
     Runs,
-    bounds,
     describe,
     difference_interval,
     interval_verdict,
@@ -55,12 +52,11 @@ from canlib.repro.studies.verdict import (
     outcome,
     ratio_reading,
     repeat_ratios,
-    seed_interval,
-    seeds_to_settle,
+    seed_reading,
+    settle_sets,
     split_name,
 )
 
-NORMAL_95 = 1.959963984540054  # the normal 97.5 % quantile: Student's t with unlimited seeds
 SIDE_BY_SIDE = 4  # small runs a GPU trains at once in one `canlib experiment` call, each taking about a run's time
 GPU_CHECK = "bash scripts/gpu_check.sh --steps=bench,profile"  # the decoding-speed run (measurements/README.md)
 GPU_CHECK_MINUTES = 5  # its steps' timeouts, with the machine's start
@@ -134,42 +130,6 @@ def _store_command(store: Store, terms: Sequence[Term], factor: int, seeds: int)
     return experiment_command(store.scale, systems=systems, seeds=range(1, seeds + 1), corpora=[store.corpus])
 
 
-def _set_row(s: OnSet) -> dict[str, Any]:
-    """One evaluation set of a BLEU judgement as data: its value, the one interval it is judged on (seeds and
-    sentences) with its parts, whether it decides, and its verdict."""
-    return {
-        "set": split_name(s.split),
-        "split": s.split,
-        "value": s.value,
-        "interval": [s.interval.low, s.interval.high] if s.interval else None,
-        "seed_interval": [s.seeds.low, s.seeds.high] if s.seeds else None,
-        "test_set_interval": [s.test_set.low, s.test_set.high] if s.test_set else None,
-        "seed_var": s.seed_var,
-        "sentence_var": s.sentence_var,
-        "df": s.df,
-        "decides": s.decides,
-        "verdict": s.verdict,
-    }
-
-
-def _set_rows(j: Judgement) -> tuple[dict[str, Any], ...]:
-    return tuple(_set_row(s) for s in j.sets)
-
-
-def _seed_pairs(terms: Sequence[tuple[Term, Runs]], factor: int) -> tuple[tuple[int, int], ...]:
-    """The terms paired on the seed: the same main-plan system at two budgets, with the same seeds (the longer run
-    continues the shorter one's updates exactly, so the seed is shared training noise)."""
-    pairs, used = [], set()
-    for i, (a, ra) in enumerate(terms):
-        for j, (b, rb) in enumerate(terms):
-            if j <= i or i in used or j in used or a.study or b.study or a.system != b.system:
-                continue
-            if (a.factor or factor) != (b.factor or factor) and a.weight * b.weight < 0 and ra.seeds == rb.seeds:
-                pairs.append((i, j))
-                used |= {i, j}
-    return tuple(pairs)
-
-
 def _settle_in_seeds(
     store: Store, c: Contrast, terms: Sequence[tuple[Term, Runs]], j: Judgement, factor: int
 ) -> dict[str, Any]:
@@ -177,40 +137,15 @@ def _settle_in_seeds(
     system (:func:`canlib.repro.studies.verdict.seeds_to_settle` on every test set, the most of them), the runs
     that adds, their GPU-minutes at the stored runs' rate, and the verdict it would reach; "no number of seeds at
     this scale" where a set's difference sits on the bound."""
-    deciding = [s for s in j.sets if s.decides]
-    needed = [seeds_to_settle(s.value, s.spreads, c.ok, s.sentence_var) for s in deciding]
-    would = outcome([HOLDS if c.ok(s.value) else FAILS for s in deciding])
-    if any(n is None for n in needed):
-        why = []
-        for s, n in zip(deciding, needed):
-            if n is None:
-                d = min(abs(s.value - b) for b in bounds(c.ok))
-                floor = NORMAL_95 * math.sqrt(s.sentence_var)
-                why.append(
-                    f"{split_name(s.split)} {s.value:+.2f} lies {d:.2f} from the bound, "
-                    + (
-                        f"within the test sentences' own noise (+-{floor:.2f})"
-                        if floor >= d
-                        else f"too near for {MAX_SEEDS} seeds a system"
-                    )
-                )
-        return {
-            "seeds_to_settle": None,
-            "settle": f"no number of seeds at this scale: {'; '.join(why)} (the observed differences taken as true)",
-            "cost": ("", None),
-        }
-    n = max(needed)
+    n, would, why = settle_sets(j.sets, c.ok)
+    if n is None:
+        return {"seeds_to_settle": None, "settle": f"no number of seeds at this scale: {why}", "cost": ("", None)}
     systems = {(t.system, t.study, t.tag, t.factor or factor): len(r.seeds) for t, r in terms}
     extra = sum(max(0, n - have) for have in systems.values())
     walls = [w for _, r in terms for f in r.files if (w := store.result(f)[0].get("training", {}).get("wall_s"))]
-    runs = f"{extra} more run{'s' if extra != 1 else ''}"
-    minutes = max(walls) * math.ceil(extra / SIDE_BY_SIDE) / 60 if walls else None
-    rate = (
-        f", about {minutes:.0f} GPU-minutes at the stored runs' rate ({max(walls):.0f} s of training a run, the "
-        f"longest of the claim's {len(walls)} runs, {SIDE_BY_SIDE} trained side by side)"
-        if minutes is not None
-        else ""
-    )
+    runs, minutes = f"{extra} more run{'s' if extra != 1 else ''}", max(walls) * math.ceil(extra / SIDE_BY_SIDE) / 60
+    rate = f", about {minutes:.0f} GPU-minutes at the stored runs' rate ({max(walls):.0f} s of training a run, the "
+    rate += f"longest of the claim's {len(walls)} runs, {SIDE_BY_SIDE} trained side by side)"
     command = c.command or _store_command(store, [t for t, _ in terms], factor, n)
     return {
         "seeds_to_settle": n,
@@ -247,7 +182,7 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int) -> Judged
         why = f"{METRIC} at scale {store.scale}, {factor}x budget; {counts} seed(s): no seed interval"
         ours = f"{value:+.2f} (no interval)"
         return _judged(claim, INCONCLUSIVE, ours, why, meets=False, settle=settle, command=command, value=value, **data)
-    pairs = _seed_pairs(terms, factor)
+    pairs = c.seed_pairs([r.seeds for _, r in terms], factor)
     refs = store.references() if all(r.hyps for _, r in terms) else None
     lang = store.result(terms[0][1].files[0])[0].get("tgt_lang", "de") if terms[0][1].files else "de"
     j = judge([(t.weight, r) for t, r in terms], c.ok, refs, pairs=pairs, lang=lang)
@@ -267,9 +202,9 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int) -> Judged
         command=command,
         value=head.value,
         interval=(low, high),
-        sets=_set_rows(j),
+        sets=j.rows(),
         judgement=j,
-        deciding=_set_row(head),
+        deciding=head.row(),
         pairing=j.pairing,
         **data,
     )
@@ -467,20 +402,6 @@ def _row(name: str, ok: Callable[[float], bool], **reading: Any) -> dict[str, An
     return {"set": name, **reading, "by_value": HOLDS if ok(reading["value"]) else FAILS, "verdict": INCONCLUSIVE}
 
 
-def _seed_row(name: str, values: Sequence[float], ok: Callable[[float], bool], **reading: Any) -> dict[str, Any]:
-    """One reading over seeds (a system's runs): the mean and its Student's t interval over the seeds (n - 1
-    degrees of freedom), judged on the interval."""
-    interval = seed_interval([(1.0, values)])
-    return {
-        "set": name,
-        **reading,
-        "value": statistics.fmean(values),
-        "interval": [interval.low, interval.high],
-        "seeds": len(values),
-        "verdict": interval_verdict(interval.low, interval.high, ok),
-    }
-
-
 def _readings(claim: Claim, rows: list[dict[str, Any]], fmt: str, over: str, evidence: str, **data: Any) -> Judged:
     """A claim read on readings without intervals (layers, runs): their outcome, their mean and their range."""
     values = [r["value"] for r in rows]
@@ -500,19 +421,12 @@ def _readings(claim: Claim, rows: list[dict[str, Any]], fmt: str, over: str, evi
 def _layers(claim: Claim, rows: list[dict[str, Any]], evidence: str, files: tuple[str, ...], fmt: str) -> Judged:
     """An analysis read layer by layer on one model of each architecture: no interval over seeds, so below its
     standard and inconclusive, each layer's value and the criterion read on it shown."""
+    held, n = sum(r["by_value"] == HOLDS for r in rows), claim.evidence.standard.seeds
+    why = f"{evidence}; the criterion met by the value in {held} of {len(rows)} layers, with no interval to judge it"
+    settle = f"the analysis repeated on {n} seeds of each model (an interval over seeds per layer); one model each now"
     strength = {"models": sorted({r["model"] for r in rows}), "layers": len(rows)}
-    held = sum(r["by_value"] == HOLDS for r in rows)
     return _readings(
-        claim,
-        rows,
-        fmt,
-        f"{len(rows)} layers",
-        f"{evidence}; the criterion met by the value in {held} of {len(rows)} layers, with no interval to judge it",
-        meets=False,
-        settle=f"the analysis repeated on {claim.evidence.standard.seeds} seeds of each model (an interval over "
-        "seeds per layer); the stored analyses read one model each",
-        files=files,
-        strength=strength,
+        claim, rows, fmt, f"{len(rows)} layers", why, meets=False, settle=settle, files=files, strength=strength
     )
 
 
@@ -584,7 +498,7 @@ def _judge_falling(store: Store, claim: Claim, f: LossFalling) -> Judged:
                 drops.append(valid[-2]["valid_loss"] - valid[-1]["valid_loss"])
                 steps = [valid[-2]["step"], valid[-1]["step"]]
         if len(drops) >= 2:
-            rows.append(_seed_row(LABELS[system], drops, lambda d: d > 0, steps=steps, drops=drops))
+            rows.append(seed_reading(LABELS[system], drops, lambda d: d > 0) | {"steps": steps, "drops": drops})
         elif drops:
             rows.append(_row(f"{LABELS[system]} (one seed)", lambda d: d > 0, value=drops[0], steps=steps))
     if not rows:
@@ -631,7 +545,7 @@ def _judge_tasks(store: Store, claim: Claim, t: CrossTask) -> Judged:
                 "interval": [head.interval.low, head.interval.high],
                 "seed_interval": [head.seeds.low, head.seeds.high],
                 "verdict": j.verdict if j.verdict in (HOLDS, FAILS) else INCONCLUSIVE,
-                "sets": _set_rows(j),
+                "sets": j.rows(),
             }
         )
     if len(rows) < 2:

@@ -152,6 +152,24 @@ class OnSet:
         """The interval the set is judged on: the combined one, else (no hypotheses stored) the seed interval."""
         return self.combined or self.seeds
 
+    def row(self) -> dict[str, Any]:
+        """The set as data (a verdict's JSON): its value, the one interval it is judged on with its parts and
+        their variances, its degrees of freedom, whether it decides, and its verdict."""
+        pair = lambda i: [i.low, i.high] if i else None  # noqa: E731
+        return {
+            "set": split_name(self.split),
+            "split": self.split,
+            "value": self.value,
+            "interval": pair(self.interval),
+            "seed_interval": pair(self.seeds),
+            "test_set_interval": pair(self.test_set),
+            "seed_var": self.seed_var,
+            "sentence_var": self.sentence_var,
+            "df": self.df,
+            "decides": self.decides,
+            "verdict": self.verdict,
+        }
+
 
 @dataclass(frozen=True)
 class Judgement:
@@ -170,6 +188,9 @@ class Judgement:
     def deciding(self) -> OnSet:
         """The reading that decided the verdict (:func:`deciding_set`)."""
         return deciding_set(self.sets, self.verdict, self.criterion)
+
+    def rows(self) -> tuple[dict[str, Any], ...]:
+        return tuple(s.row() for s in self.sets)
 
     def on(self, split: str = "test") -> OnSet:
         return next(s for s in self.sets if s.split == split)
@@ -320,6 +341,39 @@ def seeds_to_settle(
         if float(t.ppf(0.5 + confidence / 2, df)) * math.sqrt(total / n + sentence_var) < d:
             return n
     return None
+
+
+def settle_sets(sets: Sequence[OnSet], ok: Callable[[float], bool]) -> tuple[int | None, str, str]:
+    """(seeds per system that would decide every deciding set, the verdict they would reach, why none would): each
+    set by :func:`seeds_to_settle` at its observed value, spreads and sentence variance; why none, set by set: the
+    distance to the bound within the sentences' own noise (1.96 of its s.d.), or beyond :data:`MAX_SEEDS`."""
+    deciding = [s for s in sets if s.decides]
+    needed = [seeds_to_settle(s.value, s.spreads, ok, s.sentence_var) for s in deciding]
+    would = outcome([HOLDS if ok(s.value) else FAILS for s in deciding])
+    why = []
+    for s, n in zip(deciding, needed):
+        if n is None:
+            d, floor = min(abs(s.value - b) for b in bounds(ok)), 1.959963984540054 * math.sqrt(s.sentence_var)
+            near = (
+                f"within the test sentences' own noise (+-{floor:.2f})" if floor >= d else f"too near for {MAX_SEEDS}"
+            )
+            why.append(f"{split_name(s.split)} {s.value:+.2f} lies {d:.2f} from the bound, {near}")
+    if why:
+        return None, would, "; ".join(why) + " (the observed differences taken as true)"
+    return max(needed), would, ""
+
+
+def seed_reading(name: str, values: Sequence[float], ok: Callable[[float], bool]) -> dict[str, Any]:
+    """One reading over seeds (a system's runs): the mean and its Student's t interval over the seeds (n - 1
+    degrees of freedom), judged on the interval."""
+    interval = seed_interval([(1.0, values)])
+    return {
+        "set": name,
+        "value": statistics.fmean(values),
+        "interval": [interval.low, interval.high],
+        "seeds": len(values),
+        "verdict": interval_verdict(interval.low, interval.high, ok),
+    }
 
 
 def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float] | None:
