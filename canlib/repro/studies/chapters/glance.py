@@ -166,7 +166,7 @@ def findings(store: Store, html: bool = False) -> list[str]:
             f"{keeps.claim.paper.split(' (')[0]}; {said(keeps.claim.id, 'CAN within half a point of Balanced')}."
         )
     halves = [
-        (row["seed_interval"][1] - row["seed_interval"][0]) / 2
+        (row["interval"][1] - row["interval"][0]) / 2
         for c in paper_claims
         if isinstance(c.claim.evidence, Contrast) and c.meets
         for row in c.sets
@@ -174,10 +174,10 @@ def findings(store: Store, html: bool = False) -> list[str]:
     ]
     if halves:
         out.append(
-            f"How sure: a BLEU verdict reads {BLEU.seeds} seeds a system and {CONFIDENCE:.0%} intervals over the "
-            f"seeds and over the test sentences, about ±{statistics.median(halves):.1f} BLEU here, so smaller "
-            f"differences stay inconclusive; a speed verdict reads the {CONFIDENCE:.0%} interval of the median ratio "
-            f"over at least {SPEED.repeats} repeats."
+            f"How sure: a BLEU verdict reads {BLEU.seeds} seeds a system and one {CONFIDENCE:.0%} interval per "
+            f"test set over the seeds and the test sentences together, about ±{statistics.median(halves):.1f} BLEU "
+            f"here, so smaller differences stay inconclusive; a speed verdict reads the {CONFIDENCE:.0%} interval "
+            f"of the median ratio over at least {SPEED.repeats} repeats."
         )
     states = [c.word for c in paper_claims]
     out.append("The paper's claims: " + ", ".join(f"{w} {states.count(w)}" for w in WORDS) + ".")
