@@ -81,18 +81,28 @@ def corpus_scores(hyps: list[str], refs: list[str], lang: str = "de") -> dict:
 STATISTICS = 10  # per sentence: hypothesis length, reference length, matched and total 1- to 4-grams
 
 
-def sentence_statistics(hyps: Sequence[str], refs: Sequence[str]) -> list[list[int]]:
-    """sacreBLEU's sufficient statistics of each sentence (13a, its defaults): ``[hypothesis length, reference
-    length, matches of 1..4-grams, totals of 1..4-grams]``. Summed over any multiset of the sentences they give
-    that multiset's corpus BLEU through :func:`bleu_of_statistics`."""
+def sentence_statistics(hyps: Sequence[str], refs: Sequence[str], lang: str | None = None) -> list[list[int]]:
+    """sacreBLEU's sufficient statistics of each sentence (13a, its defaults; with ``lang`` the paper's tokenized
+    BLEU: Moses-tokenized for ``lang``, then no further tokenization, as ``tok_bleu``): ``[hypothesis length,
+    reference length, matches of 1..4-grams, totals of 1..4-grams]``. Summed over any multiset of the sentences they
+    give that multiset's corpus BLEU through :func:`bleu_of_statistics` (the two metrics differ in tokenization
+    only, so one formula scores both)."""
     if len(hyps) != len(refs):
         raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
-    metric = _bleu()
+    metric = _bleu(tokenize="none", force=True) if lang else _bleu()
+    if lang:
+        hyps, refs = moses_tokenize(list(hyps), lang), _tokenized_refs(tuple(refs), lang)
     rows = []
     for hyp, ref in zip(hyps, refs):
         score = metric.corpus_score([hyp], [[ref]])
         rows.append([score.sys_len, score.ref_len, *score.counts, *score.totals])
     return rows
+
+
+@cache
+def _tokenized_refs(refs: tuple[str, ...], lang: str) -> list[str]:
+    """The references Moses-tokenized, once per process: every run of a test set is scored against them."""
+    return moses_tokenize(list(refs), lang)
 
 
 def bleu_of_statistics(stats: Sequence[float]) -> float:

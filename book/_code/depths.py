@@ -12,6 +12,7 @@ from _code.cpu_speed import cpu_table, noisy_sentence
 from _code.prose import names, sets_sentence
 from canlib.catalogue import DEPTH_SYSTEMS
 from canlib.model.config import preset
+from repro.results.layout import experiment_command
 from repro.studies import paper
 from repro.studies.claims import BY_ID, judged, marks
 from repro.studies.judges import speed_reading
@@ -60,8 +61,9 @@ def values(store: Store) -> dict[str, Any]:
         "paper_9_4": f4["9/4"]["bleu"] - f4["6/6"]["bleu"],
         "gap_14_1": drop.value,  # the registry's number: 14/1 minus 12/2, means over every stored seed
         "drop_sets": sets_sentence(drop),
-        "drop_settle": drop.cost or "nothing: the evidence meets its standard",
-        "drop_command": drop.command,
+        "drop_settle": drop.settle.split(": `")[0] or drop.cost or "nothing: the evidence meets its standard",
+        "drop_command": drop.command
+        or experiment_command(store.scale, systems=["depth-14-1", "balanced"], seeds=range(1, drop.standard.seeds + 1)),
     }
     v["drop_low"], v["drop_high"] = drop.interval if drop.interval else (float("nan"), float("nan"))
     for mode, key in (("eager", "eager"), ("captured", "graphs")):

@@ -268,7 +268,7 @@ def _findings(store: Store, html: bool) -> list[list[str]]:
             ]
         )
     halves = [
-        (row["seed_interval"][1] - row["seed_interval"][0]) / 2
+        (row["interval"][1] - row["interval"][0]) / 2
         for c in paper_claims
         if isinstance(c.claim.evidence, Contrast) and c.meets
         for row in c.sets
@@ -277,16 +277,16 @@ def _findings(store: Store, html: bool) -> list[list[str]]:
     if halves:
         out.append(
             [
-                f"How sure: a BLEU verdict reads {BLEU.seeds} seeds a system and {CONFIDENCE:.0%} intervals over the "
-                f"seeds and over the test sentences, about ±{statistics.median(halves):.1f} BLEU here, so smaller "
-                f"differences stay inconclusive; a speed verdict reads the {CONFIDENCE:.0%} interval of the median "
-                f"ratio over at least {SPEED.repeats} repeats of each of at least {SPEED.runs} GPU runs, beside the "
-                "runs' spread."
+                f"How sure: a BLEU verdict reads {BLEU.seeds} seeds a system and one {CONFIDENCE:.0%} interval per "
+                f"test set over the seeds and the test sentences together, about ±{statistics.median(halves):.1f} "
+                "BLEU here, so smaller differences stay inconclusive.",
+                f"A speed verdict reads the {CONFIDENCE:.0%} interval of the median ratio over at least "
+                f"{SPEED.repeats} repeats of each of at least {SPEED.runs} GPU runs, beside the runs' spread.",
             ]
         )
     states = [c.word for c in paper_claims]
     out.append(["The paper's claims: " + ", ".join(f"{w} {states.count(w)}" for w in WORDS) + "."])
-    below = [c for c in paper_claims if c.cost]
+    below = [c for c in paper_claims if c.cost and not c.meets]  # what more seeds would cost is the scorecard's
     wide = [c for c in paper_claims if c.word == INCONCLUSIVE and c.meets]
     kinds = {k: [c for c in wide if c.standard.kind == k] for k in ("bleu", "speed")}
     rest = [c for c in wide if c.standard.kind not in kinds]

@@ -244,13 +244,15 @@ def _interval_keys() -> dict[str, Any]:
     return {
         "seed interval (95 %, t)": Line2D([], [], color="grey", lw=3.5, alpha=0.55),
         "bootstrap 95 %": Line2D([], [], color="grey", lw=0.9, marker="_", ms=5),
+        "one interval, both noises (95 %, judged)": Line2D([], [], color="black", lw=1.2, ls=":"),
     }
 
 
 def plot_claim(j: Any, ax, *, paper: float | None = None, legend: bool = True):
     """One BLEU claim of the registry as a picture: its contrast on each evaluation set (a point per budget, 1x
     circles, 2x squares), the seed interval as a thick bar, sacreBLEU's paired bootstrap as a thin capped bar beside
-    it, the claim's threshold dashed and the paper's value dotted (``paper``; default :func:`paper_value`). ``j`` is a
+    it, the one interval the verdict reads (both noises, test sets only) dotted black on the other side, the
+    claim's threshold dashed and the paper's value dotted (``paper``; default :func:`paper_value`). ``j`` is a
     :class:`~repro.studies.evidence.Judged` of a BLEU contrast; nothing is recomputed here."""
     import textwrap
 
@@ -281,10 +283,15 @@ def plot_claim(j: Any, ax, *, paper: float | None = None, legend: bool = True):
                     elinewidth=0.9,
                     capsize=2.5,
                 )
+            if p.get("interval") and p.get("decides", True):  # the one interval the verdict reads
+                ax.plot([x - width * 0.45] * 2, p["interval"], color="black", lw=1.2, ls=":")
             ax.plot(x, p["value"], marker=marker, color=colour, ms=6, ls="none", label=label)
             label = None
     ok = getattr(j.claim.evidence, "ok", None)
-    if ok is not None:
+    if ok is not None and ok.op == "within":  # an equivalence margin: both of its ends
+        for k, end in enumerate((-ok.bound, ok.bound)):
+            ax.axhline(end, color="black", ls="--", lw=1, label=None if k else f"criterion: within +-{ok.bound:g}")
+    elif ok is not None:
         ax.axhline(ok.bound, color="black", ls="--", lw=1, label=f"criterion: {ok.op} {ok.bound:+g}")
     if ok is None or ok.bound != 0:
         ax.axhline(0, color="grey", lw=0.6)
@@ -345,7 +352,10 @@ def claim_table(claims: Sequence[Any]):
                     "Δ": f"{p['value']:+.2f}",
                     "± seeds (95 %)": f"{(seed[1] - seed[0]) / 2:.2f}" if seed else "—",
                     "bootstrap 95 %": f"{boot[0]:+.2f} to {boot[1]:+.2f}" if boot else "—",
-                    "this set": p["verdict"],
+                    "one interval (judged)": f"{p['interval'][0]:+.2f} to {p['interval'][1]:+.2f}"
+                    if p.get("interval")
+                    else "—",
+                    "this set": p["verdict"] if p.get("decides", True) else "shown, not judged",
                 }
             )
     frame = pd.DataFrame(rows)

@@ -37,11 +37,11 @@ ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
 NUMBER_WORDS = {0: "none", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
 
 
-def sets_sentence(j: Judged, what: str = "evaluation sets") -> str:
-    """Where the intervals decided the criterion, in one sentence: ``Of the four evaluation sets, the intervals meet
-    the criterion on two, miss it on one and leave one undecided.`` (``The intervals decide none of the four
-    evaluation sets.``)."""
-    rows = j.sets
+def sets_sentence(j: Judged, what: str = "test sets") -> str:
+    """Where the intervals decided the criterion on the sets that decide (the test sets; the validation set is
+    shown, never judged), in one sentence: ``Of the three test sets, the intervals meet the criterion on two and
+    leave one undecided.`` (``The intervals decide none of the three test sets.``)."""
+    rows = [r for r in j.sets if r.get("decides", True)]
     if not rows:
         return ""
     met = sum(r["verdict"] == HOLDS for r in rows)

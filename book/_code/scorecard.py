@@ -9,7 +9,7 @@ from html import escape
 from typing import Any
 
 from _code.tables import reading_table
-from repro.studies.claims import Judged
+from repro.studies.claims import Judged, family
 from repro.studies.verdict import INCONCLUSIVE
 
 SHORT = 90  # characters of the one-line summary
@@ -69,6 +69,23 @@ def evidence_table(rows: Sequence[Judged]) -> str:
         ]
     )
     return reading_table(frame, escape=False).to_html()
+
+
+def family_text(rows: Sequence[Judged]) -> str:
+    """The family the scorecard judges, in a paragraph: how many claims, how many judged and decided, and how many
+    wrong verdicts chance alone would give (:func:`repro.studies.claims.family`)."""
+    f = family(rows)
+    return (
+        f"The scorecard judges a family of {f['judged']} claims (of the {f['claims']} in the registry; the rest are "
+        f"not run), each on its own 95 % intervals, and decides {f['decided']} of them (holds, does not hold or "
+        f"mixed). A decided verdict needs its intervals wholly on one side of the criterion, which chance alone "
+        f"does with at most {f['per_claim']:.1%} where the truth lies on the other side: among the "
+        f"{f['decided']} decided claims chance alone would give at most {f['expected_wrong']:.2f} wrong verdicts "
+        f"on average, and the chance that any of them is wrong is at most {f['any_wrong_at_most']:.0%} "
+        "(Bonferroni's bound, no independence assumed). Inconclusive verdicts assert nothing and cannot be wrong "
+        "this way. No correction is applied to the verdicts themselves; the count says how far to trust them "
+        "together."
+    )
 
 
 def speed_runs_table(rows: Sequence[Judged], beside: bool = True):

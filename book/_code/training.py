@@ -67,11 +67,12 @@ def loss_values(store: Store) -> dict[str, Any]:
         }
     falling = judged(store)["loss-still-falling"]
     steps = falling.sets[0]["steps"] if falling.sets else [0, 0]
+    drops = [d for r in falling.sets for d in r.get("drops", [r["value"]])]  # every run's, not the systems' means
     out |= {
         "drop_from": steps[0],
         "drop_to": steps[1],
-        "drop_min": falling.interval[0] if falling.interval else float("nan"),
-        "drop_max": falling.interval[1] if falling.interval else float("nan"),
+        "drop_min": min(drops, default=float("nan")),
+        "drop_max": max(drops, default=float("nan")),
         "last_lr": [r["lr"] for r in read[SYSTEMS[-1]][-1] if r.get("lr") is not None][-1],  # one schedule for all
     }
     return out | marks(store, LOSS_CLAIMS)

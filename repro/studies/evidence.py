@@ -8,17 +8,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from repro.studies.verdict import CONFIDENCE, FAILS, HOLDS, INCONCLUSIVE, MIXED, NOT_RUN, Judgement
+from repro.studies.verdict import CONFIDENCE, FAILS, HOLDS, INCONCLUSIVE, MIXED, NOT_RUN, Judgement, Within
 
 # -- the five words, each defined once ----------------------------------------------------------------------------
 
 MEANINGS = {
-    HOLDS: "the criterion is met on every reading (evaluation set, GPU run, decoder layer) beyond its intervals, "
+    HOLDS: "the criterion is met beyond its interval on every deciding reading (test set, GPU run, decoder layer), "
     "by evidence that meets its standard",
-    FAILS: "the criterion is missed beyond the intervals on at least one reading and met on none",
+    FAILS: "the criterion is missed beyond its interval on every deciding reading",
     MIXED: "the criterion is met beyond the intervals on some readings and missed on others",
-    INCONCLUSIVE: "the intervals cannot decide it on every reading, or the evidence is below its standard; the claim "
-    "says what would settle it",
+    INCONCLUSIVE: "neither: some reading's interval cannot decide it, or the evidence is below its standard; the "
+    "claim says what would settle it",
     NOT_RUN: "the evidence is not stored yet; the claim gives the command that stores it",
 }
 METRIC = "tok-BLEU"  # the seed intervals' metric: the paper's tokenized BLEU
@@ -44,8 +44,10 @@ BLEU = Standard(
     "bleu",
     "3 seeds of every system at the budget the claim reads (Clark et al., 2011), on a scale whose models translate "
     "(small or full)",
-    f"per evaluation set, the seed interval (Student's t, Welch's degrees of freedom, {CONFIDENCE:.0%}) and "
-    f"sacreBLEU's paired bootstrap pooled over the seeds ({CONFIDENCE:.0%}, 1,000 resamples of the sentences)",
+    f"per test set (the validation set is shown, never judged), one {CONFIDENCE:.0%} interval of tokenized BLEU with "
+    "both noises: the seeds' variance of the mean (paired on the seed where runs share one) plus the variance over "
+    "1,000 paired bootstrap resamples of the sentences (sacreBLEU's draw, the same for every run), Student's t at "
+    "the Welch-Satterthwaite degrees of freedom; equivalence claims as two one-sided tests",
     seeds=3,
 )
 SPEED = Standard(
@@ -61,14 +63,17 @@ SPEED = Standard(
 )
 ANALYSIS = Standard(
     "analysis",
-    "the stored analysis of one trained model at small or full (a measurement of that model: no seed spread)",
-    "the criterion read on every decoder layer",
+    "the stored analysis of 3 seeds of each trained model at small or full (one model is a measurement of that "
+    "model: no spread over seeds, so no interval and no verdict beyond inconclusive)",
+    f"per decoder layer, the seeds' interval (Student's t, {CONFIDENCE:.0%}); one model's layers are shown with the "
+    "criterion read on each value, not judged",
+    seeds=3,
 )
 LOSS = Standard(
     "loss",
     "3 seeds of every system at small or full, with their validation logs",
     f"the seed interval of the final validation loss (Student's t, Welch's degrees of freedom, {CONFIDENCE:.0%}), "
-    "or the criterion read on every run",
+    "or of each system's mean over its seeds",
     seeds=3,
 )
 STANDARDS = {s.kind: s for s in (BLEU, SPEED, ANALYSIS, LOSS)}
@@ -110,9 +115,22 @@ class Contrast:
     (only where every term is a main-plan system of the budget study), the strongest body of evidence leading."""
 
     terms: tuple[Term, ...]
-    ok: Threshold
+    ok: Threshold | Within
     budgets: bool = False
     standard: Standard = BLEU
+    command: str = ""  # what stores the runs, where it is not the plan's `python -m repro experiment`
+
+    def seed_pairs(self, seeds: list[tuple[int, ...]], factor: int) -> tuple[tuple[int, int], ...]:
+        """The terms paired on the seed (``seeds``: each term's stored seeds): the same main-plan system at two
+        budgets with the same seeds, the longer run continuing the shorter one's updates exactly."""
+        pairs: list[tuple[int, int]] = []
+        for i, a in enumerate(self.terms):
+            for j, b in enumerate(self.terms[i + 1 :], i + 1):
+                free = not {i, j} & {k for p in pairs for k in p} and not (a.study or b.study)
+                other = (a.factor or factor) != (b.factor or factor) and a.weight * b.weight < 0
+                if free and other and a.system == b.system and seeds[i] == seeds[j]:
+                    pairs.append((i, j))
+        return tuple(pairs)
 
 
 @dataclass(frozen=True)
@@ -181,7 +199,7 @@ class LossFalling:
 class CrossTask:
     """CAN - Balanced on every Multi30k direction of the scale, each judged by the verdict rule."""
 
-    ok: Threshold
+    ok: Threshold | Within
     standard: Standard = BLEU
 
 
@@ -225,6 +243,9 @@ class Judged:
     settle: str = ""  # what would settle an inconclusive or missing claim (runs, GPU-minutes, the command)
     cost: str = ""  # what settling it costs, in runs and GPU-minutes (the middle of ``settle``)
     minutes: float | None = None  # the GPU-minutes of ``cost``, where known
+    deciding: dict[str, Any] | None = None  # the reading that decided the verdict, with its one interval
+    pairing: str = ""  # how the runs behind the interval are paired (seeds, sentences)
+    seeds_to_settle: int | None = None  # seeds per system that would settle an inconclusive contrast, if any would
     judgement: Judgement | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -264,6 +285,9 @@ class Judged:
             "cost": self.cost,
             "gpu_minutes": self.minutes,
             "command": self.command,
+            "deciding": self.deciding,
+            "pairing": self.pairing,
+            "seeds_to_settle": self.seeds_to_settle,
         }
         if beside:
             out["beside"] = [j.as_json(beside=False) for j in self.beside]

@@ -52,6 +52,8 @@ from repro.studies.verdict import (
     ratio_reading,
     repeat_ratios,
     runs_word,
+    seed_reading,
+    settle_sets,
     speed_word,
     split_name,
 )
@@ -129,18 +131,30 @@ def _store_command(store: Store, terms: Sequence[Term], factor: int, seeds: int)
     return experiment_command(store.scale, systems=systems, seeds=range(1, seeds + 1), corpora=[store.corpus])
 
 
-def _set_rows(j: Judgement) -> tuple[dict[str, Any], ...]:
-    return tuple(
-        {
-            "set": split_name(s.split),
-            "split": s.split,
-            "value": s.value,
-            "seed_interval": [s.seeds.low, s.seeds.high] if s.seeds else None,
-            "test_set_interval": [s.test_set.low, s.test_set.high] if s.test_set else None,
-            "verdict": s.verdict,
-        }
-        for s in j.sets
-    )
+def _settle_in_seeds(
+    store: Store, c: Contrast, terms: Sequence[tuple[Term, Runs]], j: Judgement, factor: int
+) -> dict[str, Any]:
+    """What would settle an inconclusive contrast if its observed differences are the true ones: the seeds per
+    system (:func:`repro.studies.verdict.seeds_to_settle` on every test set, the most of them), the runs
+    that adds, their GPU-minutes at the stored runs' rate, and the verdict it would reach; "no number of seeds at
+    this scale" where a set's difference sits on the bound."""
+    n, would, why = settle_sets(j.sets, c.ok)
+    if n is None:
+        return {"seeds_to_settle": None, "settle": f"no number of seeds at this scale: {why}", "cost": ("", None)}
+    systems = {(t.system, t.study, t.tag, t.factor or factor): len(r.seeds) for t, r in terms}
+    extra = sum(max(0, n - have) for have in systems.values())
+    walls = [w for _, r in terms for f in r.files if (w := store.result(f)[0].get("training", {}).get("wall_s"))]
+    runs, minutes = f"{extra} more run{'s' if extra != 1 else ''}", max(walls) * math.ceil(extra / SIDE_BY_SIDE) / 60
+    rate = f", about {minutes:.0f} GPU-minutes at the stored runs' rate ({max(walls):.0f} s of training a run, the "
+    rate += f"longest of the claim's {len(walls)} runs, {SIDE_BY_SIDE} trained side by side)"
+    command = c.command or _store_command(store, [t for t, _ in terms], factor, n)
+    return {
+        "seeds_to_settle": n,
+        "settle": f"{n} seeds of every system would settle it ({would}) if the observed differences are the true "
+        f"ones: {runs}{rate}: `{command}`",
+        "cost": (f"{runs}{rate}", minutes),
+        "command": command,
+    }
 
 
 def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int) -> Judged:
@@ -151,7 +165,7 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int) -> Judged
     counts = ", ".join(f"{k} {n}" for k, n in seeds.items())
     short = [(t, r) for t, r in terms if r is None or len(r.seeds) < need]
     todo = [(t.system, t.factor or factor) for t, r in short for _ in range(need - (len(r.seeds) if r else 0))]
-    command = _store_command(store, [t for t, _ in short] or [t for t, _ in terms], factor, need)
+    command = c.command or _store_command(store, [t for t, _ in short] or [t for t, _ in terms], factor, need)
     cost = _minutes(store, todo) if short else ("", None)
     settle = f"{need} seeds of every system: {cost[0]}: `{command}`"
     data = dict(
@@ -169,26 +183,37 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int) -> Judged
         why = f"{METRIC} at scale {store.scale}, {factor}x budget; {counts} seed(s): no seed interval"
         ours = f"{value:+.2f} (no interval)"
         return _judged(claim, INCONCLUSIVE, ours, why, meets=False, settle=settle, command=command, value=value, **data)
-    j = judge([(t.weight, r) for t, r in terms], c.ok, store.references() if all(r.hyps for _, r in terms) else None)
-    head = j.on("test") if any(s.split == "test" for s in j.sets) else j.sets[0]
+    pairs = c.seed_pairs([r.seeds for _, r in terms], factor)
+    refs = store.references() if all(r.hyps for _, r in terms) else None
+    lang = store.result(terms[0][1].files[0])[0].get("tgt_lang", "de") if terms[0][1].files else "de"
+    j = judge([(t.weight, r) for t, r in terms], c.ok, refs, pairs=pairs, lang=lang)
+    head = j.deciding
     meets = store.judged and not short
     if not store.judged:
         settle = f"models that translate: `{experiment_command('small', systems=[t.system for t in c.terms])}`"
     below = "" if meets else f"below the standard ({c.standard.least}); "
-    return _judged(
+    low, high = head.interval.low, head.interval.high
+    decided = _judged(
         claim,
         j.verdict,
-        f"{head.value:+.2f} [{head.seeds.low:+.2f}, {head.seeds.high:+.2f}] ({METRIC} {split_name(head.split)})",
+        f"{head.value:+.2f} [{low:+.2f}, {high:+.2f}] ({METRIC} {split_name(head.split)})",
         f"{METRIC}, scale {store.scale}, {factor}x budget, seeds: {counts}; {below}{describe(j)}",
         meets=meets,
         settle=settle,
         command=command,
         value=head.value,
-        interval=(head.seeds.low, head.seeds.high),
-        sets=_set_rows(j),
+        interval=(low, high),
+        sets=j.rows(),
         judgement=j,
+        deciding=head.row(),
+        pairing=j.pairing,
         **data,
     )
+    if meets and decided.word == INCONCLUSIVE:
+        more = _settle_in_seeds(store, c, terms, j, factor)
+        cost = more.pop("cost")
+        return replace(decided, cost=cost[0], minutes=cost[1], **more)
+    return decided
 
 
 def strongest(bodies: Sequence[Judged]) -> Judged:
@@ -205,10 +230,14 @@ def _judge_contrast(store: Store, claim: Claim, c: Contrast) -> Judged:
     beside = tuple(b for b in bodies if b is not lead)
     if not beside:
         return lead
-    others = "; ".join(f"{b.budget}x: {b.ours.split(' (')[0]} ({b.word})" for b in beside)
+
+    def where(b: Judged) -> str:  # the body's deciding set, e.g. "test2016"
+        return b.deciding["set"] if b.deciding else ""
+
+    others = "; ".join(f"{b.budget}x: {b.ours.split(' (')[0]} ({where(b)}, {b.word})" for b in beside)
     return replace(
         lead,
-        ours=f"{lead.budget}x: {lead.ours.split(' (')[0]}; {others} ({METRIC} test2016)",
+        ours=f"{lead.budget}x: {lead.ours.split(' (')[0]} ({where(lead)}); {others} ({METRIC})",
         beside=beside,
         evidence=f"{lead.evidence} | beside it: {' | '.join(b.evidence for b in beside)}",
     )
@@ -411,8 +440,9 @@ def _analysis_missing(store: Store, claim: Claim, names: Sequence[str]) -> Judge
 
 
 def _row(name: str, ok: Callable[[float], bool], **reading: Any) -> dict[str, Any]:
-    """One reading without an interval (a decoder layer, a run): the criterion read on its ``value``."""
-    return {"set": name, **reading, "verdict": HOLDS if ok(reading["value"]) else FAILS}
+    """One reading without an interval (a decoder layer of one model): undecided, the criterion read on its
+    ``value`` shown beside (``by_value``): one model has no spread over seeds to judge it by."""
+    return {"set": name, **reading, "by_value": HOLDS if ok(reading["value"]) else FAILS, "verdict": INCONCLUSIVE}
 
 
 def _readings(claim: Claim, rows: list[dict[str, Any]], fmt: str, over: str, evidence: str, **data: Any) -> Judged:
@@ -432,9 +462,15 @@ def _readings(claim: Claim, rows: list[dict[str, Any]], fmt: str, over: str, evi
 
 
 def _layers(claim: Claim, rows: list[dict[str, Any]], evidence: str, files: tuple[str, ...], fmt: str) -> Judged:
-    """An analysis read layer by layer: a measurement of each stored model, so it meets its standard once stored."""
+    """An analysis read layer by layer on one model of each architecture: no interval over seeds, so below its
+    standard and inconclusive, each layer's value and the criterion read on it shown."""
+    held, n = sum(r["by_value"] == HOLDS for r in rows), claim.evidence.standard.seeds
+    why = f"{evidence}; the criterion met by the value in {held} of {len(rows)} layers, with no interval to judge it"
+    settle = f"the analysis repeated on {n} seeds of each model (an interval over seeds per layer); one model each now"
     strength = {"models": sorted({r["model"] for r in rows}), "layers": len(rows)}
-    return _readings(claim, rows, fmt, f"{len(rows)} layers", evidence, meets=True, files=files, strength=strength)
+    return _readings(
+        claim, rows, fmt, f"{len(rows)} layers", why, meets=False, settle=settle, files=files, strength=strength
+    )
 
 
 MODELS = {"similarity": "Baseline 6/6", "similarity-balanced": "Balanced 12/2"}
@@ -498,12 +534,16 @@ def _judge_loss_gap(store: Store, claim: Claim, g: LossGap) -> Judged:
 def _judge_falling(store: Store, claim: Claim, f: LossFalling) -> Judged:
     rows = []
     for system in f.systems:
-        for seed, log in zip(store.seeds(system), store.logs(system)):
+        drops, steps = [], []
+        for log in store.logs(system):
             valid = [r for r in log if r.get("valid_loss") is not None]
             if len(valid) >= 2:
-                drop = valid[-2]["valid_loss"] - valid[-1]["valid_loss"]
+                drops.append(valid[-2]["valid_loss"] - valid[-1]["valid_loss"])
                 steps = [valid[-2]["step"], valid[-1]["step"]]
-                rows.append(_row(f"{LABELS[system]} seed {seed}", lambda d: d > 0, value=drop, steps=steps))
+        if len(drops) >= 2:
+            rows.append(seed_reading(LABELS[system], drops, lambda d: d > 0) | {"steps": steps, "drops": drops})
+        elif drops:
+            rows.append(_row(f"{LABELS[system]} (one seed)", lambda d: d > 0, value=drops[0], steps=steps))
     if not rows:
         return _missing(claim, f"scale {store.scale}: no stored run with two validations", experiment_command("small"))
     seeds = {s: len(store.seeds(s)) for s in f.systems}
@@ -511,8 +551,15 @@ def _judge_falling(store: Store, claim: Claim, f: LossFalling) -> Judged:
         claim,
         rows,
         "+.3f",
-        f"the last {rows[0]['steps'][1] - rows[0]['steps'][0]:,} updates",
-        f"the drop of the validation loss between the last two validations of {len(rows)} runs at {store.scale}",
+        f"the last {rows[0]['steps'][1] - rows[0]['steps'][0]:,} updates (each system's mean over its seeds)",
+        f"the drop of the validation loss between the last two validations at {store.scale}, per system its mean "
+        "over seeds with the seeds' interval (Student's t, n - 1 degrees of freedom): "
+        + "; ".join(
+            f"{r['set']} {r['value']:+.3f}"
+            + (f" [{r['interval'][0]:+.3f}, {r['interval'][1]:+.3f}]" if r.get("interval") else "")
+            + f": {r['verdict']}"
+            for r in rows
+        ),
         meets=store.judged and min(seeds.values()) >= f.standard.seeds,
         settle=f"{f.standard.seeds} seeds of each at small: `{experiment_command('small')}`",
         seeds=seeds,
@@ -529,15 +576,19 @@ def _judge_tasks(store: Store, claim: Claim, t: CrossTask) -> Judged:
             missing.append(corpus)
             continue
         hyps = all(r.hyps for r in runs.values())
-        j = judge([(1.0, runs["can"]), (-1.0, runs["balanced"])], t.ok, store.references(corpus) if hyps else None)
-        head = j.on("test")
+        lang = store.result(runs["can"].files[0])[0].get("tgt_lang", "de")
+        refs = store.references(corpus) if hyps else None
+        j = judge([(1.0, runs["can"]), (-1.0, runs["balanced"])], t.ok, refs, lang=lang)
+        head = j.deciding
         rows.append(
             {
                 "set": corpus.removeprefix("multi30k-"),
+                "split": head.split,
                 "value": head.value,
+                "interval": [head.interval.low, head.interval.high],
                 "seed_interval": [head.seeds.low, head.seeds.high],
                 "verdict": j.verdict if j.verdict in (HOLDS, FAILS) else INCONCLUSIVE,
-                "sets": _set_rows(j),
+                "sets": j.rows(),
             }
         )
     # a claim on every direction fails on the first direction that misses it: that one decides it alone

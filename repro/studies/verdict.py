@@ -3,20 +3,33 @@
 **Five words** (each defined in :data:`repro.studies.evidence.MEANINGS`). A claim is judged on several
 readings (evaluation sets, GPU runs, decoder layers, directions). Each reading holds, does not hold or is inconclusive
 where its interval lies wholly where the criterion holds, wholly where it fails, or across it; :func:`outcome` joins
-the readings.
+the readings symmetrically: holds where every reading holds, does not hold where every reading fails, mixed where some
+hold and some fail, inconclusive otherwise.
 
 **BLEU.** A BLEU claim is a **contrast**, a weighted sum of systems' mean scores over seeds ("CAN - Balanced" is
-{CAN: +1, Balanced: -1}), with a threshold criterion. On each evaluation set it gets two 95 % intervals:
+{CAN: +1, Balanced: -1}), judged on **one 95 % interval per evaluation set that holds both noises**, on one metric,
+the paper's tokenized BLEU (:func:`judge`):
 
-* the **seed interval** (training noise): the contrast of tokenized-BLEU means (the paper's metric) ± Student's t
-  quantile times its standard error, with Welch-Satterthwaite degrees of freedom (with 3 seeds a system the quantile
-  is about 3 to 4, not 2: :func:`seed_interval`);
-* the **test-set interval** (the sampling noise of the sentences): sacreBLEU's paired bootstrap pooled over seeds,
-  the same resampled sentences for every run, the central 95 % of the recomputed contrasts (sacreBLEU's
-  ``estimate_ci`` bounds).
+* the **seed variance** of the contrast (training noise): each system's variance over its seeds over their number,
+  Welch's sum; runs that share a seed and a training trajectory (the same system at 1x and 2x the updates: the 2x run
+  continues the 1x run's first 1,200 updates exactly) are **paired on the seed**: their per-seed difference is one
+  term, with its own variance;
+* the **sentence variance** (sampling noise of the test sentences): the variance of the contrast over 1,000
+  resamples of the sentences, drawn as sacreBLEU's paired bootstrap draws them (its generator and seed), the same
+  resampled sentences for every run of every system (**paired on the sentences**), each run's corpus BLEU recomputed
+  from per-sentence tokenized-BLEU statistics (:func:`bootstrap_contrast`);
+* the **combined interval**: value +- t x sqrt(seed variance + sentence variance), Student's t at the
+  Welch-Satterthwaite degrees of freedom of the sum, the sentence part counted as known (its resamples are many),
+  so with no sentence variance it is the seed interval and with no seed variance the normal one. The seed variance
+  is measured on the one test set, so it already holds part of the seed-by-sentence interaction: the sum is, if
+  anything, a little wide.
 
-A set holds where both intervals lie wholly where the criterion holds, fails where both lie wholly where it fails,
-and is inconclusive otherwise.
+The seed interval alone and the bootstrap's central 95 % stay beside it as readings to show, never to judge.
+
+**Test sets decide.** The validation set chose the checkpoints and the training's stopping: it is shown, never
+judged (:data:`DECIDING`). **Equivalence** claims ("within 0.5", "keeps the BLEU") are two one-sided tests
+(:class:`Within`): the interval must lie inside the margin to hold and wholly outside it to fail, each side at
+2.5 %, the same 95 % interval every claim reads.
 
 **Speed.** A speed claim is a ratio of two systems' tokens per second, one ratio per interleaved repeat (each repeat
 times every system once, in turn). **The unit of a speed measurement is a GPU run**: repeats inside one run share its
@@ -36,6 +49,10 @@ run"). At the standard it holds where the within-run and the across-run interval
 holds, fails where both lie where it fails, and is inconclusive otherwise. Each claim is decided by one reading,
 eager (every kernel launched by the host) or from CUDA graphs (the claims registry's ``mode``), which its evidence
 names; the other reading is judged the same way and shown beside it, never deciding.
+
+**What would settle it.** :func:`seeds_to_settle` solves t(0.975, df) x sqrt(s^2 x sum(w^2) / n + sentence variance)
+< d for the seeds n per system, d the distance of the observed contrast from the criterion's bound and s the
+observed seed s.d.s (for a pair of systems t x s x sqrt(2/n) < d, s their root mean square).
 
 Which claims there are and which evidence each reads is declared once, in :mod:`repro.studies.claims`; the
 judges (:mod:`repro.studies.judges`) call the functions here.
@@ -71,6 +88,30 @@ SPLITS = {  # each evaluation set: the name the reader knows, and its glue-key s
     "test2017_mscoco": ("test2017 MSCOCO", "mscoco"),
 }
 EVAL_SPLITS = tuple(SPLITS)
+DECIDING = tuple(k for k in SPLITS if k != "valid")  # the test sets; valid chose the checkpoints: shown, not judged
+MAX_SEEDS = 100  # beyond this many seeds a system, "no number of seeds at this scale" settles a claim
+
+
+@dataclass(frozen=True)
+class Within:
+    """An equivalence criterion, |x| <= margin, judged as two one-sided tests (Schuirmann's TOST): it holds where the
+    interval lies inside the margin and fails where it lies wholly outside it."""
+
+    margin: float
+
+    def __call__(self, x: float) -> bool:
+        return abs(x) <= self.margin
+
+    def text(self, what: str) -> str:
+        return f"|{what}| <= {self.margin:g} (two one-sided tests)"
+
+    @property
+    def op(self) -> str:
+        return "within"
+
+    @property
+    def bound(self) -> float:
+        return self.margin
 
 
 @dataclass(frozen=True)
@@ -99,18 +140,49 @@ class Interval:
 
 @dataclass(frozen=True)
 class OnSet:
-    """The contrast on one evaluation set: its value (tokenized BLEU), both intervals and the set's verdict."""
+    """The contrast on one evaluation set: its value (tokenized BLEU), the one interval it is judged on
+    (``combined``: seeds and sentences), the two parts shown beside it, the variances behind them, its degrees of
+    freedom, whether the set decides (a test set) and the set's verdict."""
 
     split: str
     value: float
     seeds: Interval | None
     test_set: Interval | None
     verdict: str
+    combined: Interval | None = None
+    seed_var: float = math.nan
+    sentence_var: float = math.nan
+    df: float = math.nan
+    decides: bool = True
+    spreads: tuple[float, ...] = ()  # each independent seed part's variance over its seeds (seeds_to_settle)
 
     @property
     def half_width(self) -> float:
         """Half the seed interval, NaN without one."""
         return (self.seeds.high - self.seeds.low) / 2 if self.seeds else math.nan
+
+    @property
+    def interval(self) -> Interval | None:
+        """The interval the set is judged on: the combined one, else (no hypotheses stored) the seed interval."""
+        return self.combined or self.seeds
+
+    def row(self) -> dict[str, Any]:
+        """The set as data (a verdict's JSON): its value, the one interval it is judged on with its parts and
+        their variances, its degrees of freedom, whether it decides, and its verdict."""
+        pair = lambda i: [i.low, i.high] if i else None  # noqa: E731
+        return {
+            "set": split_name(self.split),
+            "split": self.split,
+            "value": self.value,
+            "interval": pair(self.interval),
+            "seed_interval": pair(self.seeds),
+            "test_set_interval": pair(self.test_set),
+            "seed_var": self.seed_var,
+            "sentence_var": self.sentence_var,
+            "df": self.df,
+            "decides": self.decides,
+            "verdict": self.verdict,
+        }
 
 
 @dataclass(frozen=True)
@@ -118,11 +190,21 @@ class Judgement:
     """A contrast judged on every evaluation set both sides were scored on."""
 
     sets: tuple[OnSet, ...]
+    pairing: str = ""  # how the runs are paired, in words (seeds and sentences)
+    criterion: Callable[[float], bool] | None = field(default=None, compare=False, repr=False)
 
     @property
     def verdict(self) -> str:
-        """The outcome over the sets (:func:`outcome`)."""
-        return outcome([s.verdict for s in self.sets])
+        """The outcome over the deciding sets, the test sets (:func:`outcome`)."""
+        return outcome([s.verdict for s in self.sets if s.decides])
+
+    @property
+    def deciding(self) -> OnSet:
+        """The reading that decided the verdict (:func:`deciding_set`)."""
+        return deciding_set(self.sets, self.verdict, self.criterion)
+
+    def rows(self) -> tuple[dict[str, Any], ...]:
+        return tuple(s.row() for s in self.sets)
 
     def on(self, split: str = "test") -> OnSet:
         return next(s for s in self.sets if s.split == split)
@@ -133,34 +215,62 @@ class Judgement:
         out: dict[str, float | int | str] = {f"{prefix}_{SPLITS[s.split][1]}": float(s.value) for s in self.sets}
         out[f"{prefix}_pm"] = float(self.on("test").half_width)
         for v, key in ((HOLDS, "held"), (FAILS, "failed"), (INCONCLUSIVE, "noise")):
-            out[f"{prefix}_sets_{key}"] = sum(s.verdict == v for s in self.sets)
+            out[f"{prefix}_sets_{key}"] = sum(s.verdict == v for s in self.sets if s.decides)
         return out
 
 
 def interval_verdict(low: float, high: float, ok: Callable[[float], bool]) -> str:
-    """holds if the criterion holds over the whole interval, does not hold if nowhere, else inconclusive. ``ok`` must
-    be monotone in its argument (a threshold), so checking the ends suffices."""
+    """holds if the criterion holds over the whole interval, does not hold if nowhere, else inconclusive. ``ok`` is
+    a threshold (monotone, so the ends decide) or an equivalence margin (:class:`Within`: two one-sided tests, the
+    interval inside the margin to hold, wholly above or wholly below it to fail)."""
+    if isinstance(ok, Within):
+        if -ok.margin <= low and high <= ok.margin:
+            return HOLDS
+        return FAILS if high < -ok.margin or low > ok.margin else INCONCLUSIVE
     lo_ok, hi_ok = ok(low), ok(high)
     return HOLDS if lo_ok and hi_ok else FAILS if not lo_ok and not hi_ok else INCONCLUSIVE
 
 
-def combine(verdicts: Sequence[str]) -> str:
-    """The intervals of one reading joined: holds if every one holds, does not hold if every one fails."""
-    if not verdicts:
-        raise ValueError("no verdict to combine")
-    return HOLDS if all(v == HOLDS for v in verdicts) else FAILS if all(v == FAILS for v in verdicts) else INCONCLUSIVE
+def bounds(ok: Callable[[float], bool] | None) -> tuple[float, ...]:
+    """Where a criterion changes its answer: a threshold's bound, an equivalence margin's two ends; none for a bare
+    function."""
+    if isinstance(ok, Within):
+        return (-ok.margin, ok.margin)
+    bound = getattr(ok, "bound", None)
+    return () if bound is None else (float(bound),)
+
+
+def gap(interval: Interval, ok: Callable[[float], bool] | None) -> float:
+    """How far the interval lies from the criterion's nearest bound (0 where it crosses one; inf without bounds)."""
+    return min((max(interval.low - b, b - interval.high, 0.0) for b in bounds(ok)), default=math.inf)
+
+
+def deciding_set(sets: Sequence[OnSet], verdict: str, ok: Callable[[float], bool] | None = None) -> OnSet:
+    """The reading that decided a verdict, among the deciding sets: for holds or does not hold the one whose interval
+    lies nearest the criterion (the first to turn); for inconclusive an undecided one (test2016 first); for mixed
+    test2016 (the paper's set) or the first; a verdict's row names it."""
+    deciding = [s for s in sets if s.decides] or list(sets)
+    first = sorted(deciding, key=lambda s: s.split != "test")
+    if verdict in (HOLDS, FAILS):
+        agree = [s for s in first if s.verdict == verdict]
+        return min(agree, key=lambda s: gap(s.interval, ok) if s.interval else math.inf)
+    if verdict == INCONCLUSIVE:
+        return next((s for s in first if s.verdict == INCONCLUSIVE), first[0])
+    return first[0]
 
 
 def outcome(verdicts: Sequence[str]) -> str:
-    """The readings of one claim joined (the module docstring): holds, does not hold, mixed or inconclusive."""
+    """The readings of one claim joined symmetrically: holds where every reading holds, does not hold where every
+    reading fails, mixed where some hold and some fail, inconclusive otherwise (one failing reading among undecided
+    ones decides nothing, as one holding reading does not)."""
     if not verdicts:
         raise ValueError("no verdict to join")
     held, failed = sum(v == HOLDS for v in verdicts), sum(v == FAILS for v in verdicts)
     if held and failed:
         return MIXED
-    if failed:
-        return FAILS
-    return HOLDS if held == len(verdicts) else INCONCLUSIVE
+    if held == len(verdicts):
+        return HOLDS
+    return FAILS if failed == len(verdicts) else INCONCLUSIVE
 
 
 def seed_contrast(terms: Sequence[tuple[float, Sequence[float]]]) -> tuple[float, float, float]:
@@ -183,6 +293,101 @@ def seed_interval(terms: Sequence[tuple[float, Sequence[float]]], confidence: fl
     value, se, df = seed_contrast(terms)
     half = float(t.ppf(0.5 + confidence / 2, df)) * se if se > 0 else 0.0
     return Interval(value - half, value + half)
+
+
+def seed_groups(
+    terms: Sequence[tuple[float, Sequence[float]]], pairs: Sequence[tuple[int, int]] = ()
+) -> list[list[float]]:
+    """The contrast's independent parts over seeds, each a list of per-seed values whose means add up to the
+    contrast: a weighted term alone, or two terms paired on the seed (``pairs``: their indices; the same seeds in
+    the same order) as their per-seed weighted sum."""
+    paired = {i for pair in pairs for i in pair}
+    groups = [[w * x for x in values] for i, (w, values) in enumerate(terms) if i not in paired]
+    for i, j in pairs:
+        (wi, a), (wj, b) = terms[i], terms[j]
+        if len(a) != len(b):
+            raise ValueError(f"terms {i} and {j} are paired on the seed but have {len(a)} and {len(b)} seeds")
+        groups.append([wi * x + wj * y for x, y in zip(a, b)])
+    return groups
+
+
+def combined_interval(
+    groups: Sequence[Sequence[float]], sentence_var: float = 0.0, confidence: float = CONFIDENCE
+) -> tuple[Interval, float, float]:
+    """(interval, seed variance, degrees of freedom) of the contrast sum(mean(group)) with both noises: +- Student's
+    t x sqrt(seed variance + ``sentence_var``), the seed variance Welch's sum of var(group)/n, the degrees of freedom
+    Welch-Satterthwaite's over the seed parts with the sentence part counted as known."""
+    from scipy.stats import t
+
+    if any(len(g) < 2 for g in groups):
+        raise ValueError(f"a seed interval needs at least 2 seeds per system (got {[len(g) for g in groups]})")
+    value = sum(statistics.fmean(g) for g in groups)
+    parts = [statistics.variance(g) / len(g) for g in groups]
+    seed_var = sum(parts)
+    var = seed_var + sentence_var
+    tails = sum(p * p / (len(g) - 1) for p, g in zip(parts, groups))
+    df = var * var / tails if tails > 0 else math.inf
+    half = float(t.ppf(0.5 + confidence / 2, df)) * math.sqrt(var) if var > 0 else 0.0
+    return Interval(value - half, value + half), seed_var, df
+
+
+def seeds_to_settle(
+    value: float,
+    spreads: Sequence[float],
+    ok: Callable[[float], bool],
+    sentence_var: float = 0.0,
+    confidence: float = CONFIDENCE,
+    most: int = MAX_SEEDS,
+) -> int | None:
+    """The fewest seeds per system whose interval would clear the criterion if the observed ``value`` were the true
+    contrast: t(df) x sqrt(sum(spreads) / n + sentence_var) < d, ``spreads`` each independent part's variance over
+    seeds (w^2 s^2 of a system; a paired part's own), df Welch's (n - 1) sum^2 / sum of squares, d the distance of
+    ``value`` from the criterion's nearest bound. None where no n up to ``most`` does (the value sits on the bound,
+    or the sentences alone are too noisy)."""
+    from scipy.stats import t
+
+    d = min((abs(value - b) for b in bounds(ok)), default=math.inf)
+    total, squares = sum(spreads), sum(x * x for x in spreads)
+    if not d > 0 or not math.isfinite(d):
+        return None
+    for n in range(2, most + 1):
+        df = (n - 1) * total * total / squares if squares > 0 else math.inf
+        if float(t.ppf(0.5 + confidence / 2, df)) * math.sqrt(total / n + sentence_var) < d:
+            return n
+    return None
+
+
+def settle_sets(sets: Sequence[OnSet], ok: Callable[[float], bool]) -> tuple[int | None, str, str]:
+    """(seeds per system that would decide every deciding set, the verdict they would reach, why none would): each
+    set by :func:`seeds_to_settle` at its observed value, spreads and sentence variance; why none, set by set: the
+    distance to the bound within the sentences' own noise (1.96 of its s.d.), or beyond :data:`MAX_SEEDS`."""
+    deciding = [s for s in sets if s.decides]
+    needed = [seeds_to_settle(s.value, s.spreads, ok, s.sentence_var) for s in deciding]
+    would = outcome([HOLDS if ok(s.value) else FAILS for s in deciding])
+    why = []
+    for s, n in zip(deciding, needed):
+        if n is None:
+            d, floor = min(abs(s.value - b) for b in bounds(ok)), 1.959963984540054 * math.sqrt(s.sentence_var)
+            near = (
+                f"within the test sentences' own noise (+-{floor:.2f})" if floor >= d else f"too near for {MAX_SEEDS}"
+            )
+            why.append(f"{split_name(s.split)} {s.value:+.2f} lies {d:.2f} from the bound, {near}")
+    if why:
+        return None, would, "; ".join(why) + " (the observed differences taken as true)"
+    return max(needed), would, ""
+
+
+def seed_reading(name: str, values: Sequence[float], ok: Callable[[float], bool]) -> dict[str, Any]:
+    """One reading over seeds (a system's runs): the mean and its Student's t interval over the seeds (n - 1
+    degrees of freedom), judged on the interval."""
+    interval = seed_interval([(1.0, values)])
+    return {
+        "set": name,
+        "value": statistics.fmean(values),
+        "interval": [interval.low, interval.high],
+        "seeds": len(values),
+        "verdict": interval_verdict(interval.low, interval.high, ok),
+    }
 
 
 def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float] | None:
@@ -254,8 +459,8 @@ def speed_word(
         word = INCONCLUSIVE
     elif {HOLDS, FAILS} <= {row["verdict"] for row in rows}:
         word = MIXED
-    else:
-        word = combine([within, word_of(across)])
+    else:  # the within-run and the across-run intervals must agree to decide
+        word = within if within in (HOLDS, FAILS) and word_of(across) == within else INCONCLUSIVE
     return word, {"pooled": pooled, "within": within, "medians": medians, "across": across, "meets": meets}
 
 
@@ -264,13 +469,15 @@ def bootstrap_contrast(
     refs: Sequence[str],
     samples: int = BOOTSTRAP_SAMPLES,
     seed: int = BOOTSTRAP_SEED,
+    lang: str | None = None,
 ) -> np.ndarray:
-    """The contrast of sacreBLEU means on each of ``samples`` resamples of the sentences, the same resampled
-    sentences for every run of every term (sacreBLEU's paired bootstrap, pooled over seeds)."""
+    """The contrast of the seeds' mean BLEU on each of ``samples`` resamples of the sentences, the same resampled
+    sentences for every run of every term (sacreBLEU's paired bootstrap, pooled over seeds). ``lang``: score the
+    paper's tokenized BLEU (Moses for that language), the metric the verdicts read; None: sacreBLEU's 13a."""
     refs = tuple(refs)
     out = np.zeros(samples)
     for weight, runs in terms:
-        out += weight * np.mean([_resampled(tuple(hyps), refs, samples, seed) for hyps in runs], axis=0)
+        out += weight * np.mean([_resampled(tuple(hyps), refs, samples, seed, lang) for hyps in runs], axis=0)
     return out
 
 
@@ -284,17 +491,20 @@ def _counts(n: int, samples: int, seed: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=1024)
-def _resampled(hyps: tuple[str, ...], refs: tuple[str, ...], samples: int, seed: int) -> np.ndarray:
-    """One run's sacreBLEU on each resample. A run appears in many contrasts and chapters, so its scores are
-    kept per process and on disk (``cache_dir()/bootstrap``, keyed by the sentences, the draw and sacreBLEU's
-    version)."""
+def _resampled(
+    hyps: tuple[str, ...], refs: tuple[str, ...], samples: int, seed: int, lang: str | None = None
+) -> np.ndarray:
+    """One run's BLEU on each resample (tokenized BLEU with ``lang``, else sacreBLEU's 13a). A run appears in many
+    contrasts and chapters, so its scores are kept per process and on disk (``cache_dir()/bootstrap``, keyed by the
+    sentences, the draw, the metric and sacreBLEU's version)."""
     import sacrebleu
 
-    digest = hashlib.sha256(json.dumps([hyps, refs, samples, seed, sacrebleu.__version__]).encode()).hexdigest()[:20]
+    key = [hyps, refs, samples, seed, sacrebleu.__version__] + ([lang] if lang else [])
+    digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:20]
     path = cache_dir() / "bootstrap" / f"{digest}.json"
     if path.is_file():
         return np.array(json.loads(path.read_text(encoding="utf-8")))
-    stats = np.asarray(sentence_statistics(list(hyps), list(refs)), dtype=np.float64)
+    stats = np.asarray(sentence_statistics(list(hyps), list(refs), lang), dtype=np.float64)
     sums = (_counts(len(refs), samples, seed) @ stats).round().astype(np.int64)
     scores = [bleu_of_statistics(row) for row in sums.tolist()]
     atomic_write_bytes(json.dumps(scores).encode(), path)
@@ -308,32 +518,68 @@ def central_95(values: np.ndarray) -> Interval:
     return Interval(float(ordered[k]), float(ordered[len(ordered) - k - 1]))
 
 
+def pairing_text(terms: Sequence[tuple[float, Runs]], pairs: Sequence[tuple[int, int]], sentences: bool) -> str:
+    """How a contrast's runs are paired, in words, for its verdict's row."""
+    on_seed = "; ".join(f"{terms[i][1].label} with {terms[j][1].label} on the seed" for i, j in pairs)
+    seeds = f"seeds paired: {on_seed}" if pairs else "seeds unpaired (Welch)"
+    words = "sentences paired (the same resamples for every run of every system)" if sentences else "no sentences"
+    return f"{words}; {seeds}"
+
+
 def judge(
     terms: Sequence[tuple[float, Runs]],
     ok: Callable[[float], bool],
     refs: Mapping[str, Sequence[str]] | None = None,
     splits: Sequence[str] = EVAL_SPLITS,
     samples: int = BOOTSTRAP_SAMPLES,
+    pairs: Sequence[tuple[int, int]] = (),
+    lang: str = "de",
 ) -> Judgement | None:
-    """The contrast sum(weight x runs) judged on every split of ``splits`` that all terms were scored on: the seed
-    interval, and the test-set interval where every run's hypotheses and the split's references (``refs``) are
-    given. None where a term has a single seed (no seed interval)."""
+    """The contrast sum(weight x runs) judged on every split of ``splits`` that all terms were scored on, on one
+    interval with both noises (the module docstring): the seed variance (the terms of ``pairs`` paired on the seed)
+    plus, where every run's hypotheses and the split's references (``refs``) are given, the sentence variance of the
+    paired bootstrap on tokenized BLEU (``lang``: the target language). Only the test sets (:data:`DECIDING`)
+    decide; where none is scored, every set does. None where a term has a single seed (no seed interval)."""
     if any(len(r.seeds) < 2 for _, r in terms):
         return None
-    sets = []
-    for split in splits:
-        if not all(split in r.scores for _, r in terms):
-            continue
+    for i, j in pairs:
+        if terms[i][1].seeds != terms[j][1].seeds:
+            raise ValueError(
+                f"{terms[i][1].label} and {terms[j][1].label} are paired on the seed but have seeds "
+                f"{terms[i][1].seeds} and {terms[j][1].seeds}"
+            )
+    scored = [split for split in splits if all(split in r.scores for _, r in terms)]
+    if not scored:
+        raise ValueError(f"no evaluation set is scored for every term ({', '.join(r.label for _, r in terms)})")
+    tests = any(split in DECIDING for split in scored)
+    sets, sentences = [], False
+    for split in scored:
         value = sum(w * statistics.fmean(r.scores[split]) for w, r in terms)
         seeds = seed_interval([(w, r.scores[split]) for w, r in terms])
-        test_set = None
+        groups = seed_groups([(w, r.scores[split]) for w, r in terms], pairs)
+        test_set, sentence_var = None, 0.0
         if refs and split in refs and all(split in r.hyps for _, r in terms):
-            test_set = central_95(bootstrap_contrast([(w, r.hyps[split]) for w, r in terms], refs[split], samples))
-        verdict = combine([interval_verdict(i.low, i.high, ok) for i in (seeds, test_set) if i is not None])
-        sets.append(OnSet(split, value, seeds, test_set, verdict))
-    if not sets:
-        raise ValueError(f"no evaluation set is scored for every term ({', '.join(r.label for _, r in terms)})")
-    return Judgement(tuple(sets))
+            boot = bootstrap_contrast([(w, r.hyps[split]) for w, r in terms], refs[split], samples, lang=lang)
+            test_set, sentence_var, sentences = central_95(boot), float(np.var(boot, ddof=1)), True
+        combined, seed_var, df = combined_interval(groups, sentence_var)
+        verdict = interval_verdict(combined.low, combined.high, ok)
+        spreads = tuple(statistics.variance(g) for g in groups)
+        sets.append(
+            OnSet(
+                split,
+                value,
+                seeds,
+                test_set,
+                verdict,
+                combined,
+                seed_var,
+                sentence_var,
+                df,
+                split in DECIDING or not tests,
+                spreads,
+            )
+        )
+    return Judgement(tuple(sets), pairing_text(terms, pairs, sentences), ok)
 
 
 def split_name(split: str) -> str:
@@ -342,15 +588,16 @@ def split_name(split: str) -> str:
 
 
 def describe(j: Judgement) -> str:
-    """One line per judgement: the contrast with its seed interval on each set, the test-set interval and the set's
-    verdict (for an evidence cell)."""
+    """One line per judgement: on each set the contrast with its combined interval and the set's verdict (the
+    validation set marked shown, not judged), the seed and test-set intervals beside it (for an evidence cell)."""
     parts = []
     for s in j.sets:
-        boot = f", test-set [{s.test_set.low:+.2f}, {s.test_set.high:+.2f}]" if s.test_set else ""
-        parts.append(
-            f"{split_name(s.split)} {s.value:+.2f} seeds [{s.seeds.low:+.2f}, {s.seeds.high:+.2f}]{boot}: {s.verdict}"
-        )
-    return "; ".join(parts)
+        both = f" [{s.interval.low:+.2f}, {s.interval.high:+.2f}]"
+        beside = f"seeds [{s.seeds.low:+.2f}, {s.seeds.high:+.2f}]"
+        beside += f", test-set [{s.test_set.low:+.2f}, {s.test_set.high:+.2f}]" if s.test_set else ""
+        word = s.verdict if s.decides else f"shown, not judged (by its interval: {s.verdict})"
+        parts.append(f"{split_name(s.split)} {s.value:+.2f}{both} ({beside}): {word}")
+    return "; ".join(parts) + (f"; {j.pairing}" if j.pairing else "")
 
 
 def ratio_reading(ratios: Sequence[float]) -> dict[str, Any]:
