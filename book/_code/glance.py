@@ -161,7 +161,7 @@ def deciding(j: Judged) -> str:
     """Which readings decide a verdict, in words: those that give its word, and what the others do."""
     by: dict[str, list[str]] = {}
     for row in j.sets:
-        if "verdict" in row:
+        if "verdict" in row and row.get("decides", True):  # a validation set is shown, never judged
             by.setdefault(row["verdict"], []).append("the validation set" if row["set"] == "valid" else row["set"])
     if not by:
         return ""
@@ -227,11 +227,13 @@ def _findings(store: Store, html: bool) -> list[list[str]]:
             if max(gaps) < 0
             else f"it scores {min(gaps):+.2f} to {max(gaps):+.2f} BLEU against Balanced over the evaluation sets"
         )
-        controls = [s for s in ("can_residual",) if store.runs(s) is not None]
+        controls = [s for s in ("can_residual", "can_nosplit") if store.runs(s) is not None]
         decided = deciding(keeps)
+        below = j.get("can-below-balanced")
         out.append(
             [
-                f"CAN's BLEU, on {_setup(store, keeps.budget or 1)}: {gap}.",
+                f"CAN's BLEU, on {_setup(store, keeps.budget or 1)}: {gap}"
+                + (f"; {said(below.claim.id, 'CAN scores below Balanced')}." if below is not None else "."),
                 f"The paper has {keeps.claim.paper.split(' (')[0]}; "
                 f"{said(keeps.claim.id, 'CAN within half a point of Balanced')}"
                 + (f", {decided}." if decided else "."),
@@ -239,8 +241,9 @@ def _findings(store: Store, html: bool) -> list[list[str]]:
                 "residual it adds, the split of the 4d values over heads, the FFN reading a normalised sum and "
                 "pre-norm are its choices, and "
                 + (
-                    f"the controls that would measure them ({code('can_residual')}, CAN without the head split) are "
-                    "not trained yet; trained at a converged recipe, they would say how much."
+                    f"the controls that would measure them ({code('can_residual')}, {code('can_nosplit')}: CAN "
+                    "without the head split) are not trained yet; trained at a converged recipe, they would say how "
+                    "much."
                     if not controls
                     else f"the stored controls ({names([code(c) for c in controls])}) are read in the beyond chapter."
                 ),
