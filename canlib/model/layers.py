@@ -547,6 +547,25 @@ class CANResidualDecoderLayer(CANDecoderLayer):
         return self._output(x, hidden, split_heads(mixed, self.heads))
 
 
+class CANNoSplitDecoderLayer(CANDecoderLayer):
+    """CAN without the head split of its 4d-wide values: Eqs. 11 and 13 as the paper writes them, one head.
+
+    The paper's equations have one softmax and one attention matrix ``A`` over [prefix ; source], which mixes
+    the whole 4d-wide values; :class:`CANDecoderLayer` reads them with h heads, head i mixing its own 4d/h-wide
+    slice. Here one head attends with the d-wide queries and keys, scores scaled by sqrt(d) (the head width, as
+    everywhere in canlib, and the paper's sqrt(d)), a control on that reading::
+
+        A = SoftMax(z Wq [z Wk1 ; H Wk2]^T / sqrt(d))
+        y = x + ReLU(z W1 + b1 + A [z W~v1 ; H W~v2]) W2 + b2
+
+    The weights are CAN's, map for map; a decode step launches CAN's kernels (one attention call, one head).
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        self.heads = 1
+
+
 def build_decoder_layers(cfg: ModelConfig) -> nn.ModuleList:
     """The decoder stack of ``cfg.decoder_kind``, or of ``cfg.decoder_layer_kinds`` one layer at a time
     ("mixed"); SAN: leaders at the start of each group."""
@@ -557,6 +576,7 @@ def build_decoder_layers(cfg: ModelConfig) -> nn.ModuleList:
         "can_attn": CANAttnDecoderLayer,
         "can_ffn": CANFFNDecoderLayer,
         "can_residual": CANResidualDecoderLayer,
+        "can_nosplit": CANNoSplitDecoderLayer,
     }
     if cfg.decoder_kind != "san":
         return nn.ModuleList(simple[kind](cfg) for kind in cfg.layer_kinds())
