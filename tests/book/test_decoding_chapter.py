@@ -14,8 +14,9 @@ from canlib.repro.studies.chapters import decoding
 def test_values_quote_the_stored_counts_and_the_cache_widths_of_the_configs():
     raw = json.loads((results_dir() / "cpu" / "ops.json").read_text())["result"]["systems"]
     values = decoding.values()
-    for system in ("balanced", "can", "baseline"):
+    for system in ("balanced", "can", "baseline", "san", "aan"):
         assert values[f"{system}_kernels"] == raw[system]["cuda"]["step"]["kernel_operators"]
+        assert values[f"{system}_layer_kernels"] == raw[system]["cuda"]["per_layer"]["kernel_operators"]
         assert values[f"{system}_search_kernels"] == raw[system]["cuda"]["search"]["kernel_operators"]
         assert values[f"{system}_fused_kernels"] == raw[system]["cuda-fused"]["step"]["kernel_operators"]
     cfg = preset("tiny-can")

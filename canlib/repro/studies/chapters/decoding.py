@@ -194,7 +194,7 @@ KERNEL_COLUMNS = {"kernels": "kernels per step", "search_kernels": "search", "fu
 def values() -> dict[str, Any]:
     """The numbers the chapter's prose quotes."""
     ops, _ = stored_ops()
-    table = ops_frame(ops, ("balanced", "can", "baseline"))
+    table = ops_frame(ops, ("balanced", "can", "baseline", "san", "aan"))
     balanced, can = cache_layout("balanced"), cache_layout("can")
     out = {
         "balanced_width_d": balanced["width_d"],
@@ -204,7 +204,7 @@ def values() -> dict[str, Any]:
         "can_lead": can["lead"],
         "balanced_source_d": balanced["source_per_position_d"],
     }
-    for key in ("balanced", "can", "baseline"):
+    for key in ("balanced", "can", "baseline", "san", "aan"):
         row = table.loc[LABELS[key]]
         out |= {f"{key}_{name}": int(row[column]) for name, column in KERNEL_COLUMNS.items()}
         out[f"{key}_layer_kernels"] = float(row["per decoder layer"])  # a layer's count may be a half
