@@ -163,14 +163,13 @@ class AANDecoderLayer(DecoderLayer):
     ``[i; f] = Linear_2d->2d([z; FFN(avg)])``. Decoding keeps no keys or values, only the sum of the inputs so far,
     once per target position (:meth:`cache_layout`).
 
-    A decode step launches what these maths need: LayerNorm; the prefix sum, one add that writes the
-    cache; the average's FFN (W1 with its ReLU, and the division by the count as the product's scale,
-    then W2: 2); the gate, as ``[z; FFN(avg)]`` concatenated and one product by the stored
-    2d x 2d map (2), one sigmoid over both gates (1), and the gated sum with the residual as two
-    multiply-adds (``x + i z``, then ``+ f g``: 2): 9, where Balanced's self-attention sub-layer launches
-    6 (LayerNorm, QKV, one key|value write, attention, output product, residual add). With
-    cross-attention (5) and the FFN (4): 18 a layer, Balanced's 15 and the gate's 3 (its second
-    product, its sigmoid, its multiply-add).
+    A decode step launches what these maths need: LayerNorm, the prefix sum (one add that writes the
+    cache), the average's FFN (W1 with its ReLU, the division by the count as the product's scale, then
+    W2), where Balanced's self-attention launches LayerNorm, QKV, one key|value write and attention (4
+    each); the gate (``[z; FFN(avg)]`` concatenated, one product by the stored 2d x 2d map, one sigmoid
+    over both gates, ``+ f g`` as one multiply-add: 4); and the residual ``x + i z`` as one multiply-add,
+    where Balanced's output product and add are 2. With cross-attention (5) and the FFN (4): 18 a layer,
+    within Balanced's 15 and the gate's 4.
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
