@@ -273,7 +273,7 @@ class SANDecoderLayer(DecoderLayer):
         self.ffn = FeedForward(d, cfg.ffn_dim, cfg.relu_dropout)
         self.drop = nn.Dropout(cfg.dropout)
         if leader:
-            self._register_load_state_dict_pre_hook(fuse_query_key_value)
+            self.register_load_state_dict_pre_hook(fuse_query_key_value)
 
     def project_source(self, memory: SourceMemory) -> Cache:
         return self.cross_attn.project_source(memory) if self.leader else {}
@@ -324,7 +324,7 @@ def stacked_linear(parts: list[nn.Linear]) -> nn.Linear:
     return fused
 
 
-def fuse_query_key_value(state: dict, prefix: str, *args: object) -> None:
+def fuse_query_key_value(module: nn.Module, state: dict, prefix: str, *args: object) -> None:
     """Load a SAN leader stored with separate query|key (``qk``) and value (``v``) maps into its fused ``qkv``
     (a state-dict pre-hook): the rows [Wq ; Wk ; Wv] stacked in that order, as the fused map holds them."""
     if prefix + "qk.weight" in state and prefix + "qkv.weight" not in state:
