@@ -55,6 +55,8 @@ SYSTEMS: dict[str, System] = {
     # not a system of the paper's tables: its Results section reports CAN applied to the 6/6 Baseline
     # (-0.09 BLEU on average against -0.25 on the 12/2 one); the "beyond" chapter trains it
     "can-6-6": System(6, 6, "can", "CAN 6/6"),
+    # a control on canlib's reading of Eq. 13, not a system of the paper: CAN with one head over its 4d-wide values
+    "can_nosplit": System(12, 2, "can_nosplit", "CAN, values unsplit"),
 }
 LABELS = {name: system.label for name, system in SYSTEMS.items()}  # the names the paper's tables use
 

@@ -13,7 +13,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from canlib.analysis.probes import H100_BANDWIDTH, bytes_per_decode_step
+from canlib.analysis.probes import H100_BANDWIDTH, bytes_per_decode_step, decoding_costs
 from canlib.catalogue import ALL_SYSTEMS, LABELS
 from canlib.decoding.search import ForcedLengthSearch, SearchSettings, make_batch, new_search
 from canlib.io import results_dir
@@ -194,7 +194,7 @@ KERNEL_COLUMNS = {"kernels": "kernels per step", "search_kernels": "search", "fu
 def values() -> dict[str, Any]:
     """The numbers the chapter's prose quotes."""
     ops, _ = stored_ops()
-    table = ops_frame(ops, ("balanced", "can", "baseline"))
+    table = ops_frame(ops, ("balanced", "can", "baseline", "san", "aan"))
     balanced, can = cache_layout("balanced"), cache_layout("can")
     out = {
         "balanced_width_d": balanced["width_d"],
@@ -204,11 +204,13 @@ def values() -> dict[str, Any]:
         "can_lead": can["lead"],
         "balanced_source_d": balanced["source_per_position_d"],
     }
-    for key in ("balanced", "can", "baseline"):
+    for key in ("balanced", "can", "baseline", "san", "aan"):
         row = table.loc[LABELS[key]]
         out |= {f"{key}_{name}": int(row[column]) for name, column in KERNEL_COLUMNS.items()}
         out[f"{key}_layer_kernels"] = float(row["per decoder layer"])  # a layer's count may be a half
     out["can_over_balanced_kernels"] = out["can_kernels"] / out["balanced_kernels"]
+    for key in ("balanced", "aan"):  # the matrix weights one decoder layer's step reads, in d^2
+        out[f"{key}_layer_weights_d2"] = decoding_costs(key)["weights_per_step_d2"]
     out["balanced_step_mb"] = step_mb("balanced")
     out["balanced_floor_us"] = out["balanced_step_mb"] * 1e12 / H100_BANDWIDTH
     out["bandwidth_tbs"] = H100_BANDWIDTH / 1e12

@@ -36,6 +36,7 @@ UNSUPPORTED = {
     "can_attn": f"Compress Attention merges self- and cross-attention into one sub-layer, {_MERGED}",
     "can_ffn": f"Compress FFN merges cross-attention into the FFN, {_MERGED}",
     "can_residual": f"CAN (with the attention's own residual) is one compressed sub-layer, {_MERGED}",
+    "can_nosplit": f"CAN (one head over its 4d-wide values) is one compressed sub-layer, {_MERGED}",
     "aan": "the Average Attention Network's cumulative average in place of self-attention has no CTranslate2 layer",
     "san": "the Sharing Attention Network reuses attention maps across layers, which CTranslate2 cannot express",
     "mixed": "a decoder of several layer kinds has no CTranslate2 counterpart",

@@ -359,19 +359,20 @@ class FeedForward(nn.Module):
         init_linear(self.w1)
         init_linear(self.w2)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, scale: float = 1.0) -> Tensor:
+        """FFN(scale * x): ``scale`` is AAN's 1 / count, which inference folds into the first product."""
         if torch.is_grad_enabled():  # training
-            return self.w2(self.drop(F.relu(self.w1(x))))
-        return self.w2(linear_relu(x, self.w1))  # inference: no dropout, the ReLU inside the first product
+            return self.w2(self.drop(F.relu(self.w1(x if scale == 1 else x * scale))))
+        return self.w2(linear_relu(x, self.w1, scale))  # inference: no dropout, the ReLU inside the first product
 
 
-def linear_relu(x: Tensor, linear: nn.Linear) -> Tensor:
-    """``relu(linear(x))`` for inference: on a GPU one GEMM whose epilogue adds the bias and applies the ReLU
-    (``torch._addmm_activation``: cuBLASLt's RELU_BIAS epilogue); on a CPU the product of :func:`rows_linear`
-    (the epilogue's GEMM takes the slow ``x W^T`` form there), then the ReLU."""
+def linear_relu(x: Tensor, linear: nn.Linear, scale: float = 1.0) -> Tensor:
+    """``relu(linear(scale * x))`` for inference: on a GPU one GEMM whose epilogue adds the bias and applies the
+    ReLU (``torch._addmm_activation``: cuBLASLt's RELU_BIAS epilogue), ``scale`` its alpha; on a CPU the product
+    of :func:`rows_linear` (the epilogue's GEMM takes the slow ``x W^T`` form there), then the ReLU."""
     if x.device.type == "cpu":
-        return F.relu(rows_linear(x, linear.weight, linear.bias))
-    flat = torch._addmm_activation(linear.bias, x.reshape(-1, linear.in_features), linear.weight.t())
+        return F.relu(rows_linear(x if scale == 1 else x * scale, linear.weight, linear.bias))
+    flat = torch._addmm_activation(linear.bias, x.reshape(-1, linear.in_features), linear.weight.t(), alpha=scale)
     return flat.view(*x.shape[:-1], linear.out_features)
 
 

@@ -14,8 +14,9 @@ from canlib.catalogue import SCALES, SYSTEMS, scale_spec, scaled_preset
 from canlib.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID  # the special token ids the vocabulary and the model share
 
 # "can_residual": CAN keeping the attention's own residual S + C (a control on this library's reading of
-# the paper, which drops it)
-DECODER_KINDS = ("standard", "aan", "san", "can", "can_attn", "can_ffn", "can_residual")
+# the paper, which drops it); "can_nosplit": CAN with one head, its 4d-wide values not split over heads (the
+# paper's equations as written, a control on the head split)
+DECODER_KINDS = ("standard", "aan", "san", "can", "can_attn", "can_ffn", "can_residual", "can_nosplit")
 MIXED = "mixed"  # decoder_kind of a stack with one kind per layer (``ModelConfig.decoder_layer_kinds``)
 MIXABLE_KINDS = tuple(k for k in DECODER_KINDS if k != "san")  # SAN's groups share maps across layers
 _PAPER, _BASELINE = scale_spec("full"), SYSTEMS["baseline"]  # the defaults: the paper's Baseline at its width

@@ -35,6 +35,7 @@ from canlib.model.attention import (
     SelfAttention,
     SourceMemory,
     attend_prefix,
+    fused_attention,
     init_linear,
     joint_attention,
     merge_heads,
@@ -161,6 +162,14 @@ class AANDecoderLayer(DecoderLayer):
     passed through an FFN and a gate: ``out = sigmoid(i) * z + sigmoid(f) * FFN(avg)`` with
     ``[i; f] = Linear_2d->2d([z; FFN(avg)])``. Decoding keeps no keys or values, only the sum of the inputs so far,
     once per target position (:meth:`cache_layout`).
+
+    A decode step launches what these maths need: LayerNorm, the prefix sum (one add that writes the
+    cache), the average's FFN (W1 with its ReLU, the division by the count as the product's scale, then
+    W2), where Balanced's self-attention launches LayerNorm, QKV, one key|value write and attention (4
+    each); the gate (``[z; FFN(avg)]`` concatenated, one product by the stored 2d x 2d map, one sigmoid
+    over both gates, ``+ f g`` as one multiply-add: 4); and the residual ``x + i z`` as one multiply-add,
+    where Balanced's output product and add are 2. With cross-attention (5) and the FFN (4): 18 a layer,
+    within Balanced's 15 and the gate's 4.
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
@@ -176,10 +185,14 @@ class AANDecoderLayer(DecoderLayer):
         self.ffn = FeedForward(d, cfg.ffn_dim, cfg.relu_dropout)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def _gated(self, z: Tensor, avg: Tensor) -> Tensor:
-        g = self.avg_ffn(avg)
-        i, f = self.gate(torch.cat([z, g], dim=-1)).chunk(2, dim=-1)
-        return torch.sigmoid(i) * z + torch.sigmoid(f) * g
+    def _gated(self, x: Tensor, z: Tensor, total: Tensor, scale: float = 1.0) -> Tensor:
+        """``x + sigmoid(i) * z + sigmoid(f) * g`` with ``g = FFN(scale * total)``: one sigmoid over both gates,
+        and without dropout the two products added as two multiply-adds."""
+        g = self.avg_ffn(total, scale)
+        i, f = torch.sigmoid(self.gate(torch.cat([z, g], dim=-1))).chunk(2, dim=-1)
+        if self.drop.training and self.drop.p > 0:
+            return x + self.drop(i * z + f * g)
+        return torch.addcmul(x, i, z).addcmul_(f, g)
 
     def _rest(self, x: Tensor, memory: SourceMemory, source: Cache, stepping: bool) -> Tensor:
         cross = self.cross_attn.step if stepping else self.cross_attn
@@ -192,7 +205,7 @@ class AANDecoderLayer(DecoderLayer):
     def forward(self, x: Tensor, memory: SourceMemory, source: Cache, blocked: Tensor, shared: dict) -> Tensor:
         z = self.avg_norm(x)
         counts = torch.arange(1, z.size(1) + 1, device=z.device, dtype=z.dtype)[None, :, None]
-        x = x + self.drop(self._gated(z, z.cumsum(dim=1) / counts))
+        x = self._gated(x, z, z.cumsum(dim=1) / counts)
         return self._rest(x, memory, source, stepping=False)
 
     def cache_layout(self) -> dict[str, int]:
@@ -205,9 +218,14 @@ class AANDecoderLayer(DecoderLayer):
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
         z = self.avg_norm(x)
-        total = z[:, 0] + cache["sum"][t - 1] if t else z[:, 0]
-        cache["sum"][t] = total
-        x = x + self.drop(self._gated(z, total[:, None] / (t + 1)))
+        total = cache["sum"][t]
+        if t and torch.compiler.is_compiling():  # Dynamo takes no strided out=; Inductor fuses the add and the write
+            cache["sum"][t] = cache["sum"][t - 1] + z[:, 0]
+        elif t:  # sum[t-1] + z_t, one kernel writing where it is kept
+            torch.add(cache["sum"][t - 1], z[:, 0], out=total)
+        else:
+            total.copy_(z[:, 0])
+        x = self._gated(x, z, total[:, None], 1.0 / (t + 1))  # the average, divided inside W1's product
         return self._rest(x, memory, source, stepping=True)
 
 
@@ -218,21 +236,35 @@ class SANDecoderLayer(DecoderLayer):
     probabilities and the cross-attention output as usual and puts them in ``shared``;
     the followers reuse both, keeping only their own value/output projections for
     self-attention (and no query/key or cross-attention weights at all).
+
+    The leader's queries, keys and values are one fused projection (``qkv``), as in
+    :class:`~canlib.model.attention.SelfAttention`. A decode step is Balanced's: the leader launches
+    LayerNorm, the QKV product, one key|value write, one attention kernel, the output product and the
+    residual add (6), then cross-attention (LayerNorm, query product, attention, output product, add: 5)
+    and the FFN (LayerNorm, W1 with its ReLU, W2, add: 4), 15 in all. A follower launches LayerNorm, its
+    value product, one value write, one attention kernel that reads the leader's queries and keys (the
+    same softmax, recomputed inside the kernel instead of stored), its output product and the residual
+    add (6), the shared cross-attention's residual add (1) and the FFN (4): 11.
     """
 
     def __init__(self, cfg: ModelConfig, leader: bool) -> None:
         super().__init__()
         d = cfg.d_model
         self.leader = leader
-        self.heads = cfg.heads
+        self.heads, self.d = cfg.heads, d
         self.self_norm = nn.LayerNorm(d)
+        # made and initialised as separate query|key and value maps, in the order that gives a seed its weights
         if leader:
-            self.qk = nn.Linear(d, 2 * d)
-            init_linear(self.qk, [d, d])
-        self.v = nn.Linear(d, d)
+            qk = nn.Linear(d, 2 * d)
+            init_linear(qk, [d, d])
+        v = nn.Linear(d, d)
         self.self_out = nn.Linear(d, d)
-        init_linear(self.v)
+        init_linear(v)
         init_linear(self.self_out)
+        if leader:
+            self.qkv = stacked_linear([qk, v])  # [Wq | Wk | Wv]
+        else:
+            self.v = v
         self.attn_drop = nn.Dropout(cfg.attn_dropout)
         if leader:
             self.cross_norm = nn.LayerNorm(d)
@@ -240,6 +272,8 @@ class SANDecoderLayer(DecoderLayer):
         self.ffn_norm = nn.LayerNorm(d)
         self.ffn = FeedForward(d, cfg.ffn_dim, cfg.relu_dropout)
         self.drop = nn.Dropout(cfg.dropout)
+        if leader:
+            self.register_load_state_dict_pre_hook(fuse_query_key_value)
 
     def project_source(self, memory: SourceMemory) -> Cache:
         return self.cross_attn.project_source(memory) if self.leader else {}
@@ -254,32 +288,50 @@ class SANDecoderLayer(DecoderLayer):
     def forward(self, x: Tensor, memory: SourceMemory, source: Cache, blocked: Tensor, shared: dict) -> Tensor:
         z = self.self_norm(x)
         if self.leader:
-            q, k = (split_heads(t, self.heads) for t in self.qk(z).chunk(2, dim=-1))
+            q, k, v = (split_heads(t, self.heads) for t in self.qkv(z).chunk(3, dim=-1))
             shared["self_probs"] = torch.softmax(self_scores(q, k, blocked), dim=-1)
-        v = split_heads(self.v(z), self.heads)
+        else:
+            v = split_heads(self.v(z), self.heads)
         x = x + self.drop(self.self_out(merge_heads(torch.matmul(self.attn_drop(shared["self_probs"]), v))))
         return self._cross_then_ffn(x, memory, source, shared, stepping=False)
 
     def cache_layout(self) -> dict[str, int]:
-        d = self.v.in_features
-        return {"kv": 2 * d} if self.leader else {"v": d}  # followers reuse the leader's probabilities
+        return {"kv": 2 * self.d} if self.leader else {"v": self.d}  # followers reuse the leader's keys
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
-        z = self.self_norm(x)
-        v, d = self.v(z), self.v.in_features
+        z, d = self.self_norm(x), self.d
         if self.leader:
-            q, k = self.qk(z).chunk(2, dim=-1)
-            state = cache["kv"]
-            state[t, :, :d], state[t, :, d:] = k[:, 0], v[:, 0]
-            keys = prefix_heads(state[..., :d], t + 1, self.heads)
-            shared["self_probs"] = torch.softmax(self_scores(split_heads(q, self.heads), keys, None), dim=-1)
-            prefix_v = prefix_heads(state[..., d:], t + 1, self.heads)
+            qkv = self.qkv(z)  # (rows, 1, 3d): [q | k | v], k and v side by side as the cache keeps them
+            cache["kv"][t] = qkv[:, 0, d:]
+            # the followers attend with these queries over these keys: the leader's softmax, in their kernel
+            shared["self_query"] = split_heads(qkv[..., :d], self.heads)
+            shared["self_keys"] = prefix_heads(cache["kv"][..., :d], t + 1, self.heads)
+            mixed = attend_prefix(shared["self_query"], cache["kv"], t + 1, d, self.heads, None, self.attn_drop)
         else:
-            cache["v"][t] = v[:, 0]
-            prefix_v = prefix_heads(cache["v"], t + 1, self.heads)
-        mixed = torch.matmul(self.attn_drop(shared["self_probs"]), prefix_v)
-        x = x + self.drop(self.self_out(merge_heads(mixed)))
+            cache["v"][t] = self.v(z)[:, 0]
+            values = prefix_heads(cache["v"], t + 1, self.heads)
+            query, keys = shared["self_query"], shared["self_keys"]
+            mixed = merge_heads(fused_attention(query, keys, values, None, self.attn_drop))
+        x = x + self.drop(self.self_out(mixed))
         return self._cross_then_ffn(x, memory, source, shared, stepping=True)
+
+
+def stacked_linear(parts: list[nn.Linear]) -> nn.Linear:
+    """One ``nn.Linear`` whose output is the outputs of ``parts`` side by side (their rows stacked)."""
+    fused = nn.Linear(parts[0].in_features, sum(p.out_features for p in parts), device="meta")
+    fused.weight = nn.Parameter(torch.cat([p.weight.detach() for p in parts]))
+    fused.bias = nn.Parameter(torch.cat([p.bias.detach() for p in parts]))
+    return fused
+
+
+def fuse_query_key_value(module: nn.Module, state: dict, prefix: str, *args: object) -> None:
+    """Load a SAN leader stored with separate query|key (``qk``) and value (``v``) maps into its fused ``qkv``
+    (a state-dict pre-hook): the rows [Wq ; Wk ; Wv] stacked in that order, as the fused map holds them."""
+    if prefix + "qk.weight" in state and prefix + "qkv.weight" not in state:
+        for name in ("weight", "bias"):
+            state[prefix + "qkv." + name] = torch.cat(
+                [state.pop(prefix + "qk." + name), state.pop(prefix + "v." + name)]
+            )
 
 
 class CANDecoderLayer(DecoderLayer):
@@ -494,6 +546,25 @@ class CANResidualDecoderLayer(CANDecoderLayer):
         return self._output(x, hidden, split_heads(mixed, self.heads))
 
 
+class CANNoSplitDecoderLayer(CANDecoderLayer):
+    """CAN without the head split of its 4d-wide values: Eqs. 11 and 13 as the paper writes them, one head.
+
+    The paper's equations have one softmax and one attention matrix ``A`` over [prefix ; source], which mixes
+    the whole 4d-wide values; :class:`CANDecoderLayer` reads them with h heads, head i mixing its own 4d/h-wide
+    slice. Here one head attends with the d-wide queries and keys, scores scaled by sqrt(d) (the head width, as
+    everywhere in canlib, and the paper's sqrt(d)), a control on that reading::
+
+        A = SoftMax(z Wq [z Wk1 ; H Wk2]^T / sqrt(d))
+        y = x + ReLU(z W1 + b1 + A [z W~v1 ; H W~v2]) W2 + b2
+
+    The weights are CAN's, map for map; a decode step launches CAN's kernels (one attention call, one head).
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        self.heads = 1
+
+
 def build_decoder_layers(cfg: ModelConfig) -> nn.ModuleList:
     """The decoder stack of ``cfg.decoder_kind``, or of ``cfg.decoder_layer_kinds`` one layer at a time
     ("mixed"); SAN: leaders at the start of each group."""
@@ -504,6 +575,7 @@ def build_decoder_layers(cfg: ModelConfig) -> nn.ModuleList:
         "can_attn": CANAttnDecoderLayer,
         "can_ffn": CANFFNDecoderLayer,
         "can_residual": CANResidualDecoderLayer,
+        "can_nosplit": CANNoSplitDecoderLayer,
     }
     if cfg.decoder_kind != "san":
         return nn.ModuleList(simple[kind](cfg) for kind in cfg.layer_kinds())

@@ -14,8 +14,9 @@ from canlib.model.config import preset
 def test_values_quote_the_stored_counts_and_the_cache_widths_of_the_configs():
     raw = json.loads((results_dir() / "cpu" / "ops.json").read_text())["result"]["systems"]
     values = decoding.values()
-    for system in ("balanced", "can", "baseline"):
+    for system in ("balanced", "can", "baseline", "san", "aan"):
         assert values[f"{system}_kernels"] == raw[system]["cuda"]["step"]["kernel_operators"]
+        assert values[f"{system}_layer_kernels"] == raw[system]["cuda"]["per_layer"]["kernel_operators"]
         assert values[f"{system}_search_kernels"] == raw[system]["cuda"]["search"]["kernel_operators"]
         assert values[f"{system}_fused_kernels"] == raw[system]["cuda-fused"]["step"]["kernel_operators"]
     cfg = preset("tiny-can")
@@ -23,6 +24,10 @@ def test_values_quote_the_stored_counts_and_the_cache_widths_of_the_configs():
     assert values["can_layer_width_d"] == (cfg.d_model + cfg.ffn_dim) / cfg.d_model  # d-wide keys, 4d-wide values
     assert values["balanced_width_d"] == 2 * 2 and values["can_width_d"] == 2 * 5  # two decoder layers each
     assert values["can_lead"] == 5  # the chapter's five source tokens, in front of every CAN row's prefix
+    # in d^2, a standard layer's step: [Wq|Wk|Wv], Wo, the cross-attention's Wq and Wo, W1 and W2 (4d wide)
+    assert values["balanced_layer_weights_d2"] == 3 + 1 + 1 + 1 + 4 + 4
+    # AAN's: its average's FFN (W1, W2), the 2d x 2d gate, then cross-attention's Wq and Wo, W1 and W2
+    assert values["aan_layer_weights_d2"] == 4 + 4 + 4 + 1 + 1 + 4 + 4
     assert values["balanced_floor_us"] == pytest.approx(values["balanced_step_mb"] * 1e6 / 3.35e12 * 1e6)
 
 

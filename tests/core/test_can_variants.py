@@ -8,6 +8,12 @@
       y   = x + concat_i(A_i [z Wr1_i ; H Wr2_i]) Wo + bo
             + ReLU(z W1 + b1 + concat_i(A_i [z W~v1_i ; H W~v2_i])) W2 + b2
 
+* CAN without the head split of its 4d-wide values (``can_nosplit``): the paper's Eqs. 11 and 13 as printed, one
+  softmax and one attention matrix A for the whole width, scores scaled by sqrt(d):
+
+      A = SoftMax(z Wq [z Wk1 ; H Wk2]^T / sqrt(d))
+      y = x + ReLU(z W1 + b1 + A [z W~v1 ; H W~v2]) W2 + b2
+
 * A decoder layer mix (``decoder_kind="mixed"``): layer i of the stack is the kind ``decoder_layer_kinds[i]``,
   bottom first, checked against the two layers composed by hand.
 
@@ -24,7 +30,13 @@ from layer_inputs import FFN, HEADS, D, inputs, layer_config  # the same shapes 
 
 from canlib import ModelConfig
 from canlib.model.attention import SourceMemory, causal_mask
-from canlib.model.layers import CANDecoderLayer, CANResidualDecoderLayer, StandardDecoderLayer, row_caches
+from canlib.model.layers import (
+    CANDecoderLayer,
+    CANNoSplitDecoderLayer,
+    CANResidualDecoderLayer,
+    StandardDecoderLayer,
+    row_caches,
+)
 from canlib.model.seq2seq import Seq2Seq
 
 
@@ -112,6 +124,77 @@ def test_the_residual_term_is_what_separates_the_variant_from_can():
         layer.out.bias.zero_()
         without = reference(layer, x, h, src_pad)
     assert (expected - without).abs().max().item() > 1e-3
+
+
+def random_nosplit_layer(seed: int) -> CANNoSplitDecoderLayer:
+    """The one-head layer with every parameter random (biases and the norm's gain around 1), in float64."""
+    torch.manual_seed(seed)
+    layer = CANNoSplitDecoderLayer(layer_config("can_nosplit")).double().eval()
+    layer.load_state_dict({k: torch.randn_like(v) * 0.5 + (k == "norm.weight") for k, v in layer.state_dict().items()})
+    return layer
+
+
+def eq_13_unsplit(layer: CANDecoderLayer, x: torch.Tensor, h: torch.Tensor, src_pad: torch.Tensor) -> torch.Tensor:
+    """Eq. 13 by brute force: per target position one softmax over [prefix ; real source] of d-wide scores, and
+    its probabilities times the whole 4d-wide values."""
+    wq, wk1, wv1, w1 = layer.x_proj.weight.split([D, D, FFN, FFN], dim=0)
+    bq, bk1, bv1, b1 = layer.x_proj.bias.split([D, D, FFN, FFN])
+    wk2, wv2 = layer.h_proj.weight.split([D, FFN], dim=0)
+    bk2, bv2 = layer.h_proj.bias.split([D, FFN])
+    mean = x.mean(-1, keepdim=True)
+    z = (x - mean) / torch.sqrt(
+        ((x - mean) ** 2).mean(-1, keepdim=True) + layer.norm.eps
+    ) * layer.norm.weight + layer.norm.bias
+    y = torch.empty_like(x)
+    for b in range(x.size(0)):
+        for t in range(x.size(1)):
+            keys = torch.cat([z[b, : t + 1] @ wk1.T + bk1, h[b] @ wk2.T + bk2])
+            values = torch.cat([z[b, : t + 1] @ wv1.T + bv1, h[b] @ wv2.T + bv2])  # (t + 1 + S, 4d)
+            scores = keys @ (z[b, t] @ wq.T + bq) / math.sqrt(D)
+            visible = torch.cat([torch.ones(t + 1, dtype=torch.bool), ~src_pad[b]])
+            a = torch.exp(torch.where(visible, scores, torch.tensor(-math.inf, dtype=x.dtype)) - scores.max())
+            mixed = (a / a.sum()) @ values
+            w2 = layer.ffn.w2
+            y[b, t] = x[b, t] + torch.clamp(z[b, t] @ w1.T + b1 + mixed, min=0.0) @ w2.weight.T + w2.bias
+    return y
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_can_without_the_head_split_is_eq_13_with_one_softmax_over_the_whole_width(seed):
+    layer = random_nosplit_layer(seed)
+    x, h, src_pad = inputs(seed)
+    memory = SourceMemory(h, src_pad)
+    with torch.no_grad():
+        out = layer(x, memory, layer.project_source(memory), causal_mask(5), {})
+    assert (out - eq_13_unsplit(layer, x, h, src_pad)).abs().max().item() < 1e-10
+
+
+@pytest.mark.parametrize("beam", [1, 2])
+def test_can_nosplit_decode_steps_compute_the_same_equation(beam):
+    layer = random_nosplit_layer(6)
+    x, h, src_pad = inputs(6)
+    rows, memory = x.repeat_interleave(beam, dim=0), SourceMemory(h, src_pad, beam)
+    steps = []
+    with torch.no_grad():
+        source = layer.project_source(memory)
+        _, (cache,), _ = row_caches([layer], memory, [source], x.size(1))
+        for t in range(x.size(1)):
+            steps.append(layer.step(rows[:, t : t + 1], memory, source, cache, t, {}))
+    expected = eq_13_unsplit(layer, x, h, src_pad).repeat_interleave(beam, dim=0)
+    assert (torch.cat(steps, dim=1) - expected).abs().max() < 1e-10
+
+
+def test_the_head_split_is_what_separates_can_from_its_unsplit_control():
+    """With the same weights CAN (h heads, each a 4d/h-wide slice) is not the unsplit Eq. 13: the reference can
+    tell them apart, and CAN's maps are the control's, name for name and shape for shape."""
+    layer = random_nosplit_layer(3)
+    can = CANDecoderLayer(layer_config("can")).double().eval()
+    can.load_state_dict(layer.state_dict())
+    x, h, src_pad = inputs(3)
+    memory = SourceMemory(h, src_pad)
+    with torch.no_grad():
+        split = can(x, memory, can.project_source(memory), causal_mask(5), {})
+    assert (split - eq_13_unsplit(layer, x, h, src_pad)).abs().max().item() > 1e-3
 
 
 def test_a_mixed_decoder_runs_its_layer_kinds_bottom_first():

@@ -143,7 +143,7 @@ def test_reordering_rows_moves_each_buffer_of_every_layer_with_its_row(kind):
         for name, buf in rows.items():
             assert torch.equal(buf[:lead], old[name][:lead]), name  # the source part
             assert torch.equal(buf[lead : lead + 4], old[name][lead : lead + 4, index]), name  # prefix positions 0..3
-    assert (kind in ("can", "can_attn", "can_residual")) == (cache.lead == src.size(1))
+    assert (kind in ("can", "can_attn", "can_residual", "can_nosplit")) == (cache.lead == src.size(1))
 
 
 def test_reorder_across_sentences_with_beams_is_refused():

@@ -111,6 +111,42 @@ CAN_LAYER = [
     "W2 addmm",
     "residual add",
 ]
+# SAN: a leader is Balanced's layer (its query, key and value maps fused as Balanced's); a follower mixes its own
+# values with the leader's queries and keys (the same softmax, inside its attention kernel) and adds the leader's
+# cross-attention output. AAN: its average and gate in place of self-attention.
+SAN_LEADER_LAYER = STANDARD_LAYER
+SAN_FOLLOWER_LAYER = [
+    "layer_norm",
+    "v addmm",
+    "value write (copy_)",
+    "self SDPA over the leader's queries and keys",
+    "out addmm",
+    "residual add",
+    "the leader's cross-attention output (residual add)",
+    "layer_norm",
+    "W1 addmm + bias + ReLU",
+    "W2 addmm",
+    "residual add",
+]
+AAN_GATE = ["[z ; FFN(avg)] (cat)", "gate addmm", "sigmoid of both gates", "+ f * FFN(avg) (addcmul_)"]
+AAN_LAYER = [
+    "layer_norm",
+    "prefix sum: one add written into the cache",
+    "W1 addmm (scaled by 1 / count: the average) + bias + ReLU",
+    "W2 addmm",
+    *AAN_GATE[:3],
+    "x + i * z (addcmul: the residual)",
+    AAN_GATE[3],
+    "layer_norm",
+    "q addmm",
+    "cross SDPA",
+    "out addmm",
+    "residual add",
+    "layer_norm",
+    "W1 addmm + bias + ReLU",
+    "W2 addmm",
+    "residual add",
+]
 EMBEDDING = ["embedding", "sqrt(d) * embedding + position (add)"]
 OUTPUT = ["final layer_norm", "output mm", "log_softmax (half -> float in one kernel)"]
 SEARCH = [
@@ -209,3 +245,38 @@ def test_breakdown_gap_is_the_parts_against_the_untimed_search():
     assert PARTS == ("encode", "layers", "output", "search")
     assert breakdown_gap(row) == pytest.approx(0.10)
     assert breakdown_gap(dict(row, end_to_end_ms=110.0)) == pytest.approx(0.0)
+
+
+def _layer_step_kernels(model: Seq2Seq, t: int = 3) -> list[int]:
+    """The kernels each decoder layer's step ``t`` of a beam-4 search launches on the GPU's path, layer by layer."""
+    from canlib.decoding.search import SearchSettings, new_search
+
+    src = torch.randint(4, model.cfg.vocab_size, (1, 27))
+    src[:, -1] = model.cfg.eos_id
+    counts, shared = [], {}
+    with torch.no_grad():
+        search = new_search(model, src.to("meta"), SearchSettings(beam=4, forced_length=30))
+        for step in range(t):
+            search.step(step)
+        x = model.embed_tokens(search.inputs(t)[:, None], offset=t)
+        cache = search.cache
+        for layer, source, rows in zip(model.decoder_layers, cache.sources, cache.rows):
+            with OpCounter(gpu=True) as one_layer:
+                x = layer.step(x, cache.memory, source, rows, t, shared)
+            counts.append(one_layer.kernels)
+    return counts
+
+
+@pytest.mark.parametrize(
+    "system,layers",
+    [("balanced", [STANDARD_LAYER] * 2), ("san", [SAN_LEADER_LAYER, SAN_FOLLOWER_LAYER]), ("aan", [AAN_LAYER] * 2)],
+)
+def test_san_and_aan_layers_launch_the_kernels_their_designs_need_and_no_more_than_balanceds(system, layers):
+    """Per layer and step: SAN at most Balanced's, AAN at most Balanced's and its gate's."""
+    model = _model(system)
+    counts = _layer_step_kernels(model)
+    assert counts == [len(layer) for layer in layers]
+    per_layer = search_step_ops(model)["per_layer"]["kernel_operators"]
+    assert per_layer == sum(counts) / len(counts)
+    budget = len(STANDARD_LAYER) + len(AAN_GATE) * (system == "aan")
+    assert per_layer <= budget, (system, per_layer, budget)
