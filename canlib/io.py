@@ -33,13 +33,33 @@ def umask() -> int:
     return mask
 
 
+def written_path(path: str | os.PathLike) -> Path:
+    """The file a write to ``path`` should change: a symlink's final target (the link stays a link), else ``path``."""
+    path = Path(path)
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether two existing paths name one file (through links, ``..`` or another spelling)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> None:
     """Call ``write(file)`` on a temp file beside ``path``, fsync, then rename into place.
 
     A crash at any moment leaves either the old file or the new one, never a partial one. The file gets
     the permissions ``open()`` gives a new file (0666 less the umask; a temp file alone would be 0600).
+    A symlink is followed (its target is replaced, the link kept); what is not a regular file (a named pipe,
+    ``/dev/null``, a terminal) is opened and written to, since renaming over it would destroy it.
     """
-    path = Path(path)
+    path = written_path(path)
+    if path.exists() and not path.is_file():  # a pipe, a device, a socket: written to, never replaced
+        with open(path, "wb") as f:
+            write(f)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

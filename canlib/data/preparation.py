@@ -18,6 +18,7 @@ from dataclasses import asdict
 from functools import cache
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -207,6 +208,19 @@ def _prepared(corpus: str, scale: str, data: str, cache: str, progress: bool) ->
     return load_prepared(prepare(corpus, scale, progress=progress))
 
 
+def recipe_changes(stored: dict[str, Any], asked: dict[str, Any]) -> list[str]:
+    """What makes a stored preparation another one than ``asked``: its corpus, scale, seed or a setting of the scale,
+    each as "name stored (asked: new)"."""
+    changes = [
+        f"{key} {stored.get(key)} (asked: {asked[key]})"
+        for key in ("corpus", "scale", "seed")
+        if stored.get(key) != asked[key]
+    ]
+    spec, new = stored.get("spec") or {}, asked["spec"]
+    changes += [f"{key} {spec.get(key)} (asked: {new[key]})" for key in new if spec.get(key) != new[key]]
+    return changes
+
+
 def prepare(
     corpus: str | Corpus,
     scale: str,
@@ -240,8 +254,15 @@ def prepare(
     recipe = json.loads(json.dumps(recipe))  # as meta.json stores it (tuples become lists)
     meta_path = out_dir / "meta.json"
     if meta_path.is_file():
-        if json.loads(meta_path.read_text()).get("recipe") == recipe and not force:
+        stored = json.loads(meta_path.read_text()).get("recipe") or {}
+        if stored == recipe and not force:
             return out_dir
+        changes = recipe_changes(stored, recipe)
+        if changes and not force:
+            raise ValueError(
+                f"{out_dir}: holds another preparation ({', '.join(changes[:3])}); pass --force to replace it, "
+                "or choose another folder"
+            )
     elif out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise ValueError(f"{out_dir}: exists and is not a prepared corpus; choose another output folder")
 

@@ -28,7 +28,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import torch
 
@@ -36,7 +36,7 @@ from canlib.bleu import read_text
 from canlib.data.vocab import Vocabulary
 from canlib.decoding.ctranslate import CT2Translator, token_names
 from canlib.decoding.search import SearchSettings, beam_search, make_batch
-from canlib.io import atomic_write_bytes, device_option, option_type, require, tqdm
+from canlib.io import device_option, option_type, require, same_file, tqdm
 from canlib.model.checkpoint import CheckpointError, model_from_checkpoint, safe_load
 from canlib.model.config import ModelConfig
 from canlib.model.seq2seq import Seq2Seq
@@ -264,13 +264,15 @@ def check_paths(input_: str, output: str) -> None:
         if not os.access(path, os.R_OK):
             raise ValueError(f"--input {input_}: permission denied")
     if output != "-":
+        if input_ != "-" and same_file(input_, output):
+            raise ValueError(f"--output {output}: is the --input file; write the translations elsewhere")
         path = Path(output)
         if path.is_dir():
             raise ValueError(f"--output {output}: is a folder; give a file name")
         folder = path.parent
         if not folder.is_dir():
             raise ValueError(f"--output {output}: its folder {folder} does not exist")
-        if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        if not os.access(path, os.W_OK) if path.exists() else not os.access(folder, os.W_OK):
             raise ValueError(f"--output {output}: permission denied")
 
 
@@ -335,28 +337,46 @@ def translator(args: argparse.Namespace) -> Translate:
     return translate_canlib
 
 
+# input lines translated together when the input is a file: length-sorted inside, written in input order as each
+# is done, so the output grows as it translates (Marian's maxi-batch); a sentence's tokens do not depend on it
+BLOCK_BATCHES = 16
+
+
+def open_output(output: str) -> TextIO:
+    """Where translations go: stdout for '-', else the file opened for writing (a symlink is written through to its
+    target; a named pipe or a device is written to, not replaced)."""
+    return sys.stdout if output == "-" else open(output, "w", encoding="utf-8")  # noqa: SIM115
+
+
 def run(args: argparse.Namespace) -> int:
     check_paths(args.input, args.output)
     translate = translator(args)
     fd = sys.stdin.fileno() if args.input == "-" else os.open(args.input, os.O_RDONLY)
     name = "<stdin>" if args.input == "-" else args.input
+    done = 0
     if stat.S_ISREG(os.fstat(fd).st_mode):  # a file: read it whole, translate in length-sorted batches
         lines = read_text(args.input)  # invalid UTF-8 is an error naming the file and line
         progress = sys.stderr.isatty() if args.progress is None else args.progress
-        outputs = translate(lines, [f"{name}:{i + 1}" for i in range(len(lines))], progress)
-        text = "".join(line + "\n" for line in outputs)
-        if args.output == "-":
-            sys.stdout.write(text)
-        else:
-            atomic_write_bytes(text.encode("utf-8"), args.output)
-        return 0
-    out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")  # noqa: SIM115
+        block = args.batch_size * BLOCK_BATCHES
+        batches: Iterator[list[tuple[int, str]]] = (
+            [(n + 1, lines[n]) for n in range(start, min(start + block, len(lines)))]
+            for start in range(0, len(lines), block)
+        )
+    else:
+        progress, batches = False, streamed_lines(fd, name, args.batch_size)
+    bar = tqdm(total=len(lines) if progress else None, unit="sent", desc="translate", disable=not progress)
+    out = open_output(args.output)
     try:
-        for batch in streamed_lines(fd, name, args.batch_size):
+        for batch in batches:
             outputs = translate([line for _, line in batch], [f"{name}:{n}" for n, _ in batch], False)
             out.write("".join(line + "\n" for line in outputs))
             out.flush()
+            done += len(batch)
+            bar.update(len(batch))
     finally:
+        bar.close()
         if out is not sys.stdout:
             out.close()
+        where = "stdout" if args.output == "-" else args.output
+        print(f"canlib translate: {done} lines translated to {where}", file=sys.stderr)
     return 0
