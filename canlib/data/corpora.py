@@ -410,6 +410,10 @@ def files_corpus(
         )
     if src == tgt or not all(_NAME.fullmatch(lang) for lang in (src, tgt)):
         raise ValueError(f"languages {src!r} -> {tgt!r}: two different file suffixes (e.g. en and de)")
+    if not folder.is_dir():
+        raise FileNotFoundError(
+            f"{folder}: no such folder" if not folder.exists() else f"{folder}: is a file, not a folder"
+        )
     missing = [
         f"{stem}.{lang}"
         for stem in FILE_STEMS

@@ -267,7 +267,9 @@ def prepare(
         raise ValueError(f"{out_dir}: exists and is not a prepared corpus; choose another output folder")
 
     text = {split: read_stems(entry, stems[split], files) for split in splits}
-    text, vocab_text, counts, cut = _select(f"{corpus}/{stems['train']}", spec, text, seed)
+    text, vocab_text, counts, cut = _select(
+        f"{corpus}/{'+'.join(stems['train'])}", spec, text, seed, exact=bool(entry.path)
+    )
     vocab = Vocabulary.train(chain(*vocab_text), spec.vocab_size)
     ids, text, too_long, ratio = _encode_and_clean(entry, spec, vocab, text, progress)
     for split in splits:
@@ -297,16 +299,23 @@ Pairs = tuple[list[str], list[str]]
 
 
 def _select(
-    name: str, spec: Scale, text: dict[str, Pairs], seed: int
+    name: str, spec: Scale, text: dict[str, Pairs], seed: int, exact: bool = False
 ) -> tuple[dict[str, Pairs], Pairs, dict[str, int], dict[str, tuple[int, int]]]:
     """The pairs a scale keeps: the training pairs with text on both sides, sampled down to ``spec.train_pairs``;
     the valid and test sets cut to the scale's caps; and the sample of training pairs the vocabulary learns from.
-    Returns (the splits, the vocabulary's pairs, the pairs read, empty and sampled out, the cut sets)."""
+    ``exact``: a sample larger than the pairs there is an error (one's own files, where it was asked for), not the
+    whole set (a scale's cap). Returns (the splits, the vocabulary's pairs, the pairs read, empty and sampled out,
+    the cut sets)."""
     src, tgt = text["train"]
     raw_pairs = len(src)
     src, tgt, empty = drop_empty(src, tgt)
     if not src:
         raise ValueError(f"{name}: empty corpus (no training pair with text on both sides)")
+    if exact and spec.train_pairs is not None and spec.train_pairs > len(src):
+        raise ValueError(
+            f"--train-pairs {spec.train_pairs}: {name} has only {len(src)} training pairs with text on both sides; "
+            "ask for fewer, or leave --train-pairs out to keep them all"
+        )
     rng = np.random.default_rng(seed)
     kept_before_sample = len(src)
     if spec.train_pairs is not None and spec.train_pairs < len(src):
