@@ -366,6 +366,7 @@ def run(args: argparse.Namespace) -> int:
         progress, batches = False, streamed_lines(fd, name, args.batch_size)
     bar = tqdm(total=len(lines) if progress else None, unit="sent", desc="translate", disable=not progress)
     out = open_output(args.output)
+    where = "stdout" if args.output == "-" else args.output
     try:
         for batch in batches:
             outputs = translate([line for _, line in batch], [f"{name}:{n}" for n, _ in batch], False)
@@ -373,10 +374,16 @@ def run(args: argparse.Namespace) -> int:
             out.flush()
             done += len(batch)
             bar.update(len(batch))
+    except KeyboardInterrupt:
+        print(f"canlib translate: {lines_count(done)} translated to {where} before the interrupt", file=sys.stderr)
+        raise
     finally:
         bar.close()
         if out is not sys.stdout:
             out.close()
-        where = "stdout" if args.output == "-" else args.output
-        print(f"canlib translate: {done} lines translated to {where}", file=sys.stderr)
+    print(f"canlib translate: {lines_count(done)} translated to {where}", file=sys.stderr)
     return 0
+
+
+def lines_count(n: int) -> str:
+    return f"{n:,} line" + ("" if n == 1 else "s")
