@@ -134,6 +134,64 @@ def device_option(text: str) -> str:
     return text
 
 
+# -- CPU threads -----------------------------------------------------------------------------------
+# PyTorch's default (one thread per core) is what an idle machine wants; on a machine that other work keeps busy,
+# threads that wait on each other can make a command several times slower than one thread would.
+
+MOST_DEFAULT_THREADS = 4  # past this, the small models here gain little from more threads on a CPU
+
+
+def cores() -> int:
+    """The CPU cores this process may run on (its affinity mask; every core where the OS has none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def default_threads() -> int:
+    """The threads a command computes with unless ``--threads`` says: ``$OMP_NUM_THREADS`` where set, else the
+    cores, at most ``MOST_DEFAULT_THREADS``."""
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    return min(cores(), MOST_DEFAULT_THREADS)
+
+
+def busy_notice(load: float, threads: int, available: int) -> str | None:
+    """A one-line notice when the 1-minute load average exceeds the cores (other work competes for them)."""
+    if load <= available:
+        return None
+    advice = "; --threads 1 is often faster on a shared machine" if threads > 1 else ""
+    return (
+        f"note: the machine is busy (load average {load:.1f} on {available} core(s)), {threads} thread(s) here{advice}"
+    )
+
+
+def use_threads(threads: int | None) -> tuple[int, str | None]:
+    """Set PyTorch's CPU threads to ``threads`` (None: :func:`default_threads`); returns the number set and, when
+    the machine is busy, the notice for the command to print (:func:`busy_notice`)."""
+    import torch
+
+    threads = threads or default_threads()
+    torch.set_num_threads(threads)
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # no load average on this system
+        return threads, None
+    return threads, busy_notice(load, threads, cores())
+
+
+def add_threads_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--threads",
+        type=option_type(int, "at least 1"),
+        default=None,
+        help=f"CPU threads to compute with (default: $OMP_NUM_THREADS, else the cores, at most "
+        f"{MOST_DEFAULT_THREADS}; on a busy machine 1 is often fastest)",
+    )
+
+
 # -- folders ---------------------------------------------------------------------------------------
 
 

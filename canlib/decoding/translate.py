@@ -36,7 +36,7 @@ from canlib.bleu import read_text
 from canlib.data.vocab import Vocabulary
 from canlib.decoding.ctranslate import CT2Translator, token_names
 from canlib.decoding.search import SearchSettings, beam_search, make_batch
-from canlib.io import device_option, option_type, require, same_file, tqdm
+from canlib.io import add_threads_option, device_option, option_type, require, same_file, tqdm, use_threads
 from canlib.model.checkpoint import CheckpointError, model_from_checkpoint, safe_load
 from canlib.model.config import ModelConfig
 from canlib.model.seq2seq import Seq2Seq
@@ -245,6 +245,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--device", type=device_option, default="cuda" if torch.cuda.is_available() else "cpu", help="cpu or cuda"
     )
     parser.add_argument("--fp32", action="store_true", help="keep float32 on CUDA (default there: half precision)")
+    add_threads_option(parser)
     parser.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -350,6 +351,7 @@ def open_output(output: str) -> TextIO:
 
 def run(args: argparse.Namespace) -> int:
     check_paths(args.input, args.output)
+    threads, busy = use_threads(args.threads)
     translate = translator(args)
     fd = sys.stdin.fileno() if args.input == "-" else os.open(args.input, os.O_RDONLY)
     name = "<stdin>" if args.input == "-" else args.input
@@ -381,7 +383,10 @@ def run(args: argparse.Namespace) -> int:
         bar.close()
         if out is not sys.stdout:
             out.close()
-    print(f"canlib translate: {lines_count(done)} translated to {where}", file=sys.stderr)
+    how = torch.device(args.device).type + ("" if args.device.startswith("cuda") else f", {threads} thread(s)")
+    print(f"canlib translate: {lines_count(done)} translated to {where} ({how})", file=sys.stderr)
+    if busy and not args.device.startswith("cuda"):
+        print(f"canlib translate: {busy}", file=sys.stderr)
     return 0
 
 

@@ -4,8 +4,9 @@ Every training option is a field of :class:`~canlib.training.config.TrainConfig`
 from the fields (help, rule, group, default), so each default is written once. The run folder is the source of
 truth: ``canlib train --out RUN --resume`` alone continues the run stored there (its model, corpus and every option,
 from ``RUN/config.json``). An option given on resume must equal the stored one: only the stopping point
-(``--max-steps``, ``--max-epochs``) may move, and what is shown or how often the newest state is saved
-(``--no-progress``, ``--save-every``). SIGINT (Ctrl-C) and SIGTERM stop a run after its current update with its
+(``--max-steps``, ``--max-epochs``) may move, and what does not change the recipe: what is shown, how often the
+newest state is saved and where it runs (``--no-progress``, ``--log-every``, ``--save-every``, ``--device``,
+``--threads``). SIGINT (Ctrl-C) and SIGTERM stop a run after its current update with its
 state saved, and the command says how to continue.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import signal
 import sys
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from canlib.data import load_prepared
-from canlib.io import device_option, option_type
+from canlib.io import add_threads_option, device_option, option_type, use_threads
 from canlib.model.config import ModelConfig, preset
 from canlib.training.config import TrainConfig, resume_kind
 from canlib.training.run_folder import check_run_dir
@@ -35,7 +37,7 @@ GROUPS = {
     "batches": "batches",
     "stopping": "stopping (a resume may move --max-steps and --max-epochs)",
     "checkpoints": "checkpoints",
-    "device": "device and speed",
+    "device": "device and speed (a resume may change --device, --log-every, --threads and --progress)",
     "throughput": "throughput (each changes the last bits of the numbers, not the recipe)",
 }
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -80,9 +82,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         elif not isinstance(f.default, str):
             options["type"] = option_type(type(f.default), meta["rule"])
         group.add_argument(flag(f.name), **options)
+    add_threads_option(groups["device"])
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
-        "--resume", action="store_true", help="continue the run in --out with its own model, corpus and options"
+        "--resume",
+        action="store_true",
+        help="continue the run in --out with its own model, corpus and options (it may change only the stops, "
+        "--device, --threads, --log-every, --save-every and --progress)",
     )
     mode.add_argument("--overwrite", action="store_true", help="delete the run in --out and start over")
 
@@ -223,6 +229,29 @@ def build_trainer(args: argparse.Namespace, settings: Settings) -> Trainer:
             raise ValueError(f"{exc} (the default warm-up is the paper's, for runs of 100,000s of updates)") from None
 
 
+def startup_summary(trainer: Trainer, settings: Settings, threads: int) -> str:
+    """What a run trains, on what and where, as the first lines of its console (a log file's header)."""
+    model_cfg, cfg, corpus, data, new = settings
+    pairs, valid = len(trainer.train_split), len(trainer.valid_split) if trainer.valid_split is not None else 0
+    per_epoch = math.ceil(len(trainer.sampler) / cfg.update_freq)
+    planned = trainer.planned_updates()
+    where = trainer.device.type + (f", {threads} thread(s)" if trainer.device.type == "cpu" else "")
+    start = f"from step {trainer.step}" if trainer.step else "a new run" if new else "from its first update"
+    return "\n".join(
+        [
+            f"train | {trainer.run_dir}: {start}",
+            f"train | model: {trainer.model.num_parameters():,} parameters ({model_cfg.decoder_kind}, "
+            f"{model_cfg.enc_layers}/{model_cfg.dec_layers} layers, d {model_cfg.d_model}, {model_cfg.heads} heads, "
+            f"ffn {model_cfg.ffn_dim}, vocabulary {model_cfg.vocab_size:,})",
+            f"train | data {data}: {pairs:,} training pairs, {valid:,} validation pairs; {per_epoch:,} updates per "
+            f"epoch of up to {cfg.max_tokens:,} tokens x {cfg.update_freq}",
+            f"train | device {where}, {cfg.precision}; stops at "
+            + (f"{planned:,} updates" if planned else f"patience {cfg.patience}")
+            + f"; a row every {cfg.log_every} updates",
+        ]
+    )
+
+
 def finished(out: Path, args: argparse.Namespace) -> str | None:
     """Why the run in ``out`` is finished, when it is and the command moves none of its stops: a resume of it has
     nothing to train."""
@@ -241,6 +270,7 @@ def run(args: argparse.Namespace) -> int:
     settings = run_settings(args)  # every option checked against a stored run first
     done = finished(out, args)
     if done is None:
+        threads, busy = use_threads(args.threads)  # before the trainer: a resume compares them with the run's
         trainer = build_trainer(args, settings)
         stop = trainer.stop_reason() if args.resume and (out / "result.json").is_file() else None
         done = f"{stop} at step {trainer.step}" if stop else None
@@ -251,6 +281,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 0
+    if trainer.is_main:
+        print(startup_summary(trainer, settings, threads), flush=True)
+        if busy and trainer.device.type == "cpu":
+            print(f"canlib train: {busy}", file=sys.stderr)
     try:
         result = trainer.fit()
     except TrainingInterrupted as stop:
@@ -259,5 +293,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"continue with: canlib train --out {shlex.quote(str(out))} --resume", file=sys.stderr)
         return stop.exit_code
     if trainer.is_main:
-        print(json.dumps({k: result[k] for k in ("stop_reason", "step", "epoch", "best", "last_valid")}))
+        done = {k: result[k] for k in ("stop_reason", "step", "best", "last_valid")}
+        print(json.dumps({**done, "epoch": trainer.epoch_of_last_update()}))  # numbered as the rows number it
     return 0

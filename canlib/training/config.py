@@ -29,7 +29,8 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 # What a resumed run may change (``resume`` in each field's metadata):
 #   "recipe": nothing; the run folder's value holds, and another one is refused
 #   "stop":   when to stop; a resume may move it (to train longer)
-#   "free":   what is shown and how often the newest state is saved: never the numbers
+#   "free":   what is shown, how often the newest state is saved, and the device it runs on: never the recipe
+#             (another device computes the same updates, up to the last bits of its float sums)
 #   "kernel": how an update is computed, not what it computes: the Python API warns that the last bits will
 #             differ from an uninterrupted run's, the command line refuses like a recipe option
 RESUME_KINDS = ("recipe", "stop", "free", "kernel")
@@ -88,10 +89,10 @@ class TrainConfig:
         "checkpoints",
     )
     seed: int = option(1, "seed of the initialisation, dropout and batch order", "nonnegative")
-    device: str = option("cpu", "cpu or cuda", None, "device")
+    device: str = option("cpu", "cpu or cuda", None, "device", "free")
     precision: str = option("fp32", "fp32, or bf16 / fp16 on CUDA", None, "device", choices=PRECISIONS)
     log_every: int = option(
-        100, "updates per log row (the host waits for the device only then)", "at least 1", "device"
+        100, "updates per log row (the host waits for the device only then)", "at least 1", "device", "free"
     )
     progress: bool = option(True, "a progress bar over the whole run", None, "device", "free")
     compile: bool = option(False, "torch.compile the model and loss", None, "device", "kernel")

@@ -219,4 +219,4 @@ class RunFolder:
             )
         if self.is_main:
             truncate_log(self.run_dir / "log.jsonl", self.step)
-            print(f"resumed from {path} (step {self.step}, epoch {self.epoch})", file=sys.stderr)
+            print(f"resumed from {path} (step {self.step}, epoch {self.epoch_of_last_update()})", file=sys.stderr)
