@@ -173,7 +173,7 @@ def test_a_registered_corpus_names_the_valid_and_test_lines_its_scale_keeps(shar
 # -- canlib bleu's language ---------------------------------------------------------------------------------------
 
 
-def test_bleu_takes_the_language_of_the_prepared_corpus_or_needs_one(tmp_path, monkeypatch, capsys):
+def test_bleu_takes_the_language_of_the_prepared_corpus_or_of_the_references_name(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
     files = write_toy_corpus(tmp_path / "files", {"train": 60, "valid": 10, "test": 10}, tgt="fr")
     args = ["--files", str(files), "--src", "en", "--tgt", "fr", "--vocab-size", "50", "--out", str(tmp_path / "p")]
@@ -186,11 +186,12 @@ def test_bleu_takes_the_language_of_the_prepared_corpus_or_needs_one(tmp_path, m
     elsewhere.write_text(ref.read_text())
     assert main(["bleu", str(ref), str(elsewhere), "--data", str(tmp_path / "p")]) == 0
     assert "(sacremoses fr + multi-bleu" in capsys.readouterr().out
-    for extra, said in (
-        ([], "--lang is needed"),
-        (["--lang", "xx"], "--lang xx: the Moses tokenizer has no rules for it"),
-        (["--lang", "de", "--data", str(tmp_path / "p")], "--lang de: the prepared corpus"),
-    ):
-        assert main(["bleu", str(ref), str(elsewhere), *extra]) == 2
-        err = capsys.readouterr().err.splitlines()
-        assert len(err) == 1 and said in err[0], err
+    assert main(["bleu", str(ref), str(elsewhere)]) == 0  # the reference's suffix
+    assert "(sacremoses fr + multi-bleu" in capsys.readouterr().out
+    unnamed = tmp_path / "reference.txt"
+    unnamed.write_text(ref.read_text())
+    assert main(["bleu", str(ref), str(unnamed)]) == 0  # no language: sacreBLEU alone, and why
+    assert "tokenized BLEU: not computed (no language: give --lang" in capsys.readouterr().out
+    assert main(["bleu", str(ref), str(elsewhere), "--lang", "de", "--data", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "--lang de: the prepared corpus" in err[0], err
