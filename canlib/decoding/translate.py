@@ -116,6 +116,36 @@ def encode_sources(
     return ids
 
 
+def translate_ids_nbest(
+    model: Seq2Seq,
+    vocab: Vocabulary,
+    ids: list[list[int]],
+    nbest: int,
+    beam: int = 4,
+    batch_size: int = 32,
+    **search_options,
+) -> list[list[tuple[str, float]]]:
+    """The ``nbest`` best finished hypotheses of each tokenized sentence (at most ``beam``), best first, each with
+    its score: the sum of its tokens' log-probabilities (EOS included) over (length + 1) ** len_penalty. An empty
+    sentence gives one empty translation scored 0. Batched as :func:`translate_ids`."""
+    if not 1 <= nbest <= beam:
+        raise ValueError(f"nbest={nbest}: must be between 1 and the beam size ({beam})")
+    settings = SearchSettings(beam=beam, return_all=True, **search_options)
+    outputs: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in ids]
+    order = sorted((i for i, x in enumerate(ids) if x), key=lambda i: -len(ids[i]))
+    device = model.embed.weight.device
+    was_training = model.training
+    model.eval()
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        src = make_batch([ids[i] for i in chunk], model.cfg.pad_id, model.cfg.eos_id, device)
+        result = beam_search(model, src, settings)
+        for i, hypotheses in zip(chunk, result.hypotheses):
+            outputs[i] = [(vocab.decode(tokens), float(score)) for tokens, score in hypotheses[:nbest]]
+    model.train(was_training)
+    return outputs
+
+
 def translate_ids(
     model: Seq2Seq,
     vocab: Vocabulary,
@@ -207,7 +237,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--checkpoint",
         required=True,
-        help="model checkpoint (.pt), or a folder `canlib export ctranslate2` wrote (translated by CTranslate2)",
+        help="model checkpoint (.pt), a run folder (`canlib train --out`: its best.pt), or a folder "
+        "`canlib export ctranslate2` wrote (translated by CTranslate2)",
     )
     parser.add_argument(
         "--vocab", help="SentencePiece model (default: vocab.model beside the checkpoint or one folder up)"
@@ -219,6 +250,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--output", default="-", help="where to write translations ('-' = stdout)")
     parser.add_argument("--beam", type=option_type(int, "at least 1"), default=4, help="beam size (default 4)")
+    parser.add_argument(
+        "--nbest",
+        type=option_type(int, "at least 1"),
+        default=None,
+        help="write the N best translations of each line with their scores, N lines per input line, as Moses and "
+        "Marian do: 'LINE ||| TRANSLATION ||| SCORE' (LINE: the input line counted from 0; SCORE: the sum of the "
+        "tokens' log-probabilities, EOS included, over (length + 1)^len-penalty); N at most --beam",
+    )
     parser.add_argument(
         "--batch-size", type=option_type(int, "at least 1"), default=32, help="sentences per batch (default 32)"
     )
@@ -314,6 +353,8 @@ def translator(args: argparse.Namespace) -> Translate:
     limits = dict(len_penalty=args.len_penalty, max_len_a=args.max_len_a, max_len_b=args.max_len_b)
     folder = Path(args.checkpoint)
     if folder.is_dir() and (folder / "model.bin").is_file():
+        if args.nbest:
+            raise ValueError(f"--nbest: translating with a CTranslate2 folder ({folder}) gives the best only")
         if not (folder / "canlib.json").is_file():
             raise ValueError(f"{folder}: a CTranslate2 model, but not one `canlib export` wrote (no canlib.json)")
         require("ctranslate2", "translating with an exported CTranslate2 model")
@@ -330,9 +371,11 @@ def translator(args: argparse.Namespace) -> Translate:
     if model.embed.weight.device.type == "cuda" and not args.fp32:
         model.half()
 
-    def translate_canlib(lines: list[str], names: list[str], progress: bool) -> list[str]:
+    def translate_canlib(lines: list[str], names: list[str], progress: bool) -> list[Any]:
         ids = source_ids(model, vocab, lines, names)
         options = dict(limits, renormalize=args.renormalize)
+        if args.nbest:
+            return translate_ids_nbest(model, vocab, ids, args.nbest, args.beam, args.batch_size, **options)
         return translate_ids(model, vocab, ids, args.beam, args.batch_size, progress, **options)
 
     return translate_canlib
@@ -349,8 +392,23 @@ def open_output(output: str) -> TextIO:
     return sys.stdout if output == "-" else open(output, "w", encoding="utf-8")  # noqa: SIM115
 
 
+def run_checkpoint(path: str) -> str:
+    """A run folder's checkpoint (its best.pt, said on stderr); any other path as given."""
+    folder = Path(path)
+    if folder.is_dir() and (folder / "config.json").is_file() and not (folder / "model.bin").is_file():
+        best = folder / "checkpoints" / "best.pt"
+        if not best.is_file():
+            raise FileNotFoundError(f"--checkpoint {path}: a run folder with no checkpoints/best.pt yet")
+        print(f"canlib translate: {path} is a run folder: translating with its {best}", file=sys.stderr)
+        return str(best)
+    return path
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.nbest is not None and args.nbest > args.beam:
+        raise ValueError(f"--nbest {args.nbest}: at most --beam ({args.beam}) translations per line")
     check_paths(args.input, args.output)
+    args.checkpoint = run_checkpoint(args.checkpoint)
     threads, busy = use_threads(args.threads)
     translate = translator(args)
     fd = sys.stdin.fileno() if args.input == "-" else os.open(args.input, os.O_RDONLY)
@@ -372,6 +430,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         for batch in batches:
             outputs = translate([line for _, line in batch], [f"{name}:{n}" for n, _ in batch], False)
+            if args.nbest:
+                outputs = [f"{n - 1} ||| {hyp} ||| {score:.6f}" for (n, _), hyps in zip(batch, outputs)
+                           for hyp, score in hyps]  # fmt: skip
             out.write("".join(line + "\n" for line in outputs))
             out.flush()
             done += len(batch)
