@@ -28,7 +28,7 @@ from canlib.data.corpora import (
 from canlib.data.preparation import format_statistics, prepare
 from canlib.io import option_type
 
-FILE_SETTINGS = ("vocab_size", "train_pairs", "max_len", "max_ratio")  # the options of a corpus of files
+FILE_SETTINGS = ("vocab_size", "train_pairs", "max_len", "max_ratio", "drop_empty")  # the options of a corpus of files
 
 
 def iteration_speed(split: ParallelSplit) -> float:
@@ -83,6 +83,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the shorter (default: off; fairseq's WMT recipe: 1.5)",
     )
     p.add_argument(
+        "--drop-empty",
+        action="store_true",
+        default=None,
+        help="with --files: leave out training pairs with an empty side (counted in the summary) instead of refusing "
+        "them; valid and test lines must still all have text",
+    )
+    p.add_argument(
         "--scale",
         default="tiny",
         help="full, small or tiny (default tiny); with --files it sets the default vocabulary size only",
@@ -126,8 +133,8 @@ def run(args: argparse.Namespace) -> int:
         check_registration(record, args.force)  # before any work: a name taken by other files is refused
     elif args.src or args.tgt or any(v is not None for v in settings.values()):
         raise ValueError(
-            "--src, --tgt, --vocab-size, --train-pairs, --max-len and --max-ratio describe a corpus of your own "
-            "files: give --files FOLDER too"
+            "--src, --tgt, --vocab-size, --train-pairs, --max-len, --max-ratio and --drop-empty describe a corpus of "
+            "your own files: give --files FOLDER too"
         )
     start = time.perf_counter()
     path = prepare(corpus, args.scale, args.out, seed=args.seed, progress=sys.stderr.isatty(), force=args.force)

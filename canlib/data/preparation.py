@@ -110,8 +110,11 @@ def materialize(
     return found
 
 
-def read_stems(corpus: Corpus, stems: tuple[str, ...], files: dict[str, list[Path]]) -> tuple[list[str], list[str]]:
-    """Normalised source and target lines of the stems, concatenated in order."""
+def read_stems(
+    corpus: Corpus, stems: tuple[str, ...], files: dict[str, list[Path]], strict: bool = False
+) -> tuple[list[str], list[str]]:
+    """Normalised source and target lines of the stems, concatenated in order (``strict``: an empty line is an
+    error, see :func:`read_parallel`)."""
     src: list[str] = []
     tgt: list[str] = []
     for stem in stems:
@@ -119,7 +122,7 @@ def read_stems(corpus: Corpus, stems: tuple[str, ...], files: dict[str, list[Pat
         if len(src_paths) != len(tgt_paths):
             raise ValueError(f"{corpus.name}/{stem}: {len(src_paths)} source but {len(tgt_paths)} target files")
         for s_path, t_path in zip(src_paths, tgt_paths):
-            s, t = read_parallel(s_path, t_path, strict=bool(corpus.path))
+            s, t = read_parallel(s_path, t_path, strict=strict)
             src += s
             tgt += t
     return src, tgt
@@ -266,7 +269,11 @@ def prepare(
     elif out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise ValueError(f"{out_dir}: exists and is not a prepared corpus; choose another output folder")
 
-    text = {split: read_stems(entry, stems[split], files) for split in splits}
+    # one's own files are read strictly, but for the training pairs that --drop-empty leaves out (and counts)
+    text = {
+        split: read_stems(entry, stems[split], files, bool(entry.path) and not (entry.drop_empty and split == "train"))
+        for split in splits
+    }
     text, vocab_text, counts, cut = _select(
         f"{corpus}/{'+'.join(stems['train'])}", spec, text, seed, exact=bool(entry.path)
     )
