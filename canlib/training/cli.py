@@ -19,6 +19,7 @@ import shlex
 import signal
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
@@ -289,12 +290,31 @@ def run_settings(args: argparse.Namespace) -> Settings:
     return model_cfg, cfg, load_prepared(data), data, False
 
 
+def validation_bleu(corpus: Any, sentences: int, beam: int) -> Callable[[Any], float]:
+    """The --eval-bleu hook: sacreBLEU (13a) of the model's translations of the first ``sentences`` validation
+    sentences (beam ``beam``; 1 = greedy), detokenized, against their references."""
+    from canlib.bleu import _bleu
+    from canlib.decoding.translate import evaluation_batch_size, translate_lines
+
+    valid = corpus.split("valid")
+    sources, references = valid.src_text[:sentences], valid.tgt_text[:sentences]
+    metric = _bleu()
+
+    def score(model: Any) -> float:
+        device = model.embed.weight.device
+        hyps = translate_lines(model, corpus.vocab, sources, beam=beam, batch_size=evaluation_batch_size(device))
+        return metric.corpus_score(hyps, [references]).score
+
+    return score
+
+
 def build_trainer(args: argparse.Namespace, settings: Settings) -> Trainer:
     """The Trainer of ``settings`` (:func:`run_settings`); the default warm-up longer than the run is an error."""
     model_cfg, cfg, corpus, data, new = settings
     out = Path(args.out)
     if not new and not any((out / "checkpoints").glob("*.pt")):
         print(f"{out}: no checkpoint saved yet: starting the stored run from its first update", file=sys.stderr)
+    valid_bleu = validation_bleu(corpus, cfg.eval_bleu_sentences, cfg.eval_bleu_beam) if cfg.eval_bleu else None
     with warnings.catch_warnings():
         if args.warmup is None:  # the default warm-up (the paper's) that does not fit this run is an error
             warnings.simplefilter("error", LongWarmupWarning)
@@ -306,6 +326,7 @@ def build_trainer(args: argparse.Namespace, settings: Settings) -> Trainer:
                 corpus.split("valid"),
                 out,
                 vocab=corpus.vocab,
+                valid_bleu=valid_bleu,
                 data_path=data,
                 resume=args.resume,
                 overwrite=args.overwrite,
@@ -336,6 +357,14 @@ def startup_summary(trainer: Trainer, settings: Settings, threads: int, init_fro
             f"ffn {model_cfg.ffn_dim}, vocabulary {model_cfg.vocab_size:,})",
             f"train | data {data}: {pairs:,} training pairs, {valid:,} validation pairs; {per_epoch:,} updates per "
             f"epoch of up to {cfg.max_tokens:,} tokens x {cfg.update_freq}",
+            *(
+                [
+                    f"train | validation BLEU: sacreBLEU of the first {cfg.eval_bleu_sentences} validation sentences, "
+                    f"beam {cfg.eval_bleu_beam}; best.pt and patience follow it"
+                ]
+                if cfg.eval_bleu
+                else []
+            ),  # fmt: skip
             f"train | device {where}, {cfg.precision}; stops at "
             + (f"{planned:,} updates" if planned else f"patience {cfg.patience}")
             + f"; a row every {cfg.log_every} updates",

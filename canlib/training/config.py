@@ -71,6 +71,16 @@ class TrainConfig:
     patience: int = option(
         0, "stop after this many validations without improvement; 0 = off", "nonnegative", "stopping"
     )
+    eval_bleu: bool = option(
+        False,
+        "at every validation, also translate the first --eval-bleu-sentences validation sentences and score them "
+        "with sacreBLEU: best.pt and --patience then follow BLEU (fairseq's --eval-bleu, Marian's --valid-metrics "
+        "bleu; `canlib train` only)",
+        None,
+        "stopping",
+    )
+    eval_bleu_sentences: int = option(200, "validation sentences --eval-bleu translates", "at least 1", "stopping")
+    eval_bleu_beam: int = option(1, "beam of --eval-bleu's translations (1: greedy)", "at least 1", "stopping")
     valid_every: int = option(
         0, "validate and checkpoint every K updates; 0 = at the end of every epoch", "nonnegative", "checkpoints"
     )
