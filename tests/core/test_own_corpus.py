@@ -72,6 +72,11 @@ def test_readme_own_corpus_path_runs_end_to_end(tmp_path, monkeypatch, capsys):
     scores = json.loads(printed["bleu can.de"].out.splitlines()[-1])
     assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(file_out, [refs]).score, abs=1e-9)
     assert "(sacremoses de + multi-bleu" in printed["bleu can.de"].out
+    # README's habits: validation BLEU, two systems compared, a run started from CAN's weights
+    assert "valid_bleu" in json.loads(Path("runs/mine-can/result.json").read_text())["last_valid"]
+    assert scores["compare"]["other"] == "balanced.de" and 0 < scores["compare"]["bleu"]["p_value"] <= 1
+    tuned = json.loads(Path("runs/mine-can-tuned/config.json").read_text())
+    assert tuned["init_from"] == str(Path("runs/mine-can/average.pt").resolve())
     # CTranslate2's translations are canlib's under its convention, and greedy ones are canlib's default
     ct2 = Path("balanced-ct2.de").read_text(encoding="utf-8").splitlines()
     common = ["translate", "--checkpoint", "runs/mine-balanced/average.pt", "--input", "my-corpus/test.en"]
