@@ -136,10 +136,12 @@ def fingerprint(files: dict[str, list[Path]]) -> dict[str, list[dict]]:
     }
 
 
-def encode(vocab: Vocabulary, lines: list[str], dtype: np.dtype, desc: str, progress: bool) -> Encoded:
+def encode(
+    vocab: Vocabulary, lines: list[str], dtype: np.dtype, desc: str, progress: bool, threads: int | None = None
+) -> Encoded:
     tokens, lengths = [], []
     for start in tqdm(range(0, len(lines), ENCODE_CHUNK), desc=desc, disable=not progress, leave=False):
-        ids = vocab.encode_batch(lines[start : start + ENCODE_CHUNK])
+        ids = vocab.encode_batch(lines[start : start + ENCODE_CHUNK], threads)
         lengths.append(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)))
         tokens.append(np.fromiter(chain.from_iterable(ids), dtype=dtype, count=int(lengths[-1].sum())))
     return Encoded(np.concatenate(tokens), np.concatenate(lengths))
@@ -231,9 +233,11 @@ def prepare(
     seed: int = 1,
     progress: bool = True,
     force: bool = False,
+    threads: int | None = None,
 ) -> Path:
     """Prepare ``corpus`` (a name, or a :class:`Corpus` not registered yet) at ``scale`` into ``out_dir`` and return
-    it, reusing an identical one unless ``force``.
+    it, reusing an identical one unless ``force``. ``threads``: the subword encoding's (None: SentencePiece's
+    default); the vocabulary is learnt on one thread, so that the same text always gives the same vocabulary.
 
     Reads ``$CANLIB_DATA_DIR``, ``$CANLIB_CACHE_DIR``, ``$CANLIB_OFFLINE`` and
     ``$CANLIB_DOWNLOAD_MIRROR`` (see the module docstring).
@@ -278,7 +282,7 @@ def prepare(
         f"{corpus}/{'+'.join(stems['train'])}", spec, text, seed, exact=bool(entry.path)
     )
     vocab = Vocabulary.train(chain(*vocab_text), spec.vocab_size)
-    ids, text, too_long, ratio = _encode_and_clean(entry, spec, vocab, text, progress)
+    ids, text, too_long, ratio = _encode_and_clean(entry, spec, vocab, text, progress, threads)
     for split in splits:
         if not len(ids[split][0]):
             raise ValueError(f"{corpus}/{'+'.join(stems[split])}: empty {split} split after cleaning")
@@ -344,7 +348,7 @@ def _select(
 
 
 def _encode_and_clean(
-    entry: Corpus, spec: Scale, vocab: Vocabulary, text: dict[str, Pairs], progress: bool
+    entry: Corpus, spec: Scale, vocab: Vocabulary, text: dict[str, Pairs], progress: bool, threads: int | None = None
 ) -> tuple[dict[str, tuple], dict[str, Pairs], int, int]:
     """Every split as token ids, the training pairs that are empty, longer than ``spec.max_len`` or out of
     ``spec.max_ratio`` dropped. Returns (ids, the text kept, pairs too long, pairs out of ratio)."""
@@ -352,8 +356,8 @@ def _encode_and_clean(
     ids = {}
     for split, (s, t) in text.items():
         ids[split] = (
-            encode(vocab, s, dtype, f"encode {split}.{entry.src}", progress),
-            encode(vocab, t, dtype, f"encode {split}.{entry.tgt}", progress),
+            encode(vocab, s, dtype, f"encode {split}.{entry.src}", progress, threads),
+            encode(vocab, t, dtype, f"encode {split}.{entry.tgt}", progress, threads),
         )
     a, b = (e.lengths for e in ids["train"])
     fits = (np.minimum(a, b) >= 1) & (np.maximum(a, b) <= spec.max_len)

@@ -126,3 +126,17 @@ def test_a_log_file_gets_a_startup_summary_rows_with_an_eta_and_one_epoch_number
     assert f"(step 12, epoch {by_step[12]})" in resumed.stderr
     assert "device cpu, 2 thread(s)" in resumed.stdout and "a row every 5 updates" in resumed.stdout
     assert json.loads((run / "config.json").read_text())["train"]["log_every"] == 5
+
+
+def test_data_prepare_encodes_on_the_threads_asked_with_the_same_ids(tmp_path):
+    write_toy_corpus(tmp_path / "files", {"train": 300, "valid": 20, "test": 20})
+    folders = {}
+    for threads in ("1", "2"):
+        out = tmp_path / f"t{threads}"
+        done = canlib("data", "prepare", f"toy{threads}", "--files", str(tmp_path / "files"), "--src", "en", "--tgt",
+                      "de", "--vocab-size", "60", "--out", str(out), "--threads", threads,
+                      cache=tmp_path / "c")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert f"(encoded on {threads} thread(s))" in done.stdout
+        folders[threads] = {p.name: p.read_bytes() for p in out.iterdir() if p.suffix == ".npy"}
+    assert folders["1"] and folders["1"] == folders["2"]
