@@ -163,54 +163,165 @@ def moses_languages() -> list[str]:
     return sorted(set(corpus.NonbreakingPrefixes().available_langs.values()))
 
 
+METRICS = {"bleu": "BLEU", "chrf": "CHRF", "ter": "TER"}  # --metrics -> sacreBLEU's class in sacrebleu.metrics
+LANGUAGE_SUFFIX = re.compile(r"[A-Za-z]{2,3}")  # test.fr, newstest2014.DE: a language code as the last suffix
+FILE_SUFFIXES = {
+    "txt",
+    "tok",
+    "out",
+    "hyp",
+    "ref",
+    "raw",
+    "src",
+    "tgt",
+    "sgm",
+    "xml",
+    "log",
+    "tsv",
+    "csv",
+    "bpe",
+    "spm",
+}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("hyp", help="detokenized system output, one sentence a line ('-' = stdin)")
     parser.add_argument("ref", help="detokenized reference, line-aligned with HYP ('-' = stdin)")
     parser.add_argument(
         "--lang",
-        help="target language of tokenized BLEU's Moses tokenizer (e.g. de, fr); default: the prepared corpus's, "
-        "from --data or from the prepared folder REF is in",
+        help="target language (any case), for tokenized BLEU's Moses tokenizer; default: the prepared corpus's "
+        "(--data, or the prepared folder REF is in), else REF's suffix (test.fr: fr). sacreBLEU (13a) scores any "
+        "language; tokenized BLEU is computed only for a language the Moses tokenizer has rules for",
     )
     parser.add_argument("--data", type=Path, help="a prepared corpus folder: its target language is --lang")
+    parser.add_argument(
+        "--metrics",
+        default="bleu",
+        help="comma-separated sacreBLEU metrics: bleu, chrf, ter (default bleu)",
+    )
+    parser.add_argument(
+        "--compare",
+        metavar="OTHER",
+        help="a second system's output for REF: sacreBLEU's paired bootstrap test (1000 resamples, seed 12345, "
+        "as `sacrebleu REF -i HYP OTHER --paired-bs`) says whether OTHER differs from HYP",
+    )
 
 
-def target_language(args: argparse.Namespace) -> str:
-    """--lang, else the target language of the prepared corpus (--data, or the folder REF is in); refused when
-    neither says, when they disagree, or when the Moses tokenizer has no rules for it."""
+def metric_names(text: str) -> list[str]:
+    """The --metrics list, each known to sacreBLEU here; in the order given, without repeats."""
+    names = list(dict.fromkeys(name.strip().lower() for name in text.split(",") if name.strip()))
+    unknown = [name for name in names if name not in METRICS]
+    if unknown or not names:
+        raise ValueError(f"--metrics {text}: choose among {', '.join(METRICS)} (comma-separated)")
+    return names
+
+
+def target_language(args: argparse.Namespace) -> str | None:
+    """--lang (lower-cased), else the target language of the prepared corpus (--data, or the folder REF is in),
+    else REF's language suffix; None when none says. Refused when --lang and the prepared corpus disagree."""
     folder = args.data or (Path(args.ref).parent if args.ref != "-" else None)
     corpus_lang = None
     if folder is not None and (folder / "meta.json").is_file():
         corpus_lang = json.loads((folder / "meta.json").read_text(encoding="utf-8")).get("tgt_lang")
     elif args.data is not None:
         raise ValueError(f"--data {args.data}: not a prepared corpus folder (no meta.json)")
-    lang = args.lang or corpus_lang
-    if lang is None:
-        raise ValueError(
-            "--lang is needed: the target language (e.g. de or fr), or --data PREPARED_FOLDER to read it from"
-        )
-    if corpus_lang is not None and lang != corpus_lang:
-        raise ValueError(f"--lang {lang}: the prepared corpus {folder} translates into {corpus_lang}")
-    known = moses_languages()
-    if lang not in known:
-        raise ValueError(
-            f"--lang {lang}: the Moses tokenizer has no rules for it (it knows {', '.join(known)}); "
-            "tokenized BLEU needs one of those"
-        )
-    return lang
+    lang = args.lang.lower() if args.lang else None
+    if lang is not None and corpus_lang is not None and lang != corpus_lang.lower():
+        raise ValueError(f"--lang {args.lang}: the prepared corpus {folder} translates into {corpus_lang}")
+    suffix = Path(args.ref).suffix[1:] if args.ref != "-" else ""
+    from_name = suffix.lower() if LANGUAGE_SUFFIX.fullmatch(suffix) and suffix.lower() not in FILE_SUFFIXES else None
+    return lang or (corpus_lang.lower() if corpus_lang else None) or from_name
+
+
+def sacrebleu_metric(name: str) -> Any:
+    """sacreBLEU's metric ``name`` (bleu, chrf, ter) with its defaults (BLEU: the 13a tokenizer)."""
+    return getattr(require("sacrebleu.metrics", "sacreBLEU's metrics"), METRICS[name])()
+
+
+def paired_bootstrap(
+    hyps: list[str], other: list[str], refs: list[str], names: list[str], labels: tuple[str, str]
+) -> dict[str, dict[str, Any]]:
+    """sacreBLEU's own paired bootstrap test (``sacrebleu.significance.PairedTest``, its defaults: 1000 resamples,
+    seed 12345 or ``$SACREBLEU_SEED``) of ``other`` against the baseline ``hyps``: per metric, each system's score,
+    mean and 95% interval over the resamples, and the p-value of the difference."""
+    significance = require("sacrebleu.significance", "the paired bootstrap test")
+    metrics = {name: sacrebleu_metric(name) for name in names}
+    test = significance.PairedTest(
+        [(labels[0], hyps), (labels[1], other)], metrics, [refs], test_type="bs", n_samples=0
+    )
+    signatures, scores = test()
+    out = {}
+    for name, (key, results) in zip(names, [(k, v) for k, v in scores.items() if k != "System"]):
+        base, second = results
+        out[name] = {
+            "metric": key,
+            "signature": str(signatures[key]),
+            "baseline": {"score": float(base.score), "mean": float(base.mean), "ci": float(base.ci)},
+            "other": {"score": float(second.score), "mean": float(second.mean), "ci": float(second.ci)},
+            "p_value": float(second.p_value),
+        }
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.hyp == args.ref == "-":
-        raise ValueError("HYP and REF are both '-': only one of them can be read from stdin")
+    if [args.hyp, args.ref, args.compare].count("-") > 1:
+        raise ValueError("HYP, REF and --compare: only one of them can be read from stdin ('-')")
+    names = metric_names(args.metrics)
     lang = target_language(args)  # before the files are read
     hyps, refs = read_text(args.hyp), read_text(args.ref)
     if len(hyps) != len(refs):
         raise ValueError(f"{args.hyp} has {len(hyps)} lines but {args.ref} has {len(refs)}")
     if not hyps:
         raise ValueError(f"{args.hyp} and {args.ref} are empty: no sentences to score")
-    scores = corpus_scores(hyps, refs, lang)
-    print(f"sacreBLEU {scores['bleu']:.2f}  ({scores['signature']})")
-    print(f"tokenized BLEU {scores['tok_bleu']:.2f}  (sacremoses {lang} + multi-bleu, case-sensitive)")
-    print(f"tokenized BLEU, compounds split {scores['tok_bleu_compound']:.2f}")
+    other = read_text(args.compare) if args.compare else None
+    if other is not None and len(other) != len(refs):
+        raise ValueError(f"--compare {args.compare} has {len(other)} lines but {args.ref} has {len(refs)}")
+    known = moses_languages()
+    if lang in known:
+        scores = corpus_scores(hyps, refs, lang)
+        print(f"sacreBLEU {scores['bleu']:.2f}  ({scores['signature']})")
+        print(f"tokenized BLEU {scores['tok_bleu']:.2f}  (sacremoses {lang} + multi-bleu, case-sensitive)")
+        print(f"tokenized BLEU, compounds split {scores['tok_bleu_compound']:.2f}")
+    else:
+        metric = _bleu()
+        score = metric.corpus_score(hyps, [refs])
+        scores = {
+            "bleu": score.score,
+            "signature": str(metric.get_signature()),
+            "precisions": score.precisions,
+            "bp": score.bp,
+            "sys_len": score.sys_len,
+            "ref_len": score.ref_len,
+            "sentences": len(hyps),
+        }
+        why = (
+            f"the Moses tokenizer has no rules for {lang!r}"
+            if lang
+            else "no language: give --lang (REF's name and folder say none)"
+        )
+        print(f"sacreBLEU {scores['bleu']:.2f}  ({scores['signature']})")
+        print(f"tokenized BLEU: not computed ({why}); sacreBLEU's 13a scores any language")
+    scores["lang"] = lang
+    for name in names:
+        if name == "bleu":
+            continue
+        metric = sacrebleu_metric(name)
+        result = metric.corpus_score(hyps, [refs])
+        scores[name], scores[f"{name}_signature"] = result.score, str(metric.get_signature())
+        print(
+            f"{metric.__class__.__name__ if name != 'chrf' else 'chrF'} {result.score:.2f}  "
+            f"({scores[f'{name}_signature']})"
+        )
+    if other is not None:
+        labels = (args.hyp, args.compare)
+        compared = paired_bootstrap(hyps, other, refs, names, labels)
+        for name, row in compared.items():
+            base, second = row["baseline"], row["other"]
+            print(
+                f"paired bootstrap {row['metric']}: {labels[0]} {base['score']:.2f} ({base['mean']:.2f} +- "
+                f"{base['ci']:.2f}), {labels[1]} {second['score']:.2f} ({second['mean']:.2f} +- {second['ci']:.2f}),"
+                f" p = {row['p_value']:.4f}" + (" (a significant difference at 0.05)" if row["p_value"] < 0.05 else "")
+            )
+        scores["compare"] = {"other": args.compare, **compared}
     print(json.dumps(scores))
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import warnings
 
@@ -36,6 +37,15 @@ class Parser(argparse.ArgumentParser):
 def one_line(text: object) -> str:
     """A message on one line (an error from a library may span several)."""
     return " ".join(str(text).split())
+
+
+def reader_gone() -> int:
+    """The reader of stdout closed it (``canlib ... | head``): stop quietly, without a traceback, exit status 1, with
+    stdout pointed at /dev/null so that Python's flush at exit finds no pipe to fail on (the recipe of Python's
+    ``signal`` documentation)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 1
 
 
 def main(
@@ -65,7 +75,11 @@ def main(
         with warnings.catch_warnings():
             warnings.simplefilter("default")  # each warning once, as one line (whatever filters the caller set)
             warnings.showwarning = warn
-            return int(module.run(args) or 0)
+            code = int(module.run(args) or 0)
+            sys.stdout.flush()  # a reader gone (`| head`) is found here, not at exit
+            return code
+    except BrokenPipeError:
+        return reader_gone()
     except (ValueError, FileNotFoundError, RuntimeError, MissingDependency) as exc:
         print(f"{name}: error: {one_line(exc)}", file=sys.stderr)
         return 2

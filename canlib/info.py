@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -12,11 +14,27 @@ from canlib.catalogue import SCALES, preset_scale, scale_spec
 from canlib.model.config import PRESETS, preset
 from canlib.model.seq2seq import Seq2Seq
 
+INITS = ("normal_", "uniform_", "kaiming_uniform_", "xavier_uniform_", "zeros_", "ones_", "constant_")
+
+
+@contextmanager
+def no_initialisation() -> Iterator[None]:
+    """``torch.nn.init``'s fills as no-ops: a model built inside gets its shapes in memory the OS has not handed out
+    yet (nothing is written to it), which counts its parameters in a fraction of a second. (PyTorch's ``meta``
+    device would too, but its first use imports the compiler stack: seconds.)"""
+    real = {name: getattr(torch.nn.init, name) for name in INITS}
+    for name in INITS:
+        setattr(torch.nn.init, name, lambda tensor, *args, **kwargs: tensor)
+    try:
+        yield
+    finally:
+        for name, function in real.items():
+            setattr(torch.nn.init, name, function)
+
 
 def parameter_count(cfg) -> int:
-    """The parameters of a model of ``cfg``, built on PyTorch's ``meta`` device: shapes without memory or
-    initialisation, so the full presets count in milliseconds."""
-    with torch.device("meta"):
+    """The parameters of a model of ``cfg``, built without initialisation (:func:`no_initialisation`)."""
+    with no_initialisation():
         return Seq2Seq(cfg).num_parameters()
 
 

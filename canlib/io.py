@@ -33,13 +33,33 @@ def umask() -> int:
     return mask
 
 
+def written_path(path: str | os.PathLike) -> Path:
+    """The file a write to ``path`` should change: a symlink's final target (the link stays a link), else ``path``."""
+    path = Path(path)
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether two existing paths name one file (through links, ``..`` or another spelling)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> None:
     """Call ``write(file)`` on a temp file beside ``path``, fsync, then rename into place.
 
     A crash at any moment leaves either the old file or the new one, never a partial one. The file gets
     the permissions ``open()`` gives a new file (0666 less the umask; a temp file alone would be 0600).
+    A symlink is followed (its target is replaced, the link kept); what is not a regular file (a named pipe,
+    ``/dev/null``, a terminal) is opened and written to, since renaming over it would destroy it.
     """
-    path = Path(path)
+    path = written_path(path)
+    if path.exists() and not path.is_file():  # a pipe, a device, a socket: written to, never replaced
+        with open(path, "wb") as f:
+            write(f)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -112,6 +132,64 @@ def device_option(text: str) -> str:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise argparse.ArgumentTypeError(f"{text}: this PyTorch ({torch.__version__}) sees no CUDA GPU; use cpu")
     return text
+
+
+# -- CPU threads -----------------------------------------------------------------------------------
+# PyTorch's default (one thread per core) is what an idle machine wants; on a machine that other work keeps busy,
+# threads that wait on each other can make a command several times slower than one thread would.
+
+MOST_DEFAULT_THREADS = 4  # past this, the small models here gain little from more threads on a CPU
+
+
+def cores() -> int:
+    """The CPU cores this process may run on (its affinity mask; every core where the OS has none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def default_threads() -> int:
+    """The threads a command computes with unless ``--threads`` says: ``$OMP_NUM_THREADS`` where set, else the
+    cores, at most ``MOST_DEFAULT_THREADS``."""
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    return min(cores(), MOST_DEFAULT_THREADS)
+
+
+def busy_notice(load: float, threads: int, available: int) -> str | None:
+    """A one-line notice when the 1-minute load average exceeds the cores (other work competes for them)."""
+    if load <= available:
+        return None
+    advice = "; --threads 1 is often faster on a shared machine" if threads > 1 else ""
+    return (
+        f"note: the machine is busy (load average {load:.1f} on {available} core(s)), {threads} thread(s) here{advice}"
+    )
+
+
+def use_threads(threads: int | None) -> tuple[int, str | None]:
+    """Set PyTorch's CPU threads to ``threads`` (None: :func:`default_threads`); returns the number set and, when
+    the machine is busy, the notice for the command to print (:func:`busy_notice`)."""
+    import torch
+
+    threads = threads or default_threads()
+    torch.set_num_threads(threads)
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # no load average on this system
+        return threads, None
+    return threads, busy_notice(load, threads, cores())
+
+
+def add_threads_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--threads",
+        type=option_type(int, "at least 1"),
+        default=None,
+        help=f"CPU threads to compute with (default: $OMP_NUM_THREADS, else the cores, at most "
+        f"{MOST_DEFAULT_THREADS}; on a busy machine 1 is often fastest)",
+    )
 
 
 # -- folders ---------------------------------------------------------------------------------------

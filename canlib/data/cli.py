@@ -26,9 +26,9 @@ from canlib.data.corpora import (
     registered_files,
 )
 from canlib.data.preparation import format_statistics, prepare
-from canlib.io import option_type
+from canlib.io import add_threads_option, default_threads, option_type
 
-FILE_SETTINGS = ("vocab_size", "train_pairs", "max_len", "max_ratio")  # the options of a corpus of files
+FILE_SETTINGS = ("vocab_size", "train_pairs", "max_len", "max_ratio", "drop_empty")  # the options of a corpus of files
 
 
 def iteration_speed(split: ParallelSplit) -> float:
@@ -83,6 +83,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the shorter (default: off; fairseq's WMT recipe: 1.5)",
     )
     p.add_argument(
+        "--drop-empty",
+        action="store_true",
+        default=None,
+        help="with --files: leave out training pairs with an empty side (counted in the summary) instead of refusing "
+        "them; valid and test lines must still all have text",
+    )
+    p.add_argument(
         "--scale",
         default="tiny",
         help="full, small or tiny (default tiny); with --files it sets the default vocabulary size only",
@@ -94,6 +101,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--force", action="store_true", help="prepare again even if done; with --files, re-register NAME with these"
     )
+    add_threads_option(p)
     p = sub.add_parser("inspect", help="print a prepared folder's statistics and its iteration speed")
     p.add_argument("path", type=Path, help="a prepared folder")
     p.add_argument("--split", default="train", help="split whose `split[i]` loop is timed (default train)")
@@ -126,14 +134,17 @@ def run(args: argparse.Namespace) -> int:
         check_registration(record, args.force)  # before any work: a name taken by other files is refused
     elif args.src or args.tgt or any(v is not None for v in settings.values()):
         raise ValueError(
-            "--src, --tgt, --vocab-size, --train-pairs, --max-len and --max-ratio describe a corpus of your own "
-            "files: give --files FOLDER too"
+            "--src, --tgt, --vocab-size, --train-pairs, --max-len, --max-ratio and --drop-empty describe a corpus of "
+            "your own files: give --files FOLDER too"
         )
+    threads = args.threads or default_threads()  # the encoding's; the vocabulary is learnt on one (deterministic)
     start = time.perf_counter()
-    path = prepare(corpus, args.scale, args.out, seed=args.seed, progress=sys.stderr.isatty(), force=args.force)
+    path = prepare(
+        corpus, args.scale, args.out, seed=args.seed, progress=sys.stderr.isatty(), force=args.force, threads=threads
+    )
     if record is not None:
         register(record)  # only once the preparation succeeded
     prepared = load_prepared(path)
-    print(f"prepared {path} in {time.perf_counter() - start:.1f} s")
+    print(f"prepared {path} in {time.perf_counter() - start:.1f} s (encoded on {threads} thread(s))")
     print(format_statistics(prepared.meta))
     return 0

@@ -109,6 +109,7 @@ class Corpus:
     scales: dict[str, Scale] = field(default_factory=dict)
     folder: str = ""
     path: str = ""
+    drop_empty: bool = False  # with ``path``: training pairs with an empty side are left out (and counted)
 
     def __post_init__(self) -> None:
         if not self.folder:
@@ -396,13 +397,15 @@ def files_corpus(
     train_pairs: int | None = None,
     max_len: int | None = None,
     max_ratio: float | None = None,
+    drop_empty: bool | None = None,
 ) -> Corpus:
     """A corpus of plain parallel files ``<folder>/{train,valid,test}.{src,tgt}`` (or ``.gz``), prepared whole at
     every scale: every training pair is kept unless asked otherwise (``train_pairs``: a seeded sample of that many;
     ``max_len``: pairs with a side longer than that many subwords left out, default only what the models cannot
     hold; ``max_ratio``: pairs whose longer side is over that many times the shorter left out, default off), valid
     and test are never cut. The scale sets the joint vocabulary's size (``vocab_size``, default as the registered
-    corpora at each scale). Every line must have a partner with text."""
+    corpora at each scale). Every line must have a partner with text, except, with ``drop_empty``, the training
+    files' (those pairs are left out and counted)."""
     folder = Path(folder).expanduser().resolve()
     if not _NAME.fullmatch(name) or name in REGISTRY:
         raise ValueError(
@@ -410,6 +413,10 @@ def files_corpus(
         )
     if src == tgt or not all(_NAME.fullmatch(lang) for lang in (src, tgt)):
         raise ValueError(f"languages {src!r} -> {tgt!r}: two different file suffixes (e.g. en and de)")
+    if not folder.is_dir():
+        raise FileNotFoundError(
+            f"{folder}: no such folder" if not folder.exists() else f"{folder}: is a file, not a folder"
+        )
     missing = [
         f"{stem}.{lang}"
         for stem in FILE_STEMS
@@ -444,7 +451,14 @@ def files_corpus(
         )
 
     return Corpus(
-        name, src, tgt, f"files in {folder}, {src}->{tgt}", {}, {s: scale(s) for s in SCALES}, path=str(folder)
+        name,
+        src,
+        tgt,
+        f"files in {folder}, {src}->{tgt}",
+        {},
+        {s: scale(s) for s in SCALES},
+        path=str(folder),
+        drop_empty=bool(drop_empty),
     )
 
 
@@ -509,7 +523,7 @@ def get_corpus(name: str) -> Corpus:
     path = _files_registry() / f"{name}.json"
     if path.is_file():
         record = json.loads(path.read_text(encoding="utf-8"))
-        settings = {k: record.get(k) for k in ("vocab_size", "train_pairs", "max_len", "max_ratio")}
+        settings = {k: record.get(k) for k in ("vocab_size", "train_pairs", "max_len", "max_ratio", "drop_empty")}
         return files_corpus(name, record["folder"], record["src"], record["tgt"], **settings)
     raise ValueError(
         f"unknown corpus {name!r}; known: {', '.join([*REGISTRY, *registered_files()])} "

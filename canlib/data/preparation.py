@@ -18,6 +18,7 @@ from dataclasses import asdict
 from functools import cache
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -109,8 +110,11 @@ def materialize(
     return found
 
 
-def read_stems(corpus: Corpus, stems: tuple[str, ...], files: dict[str, list[Path]]) -> tuple[list[str], list[str]]:
-    """Normalised source and target lines of the stems, concatenated in order."""
+def read_stems(
+    corpus: Corpus, stems: tuple[str, ...], files: dict[str, list[Path]], strict: bool = False
+) -> tuple[list[str], list[str]]:
+    """Normalised source and target lines of the stems, concatenated in order (``strict``: an empty line is an
+    error, see :func:`read_parallel`)."""
     src: list[str] = []
     tgt: list[str] = []
     for stem in stems:
@@ -118,7 +122,7 @@ def read_stems(corpus: Corpus, stems: tuple[str, ...], files: dict[str, list[Pat
         if len(src_paths) != len(tgt_paths):
             raise ValueError(f"{corpus.name}/{stem}: {len(src_paths)} source but {len(tgt_paths)} target files")
         for s_path, t_path in zip(src_paths, tgt_paths):
-            s, t = read_parallel(s_path, t_path, strict=bool(corpus.path))
+            s, t = read_parallel(s_path, t_path, strict=strict)
             src += s
             tgt += t
     return src, tgt
@@ -132,10 +136,12 @@ def fingerprint(files: dict[str, list[Path]]) -> dict[str, list[dict]]:
     }
 
 
-def encode(vocab: Vocabulary, lines: list[str], dtype: np.dtype, desc: str, progress: bool) -> Encoded:
+def encode(
+    vocab: Vocabulary, lines: list[str], dtype: np.dtype, desc: str, progress: bool, threads: int | None = None
+) -> Encoded:
     tokens, lengths = [], []
     for start in tqdm(range(0, len(lines), ENCODE_CHUNK), desc=desc, disable=not progress, leave=False):
-        ids = vocab.encode_batch(lines[start : start + ENCODE_CHUNK])
+        ids = vocab.encode_batch(lines[start : start + ENCODE_CHUNK], threads)
         lengths.append(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)))
         tokens.append(np.fromiter(chain.from_iterable(ids), dtype=dtype, count=int(lengths[-1].sum())))
     return Encoded(np.concatenate(tokens), np.concatenate(lengths))
@@ -207,6 +213,19 @@ def _prepared(corpus: str, scale: str, data: str, cache: str, progress: bool) ->
     return load_prepared(prepare(corpus, scale, progress=progress))
 
 
+def recipe_changes(stored: dict[str, Any], asked: dict[str, Any]) -> list[str]:
+    """What makes a stored preparation another one than ``asked``: its corpus, scale, seed or a setting of the scale,
+    each as "name stored (asked: new)"."""
+    changes = [
+        f"{key} {stored.get(key)} (asked: {asked[key]})"
+        for key in ("corpus", "scale", "seed")
+        if stored.get(key) != asked[key]
+    ]
+    spec, new = stored.get("spec") or {}, asked["spec"]
+    changes += [f"{key} {spec.get(key)} (asked: {new[key]})" for key in new if spec.get(key) != new[key]]
+    return changes
+
+
 def prepare(
     corpus: str | Corpus,
     scale: str,
@@ -214,9 +233,11 @@ def prepare(
     seed: int = 1,
     progress: bool = True,
     force: bool = False,
+    threads: int | None = None,
 ) -> Path:
     """Prepare ``corpus`` (a name, or a :class:`Corpus` not registered yet) at ``scale`` into ``out_dir`` and return
-    it, reusing an identical one unless ``force``.
+    it, reusing an identical one unless ``force``. ``threads``: the subword encoding's (None: SentencePiece's
+    default); the vocabulary is learnt on one thread, so that the same text always gives the same vocabulary.
 
     Reads ``$CANLIB_DATA_DIR``, ``$CANLIB_CACHE_DIR``, ``$CANLIB_OFFLINE`` and
     ``$CANLIB_DOWNLOAD_MIRROR`` (see the module docstring).
@@ -240,15 +261,28 @@ def prepare(
     recipe = json.loads(json.dumps(recipe))  # as meta.json stores it (tuples become lists)
     meta_path = out_dir / "meta.json"
     if meta_path.is_file():
-        if json.loads(meta_path.read_text()).get("recipe") == recipe and not force:
+        stored = json.loads(meta_path.read_text()).get("recipe") or {}
+        if stored == recipe and not force:
             return out_dir
+        changes = recipe_changes(stored, recipe)
+        if changes and not force:
+            raise ValueError(
+                f"{out_dir}: holds another preparation ({', '.join(changes[:3])}); pass --force to replace it, "
+                "or choose another folder"
+            )
     elif out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise ValueError(f"{out_dir}: exists and is not a prepared corpus; choose another output folder")
 
-    text = {split: read_stems(entry, stems[split], files) for split in splits}
-    text, vocab_text, counts, cut = _select(f"{corpus}/{stems['train']}", spec, text, seed)
+    # one's own files are read strictly, but for the training pairs that --drop-empty leaves out (and counts)
+    text = {
+        split: read_stems(entry, stems[split], files, bool(entry.path) and not (entry.drop_empty and split == "train"))
+        for split in splits
+    }
+    text, vocab_text, counts, cut = _select(
+        f"{corpus}/{'+'.join(stems['train'])}", spec, text, seed, exact=bool(entry.path)
+    )
     vocab = Vocabulary.train(chain(*vocab_text), spec.vocab_size)
-    ids, text, too_long, ratio = _encode_and_clean(entry, spec, vocab, text, progress)
+    ids, text, too_long, ratio = _encode_and_clean(entry, spec, vocab, text, progress, threads)
     for split in splits:
         if not len(ids[split][0]):
             raise ValueError(f"{corpus}/{'+'.join(stems[split])}: empty {split} split after cleaning")
@@ -276,16 +310,23 @@ Pairs = tuple[list[str], list[str]]
 
 
 def _select(
-    name: str, spec: Scale, text: dict[str, Pairs], seed: int
+    name: str, spec: Scale, text: dict[str, Pairs], seed: int, exact: bool = False
 ) -> tuple[dict[str, Pairs], Pairs, dict[str, int], dict[str, tuple[int, int]]]:
     """The pairs a scale keeps: the training pairs with text on both sides, sampled down to ``spec.train_pairs``;
     the valid and test sets cut to the scale's caps; and the sample of training pairs the vocabulary learns from.
-    Returns (the splits, the vocabulary's pairs, the pairs read, empty and sampled out, the cut sets)."""
+    ``exact``: a sample larger than the pairs there is an error (one's own files, where it was asked for), not the
+    whole set (a scale's cap). Returns (the splits, the vocabulary's pairs, the pairs read, empty and sampled out,
+    the cut sets)."""
     src, tgt = text["train"]
     raw_pairs = len(src)
     src, tgt, empty = drop_empty(src, tgt)
     if not src:
         raise ValueError(f"{name}: empty corpus (no training pair with text on both sides)")
+    if exact and spec.train_pairs is not None and spec.train_pairs > len(src):
+        raise ValueError(
+            f"--train-pairs {spec.train_pairs}: {name} has only {len(src)} training pairs with text on both sides; "
+            "ask for fewer, or leave --train-pairs out to keep them all"
+        )
     rng = np.random.default_rng(seed)
     kept_before_sample = len(src)
     if spec.train_pairs is not None and spec.train_pairs < len(src):
@@ -307,7 +348,7 @@ def _select(
 
 
 def _encode_and_clean(
-    entry: Corpus, spec: Scale, vocab: Vocabulary, text: dict[str, Pairs], progress: bool
+    entry: Corpus, spec: Scale, vocab: Vocabulary, text: dict[str, Pairs], progress: bool, threads: int | None = None
 ) -> tuple[dict[str, tuple], dict[str, Pairs], int, int]:
     """Every split as token ids, the training pairs that are empty, longer than ``spec.max_len`` or out of
     ``spec.max_ratio`` dropped. Returns (ids, the text kept, pairs too long, pairs out of ratio)."""
@@ -315,8 +356,8 @@ def _encode_and_clean(
     ids = {}
     for split, (s, t) in text.items():
         ids[split] = (
-            encode(vocab, s, dtype, f"encode {split}.{entry.src}", progress),
-            encode(vocab, t, dtype, f"encode {split}.{entry.tgt}", progress),
+            encode(vocab, s, dtype, f"encode {split}.{entry.src}", progress, threads),
+            encode(vocab, t, dtype, f"encode {split}.{entry.tgt}", progress, threads),
         )
     a, b = (e.lengths for e in ids["train"])
     fits = (np.minimum(a, b) >= 1) & (np.maximum(a, b) <= spec.max_len)

@@ -72,7 +72,8 @@ def read_parallel(src_path: Path, tgt_path: Path, strict: bool = False) -> tuple
                 empty, other = (src_path, tgt_path) if not s else (tgt_path, src_path)
                 raise ValueError(
                     f"{empty}:{number}: empty line (its partner {other}:{number} is "
-                    f"{(t or s)[:60]!r}); a parallel corpus needs text on both sides of every line"
+                    f"{(t or s)[:60]!r}); a parallel corpus needs text on both sides of every line (in the "
+                    "training files, --drop-empty leaves such pairs out)"
                 )
     return src, tgt
 

@@ -93,8 +93,10 @@ class Vocabulary:
         """Subword ids of one sentence, without BOS/EOS."""
         return self.sp.encode(text, out_type=int)
 
-    def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        return self.sp.encode(texts, out_type=int)
+    def encode_batch(self, texts: list[str], threads: int | None = None) -> list[list[int]]:
+        """Subword ids of each text, on ``threads`` threads (None: SentencePiece's default); the ids do not depend
+        on them."""
+        return self.sp.encode(texts, out_type=int, num_threads=threads)
 
     def decode(self, ids: Iterable[int]) -> str:
         """Detokenized text; special ids (pad/bos/eos) are dropped."""

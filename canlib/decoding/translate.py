@@ -28,7 +28,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import torch
 
@@ -36,7 +36,7 @@ from canlib.bleu import read_text
 from canlib.data.vocab import Vocabulary
 from canlib.decoding.ctranslate import CT2Translator, token_names
 from canlib.decoding.search import SearchSettings, beam_search, make_batch
-from canlib.io import atomic_write_bytes, device_option, option_type, require, tqdm
+from canlib.io import add_threads_option, device_option, option_type, require, same_file, tqdm, use_threads
 from canlib.model.checkpoint import CheckpointError, model_from_checkpoint, safe_load
 from canlib.model.config import ModelConfig
 from canlib.model.seq2seq import Seq2Seq
@@ -114,6 +114,36 @@ def encode_sources(
             warnings.warn(f"{name}: {len(piece_ids)} subwords, truncated to the model's limit of {limit}")
             ids[i] = piece_ids[:limit]
     return ids
+
+
+def translate_ids_nbest(
+    model: Seq2Seq,
+    vocab: Vocabulary,
+    ids: list[list[int]],
+    nbest: int,
+    beam: int = 4,
+    batch_size: int = 32,
+    **search_options,
+) -> list[list[tuple[str, float]]]:
+    """The ``nbest`` best finished hypotheses of each tokenized sentence (at most ``beam``), best first, each with
+    its score: the sum of its tokens' log-probabilities (EOS included) over (length + 1) ** len_penalty. An empty
+    sentence gives one empty translation scored 0. Batched as :func:`translate_ids`."""
+    if not 1 <= nbest <= beam:
+        raise ValueError(f"nbest={nbest}: must be between 1 and the beam size ({beam})")
+    settings = SearchSettings(beam=beam, return_all=True, **search_options)
+    outputs: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in ids]
+    order = sorted((i for i, x in enumerate(ids) if x), key=lambda i: -len(ids[i]))
+    device = model.embed.weight.device
+    was_training = model.training
+    model.eval()
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        src = make_batch([ids[i] for i in chunk], model.cfg.pad_id, model.cfg.eos_id, device)
+        result = beam_search(model, src, settings)
+        for i, hypotheses in zip(chunk, result.hypotheses):
+            outputs[i] = [(vocab.decode(tokens), float(score)) for tokens, score in hypotheses[:nbest]]
+    model.train(was_training)
+    return outputs
 
 
 def translate_ids(
@@ -207,7 +237,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--checkpoint",
         required=True,
-        help="model checkpoint (.pt), or a folder `canlib export ctranslate2` wrote (translated by CTranslate2)",
+        help="model checkpoint (.pt), a run folder (`canlib train --out`: its best.pt), or a folder "
+        "`canlib export ctranslate2` wrote (translated by CTranslate2)",
     )
     parser.add_argument(
         "--vocab", help="SentencePiece model (default: vocab.model beside the checkpoint or one folder up)"
@@ -219,6 +250,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--output", default="-", help="where to write translations ('-' = stdout)")
     parser.add_argument("--beam", type=option_type(int, "at least 1"), default=4, help="beam size (default 4)")
+    parser.add_argument(
+        "--nbest",
+        type=option_type(int, "at least 1"),
+        default=None,
+        help="write the N best translations of each line with their scores, N lines per input line, as Moses and "
+        "Marian do: 'LINE ||| TRANSLATION ||| SCORE' (LINE: the input line counted from 0; SCORE: the sum of the "
+        "tokens' log-probabilities, EOS included, over (length + 1)^len-penalty); N at most --beam",
+    )
     parser.add_argument(
         "--batch-size", type=option_type(int, "at least 1"), default=32, help="sentences per batch (default 32)"
     )
@@ -245,6 +284,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--device", type=device_option, default="cuda" if torch.cuda.is_available() else "cpu", help="cpu or cuda"
     )
     parser.add_argument("--fp32", action="store_true", help="keep float32 on CUDA (default there: half precision)")
+    add_threads_option(parser)
     parser.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -264,13 +304,15 @@ def check_paths(input_: str, output: str) -> None:
         if not os.access(path, os.R_OK):
             raise ValueError(f"--input {input_}: permission denied")
     if output != "-":
+        if input_ != "-" and same_file(input_, output):
+            raise ValueError(f"--output {output}: is the --input file; write the translations elsewhere")
         path = Path(output)
         if path.is_dir():
             raise ValueError(f"--output {output}: is a folder; give a file name")
         folder = path.parent
         if not folder.is_dir():
             raise ValueError(f"--output {output}: its folder {folder} does not exist")
-        if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        if not os.access(path, os.W_OK) if path.exists() else not os.access(folder, os.W_OK):
             raise ValueError(f"--output {output}: permission denied")
 
 
@@ -311,6 +353,8 @@ def translator(args: argparse.Namespace) -> Translate:
     limits = dict(len_penalty=args.len_penalty, max_len_a=args.max_len_a, max_len_b=args.max_len_b)
     folder = Path(args.checkpoint)
     if folder.is_dir() and (folder / "model.bin").is_file():
+        if args.nbest:
+            raise ValueError(f"--nbest: translating with a CTranslate2 folder ({folder}) gives the best only")
         if not (folder / "canlib.json").is_file():
             raise ValueError(f"{folder}: a CTranslate2 model, but not one `canlib export` wrote (no canlib.json)")
         require("ctranslate2", "translating with an exported CTranslate2 model")
@@ -327,36 +371,85 @@ def translator(args: argparse.Namespace) -> Translate:
     if model.embed.weight.device.type == "cuda" and not args.fp32:
         model.half()
 
-    def translate_canlib(lines: list[str], names: list[str], progress: bool) -> list[str]:
+    def translate_canlib(lines: list[str], names: list[str], progress: bool) -> list[Any]:
         ids = source_ids(model, vocab, lines, names)
         options = dict(limits, renormalize=args.renormalize)
+        if args.nbest:
+            return translate_ids_nbest(model, vocab, ids, args.nbest, args.beam, args.batch_size, **options)
         return translate_ids(model, vocab, ids, args.beam, args.batch_size, progress, **options)
 
     return translate_canlib
 
 
+# input lines translated together when the input is a file: length-sorted inside, written in input order as each
+# is done, so the output grows as it translates (Marian's maxi-batch); a sentence's tokens do not depend on it
+BLOCK_BATCHES = 16
+
+
+def open_output(output: str) -> TextIO:
+    """Where translations go: stdout for '-', else the file opened for writing (a symlink is written through to its
+    target; a named pipe or a device is written to, not replaced)."""
+    return sys.stdout if output == "-" else open(output, "w", encoding="utf-8")  # noqa: SIM115
+
+
+def run_checkpoint(path: str) -> str:
+    """A run folder's checkpoint (its best.pt, said on stderr); any other path as given."""
+    folder = Path(path)
+    if folder.is_dir() and (folder / "config.json").is_file() and not (folder / "model.bin").is_file():
+        best = folder / "checkpoints" / "best.pt"
+        if not best.is_file():
+            raise FileNotFoundError(f"--checkpoint {path}: a run folder with no checkpoints/best.pt yet")
+        print(f"canlib translate: {path} is a run folder: translating with its {best}", file=sys.stderr)
+        return str(best)
+    return path
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.nbest is not None and args.nbest > args.beam:
+        raise ValueError(f"--nbest {args.nbest}: at most --beam ({args.beam}) translations per line")
     check_paths(args.input, args.output)
+    args.checkpoint = run_checkpoint(args.checkpoint)
+    threads, busy = use_threads(args.threads)
     translate = translator(args)
     fd = sys.stdin.fileno() if args.input == "-" else os.open(args.input, os.O_RDONLY)
     name = "<stdin>" if args.input == "-" else args.input
+    done = 0
     if stat.S_ISREG(os.fstat(fd).st_mode):  # a file: read it whole, translate in length-sorted batches
         lines = read_text(args.input)  # invalid UTF-8 is an error naming the file and line
         progress = sys.stderr.isatty() if args.progress is None else args.progress
-        outputs = translate(lines, [f"{name}:{i + 1}" for i in range(len(lines))], progress)
-        text = "".join(line + "\n" for line in outputs)
-        if args.output == "-":
-            sys.stdout.write(text)
-        else:
-            atomic_write_bytes(text.encode("utf-8"), args.output)
-        return 0
-    out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")  # noqa: SIM115
+        block = args.batch_size * BLOCK_BATCHES
+        batches: Iterator[list[tuple[int, str]]] = (
+            [(n + 1, lines[n]) for n in range(start, min(start + block, len(lines)))]
+            for start in range(0, len(lines), block)
+        )
+    else:
+        progress, batches = False, streamed_lines(fd, name, args.batch_size)
+    bar = tqdm(total=len(lines) if progress else None, unit="sent", desc="translate", disable=not progress)
+    out = open_output(args.output)
+    where = "stdout" if args.output == "-" else args.output
     try:
-        for batch in streamed_lines(fd, name, args.batch_size):
+        for batch in batches:
             outputs = translate([line for _, line in batch], [f"{name}:{n}" for n, _ in batch], False)
+            if args.nbest:
+                outputs = [f"{n - 1} ||| {hyp} ||| {score:.6f}" for (n, _), hyps in zip(batch, outputs)
+                           for hyp, score in hyps]  # fmt: skip
             out.write("".join(line + "\n" for line in outputs))
             out.flush()
+            done += len(batch)
+            bar.update(len(batch))
+    except KeyboardInterrupt:
+        print(f"canlib translate: {lines_count(done)} translated to {where} before the interrupt", file=sys.stderr)
+        raise
     finally:
+        bar.close()
         if out is not sys.stdout:
             out.close()
+    how = torch.device(args.device).type + ("" if args.device.startswith("cuda") else f", {threads} thread(s)")
+    print(f"canlib translate: {lines_count(done)} translated to {where} ({how})", file=sys.stderr)
+    if busy and not args.device.startswith("cuda"):
+        print(f"canlib translate: {busy}", file=sys.stderr)
     return 0
+
+
+def lines_count(n: int) -> str:
+    return f"{n:,} line" + ("" if n == 1 else "s")

@@ -4,8 +4,9 @@ Every training option is a field of :class:`~canlib.training.config.TrainConfig`
 from the fields (help, rule, group, default), so each default is written once. The run folder is the source of
 truth: ``canlib train --out RUN --resume`` alone continues the run stored there (its model, corpus and every option,
 from ``RUN/config.json``). An option given on resume must equal the stored one: only the stopping point
-(``--max-steps``, ``--max-epochs``) may move, and what is shown or how often the newest state is saved
-(``--no-progress``, ``--save-every``). SIGINT (Ctrl-C) and SIGTERM stop a run after its current update with its
+(``--max-steps``, ``--max-epochs``) may move, and what does not change the recipe: what is shown, how often the
+newest state is saved and where it runs (``--no-progress``, ``--log-every``, ``--save-every``, ``--device``,
+``--threads``). SIGINT (Ctrl-C) and SIGTERM stop a run after its current update with its
 state saved, and the command says how to continue.
 """
 
@@ -13,16 +14,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import signal
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
 from canlib.data import load_prepared
-from canlib.io import device_option, option_type
+from canlib.io import add_threads_option, device_option, option_type, use_threads
+from canlib.model.checkpoint import safe_load
 from canlib.model.config import ModelConfig, preset
 from canlib.training.config import TrainConfig, resume_kind
 from canlib.training.run_folder import check_run_dir
@@ -35,7 +39,7 @@ GROUPS = {
     "batches": "batches",
     "stopping": "stopping (a resume may move --max-steps and --max-epochs)",
     "checkpoints": "checkpoints",
-    "device": "device and speed",
+    "device": "device and speed (a resume may change --device, --log-every, --threads and --progress)",
     "throughput": "throughput (each changes the last bits of the numbers, not the recipe)",
 }
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -62,6 +66,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dropout", type=option_type(float, "fraction"), help="override the preset's dropout (all three rates)"
     )
+    sizes = parser.add_argument_group("model size (each overrides the preset's; on resume: the run's)")
+    sizes.add_argument("--layers", type=layer_pair, metavar="ENC,DEC", help="encoder and decoder layers, e.g. 6,6")
+    sizes.add_argument("--encoder-layers", type=option_type(int, "at least 1"), metavar="N")
+    sizes.add_argument("--decoder-layers", type=option_type(int, "at least 1"), metavar="N")
+    sizes.add_argument("--d-model", type=option_type(int, "at least 1"), metavar="D", help="model width")
+    sizes.add_argument("--heads", type=option_type(int, "at least 1"), metavar="H", help="attention heads")
+    sizes.add_argument("--ffn", type=option_type(int, "at least 1"), metavar="F", help="feed-forward width")
+    parser.add_argument(
+        "--init-from",
+        metavar="CKPT",
+        help="start a new run from this checkpoint's weights only (a fresh optimizer, schedule and step count; "
+        "fine-tuning); the model is the checkpoint's unless --preset says, and its vocabulary must be the corpus's",
+    )
     groups: dict[str, Any] = {}
     for f in fields(TrainConfig):
         meta = f.metadata
@@ -80,11 +97,73 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         elif not isinstance(f.default, str):
             options["type"] = option_type(type(f.default), meta["rule"])
         group.add_argument(flag(f.name), **options)
+    add_threads_option(groups["device"])
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
-        "--resume", action="store_true", help="continue the run in --out with its own model, corpus and options"
+        "--resume",
+        action="store_true",
+        help="continue the run in --out with its own model, corpus and options (it may change only the stops, "
+        "--device, --threads, --log-every, --save-every and --progress)",
     )
     mode.add_argument("--overwrite", action="store_true", help="delete the run in --out and start over")
+
+
+def layer_pair(text: str) -> tuple[int, int]:
+    """``--layers ENC,DEC``: two positive integers."""
+    parts = text.split(",")
+    if len(parts) != 2 or not all(p.strip().isdigit() and int(p) >= 1 for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r}: give encoder and decoder layers as ENC,DEC (e.g. 6,6)")
+    return int(parts[0]), int(parts[1])
+
+
+def model_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The ModelConfig fields the size options set (``--layers`` and ``--encoder-layers`` may not both set one)."""
+    out: dict[str, Any] = {}
+    if args.layers is not None:
+        if args.encoder_layers is not None or args.decoder_layers is not None:
+            raise ValueError("--layers ENC,DEC or --encoder-layers/--decoder-layers, not both")
+        out["enc_layers"], out["dec_layers"] = args.layers
+    for option, name in (
+        ("encoder_layers", "enc_layers"),
+        ("decoder_layers", "dec_layers"),
+        ("d_model", "d_model"),
+        ("heads", "heads"),
+        ("ffn", "ffn_dim"),
+    ):
+        if getattr(args, option) is not None:
+            out[name] = getattr(args, option)
+    if args.dropout is not None:
+        out.update(dict.fromkeys(("dropout", "attn_dropout", "relu_dropout"), args.dropout))
+    return out
+
+
+DROPOUTS = ("dropout", "attn_dropout", "relu_dropout")
+
+
+def initial_weights(path: str, model: ModelConfig | None, vocab_id: str | None) -> tuple[ModelConfig, dict]:
+    """The model and weights a run starts from with --init-from: the checkpoint's, whose shape must be ``model``'s
+    where one is given (dropout may differ) and whose vocabulary must be the corpus's."""
+    ckpt = safe_load(path)
+    if "config" not in ckpt or "model" not in ckpt:
+        raise ValueError(f"--init-from {path}: not a canlib model checkpoint (no config or weights)")
+    found = ModelConfig.from_dict(ckpt["config"])
+    if model is not None:
+        differ = {
+            k: (v, getattr(model, k))
+            for k, v in found.to_dict().items()
+            if k not in DROPOUTS and getattr(model, k) != v
+        }
+        if differ:
+            name, (was, now) = next(iter(differ.items()))
+            raise ValueError(f"--init-from {path}: its model has {name}={was}, this run's {now}; leave --preset out "
+                             "to train the checkpoint's model")  # fmt: skip
+        found = model
+    if vocab_id is not None and ckpt.get("vocab_id") not in (None, vocab_id):
+        raise ValueError(
+            f"--init-from {path}: trained with vocabulary {ckpt.get('vocab_id')}, the corpus has {vocab_id}: "
+            "its embeddings would mean other pieces"
+        )
+    return found, ckpt["model"]
 
 
 def given_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -155,8 +234,14 @@ def stored_model(args: argparse.Namespace, stored: dict[str, Any], config_file: 
         )
     if args.preset is not None and name is None:
         rates = {k: getattr(model, k) for k in ("dropout", "attn_dropout", "relu_dropout")}
-        if preset(args.preset, vocab_size=model.vocab_size, **rates) != model:
+        if preset(args.preset, vocab_size=model.vocab_size, **{**rates, **model_overrides(args)}) != model:
             raise ValueError(f"--preset {args.preset} is not the model of the run ({config_file})")
+    for name, value in model_overrides(args).items():
+        if name not in DROPOUTS and getattr(model, name) != value:
+            raise ValueError(
+                f"{name}={value} differs from the run's {getattr(model, name)} ({config_file}): a resumed run keeps "
+                "its model; leave the size options out to continue it"
+            )
     if args.dropout is not None and args.dropout != model.dropout:
         raise ValueError(
             f"--dropout {shown(args.dropout)} differs from the run's {shown(model.dropout)} ({config_file}): "
@@ -166,16 +251,24 @@ def stored_model(args: argparse.Namespace, stored: dict[str, Any], config_file: 
 
 
 def new_run(args: argparse.Namespace, out: Path) -> tuple[ModelConfig, TrainConfig, Any, str]:
-    """The model, options, corpus and corpus folder of a new run."""
-    if not (args.preset and args.data):
+    """The model, options, corpus and corpus folder of a new run (and, with --init-from, its first weights in
+    ``args.init_weights``)."""
+    if not ((args.preset or args.init_from) and args.data):
         where = f" ({out} holds no run to resume)" if args.resume else ""
-        raise ValueError(f"--preset and --data are needed to start a run{where}")
+        raise ValueError(f"--preset (or --init-from) and --data are needed to start a run{where}")
     if args.resume:
         print(f"{out}: no run to resume there (no config.json): starting a new one", file=sys.stderr)
     cfg = train_config(args)
+    overrides = model_overrides(args)
     corpus = load_prepared(args.data)
-    rates = {} if args.dropout is None else dict.fromkeys(("dropout", "attn_dropout", "relu_dropout"), args.dropout)
-    return preset(args.preset, vocab_size=corpus.vocab.size, **rates), cfg, corpus, str(Path(args.data).resolve())
+    model = preset(args.preset, vocab_size=corpus.vocab.size, **overrides) if args.preset else None
+    if args.init_from:
+        model, args.init_weights = initial_weights(args.init_from, model, corpus.vocab.id)
+        if overrides and not args.preset:
+            model = replace(model, **overrides)
+            if any(k not in DROPOUTS for k in overrides):
+                raise ValueError("--init-from: the model sizes are the checkpoint's; give only --dropout")
+    return model, cfg, corpus, str(Path(args.data).resolve())
 
 
 Settings = tuple[ModelConfig, TrainConfig, Any, str, bool]  # model, options, corpus, its folder, a new run
@@ -189,10 +282,30 @@ def run_settings(args: argparse.Namespace) -> Settings:
     if stored is None:
         return (*new_run(args, out), True)
     config_file = out / "config.json"
+    if args.init_from:
+        raise ValueError(f"--init-from: {out} holds a run to resume, which continues from its own weights")
     cfg = resumed_config(stored, given_options(args), config_file)
     data = stored_corpus(args, stored, config_file)
     model_cfg = stored_model(args, stored, config_file)
     return model_cfg, cfg, load_prepared(data), data, False
+
+
+def validation_bleu(corpus: Any, sentences: int, beam: int) -> Callable[[Any], float]:
+    """The --eval-bleu hook: sacreBLEU (13a) of the model's translations of the first ``sentences`` validation
+    sentences (beam ``beam``; 1 = greedy), detokenized, against their references."""
+    from canlib.bleu import _bleu
+    from canlib.decoding.translate import evaluation_batch_size, translate_lines
+
+    valid = corpus.split("valid")
+    sources, references = valid.src_text[:sentences], valid.tgt_text[:sentences]
+    metric = _bleu()
+
+    def score(model: Any) -> float:
+        device = model.embed.weight.device
+        hyps = translate_lines(model, corpus.vocab, sources, beam=beam, batch_size=evaluation_batch_size(device))
+        return metric.corpus_score(hyps, [references]).score
+
+    return score
 
 
 def build_trainer(args: argparse.Namespace, settings: Settings) -> Trainer:
@@ -201,6 +314,7 @@ def build_trainer(args: argparse.Namespace, settings: Settings) -> Trainer:
     out = Path(args.out)
     if not new and not any((out / "checkpoints").glob("*.pt")):
         print(f"{out}: no checkpoint saved yet: starting the stored run from its first update", file=sys.stderr)
+    valid_bleu = validation_bleu(corpus, cfg.eval_bleu_sentences, cfg.eval_bleu_beam) if cfg.eval_bleu else None
     with warnings.catch_warnings():
         if args.warmup is None:  # the default warm-up (the paper's) that does not fit this run is an error
             warnings.simplefilter("error", LongWarmupWarning)
@@ -212,15 +326,60 @@ def build_trainer(args: argparse.Namespace, settings: Settings) -> Trainer:
                 corpus.split("valid"),
                 out,
                 vocab=corpus.vocab,
+                valid_bleu=valid_bleu,
                 data_path=data,
                 resume=args.resume,
                 overwrite=args.overwrite,
                 console=True,
                 stop_signals=STOP_SIGNALS,
-                run_info={"preset": args.preset} if new else None,
+                init_weights=getattr(args, "init_weights", None) if new else None,
+                run_info=run_info(args) if new else None,
             )
         except LongWarmupWarning as exc:
             raise ValueError(f"{exc} (the default warm-up is the paper's, for runs of 100,000s of updates)") from None
+
+
+def startup_summary(trainer: Trainer, settings: Settings, threads: int, init_from: str | None) -> str:
+    """What a run trains, on what and where, as the first lines of its console (a log file's header)."""
+    model_cfg, cfg, corpus, data, new = settings
+    pairs, valid = len(trainer.train_split), len(trainer.valid_split) if trainer.valid_split is not None else 0
+    per_epoch = math.ceil(len(trainer.sampler) / cfg.update_freq)
+    planned = trainer.planned_updates()
+    where = trainer.device.type + (f", {threads} thread(s)" if trainer.device.type == "cpu" else "")
+    start = f"from step {trainer.step}" if trainer.step else "a new run" if new else "from its first update"
+    if new and init_from:
+        start += f", from the weights of {init_from} (weights only: a fresh optimizer, schedule and step count)"
+    return "\n".join(
+        [
+            f"train | {trainer.run_dir}: {start}",
+            f"train | model: {trainer.model.num_parameters():,} parameters ({model_cfg.decoder_kind}, "
+            f"{model_cfg.enc_layers}/{model_cfg.dec_layers} layers, d {model_cfg.d_model}, {model_cfg.heads} heads, "
+            f"ffn {model_cfg.ffn_dim}, vocabulary {model_cfg.vocab_size:,})",
+            f"train | data {data}: {pairs:,} training pairs, {valid:,} validation pairs; {per_epoch:,} updates per "
+            f"epoch of up to {cfg.max_tokens:,} tokens x {cfg.update_freq}",
+            *(
+                [
+                    f"train | validation BLEU: sacreBLEU of the first {cfg.eval_bleu_sentences} validation sentences, "
+                    f"beam {cfg.eval_bleu_beam}; best.pt and patience follow it"
+                ]
+                if cfg.eval_bleu
+                else []
+            ),  # fmt: skip
+            f"train | device {where}, {cfg.precision}; stops at "
+            + (f"{planned:,} updates" if planned else f"patience {cfg.patience}")
+            + f"; a row every {cfg.log_every} updates",
+        ]
+    )
+
+
+def run_info(args: argparse.Namespace) -> dict[str, Any]:
+    """What config.json records of how a new run's model came about: its preset (None when resized or taken from
+    a checkpoint, whose config.json holds the model anyway) and the checkpoint it started from."""
+    resized = any(k not in DROPOUTS for k in model_overrides(args))
+    info: dict[str, Any] = {"preset": None if resized else args.preset}
+    if args.init_from:
+        info["init_from"] = str(Path(args.init_from).resolve())
+    return info
 
 
 def finished(out: Path, args: argparse.Namespace) -> str | None:
@@ -241,6 +400,7 @@ def run(args: argparse.Namespace) -> int:
     settings = run_settings(args)  # every option checked against a stored run first
     done = finished(out, args)
     if done is None:
+        threads, busy = use_threads(args.threads)  # before the trainer: a resume compares them with the run's
         trainer = build_trainer(args, settings)
         stop = trainer.stop_reason() if args.resume and (out / "result.json").is_file() else None
         done = f"{stop} at step {trainer.step}" if stop else None
@@ -251,6 +411,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 0
+    if trainer.is_main:
+        print(startup_summary(trainer, settings, threads, args.init_from), flush=True)
+        if busy and trainer.device.type == "cpu":
+            print(f"canlib train: {busy}", file=sys.stderr)
     try:
         result = trainer.fit()
     except TrainingInterrupted as stop:
@@ -259,5 +423,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"continue with: canlib train --out {shlex.quote(str(out))} --resume", file=sys.stderr)
         return stop.exit_code
     if trainer.is_main:
-        print(json.dumps({k: result[k] for k in ("stop_reason", "step", "epoch", "best", "last_valid")}))
+        done = {k: result[k] for k in ("stop_reason", "step", "best", "last_valid")}
+        print(json.dumps({**done, "epoch": trainer.epoch_of_last_update()}))  # numbered as the rows number it
     return 0

@@ -29,7 +29,8 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 # What a resumed run may change (``resume`` in each field's metadata):
 #   "recipe": nothing; the run folder's value holds, and another one is refused
 #   "stop":   when to stop; a resume may move it (to train longer)
-#   "free":   what is shown and how often the newest state is saved: never the numbers
+#   "free":   what is shown, how often the newest state is saved, and the device it runs on: never the recipe
+#             (another device computes the same updates, up to the last bits of its float sums)
 #   "kernel": how an update is computed, not what it computes: the Python API warns that the last bits will
 #             differ from an uninterrupted run's, the command line refuses like a recipe option
 RESUME_KINDS = ("recipe", "stop", "free", "kernel")
@@ -70,6 +71,16 @@ class TrainConfig:
     patience: int = option(
         0, "stop after this many validations without improvement; 0 = off", "nonnegative", "stopping"
     )
+    eval_bleu: bool = option(
+        False,
+        "at every validation, also translate the first --eval-bleu-sentences validation sentences and score them "
+        "with sacreBLEU: best.pt and --patience then follow BLEU (fairseq's --eval-bleu, Marian's --valid-metrics "
+        "bleu; `canlib train` only)",
+        None,
+        "stopping",
+    )
+    eval_bleu_sentences: int = option(200, "validation sentences --eval-bleu translates", "at least 1", "stopping")
+    eval_bleu_beam: int = option(1, "beam of --eval-bleu's translations (1: greedy)", "at least 1", "stopping")
     valid_every: int = option(
         0, "validate and checkpoint every K updates; 0 = at the end of every epoch", "nonnegative", "checkpoints"
     )
@@ -88,10 +99,10 @@ class TrainConfig:
         "checkpoints",
     )
     seed: int = option(1, "seed of the initialisation, dropout and batch order", "nonnegative")
-    device: str = option("cpu", "cpu or cuda", None, "device")
+    device: str = option("cpu", "cpu or cuda", None, "device", "free")
     precision: str = option("fp32", "fp32, or bf16 / fp16 on CUDA", None, "device", choices=PRECISIONS)
     log_every: int = option(
-        100, "updates per log row (the host waits for the device only then)", "at least 1", "device"
+        100, "updates per log row (the host waits for the device only then)", "at least 1", "device", "free"
     )
     progress: bool = option(True, "a progress bar over the whole run", None, "device", "free")
     compile: bool = option(False, "torch.compile the model and loss", None, "device", "kernel")

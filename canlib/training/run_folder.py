@@ -37,15 +37,19 @@ NUMERICS_FIELDS = tuple(n for n in TrainConfig.__dataclass_fields__ if resume_ki
 
 
 def check_run_dir(run_dir: str | os.PathLike) -> None:
-    """A run directory is a folder, or does not exist yet: a file at its place (or at one of its parents) is an
-    error naming that file, raised before anything is written, so the file is left as it was."""
+    """A run directory is a folder, or does not exist yet: a file at its place (or at one of its parents), or a
+    folder of another kind (a prepared corpus, an export), is an error naming it, raised before anything is
+    written, so what is there is left as it was."""
     path = Path(run_dir)
     for at in (path, *path.parents):
         if at.exists():
             if not at.is_dir():
                 what = "" if at == path else f", so {path} cannot be a run directory"
                 raise ValueError(f"{at}: is a file, not a folder{what}; give the run a folder of its own")
-            return
+            break
+    for marker, kind in (("meta.json", "a prepared corpus"), ("canlib.json", "an exported model")):
+        if (path / marker).is_file() and not (path / "config.json").is_file():
+            raise ValueError(f"{path}: holds {kind} ({marker}), not a run; give the run a folder of its own")
 
 
 class RunFolder:
@@ -215,4 +219,4 @@ class RunFolder:
             )
         if self.is_main:
             truncate_log(self.run_dir / "log.jsonl", self.step)
-            print(f"resumed from {path} (step {self.step}, epoch {self.epoch})", file=sys.stderr)
+            print(f"resumed from {path} (step {self.step}, epoch {self.epoch_of_last_update()})", file=sys.stderr)

@@ -48,7 +48,7 @@ from canlib.training.state import (
     checkpoint_name,
     seed_everything,
 )
-from canlib.training.watch import StopSignals, TrainingInterrupted, run_bar, validation_line
+from canlib.training.watch import StopSignals, TrainingInterrupted, run_bar, train_line, validation_line
 
 __all__ = [
     "Trainer",
@@ -186,6 +186,19 @@ class Trainer(RunFolder):
 
     def _data_name(self) -> str:
         return f" of {self.data_path}" if self.data_path else ""
+
+    def epoch_of_last_update(self) -> int:
+        """The epoch (counted from 1, as the bar, the log rows and the resume message count it) that the latest
+        update belongs to: the one in progress, or the one just finished."""
+        in_progress = self.sampler.epoch == self.epoch and self.sampler.position > 0
+        return self.epoch + 1 if in_progress or self.epoch == 0 else self.epoch
+
+    def eta(self) -> float | None:
+        """Seconds of updates left until the planned stop, at the mean pace so far (None: unknown)."""
+        planned = self.planned_updates()
+        if not planned or not self.step:
+            return None
+        return max(planned - self.step, 0) * self.wall / self.step
 
     def planned_updates(self) -> int | None:
         """The updates the run will make if nothing stops it early: ``max_steps``, or ``max_epochs`` epochs of the
@@ -386,7 +399,7 @@ class Trainer(RunFolder):
             {
                 "kind": "valid",
                 "step": self.step,
-                "epoch": self.epoch,
+                "epoch": self.epoch_of_last_update(),
                 **self.last_valid,
                 "best": self.best["metric"],
                 "wall": round(self.wall, 3),
@@ -538,7 +551,7 @@ class Trainer(RunFolder):
         row = {
             "kind": "train",
             "step": self.step,
-            "epoch": self.epoch,
+            "epoch": self.epoch_of_last_update(),
             "train_loss": float(interval["loss"]) / tokens,
             "train_nll": float(interval["nll"]) / tokens,
             "lr": self.optimizer.param_groups[0]["lr"],
@@ -547,6 +560,8 @@ class Trainer(RunFolder):
             "wall": round(self.wall, 3),
         }
         self._log(row)
+        if self.console and self.is_main and (not sys.stdout.isatty() or not self.cfg.progress):
+            tqdm.write(train_line(row, self.eta()), file=sys.stdout)  # a log file gets the rows the bar shows
         if bar is not None:
             bar.set_postfix(
                 loss=f"{row['train_loss']:.3f}", lr=f"{row['lr']:.2e}", tok_s=f"{row['tokens_per_sec']:.0f}"

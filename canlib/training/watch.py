@@ -7,6 +7,7 @@ The log (``log.jsonl``) stays the machine-readable record; the console lines are
 
 from __future__ import annotations
 
+import datetime
 import math
 import signal
 import sys
@@ -92,4 +93,16 @@ def validation_line(step: int, valid: dict[str, Any], best: bool) -> str:
         parts.append(f"bleu {valid['valid_bleu']:.2f}")
     if best:
         parts.append("best so far")
+    return " | ".join(parts)
+
+
+def train_line(row: dict[str, Any], eta: float | None) -> str:
+    """One training row as a console line (what the bar shows, for a log file): loss, learning rate, speed, ETA."""
+    parts = [
+        f"train | step {row['step']} | epoch {row['epoch']}",
+        f"loss {row['train_loss']:.3f} | nll {row['train_nll']:.3f} | lr {row['lr']:.3g}",
+        f"{row['tokens_per_sec']:,.0f} tok/s",
+    ]
+    if eta is not None:
+        parts.append(f"eta {datetime.timedelta(seconds=round(eta))}")
     return " | ".join(parts)

@@ -131,12 +131,15 @@ def test_multi30k_tiny_and_corpus_folder_as_data_dir(offline_env, tmp_path, monk
     )
 
 
-def test_prepare_reuses_a_complete_folder_and_replaces_a_different_one(offline_env, tmp_path):
+def test_prepare_reuses_a_complete_folder_and_replaces_a_different_one_only_when_forced(offline_env, tmp_path):
     out = prepare("multi30k-en-de", "tiny", tmp_path / "m", progress=False)
     stamp = (out / "meta.json").stat().st_mtime_ns
     assert prepare("multi30k-en-de", "tiny", out, progress=False) == out
     assert (out / "meta.json").stat().st_mtime_ns == stamp
-    prepare("multi30k-en-de", "tiny", out, seed=3, progress=False)
+    with pytest.raises(ValueError, match=r"holds another preparation \(seed 1 \(asked: 3\)\); pass --force"):
+        prepare("multi30k-en-de", "tiny", out, seed=3, progress=False)
+    assert (out / "meta.json").stat().st_mtime_ns == stamp
+    prepare("multi30k-en-de", "tiny", out, seed=3, progress=False, force=True)
     assert load_prepared(out).meta["seed"] == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]  # no temp or old folder left, no download cache
 

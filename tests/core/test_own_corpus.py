@@ -72,6 +72,11 @@ def test_readme_own_corpus_path_runs_end_to_end(tmp_path, monkeypatch, capsys):
     scores = json.loads(printed["bleu can.de"].out.splitlines()[-1])
     assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(file_out, [refs]).score, abs=1e-9)
     assert "(sacremoses de + multi-bleu" in printed["bleu can.de"].out
+    # README's habits: validation BLEU, two systems compared, a run started from CAN's weights
+    assert "valid_bleu" in json.loads(Path("runs/mine-can/result.json").read_text())["last_valid"]
+    assert scores["compare"]["other"] == "balanced.de" and 0 < scores["compare"]["bleu"]["p_value"] <= 1
+    tuned = json.loads(Path("runs/mine-can-tuned/config.json").read_text())
+    assert tuned["init_from"] == str(Path("runs/mine-can/average.pt").resolve())
     # CTranslate2's translations are canlib's under its convention, and greedy ones are canlib's default
     ct2 = Path("balanced-ct2.de").read_text(encoding="utf-8").splitlines()
     common = ["translate", "--checkpoint", "runs/mine-balanced/average.pt", "--input", "my-corpus/test.en"]
@@ -173,7 +178,7 @@ def test_a_registered_corpus_names_the_valid_and_test_lines_its_scale_keeps(shar
 # -- canlib bleu's language ---------------------------------------------------------------------------------------
 
 
-def test_bleu_takes_the_language_of_the_prepared_corpus_or_needs_one(tmp_path, monkeypatch, capsys):
+def test_bleu_takes_the_language_of_the_prepared_corpus_or_of_the_references_name(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
     files = write_toy_corpus(tmp_path / "files", {"train": 60, "valid": 10, "test": 10}, tgt="fr")
     args = ["--files", str(files), "--src", "en", "--tgt", "fr", "--vocab-size", "50", "--out", str(tmp_path / "p")]
@@ -186,11 +191,12 @@ def test_bleu_takes_the_language_of_the_prepared_corpus_or_needs_one(tmp_path, m
     elsewhere.write_text(ref.read_text())
     assert main(["bleu", str(ref), str(elsewhere), "--data", str(tmp_path / "p")]) == 0
     assert "(sacremoses fr + multi-bleu" in capsys.readouterr().out
-    for extra, said in (
-        ([], "--lang is needed"),
-        (["--lang", "xx"], "--lang xx: the Moses tokenizer has no rules for it"),
-        (["--lang", "de", "--data", str(tmp_path / "p")], "--lang de: the prepared corpus"),
-    ):
-        assert main(["bleu", str(ref), str(elsewhere), *extra]) == 2
-        err = capsys.readouterr().err.splitlines()
-        assert len(err) == 1 and said in err[0], err
+    assert main(["bleu", str(ref), str(elsewhere)]) == 0  # the reference's suffix
+    assert "(sacremoses fr + multi-bleu" in capsys.readouterr().out
+    unnamed = tmp_path / "reference.txt"
+    unnamed.write_text(ref.read_text())
+    assert main(["bleu", str(ref), str(unnamed)]) == 0  # no language: sacreBLEU alone, and why
+    assert "tokenized BLEU: not computed (no language: give --lang" in capsys.readouterr().out
+    assert main(["bleu", str(ref), str(elsewhere), "--lang", "de", "--data", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "--lang de: the prepared corpus" in err[0], err

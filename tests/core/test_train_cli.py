@@ -195,7 +195,8 @@ def test_resuming_a_finished_run_or_an_empty_folder_says_what_it_did(prepared, t
     empty = tmp_path / "empty"
     assert main(["train", "--out", str(empty), "--resume"]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        f"canlib train: error: --preset and --data are needed to start a run ({empty} holds no run to resume)"
+        f"canlib train: error: --preset (or --init-from) and --data are needed to start a run ({empty} holds no run "
+        "to resume)"
     ]
     assert train(prepared, empty, "--max-steps", "2", "--warmup", "1", "--resume") == 0
     assert f"{empty}: no run to resume there (no config.json): starting a new one" in capsys.readouterr().err
