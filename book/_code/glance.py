@@ -181,95 +181,105 @@ def deciding(j: Judged) -> str:
     return f"decided by {names(by[j.word])}{rest}"
 
 
-def _findings(store: Store, html: bool) -> list[list[str]]:
-    """The findings, each a list of sentences of at most five numbers (the book's rule for a paragraph)."""
-    j = judged(store)
-    paper_claims = j.all("paper")
-    plan = int(store.spec.train["max_steps"])
+class _Words:
+    """How a finding names a claim's verdict and a piece of code, in HTML for the page or Markdown for README."""
 
-    def said(claim_id: str, what: str) -> str:
-        word = mark(j[claim_id]) if html else f"{j[claim_id].word} (`{claim_id}`)"
+    def __init__(self, j: Any, html: bool) -> None:
+        self.j, self.html = j, html
+
+    def said(self, claim_id: str, what: str) -> str:
+        word = mark(self.j[claim_id]) if self.html else f"{self.j[claim_id].word} (`{claim_id}`)"
         return f"\u201c{what}\u201d: {word}"
 
-    def code(name: str) -> str:
-        return f"<code>{name}</code>" if html else f"`{name}`"
+    def code(self, name: str) -> str:
+        return f"<code>{name}</code>" if self.html else f"`{name}`"
 
-    out = []
-    double, faster, size = j["balanced-speed-1.90x"], j["can-faster"], j["can-speed-1.28x"]
-    if faster.value is not None and double.value is not None:
-        s = faster.strength
-        provs = [store.gpu_speed(s["mode"], run)[1] for run in s["runs"]]
-        settings = provs[0]["settings"]
-        runs = "one GPU run" if len(s["runs"]) == 1 else f"{len(s['runs'])} GPU runs"
-        out.append(
-            [
-                f"The speed, timed on {names(sorted({p['device'] for p in provs}))} at batch {settings['batch']} and "
-                f"beam {settings['beam']} in half precision, with random weights of the paper's width "
-                f"(d={paper.paper_numbers()['setup']['d']}) where the paper decodes its trained models: "
-                f"the {s['mode']} reading of {runs} of the decoder as it is now ({s['repeats']} interleaved repeats) "
-                "decides.",
-                f"Balanced decodes {double.value:.2f}x as fast as the Baseline and CAN {faster.value:.2f}x as fast as "
-                f"Balanced; {said(double.claim.id, 'Balanced about twice as fast as the Baseline')}; "
-                f"{said(faster.claim.id, 'CAN faster than Balanced')}; the paper's size of that gain, "
-                f"{said(size.claim.id, f'at least {size.claim.evidence.ok.bound:.2f}x')}.",
-                (
-                    "These rest on one run's repeats: more GPU runs would say how much a run moves."
-                    if len(s["runs"]) == 1
-                    else "More GPU runs would narrow the spread from run to run."
-                ),
-            ]
-        )
-    keeps = j["can-within-0.5"]
-    if keeps.judgement is not None:
-        gaps = [row["value"] for row in keeps.sets]
-        gap = (
-            f"it scores {-max(gaps):.2f} to {-min(gaps):.2f} BLEU below Balanced on every evaluation set"
-            if max(gaps) < 0
-            else f"it scores {min(gaps):+.2f} to {max(gaps):+.2f} BLEU against Balanced over the evaluation sets"
-        )
-        controls = [s for s in ("can_residual", "can_nosplit") if store.runs(s) is not None]
-        decided = deciding(keeps)
-        below = j.get("can-below-balanced")
-        out.append(
-            [
-                f"CAN's BLEU, on {_setup(store, keeps.budget or 1)}: {gap}"
-                + (f"; {said(below.claim.id, 'CAN scores below Balanced')}." if below is not None else "."),
-                f"The paper has {keeps.claim.paper.split(' (')[0]}; "
-                f"{said(keeps.claim.id, 'CAN within half a point of Balanced')}"
-                + (f", {decided}." if decided else "."),
-                "Part of that gap may come from canlib's reading of the paper's Eq. 13 rather than from CAN: the "
-                "residual it adds, the split of the 4d values over heads, the FFN reading a normalised sum and "
-                "pre-norm are its choices, and "
-                + (
-                    f"the controls that would measure them ({code('can_residual')}, {code('can_nosplit')}: CAN "
-                    "without the head split) are not trained yet; trained at a converged recipe, they would say how "
-                    "much."
-                    if not controls
-                    else f"the stored controls ({names([code(c) for c in controls])}) are read in the beyond chapter."
-                ),
-            ]
-        )
+
+def _speed_finding(store: Store, w: _Words) -> list[str]:
+    """The speed: its setup, the reading that decides, the two ratios and how many runs stand behind them."""
+    double, faster, size = w.j["balanced-speed-1.90x"], w.j["can-faster"], w.j["can-speed-1.28x"]
+    if faster.value is None or double.value is None:
+        return []
+    s = faster.strength
+    provs = [store.gpu_speed(s["mode"], run)[1] for run in s["runs"]]
+    settings = provs[0]["settings"]
+    runs = "one GPU run" if len(s["runs"]) == 1 else f"{len(s['runs'])} GPU runs"
+    return [
+        f"The speed, timed on {names(sorted({p['device'] for p in provs}))} at batch {settings['batch']} and "
+        f"beam {settings['beam']} in half precision, with random weights of the paper's width "
+        f"(d={paper.paper_numbers()['setup']['d']}) where the paper decodes its trained models: "
+        f"the {s['mode']} reading of {runs} of the decoder as it is now ({s['repeats']} interleaved repeats) "
+        "decides.",
+        f"Balanced decodes {double.value:.2f}x as fast as the Baseline and CAN {faster.value:.2f}x as fast as "
+        f"Balanced; {w.said(double.claim.id, 'Balanced about twice as fast as the Baseline')}; "
+        f"{w.said(faster.claim.id, 'CAN faster than Balanced')}; the paper's size of that gain, "
+        f"{w.said(size.claim.id, f'at least {size.claim.evidence.ok.bound:.2f}x')}.",
+        (
+            "These rest on one run's repeats: more GPU runs would say how much a run moves."
+            if len(s["runs"]) == 1
+            else "More GPU runs would narrow the spread from run to run."
+        ),
+    ]
+
+
+def _bleu_finding(store: Store, w: _Words) -> list[str]:
+    """CAN's BLEU against Balanced in its setup, the reading that decides, and canlib's reading of Eq. 13."""
+    keeps = w.j["can-within-0.5"]
+    if keeps.judgement is None:
+        return []
+    gaps = [row["value"] for row in keeps.sets]
+    gap = (
+        f"it scores {-max(gaps):.2f} to {-min(gaps):.2f} BLEU below Balanced on every evaluation set"
+        if max(gaps) < 0
+        else f"it scores {min(gaps):+.2f} to {max(gaps):+.2f} BLEU against Balanced over the evaluation sets"
+    )
+    controls = [s for s in ("can_residual", "can_nosplit") if store.runs(s) is not None]
+    decided = deciding(keeps)
+    below = w.j.get("can-below-balanced")
+    return [
+        f"CAN's BLEU, on {_setup(store, keeps.budget or 1)}: {gap}"
+        + (f"; {w.said(below.claim.id, 'CAN scores below Balanced')}." if below is not None else "."),
+        f"The paper has {keeps.claim.paper.split(' (')[0]}; "
+        f"{w.said(keeps.claim.id, 'CAN within half a point of Balanced')}" + (f", {decided}." if decided else "."),
+        "Part of that gap may come from canlib's reading of the paper's Eq. 13 rather than from CAN: the "
+        "residual it adds, the split of the 4d values over heads, the FFN reading a normalised sum and "
+        "pre-norm are its choices, and "
+        + (
+            f"the controls that would measure them ({w.code('can_residual')}, {w.code('can_nosplit')}: CAN "
+            "without the head split) are not trained yet; trained at a converged recipe, they would say how much."
+            if not controls
+            else f"the stored controls ({names([w.code(c) for c in controls])}) are read in the beyond chapter."
+        ),
+    ]
+
+
+def _balanced_finding(store: Store, w: _Words) -> list[str]:
+    """Balanced, the paper's strong baseline, against the Baseline on every evaluation set."""
     base, bal = store.runs("baseline"), store.runs("balanced")
-    if base is not None and bal is not None:
-        splits = [s for s in EVAL_SPLITS if s in base.scores and s in bal.scores]
-        diffs = [bal.mean(s) - base.mean(s) for s in splits]
-        count = {2: "both", 3: "all three", 4: "all four"}.get(len(splits), f"all {len(splits)}")
-        where = (
-            f"it scores {-max(diffs):.2f} to {-min(diffs):.2f} BLEU below the Baseline on {count} evaluation sets"
-            if max(diffs) < 0
-            else f"it scores {min(diffs):+.2f} to {max(diffs):+.2f} BLEU against the Baseline over the evaluation sets"
-        )
-        paper_gap = j["balanced-keeps-bleu"].claim.paper.split(" (")[0]
-        out.append(
-            [
-                f"Balanced, the paper's strong baseline, at d={preset(store.spec.preset('can')).d_model} and "
-                f"the plan's {plan:,} updates: {where}, where the paper has {paper_gap}; "
-                + said("balanced-keeps-bleu", "Balanced keeps the Baseline's BLEU")
-                + ".",
-                "More seeds would narrow its intervals; whether Balanced trails the Baseline in converged models "
-                "too, only a converged recipe would say.",
-            ]
-        )
+    if base is None or bal is None:
+        return []
+    splits = [s for s in EVAL_SPLITS if s in base.scores and s in bal.scores]
+    diffs = [bal.mean(s) - base.mean(s) for s in splits]
+    count = {2: "both", 3: "all three", 4: "all four"}.get(len(splits), f"all {len(splits)}")
+    where = (
+        f"it scores {-max(diffs):.2f} to {-min(diffs):.2f} BLEU below the Baseline on {count} evaluation sets"
+        if max(diffs) < 0
+        else f"it scores {min(diffs):+.2f} to {max(diffs):+.2f} BLEU against the Baseline over the evaluation sets"
+    )
+    paper_gap = w.j["balanced-keeps-bleu"].claim.paper.split(" (")[0]
+    plan = int(store.spec.train["max_steps"])
+    return [
+        f"Balanced, the paper's strong baseline, at d={preset(store.spec.preset('can')).d_model} and "
+        f"the plan's {plan:,} updates: {where}, where the paper has {paper_gap}; "
+        + w.said("balanced-keeps-bleu", "Balanced keeps the Baseline's BLEU")
+        + ".",
+        "More seeds would narrow its intervals; whether Balanced trails the Baseline in converged models "
+        "too, only a converged recipe would say.",
+    ]
+
+
+def _sure_finding(paper_claims: list[Judged]) -> list[str]:
+    """How wide a verdict's interval is here, and what a speed verdict reads."""
     halves = [
         (row["interval"][1] - row["interval"][0]) / 2
         for c in paper_claims
@@ -277,40 +287,40 @@ def _findings(store: Store, html: bool) -> list[list[str]]:
         for row in c.sets
         if row["split"] == "test"
     ]
-    if halves:
-        out.append(
-            [
-                f"How sure: a BLEU verdict reads {BLEU.seeds} seeds a system and one {CONFIDENCE:.0%} interval per "
-                f"test set over the seeds and the test sentences together, about ±{statistics.median(halves):.1f} "
-                "BLEU here, so smaller differences stay inconclusive.",
-                f"A speed verdict reads the {CONFIDENCE:.0%} interval of the median ratio over at least "
-                f"{SPEED.repeats} repeats of each of at least {SPEED.runs} GPU runs, beside the runs' spread.",
-            ]
-        )
-    states = [c.word for c in paper_claims]
-    out.append(["The paper's claims: " + ", ".join(f"{w} {states.count(w)}" for w in WORDS) + "."])
+    if not halves:
+        return []
+    return [
+        f"How sure: a BLEU verdict reads {BLEU.seeds} seeds a system and one {CONFIDENCE:.0%} interval per "
+        f"test set over the seeds and the test sentences together, about ±{statistics.median(halves):.1f} "
+        "BLEU here, so smaller differences stay inconclusive.",
+        f"A speed verdict reads the {CONFIDENCE:.0%} interval of the median ratio over at least "
+        f"{SPEED.repeats} repeats of each of at least {SPEED.runs} GPU runs, beside the runs' spread.",
+    ]
+
+
+def _counted(n: int, kind: str) -> str:
+    """ "the speed claim that meets its standard", "the 12 BLEU claims that meet their standard"."""
+    return f"the {kind} claim that meets its standard" if n == 1 else f"the {n} {kind} claims that meet their standard"
+
+
+def _settle_finding(store: Store, paper_claims: list[Judged]) -> list[str]:
+    """What would settle the open claims: seeds, a converged recipe, GPU runs, each kind its own remedy."""
+    plan = int(store.spec.train["max_steps"])
     below = [c for c in paper_claims if c.cost and not c.meets]  # what more seeds would cost is the scorecard's
     wide = [c for c in paper_claims if c.word == INCONCLUSIVE and c.meets]
     kinds = {k: [c for c in wide if c.standard.kind == k] for k in ("bleu", "speed")}
     rest = [c for c in wide if c.standard.kind not in kinds]
-
-    def counted(n: int, kind: str) -> str:
-        """ "the speed claim that meets its standard", "the 12 BLEU claims that meet their standard"."""
-        return (
-            f"the {kind} claim that meets its standard" if n == 1 else f"the {n} {kind} claims that meet their standard"
-        )
-
     budgets = " or ".join(f"{plan * f:,}" for f in store.budget_factors())
     settle = []
     if kinds["bleu"]:
         settle.append(
-            f"for {counted(len(kinds['bleu']), 'inconclusive BLEU')}, more seeds would narrow the intervals, and only "
+            f"for {_counted(len(kinds['bleu']), 'inconclusive BLEU')}, more seeds would narrow the intervals, and only "
             f"a converged recipe would say whether the differences outlast models stopped at {budgets} updates."
         )
     if kinds["speed"]:
         one = all(len(c.strength.get("runs", [])) == 1 for c in kinds["speed"])
         settle.append(
-            f"for {counted(len(kinds['speed']), 'inconclusive speed')}, "
+            f"for {_counted(len(kinds['speed']), 'inconclusive speed')}, "
             + (
                 "one GPU run's repeats stand for the verdict: more runs would show how far a run moves."
                 if one
@@ -318,7 +328,7 @@ def _findings(store: Store, html: bool) -> list[list[str]]:
             )
         )
     if rest:
-        settle.append(f"for {counted(len(rest), 'other inconclusive')}, more trained models would narrow them.")
+        settle.append(f"for {_counted(len(rest), 'other inconclusive')}, more trained models would narrow them.")
     if below:
         # one command's runs settle every claim that names it (the speed runs settle every speed claim)
         minutes = sum({(c.command or c.claim.id, c.cost): c.minutes or 0 for c in below}.values())
@@ -330,9 +340,24 @@ def _findings(store: Store, html: bool) -> list[list[str]]:
             )
             + f" about {minutes:.0f} GPU-minutes of runs in all (the scorecard gives each command)."
         )
-    if settle:
-        out.append(["What would settle the rest: " + settle[0], *(s[0].upper() + s[1:] for s in settle[1:])])
-    return out
+    return ["What would settle the rest: " + settle[0], *(s[0].upper() + s[1:] for s in settle[1:])] if settle else []
+
+
+def _findings(store: Store, html: bool) -> list[list[str]]:
+    """The findings, each a list of sentences of at most five numbers (the book's rule for a paragraph)."""
+    j = judged(store)
+    paper_claims = j.all("paper")
+    w = _Words(j, html)
+    states = [c.word for c in paper_claims]
+    out = [
+        _speed_finding(store, w),
+        _bleu_finding(store, w),
+        _balanced_finding(store, w),
+        _sure_finding(paper_claims),
+        ["The paper's claims: " + ", ".join(f"{x} {states.count(x)}" for x in WORDS) + "."],
+        _settle_finding(store, paper_claims),
+    ]
+    return [f for f in out if f]
 
 
 def findings(store: Store, html: bool = False) -> list[str]:

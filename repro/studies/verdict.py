@@ -60,27 +60,21 @@ judges (:mod:`repro.studies.judges`) call the functions here.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
-from canlib.bleu import bleu_of_statistics, sentence_statistics
-from canlib.io import atomic_write_bytes, cache_dir
+from repro.studies.bootstrap import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, bootstrap_contrast  # noqa: F401 (the rule's names)
 
 HOLDS, FAILS, MIXED, INCONCLUSIVE, NOT_RUN = "holds", "does not hold", "mixed", "inconclusive", "not run"
 STATES = (HOLDS, FAILS, MIXED, INCONCLUSIVE, NOT_RUN)
 CONFIDENCE = 0.95  # every interval of the book: seeds, test sentences, repeats
 QUALITY_SCALES = ("small", "full")  # the scales whose models translate well enough for a BLEU verdict
 ON_PAR = 0.5  # BLEU: "keeps the BLEU" / "on par" claims hold at a difference >= -ON_PAR (every claim, every chapter)
-BOOTSTRAP_SAMPLES = 1000  # sacreBLEU's default number of paired-bootstrap resamples
-BOOTSTRAP_SEED = 12345  # sacreBLEU's default seed (its SACREBLEU_SEED)
 SPLITS = {  # each evaluation set: the name the reader knows, and its glue-key suffix
     "valid": ("valid", "valid"),
     "test": ("test2016", "test"),
@@ -462,53 +456,6 @@ def speed_word(
     else:  # the within-run and the across-run intervals must agree to decide
         word = within if within in (HOLDS, FAILS) and word_of(across) == within else INCONCLUSIVE
     return word, {"pooled": pooled, "within": within, "medians": medians, "across": across, "meets": meets}
-
-
-def bootstrap_contrast(
-    terms: Sequence[tuple[float, Sequence[Sequence[str]]]],
-    refs: Sequence[str],
-    samples: int = BOOTSTRAP_SAMPLES,
-    seed: int = BOOTSTRAP_SEED,
-    lang: str | None = None,
-) -> np.ndarray:
-    """The contrast of the seeds' mean BLEU on each of ``samples`` resamples of the sentences, the same resampled
-    sentences for every run of every term (sacreBLEU's paired bootstrap, pooled over seeds). ``lang``: score the
-    paper's tokenized BLEU (Moses for that language), the metric the verdicts read; None: sacreBLEU's 13a."""
-    refs = tuple(refs)
-    out = np.zeros(samples)
-    for weight, runs in terms:
-        out += weight * np.mean([_resampled(tuple(hyps), refs, samples, seed, lang) for hyps in runs], axis=0)
-    return out
-
-
-@lru_cache(maxsize=16)
-def _counts(n: int, samples: int, seed: int) -> np.ndarray:
-    """How often each of ``n`` sentences is drawn in each resample, drawn as sacreBLEU draws its indices."""
-    idx = np.random.default_rng(seed).choice(n, size=(samples, n), replace=True)
-    counts = np.zeros((samples, n))
-    np.add.at(counts, (np.arange(samples)[:, None], idx), 1.0)
-    return counts
-
-
-@lru_cache(maxsize=1024)
-def _resampled(
-    hyps: tuple[str, ...], refs: tuple[str, ...], samples: int, seed: int, lang: str | None = None
-) -> np.ndarray:
-    """One run's BLEU on each resample (tokenized BLEU with ``lang``, else sacreBLEU's 13a). A run appears in many
-    contrasts and chapters, so its scores are kept per process and on disk (``cache_dir()/bootstrap``, keyed by the
-    sentences, the draw, the metric and sacreBLEU's version)."""
-    import sacrebleu
-
-    key = [hyps, refs, samples, seed, sacrebleu.__version__] + ([lang] if lang else [])
-    digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:20]
-    path = cache_dir() / "bootstrap" / f"{digest}.json"
-    if path.is_file():
-        return np.array(json.loads(path.read_text(encoding="utf-8")))
-    stats = np.asarray(sentence_statistics(list(hyps), list(refs), lang), dtype=np.float64)
-    sums = (_counts(len(refs), samples, seed) @ stats).round().astype(np.int64)
-    scores = [bleu_of_statistics(row) for row in sums.tolist()]
-    atomic_write_bytes(json.dumps(scores).encode(), path)
-    return np.array(scores)
 
 
 def central_95(values: np.ndarray) -> Interval:
