@@ -15,7 +15,7 @@ from canlib.model.config import preset
 from repro.results.layout import experiment_command
 from repro.studies import paper
 from repro.studies.claims import BY_ID, judged, marks
-from repro.studies.judges import speed_reading
+from repro.studies.gpu_runs import speed_reading
 from repro.studies.store import Store
 
 DEPTHS = {"baseline": "6/6", "depth-9-4": "9/4", "balanced": "12/2", "depth-14-1": "14/1"}

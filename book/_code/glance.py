@@ -26,7 +26,7 @@ from repro.results.studies import STUDENTS
 from repro.studies import paper
 from repro.studies.claims import judged, mark, table
 from repro.studies.evidence import BLEU, MEANINGS, SPEED, Contrast, Judged
-from repro.studies.judges import speed_runs
+from repro.studies.gpu_runs import speed_runs
 from repro.studies.store import Store, describe_provenances
 from repro.studies.verdict import (
     BOOTSTRAP_SAMPLES,

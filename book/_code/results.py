@@ -22,7 +22,7 @@ from canlib.data.preparation import prepared
 from canlib.io import CHECKOUT_DIR  # the corpus a chapter quotes (prepared once, from the data folder)
 from repro.studies import paper
 from repro.studies.claims import judged, marks
-from repro.studies.judges import speed_runs
+from repro.studies.gpu_runs import speed_runs
 from repro.studies.store import Store, describe_provenances
 from repro.studies.verdict import EVAL_SPLITS
 

@@ -23,7 +23,7 @@ from canlib.catalogue import LABELS, PAPER_SYSTEMS
 from repro.studies import paper
 from repro.studies.claims import BY_ID, judged, marks
 from repro.studies.evidence import SPEED
-from repro.studies.judges import speed_groups, speed_reading, speed_runs
+from repro.studies.gpu_runs import speed_groups, speed_reading, speed_runs
 from repro.studies.store import Store
 from repro.studies.verdict import INCONCLUSIVE
 
@@ -43,7 +43,7 @@ SEARCH_KERNELS = 5  # exercise 3: the search's bookkeeping fused into this many 
 
 
 def read_run(store: Store) -> str:
-    """The newest stored GPU run the speed verdicts read (:func:`repro.studies.judges.speed_runs`)."""
+    """The newest stored GPU run the speed verdicts read (:func:`repro.studies.gpu_runs.speed_runs`)."""
     runs = speed_runs(store)
     if not runs:
         raise FileNotFoundError("no stored GPU run timed Balanced and CAN")

@@ -36,6 +36,7 @@ from repro.studies.evidence import (
     SpeedRatio,
     Term,
 )
+from repro.studies.gpu_runs import by_code, run_name, run_reading, timed_runs
 from repro.studies.store import Store
 from repro.studies.verdict import (
     FAILS,
@@ -49,7 +50,6 @@ from repro.studies.verdict import (
     interval_verdict,
     judge,
     outcome,
-    ratio_reading,
     repeat_ratios,
     runs_word,
     seed_reading,
@@ -246,59 +246,6 @@ def _judge_contrast(store: Store, claim: Claim, c: Contrast) -> Judged:
 # speed -----------------------------------------------------------------------------------------------------------
 
 
-def run_name(prov: dict[str, Any]) -> str:
-    """A GPU run in a few words: ``NVIDIA H200, commit df024e7``."""
-    return f"{prov['device']}, commit {str(prov['commit'])[:7]}"
-
-
-def _reading(run: str, prov: dict[str, Any], ratios: list[float], shortest: float, code: str = "") -> dict[str, Any]:
-    """One GPU run's per-repeat ratios as a reading, held to the speed standard's per-run part (repeats and their
-    length); ``code``: the decoder code it timed (:func:`_decoder_code`), default its commit."""
-    return {
-        "set": run_name(prov),
-        "run": run,
-        "code": str(prov["commit"])[:7],
-        "version": code or str(prov["commit"]).removesuffix("+dirty"),
-        "date": str(prov.get("measured_at") or prov["date"]),
-        "ratios": ratios,
-        "repeats": len(ratios),
-        "shortest_repeat_s": shortest,
-        "meets": len(ratios) >= SPEED.repeats and shortest >= SPEED.seconds,
-    }
-
-
-def _decoder_code(store: Store, run: str, prov: dict[str, Any]) -> str:
-    """The decoder code a GPU run timed, as a key: the stored operator count credited with its commit (a count names
-    every commit whose ``canlib/model`` and ``canlib/decoding`` it counts, checked with git by the tests), else the
-    commit itself. Runs with the same key timed the same decoder code and are pooled."""
-    count = store.timed_ops(run)
-    return f"code counted in {count}" if count else str(prov["commit"]).removesuffix("+dirty")
-
-
-def _timed_runs(store: Store, system: str, against: str, mode: str) -> list[dict[str, Any]]:
-    """Every stored GPU run that timed both systems in ``mode`` with per-repeat figures, as readings."""
-    rows = []
-    for run in store.gpu_runs_with("speed"):
-        timed, prov = store.gpu_speed(mode, run)
-        a, b = timed.get(system, {}), timed.get(against, {})
-        if a.get("tok_per_s_repeats") and b.get("tok_per_s_repeats"):
-            ratios = repeat_ratios(a["tok_per_s_repeats"], b["tok_per_s_repeats"])
-            shortest = min(min(a.get("seconds", [0.0])), min(b.get("seconds", [0.0])))
-            rows.append(_reading(run, prov, ratios, shortest, _decoder_code(store, run, prov)) | {"mode": mode})
-    return rows
-
-
-def _by_code(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """The readings of each timed decoder code (``version``), the one that leads first: the newest code with runs
-    that meet the per-run standard (those runs only), else the newest code; then the older code, newest first."""
-    codes: dict[str, list[dict[str, Any]]] = {}
-    for row in sorted(rows, key=lambda r: r["date"], reverse=True):
-        codes.setdefault(row["version"], []).append(row)
-    groups = [[r for r in group if r["meets"]] or group for group in codes.values()]
-    lead = next((g for g in groups if g[0]["meets"]), groups[0])
-    return [lead, *(g for g in groups if g is not lead)]
-
-
 def _speed_body(
     claim: Claim,
     mode: str,
@@ -359,7 +306,7 @@ def _speed_body(
 
 
 def _judge_speed(store: Store, claim: Claim, s: SpeedRatio) -> Judged:
-    rows = _timed_runs(store, s.system, s.against, s.mode)
+    rows = timed_runs(store, s.system, s.against, s.mode)
     if not rows:
         return _missing(
             claim,
@@ -368,16 +315,16 @@ def _judge_speed(store: Store, claim: Claim, s: SpeedRatio) -> Judged:
             cost=GPU_RUN,
         )
     other = "eager" if s.mode == "captured" else "captured"
-    other_rows = _timed_runs(store, s.system, s.against, other)
+    other_rows = timed_runs(store, s.system, s.against, other)
     beside = ""
     if other_rows:
-        lead_other = _by_code(other_rows)[0]
+        lead_other = by_code(other_rows)[0]
         word, read = speed_word(lead_other, s.ok, SPEED.runs)
         pooled = read["pooled"]
         shown = f" [{pooled['interval'][0]:.2f}, {pooled['interval'][1]:.2f}]" if pooled["interval"] else ""
         how = "with CUDA graphs" if other == "captured" else "eager"
         beside = f"{how} {pooled['median']:.2f}x{shown} ({runs_word(len(lead_other))}): {word}"
-    lead, *older = (_speed_body(claim, s.mode, group, s.ok, beside) for group in _by_code(rows))
+    lead, *older = (_speed_body(claim, s.mode, group, s.ok, beside) for group in by_code(rows))
     return replace(lead, beside=tuple(older))
 
 
@@ -392,13 +339,13 @@ def _judge_batch(store: Store, claim: Claim, b: BatchCurve) -> Judged:
         repeats = {x: {int(k): v for k, v in systems[x].get("by_batch_repeats", {}).items()} for x in pair}
         if all(n in repeats[x] for x in pair for n in (b.first, b.last)):
             first, last = (repeat_ratios(repeats[b.system][n], repeats[b.against][n]) for n in (b.first, b.last))
-            row = _reading(run, prov, [x - y for x, y in zip(first, last)], 0.0)
+            row = run_reading(run, prov, [x - y for x, y in zip(first, last)], 0.0)
             row["meets"] = len(first) >= b.standard.repeats  # a sweep times no repeat's length
             rows.append(row)
         elif medians_only is None:
             medians_only = (run, prov)
     if rows:
-        lead, *older = (_speed_body(claim, "eager", group, lambda d: d > 0, log=False) for group in _by_code(rows))
+        lead, *older = (_speed_body(claim, "eager", group, lambda d: d > 0, log=False) for group in by_code(rows))
         return replace(lead, beside=tuple(older))
     if medians_only:
         run, prov = medians_only
@@ -624,28 +571,3 @@ JUDGES: dict[type, Callable[[Store, Claim, Any], Judged]] = {
     LossFalling: _judge_falling,
     CrossTask: _judge_tasks,
 }
-
-
-def speed_runs(store: Store, mode: str = "eager") -> list[str]:
-    """The GPU runs the speed verdicts read in ``mode``: the runs of the newest code that meet the speed standard
-    for CAN and Balanced (else the newest code's runs). Table 2's speed column reads the same."""
-    rows = _timed_runs(store, "can", "balanced", mode)
-    return [r["run"] for r in _by_code(rows)[0]] if rows else []
-
-
-def speed_groups(store: Store, system: str, against: str, mode: str = "eager") -> list[list[dict[str, Any]]]:
-    """The stored GPU runs that timed ``system`` and ``against`` in ``mode``, one list per decoder code, the code
-    whose runs the verdict reads first (each run's reading: ``set``, ``run``, ``code``, ``date``, ``repeats``...)."""
-    rows = _timed_runs(store, system, against, mode)
-    return _by_code(rows) if rows else []
-
-
-def speed_reading(store: Store, system: str, against: str, mode: str = "eager") -> dict[str, Any] | None:
-    """``system``/``against`` over the GPU runs a verdict on that pair reads (the leading decoder code's runs,
-    :func:`_by_code`), pooled by the statistic the speed claims use
-    (:func:`repro.studies.verdict.ratio_reading`), with ``runs``, the runs read; None where none timed both."""
-    rows = _timed_runs(store, system, against, mode)
-    if not rows:
-        return None
-    lead = _by_code(rows)[0]
-    return ratio_reading([x for r in lead for x in r["ratios"]]) | {"runs": [r["run"] for r in lead]}

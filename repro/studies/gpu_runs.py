@@ -1,0 +1,88 @@
+"""The stored GPU speed runs a speed verdict reads: each run's per-repeat ratios of two systems as a reading, grouped
+by the decoder code it timed (runs of one code are pooled, :mod:`repro.studies.verdict` judges them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from repro.studies.evidence import SPEED
+from repro.studies.store import Store
+from repro.studies.verdict import ratio_reading, repeat_ratios
+
+
+def run_name(prov: dict[str, Any]) -> str:
+    """A GPU run in a few words: ``NVIDIA H200, commit df024e7``."""
+    return f"{prov['device']}, commit {str(prov['commit'])[:7]}"
+
+
+def run_reading(run: str, prov: dict[str, Any], ratios: list[float], shortest: float, code: str = "") -> dict[str, Any]:
+    """One GPU run's per-repeat ratios as a reading, held to the speed standard's per-run part (repeats and their
+    length); ``code``: the decoder code it timed (:func:`decoder_code`), default its commit."""
+    return {
+        "set": run_name(prov),
+        "run": run,
+        "code": str(prov["commit"])[:7],
+        "version": code or str(prov["commit"]).removesuffix("+dirty"),
+        "date": str(prov.get("measured_at") or prov["date"]),
+        "ratios": ratios,
+        "repeats": len(ratios),
+        "shortest_repeat_s": shortest,
+        "meets": len(ratios) >= SPEED.repeats and shortest >= SPEED.seconds,
+    }
+
+
+def decoder_code(store: Store, run: str, prov: dict[str, Any]) -> str:
+    """The decoder code a GPU run timed, as a key: the stored operator count credited with its commit (a count names
+    every commit whose ``canlib/model`` and ``canlib/decoding`` it counts, checked with git by the tests), else the
+    commit itself. Runs with the same key timed the same decoder code and are pooled."""
+    count = store.timed_ops(run)
+    return f"code counted in {count}" if count else str(prov["commit"]).removesuffix("+dirty")
+
+
+def timed_runs(store: Store, system: str, against: str, mode: str) -> list[dict[str, Any]]:
+    """Every stored GPU run that timed both systems in ``mode`` with per-repeat figures, as readings."""
+    rows = []
+    for run in store.gpu_runs_with("speed"):
+        timed, prov = store.gpu_speed(mode, run)
+        a, b = timed.get(system, {}), timed.get(against, {})
+        if a.get("tok_per_s_repeats") and b.get("tok_per_s_repeats"):
+            ratios = repeat_ratios(a["tok_per_s_repeats"], b["tok_per_s_repeats"])
+            shortest = min(min(a.get("seconds", [0.0])), min(b.get("seconds", [0.0])))
+            rows.append(run_reading(run, prov, ratios, shortest, decoder_code(store, run, prov)) | {"mode": mode})
+    return rows
+
+
+def by_code(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The readings of each timed decoder code (``version``), the one that leads first: the newest code with runs
+    that meet the per-run standard (those runs only), else the newest code; then the older code, newest first."""
+    codes: dict[str, list[dict[str, Any]]] = {}
+    for row in sorted(rows, key=lambda r: r["date"], reverse=True):
+        codes.setdefault(row["version"], []).append(row)
+    groups = [[r for r in group if r["meets"]] or group for group in codes.values()]
+    lead = next((g for g in groups if g[0]["meets"]), groups[0])
+    return [lead, *(g for g in groups if g is not lead)]
+
+
+def speed_runs(store: Store, mode: str = "eager") -> list[str]:
+    """The GPU runs the speed verdicts read in ``mode``: the runs of the newest code that meet the speed standard
+    for CAN and Balanced (else the newest code's runs). Table 2's speed column reads the same."""
+    rows = timed_runs(store, "can", "balanced", mode)
+    return [r["run"] for r in by_code(rows)[0]] if rows else []
+
+
+def speed_groups(store: Store, system: str, against: str, mode: str = "eager") -> list[list[dict[str, Any]]]:
+    """The stored GPU runs that timed ``system`` and ``against`` in ``mode``, one list per decoder code, the code
+    whose runs the verdict reads first (each run's reading: ``set``, ``run``, ``code``, ``date``, ``repeats``...)."""
+    rows = timed_runs(store, system, against, mode)
+    return by_code(rows) if rows else []
+
+
+def speed_reading(store: Store, system: str, against: str, mode: str = "eager") -> dict[str, Any] | None:
+    """``system``/``against`` over the GPU runs a verdict on that pair reads (the leading decoder code's runs,
+    :func:`by_code`), pooled by the statistic the speed claims use
+    (:func:`repro.studies.verdict.ratio_reading`), with ``runs``, the runs read; None where none timed both."""
+    rows = timed_runs(store, system, against, mode)
+    if not rows:
+        return None
+    lead = by_code(rows)[0]
+    return ratio_reading([x for r in lead for x in r["ratios"]]) | {"runs": [r["run"] for r in lead]}
