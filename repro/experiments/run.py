@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from canlib.catalogue import ALL_SYSTEMS, DIRECTION_SYSTEMS, SEEDED_SYSTEMS, scale_spec
+from canlib.catalogue import ALL_SYSTEMS, DIRECTION_SYSTEMS, SEEDED_SYSTEMS, planned_seeds, scale_spec
 from canlib.data.corpora import registered_files
 from canlib.io import cache_dir
 from canlib.model.checkpoint import load_model, safe_load
@@ -297,27 +297,27 @@ def plan(
     seeds: Sequence[int] | None = None,
     corpora_: Sequence[str] | None = None,
 ) -> list[Run]:
-    """Every run of a scale's main plan, in training order: Table 2 systems and ablations x ``Scale.seeds``,
-    depth systems x ``depth_seeds`` on the main corpus, seed by seed (a plan cut short still leaves whole sets);
+    """Every run of a scale's main plan, in training order: each system on each corpus with the seeds
+    :func:`~canlib.catalogue.planned_seeds` gives (Table 2 systems and ablations x ``Scale.seeds``, depth systems x
+    ``depth_seeds`` on the main corpus), seed by seed (a plan cut short still leaves whole sets);
     then Baseline, Balanced and CAN x ``direction_seeds`` on each further direction. ``seeds`` replaces those
     seed counts; ``systems`` and ``corpora_`` narrow the plan. A corpus of your own files in ``corpora_`` gets
     ``systems`` (default Baseline, Balanced and CAN) x ``seeds`` (default 1)."""
     scale = where.scale
     spec = scale_spec(scale)
 
-    def pick(count: int) -> list[int]:
-        return list(seeds) if seeds is not None else list(range(1, count + 1))
+    def seeds_of(system: str, corpus: str) -> list[int]:  # the catalogue's planned seeds, or ``seeds`` in their place
+        planned = planned_seeds(scale, system, corpus)
+        return list(seeds) if seeds is not None and planned else list(planned)
+
+    def seed_by_seed(pairs: list[tuple[str, str]]) -> list[tuple[str, int, str]]:
+        order = sorted({k for s, c in pairs for k in seeds_of(s, c)})
+        return [(s, k, c) for k in order for s, c in pairs if k in seeds_of(s, c)]
 
     if seeds is not None and any(int(k) < 1 for k in seeds):
         raise ValueError(f"seeds {list(seeds)}: every seed must be >= 1")
-    seeded, depth = pick(spec.seeds), pick(spec.depth_seeds)
-    grid = [
-        (s, k, spec.corpus)
-        for k in sorted(set(seeded) | set(depth))
-        for s in (*SEEDED_SYSTEMS, "depth-9-4", "depth-14-1")
-        if k in (depth if s.startswith("depth-") else seeded)
-    ]
-    grid += [(s, k, c) for k in pick(spec.direction_seeds) for c in spec.directions for s in DIRECTION_SYSTEMS]
+    grid = seed_by_seed([(s, spec.corpus) for s in (*SEEDED_SYSTEMS, "depth-9-4", "depth-14-1")])
+    grid += seed_by_seed([(s, c) for c in spec.directions for s in DIRECTION_SYSTEMS])
     wanted = set(check_systems(systems)) if systems is not None else None
     if corpora_ is not None:
         chosen = [check_corpus(scale, c) for c in corpora_]

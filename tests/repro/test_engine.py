@@ -237,6 +237,7 @@ def test_a_plan_on_your_own_corpus_trains_the_systems_you_name(tmp_path, monkeyp
 
 
 def test_your_own_corpus_of_plain_files_trains_and_evaluates_end_to_end_at_tiny(tmp_path, monkeypatch, capsys):
+    from canlib.cli import main as canlib_main
     from repro.cli import main
     from repro.experiments.rescore import rescore
     from repro.studies.store import Store
@@ -244,7 +245,7 @@ def test_your_own_corpus_of_plain_files_trains_and_evaluates_end_to_end_at_tiny(
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
     files = write_toy_corpus(tmp_path / "my-en-de", {"train": 120, "valid": 12, "test": 10})
     assert (
-        main(
+        canlib_main(
             [
                 "data",
                 "prepare",
@@ -315,7 +316,7 @@ def test_your_own_corpus_of_plain_files_trains_and_evaluates_end_to_end_at_tiny(
 def test_misaligned_or_empty_lines_of_your_files_are_named_by_file_and_line(
     tmp_path, monkeypatch, capsys, break_it, message
 ):
-    from repro.cli import main
+    from canlib.cli import main
 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
     files = write_toy_corpus(tmp_path / "bad", {"train": 120, "valid": 12, "test": 10})
@@ -329,7 +330,7 @@ def test_misaligned_or_empty_lines_of_your_files_are_named_by_file_and_line(
 
 
 def test_a_corpus_of_files_needs_all_six_files_and_its_languages(tmp_path, monkeypatch, capsys):
-    from repro.cli import main
+    from canlib.cli import main
 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
     files = write_toy_corpus(tmp_path / "half", {"train": 20, "valid": 5})
