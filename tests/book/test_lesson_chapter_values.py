@@ -101,7 +101,7 @@ def test_every_key_a_chapter_glues_is_a_plain_value_its_format_accepts(chapter):
         format(value, spec or "")  # the role formats the value with its spec
         assert not (isinstance(value, float) and math.isnan(value)), f"{key} is NaN"
     for key in re.findall(r"\{glue\}`(verdict_[A-Za-z0-9_]+)`", text):
-        assert key in values and values[key].startswith('<span class="claim-verdict" data-claim="'), key
+        assert key in values and values[key].startswith('<span class="claim-verdict verdict-'), key
 
 
 # -- similarity -----------------------------------------------------------------------------------

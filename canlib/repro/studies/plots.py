@@ -11,6 +11,29 @@ from typing import Any
 
 from canlib.repro.studies.tables import reading_table
 
+# One colour per system in every figure of the book, keyed by the name the pages print (catalogue.LABELS): a reader
+# who has found CAN in one figure finds it in the same colour in the next
+SYSTEM_COLOURS = {
+    "Baseline": "#1f77b4",
+    "Balanced": "#ff7f0e",
+    "CAN": "#2ca02c",
+    "SAN": "#d62728",
+    "AAN": "#9467bd",
+    "Compress Attention": "#8c564b",
+    "Compress FFN": "#e377c2",
+    "9/4": "#17becf",
+    "14/1": "#bcbd22",
+    "CAN 6/6": "#7f7f7f",
+}
+
+
+def system_colour(label: str) -> str:
+    """The colour of the system a label names (a label may add words after the system's name: "CAN 2x")."""
+    for name in sorted(SYSTEM_COLOURS, key=len, reverse=True):
+        if label == name or label.startswith(name + " "):
+            return SYSTEM_COLOURS[name]
+    raise KeyError(f"no colour for {label!r}: add it to SYSTEM_COLOURS (canlib/repro/studies/plots.py)")
+
 
 def _spread(ax, curve: dict[str, Any], color: str, label: str, **style) -> None:
     """A curve of :func:`canlib.repro.studies.analyses.seed_curves` as points at the mean over seeds with bars from
@@ -25,8 +48,8 @@ def plot_seed_curves(curves: dict[str, dict[str, dict[str, Any]]], ax):
     """Train loss (line: mean over seeds, band: min to max) and validation loss (dots with bars: min to max) per
     update, on ``ax``. ``curves[label]`` holds ``"train"`` and ``"valid"``, each from
     :func:`canlib.repro.studies.analyses.seed_curves`."""
-    for i, (label, c) in enumerate(curves.items()):
-        color, train, valid = f"C{i}", c["train"], c["valid"]
+    for label, c in curves.items():
+        color, train, valid = system_colour(label), c["train"], c["valid"]
         seeds = train["seeds"]
         ax.plot(
             train["step"], train["mean"], color=color, label=f"{label} train ({seeds} seed{'s' if seeds > 1 else ''})"
@@ -49,10 +72,11 @@ def plot_budget_curves(
     :func:`canlib.repro.studies.analyses.seed_curves`; ``paper`` is ``paper_numbers()["fig8_curves_en-de"]``."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), constrained_layout=True)
-    for i, (label, c) in enumerate(curves.items()):
+    # three panels stacked, at the text column's width, so that their labels keep a legible size on the page
+    fig, axes = plt.subplots(3, 1, figsize=(7.5, 9.0), constrained_layout=True)
+    for label, c in curves.items():
         for ax, key in zip(axes, ("bleu", "loss")):
-            _spread(ax, c[key], f"C{i}", f"{label} 2x ({c[key]['seeds']} seeds)")
+            _spread(ax, c[key], system_colour(label), f"{label} 2x ({c[key]['seeds']} seeds)")
     for ax, ylabel in zip(axes, ("greedy valid BLEU", "valid loss (nats/token)")):
         for step in averaged:
             ax.axvline(step, color="gray", linestyle=":", linewidth=1)
@@ -61,7 +85,7 @@ def plot_budget_curves(
         ax.set_ylabel(ylabel)
         ax.legend(fontsize="small")
     for label in ("Baseline", "Balanced", "CAN"):
-        axes[2].plot(paper["epochs"], paper["valid"][label], "--", label=label)
+        axes[2].plot(paper["epochs"], paper["valid"][label], "--", color=system_colour(label), label=label)
     axes[2].set_xlabel("epoch")
     axes[2].set_ylabel("valid loss (unit not stated)")
     axes[2].set_title("paper (WMT14 En-De, Figure 8)", fontsize=10)
@@ -141,7 +165,7 @@ def plot_error_buckets(
         hidden = [r for r in rows[key] if not r["shown"]]
         ticks = [f"{r['bucket']}\n(n={r['sentences']})" for r in shown]
         for system, label in zip(systems, labels):
-            ax.plot(ticks, [r[system] for r in shown], "o-", label=label)
+            ax.plot(ticks, [r[system] for r in shown], "o-", color=system_colour(label), label=label)
         ax.set_title(f"{title}: by source {ours_by}", fontsize=10)
         ax.set_ylabel("tokenized BLEU")
         if hidden:
@@ -153,7 +177,7 @@ def plot_error_buckets(
         ax = axes[1, col]
         series = paper[paper_key]
         for label in ("Balanced", "CAN"):
-            ax.plot(series["x"], series[label], "s--", label=label)
+            ax.plot(series["x"], series[label], "s--", color=system_colour(label), label=label)
         ax.set_title(f"paper (Fig. 6, WMT14 En-De): by {paper_by}", fontsize=10)
         ax.set_ylabel("BLEU")
         ax.legend()

@@ -24,6 +24,7 @@ from canlib.repro.studies.chapters.training import undertraining_values
 from canlib.repro.studies.claims import judged, marks
 from canlib.repro.studies.judges import speed_runs
 from canlib.repro.studies.store import Store, describe_provenances
+from canlib.repro.studies.tables import reading_table
 from canlib.repro.studies.verdict import EVAL_SPLITS
 
 CLAIMS = ("can-within-0.5", "balanced-keeps-bleu", "budget-adds-balanced", "budget-adds-can", "budget-narrows-gap")
@@ -101,4 +102,4 @@ def provenance_table(store: Store, runs: list[Any]):
         "budget": described["budget"],
         "device calls (measurements/)": ", ".join(calls) or "not kept in the repository",
     }
-    return pd.DataFrame({"": rows}).rename_axis("trained")
+    return reading_table(pd.DataFrame({"": rows}).rename_axis("trained"))
