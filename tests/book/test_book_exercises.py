@@ -91,9 +91,42 @@ def test_the_loss_checker_accepts_the_solution_and_rejects_wrong_losses(capsys):
     assert "write it" in capsys.readouterr().out
 
 
+def test_the_backtrack_checker_accepts_the_solution_and_rejects_wrong_walks(capsys):
+    page = exercise("decoding.md", "check_backtrack")
+    check, solution = page["check_backtrack"], page["backtrack"]
+    assert check(solution)
+
+    def no_pointers(words, parents):  # reads each column down, as if no beam ever changed places
+        return [words[:, b].tolist() for b in range(words.size(1))]
+
+    def backwards(words, parents):  # the words in the order they were read, last first
+        return [h[::-1] for h in solution(words, parents)]
+
+    def pointer_one_step_late(words, parents):  # follows step t's pointer before reading step t's word
+        steps, k = words.shape
+        out = []
+        for beam in range(k):
+            seq = []
+            for t in range(steps - 1, -1, -1):
+                beam = int(parents[t, beam])
+                seq.append(int(words[t, beam]))
+            out.append(seq[::-1])
+        return out
+
+    for wrong in (no_pointers, backwards, pointer_one_step_late, lambda words, parents: None):
+        assert not check(wrong), getattr(wrong, "__name__", "stub")
+    assert "write it" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("page", "checker"),
-    [("compress.md", "check_joint_mask"), ("attention.md", "check_gate"), ("training.md", "check_lr_at")],
+    [
+        ("compress.md", "check_joint_mask"),
+        ("attention.md", "check_gate"),
+        ("training.md", "check_lr_at"),
+        ("training.md", "check_smoothed_loss"),
+        ("decoding.md", "check_backtrack"),
+    ],
 )
 def test_each_exercise_stub_is_unwritten_on_the_page(page, checker):
     """The reader's cell holds a stub that returns None, so the checker's first run asks for an answer."""
