@@ -65,7 +65,6 @@ def values(store: Store) -> dict[str, Any]:
     stored = {s: r for s, r in runs.items() if r is not None}
     v["systems"] = len(stored)
     v["can_last"] = sum(min(stored, key=lambda s: stored[s].mean(split)) == "can" for split in EVAL_SPLITS)
-    v["runs_table"] = provenance_table(store, [runs[s] for s in ALL_SYSTEMS])
     read = [gpu.run_label(store.gpu_speed("eager", r)[1]) for r in speed_runs(store)]
     v["speed_runs"] = ", ".join(read) or "no stored GPU run"
     return v | marks(store, CLAIMS) | undertraining_values(store) | corpus_values(store)
