@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from canlib.repro.studies.analyses import attention_study, gate_shares
-from canlib.repro.studies.chapters.prose import ORDINALS, names
-from canlib.repro.studies.claims import NEAR, marks
+from canlib.repro.studies.chapters.prose import ORDINALS, by_verdict, names
+from canlib.repro.studies.claims import NEAR, judged, marks
 from canlib.repro.studies.store import Store
 from canlib.repro.studies.tables import reading_table
 
@@ -38,6 +38,14 @@ def values(store: Store) -> dict[str, Any]:
         "first_words": in_order(f"{a[0]:.3f}" for a in alpha),
         "above_words": in_order(str(int((a[keep] > uniform[keep]).sum())) for a in alpha),
         "first_reading": first_reading([float(a[0]) for a in alpha], float(uniform[0])),
+        "takeaway_sentence": by_verdict(
+            judged(store)["gate-decisive"].word,
+            "CAN's one softmax works as a switch: in every layer most of its shares lie near one end, a head reading "
+            "the target prefix or the source, rarely a mix of both.",
+            "CAN's one softmax mostly mixes the target prefix and the source: it is not a decisive gate.",
+            "Whether CAN's one softmax works as a switch between the target prefix and the source is still open.",
+            "CAN's one softmax works as a switch in some layers and mixes both sides in others.",
+        ),
     } | marks(store, ["gate-decisive"])
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from canlib.catalogue import DEPTH_SYSTEMS
 from canlib.model.config import preset
 from canlib.repro.studies import paper
-from canlib.repro.studies.chapters.prose import names, sets_sentence
+from canlib.repro.studies.chapters.prose import by_verdict, names, sets_sentence
 from canlib.repro.studies.claims import BY_ID, judged, marks
 from canlib.repro.studies.cpu_speed import cpu_table, noisy_sentence
 from canlib.repro.studies.judges import speed_reading
@@ -67,4 +67,23 @@ def values(store: Store) -> dict[str, Any]:
     for mode, key in (("eager", "eager"), ("captured", "graphs")):
         reading = speed_reading(store, "balanced", "baseline", mode)
         v[f"{key}_12_2"] = reading["median"] if reading else float("nan")
+    found = judged(store)
+    v["takeaway_sentence"] = takeaway(found["balanced-speed-1.90x"].word, found["depth-14-1-loses"].word)
     return v | marks(store, ["depth-14-1-loses", "balanced-speed-1.90x"]) | cpu_values(store)
+
+
+def takeaway(speed: str, deepest: str) -> str:
+    """The chapter's one sentence, from the verdicts of the 12/2 speed-up and of the 14/1 drop."""
+    speed_says = by_verdict(
+        speed,
+        "Moving decoder layers into the encoder buys at least the paper's speed-up from 6/6 to 12/2",
+        "Moving decoder layers into the encoder buys less than the paper's speed-up from 6/6 to 12/2",
+        "Whether moving decoder layers into the encoder buys the paper's speed-up from 6/6 to 12/2 is open",
+    )
+    deepest_says = by_verdict(
+        deepest,
+        "one step further, a 14/1 model scores below 12/2",
+        "one step further, a 14/1 model does not score below 12/2",
+        "whether one step further, to 14/1, costs BLEU is not settled by these runs",
+    )
+    return f"{speed_says}; {deepest_says}."

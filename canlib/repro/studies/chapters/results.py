@@ -19,7 +19,7 @@ from canlib.data.preparation import prepared
 from canlib.io import CHECKOUT_DIR  # the corpus a chapter quotes (prepared once, from the data folder)
 from canlib.repro.studies import gpu_results as gpu
 from canlib.repro.studies import paper
-from canlib.repro.studies.chapters.prose import lead_sentence, sets_sentence
+from canlib.repro.studies.chapters.prose import by_verdict, lead_sentence, sets_sentence
 from canlib.repro.studies.chapters.training import undertraining_values
 from canlib.repro.studies.claims import judged, marks
 from canlib.repro.studies.judges import speed_runs
@@ -67,7 +67,27 @@ def values(store: Store) -> dict[str, Any]:
     v["can_last"] = sum(min(stored, key=lambda s: stored[s].mean(split)) == "can" for split in EVAL_SPLITS)
     read = [gpu.run_label(store.gpu_speed("eager", r)[1]) for r in speed_runs(store)]
     v["speed_runs"] = ", ".join(read) or "no stored GPU run"
+    v["takeaway_sentence"] = takeaway(j["can-within-0.5"].word, j["balanced-keeps-bleu"].word)
     return v | marks(store, CLAIMS) | undertraining_values(store) | corpus_values(store)
+
+
+def takeaway(can: str, balanced: str) -> str:
+    """The chapter's one sentence, from the verdicts of its two claims."""
+    can_says = by_verdict(
+        can,
+        "CAN stays within half a BLEU point of Balanced",
+        "CAN falls more than half a BLEU point below Balanced",
+        "these runs cannot yet tell whether CAN stays within half a BLEU point of Balanced",
+        "CAN stays within half a BLEU point of Balanced on some evaluation sets and not on others",
+    )
+    balanced_says = by_verdict(
+        balanced,
+        "Balanced keeps the Baseline's BLEU",
+        "Balanced loses more than half a point to the Baseline",
+        "whether Balanced keeps the Baseline's BLEU is still open",
+        "Balanced keeps the Baseline's BLEU on some evaluation sets and not on others",
+    )
+    return f"In these runs {can_says}, and {balanced_says}."
 
 
 def corpus_values(store: Store) -> dict[str, Any]:
