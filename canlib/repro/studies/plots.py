@@ -261,14 +261,17 @@ def claim_points(j: Any) -> list[dict[str, Any]]:
     ]
 
 
-def _interval_keys() -> dict[str, Any]:
-    """The legend's keys for the two intervals every claim's figure draws."""
+def _interval_keys(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The legend's keys for the intervals a claim's figure draws: the seed interval and the bootstrap, each only
+    where some point has it (a legend lists nothing the figure does not draw)."""
     from matplotlib.lines import Line2D
 
-    return {
-        "seed interval (95 %, t)": Line2D([], [], color="grey", lw=3.5, alpha=0.55),
-        "bootstrap 95 %": Line2D([], [], color="grey", lw=0.9, marker="_", ms=5),
-    }
+    keys = {}
+    if any(p["seed_interval"] for p in points):
+        keys["seed interval (95 %, t)"] = Line2D([], [], color="grey", lw=3.5, alpha=0.55)
+    if any(p["test_set_interval"] for p in points):
+        keys["bootstrap 95 %"] = Line2D([], [], color="grey", lw=0.9, marker="_", ms=5)
+    return keys
 
 
 def plot_claim(j: Any, ax, *, paper: float | None = None, legend: bool = True):
@@ -321,7 +324,7 @@ def plot_claim(j: Any, ax, *, paper: float | None = None, legend: bool = True):
     ax.set_title("\n".join(textwrap.wrap(j.claim.name, 44)), fontsize=9)
     if legend:  # below the axes, where it covers no point
         handles, labels = ax.get_legend_handles_labels()
-        keys = dict(zip(labels, handles)) | _interval_keys()
+        keys = dict(zip(labels, handles)) | _interval_keys(points)
         ax.legend(
             keys.values(), keys, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=3, frameon=False
         )
@@ -338,15 +341,19 @@ def plot_claims(claims: Sequence[Any], *, papers: dict[str, float] | None = None
     cols = min(ncols, len(claims))
     fig, axes = plt.subplots(nrows, cols, figsize=(3.9 * cols, 3.0 * nrows + 0.5), layout="constrained", squeeze=False)
     labels: dict[str, Any] = {}
+    papers_drawn = False
     for ax, j in zip(axes.flat, claims):
         plot_claim(j, ax, paper=(papers or {}).get(j.claim.id), legend=False)
         handles, names = ax.get_legend_handles_labels()
         labels |= {name: handle for handle, name in zip(handles, names) if not name.startswith("paper")}
+        papers_drawn |= any(name.startswith("paper") for name in names)
     for ax in list(axes.flat)[len(claims) :]:
         ax.axis("off")
     from matplotlib.lines import Line2D
 
-    labels |= _interval_keys() | {"paper (each panel's value)": Line2D([], [], color="tab:green", ls=":", lw=1.6)}
+    labels |= _interval_keys([p for j in claims for p in claim_points(j)])
+    if papers_drawn:  # the key of a line some panel draws, not of one none does
+        labels["paper (each panel's value)"] = Line2D([], [], color="tab:green", ls=":", lw=1.6)
     fig.legend(list(labels.values()), list(labels), loc="outside lower center", ncols=3, fontsize=8, frameon=False)
     return fig
 
