@@ -153,7 +153,7 @@ def plot_error_buckets(
     systems; ``paper`` is ``paper_numbers()["fig6_error_en-de"]``."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7), constrained_layout=True)
+    fig, axes = plt.subplots(2, 2, figsize=(9, 7.5), constrained_layout=True)  # near the column's width
     systems = [k for k in rows["frequency"][0] if k not in ("bucket", "sentences", "delta", "shown")]
     panels = (
         ("frequency", "word_freq_x1e5", "subword frequency (quantiles)", "word frequency (x1e5)"),
