@@ -65,6 +65,9 @@ FAULTS = {  # kind reported -> a page body holding that fault alone
     # the training recipe's table as pandas printed it: a cell cut at display.max_colwidth
     "truncated table cell": '<div class="cell_output"><table><tr><th>paper</th></tr><tr><td>mixed precision, fp16 '
     "(the paper); canlib: bf1...</td></tr></table></div>",
+    # a verdict as canlib.repro.studies.claims.mark wrote it before each word had its class
+    "verdict word uncoloured": '<p>CAN stays within half a point: <span class="claim-verdict" data-claim="x">holds'
+    "</span>.</p>",
     # Sphinx's alt text for a cell's figure: the path of the image, named by the hash of its bytes
     "image alt text is a file name": '<figure><img src="x.png" alt="../_images/'
     + "3f" * 32
@@ -103,6 +106,8 @@ CLEAN = (
     # the same cells as a reading_table lays them out: numbers and one-word cells kept on one line
     '<div class="cell_output"><table style="width: 90px"><tr><th>task</th><th>CAN − Balanced</th></tr><tr>'
     '<td style="white-space: nowrap">en-de</td><td style="white-space: nowrap">+0.54 (+1.5%)</td></tr></table></div>'
+    # a verdict word in its class's colour (book/_static/outputs.css)
+    '<p>The gate: <span class="claim-verdict verdict-holds" data-claim="gate-decisive">holds</span>.</p>'
     # a figure whose alt text says what it shows, and an SVG legend whose entry has its label's glyphs
     '<figure><img src="x.png" alt="BLEU of each system, a dot per seed"></figure>'
     '<svg width="200" height="60"><g id="legend_1"><g id="line2d_1"><path d="M 0 0 L 10 0"/></g><g id="text_1">'
