@@ -362,7 +362,12 @@ def claim_table(claims: Sequence[Any]):
     """The numbers of :func:`plot_claims` as one compact table (:func:`reading_table`): a row per claim, budget and
     evaluation set, with the contrast, half its 95 % seed interval (Student's t), the bootstrap interval and that
     set's verdict; the claim's name is given on its first row only."""
+    from html import escape
+
     import pandas as pd
+
+    def word(verdict: str) -> str:  # a set's verdict in its word's colour (book/_static/outputs.css)
+        return f'<span class="set-verdict verdict-{verdict.replace(" ", "-")}">{escape(verdict)}</span>'
 
     rows = []
     for j in claims:
@@ -370,17 +375,17 @@ def claim_table(claims: Sequence[Any]):
             seed, boot = p["seed_interval"], p["test_set_interval"]
             rows.append(
                 {
-                    "claim": "" if k else j.claim.name,
+                    "claim": "" if k else escape(j.claim.name),
                     **({"budget": f"{p['budget']}x"} if p["budget"] else {}),
-                    "set": p["set"],
+                    "set": escape(p["set"]),
                     "Δ": f"{p['value']:+.2f}",
                     "± seeds (95 %)": f"{(seed[1] - seed[0]) / 2:.2f}" if seed else "—",
                     "bootstrap 95 %": f"{boot[0]:+.2f} to {boot[1]:+.2f}" if boot else "—",
-                    "this set": p["verdict"],
+                    "this set": word(p["verdict"]),
                 }
             )
     frame = pd.DataFrame(rows)
     if "budget" in frame:  # a claim judged at one budget only shares the table with one judged at several
         frame["budget"] = frame["budget"].fillna("—")
         frame = frame[["claim", "budget", *[c for c in frame.columns if c not in ("claim", "budget")]]]
-    return reading_table(frame)
+    return reading_table(frame, escape=False)  # every cell escaped above, the verdicts marked
