@@ -76,14 +76,14 @@ def takeaway(speed: str, deepest: str) -> str:
     """The chapter's one sentence, from the verdicts of the 12/2 speed-up and of the 14/1 drop."""
     speed_says = by_verdict(
         speed,
-        "Moving decoder layers into the encoder buys at least the paper's speed-up from 6/6 to 12/2",
-        "Moving decoder layers into the encoder buys less than the paper's speed-up from 6/6 to 12/2",
-        "Whether moving decoder layers into the encoder buys the paper's speed-up from 6/6 to 12/2 is open",
+        "Moving decoder layers into the encoder buys at least the paper's speed-up from the Baseline to Balanced",
+        "Moving decoder layers into the encoder buys less than the paper's speed-up from the Baseline to Balanced",
+        "Whether moving decoder layers into the encoder buys the paper's Baseline-to-Balanced speed-up is open",
     )
     deepest_says = by_verdict(
         deepest,
-        "one step further, a 14/1 model scores below 12/2",
-        "one step further, a 14/1 model does not score below 12/2",
-        "whether one step further, to 14/1, costs BLEU is not settled by these runs",
+        "one step further, a single decoder layer scores below Balanced's two",
+        "one step further, a single decoder layer does not score below Balanced's two",
+        "whether one step further, to a single decoder layer, costs BLEU is not settled by these runs",
     )
     return f"{speed_says}; {deepest_says}."
