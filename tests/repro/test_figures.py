@@ -125,3 +125,15 @@ def test_a_claims_legend_lists_only_what_some_panel_draws():
     labels = legend_labels(plot_claims([bare, full]))
     assert {"paper (each panel's value)", "seed interval (95 %, t)", "bootstrap 95 %"} <= set(labels), labels
     plt.close("all")
+
+
+def test_the_head_split_picture_draws_one_wide_map_per_head_above_one_map_cut_into_slices():
+    from canlib.repro.studies.figures import head_split_figure
+
+    top, bottom = head_split_figure(heads=4).axes
+    assert count_blocks(top, "head-map") == 4 and count_blocks(top, "slice") == 0
+    slices = [p for p in bottom.patches if p.get_gid() == "slice"]
+    assert len(slices) == 4 and len({round(p.get_width(), 9) for p in slices}) == 1  # equal column slices
+    widest = max(p.get_width() for p in top.patches if p.get_gid() == "head-map")
+    assert sum(p.get_width() for p in slices) == widest  # the slices of one map, as wide as one head's map
+    plt.close("all")
