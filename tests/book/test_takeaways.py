@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from canlib.repro.studies.chapters import depths, results, training
+from canlib.repro.studies.chapters import ablation, depths, results, training
 from canlib.repro.studies.verdict import FAILS, HOLDS, INCONCLUSIVE, MIXED, NOT_RUN
 
 WORDS = (HOLDS, FAILS, MIXED, INCONCLUSIVE, NOT_RUN)
@@ -40,6 +40,7 @@ def test_the_depths_takeaway_reads_the_speed_up_and_the_drop():
 @pytest.mark.parametrize("words", list(itertools.product(WORDS, repeat=2)))
 def test_no_two_chapters_share_a_takeaway(words):
     said = [results.takeaway(*words), depths.takeaway(*words), training.takeaway(*words, HOLDS)]
-    assert len(set(said)) == 3
+    said.append(ablation.takeaway(*words))
+    assert len(set(said)) == 4
     first_words = {s.split(",")[0].split(";")[0] for s in said}
-    assert len(first_words) == 3, said
+    assert len(first_words) == 4, said
