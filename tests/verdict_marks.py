@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import re
 
-MARK = re.compile(r'<span class="claim-verdict" data-claim="([^"]+)"(?: data-budget="(\d+)")?>([^<]+)</span>')
+MARK = re.compile(
+    r'<span class="claim-verdict verdict-[a-z-]+" data-claim="([^"]+)"(?: data-budget="(\d+)")?>([^<]+)</span>'
+)
 
 
 def shown_verdicts(html: str) -> list[tuple[str, str, str]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from _code.cpu_speed import cpu_table
-from _code.prose import lead_sentence, names, sets_sentence
+from _code.prose import by_verdict, lead_sentence, names, sets_sentence
 from _code.speed import bytes_sentence, predicted
 from canlib.catalogue import ABLATION_SYSTEMS
 from canlib.decoding.ops import NO_KERNEL  # the operators the counts treat as launching no kernel
@@ -113,6 +113,7 @@ def values(store: Store) -> dict[str, Any]:
     v["paper_attn_minus_ffn"] = t5["Compress Attention"].test_bleu - t5["Compress FFN"].test_bleu
     v |= marks(store, CLAIMS) | kernel_values(store) | cpu_values(store)
     v["all_lead"] = lead_sentence(j[BELOW["can"]])
+    v["takeaway_sentence"] = takeaway(j["can-attn-below-balanced"].word, j["can-ffn-keeps-bleu"].word)
     v["order_sets"] = sets_sentence(j["can-above-can-attn"])
     v["order_ffn_sets"] = sets_sentence(j["can-attn-below-can-ffn"])
     same = (v["kernels_saved_attn"] > v["kernels_saved_ffn"]) == (v["paper_speed_attn"] > v["paper_speed_ffn"])
@@ -137,3 +138,20 @@ def cpu_values(store: Store) -> dict[str, Any]:
         f"{names(follows)} order." if follows else "neither the bytes' order nor the kernels'."
     )
     return {"cpu_sentence": sentence, "cpu_order": order}
+
+
+def takeaway(attention: str, ffn: str) -> str:
+    """The chapter's one sentence: which half of the compression costs BLEU, from the verdicts of its two halves."""
+    attention_says = by_verdict(
+        attention,
+        "Compressing the attention alone costs BLEU against Balanced",
+        "Compressing the attention alone costs no BLEU against Balanced",
+        "Whether compressing the attention alone costs BLEU is not settled here",
+    )
+    ffn_says = by_verdict(
+        ffn,
+        "folding the FFN in keeps Balanced's BLEU",
+        "folding the FFN in loses more than half a point",
+        "whether folding the FFN in keeps Balanced's BLEU is open",
+    )
+    return f"{attention_says}; {ffn_says}."

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from _code.prose import ORDINALS, names
+from _code.prose import ORDINALS, by_verdict, names
 from _code.tables import reading_table
 from repro.studies.analyses import attention_study, gate_shares
-from repro.studies.claims import NEAR, marks
+from repro.studies.claims import NEAR, judged, marks
 from repro.studies.store import Store
 
 THRESHOLD = NEAR  # alpha below this or above 1 - this: the head reads (almost) one side only
@@ -37,7 +37,31 @@ def values(store: Store) -> dict[str, Any]:
         "uniform_first": float(uniform[0]),
         "first_words": in_order(f"{a[0]:.3f}" for a in alpha),
         "above_words": in_order(str(int((a[keep] > uniform[keep]).sum())) for a in alpha),
+        "first_reading": first_reading([float(a[0]) for a in alpha], float(uniform[0])),
+        "takeaway_sentence": by_verdict(
+            judged(store)["gate-decisive"].word,
+            "CAN's one softmax works as a switch: in every layer most of its shares lie near one end, a head reading "
+            "the target prefix or the source, rarely a mix of both.",
+            "CAN's one softmax mostly mixes the target prefix and the source: it is not a decisive gate.",
+            "Whether CAN's one softmax works as a switch between the target prefix and the source is still open.",
+            "CAN's one softmax works as a switch in some layers and mixes both sides in others.",
+        ),
     } | marks(store, ["gate-decisive"])
+
+
+def first_reading(first: list[float], uniform: float) -> str:
+    """What each layer does at the first target position, read from its mean alpha there: most of the query's unit
+    on the prefix (which holds only ``<s>``), more than uniform attention would give it but mostly the source, or no
+    more than uniform attention (the source)."""
+    said = []
+    for i, a in enumerate(first, 1):
+        if a > 0.5:
+            said.append(f"layer {i} puts most of the query's unit on the prefix, that is on `<s>`")
+        elif a > uniform:
+            said.append(f"layer {i} gives the prefix more than uniform attention would, but reads mostly the source")
+        else:
+            said.append(f"layer {i} gives the prefix no more than uniform attention would and reads the source")
+    return "At the first position, " + "; ".join(said) + "."
 
 
 def in_order(items) -> str:

@@ -12,10 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from _code.prose import sets_sentence, verdict_values
-from _code.results import provenance_table
 from _code.training import undertraining_values
 from repro.results.layout import GPU_SCRIPT, experiment_command
-from repro.results.studies import NEXT, ORIGINAL, SEEDS, STUDENTS, STUDIES, study_models
+from repro.results.studies import NEXT, ORIGINAL, SEEDS, STUDIES, study_models
 from repro.studies import beyond, paper
 from repro.studies.claims import PAPER_CAN_ON, judged, marks
 from repro.studies.store import Store
@@ -96,7 +95,6 @@ def values(store: Store) -> dict[str, Any]:
         v["change_least_set"] = min(change.sets, key=lambda r: abs(r["value"]))["set"]
         undertraining = undertraining_values(store)
         v |= {k: undertraining[k] for k in ("loss_up", "budget_runs", "continued_sentence")}
-        v["budget_table"] = provenance_table(store, [store.budget_runs(s, 2) for s in ("balanced", "can")])
     if shown["distill"]:
         teacher = teacher_record(store)
         v |= {
@@ -115,9 +113,6 @@ def values(store: Store) -> dict[str, Any]:
             if v["teacher_minus_balanced"] <= v["balanced_test_sd"]
             else "better than an average Balanced model"
         )
-        v["distill_table"] = provenance_table(store, [store.study_runs("distill", s, "kd") for s in STUDENTS])
-    if shown["can-6-6"]:
-        v["can66_table"] = provenance_table(store, [store.study_runs("can-6-6", "can-6-6")])
     closers = [claims[0] for claims in beyond.STUDY_CLAIMS.values()]
     v["closed_count"] = sum(j[c].word == HOLDS for c, ok in zip(closers, shown.values()) if ok)
     # the seeds per system the studies' verdicts read

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from _code.beyond import teacher_record
-from _code.prose import sets_sentence
+from _code.prose import by_verdict, sets_sentence
 from repro.studies.claims import judged, marks
 from repro.studies.store import Store
 
@@ -37,6 +37,13 @@ def values(store: Store) -> dict[str, Any]:
     if run:
         sweep, prov = store.gpu_batch(run)
         out |= {"batch_sizes": len(sweep["can"]), "batch_repeats": int(prov["settings"]["repeats"]), "batch_run": run}
+    out["takeaway_sentence"] = by_verdict(
+        j["kd-narrows-gap"].word,
+        "Trained on a teacher's translations, CAN closes part of its gap to Balanced, as the paper's Table 4 reports",
+        "Trained on a teacher's translations, CAN does not close its gap to Balanced, unlike the paper's Table 4",
+        "Whether a teacher's translations close CAN's gap to Balanced is not settled by these runs",
+    )
+    out["takeaway_sentence"] += "; the rest of the chapter places CAN among related decoders and prices its cache."
     return out | marks(store, CLAIMS)
 
 

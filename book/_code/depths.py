@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from _code.cpu_speed import cpu_table, noisy_sentence
-from _code.prose import names, sets_sentence
+from _code.prose import by_verdict, names, sets_sentence
 from canlib.catalogue import DEPTH_SYSTEMS
 from canlib.model.config import preset
 from repro.results.layout import experiment_command
@@ -69,4 +69,23 @@ def values(store: Store) -> dict[str, Any]:
     for mode, key in (("eager", "eager"), ("captured", "graphs")):
         reading = speed_reading(store, "balanced", "baseline", mode)
         v[f"{key}_12_2"] = reading["median"] if reading else float("nan")
+    found = judged(store)
+    v["takeaway_sentence"] = takeaway(found["balanced-speed-1.90x"].word, found["depth-14-1-loses"].word)
     return v | marks(store, ["depth-14-1-loses", "balanced-speed-1.90x"]) | cpu_values(store)
+
+
+def takeaway(speed: str, deepest: str) -> str:
+    """The chapter's one sentence, from the verdicts of the 12/2 speed-up and of the 14/1 drop."""
+    speed_says = by_verdict(
+        speed,
+        "Moving decoder layers into the encoder buys at least the paper's speed-up from the Baseline to Balanced",
+        "Moving decoder layers into the encoder buys less than the paper's speed-up from the Baseline to Balanced",
+        "Whether moving decoder layers into the encoder buys the paper's Baseline-to-Balanced speed-up is open",
+    )
+    deepest_says = by_verdict(
+        deepest,
+        "one step further, a single decoder layer scores below Balanced's two",
+        "one step further, a single decoder layer does not score below Balanced's two",
+        "whether one step further, to a single decoder layer, costs BLEU is not settled by these runs",
+    )
+    return f"{speed_says}; {deepest_says}."

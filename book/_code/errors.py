@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _code.prose import verdict_values
+from _code.prose import by_verdict, verdict_values
 from _code.tables import reading_table
 from repro.studies import paper
 from repro.studies.analyses import MIN_BUCKET_SENTENCES, bucket_rows, error_buckets
@@ -51,6 +51,13 @@ def values(store: Store) -> dict[str, Any]:
         out |= {f"paper_{key}_ahead": sum(g > 0 for g in gaps), f"paper_{key}_buckets": len(gaps)}
     tok = store.scores(["balanced", "can"])
     out["seed1_gap"] = tok["can"][0] - tok["balanced"][0]
+    out["takeaway_sentence"] = by_verdict(
+        judged(store)[CLAIM].word,
+        "CAN scores below Balanced, and the buckets below show where its lost BLEU lies.",
+        "CAN does not score below Balanced here, so the buckets below look for a loss the totals do not show.",
+        "Whether CAN scores below Balanced at all is not settled by these runs; the buckets below show where the "
+        "two differ most.",
+    )
     return out | marks(store, [CLAIM]) | verdict_values(judged(store)[CLAIM], "below")
 
 

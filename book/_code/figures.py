@@ -321,3 +321,43 @@ def _ffn_end(ax: Axes, y: float) -> None:
     _box(ax, 5, 8.9, r"$\cdot\, W_2 + b_2$", "ffn", w=2.6, h=0.7)
     _arrow(ax, (5, 9.25), (5, 10.0))
     ax.text(5, 10.3, r"$Y_f$ ($t \times d$)", ha="center", fontsize=9)
+
+
+HEAD_COLOURS = ("#a6cee3", "#b2df8a", "#fdbf6f", "#cab2d6")  # head 1, 2, 3, 4
+
+
+def head_split_figure(heads: int = 4) -> Figure:
+    """What h heads do with 4d-wide values, drawn to scale (d is two units). Above, the exact form: head i has its
+    own d x 4d map Wv^i Wo^i W1 and mixes all 4d columns; the h outputs are summed. Below, canlib's: one d x 4d map
+    Wv Wo W1 is cut into h column slices, head i mixes slice i alone, and the slices stand side by side."""
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 4.6))
+    d = 2.0
+    for ax in (top, bottom):
+        ax.set_xlim(-0.2, 17.5)
+        ax.set_aspect("equal")
+        ax.axis("off")
+    top.set_ylim(-0.6, 4 * 0.75 + 0.4)
+    top.set_title(r"exact: $h$ maps $W_v^i W_o^i W_1$, each $d \times 4d$; the $h$ outputs summed", fontsize=10)
+    for i in range(heads):  # one full-width map per head, and its output
+        y = (heads - i) * 0.75
+        mixed = rf"head {i + 1}: $A^{i + 1}\,(z\,W_v^{i + 1} W_o^{i + 1} W_1)$"
+        _matrix(top, 0, y, 0.6, 4 * d, mixed, HEAD_COLOURS[i % 4], "head-map")
+        top.text(4 * d + 0.3, y - 0.3, "+" if i < heads - 1 else "=", fontsize=12, va="center")
+    _matrix(top, 4 * d + 1.2, heads * 0.75 / 2 + 0.6, 1.2, 4 * d, r"$t \times 4d$", "#eeeeee", "output")
+    bottom.set_ylim(-0.9, 2.4)
+    bottom.set_title(
+        r"canlib: one map $W_v W_o W_1$ ($d \times 4d$) cut into $h$ column slices; head $i$ mixes slice $i$",
+        fontsize=10,
+    )
+    width = 4 * d / heads
+    for i in range(heads):  # the one map's slices, and the output's
+        _matrix(bottom, i * width, 1.8, 1.2, width, f"head {i + 1}", HEAD_COLOURS[i % 4], "slice")
+        _matrix(bottom, 4 * d + 1.2 + i * width, 1.8, 1.2, width, rf"$A^{i + 1}$", HEAD_COLOURS[i % 4], "output")
+    bottom.text(4 * d + 0.3, 1.2, r"$\to$", fontsize=12, va="center")
+    bottom.text(2 * d, 0.25, r"$W_v W_o W_1$: $d \times 4d$", ha="center", fontsize=9)
+    bottom.text(4 * d + 1.2 + 2 * d, 0.25, r"$t \times 4d$, slices side by side", ha="center", fontsize=9)
+    bottom.text(8.6, -0.6, "equal to the sum above only where every head attends alike", ha="center", fontsize=9)
+    fig.tight_layout()
+    return fig

@@ -11,6 +11,29 @@ from typing import Any
 
 from _code.tables import reading_table
 
+# One colour per system in every figure of the book, keyed by the name the pages print (catalogue.LABELS): a reader
+# who has found CAN in one figure finds it in the same colour in the next
+SYSTEM_COLOURS = {
+    "Baseline": "#1f77b4",
+    "Balanced": "#ff7f0e",
+    "CAN": "#2ca02c",
+    "SAN": "#d62728",
+    "AAN": "#9467bd",
+    "Compress Attention": "#8c564b",
+    "Compress FFN": "#e377c2",
+    "9/4": "#17becf",
+    "14/1": "#bcbd22",
+    "CAN 6/6": "#7f7f7f",
+}
+
+
+def system_colour(label: str) -> str:
+    """The colour of the system a label names (a label may add words after the system's name: "CAN 2x")."""
+    for name in sorted(SYSTEM_COLOURS, key=len, reverse=True):
+        if label == name or label.startswith(name + " "):
+            return SYSTEM_COLOURS[name]
+    raise KeyError(f"no colour for {label!r}: add it to SYSTEM_COLOURS (repro/studies/plots.py)")
+
 
 def _spread(ax, curve: dict[str, Any], color: str, label: str, **style) -> None:
     """A curve of :func:`repro.studies.analyses.seed_curves` as points at the mean over seeds with bars from
@@ -25,8 +48,8 @@ def plot_seed_curves(curves: dict[str, dict[str, dict[str, Any]]], ax):
     """Train loss (line: mean over seeds, band: min to max) and validation loss (dots with bars: min to max) per
     update, on ``ax``. ``curves[label]`` holds ``"train"`` and ``"valid"``, each from
     :func:`repro.studies.analyses.seed_curves`."""
-    for i, (label, c) in enumerate(curves.items()):
-        color, train, valid = f"C{i}", c["train"], c["valid"]
+    for label, c in curves.items():
+        color, train, valid = system_colour(label), c["train"], c["valid"]
         seeds = train["seeds"]
         ax.plot(
             train["step"], train["mean"], color=color, label=f"{label} train ({seeds} seed{'s' if seeds > 1 else ''})"
@@ -49,10 +72,11 @@ def plot_budget_curves(
     :func:`repro.studies.analyses.seed_curves`; ``paper`` is ``paper_numbers()["fig8_curves_en-de"]``."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), constrained_layout=True)
-    for i, (label, c) in enumerate(curves.items()):
+    # three panels stacked, at the text column's width, so that their labels keep a legible size on the page
+    fig, axes = plt.subplots(3, 1, figsize=(7.5, 9.0), constrained_layout=True)
+    for label, c in curves.items():
         for ax, key in zip(axes, ("bleu", "loss")):
-            _spread(ax, c[key], f"C{i}", f"{label} 2x ({c[key]['seeds']} seeds)")
+            _spread(ax, c[key], system_colour(label), f"{label} 2x ({c[key]['seeds']} seeds)")
     for ax, ylabel in zip(axes, ("greedy valid BLEU", "valid loss (nats/token)")):
         for step in averaged:
             ax.axvline(step, color="gray", linestyle=":", linewidth=1)
@@ -61,7 +85,7 @@ def plot_budget_curves(
         ax.set_ylabel(ylabel)
         ax.legend(fontsize="small")
     for label in ("Baseline", "Balanced", "CAN"):
-        axes[2].plot(paper["epochs"], paper["valid"][label], "--", label=label)
+        axes[2].plot(paper["epochs"], paper["valid"][label], "--", color=system_colour(label), label=label)
     axes[2].set_xlabel("epoch")
     axes[2].set_ylabel("valid loss (unit not stated)")
     axes[2].set_title("paper (WMT14 En-De, Figure 8)", fontsize=10)
@@ -129,7 +153,7 @@ def plot_error_buckets(
     systems; ``paper`` is ``paper_numbers()["fig6_error_en-de"]``."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7), constrained_layout=True)
+    fig, axes = plt.subplots(2, 2, figsize=(9, 7.5), constrained_layout=True)  # near the column's width
     systems = [k for k in rows["frequency"][0] if k not in ("bucket", "sentences", "delta", "shown")]
     panels = (
         ("frequency", "word_freq_x1e5", "subword frequency (quantiles)", "word frequency (x1e5)"),
@@ -141,7 +165,7 @@ def plot_error_buckets(
         hidden = [r for r in rows[key] if not r["shown"]]
         ticks = [f"{r['bucket']}\n(n={r['sentences']})" for r in shown]
         for system, label in zip(systems, labels):
-            ax.plot(ticks, [r[system] for r in shown], "o-", label=label)
+            ax.plot(ticks, [r[system] for r in shown], "o-", color=system_colour(label), label=label)
         ax.set_title(f"{title}: by source {ours_by}", fontsize=10)
         ax.set_ylabel("tokenized BLEU")
         if hidden:
@@ -153,7 +177,7 @@ def plot_error_buckets(
         ax = axes[1, col]
         series = paper[paper_key]
         for label in ("Balanced", "CAN"):
-            ax.plot(series["x"], series[label], "s--", label=label)
+            ax.plot(series["x"], series[label], "s--", color=system_colour(label), label=label)
         ax.set_title(f"paper (Fig. 6, WMT14 En-De): by {paper_by}", fontsize=10)
         ax.set_ylabel("BLEU")
         ax.legend()
@@ -237,15 +261,19 @@ def claim_points(j: Any) -> list[dict[str, Any]]:
     ]
 
 
-def _interval_keys() -> dict[str, Any]:
-    """The legend's keys for the two intervals every claim's figure draws."""
+def _interval_keys(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The legend's keys for the intervals a claim's figure draws: the seed interval, the bootstrap and the one
+    interval the verdict reads, each only where some point has it (a legend lists nothing the figure does not draw)."""
     from matplotlib.lines import Line2D
 
-    return {
-        "seed interval (95 %, t)": Line2D([], [], color="grey", lw=3.5, alpha=0.55),
-        "bootstrap 95 %": Line2D([], [], color="grey", lw=0.9, marker="_", ms=5),
-        "one interval, both noises (95 %, judged)": Line2D([], [], color="black", lw=1.2, ls=":"),
-    }
+    keys = {}
+    if any(p["seed_interval"] for p in points):
+        keys["seed interval (95 %, t)"] = Line2D([], [], color="grey", lw=3.5, alpha=0.55)
+    if any(p["test_set_interval"] for p in points):
+        keys["bootstrap 95 %"] = Line2D([], [], color="grey", lw=0.9, marker="_", ms=5)
+    if any(p.get("interval") for p in points):
+        keys["one interval, both noises (95 %, judged)"] = Line2D([], [], color="black", lw=1.2, ls=":")
+    return keys
 
 
 def plot_claim(j: Any, ax, *, paper: float | None = None, legend: bool = True):
@@ -304,7 +332,7 @@ def plot_claim(j: Any, ax, *, paper: float | None = None, legend: bool = True):
     ax.set_title("\n".join(textwrap.wrap(j.claim.name, 44)), fontsize=9)
     if legend:  # below the axes, where it covers no point
         handles, labels = ax.get_legend_handles_labels()
-        keys = dict(zip(labels, handles)) | _interval_keys()
+        keys = dict(zip(labels, handles)) | _interval_keys(points)
         ax.legend(
             keys.values(), keys, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=3, frameon=False
         )
@@ -321,15 +349,19 @@ def plot_claims(claims: Sequence[Any], *, papers: dict[str, float] | None = None
     cols = min(ncols, len(claims))
     fig, axes = plt.subplots(nrows, cols, figsize=(3.9 * cols, 3.0 * nrows + 0.5), layout="constrained", squeeze=False)
     labels: dict[str, Any] = {}
+    papers_drawn = False
     for ax, j in zip(axes.flat, claims):
         plot_claim(j, ax, paper=(papers or {}).get(j.claim.id), legend=False)
         handles, names = ax.get_legend_handles_labels()
         labels |= {name: handle for handle, name in zip(handles, names) if not name.startswith("paper")}
+        papers_drawn |= any(name.startswith("paper") for name in names)
     for ax in list(axes.flat)[len(claims) :]:
         ax.axis("off")
     from matplotlib.lines import Line2D
 
-    labels |= _interval_keys() | {"paper (each panel's value)": Line2D([], [], color="tab:green", ls=":", lw=1.6)}
+    labels |= _interval_keys([p for j in claims for p in claim_points(j)])
+    if papers_drawn:  # the key of a line some panel draws, not of one none does
+        labels["paper (each panel's value)"] = Line2D([], [], color="tab:green", ls=":", lw=1.6)
     fig.legend(list(labels.values()), list(labels), loc="outside lower center", ncols=3, fontsize=8, frameon=False)
     return fig
 
@@ -338,7 +370,12 @@ def claim_table(claims: Sequence[Any]):
     """The numbers of :func:`plot_claims` as one compact table (:func:`reading_table`): a row per claim, budget and
     evaluation set, with the contrast, half its 95 % seed interval (Student's t), the bootstrap interval and that
     set's verdict; the claim's name is given on its first row only."""
+    from html import escape
+
     import pandas as pd
+
+    def word(verdict: str) -> str:  # a set's verdict in its word's colour (book/_static/outputs.css)
+        return f'<span class="set-verdict verdict-{verdict.replace(" ", "-")}">{escape(verdict)}</span>'
 
     rows = []
     for j in claims:
@@ -346,20 +383,20 @@ def claim_table(claims: Sequence[Any]):
             seed, boot = p["seed_interval"], p["test_set_interval"]
             rows.append(
                 {
-                    "claim": "" if k else j.claim.name,
+                    "claim": "" if k else escape(j.claim.name),
                     **({"budget": f"{p['budget']}x"} if p["budget"] else {}),
-                    "set": p["set"],
+                    "set": escape(p["set"]),
                     "Δ": f"{p['value']:+.2f}",
                     "± seeds (95 %)": f"{(seed[1] - seed[0]) / 2:.2f}" if seed else "—",
                     "bootstrap 95 %": f"{boot[0]:+.2f} to {boot[1]:+.2f}" if boot else "—",
                     "one interval (judged)": f"{p['interval'][0]:+.2f} to {p['interval'][1]:+.2f}"
                     if p.get("interval")
                     else "—",
-                    "this set": p["verdict"] if p.get("decides", True) else "shown, not judged",
+                    "this set": word(p["verdict"]) if p.get("decides", True) else "shown, not judged",
                 }
             )
     frame = pd.DataFrame(rows)
     if "budget" in frame:  # a claim judged at one budget only shares the table with one judged at several
         frame["budget"] = frame["budget"].fillna("—")
         frame = frame[["claim", "budget", *[c for c in frame.columns if c not in ("claim", "budget")]]]
-    return reading_table(frame)
+    return reading_table(frame, escape=False)  # every cell escaped above, the verdicts marked

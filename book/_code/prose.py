@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from repro.studies.evidence import Judged
-from repro.studies.verdict import FAILS, HOLDS
+from repro.studies.verdict import FAILS, HOLDS, MIXED
 
 SENTENCES = ("_sets", "_sets_1x", "_lead", "_sentence", "_reading", "_order", "_agreement")  # keys of generated prose
 
@@ -89,3 +89,13 @@ def verdict_values(j: Judged, prefix: str) -> dict[str, Any]:
     """A judgement's sentences for a chapter to glue: ``<prefix>_sets`` (:func:`sets_sentence`) and
     ``<prefix>_lead`` (:func:`lead_sentence`)."""
     return {f"{prefix}_sets": sets_sentence(j), f"{prefix}_lead": lead_sentence(j)}
+
+
+def by_verdict(word: str, holds: str, fails: str, open_: str, mixed: str | None = None) -> str:
+    """The phrase a chapter's takeaway uses for a verdict word: what holds, what fails, and what the runs leave open
+    (inconclusive or not run; ``mixed`` where the readings disagree, else the open phrase)."""
+    if word == HOLDS:
+        return holds
+    if word == FAILS:
+        return fails
+    return mixed if word == MIXED and mixed is not None else open_

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from _code import gpu_results as gpu
-from _code.prose import lead_sentence, sets_sentence
+from _code.prose import by_verdict, lead_sentence, sets_sentence
+from _code.tables import reading_table
 from _code.training import undertraining_values
 from canlib.catalogue import ALL_SYSTEMS, PAPER_SYSTEMS
 from canlib.data.preparation import prepared
@@ -64,10 +65,29 @@ def values(store: Store) -> dict[str, Any]:
     stored = {s: r for s, r in runs.items() if r is not None}
     v["systems"] = len(stored)
     v["can_last"] = sum(min(stored, key=lambda s: stored[s].mean(split)) == "can" for split in EVAL_SPLITS)
-    v["runs_table"] = provenance_table(store, [runs[s] for s in ALL_SYSTEMS])
     read = [gpu.run_label(store.gpu_speed("eager", r)[1]) for r in speed_runs(store)]
     v["speed_runs"] = ", ".join(read) or "no stored GPU run"
+    v["takeaway_sentence"] = takeaway(j["can-within-0.5"].word, j["balanced-keeps-bleu"].word)
     return v | marks(store, CLAIMS) | undertraining_values(store) | corpus_values(store)
+
+
+def takeaway(can: str, balanced: str) -> str:
+    """The chapter's one sentence, from the verdicts of its two claims."""
+    can_says = by_verdict(
+        can,
+        "CAN stays within half a BLEU point of Balanced",
+        "CAN falls more than half a BLEU point below Balanced",
+        "these runs cannot yet tell whether CAN stays within half a BLEU point of Balanced",
+        "CAN stays within half a BLEU point of Balanced on some evaluation sets and not on others",
+    )
+    balanced_says = by_verdict(
+        balanced,
+        "Balanced keeps the Baseline's BLEU",
+        "Balanced loses more than half a point to the Baseline",
+        "whether Balanced keeps the Baseline's BLEU is still open",
+        "Balanced keeps the Baseline's BLEU on some evaluation sets and not on others",
+    )
+    return f"In these runs {can_says}, and {balanced_says}."
 
 
 def corpus_values(store: Store) -> dict[str, Any]:
@@ -101,4 +121,4 @@ def provenance_table(store: Store, runs: list[Any]):
         "budget": described["budget"],
         "device calls (measurements/)": ", ".join(calls) or "not kept in the repository",
     }
-    return pd.DataFrame({"": rows}).rename_axis("trained")
+    return reading_table(pd.DataFrame({"": rows}).rename_axis("trained"))

@@ -134,8 +134,8 @@ def splits_table(store: Store, systems: Sequence[str], splits: Sequence[str]):
 def bleu_figure(
     store: Store, systems: Sequence[str], paper: dict[str, float], *, against: str = "balanced", split: str = "test"
 ):
-    """Left: tokenized BLEU per system, every seed as a dot and the mean with its sd as an error bar.
-    Right: each system's difference to ``against``, ours (with its 95 % seed interval, Student's t as every BLEU claim
+    """Top: tokenized BLEU per system, every seed as a dot and the mean with its sd as an error bar.
+    Bottom: each system's difference to ``against``, ours (with its 95 % seed interval, Student's t as every BLEU claim
     reads it) beside the paper's."""
     import matplotlib.pyplot as plt
     import numpy as np
@@ -144,7 +144,8 @@ def bleu_figure(
     shown = [s for s in systems if s in tok]
     names = [LABELS.get(s, s) for s in shown]
     x = np.arange(len(shown))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8), constrained_layout=True)
+    # stacked, at the text column's width: two panels side by side shrink their labels below a legible size
+    fig, (left, right) = plt.subplots(2, 1, figsize=(7.5, 7.0), constrained_layout=True)
     for i, s in enumerate(shown):
         left.scatter([i] * len(tok[s]), tok[s], color="tab:gray", s=12, zorder=2)
     means = [statistics.fmean(tok[s]) for s in shown]

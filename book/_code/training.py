@@ -13,12 +13,12 @@ import statistics
 from typing import Any
 
 from _code import gpu_results as gpu
-from _code.prose import lead_sentence, names
+from _code.prose import by_verdict, lead_sentence, names
 from canlib.catalogue import LABELS, scale_spec
 from repro.studies import paper
 from repro.studies.claims import judged, marks
 from repro.studies.store import Store
-from repro.studies.verdict import ON_PAR
+from repro.studies.verdict import HOLDS, ON_PAR
 
 SYSTEMS = ("baseline", "balanced", "can")
 BUDGET_SYSTEMS = ("balanced", "can")  # the systems the stored 2x runs cover
@@ -75,7 +75,37 @@ def loss_values(store: Store) -> dict[str, Any]:
         "drop_max": max(drops, default=float("nan")),
         "last_lr": [r["lr"] for r in read[SYSTEMS[-1]][-1] if r.get("lr") is not None][-1],  # one schedule for all
     }
+    found = judged(store)
+    out["takeaway_sentence"] = takeaway(*(found[c].word for c in LOSS_CLAIMS))
     return out | marks(store, LOSS_CLAIMS)
+
+
+def takeaway(balanced: str, can: str, falling: str) -> str:
+    """The chapter's one sentence, from the verdicts of its three loss claims."""
+    if balanced == can == HOLDS:
+        order = "As in the paper's Figure 8, each compression ends as a weaker language model: Balanced's validation "
+        order += "loss ends above the Baseline's and CAN's above Balanced's"
+    else:
+        balanced_says = by_verdict(
+            balanced,
+            "Balanced's validation loss ends above the Baseline's",
+            "Balanced's validation loss does not end above the Baseline's",
+            "whether Balanced's validation loss ends above the Baseline's is open",
+        )
+        can_says = by_verdict(
+            can,
+            "CAN's ends above Balanced's",
+            "CAN's does not end above Balanced's",
+            "whether CAN's ends above Balanced's is open",
+        )
+        order = f"{balanced_says[0].upper()}{balanced_says[1:]}, and {can_says}"
+    still = by_verdict(
+        falling,
+        "; the losses were still falling when training stopped",
+        "; the losses had stopped falling when training stopped",
+        "",
+    )
+    return f"{order}{still}."
 
 
 # -- twice the budget: the stored 2x runs of the beyond chapter's budget study ----------------------

@@ -49,7 +49,8 @@ def mark(j: Judged, budget: int | None = None) -> str:
     if shown is None:
         raise ValueError(f"{j.claim.id}: no verdict at {budget}x")
     tag = f' data-budget="{shown.budget}"' if shown.budget is not None else ""
-    return f'<span class="claim-verdict" data-claim="{j.claim.id}"{tag}>{escape(shown.word)}</span>'
+    word = "verdict-" + shown.word.replace(" ", "-")  # one CSS class per word: book/_static/outputs.css colours it
+    return f'<span class="claim-verdict {word}" data-claim="{j.claim.id}"{tag}>{escape(shown.word)}</span>'
 
 
 def marks(store: Store, ids: Sequence[str]) -> dict[str, str]:

@@ -2,8 +2,9 @@
 MathJax to typeset it, and reports what a careful reader would call broken: a MathJax error, TeX left as text,
 NaN or Python values in the text, a traceback in an output, a table or code block wider than the text column, an
 equation numbered twice (Sphinx's number beside the TeX \\tag), a glyph of a formula cut off by its box, a line of
-code wrapped, template grammar ("is holds"), a number or one-word cell broken across lines in a table, and a paragraph with more than
-five numbers (a table or a figure written out as prose).
+code wrapped, template grammar ("is holds"), a number or one-word cell broken across lines in a table, a table cell
+cut short ("..."), a verdict word in the text's colour, an image whose alt text is its file's name, an empty legend
+entry in an SVG figure, and a paragraph with more than five numbers (a table or a figure written out as prose).
 
 Used by ``tests/book/test_book.py`` on the book it builds, and by ``tests/book/test_book_browser.py`` on small pages made
 to hold each fault. The browser is Debian's ``chromium`` driven through its ``chromium-driver`` by Selenium (no
@@ -90,6 +91,29 @@ for (const out of article.querySelectorAll('.cell_output')) {
     // significant digits; 0.00027 is two significant digits, rounded)
     const num = cell.textContent.match(/^\s*[-+]?(\d+)\.(\d{5,})\s*$/);
     if (num && (num[1] + num[2]).replace(/^0+/, '').length >= 5) say('unrounded number in a table', where(cell), cell.textContent);
+  }
+}
+// pandas cuts a cell longer than display.max_colwidth and ends it with "...", in a cell's output or in a table
+// glued elsewhere (a drop-down's provenance table)
+for (const cell of article.querySelectorAll('td, th')) {
+  if (/(?:\.\.\.|…)\s*$/.test(cell.textContent)) say('truncated table cell', where(cell), cell.textContent);
+}
+
+// 2a. a verdict word (the registry's mark) in its verdict's colour, not in the text's
+const textColour = getComputedStyle(article).color;
+for (const v of article.querySelectorAll('span.claim-verdict')) {
+  if (getComputedStyle(v).color === textColour) say('verdict word uncoloured', where(v), v.textContent);
+}
+
+// 2b. figures: an image's alt text is what a reader without the image gets, not the file's name or hash (Sphinx's
+//     default); a legend drawn as SVG in the page lists no entry without a label or without a key
+for (const img of article.querySelectorAll('img')) {
+  const alt = (img.getAttribute('alt') || '').trim();
+  if (!alt || /[0-9a-f]{16,}|\.(?:png|jpe?g|svg|gif)$/i.test(alt)) say('image alt text is a file name', where(img), alt || '(none)');
+}
+for (const legend of article.querySelectorAll('svg g[id^="legend"]')) {
+  for (const text of legend.querySelectorAll('g[id^="text"]')) {
+    if (!text.querySelector('path, use') && !text.textContent.trim()) say('empty legend entry', where(legend), text.id);
   }
 }
 

@@ -62,6 +62,19 @@ FAULTS = {  # kind reported -> a page body holding that fault alone
     + " + ".join(["W_{q1} X"] * 40)
     + r"\]</div>",
     "number broken across lines in a table": WRAPPED_CELL,
+    # the training recipe's table as pandas printed it: a cell cut at display.max_colwidth
+    "truncated table cell": '<div class="cell_output"><table><tr><th>paper</th></tr><tr><td>mixed precision, fp16 '
+    "(the paper); canlib: bf1...</td></tr></table></div>",
+    # a verdict as repro.studies.claims.mark wrote it before each word had its class
+    "verdict word uncoloured": '<p>CAN stays within half a point: <span class="claim-verdict" data-claim="x">holds'
+    "</span>.</p>",
+    # Sphinx's alt text for a cell's figure: the path of the image, named by the hash of its bytes
+    "image alt text is a file name": '<figure><img src="x.png" alt="../_images/'
+    + "3f" * 32
+    + '.png"><figcaption><p>BLEU per system.</p></figcaption></figure>',
+    # a legend as matplotlib draws it in SVG: a key (line2d) and a label that holds no glyph
+    "empty legend entry": '<svg width="200" height="60"><g id="legend_1"><g id="line2d_1"><path d="M 0 0 L 10 0"/></g>'
+    '<g id="text_1"></g></g></svg>',
     "template grammar": "<p>Read on every set, “CAN scores below Balanced” is holds on some sets.</p>",
     "paragraph with more than five numbers": (
         '<p>CAN is 1.42 times as fast, 2.82 over 14 tasks, with 3,000 pairs at <span class="math notranslate '
@@ -93,6 +106,12 @@ CLEAN = (
     # the same cells as a reading_table lays them out: numbers and one-word cells kept on one line
     '<div class="cell_output"><table style="width: 90px"><tr><th>task</th><th>CAN − Balanced</th></tr><tr>'
     '<td style="white-space: nowrap">en-de</td><td style="white-space: nowrap">+0.54 (+1.5%)</td></tr></table></div>'
+    # a verdict word in its class's colour (book/_static/outputs.css)
+    '<p>The gate: <span class="claim-verdict verdict-holds" data-claim="gate-decisive">holds</span>.</p>'
+    # a figure whose alt text says what it shows, and an SVG legend whose entry has its label's glyphs
+    '<figure><img src="x.png" alt="BLEU of each system, a dot per seed"></figure>'
+    '<svg width="200" height="60"><g id="legend_1"><g id="line2d_1"><path d="M 0 0 L 10 0"/></g><g id="text_1">'
+    '<use href="#DejaVuSans-43"/></g></g></svg>'
     # five numbers, the indices of W_{v1} and a code name with digits not counted; the verdict after a colon
     '<p>Eq. 13 gives <span class="math notranslate nohighlight">\\(W_{v1}\\)</span> a width of 4 times 256, in'
     " <code>x2</code> of 3 runs. The verdict: holds on some sets.</p>"

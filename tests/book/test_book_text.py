@@ -14,12 +14,12 @@ from repro.studies.paper import paper_numbers
 REPO = Path(__file__).resolve().parents[2]
 
 
-def chapters() -> list[Path]:
-    """The notebook chapters of _toc.yml; the plain back-matter pages (references, API reference) are not."""
+def chapters(appendix: bool = True) -> list[Path]:
+    """The notebook chapters of _toc.yml (with ``appendix=False``, not those of its Appendix part); the plain pages
+    (references, API reference) are not."""
     toc = yaml.safe_load((REPO / "_toc.yml").read_text())
-    files = [
-        REPO / f"{f}.md" for f in [toc["root"]] + [c["file"] for part in toc.get("parts", []) for c in part["chapters"]]
-    ]
+    parts = [p for p in toc.get("parts", []) if appendix or p.get("caption") != "Appendix"]
+    files = [REPO / f"{f}.md" for f in [toc["root"]] + [c["file"] for part in parts for c in part["chapters"]]]
     return [f for f in files if "jupytext:" in f.read_text(encoding="utf-8").split("\n---", 1)[0]]
 
 
@@ -32,11 +32,12 @@ def test_every_cited_key_is_in_references_bib():
 
 
 def test_every_chapter_ends_with_exercises_and_collapsed_solutions():
-    for path in chapters():
+    for path in chapters(appendix=False):  # an appendix page operates; it need not teach
         text = path.read_text()
         assert "\n## Exercises\n" in text, f"{path.name}: no '## Exercises' section"
         tail = text.split("\n## Exercises\n")[-1]
         assert "\n## " not in tail, f"{path.name}: the Exercises section is not the last one"
+        assert "\n### In code" in tail or "\n### " not in tail, f"{path.name}: a section after the Exercises"
         assert re.search(r"```\{admonition\} Solutions\n:class: dropdown\n", tail), (
             f"{path.name}: no collapsed solutions"
         )
@@ -347,3 +348,12 @@ def test_readmes_opening_says_the_kernel_counts_the_stored_operator_count_gives(
         f"{count['can']['per_layer']} of Balanced's {count['balanced']['per_layer']} kernels per decoder layer "
         f"({count['can']['step']} of {count['balanced']['step']} per step" in opening
     ), opening
+
+
+def test_the_table_of_contents_teaches_reproduces_then_operates_in_an_appendix():
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+    assert [p["caption"] for p in toc["parts"]] == ["The idea", "Reproducing the paper", "Appendix"]
+    appendix = [c["file"] for c in toc["parts"][-1]["chapters"]]
+    assert {"book/gpu", "book/costs", "book/provenance"} <= set(appendix), appendix
+    training = (REPO / "book" / "training.md").read_text(encoding="utf-8")
+    assert "## What `full` costs" not in training and "(costs.md)" in training  # moved, and linked

@@ -1,4 +1,4 @@
-"""What `full` costs: the training chapter's hours for the paper's WMT14 recipe, recomputed here from the stored
+"""What `full` costs: the costs appendix's hours for the paper's WMT14 recipe, recomputed here from the stored
 files with the arithmetic written out, so a changed formula or a misread file fails."""
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ def test_every_key_a_chapter_glues_is_a_plain_value_its_format_accepts(chapter):
         format(value, spec or "")  # the role formats the value with its spec
         assert not (isinstance(value, float) and math.isnan(value)), f"{key} is NaN"
     for key in re.findall(r"\{glue\}`(verdict_[A-Za-z0-9_]+)`", text):
-        assert key in values and values[key].startswith('<span class="claim-verdict" data-claim="'), key
+        assert key in values and values[key].startswith('<span class="claim-verdict verdict-'), key
 
 
 # -- similarity -----------------------------------------------------------------------------------
@@ -182,6 +182,20 @@ def test_attention_values_are_the_stored_gates_share_near_zero_and_one():
     above = [sum(k and a > u for k, a, u in zip(keep, row, pos["uniform"])) for row in (first, second)]
     assert v["above_words"] == f"{above[0]} and {above[1]} (the first, then the second layer)"
     assert v["first_words"] == f"{first[0]:.3f} and {second[0]:.3f} (the first, then the second layer)"
+    for layer, row in ((1, first), (2, second)):  # the exercise's solution says what each layer does at query 1
+        said = v["first_reading"].split("; ")[layer - 1]
+        assert said.startswith(("At the first position, " if layer == 1 else "") + f"layer {layer} ")
+        assert ("most of the query's unit on the prefix" in said) == (row[0] > 0.5)
+        assert ("reads the source" in said) == (row[0] <= pos["uniform"][0])
+
+
+def test_the_first_position_reading_follows_alpha_against_half_and_uniform():
+    from _code.attention import first_reading
+
+    said = first_reading([0.732, 0.2, 0.01], 0.05).split("; ")
+    assert "most of the query's unit on the prefix" in said[0]
+    assert "more than uniform attention would, but reads mostly the source" in said[1]
+    assert "no more than uniform attention would and reads the source" in said[2]
 
 
 def test_the_attention_prose_names_two_can_layers_because_every_scale_has_two():

@@ -19,7 +19,7 @@ from repro.studies.verdict import STATES
 README = REPO / "README.md"
 RESULTS = REPO / "book" / "results"
 SAID = re.compile(r"(holds|does not hold|mixed|inconclusive|not run) \(`([^`]+)`\)")  # word (`id`)
-MARK = re.compile(r'<span class="claim-verdict" data-claim="([^"]+)"[^>]*>([^<]+)</span>')
+MARK = re.compile(r'<span class="claim-verdict verdict-[a-z-]+" data-claim="([^"]+)"[^>]*>([^<]+)</span>')
 
 
 def readme_findings() -> str:

@@ -96,3 +96,44 @@ def test_a_claims_figure_draws_the_judgements_points_and_the_raw_seed_means(monk
     assert at1["value"] == pytest.approx(mean("can") - mean("balanced"), abs=1e-9)
     assert any(line.get_linestyle() == "--" and line.get_ydata()[0] == -0.5 for line in ax.lines)  # the criterion
     plt.close("all")
+
+
+def stub_claim(claim_id: str, paper: str, seed_interval, bootstrap):
+    """A judged BLEU claim as plot_claim reads it: one 1x reading on test2016, with or without its intervals."""
+    from types import SimpleNamespace
+
+    row = {"split": "test", "set": "test2016", "value": -0.4, "verdict": "inconclusive"}
+    row |= {"seed_interval": seed_interval, "test_set_interval": bootstrap}
+    ok = SimpleNamespace(op=">=", bound=-0.5)
+    claim = SimpleNamespace(id=claim_id, name=claim_id, paper=paper, evidence=SimpleNamespace(ok=ok))
+    return SimpleNamespace(claim=claim, beside=(), sets=[row], budget=1, word="inconclusive")
+
+
+def legend_labels(fig) -> list[str]:
+    return [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+
+
+def test_a_claims_legend_lists_only_what_some_panel_draws():
+    """No paper line, no seed interval: neither is in the legend; once a panel draws them, both are."""
+    from _code.plots import plot_claims
+
+    bare = stub_claim("a", "—", None, (-0.9, 0.1))
+    labels = legend_labels(plot_claims([bare, stub_claim("b", "—", None, None)]))
+    assert "bootstrap 95 %" in labels and "criterion: >= -0.5" in labels
+    assert not any(label.startswith(("paper", "seed interval")) for label in labels), labels
+    full = stub_claim("c", "-0.14 (Table 2, En-De)", (-1.0, 0.2), (-0.9, 0.1))
+    labels = legend_labels(plot_claims([bare, full]))
+    assert {"paper (each panel's value)", "seed interval (95 %, t)", "bootstrap 95 %"} <= set(labels), labels
+    plt.close("all")
+
+
+def test_the_head_split_picture_draws_one_wide_map_per_head_above_one_map_cut_into_slices():
+    from _code.figures import head_split_figure
+
+    top, bottom = head_split_figure(heads=4).axes
+    assert count_blocks(top, "head-map") == 4 and count_blocks(top, "slice") == 0
+    slices = [p for p in bottom.patches if p.get_gid() == "slice"]
+    assert len(slices) == 4 and len({round(p.get_width(), 9) for p in slices}) == 1  # equal column slices
+    widest = max(p.get_width() for p in top.patches if p.get_gid() == "head-map")
+    assert sum(p.get_width() for p in slices) == widest  # the slices of one map, as wide as one head's map
+    plt.close("all")
