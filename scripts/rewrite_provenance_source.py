@@ -19,7 +19,8 @@ import re
 import sys
 from pathlib import Path
 
-from repro.results.files import load_result, save_result
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: repro is used from it, not installed
+from repro.results.files import load_result, save_result  # noqa: E402
 
 
 def rewrite(path: Path, pattern: re.Pattern[str], replacement: str) -> bool:
