@@ -233,10 +233,11 @@ class StackedTrainer:
         state.update(dict.fromkeys(self.key_names, key))
         return functional_call(self.features, state, (src, tgt_in))
 
-    def _update(self, groups: list[list[list[int]]]) -> Tensor:
-        """One update of every seed, seed k on its micro-batches ``groups[k]``; returns (K, 2) float64 sums of the
-        label-smoothed loss and the NLL (on the device: nothing here waits for it) and each seed's tokens."""
-        members, cfg, pad = self.members, self.cfg, self.members[0].model_cfg.pad_id
+    def gradients(self, groups: list[list[list[int]]]) -> tuple[Tensor, list[int]]:
+        """Forward and backward of every seed, seed k on its micro-batches ``groups[k]``: the stacked parameters'
+        ``grad`` [K, ...] hold each seed's gradient of its mean loss per target token. Returns (K, 2) float64 sums
+        of the label-smoothed loss and the NLL (on the device: nothing here waits for it) and each seed's tokens."""
+        members, pad = self.members, self.members[0].model_cfg.pad_id
         lead = members[0]
         with lead._kernels():
             for m in members:
@@ -252,28 +253,34 @@ class StackedTrainer:
                 reset_dropout_calls(lead.model)
                 with lead._autocast():
                     hidden = vmap(self._forward)(self.params, keys, src, tgt_in)
-                    total = hidden.new_zeros((), dtype=torch.float32)
+                    total: Tensor | float = 0.0
                     for k, m in enumerate(members):
                         loss, nll = m.objective.features_loss(hidden[k], embed[k], tgt_out[k])
                         total = total + loss * (1.0 / tokens[k])  # the mean loss per target token of the seed
                         sums[k] += torch.stack([loss.detach(), nll.detach()]).double()
                 total.backward()
-            for k, m in enumerate(members):
+        return sums, tokens
+
+    def _update(self, groups: list[list[list[int]]]) -> tuple[Tensor, list[int]]:
+        """One update of every seed (:meth:`gradients`, per-seed clipping, Adam, the schedule)."""
+        sums, tokens = self.gradients(groups)
+        with self.members[0]._kernels():
+            for k, m in enumerate(self.members):
                 m._flag_nonfinite(sums[k, 0])
-            if cfg.clip_norm > 0:
-                self._clip_per_seed(cfg.clip_norm)
+            if self.cfg.clip_norm > 0:
+                self.clip_per_seed(self.cfg.clip_norm)
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
             self.scheduler.step()
-            for m in members:
+            for m in self.members:
                 m.step += 1
             self._sync_members()
         return sums, tokens
 
-    def _clip_per_seed(self, max_norm: float) -> None:
+    def clip_per_seed(self, max_norm: float) -> None:
         """``clip_grad_norm_`` of each seed's gradients on its own (a norm over the stack would couple the seeds)."""
         grads = [p.grad for p in self.params.values() if p.grad is not None]
-        norms = torch.stack([g.float().pow(2).flatten(1).sum(1) for g in grads]).sum(0).sqrt()
+        norms = torch.stack([g.pow(2).flatten(1).sum(1) for g in grads]).sum(0).sqrt()
         coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
         for g in grads:
             g.mul_(coef.view(-1, *([1] * (g.dim() - 1))).to(g.dtype))
