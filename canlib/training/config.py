@@ -23,7 +23,7 @@ from canlib.io import checked
 # parameter's step count: on a GPU the launches, not the arithmetic, would set the pace)
 OPTIMIZERS = ("fused", "foreach", "loop")
 # scaled_dot_product_attention's kernels (torch.nn.attention.SDPBackend); "default" lets PyTorch choose per call
-SDPA_BACKENDS = ("default", "math", "efficient", "flash", "cudnn")
+SDPA_BACKENDS = ("default", "math", "efficient", "flash", "cudnn", "planless")
 PRECISIONS = ("fp32", "bf16", "fp16")
 DROPOUT_RNGS = ("torch", "counter-hash")
 
@@ -123,7 +123,8 @@ class TrainConfig:
     )
     sdpa_backend: str = option(
         "default",
-        "attention kernels while training (default: PyTorch picks per call)",
+        "attention kernels while training (default: PyTorch picks per call; planless: any but cuDNN's, which "
+        "plans each new batch shape)",
         None,
         "throughput",
         "kernel",
