@@ -74,6 +74,8 @@ step "Table 2 and 5 systems, seeds $FIRST" "$FIRST" converged
 step "controls, seeds $FIRST" "$FIRST" "$CONTROLS"
 step "Table 2 and 5 systems, seeds $MORE" "$MORE" converged
 step "controls, seeds $MORE" "$MORE" "$CONTROLS"
+# each study's summary over every seed stored (a step's summary names its own seeds only)
+timeout 60 "$PY" -m canlib summarise "${WHERE[@]}" --studies "converged,$CONTROLS" --seeds "$FIRST,$MORE" 2>&1 | tee -a "$LOG"
 timeout 120 "$PY" -m canlib rescore "$SCALE_DIR" 2>&1 | tee -a "$LOG"
 echo "rescore: exit ${PIPESTATUS[0]}" | tee -a "$LOG"
 STORED=$(grep -cE '^\[[0-9]+/[0-9]+\] .*\(converged[a-z-]*\): test sacreBLEU' "$LOG")
