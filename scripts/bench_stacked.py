@@ -1,7 +1,9 @@
 """Stacked seeds against separate processes, in one run on one device: aggregate model-updates per second of K
 separate training processes side by side and of one process training the K seeds stacked
 (``canlib.training.stacked``), for K = 1, 4, 8, 16, and the first epoch's seconds per update against the later
-ones' (the cost of attention plans built per batch shape), with the default attention kernels and the planless ones.
+ones' (the cost of attention plans built per batch shape). The first row is today's separate run (torch's dropout,
+PyTorch's default attention kernels); the others train the converged recipe (counter-hashed dropout, planless
+attention kernels), separately and stacked.
 
     python scripts/bench_stacked.py                    # on the GPU: small-can, bf16, the prepared small corpus
     python scripts/bench_stacked.py --dry-run          # on a CPU: tiny-can, a few updates, the same table in seconds
@@ -79,6 +81,8 @@ def train_one(args: argparse.Namespace) -> None:
     """A worker: one separate run (the Trainer), started at the barrier; prints its timing as one JSON line."""
     mc, split, cfg = setup(args.dry_run)
     cfg = replace(cfg, seed=args.seed, max_steps=args.updates, sdpa_backend=args.sdpa)
+    if args.sdpa == "default":  # today's separate run: torch's dropout inside the fused attention kernels
+        cfg = replace(cfg, dropout_rng="torch")
     trainer = Trainer(mc, cfg, split, None, args.folder)
     while time.time() < args.start_at:
         time.sleep(0.01)

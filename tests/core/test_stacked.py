@@ -224,7 +224,8 @@ def test_stacked_seeds_train_as_separate_runs(trained, corpus):
     for s in SEEDS:
         stack, alone = root / f"stack{s}", root / f"alone{s}"
         assert sorted(p.name for p in stack.rglob("*")) == sorted(p.name for p in alone.rglob("*"))
-        assert max_gap(weights(stack), weights(alone)) < 1e-9, s
+        # float64: the stack and the lone seed differ in the padding's summation order only (7.7e-13 seen)
+        assert max_gap(weights(stack), weights(alone)) < 1e-10, s
         rows = [[json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()] for run in (stack, alone)]
         assert [r["step"] for r in rows[0]] == [r["step"] for r in rows[1]]
         for a, b in zip(*rows):

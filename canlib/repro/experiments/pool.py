@@ -206,6 +206,8 @@ def train_stacked(runs: Sequence[Run], say: Callable[[str], None]) -> None:
             say(f"stacked {name} seeds {seeds}: FAILED ({type(exc).__name__}: {exc}); they train one by one")
             continue
         say(f"stacked {name} seeds {seeds}: trained as one model in {time.monotonic() - tic:.0f} s")
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # the stack's memory back to the card, for the pool's processes
 
 
 def needs_of(queue: Sequence[Job]) -> Callable[[Job], Job | None]:
