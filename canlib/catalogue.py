@@ -71,6 +71,9 @@ SEEDED_SYSTEMS = tuple(dict.fromkeys(PAPER_SYSTEMS + ABLATION_SYSTEMS))  # train
 # -- the scales --------------------------------------------------------------------------------------------------
 
 
+RECIPES = ("", "converged")  # the recipes of a scale (Scale.recipe)
+
+
 @dataclass(frozen=True)
 class Scale:
     """One scale: the width of its presets, the joint vocabulary of its prepared corpora, the corpus it trains on
@@ -91,6 +94,19 @@ class Scale:
     depth_seeds: int = 1  # seeds of the depth systems (9/4, 14/1)
     directions: tuple[str, ...] = ()  # further corpora on which the direction systems are trained
     direction_seeds: int = 1
+    # the converged recipe: what replaces ``train``'s fields for a model trained to the optimum of its validation
+    # curve (``recipe("converged")``); ``train`` stays the budget the stored 1x runs were trained with
+    converged: dict[str, Any] | None = None
+
+    def recipe(self, name: str = "") -> dict[str, Any]:
+        """The TrainConfig fields of recipe ``name``: "" the scale's budget (``train``), "converged" the budget at
+        the optimum of the validation curve, with counter-hashed dropout (seeds stack) and attention kernels that
+        plan nothing per batch shape."""
+        if name not in RECIPES:
+            raise ValueError(f"recipe={name!r}: choose one of {', '.join(repr(r) for r in RECIPES)}")
+        if not name:
+            return dict(self.train)
+        return {**self.train, "dropout_rng": "counter-hash", "sdpa_backend": "planless", **(self.converged or {})}
 
     def width(self) -> dict[str, int]:
         """The :class:`~canlib.model.config.ModelConfig` fields this scale sets (the width of its presets)."""
@@ -144,6 +160,9 @@ _SCALES: dict[str, Scale] = {
             progress=False,
         ),
         finetune_steps=400,
+        # the budget at the optimum of the 2x runs' validation loss (book/training.md, "A converged recipe"): 2,000
+        # updates, the checkpoints of 1,600 and 2,000 averaged
+        converged=dict(max_steps=2000, valid_every=400, keep_last=2, average_last=2),
         seeds=3,
         depth_seeds=2,
         direction_seeds=2,

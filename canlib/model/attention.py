@@ -120,8 +120,9 @@ def padded_bias(pad_mask: Tensor, extra: int, dtype: torch.dtype) -> Tensor:
     allocated to a multiple of 16 entries: a GPU's memory-efficient attention kernel reads such a mask
     as it is, where an unaligned one is first copied into a padded buffer (one more kernel per call)."""
     rows, width = pad_mask.size(0), pad_mask.size(1) + extra
-    store = torch.zeros(rows, -(-width // 16) * 16, dtype=dtype, device=pad_mask.device)
-    store[:, : pad_mask.size(1)].masked_fill_(pad_mask, float("-inf"))
+    stored = -(-width // 16) * 16
+    blocked = F.pad(pad_mask, (0, stored - pad_mask.size(1)), value=False)  # out of place: vmap can batch it
+    store = torch.zeros(rows, stored, dtype=dtype, device=pad_mask.device).masked_fill(blocked, float("-inf"))
     return store[:, None, None, :width]
 
 
@@ -148,11 +149,20 @@ def self_scores(q: Tensor, keys: Tensor, blocked: Tensor | None) -> Tensor:
     return s
 
 
-def fused_attention(q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None, dropout: nn.Module) -> Tensor:
+def fused_attention(
+    q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None, dropout: nn.Module, parts: tuple[int, ...] = ()
+) -> Tensor:
     """``softmax(q k^T / sqrt(w) + mask) v`` with dropout on the probabilities, as one
     ``scaled_dot_product_attention`` call (flash / memory-efficient kernels where they apply).
-    ``mask``: boolean (True = may attend) or additive float, broadcastable to the scores."""
+    ``mask``: boolean (True = may attend) or additive float, broadcastable to the scores. A dropout whose masks
+    the fused kernels cannot draw (a counter-hashed one, ``canlib.training.hash_dropout``) gets the probabilities
+    written out; ``parts``: the lengths of joined key blocks, which it keys apart."""
     p = dropout.p if dropout.training else 0.0
+    if p and not isinstance(dropout, nn.Dropout):
+        s = torch.matmul(q, keys.transpose(-1, -2)) * (q.size(-1) ** -0.5)
+        if mask is not None:
+            s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask
+        return torch.matmul(dropout(torch.softmax(s, dim=-1), parts), values)
     return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=p)
 
 
@@ -181,7 +191,12 @@ def joint_attention(
             dim=-1,
         )
         return fused_attention(
-            q, torch.cat([self_keys, source["k"]], dim=2), torch.cat([self_values, source["v"]], dim=2), mask, dropout
+            q,
+            torch.cat([self_keys, source["k"]], dim=2),
+            torch.cat([self_values, source["v"]], dim=2),
+            mask,
+            dropout,
+            (self_keys.size(2), src_len),
         )
     if blocked is None:  # a decode step: q scaled once for both score blocks, one kernel fewer per layer
         q = q * (

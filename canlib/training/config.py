@@ -23,8 +23,9 @@ from canlib.io import checked
 # parameter's step count: on a GPU the launches, not the arithmetic, would set the pace)
 OPTIMIZERS = ("fused", "foreach", "loop")
 # scaled_dot_product_attention's kernels (torch.nn.attention.SDPBackend); "default" lets PyTorch choose per call
-SDPA_BACKENDS = ("default", "math", "efficient", "flash", "cudnn")
+SDPA_BACKENDS = ("default", "math", "efficient", "flash", "cudnn", "planless")
 PRECISIONS = ("fp32", "bf16", "fp16")
+DROPOUT_RNGS = ("torch", "counter-hash")
 
 # What a resumed run may change (``resume`` in each field's metadata):
 #   "recipe": nothing; the run folder's value holds, and another one is refused
@@ -99,6 +100,13 @@ class TrainConfig:
         "checkpoints",
     )
     seed: int = option(1, "seed of the initialisation, dropout and batch order", "nonnegative")
+    dropout_rng: str = option(
+        "torch",
+        "dropout masks from torch's generator, or from a counter-based hash of (seed, update, site, element), "
+        "which stacked seeds need (canlib.training.hash_dropout)",
+        None,
+        choices=DROPOUT_RNGS,
+    )
     device: str = option("cpu", "cpu or cuda", None, "device", "free")
     precision: str = option("fp32", "fp32, or bf16 / fp16 on CUDA", None, "device", choices=PRECISIONS)
     log_every: int = option(
@@ -126,7 +134,8 @@ class TrainConfig:
     )
     sdpa_backend: str = option(
         "default",
-        "attention kernels while training (default: PyTorch picks per call)",
+        "attention kernels while training (default: PyTorch picks per call; planless: any but cuDNN's, which "
+        "plans each new batch shape)",
         None,
         "throughput",
         "kernel",

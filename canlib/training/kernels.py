@@ -7,8 +7,8 @@ bits. With ``deterministic`` PyTorch refuses operators that have no deterministi
 cuDNN's attention (the memory-efficient and flash kernels then run their deterministic backward), and
 torch.compile's Inductor benchmarks no kernel variants (a benchmark's pick could differ between a run
 and its resumption). One operator of canlib's models has no deterministic CUDA kernel: AAN's cumulative
-average (``torch.cumsum``), for which PyTorch raises. ``sdpa_backend`` pins one attention family. On a
-CPU both change nothing but the kernel PyTorch picks.
+average (``torch.cumsum``), for which PyTorch raises. ``sdpa_backend`` pins one attention family, or
+(``planless``) leaves out cuDNN's. On a CPU both change nothing but the kernel PyTorch picks.
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ from contextlib import ExitStack, contextmanager
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-# TrainConfig.sdpa_backend -> the one kernel family scaled_dot_product_attention may use
+# TrainConfig.sdpa_backend -> the kernel families scaled_dot_product_attention may use ("planless": every family
+# but cuDNN's, which builds a plan for each new batch shape: 18-38 s of a small run's first epoch on an H200)
 SDPA_KERNELS = {
-    "math": SDPBackend.MATH,
-    "efficient": SDPBackend.EFFICIENT_ATTENTION,
-    "flash": SDPBackend.FLASH_ATTENTION,
-    "cudnn": SDPBackend.CUDNN_ATTENTION,
+    "math": [SDPBackend.MATH],
+    "efficient": [SDPBackend.EFFICIENT_ATTENTION],
+    "flash": [SDPBackend.FLASH_ATTENTION],
+    "cudnn": [SDPBackend.CUDNN_ATTENTION],
+    "planless": [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH],
 }
 
 
@@ -57,7 +59,7 @@ def kernel_choices(sdpa_backend: str, deterministic: bool) -> ExitStack:
     deterministic algorithms."""
     stack = ExitStack()
     if sdpa_backend != "default":
-        stack.enter_context(sdpa_kernel([SDPA_KERNELS[sdpa_backend]]))
+        stack.enter_context(sdpa_kernel(SDPA_KERNELS[sdpa_backend]))
     if deterministic:
         stack.enter_context(deterministic_algorithms())
     return stack

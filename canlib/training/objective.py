@@ -367,7 +367,11 @@ class LabelSmoothedObjective(nn.Module):
         out = self._run(src, tgt_in)
         if not self.chunk:
             return label_smoothed_nll_loss(out, tgt_out, self.epsilon, self.ignore_index)
-        weight = self.model.embed.weight
+        return self.features_loss(out, self.model.embed.weight, tgt_out)
+
+    def features_loss(self, out: Tensor, weight: Tensor, tgt_out: Tensor) -> tuple[Tensor, Tensor]:
+        """(loss sum, NLL sum) of final-normed decoder states ``out`` through the tied output ``weight`` (V, d),
+        chunked or online as configured (``chunk`` > 0)."""
         if self.vocab_block:
             return online_label_smoothed_loss(
                 out, weight, tgt_out, self.epsilon, self.ignore_index, self.chunk, self.vocab_block, self.compile

@@ -37,6 +37,7 @@ from canlib.model.config import ModelConfig
 from canlib.model.seq2seq import Seq2Seq
 from canlib.training.config import ADAM_OPTIONS, TrainConfig
 from canlib.training.distributed import all_sum, barrier, dist_env, init_process_group
+from canlib.training.hash_dropout import set_dropout_key, use_hash_dropout
 from canlib.training.kernels import kernel_choices, prepare_deterministic_cuda
 from canlib.training.objective import LabelSmoothedObjective, label_smoothed_nll_loss, split_loss
 from canlib.training.run_folder import RunFolder
@@ -165,6 +166,8 @@ class Trainer(RunFolder):
         self.model = Seq2Seq(self.model_cfg).to(self.device)
         if init_weights is not None:  # fine-tuning: start from given weights instead of a fresh init
             self.model.load_state_dict(init_weights)
+        if cfg.dropout_rng == "counter-hash":
+            use_hash_dropout(self.model)
         if self.rank:
             seed_everything(cfg.seed + self.rank)  # different dropout masks per rank
         # model + loss in one module, so DDP's hooks see the whole forward
@@ -310,6 +313,8 @@ class Trainer(RunFolder):
             scale, tokens = self._token_scale(batches)
             sums = torch.zeros(2, dtype=torch.float64, device=self.device)
             for i, batch in enumerate(batches):
+                if self.cfg.dropout_rng == "counter-hash":
+                    set_dropout_key(self.model, self.cfg.seed + self.rank, self.step + 1, i)
                 # the label-smoothed loss and the NLL, each summed over the target tokens
                 with self._no_sync(last=i == len(batches) - 1), self._autocast():
                     loss, nll = self.ddp(batch["src"], batch["tgt_in"], batch["tgt_out"])

@@ -37,6 +37,7 @@ def variant(record: Study, tag: str, where: Where) -> Variant:
         decoder=record.decoders.get(tag, ()),
         valid_bleu=record.valid_bleu,
         weights=record.weights,
+        recipe=record.recipe,
     )
 
 

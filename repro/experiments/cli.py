@@ -50,9 +50,10 @@ def add_studies(parser: argparse.ArgumentParser) -> None:
 def studies(args: argparse.Namespace) -> list[str]:
     """The beyond studies of ``--studies``; an unknown one is an error that lists them."""
     chosen = names(args.studies, "studies") or []
-    unknown = [n for n in chosen if n not in defined.STUDIES]
+    known = (*defined.STUDIES, *defined.CONVERGED)
+    unknown = [n for n in chosen if n not in known]
     if unknown:
-        raise ValueError(f"--studies: unknown {', '.join(unknown)}; choose from {', '.join(defined.STUDIES)}")
+        raise ValueError(f"--studies: unknown {', '.join(unknown)}; choose from {', '.join(known)}")
     return chosen
 
 

@@ -34,7 +34,7 @@ from repro.results.files import provenance, save_result
 from repro.results.layout import COMPLETE, Where, default_root, experiment_command
 from repro.results.studies import ANALYSES
 
-STUDIES = ("runs", *ANALYSES, *defined.STUDIES, "speed")
+STUDIES = ("runs", *ANALYSES, *defined.STUDIES, *defined.CONVERGED, "speed")
 DEFAULT_STUDIES = ("runs", *ANALYSES, *defined.ORIGINAL)  # the next experiments run when named
 TRAIN_HERE_ENV = (
     "CANLIB_TRAIN_SMALL"  # "1": a chapter trains missing small results on this device, even a CPU; "0": never
@@ -52,13 +52,15 @@ def experiment(
     time_limit: float | None = None,
     status_every: float = 60.0,
     log: Callable[[str], None] | None = print,
+    stack: bool | None = None,
 ) -> Outcome:
     """Train (concurrently where the device allows), evaluate and store the selected runs, analyses and studies
     ``where`` (a scale, its results folder, a reduced budget): the plan's runs (``"runs"``, narrowed by
     ``systems``, ``seeds`` and ``corpora``), the models every selected analysis and beyond study needs, in one queue
     (:func:`selection`); then the analyses and the studies' summaries. Stored results are skipped and interrupted
     runs resume, so a second call goes on where the first stopped. Returns what the pool did; failures are named
-    in it and do not stop the others."""
+    in it and do not stop the others. ``stack``: train the queued seeds of one system as one stacked model where
+    their recipe allows it (:func:`repro.experiments.pool.stack_groups`); default: on a GPU."""
     unknown = sorted(set(studies) - set(STUDIES))
     if unknown:
         raise ValueError(f"--studies: unknown {', '.join(unknown)}; choose from {', '.join(STUDIES)}")
@@ -74,15 +76,16 @@ def experiment(
         + (f" (+ {len(train_only)} trained for their weights only)" if train_only else "")
         + f" on {device} with {jobs} process(es)"
     )
+    stack = device == "cuda" if stack is None else stack
     outcome = train_all(
-        todo, jobs=jobs, time_limit=time_limit, status_every=status_every, log=log, train_only=train_only
+        todo, jobs=jobs, time_limit=time_limit, status_every=status_every, log=log, train_only=train_only, stack=stack
     )
     if todo or train_only:
         say(summary_line(len(outcome.stored), outcome.seconds, outcome.skipped))
     for name in wanted:
         analyses.compute(name, where)
         say(f"{name}: stored")
-    for name in (n for n in defined.STUDIES if n in studies):
+    for name in (n for n in (*defined.STUDIES, *defined.CONVERGED) if n in studies):
         if summarise(name, where, seeds) is not None:
             say(f"beyond/{name}: stored")
     if "speed" in studies:
@@ -121,7 +124,7 @@ def selection(
         runs += reads
         if not where.path(name).is_file():  # computing it needs the weights of every model it reads
             train_only += [r for r in [*reads, *own] if not (r.folder / "result.json").is_file()]
-    for name in (n for n in defined.STUDIES if n in studies):
+    for name in (n for n in (*defined.STUDIES, *defined.CONVERGED) if n in studies):
         runs += study_runs(name, where, seeds)
     runs = list({r.name: r for r in runs}.values())  # once each, in order
     for r in runs:
@@ -195,6 +198,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "finished run; see repro.experiments.pool); the rest waits for the next call. Default: "
         "until $CANLIB_DEADLINE (UNIX seconds) where set, as scripts/gpu_small.sh sets it",
     )
+    add_stack_argument(parser)
+
+
+def add_stack_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--stack",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="train the queued seeds of one system as one stacked model, where their recipe has counter-hashed "
+        "dropout (canlib.training.stacked); default: on a GPU",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -219,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         time_limit=cli.time_limit(args.time_limit),
         status_every=args.status_every,
+        stack=args.stack,
     )
     mark_complete(where)
     if outcome.failed:

@@ -29,7 +29,7 @@ import torch
 
 from repro.experiments.evaluate import evaluate
 from repro.experiments.run import Run, trained
-from repro.experiments.train import trainer
+from repro.experiments.train import stacked_trainer, trainer
 
 # GPU memory one small-* training process needs at 8,192 tokens: the peak a small-* run stored at 4,096 tokens
 # (``peak_memory_gib`` of book/results/gpu/<run>/training_small.json) doubled for twice the tokens, plus about
@@ -169,6 +169,47 @@ def train_and_store(job: Job) -> dict[str, Any]:
     }
 
 
+def stack_key(run: Run) -> tuple[Any, ...] | None:
+    """What seeds must share to train as one stacked model (everything but the seed), or None when ``run`` cannot
+    stack: trained already, started from or taught by another run, scored on validation BLEU while it trains, or
+    a recipe with torch's dropout generator or a stop other than ``max_steps``."""
+    b, v = run.budget, run.variant
+    if (run.folder / "result.json").is_file() or v.parent is not None or v.valid_bleu:
+        return None
+    if b.get("dropout_rng") != "counter-hash" or not b.get("max_steps") or b.get("max_epochs") or b.get("patience"):
+        return None
+    rest = sorted((k, repr(value)) for k, value in b.items() if k != "seed")
+    return (run.preset, run.corpus, run.device, run.precision, v.decoder, v.targets, tuple(rest))
+
+
+def stack_groups(runs: Sequence[Run]) -> list[list[Run]]:
+    """The runs that train as stacked models: the runs of each :func:`stack_key`, in queue order, where there are at
+    least two (a lone seed trains as a separate run, the same thing)."""
+    groups: dict[tuple[Any, ...], list[Run]] = {}
+    for r in runs:
+        key = stack_key(r)
+        if key is not None and r.folder not in {g.folder for g in groups.get(key, [])}:
+            groups.setdefault(key, []).append(r)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def train_stacked(runs: Sequence[Run], say: Callable[[str], None]) -> None:
+    """Train the stackable seeds of ``runs`` (:func:`stack_groups`) one stack after another in this process; a stack
+    that fails is said, and its seeds are left to the pool, which trains them one by one."""
+    for group in stack_groups(runs):
+        seeds = ",".join(str(r.seed) for r in group)
+        name = group[0].label.rsplit(" seed ", 1)[0]
+        tic = time.monotonic()
+        try:
+            stacked_trainer(group).fit()
+        except Exception as exc:  # noqa: BLE001 - the pool retries each seed on its own
+            say(f"stacked {name} seeds {seeds}: FAILED ({type(exc).__name__}: {exc}); they train one by one")
+            continue
+        say(f"stacked {name} seeds {seeds}: trained as one model in {time.monotonic() - tic:.0f} s")
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # the stack's memory back to the card, for the pool's processes
+
+
 def needs_of(queue: Sequence[Job]) -> Callable[[Job], Job | None]:
     """What a queued job waits for: an earlier job of the queue training the same folder (two processes must never
     train one folder: the distillation teacher's row is the main run itself), else the job training its parent's
@@ -203,15 +244,19 @@ def train_all(
     status_every: float = 60.0,
     log: Callable[[str], None] | None = print,
     train_only: Sequence[Run] = (),
+    stack: bool = False,
 ) -> Outcome:
     """Train, evaluate and store ``runs`` with ``jobs`` processes, and before them train the runs of ``train_only``
     for their weights alone (a teacher whose result is stored but whose weights this machine lacks, the conversion
     study's fine-tunes). A run waits for the run it needs when both are queued; a failed run does not stop the
     others and is named in the outcome; ``log`` gets one line per finished run and a status line every
-    ``status_every`` seconds."""
+    ``status_every`` seconds. ``stack``: first train the seeds that stack as stacked models
+    (:func:`train_stacked`), which the pool then evaluates and stores."""
     queue = [*(Job(r, store=False) for r in train_only), *(Job(r) for r in runs)]
     total, outcome, deadline = len(queue), Outcome(), Deadline(time_limit)
     say = log or (lambda line: None)
+    if stack:
+        train_stacked([job.run for job in queue], say)
 
     def done(job: Job, future: Future) -> None:
         run, count = job.run, len(outcome.stored) + len(outcome.failed) + 1

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from canlib.catalogue import ALL_SYSTEMS, DIRECTION_SYSTEMS, SEEDED_SYSTEMS, planned_seeds, scale_spec
+from canlib.catalogue import ALL_SYSTEMS, DIRECTION_SYSTEMS, RECIPES, SEEDED_SYSTEMS, SYSTEMS, planned_seeds, scale_spec
 from canlib.data.corpora import registered_files
 from canlib.io import cache_dir
 from canlib.model.checkpoint import load_model, safe_load
@@ -56,9 +56,12 @@ class Variant:
     # "last": evaluate the last step checkpoint alone instead of the average of the last ones (the training, and so
     # the folder, is the recipe's)
     weights: str = "average"
+    recipe: str = ""  # the scale's recipe ("converged": canlib.catalogue.Scale.recipe)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "decoder", tuple(self.decoder))
+        if self.recipe not in RECIPES:
+            raise ValueError(f"Variant.recipe={self.recipe!r}: choose one of {', '.join(map(repr, RECIPES))}")
         if self.weights not in ("average", "last"):
             raise ValueError(f"Variant.weights={self.weights!r}: choose average or last")
         if self.targets not in ("real", "distilled"):
@@ -222,11 +225,13 @@ def training_device(scale: str) -> tuple[str, str]:
     return ("cuda", "bf16") if scale != "tiny" and torch.cuda.is_available() else ("cpu", "fp32")
 
 
-def budget(scale: str, seed: int = 1, max_steps: int | None = None, factor: int = 1) -> dict[str, Any]:
-    """The TrainConfig fields of a run: the scale's recipe and the seed; ``factor`` times its updates with the
-    schedule unchanged; ``max_steps`` replaces its updates (an end-to-end test's reduced budget, a fine-tune; a
-    factor then validates 4 times)."""
-    train = {**scale_spec(scale).train, "seed": seed}
+def budget(
+    scale: str, seed: int = 1, max_steps: int | None = None, factor: int = 1, recipe: str = ""
+) -> dict[str, Any]:
+    """The TrainConfig fields of a run: the scale's recipe (``recipe``: another of its recipes) and the seed;
+    ``factor`` times its updates with the schedule unchanged; ``max_steps`` replaces its updates (an end-to-end
+    test's reduced budget, a fine-tune; a factor then validates 4 times)."""
+    train = {**scale_spec(scale).recipe(recipe), "seed": seed}
     if max_steps is not None:
         if max_steps < 1:
             raise ValueError(f"max_steps={max_steps}: must be >= 1")
@@ -258,13 +263,13 @@ def run(
     scale = where.scale
     corpus = check_corpus(scale, corpus)
     device, precision = training_device(scale)
-    train = train if train is not None else budget(scale, seed, where.reduced, variant.budget_factor)
+    train = train if train is not None else budget(scale, seed, where.reduced, variant.budget_factor, variant.recipe)
     return Run(system, where, seed, corpus, scale_spec(scale).preset(system), train, device, precision, variant)
 
 
 def check_systems(systems: Sequence[str]) -> list[str]:
     """``systems`` as a list; an unknown name is an error that lists the known ones."""
-    known = (*ALL_SYSTEMS, "can-6-6")
+    known = tuple(dict.fromkeys((*ALL_SYSTEMS, *SYSTEMS)))  # the nine, then the others of the catalogue
     unknown = sorted(set(systems) - set(known))
     if unknown:
         raise ValueError(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(ALL_SYSTEMS)}")

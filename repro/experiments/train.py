@@ -11,7 +11,7 @@ process pool of :mod:`repro.experiments.pool` orders that.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -19,6 +19,7 @@ import torch
 from canlib.model.conversion import standard_to_can
 from canlib.model.seq2seq import Seq2Seq
 from canlib.training.config import TrainConfig
+from canlib.training.stacked import StackedTrainer
 from canlib.training.trainer import Trainer
 from repro.experiments.corpus import corpus_of, score_split
 from repro.experiments.distill import distilled_corpus
@@ -66,4 +67,22 @@ def trainer(run: Run) -> Trainer:
         data_path=str(data.path),
         resume=(run.folder / "checkpoints").exists(),
         init_weights=init_weights(run),
+    )
+
+
+def stacked_trainer(runs: Sequence[Run]) -> StackedTrainer:
+    """The seeds ``runs`` of one system (:func:`repro.experiments.pool.stack_groups`) as one stacked model,
+    each in its own folder, resuming where an interrupted call left checkpoints."""
+    first = runs[0]
+    data = corpus_of(first)
+    cfgs = [TrainConfig(**{"precision": r.precision, **r.budget, "device": r.device}) for r in runs]
+    return StackedTrainer(
+        first.model_config(data.vocab.size),
+        cfgs,
+        data.split("train"),
+        data.split("valid"),
+        [r.folder for r in runs],
+        vocab=data.vocab,
+        data_path=str(data.path),
+        resume=any((r.folder / "checkpoints").exists() for r in runs),
     )

@@ -20,6 +20,10 @@ layers), ``errors`` (Figure 6), ``attention`` (maps and CAN's gate), ``conversio
   (the paper's choice), its beam-4 translations of the training set the students' targets (Balanced, SAN, AAN, CAN).
 * ``can-6-6``: CAN's decoder layers on the 6/6 Baseline, read beside the main plan's Baseline.
 
+The converged models (``converged``: the Table 2 and Table 5 systems; ``converged-residual``, ``converged-nosplit``:
+the controls), ten seeds each at the scale's converged recipe (``Scale.recipe("converged")``), run when named; on a
+GPU the engine trains the seeds of one system as one stacked model (:mod:`canlib.training.stacked`).
+
 The next experiments (run only when named), at the 2x budget, read against the budget study's 2x models:
 ``distill-x2`` (the 2x Balanced as a stronger teacher), ``hybrid`` (12/2 with one standard and one CAN decoder
 layer, both orders), ``can-residual`` (CAN keeping the attention's own residual). At 1x: ``averaging`` (Balanced and
@@ -30,6 +34,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+from canlib.catalogue import ABLATION_SYSTEMS, PAPER_SYSTEMS, SYSTEMS
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,7 @@ class Study:
     weights: str = "average"  # "last": the last step checkpoint alone, not the average of the last ones
     sections: tuple[str, ...] = ()
     when_named: bool = False  # a next experiment: run only when named
+    recipe: str = ""  # the scale's recipe its models train with (canlib.catalogue.Scale.recipe)
 
     def models(self, seeds: Sequence[int] | None = None) -> list[tuple[str, str, int]]:
         """(system, tag, seed) of each model, in training order (a teacher before its students)."""
@@ -82,6 +89,8 @@ STUDENTS = ("balanced", "san", "aan", "can")
 MAIN_TEACHER = ("", "balanced", "", 1)  # the paper's teacher for Table 4: Balanced seed 1 of the main plan
 X2_TEACHER = ("budget", "balanced", "x2", 1)  # a stronger teacher: the budget study's 2x Balanced seed 1
 HYBRIDS = {"std-can": ("standard", "can"), "can-std": ("can", "standard")}  # decoder layer kinds, bottom first
+SETTLED_SYSTEMS = tuple(dict.fromkeys(PAPER_SYSTEMS + ABLATION_SYSTEMS))  # Table 2 and Table 5
+CONVERGED_RUNS = dict(seeds=tuple(range(1, 11)), recipe="converged", when_named=True)  # ten seeds, stacked on a GPU
 TABLE: dict[str, Analysis | Study] = {
     record.name: record
     for record in (
@@ -100,12 +109,19 @@ TABLE: dict[str, Analysis | Study] = {
         Study("hybrid", ("balanced",), tuple(HYBRIDS), decoders=HYBRIDS, sections=("layers",), **X2),
         Study("can-residual", ("can",), decoders={"": ("can_residual",) * 2}, sections=("layers",), **X2),
         Study("averaging", ("balanced", "can"), ("last",), weights="last", when_named=True),
+        # the seeds of the verdicts, converged: the Table 2 and Table 5 systems, then the controls
+        Study("converged", SETTLED_SYSTEMS, **CONVERGED_RUNS),
+        Study("converged-residual", ("can",), decoders={"": ("can_residual",) * 2}, **CONVERGED_RUNS),
+        # (the split-free CAN control, once the catalogue has it)
+        *((Study("converged-nosplit", ("can_nosplit",), **CONVERGED_RUNS),) if "can_nosplit" in SYSTEMS else ()),
     )
 }
 
 # the names other modules read, each a view of the table
 ANALYSES = tuple(n for n, r in TABLE.items() if isinstance(r, Analysis))  # stored analyses of a plan
-STUDIES = tuple(n for n, r in TABLE.items() if isinstance(r, Study))
+STUDIES = tuple(n for n, r in TABLE.items() if isinstance(r, Study) and not r.recipe)  # the beyond studies
+# the models trained at the converged recipe (stored as studies: beyond/converged...), run when named
+CONVERGED = tuple(n for n, r in TABLE.items() if isinstance(r, Study) and r.recipe == "converged")
 ORIGINAL = tuple(n for n in STUDIES if not TABLE[n].when_named)  # the three explanations the beyond chapter weighs
 NEXT = tuple(n for n in STUDIES if TABLE[n].when_named)  # the next experiments, run when named
 SEEDS = {n: TABLE[n].seeds for n in STUDIES}

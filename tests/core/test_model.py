@@ -313,7 +313,7 @@ def test_seek_gives_the_view_of_the_cache_that_steps_with_gathering_reorders_lea
             assert cache.step == step and cache.buffer is buffer and cache.rows is rows, (t, written)
 
 
-def _explicit_attention(q, keys, values, mask, dropout):
+def _explicit_attention(q, keys, values, mask, dropout, parts=()):
     """What ``scaled_dot_product_attention`` computes, written out (the pre-fusion code)."""
     s = torch.matmul(q, keys.transpose(-1, -2)) * q.size(-1) ** -0.5
     s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask

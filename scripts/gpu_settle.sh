@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# What settles the most BLEU claims per GPU-minute, in at most 9 minutes of one H100/H200: converged models
+# (the small scale's converged recipe, canlib.catalogue.Scale.recipe("converged")), the seeds of each system
+# trained as one stacked model (canlib.training.stacked), in order of value:
+#   1. seeds 1-5 of the Table 2 and Table 5 systems (baseline, balanced, san, aan, can, can_attn, can_ffn);
+#   2. seeds 1-5 of the controls: CAN keeping its attention residual (can_residual), and the split-free CAN
+#      (can_nosplit) once the catalogue has it;
+#   3. seeds 6-10 of the Table 2 and Table 5 systems;  4. seeds 6-10 of the controls;
+# each evaluated with beam 4 and stored as the study beyond/converged* of book/results/small; then the stored
+# hypotheses rescored (`python -m repro rescore`) and everything this call stored packed into ONE archive.
+#
+#   bash scripts/gpu_settle.sh             # on the GPU machine: $OUT/settle.tar.gz (unpack into book/results)
+#   bash scripts/gpu_settle.sh --dry-run   # on a CPU: tiny models, a few updates, seeds 1-3: the script end to end
+#
+# Each step runs under its own timeout inside LIMIT seconds (default 540); an interrupted stack resumes from its
+# checkpoints on the next call, and stored models are skipped. Needs what scripts/gpu_small.sh needs (no network;
+# the Multi30k folders in $CANLIB_DATA_DIR, default .gpu_data/).
+set -u
+
+DRY=0
+[ "${1:-}" = "--dry-run" ] && DRY=1
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT" || exit 2
+PY="${PYTHON:-python3}"
+OUT="${OUT:-$ROOT/.cache/gpu_settle_out}"
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+if ! "$PY" -c "import sacremoses" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/canlib-site .whl/*.whl \
+    && export PYTHONPATH="$PYTHONPATH:/tmp/canlib-site"
+fi
+export CANLIB_DATA_DIR="${CANLIB_DATA_DIR:-$ROOT/.gpu_data}"
+export CANLIB_CACHE_DIR="${CANLIB_CACHE_DIR:-/tmp/canlib-cache}"
+LOG="$OUT/settle.log"
+
+if [ "$DRY" = 1 ]; then
+  RESULTS="$OUT/dry"
+  SCALE=tiny
+  WHERE=(--scale tiny --max-steps 6 --out "$RESULTS")
+  FIRST=1,2
+  MORE=3
+  LIMIT="${LIMIT:-900}"
+else
+  RESULTS="$ROOT/book/results"
+  SCALE=small
+  WHERE=(--scale small)
+  FIRST=1,2,3,4,5
+  MORE=6,7,8,9,10
+  LIMIT="${LIMIT:-540}"
+fi
+SCALE_DIR="$RESULTS/$SCALE"
+RESERVE=60  # seconds kept for the rescore and the archive
+
+{ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; date -u; git rev-parse HEAD 2>/dev/null; } > "$LOG"
+# the controls this catalogue has (converged-nosplit appears once canlib.catalogue defines can_nosplit)
+CONTROLS=$("$PY" -c "from repro.results.studies import CONVERGED; print(','.join(n for n in CONVERGED if n != 'converged'))")
+case ",$CONTROLS," in
+  *,converged-nosplit,*) ;;
+  *) echo "converged-nosplit: skipped, can_nosplit is not in this catalogue (canlib/catalogue.py) yet" | tee -a "$LOG" ;;
+esac
+START=$(date +%s)
+
+step() {  # step NAME SEEDS STUDIES: one `python -m repro experiment` call, stacked, in the time left
+  local name="$1" seeds="$2" studies="$3"
+  local left=$(( LIMIT - RESERVE - ($(date +%s) - START) ))
+  if [ "$left" -gt 30 ]; then
+    timeout "$left" "$PY" -m repro experiment "${WHERE[@]}" --stack --seeds "$seeds" --studies "$studies" 2>&1 | tee -a "$LOG"
+    echo "step ($name): exit ${PIPESTATUS[0]} after $(( $(date +%s) - START )) s" | tee -a "$LOG"
+  else
+    echo "step ($name): not started, ${left} s left; run this script again to go on" | tee -a "$LOG"
+  fi
+}
+step "Table 2 and 5 systems, seeds $FIRST" "$FIRST" converged
+step "controls, seeds $FIRST" "$FIRST" "$CONTROLS"
+step "Table 2 and 5 systems, seeds $MORE" "$MORE" converged
+step "controls, seeds $MORE" "$MORE" "$CONTROLS"
+# each study's summary over every seed stored (a step's summary names its own seeds only)
+timeout 60 "$PY" -m repro summarise "${WHERE[@]}" --studies "converged,$CONTROLS" --seeds "$FIRST,$MORE" 2>&1 | tee -a "$LOG"
+timeout 120 "$PY" -m repro rescore "$SCALE_DIR" 2>&1 | tee -a "$LOG"
+echo "rescore: exit ${PIPESTATUS[0]}" | tee -a "$LOG"
+STORED=$(grep -cE '^\[[0-9]+/[0-9]+\] .*\(converged[a-z-]*\): test sacreBLEU' "$LOG")
+echo "stored: $STORED converged model(s) in $(( $(date +%s) - START )) s" | tee -a "$LOG"
+( cd "$RESULTS" && find "$SCALE/beyond" -name 'converged*' -print ) > "$OUT/settle.files"
+tar czf "$OUT/settle.tar.gz" -C "$RESULTS" -T "$OUT/settle.files" -C "$OUT" "$(basename "$LOG")"
+echo "archive: $OUT/settle.tar.gz ($(du -h "$OUT/settle.tar.gz" | cut -f1), $(wc -l < "$OUT/settle.files") files)"
