@@ -163,13 +163,17 @@ class AANDecoderLayer(DecoderLayer):
     ``[i; f] = Linear_2d->2d([z; FFN(avg)])``. Decoding keeps no keys or values, only the sum of the inputs so far,
     once per target position (:meth:`cache_layout`).
 
-    A decode step launches what these maths need: LayerNorm, the prefix sum (one add that writes the
-    cache), the average's FFN (W1 with its ReLU, the division by the count as the product's scale, then
-    W2), where Balanced's self-attention launches LayerNorm, QKV, one key|value write and attention (4
-    each); the gate (``[z; FFN(avg)]`` concatenated, one product by the stored 2d x 2d map, one sigmoid
-    over both gates, ``+ f g`` as one multiply-add: 4); and the residual ``x + i z`` as one multiply-add,
-    where Balanced's output product and add are 2. With cross-attention (5) and the FFN (4): 18 a layer,
-    within Balanced's 15 and the gate's 4.
+    A decode step launches what these maths need:
+
+    - the average: LayerNorm, the prefix sum (one add that writes the cache) and the average's FFN (W1 with
+      its ReLU, the division by the count as the product's scale, then W2), where Balanced's self-attention
+      launches LayerNorm, QKV, one key|value write and attention (4 each);
+    - the gate: ``[z; FFN(avg)]`` concatenated, one product by the stored 2d x 2d map, one sigmoid over both
+      gates and ``+ f g`` as one multiply-add (4);
+    - the residual ``x + i z`` as one multiply-add, where Balanced's output product and add are 2;
+    - cross-attention (5) and the FFN (4).
+
+    That is 18 a layer, within Balanced's 15 and the gate's 4.
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
@@ -238,13 +242,20 @@ class SANDecoderLayer(DecoderLayer):
     self-attention (and no query/key or cross-attention weights at all).
 
     The leader's queries, keys and values are one fused projection (``qkv``), as in
-    :class:`~canlib.model.attention.SelfAttention`. A decode step is Balanced's: the leader launches
-    LayerNorm, the QKV product, one key|value write, one attention kernel, the output product and the
-    residual add (6), then cross-attention (LayerNorm, query product, attention, output product, add: 5)
-    and the FFN (LayerNorm, W1 with its ReLU, W2, add: 4), 15 in all. A follower launches LayerNorm, its
-    value product, one value write, one attention kernel that reads the leader's queries and keys (the
-    same softmax, recomputed inside the kernel instead of stored), its output product and the residual
-    add (6), the shared cross-attention's residual add (1) and the FFN (4): 11.
+    :class:`~canlib.model.attention.SelfAttention`. A decode step is Balanced's, 15 kernels for the leader:
+
+    - self-attention: LayerNorm, the QKV product, one key|value write, one attention kernel, the output
+      product and the residual add (6);
+    - cross-attention: LayerNorm, query product, attention, output product, add (5);
+    - the FFN: LayerNorm, W1 with its ReLU, W2, add (4).
+
+    A follower launches 11:
+
+    - self-attention: LayerNorm, its value product, one value write, one attention kernel that reads the
+      leader's queries and keys (the same softmax, recomputed inside the kernel instead of stored), its
+      output product and the residual add (6);
+    - the shared cross-attention's residual add (1);
+    - the FFN (4).
     """
 
     def __init__(self, cfg: ModelConfig, leader: bool) -> None:
