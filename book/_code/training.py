@@ -187,7 +187,7 @@ def undertraining_values(store: Store) -> dict[str, Any]:
 
 def continued_sentence(same: int, differ: list[tuple[str, float, str, str]], updates: int) -> str:
     """Which longer runs log their plan run's losses up to the plan's budget, and by how much the others' validation
-    loss at that update differs (``differ``: run, difference, its device, its plan run's device)."""
+    loss at that update differs (``differ``: run, difference, its device, its plan run's device), as Markdown."""
     if not differ:
         return f"The stored logs agree: each longer run's validation loss at update {updates:,} is its plan run's."
     runs = names([d[0] for d in differ])
@@ -197,9 +197,9 @@ def continued_sentence(same: int, differ: list[tuple[str, float, str, str]], upd
         if all(d[2] != d[3] for d in differ)
         else ""
     )
-    return (
+    return (  # two paragraphs, each with few enough numbers to read as a sentence
         f"The stored logs agree for {same} of the {same + len(differ)} longer runs: their losses up to update "
-        f"{updates:,} are their plan runs' to the last digit. The validation loss at update {updates:,} of {runs} "
+        f"{updates:,} are their plan runs' to the last digit.\n\nAt that update, the validation loss of {runs} "
         f"differs from its plan run's by up to {max(d[1] for d in differ):.3f}{where}."
     )
 

@@ -176,7 +176,7 @@ def test_the_beyond_page_says_which_longer_runs_repeat_their_plan_runs_loss_at_t
     assert same and differ  # the stored runs: 4 of 6 repeat it, the seed-3 runs (on an H200) do not
     text = " ".join(page("beyond").split())
     assert "each longer run's validation loss at update" not in text
-    assert "{glue:md}`continued_sentence`" in text
+    assert "```{glue:md} continued_sentence" in text  # a block: its two paragraphs stay two
     sentence = beyond.values(small_store)["continued_sentence"]
     assert f"{same} of the {same + len(differ)} longer runs" in sentence, sentence
     assert f"by up to {max(d for d, _ in differ):.3f}" in sentence, sentence
