@@ -365,7 +365,7 @@ def settle_sets(sets: Sequence[OnSet], ok: Callable[[float], bool]) -> tuple[int
             near = (
                 f"within the test sentences' own noise (+-{floor:.2f})" if floor >= d else f"too near for {MAX_SEEDS}"
             )
-            why.append(f"{split_name(s.split)} {s.value:+.2f} lies {d:.2f} from the bound, {near}")
+            why.append(f"{split_name(s.split)} lies {d:.2f} from the bound, {near}")  # its value: in the sets
     if why:
         return None, would, "; ".join(why) + " (the observed differences taken as true)"
     return max(needed), would, ""
