@@ -1,4 +1,4 @@
-"""The tables and figures of the two compression chapters: the stages of the derivation (``compress.md``) and
+"""The tables and figures of the compression chapters: the stages of canlib's choices (``compress_layer.md``) and
 the approximations measured on a trained decoder (``compress_trained.md``, from the stored ``approximations``
 analysis). Formatting only: every number comes from :mod:`canlib.model.compress`."""
 

@@ -326,7 +326,7 @@ def _ffn_end(ax: Axes, y: float) -> None:
 HEAD_COLOURS = ("#a6cee3", "#b2df8a", "#fdbf6f", "#cab2d6")  # head 1, 2, 3, 4
 
 
-def head_split_figure(heads: int = 4) -> Figure:
+def head_split_figure(heads: int) -> Figure:
     """What h heads do with 4d-wide values, drawn to scale (d is two units). Above, the exact form: head i has its
     own d x 4d map Wv^i Wo^i W1 and mixes all 4d columns; the h outputs are summed. Below, canlib's: one d x 4d map
     Wv Wo W1 is cut into h column slices, head i mixes slice i alone, and the slices stand side by side."""
