@@ -164,7 +164,7 @@ _SCALES: dict[str, Scale] = {
         # updates, the checkpoints of 1,600 and 2,000 averaged
         converged=dict(max_steps=2000, valid_every=400, keep_last=2, average_last=2),
         seeds=3,
-        depth_seeds=2,
+        depth_seeds=3,
         direction_seeds=2,
         directions=("multi30k-de-en", "multi30k-en-fr", "multi30k-fr-en", "multi30k-en-cs", "multi30k-cs-en"),
     ),

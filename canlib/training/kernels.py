@@ -63,3 +63,19 @@ def kernel_choices(sdpa_backend: str, deterministic: bool) -> ExitStack:
     if deterministic:
         stack.enter_context(deterministic_algorithms())
     return stack
+
+
+def setup_device(device: str, local_rank: int, precision: str, deterministic: bool) -> torch.device:
+    """The device a training process runs on (this process's GPU under torchrun), refused in one line where it
+    cannot run the recipe's precision."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError("device=cuda requested but torch sees no CUDA GPU (use --device cpu)")
+        dev = torch.device("cuda", local_rank)
+        torch.cuda.set_device(dev)
+        if precision == "bf16" and not torch.cuda.is_bf16_supported():
+            raise ValueError(f"precision=bf16 is not supported on {torch.cuda.get_device_name(dev)}; use fp16")
+        if deterministic:
+            prepare_deterministic_cuda()
+    return dev

@@ -20,7 +20,6 @@ import math
 import os
 import sys
 import time
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
@@ -38,10 +37,10 @@ from canlib.model.seq2seq import Seq2Seq
 from canlib.training.config import ADAM_OPTIONS, TrainConfig
 from canlib.training.distributed import all_sum, barrier, dist_env, init_process_group
 from canlib.training.hash_dropout import set_dropout_key, use_hash_dropout
-from canlib.training.kernels import kernel_choices, prepare_deterministic_cuda
+from canlib.training.kernels import kernel_choices, setup_device
 from canlib.training.objective import LabelSmoothedObjective, label_smoothed_nll_loss, split_loss
 from canlib.training.run_folder import RunFolder
-from canlib.training.schedule import inverse_sqrt_lr, inverse_sqrt_scheduler
+from canlib.training.schedule import LongWarmupWarning, check_warmup, inverse_sqrt_lr, inverse_sqrt_scheduler
 from canlib.training.state import (
     CKPT_RE,
     LAST_NAME,
@@ -66,11 +65,6 @@ __all__ = [
 
 class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or infinite; the run stops before saving anything."""
-
-
-class LongWarmupWarning(UserWarning):
-    """The warm-up is longer than the whole run: the learning rate never reaches its peak (``canlib train`` makes
-    this an error unless ``--warmup`` was given)."""
 
 
 class Trainer(RunFolder):
@@ -212,32 +206,10 @@ class Trainer(RunFolder):
         return min(limits) if limits else None
 
     def _check_warmup(self) -> None:
-        """Warn (:class:`LongWarmupWarning`) when the warm-up is longer than the run: the schedule would stop
-        while the learning rate is still climbing."""
-        planned, cfg = self.planned_updates(), self.cfg
-        if planned is None or cfg.warmup <= planned:
-            return
-        peak = inverse_sqrt_lr(planned, cfg.lr, cfg.warmup)
-        warnings.warn(
-            LongWarmupWarning(
-                f"warmup={cfg.warmup} is longer than the whole run ({planned} updates): the learning rate would "
-                f"end at {peak:.2g}, {peak / cfg.lr:.1%} of lr={cfg.lr:g}; give a warm-up shorter than "
-                f"the run, e.g. --warmup {max(1, planned // 10)} (a tenth of it)"
-            ),
-            stacklevel=3,
-        )
+        check_warmup(self.planned_updates(), self.cfg.lr, self.cfg.warmup)
 
     def _setup_device(self) -> torch.device:
-        dev = torch.device(self.cfg.device)
-        if dev.type == "cuda":
-            if not torch.cuda.is_available():
-                raise ValueError("device=cuda requested but torch sees no CUDA GPU (use --device cpu)")
-            dev = torch.device("cuda", self.local_rank)
-            torch.cuda.set_device(dev)
-            if self.cfg.precision == "bf16" and not torch.cuda.is_bf16_supported():
-                raise ValueError(f"precision=bf16 is not supported on {torch.cuda.get_device_name(dev)}; use fp16")
-            if self.cfg.deterministic:
-                prepare_deterministic_cuda()
+        dev = setup_device(self.cfg.device, self.local_rank, self.cfg.precision, self.cfg.deterministic)
         init_process_group(dev, self.world_size)
         return dev
 

@@ -64,7 +64,7 @@ def test_the_command_scan_catches_a_command_canlib_does_not_have():
         "Run `canlib reproduce --all`, or:\n```bash\nCUDA_VISIBLE_DEVICES=0 python -m canlib evaluate x  # note\n```\n"
     )
     assert commands_named(text) == {"canlib reproduce", "canlib evaluate"}
-    assert commands_named("`python -m repro train x` and `python -m repro claims`") == {"repro train", "canlib claims"}
+    assert commands_named("`python -m repro train x` and `canlib claims`") == {"repro train", "canlib claims"}
     assert commands_named("`repro.studies.cli` and canlib editable in prose") == set()
     assert not commands_named("`python -m repro train x`") <= known_commands()
 
