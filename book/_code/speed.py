@@ -363,7 +363,7 @@ def timings(store: Store) -> dict[str, Any]:
     median ``graph_*``), the profiler's wall time (``profile_*``), the GPU's kernel time and launches under the
     profiler (``busy_*``, ``launches_*``), the gap each launch leaves on the bench's step (``gap_*``: step minus
     kernel time, over launches; ``graph_gap_*`` from graphs), and the ratios each gives. Where the profiler's wall
-    time lies against the bench's repeats is said in ``profile_sentence``."""
+    time lies against the bench's repeats is said in ``profile_sentence``, a paragraph a system."""
     run = timed_and_profiled(store)
     cases, pprov = store.gpu_profile(run)
     eager, prov = store.gpu_speed("eager", run)
@@ -400,7 +400,7 @@ def timings(store: Store) -> dict[str, Any]:
         bench = f"{out['timing_repeats']} bench repeats ({low:,.0f}-{high:,.0f} µs)"
         return f"{LABELS[s]}'s {at:,.0f} µs lies {side} of its {bench}"
 
-    out["profile_sentence"] = f"{where('balanced')}; {where('can')}."
+    out["profile_sentence"] = f"{where('balanced')}.\n\n{where('can')}."  # a paragraph each
     out["busy_ratio"] = out["busy_balanced_us"] / out["busy_can_us"]
     share = {m: [out[f"busy_{s}_us"] / out[f"{m}_{s}_us"] for s in ("balanced", "can")] for m in ("bench", "graph")}
     near = {"the launches": out["launch_ratio"], "the kernel time": out["busy_ratio"]}
@@ -409,8 +409,8 @@ def timings(store: Store) -> dict[str, Any]:
     out["timeline_sentence"] = (
         f"Eagerly, each launch leaves a gap of {out['gap_balanced_us']:.1f} µs on Balanced's step and "
         f"{out['gap_can_us']:.1f} µs on CAN's, and the kernels fill {share['bench'][0]:.0%} and "
-        f"{share['bench'][1]:.0%} of the step{bound}. The eager ratio, {out['bench_ratio']:.2f}, lies closer to the "
-        f"ratio of {a}, {x:.2f}, than to that of {b}, {y:.2f}. From graphs the gap shrinks to "
+        f"{share['bench'][1]:.0%} of the step{bound}.\n\nThe eager ratio, {out['bench_ratio']:.2f}, lies closer to the "
+        f"ratio of {a}, {x:.2f}, than to that of {b}, {y:.2f}.\n\nFrom graphs the gap shrinks to "
         f"{out['graph_gap_balanced_us']:.1f} and {out['graph_gap_can_us']:.1f} µs, the kernels fill "
         f"{share['graph'][0]:.0%} and {share['graph'][1]:.0%} of the step, and the ratio is {out['graph_ratio']:.2f}."
     )
