@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -159,8 +160,13 @@ def print_table(study: str, result: BenchResult) -> None:
         print(f"# warning: {meta['busy_warning']}")
     for name, row in result.systems.items():
         if "tok_per_s" in row:
-            ratio = next((v for k, v in row.items() if k.startswith("ratio_to_")), float("nan"))
-            line = f"{name:<16}{row['tok_per_s']:>10.1f} tok/s  {row['ms_per_sentence']:>8.1f} ms/sent  x{ratio:.2f}"
+            ref, ratio = next(
+                ((k.removeprefix("ratio_to_"), v) for k, v in row.items() if k.startswith("ratio_to_")), ("?", math.nan)
+            )
+            line = (
+                f"{name:<16}{row['tok_per_s']:>10.1f} tok/s  {row['ms_per_sentence']:>8.1f} ms/sent  "
+                f"x{ratio:.2f} of {ref}"
+            )
             if "breakdown" in row:
                 b = row["breakdown"]
                 line += "  | " + "  ".join(f"{p} {b[p + '_ms']:.1f}ms ({100 * b[p + '_share']:.0f}%)" for p in PARTS)

@@ -318,3 +318,20 @@ def test_a_slow_first_pass_does_not_shorten_the_timed_repeats():
         [System("late", run)], [[5]] * 2, 1, None, 2, 0, torch.device("cpu"), "t", progress=False, min_seconds=0.1
     )
     assert min(rows["late"]["seconds"]) >= 0.1
+
+
+def test_the_printed_table_names_the_system_each_ratio_is_relative_to(capsys):
+    from repro.bench.cli import print_table
+    from repro.bench.settings import BenchResult
+
+    row = {"tok_per_s": 300.0, "ms_per_sentence": 100.0}
+    result = BenchResult(
+        systems={
+            "balanced": row | {"ratio_to_balanced": 1.0},
+            "can": row | {"tok_per_s": 450.0, "ratio_to_balanced": 1.5},
+        },
+        meta={"device": "cpu", "dtype": "float32", "threads": 1},
+    )
+    print_table("speed", result)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1].split()[0] == "can" and lines[-1].endswith("x1.50 of balanced"), lines
