@@ -106,6 +106,9 @@ CLEAN = (
     # the same cells as a reading_table lays them out: numbers and one-word cells kept on one line
     '<div class="cell_output"><table style="width: 90px"><tr><th>task</th><th>CAN − Balanced</th></tr><tr>'
     '<td style="white-space: nowrap">en-de</td><td style="white-space: nowrap">+0.54 (+1.5%)</td></tr></table></div>'
+    # a command in a table cell, one long list of seeds: it breaks at the column's edge (book/_static/outputs.css)
+    '<div class="cell_output"><table><tr><th>what would settle it</th></tr><tr><td>43 seeds: <code>python -m '
+    "repro experiment --seeds " + ",".join(str(i) for i in range(1, 120)) + "</code></td></tr></table></div>"
     # a verdict word in its class's colour (book/_static/outputs.css)
     '<p>The gate: <span class="claim-verdict verdict-holds" data-claim="gate-decisive">holds</span>.</p>'
     # a figure whose alt text says what it shows, and an SVG legend whose entry has its label's glyphs
