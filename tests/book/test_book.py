@@ -128,7 +128,11 @@ def test_book_builds_with_rendered_math_and_plots(built_book: Path) -> None:
     assert re.search(r'class="math[^"]*"', html), "no rendered math in the compress chapter"
     assert "W_{v1}" in html
     shown = set(re.findall(r'<span class="n[fc]">(\w+)</span>', html))  # functions and classes the chapter shows
-    assert {"forward", "step", "fill_can_layer", "ScratchCAN", "joint_mask", "scratch_from"} <= shown, shown
+    assert {"forward", "step", "ScratchCAN", "joint_mask", "scratch_from"} <= shown, shown
+    layer_page = (pages / "compress_layer.html").read_text(encoding="utf-8")  # canlib's choices and its converter
+    assert "fill_can_layer" in set(re.findall(r'<span class="n[fc]">(\w+)</span>', layer_page))
+    assert re.search(r'<img[^>]+src="[^"]+\.png"', layer_page), "no plot image in the chapter on canlib's layer"
+    assert "Traceback" not in layer_page
     assert re.search(r'<img[^>]+src="[^"]+\.png"', html), "no plot image in the compress chapter"
     assert "Traceback" not in html
     for chapter in PLOTTING_CHAPTERS:  # every figure of the reproduction chapters reaches the HTML
