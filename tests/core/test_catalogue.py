@@ -51,7 +51,7 @@ def test_the_book_scales_keep_their_widths_vocabularies_and_seeds():
     tiny, small = scale_spec("tiny"), scale_spec("small")
     assert (tiny.d_model, tiny.heads, tiny.ffn_dim, tiny.vocab_size) == (64, 4, 256, 2000)
     assert (small.d_model, small.heads, small.ffn_dim, small.vocab_size) == (256, 4, 1024, 8000)
-    assert planned_seeds("small", "can") == (1, 2, 3) and planned_seeds("small", "depth-9-4") == (1, 2)
+    assert planned_seeds("small", "can") == (1, 2, 3) and planned_seeds("small", "depth-9-4") == (1, 2, 3)
     assert planned_seeds("small", "can", "multi30k-en-fr") == (1, 2) and planned_seeds("small", "san", "x") == ()
 
 
