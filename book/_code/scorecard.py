@@ -10,7 +10,7 @@ from typing import Any
 
 from _code.tables import reading_table
 from repro.studies.claims import Judged, family
-from repro.studies.verdict import INCONCLUSIVE
+from repro.studies.verdict import CONFIDENCE, INCONCLUSIVE
 
 SHORT = 90  # characters of the one-line summary
 
@@ -72,20 +72,22 @@ def evidence_table(rows: Sequence[Judged]) -> str:
 
 
 def family_text(rows: Sequence[Judged]) -> str:
-    """The family the scorecard judges, in a paragraph: how many claims, how many judged and decided, and how many
+    """The family the scorecard judges, as HTML paragraphs: how many claims, how many judged and decided, and how many
     wrong verdicts chance alone would give (:func:`repro.studies.claims.family`)."""
     f = family(rows)
-    return (
+    paragraphs = [
         f"The scorecard judges a family of {f['judged']} claims (of the {f['claims']} in the registry; the rest are "
-        f"not run), each on its own 95 % intervals, and decides {f['decided']} of them (holds, does not hold or "
-        f"mixed). A decided verdict needs its intervals wholly on one side of the criterion, which chance alone "
-        f"does with at most {f['per_claim']:.1%} where the truth lies on the other side: among the "
-        f"{f['decided']} decided claims chance alone would give at most {f['expected_wrong']:.2f} wrong verdicts "
-        f"on average, and the chance that any of them is wrong is at most {f['any_wrong_at_most']:.0%} "
-        "(Bonferroni's bound, no independence assumed). Inconclusive verdicts assert nothing and cannot be wrong "
-        "this way. No correction is applied to the verdicts themselves; the count says how far to trust them "
-        "together."
-    )
+        f"not run), each on its own {100 * CONFIDENCE:.0f} % intervals, and decides {f['decided']} of them (holds, "
+        "does not hold or mixed).",
+        "A decided verdict needs its intervals wholly on one side of the criterion, which chance alone does with at "
+        f"most {f['per_claim']:.1%} where the truth lies on the other side.",
+        f"Among the {f['decided']} decided claims chance alone would give at most {f['expected_wrong']:.2f} wrong "
+        f"verdicts on average, and the chance that any of them is wrong is at most {f['any_wrong_at_most']:.0%} "
+        "(Bonferroni's bound, no independence assumed).",
+        "Inconclusive verdicts assert nothing and cannot be wrong this way. No correction is applied to the verdicts "
+        "themselves; the count says how far to trust them together.",
+    ]
+    return "".join(f"<p>{p}</p>" for p in paragraphs)
 
 
 def speed_runs_table(rows: Sequence[Judged], beside: bool = True):
