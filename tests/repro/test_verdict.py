@@ -307,3 +307,14 @@ def test_seeds_to_settle_solves_the_formula_written_out_here():
     # on the bound, or within the sentences' own noise: no number of seeds
     assert v.seeds_to_settle(0.0, [s * s, s * s], ok) is None
     assert v.seeds_to_settle(value, [s * s, s * s], ok, sentence_var=(0.7 / 1.9) ** 2) is None
+
+
+def test_a_set_no_seeds_settle_is_named_with_its_distance_and_its_sentences_noise_alone():
+    """Where the test sentences' noise alone is wider than the distance to the bound, the reason names the set, that
+    distance and that noise (1.96 sentence s.d.), and no other number: its value is the sets' sentence's."""
+    sd = 0.26  # the sentences' s.d.: their noise 1.96 x 0.26 = 0.51 is wider than the distance 0.16
+    on = v.OnSet("test2017_flickr", -0.16, None, None, v.INCONCLUSIVE, sentence_var=sd * sd, spreads=(0.04, 0.04))
+    n, _, why = v.settle_sets([on], Threshold("<", 0.0))
+    assert n is None
+    assert why.startswith("test2017 Flickr lies 0.16 from the bound, ")
+    assert f"(+-{1.959963984540054 * sd:.2f})" in why and "-0.16" not in why, why
