@@ -17,20 +17,8 @@
 #   python3 -m pip download --no-deps --only-binary=:all: -d .whl sacremoses
 set -u
 
-DRY=0
-[ "${1:-}" = "--dry-run" ] && DRY=1
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$ROOT" || exit 2
-PY="${PYTHON:-python3}"
-OUT="${OUT:-$ROOT/.cache/gpu_small_out}"
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-if ! "$PY" -c "import sacremoses" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/canlib-site .whl/*.whl \
-    && export PYTHONPATH="$PYTHONPATH:/tmp/canlib-site"
-fi
-export CANLIB_DATA_DIR="${CANLIB_DATA_DIR:-$ROOT/.gpu_data}"
-export CANLIB_CACHE_DIR="${CANLIB_CACHE_DIR:-/tmp/canlib-cache}"
+# shellcheck source=scripts/gpu_env.sh
+. "$(dirname "$0")/gpu_env.sh" "$@"  # DRY, ROOT (the working folder), PY, OUT; the environment every run reads
 LOG="$OUT/small.log"
 
 if [ "$DRY" = 1 ]; then

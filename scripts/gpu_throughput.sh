@@ -20,17 +20,11 @@
 #   (on the device) git config --global --add safe.directory '*'; cd .gl/repo && bash scripts/gpu_throughput.sh
 set -u
 
-DRY=0
-[ "${1:-}" = "--dry-run" ] && DRY=1
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$ROOT" || exit 2
-PY="${PYTHON:-python3}"
-OUT="${OUT:-$ROOT/.cache/gpu_throughput_out}"
+# shellcheck source=scripts/gpu_env.sh
+. "$(dirname "$0")/gpu_env.sh" "$@"  # DRY, ROOT (the working folder), PY, OUT; the environment every run reads
 DIR="${THROUGHPUT_DIR:-$ROOT/.cache/gpu_throughput$([ "$DRY" = 1 ] && echo _dry)}"
 [ "${FRESH:-0}" = 1 ] && rm -rf "$DIR"
-mkdir -p "$OUT" "$DIR"
-export PYTHONUNBUFFERED=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-export CANLIB_DATA_DIR="${CANLIB_DATA_DIR:-$ROOT/.gpu_data}" CANLIB_CACHE_DIR="${CANLIB_CACHE_DIR:-/tmp/canlib-cache}"
+mkdir -p "$DIR"
 export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$ROOT/.cache/compile/inductor}"
 export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$ROOT/.cache/compile/triton}"
 LIMIT="${LIMIT:-480}"

@@ -22,22 +22,12 @@
 # unpacking small.tar.gz over book/results/ (the runs).
 set -u
 
-DRY=0
-[ "${1:-}" = "--dry-run" ] && DRY=1
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$ROOT" || exit 2
-PY="${PYTHON:-python3}"
-OUT="${OUT:-$ROOT/.cache/gpu_verdicts_out}"
 LIMIT="${LIMIT:-575}"
 START=$(date +%s)
+# shellcheck source=scripts/gpu_env.sh
+. "$(dirname "$0")/gpu_env.sh" "$@"  # DRY, ROOT (the working folder), PY, OUT; the environment every run reads
 mkdir -p "$OUT/logs"
-export OUT PYTHONUNBUFFERED=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-if ! "$PY" -c "import sacremoses" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/canlib-site .whl/*.whl \
-    && export PYTHONPATH="$PYTHONPATH:/tmp/canlib-site"
-fi
-export CANLIB_DATA_DIR="${CANLIB_DATA_DIR:-$ROOT/.gpu_data}"
-export CANLIB_CACHE_DIR="${CANLIB_CACHE_DIR:-/tmp/canlib-cache}"
+export OUT  # scripts/gpu_check.sh below writes into it too
 LOG="$OUT/logs/verdicts.log"
 { command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   date -u; git rev-parse HEAD 2>/dev/null; } > "$LOG"

@@ -4,6 +4,7 @@ cells, so a test runs what a reader runs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import jupytext
@@ -25,10 +26,29 @@ def exercise(page: str, checker: str) -> dict:
     return namespace
 
 
+def solved(page: str, checker: str, answer: str) -> tuple[Callable, Callable]:
+    """``page``'s checker and the page's own solution of ``answer``, which the checker must accept."""
+    names = exercise(page, checker)
+    check, solution = names[checker], names[answer]
+    assert check(solution), f"{page}: {checker} rejects the page's solution"
+    return check, solution
+
+
+def assert_rejects(check: Callable, wrong_answers: tuple[Callable, ...], capsys) -> None:
+    """``check`` rejects each wrong answer and an unwritten one (the stub's None), which it tells to write it."""
+
+    def unwritten(*args, **kwargs):
+        return None
+
+    for wrong in wrong_answers:
+        assert not check(wrong), wrong.__name__
+    capsys.readouterr()  # what the page's cells and the wrong answers printed: the stub's own message is next
+    assert not check(unwritten)
+    assert "write it" in capsys.readouterr().out
+
+
 def test_the_gate_checker_accepts_the_solution_and_rejects_wrong_gates(capsys):
-    page = exercise("attention.md", "check_gate")
-    check, solution = page["check_gate"], page["gate"]
-    assert check(solution)
+    check, solution = solved("attention.md", "check_gate", "gate")
 
     def prefix_softmax_only(s_x, s_h):  # each block's own softmax: the prefix always holds one unit
         return s_x.softmax(-1).sum(-1)
@@ -42,15 +62,11 @@ def test_the_gate_checker_accepts_the_solution_and_rejects_wrong_gates(capsys):
     def kept_dim(s_x, s_h):  # (B, t, 1): the right numbers in the wrong shape
         return solution(s_x, s_h)[..., None]
 
-    for wrong in (prefix_softmax_only, swapped, by_maxima, kept_dim, lambda s_x, s_h: None):
-        assert not check(wrong), wrong.__name__
-    assert "write it" in capsys.readouterr().out
+    assert_rejects(check, (prefix_softmax_only, swapped, by_maxima, kept_dim), capsys)
 
 
 def test_the_schedule_checker_accepts_the_solution_and_rejects_wrong_schedules(capsys):
-    page = exercise("training.md", "check_lr_at")
-    check, solution = page["check_lr_at"], page["lr_at"]
-    assert check(solution)
+    check, solution = solved("training.md", "check_lr_at", "lr_at")
 
     def from_zero(n, peak, warmup):  # counts updates from 0: one update late
         return solution(n + 1, peak, warmup)
@@ -61,15 +77,11 @@ def test_the_schedule_checker_accepts_the_solution_and_rejects_wrong_schedules(c
     def inverted(n, peak, warmup):  # sqrt(n / w) after the warm-up
         return peak * min(n / warmup, (n / warmup) ** 0.5)
 
-    for wrong in (from_zero, no_decay, inverted, lambda n, peak, warmup: None):
-        assert not check(wrong), wrong.__name__
-    assert "write it" in capsys.readouterr().out
+    assert_rejects(check, (from_zero, no_decay, inverted), capsys)
 
 
 def test_the_loss_checker_accepts_the_solution_and_rejects_wrong_losses(capsys):
-    page = exercise("training.md", "check_smoothed_loss")
-    check, solution = page["check_smoothed_loss"], page["smoothed_loss"]
-    assert check(solution)
+    check, solution = solved("training.md", "check_smoothed_loss", "smoothed_loss")
 
     def padding_counted(log_p, target, epsilon, pad_id):
         return solution(log_p, target, epsilon, pad_id=-100)
@@ -86,15 +98,11 @@ def test_the_loss_checker_accepts_the_solution_and_rejects_wrong_losses(capsys):
     def plain_nll(log_p, target, epsilon, pad_id):
         return solution(log_p, target, 0.0, pad_id)
 
-    for wrong in (padding_counted, spread_over_the_others, mean_not_sum, plain_nll, lambda *a: None):
-        assert not check(wrong), getattr(wrong, "__name__", "stub")
-    assert "write it" in capsys.readouterr().out
+    assert_rejects(check, (padding_counted, spread_over_the_others, mean_not_sum, plain_nll), capsys)
 
 
 def test_the_backtrack_checker_accepts_the_solution_and_rejects_wrong_walks(capsys):
-    page = exercise("decoding.md", "check_backtrack")
-    check, solution = page["check_backtrack"], page["backtrack"]
-    assert check(solution)
+    check, solution = solved("decoding.md", "check_backtrack", "backtrack")
 
     def no_pointers(words, parents):  # reads each column down, as if no beam ever changed places
         return [words[:, b].tolist() for b in range(words.size(1))]
@@ -113,9 +121,7 @@ def test_the_backtrack_checker_accepts_the_solution_and_rejects_wrong_walks(caps
             out.append(seq[::-1])
         return out
 
-    for wrong in (no_pointers, backwards, pointer_one_step_late, lambda words, parents: None):
-        assert not check(wrong), getattr(wrong, "__name__", "stub")
-    assert "write it" in capsys.readouterr().out
+    assert_rejects(check, (no_pointers, backwards, pointer_one_step_late), capsys)
 
 
 @pytest.mark.parametrize(

@@ -44,12 +44,31 @@ def config(**changes) -> ModelConfig:
     return layer_config("can_residual", **changes)
 
 
-def random_residual_layer(seed: int) -> CANResidualDecoderLayer:
-    """The layer with every parameter random (biases and the norm's gain around 1 included), in float64."""
+VARIANTS = {"can_residual": CANResidualDecoderLayer, "can_nosplit": CANNoSplitDecoderLayer}
+
+
+def random_layer(kind: str, seed: int) -> CANDecoderLayer:
+    """The layer of ``kind`` with every parameter random (biases and the norm's gain around 1 included), in
+    float64."""
     torch.manual_seed(seed)
-    layer = CANResidualDecoderLayer(config()).double().eval()
+    layer = VARIANTS[kind](layer_config(kind)).double().eval()
     layer.load_state_dict({k: torch.randn_like(v) * 0.5 + (k == "norm.weight") for k, v in layer.state_dict().items()})
     return layer
+
+
+def decoded_step_by_step(
+    layer: CANDecoderLayer, x: torch.Tensor, h: torch.Tensor, src_pad: torch.Tensor, beam: int
+) -> torch.Tensor:
+    """The layer's output (B * beam, T, d) computed one position at a time through its decoding cache, each
+    sentence read by ``beam`` rows."""
+    rows, memory = x.repeat_interleave(beam, dim=0), SourceMemory(h, src_pad, beam)
+    steps = []
+    with torch.no_grad():
+        source = layer.project_source(memory)
+        _, (cache,), _ = row_caches([layer], memory, [source], x.size(1))  # the decoding state, source part filled
+        for t in range(x.size(1)):
+            steps.append(layer.step(rows[:, t : t + 1], memory, source, cache, t, {}))
+    return torch.cat(steps, dim=1)
 
 
 def reference(layer: CANResidualDecoderLayer, x: torch.Tensor, h: torch.Tensor, src_pad: torch.Tensor) -> torch.Tensor:
@@ -88,7 +107,7 @@ def reference(layer: CANResidualDecoderLayer, x: torch.Tensor, h: torch.Tensor, 
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_can_with_the_attention_residual_is_eq_13_plus_s_plus_c(seed):
-    layer = random_residual_layer(seed)
+    layer = random_layer("can_residual", seed)
     x, h, src_pad = inputs(seed)
     memory = SourceMemory(h, src_pad)
     blocked = torch.ones(5, 5, dtype=torch.bool).triu(1)
@@ -99,24 +118,16 @@ def test_can_with_the_attention_residual_is_eq_13_plus_s_plus_c(seed):
 
 @pytest.mark.parametrize("beam", [1, 2])
 def test_can_residual_decode_steps_compute_the_same_equations(beam):
-    layer = random_residual_layer(5)
+    layer = random_layer("can_residual", 5)
     x, h, src_pad = inputs(5)
-    rows, memory = x.repeat_interleave(beam, dim=0), SourceMemory(h, src_pad, beam)
-    steps = []
-    with torch.no_grad():
-        source = layer.project_source(memory)
-        _, (cache,), _ = row_caches([layer], memory, [source], x.size(1))  # the decoding state, source part filled
-        for t in range(x.size(1)):  # one position at a time through the cache, each sentence read by `beam` rows
-            steps.append(layer.step(rows[:, t : t + 1], memory, source, cache, t, {}))
-    assert (
-        torch.cat(steps, dim=1) - reference(layer, x, h, src_pad).repeat_interleave(beam, dim=0)
-    ).abs().max() < 1e-10
+    expected = reference(layer, x, h, src_pad).repeat_interleave(beam, dim=0)
+    assert (decoded_step_by_step(layer, x, h, src_pad, beam) - expected).abs().max() < 1e-10
 
 
 def test_the_residual_term_is_what_separates_the_variant_from_can():
     """With the residual's output map set to zero the variant is CAN itself (same weights otherwise): the
     reference above is not satisfied by CAN, so it can tell the two apart."""
-    layer = random_residual_layer(2)
+    layer = random_layer("can_residual", 2)
     x, h, src_pad = inputs(2)
     with torch.no_grad():
         expected = reference(layer, x, h, src_pad)
@@ -124,14 +135,6 @@ def test_the_residual_term_is_what_separates_the_variant_from_can():
         layer.out.bias.zero_()
         without = reference(layer, x, h, src_pad)
     assert (expected - without).abs().max().item() > 1e-3
-
-
-def random_nosplit_layer(seed: int) -> CANNoSplitDecoderLayer:
-    """The one-head layer with every parameter random (biases and the norm's gain around 1), in float64."""
-    torch.manual_seed(seed)
-    layer = CANNoSplitDecoderLayer(layer_config("can_nosplit")).double().eval()
-    layer.load_state_dict({k: torch.randn_like(v) * 0.5 + (k == "norm.weight") for k, v in layer.state_dict().items()})
-    return layer
 
 
 def eq_13_unsplit(layer: CANDecoderLayer, x: torch.Tensor, h: torch.Tensor, src_pad: torch.Tensor) -> torch.Tensor:
@@ -161,7 +164,7 @@ def eq_13_unsplit(layer: CANDecoderLayer, x: torch.Tensor, h: torch.Tensor, src_
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_can_without_the_head_split_is_eq_13_with_one_softmax_over_the_whole_width(seed):
-    layer = random_nosplit_layer(seed)
+    layer = random_layer("can_nosplit", seed)
     x, h, src_pad = inputs(seed)
     memory = SourceMemory(h, src_pad)
     with torch.no_grad():
@@ -171,23 +174,16 @@ def test_can_without_the_head_split_is_eq_13_with_one_softmax_over_the_whole_wid
 
 @pytest.mark.parametrize("beam", [1, 2])
 def test_can_nosplit_decode_steps_compute_the_same_equation(beam):
-    layer = random_nosplit_layer(6)
+    layer = random_layer("can_nosplit", 6)
     x, h, src_pad = inputs(6)
-    rows, memory = x.repeat_interleave(beam, dim=0), SourceMemory(h, src_pad, beam)
-    steps = []
-    with torch.no_grad():
-        source = layer.project_source(memory)
-        _, (cache,), _ = row_caches([layer], memory, [source], x.size(1))
-        for t in range(x.size(1)):
-            steps.append(layer.step(rows[:, t : t + 1], memory, source, cache, t, {}))
     expected = eq_13_unsplit(layer, x, h, src_pad).repeat_interleave(beam, dim=0)
-    assert (torch.cat(steps, dim=1) - expected).abs().max() < 1e-10
+    assert (decoded_step_by_step(layer, x, h, src_pad, beam) - expected).abs().max() < 1e-10
 
 
 def test_the_head_split_is_what_separates_can_from_its_unsplit_control():
     """With the same weights CAN (h heads, each a 4d/h-wide slice) is not the unsplit Eq. 13: the reference can
     tell them apart, and CAN's maps are the control's, name for name and shape for shape."""
-    layer = random_nosplit_layer(3)
+    layer = random_layer("can_nosplit", 3)
     can = CANDecoderLayer(layer_config("can")).double().eval()
     can.load_state_dict(layer.state_dict())
     x, h, src_pad = inputs(3)

@@ -83,7 +83,10 @@ def test_the_steps_parts_count_what_each_part_dispatches_on_its_own():
 
 # The kernels one beam-search step launches on the GPU's code path, written out by hand from the code
 # (the speed goals: Balanced <= 40, CAN <= 30 per step). A change that adds or removes
-# a kernel must change this list, and the stored ops.json with it.
+# a kernel must change this list, and the stored ops.json with it. The cross-attention and feed-forward
+# sublayers launch the same kernels in every layer that has them.
+CROSS_ATTENTION = ["layer_norm", "q addmm", "cross SDPA", "out addmm", "residual add"]
+FFN = ["layer_norm", "W1 addmm + bias + ReLU", "W2 addmm", "residual add"]
 STANDARD_LAYER = [
     "layer_norm",
     "qkv addmm",
@@ -91,15 +94,8 @@ STANDARD_LAYER = [
     "self SDPA",
     "out addmm",
     "residual add",
-    "layer_norm",
-    "q addmm",
-    "cross SDPA",
-    "out addmm",
-    "residual add",
-    "layer_norm",
-    "W1 addmm + bias + ReLU",
-    "W2 addmm",
-    "residual add",
+    *CROSS_ATTENTION,
+    *FFN,
 ]
 CAN_LAYER = [
     "layer_norm",
@@ -123,10 +119,7 @@ SAN_FOLLOWER_LAYER = [
     "out addmm",
     "residual add",
     "the leader's cross-attention output (residual add)",
-    "layer_norm",
-    "W1 addmm + bias + ReLU",
-    "W2 addmm",
-    "residual add",
+    *FFN,
 ]
 AAN_GATE = ["[z ; FFN(avg)] (cat)", "gate addmm", "sigmoid of both gates", "+ f * FFN(avg) (addcmul_)"]
 AAN_LAYER = [
@@ -137,15 +130,8 @@ AAN_LAYER = [
     *AAN_GATE[:3],
     "x + i * z (addcmul: the residual)",
     AAN_GATE[3],
-    "layer_norm",
-    "q addmm",
-    "cross SDPA",
-    "out addmm",
-    "residual add",
-    "layer_norm",
-    "W1 addmm + bias + ReLU",
-    "W2 addmm",
-    "residual add",
+    *CROSS_ATTENTION,
+    *FFN,
 ]
 EMBEDDING = ["embedding", "sqrt(d) * embedding + position (add)"]
 OUTPUT = ["final layer_norm", "output mm", "log_softmax (half -> float in one kernel)"]
