@@ -8,7 +8,8 @@ folder fails the tests that need it instead of skipping them, so a CI run withou
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -146,3 +147,33 @@ def write_toy_corpus(folder: Path, lines: dict[str, int], src: str = "en", tgt: 
         (folder / f"{split}.{src}").write_text("".join(f"the {a[0]} {v[0]} the {b[0]} .\n" for a, v, b in pairs))
         (folder / f"{split}.{tgt}").write_text("".join(f"die {a[1]} {v[1]} die {b[1]} .\n" for a, v, b in pairs))
     return folder
+
+
+def prepare_toy_corpus(root: Path, lines: dict[str, int], canlib: Callable[..., subprocess.CompletedProcess]) -> Path:
+    """:func:`write_toy_corpus` in ``root/files`` prepared by ``canlib data prepare`` (a 60-piece vocabulary) into
+    ``root/prepared``, run with ``canlib(*args, cache=...)``: the caller's way of running the command."""
+    write_toy_corpus(root / "files", lines)
+    done = canlib("data", "prepare", "toy", "--files", str(root / "files"), "--src", "en", "--tgt", "de",
+                  "--vocab-size", "60", "--out", str(root / "prepared"), cache=root / "cache")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return root / "prepared"
+
+
+# -- a tiny translator saved as a checkpoint, for the commands that read one -----------------------------------------
+TINY_LINES = ["a dog runs in the park", "the cat sits on the mat", "zwei hunde spielen"]
+
+
+@pytest.fixture
+def checkpoint(tmp_path) -> Path:
+    """A randomly initialised tiny model saved as a checkpoint, its vocabulary (trained on :data:`TINY_LINES`) one
+    folder up."""
+    from canlib.data.vocab import Vocabulary
+    from canlib.model.checkpoint import save_model
+
+    vocab = Vocabulary.train(TINY_LINES * 30, vocab_size=40)
+    vocab.save(tmp_path / "vocab.model")
+    torch.manual_seed(0)
+    model = small_model(vocab_size=vocab.size, dec_layers=1, max_len=64)
+    (tmp_path / "run").mkdir()
+    save_model(model, tmp_path / "run" / "model.pt", vocab_id=vocab.id)
+    return tmp_path / "run" / "model.pt"

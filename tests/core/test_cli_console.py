@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, small_model, write_toy_corpus
+from conftest import REPO, prepare_toy_corpus, small_model, write_toy_corpus
 
 from canlib import io as canlib_io
 
@@ -77,12 +77,7 @@ def test_a_busy_machine_is_noticed_once_its_load_exceeds_the_cores(monkeypatch):
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("console")
-    write_toy_corpus(root / "files", {"train": 300, "valid": 20, "test": 20})
-    done = canlib("data", "prepare", "toy", "--files", str(root / "files"), "--src", "en", "--tgt", "de",
-                  "--vocab-size", "60", "--out", str(root / "prepared"), cache=root / "cache")  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return root / "prepared"
+    return prepare_toy_corpus(tmp_path_factory.mktemp("console"), {"train": 300, "valid": 20, "test": 20}, canlib)
 
 
 TRAIN = ["--preset", "tiny-baseline", "--max-tokens", "512", "--warmup", "4", "--valid-every", "6"]

@@ -16,10 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
-from conftest import REPO, small_model, write_toy_corpus
-
-LINES = ["a dog runs in the park", "the cat sits on the mat", "zwei hunde spielen"]
+from conftest import REPO, write_toy_corpus
+from conftest import TINY_LINES as LINES  # what the checkpoint fixture's vocabulary knows
 
 
 def canlib(*args: str, cache: Path | None = None, **options) -> subprocess.CompletedProcess:
@@ -31,21 +29,6 @@ def canlib(*args: str, cache: Path | None = None, **options) -> subprocess.Compl
     return subprocess.run(
         [sys.executable, "-m", "canlib", *args], text=True, env=env, timeout=300, check=False, **options
     )
-
-
-@pytest.fixture
-def checkpoint(tmp_path) -> Path:
-    """A randomly initialised tiny model saved as a checkpoint, its vocabulary one folder up."""
-    from canlib.data.vocab import Vocabulary
-    from canlib.model.checkpoint import save_model
-
-    vocab = Vocabulary.train(LINES * 30, vocab_size=40)
-    vocab.save(tmp_path / "vocab.model")
-    torch.manual_seed(0)
-    model = small_model(vocab_size=vocab.size, dec_layers=1, max_len=64)
-    (tmp_path / "run").mkdir()
-    save_model(model, tmp_path / "run" / "model.pt", vocab_id=vocab.id)
-    return tmp_path / "run" / "model.pt"
 
 
 @pytest.fixture

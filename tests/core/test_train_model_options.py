@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, write_toy_corpus
+from conftest import REPO, prepare_toy_corpus
 
 
 def canlib(*args: str, cache: Path) -> subprocess.CompletedProcess:
@@ -24,12 +24,7 @@ def canlib(*args: str, cache: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("sizes")
-    write_toy_corpus(root / "files", {"train": 200, "valid": 10, "test": 10})
-    done = canlib("data", "prepare", "toy", "--files", str(root / "files"), "--src", "en", "--tgt", "de",
-                  "--vocab-size", "60", "--out", str(root / "prepared"), cache=root / "cache")  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return root / "prepared"
+    return prepare_toy_corpus(tmp_path_factory.mktemp("sizes"), {"train": 200, "valid": 10, "test": 10}, canlib)
 
 
 SHORT = ["--max-tokens", "512", "--warmup", "4", "--no-progress", "--threads", "1"]

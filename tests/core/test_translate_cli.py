@@ -12,26 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import small_model
+from conftest import TINY_LINES as LINES  # what the checkpoint fixture's vocabulary knows
 
 from canlib.cli import main
-
-LINES = ["a dog runs in the park", "the cat sits on the mat", "zwei hunde spielen"]
-
-
-@pytest.fixture
-def checkpoint(tmp_path) -> Path:
-    """A randomly initialised tiny model saved as a checkpoint, its vocabulary one folder up."""
-    from canlib.data.vocab import Vocabulary
-    from canlib.model.checkpoint import save_model
-
-    vocab = Vocabulary.train(LINES * 30, vocab_size=40)
-    vocab.save(tmp_path / "vocab.model")
-    torch.manual_seed(0)
-    model = small_model(vocab_size=vocab.size, dec_layers=1, max_len=64)
-    (tmp_path / "run").mkdir()
-    save_model(model, tmp_path / "run" / "model.pt", vocab_id=vocab.id)
-    return tmp_path / "run" / "model.pt"
 
 
 def read_line(stream, seconds: float) -> str | None:
