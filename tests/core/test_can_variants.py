@@ -56,6 +56,13 @@ def random_layer(kind: str, seed: int) -> CANDecoderLayer:
     return layer
 
 
+def whole_sequence(layer: CANDecoderLayer, x: torch.Tensor, h: torch.Tensor, src_pad: torch.Tensor) -> torch.Tensor:
+    """The layer's output (B, T, d) for the whole target sequence at once, each position seeing its prefix."""
+    memory = SourceMemory(h, src_pad)
+    with torch.no_grad():
+        return layer(x, memory, layer.project_source(memory), causal_mask(x.size(1)), {})
+
+
 def decoded_step_by_step(
     layer: CANDecoderLayer, x: torch.Tensor, h: torch.Tensor, src_pad: torch.Tensor, beam: int
 ) -> torch.Tensor:
@@ -109,11 +116,7 @@ def reference(layer: CANResidualDecoderLayer, x: torch.Tensor, h: torch.Tensor, 
 def test_can_with_the_attention_residual_is_eq_13_plus_s_plus_c(seed):
     layer = random_layer("can_residual", seed)
     x, h, src_pad = inputs(seed)
-    memory = SourceMemory(h, src_pad)
-    blocked = torch.ones(5, 5, dtype=torch.bool).triu(1)
-    with torch.no_grad():
-        out = layer(x, memory, layer.project_source(memory), blocked, {})
-    assert (out - reference(layer, x, h, src_pad)).abs().max().item() < 1e-10
+    assert (whole_sequence(layer, x, h, src_pad) - reference(layer, x, h, src_pad)).abs().max().item() < 1e-10
 
 
 @pytest.mark.parametrize("beam", [1, 2])
@@ -166,10 +169,7 @@ def eq_13_unsplit(layer: CANDecoderLayer, x: torch.Tensor, h: torch.Tensor, src_
 def test_can_without_the_head_split_is_eq_13_with_one_softmax_over_the_whole_width(seed):
     layer = random_layer("can_nosplit", seed)
     x, h, src_pad = inputs(seed)
-    memory = SourceMemory(h, src_pad)
-    with torch.no_grad():
-        out = layer(x, memory, layer.project_source(memory), causal_mask(5), {})
-    assert (out - eq_13_unsplit(layer, x, h, src_pad)).abs().max().item() < 1e-10
+    assert (whole_sequence(layer, x, h, src_pad) - eq_13_unsplit(layer, x, h, src_pad)).abs().max().item() < 1e-10
 
 
 @pytest.mark.parametrize("beam", [1, 2])
@@ -187,10 +187,7 @@ def test_the_head_split_is_what_separates_can_from_its_unsplit_control():
     can = CANDecoderLayer(layer_config("can")).double().eval()
     can.load_state_dict(layer.state_dict())
     x, h, src_pad = inputs(3)
-    memory = SourceMemory(h, src_pad)
-    with torch.no_grad():
-        split = can(x, memory, can.project_source(memory), causal_mask(5), {})
-    assert (split - eq_13_unsplit(layer, x, h, src_pad)).abs().max().item() > 1e-3
+    assert (whole_sequence(can, x, h, src_pad) - eq_13_unsplit(layer, x, h, src_pad)).abs().max().item() > 1e-3
 
 
 def test_a_mixed_decoder_runs_its_layer_kinds_bottom_first():
