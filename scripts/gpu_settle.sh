@@ -4,7 +4,7 @@
 # trained as one stacked model (canlib.training.stacked), in order of value:
 #   1. seeds 1-5 of the Table 2 and Table 5 systems (baseline, balanced, san, aan, can, can_attn, can_ffn);
 #   2. seeds 1-5 of the controls: CAN keeping its attention residual (can_residual), and the split-free CAN
-#      (can_nosplit) once the catalogue has it;
+#      (can_nosplit);
 #   3. seeds 6-10 of the Table 2 and Table 5 systems;  4. seeds 6-10 of the controls;
 # each evaluated with beam 4 and stored as the study beyond/converged* of book/results/small; then the stored
 # hypotheses rescored (`python -m repro rescore`) and everything this call stored packed into ONE archive.
@@ -40,12 +40,8 @@ SCALE_DIR="$RESULTS/$SCALE"
 RESERVE=60  # seconds kept for the rescore and the archive
 
 { command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; date -u; git rev-parse HEAD 2>/dev/null; } > "$LOG"
-# the controls this catalogue has (converged-nosplit appears once canlib.catalogue defines can_nosplit)
+# the controls: the converged studies beside the main one
 CONTROLS=$("$PY" -c "from repro.results.studies import CONVERGED; print(','.join(n for n in CONVERGED if n != 'converged'))")
-case ",$CONTROLS," in
-  *,converged-nosplit,*) ;;
-  *) echo "converged-nosplit: skipped, can_nosplit is not in this catalogue (canlib/catalogue.py) yet" | tee -a "$LOG" ;;
-esac
 START=$(date +%s)
 
 step() {  # step NAME SEEDS STUDIES: one `python -m repro experiment` call, stacked, in the time left

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from canlib.catalogue import ABLATION_SYSTEMS, PAPER_SYSTEMS, SYSTEMS
+from canlib.catalogue import ABLATION_SYSTEMS, PAPER_SYSTEMS
 
 
 @dataclass(frozen=True)
@@ -112,8 +112,7 @@ TABLE: dict[str, Analysis | Study] = {
         # the seeds of the verdicts, converged: the Table 2 and Table 5 systems, then the controls
         Study("converged", SETTLED_SYSTEMS, **CONVERGED_RUNS),
         Study("converged-residual", ("can",), decoders={"": ("can_residual",) * 2}, **CONVERGED_RUNS),
-        # (the split-free CAN control, once the catalogue has it)
-        *((Study("converged-nosplit", ("can_nosplit",), **CONVERGED_RUNS),) if "can_nosplit" in SYSTEMS else ()),
+        Study("converged-nosplit", ("can_nosplit",), **CONVERGED_RUNS),
     )
 }
 

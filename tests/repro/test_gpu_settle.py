@@ -13,7 +13,7 @@ from pathlib import Path
 from conftest import SHARED_DATA
 from conftest import missing as missing_data
 
-from canlib.catalogue import ABLATION_SYSTEMS, PAPER_SYSTEMS, SYSTEMS, scale_spec
+from canlib.catalogue import ABLATION_SYSTEMS, PAPER_SYSTEMS, scale_spec
 from repro.experiments.beyond import study_runs
 from repro.experiments.pool import stack_groups
 from repro.experiments.run import Variant, run
@@ -34,7 +34,7 @@ def test_the_converged_study_trains_ten_seeds_of_the_table_2_and_5_systems_at_th
     assert runs[0].budget["max_steps"] == 2000 and runs[0].budget["dropout_rng"] == "counter-hash"
     residual = study_runs("converged-residual", where)
     assert residual[0].model_config(100).layer_kinds() == ("can_residual", "can_residual")
-    assert ("converged-nosplit" in table.CONVERGED) == ("can_nosplit" in SYSTEMS)
+    assert {"converged-residual", "converged-nosplit"} <= set(table.CONVERGED)
     assert not set(table.CONVERGED) & set(table.STUDIES)  # the beyond chapter's studies are unchanged
 
 
@@ -63,9 +63,7 @@ def test_the_settle_dry_run_trains_stacks_and_packs_every_converged_model(tmp_pa
         assert f"stacked multi30k-en-de {system} seeds 1,2: trained as one model" in log
     assert "stacked multi30k-en-de can seeds 1,2: trained as one model" in log.split("step (controls")[0]
     assert log.count(": exit 0 after") == 4 and "rescore: exit 0" in log
-    if "converged-nosplit" not in table.CONVERGED:
-        assert "converged-nosplit: skipped, can_nosplit is not in this catalogue" in log
-    models = len(SETTLED) * 3 + 3  # seeds 1-3 of each system and of the residual control
+    models = len(SETTLED) * 3 + 3 * 2  # seeds 1-3 of each system and of the two controls
     assert f"stored: {models} converged model(s)" in log
     with tarfile.open(tmp_path / "settle.tar.gz") as archive:
         names = archive.getnames()
