@@ -47,8 +47,10 @@ def test_every_run_is_credited_with_the_count_that_names_its_commit():
         assert (name is not None) == any(commit in counted_code(STORE.ops(n)[1]) for n in OPS), run
         if name:
             assert commit in counted_code(STORE.ops(name)[1])
-    # the run the speed verdicts read timed the code of this repository, and today's count says so
-    assert credited["h200-2026-11-27-81cbcbb"] == "ops.json"
+    # the H200 run of 81cbcbb timed the code the count of 611a3c9 counts; SAN's and AAN's decode steps changed since,
+    # so today's count (ops.json) covers no stored run until a GPU times today's code
+    assert credited["h200-2026-11-27-81cbcbb"] == "ops_611a3c9.json"
+    assert "ops.json" not in credited.values()
 
 
 def test_the_check_tells_different_code_apart():
