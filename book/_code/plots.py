@@ -32,7 +32,7 @@ def system_colour(label: str) -> str:
     for name in sorted(SYSTEM_COLOURS, key=len, reverse=True):
         if label == name or label.startswith(name + " "):
             return SYSTEM_COLOURS[name]
-    raise KeyError(f"no colour for {label!r}: add it to SYSTEM_COLOURS (repro/studies/plots.py)")
+    raise KeyError(f"no colour for {label!r}: add it to SYSTEM_COLOURS (book/_code/plots.py)")
 
 
 def _spread(ax, curve: dict[str, Any], color: str, label: str, **style) -> None:

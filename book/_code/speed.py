@@ -190,6 +190,7 @@ def _verdict_values(store: Store) -> dict[str, Any]:
         else f"The verdicts read {out['read_runs_words']} of one decoder code, the standard's {SPEED.runs} or more."
     )
     out |= {"san_ahead_repeats": sum(x < 1 for x in san), "san_repeats": len(san)}
+    out["baselines_timed_sentence"] = _baselines_timed(store, j)
     bar = BY_ID["can-speed-1.28x"].evidence.ok.bound
     eager, graphs = j["can-speed-1.28x"], j["can-speed-1.28x-graphs"]
     repeats = [x for r in eager.sets for x in r["ratios"]]
@@ -208,6 +209,22 @@ def _verdict_values(store: Store) -> dict[str, Any]:
         )
     out["bar_sentence"] = out["bar_sentence"].strip()
     return out
+
+
+def _baselines_timed(store: Store, j: Any) -> str:
+    """Whether the run the SAN and AAN verdicts read timed today's SAN and AAN steps: a run is credited with the
+    operator count of the code it timed (:meth:`Store.timed_ops`), today's count is ``ops.json``."""
+    run = next((row["run"] for row in j["can-faster-than-san"].sets if "run" in row), None)
+    counted = store.timed_ops(run) if run else None
+    if counted in (None, "ops.json"):
+        return ""
+    then, now = store.ops(counted)[0], store.ops()[0]
+    steps = {s: (gpu.kernels(then, s, "step"), gpu.kernels(now, s, "step")) for s in ("san", "aan")}
+    return (
+        f"That run timed SAN's and AAN's steps before they were written with Balanced's care (`{counted}`): "
+        f"{steps['san'][0]:.0f} and {steps['aan'][0]:.0f} kernels a step then, {steps['san'][1]:.0f} and "
+        f"{steps['aan'][1]:.0f} today. The verdicts on them wait for a GPU run of today's code."
+    )
 
 
 def _per_system(v: dict[str, Any], columns: Mapping[str, str], axis: str):

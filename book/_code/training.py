@@ -10,6 +10,7 @@ judges; every stored run also records sacreBLEU (``scores.<split>.bleu``). Every
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from typing import Any
 
 from _code import gpu_results as gpu
@@ -42,7 +43,46 @@ def values(store: Store) -> dict[str, Any]:
     checkpoint averaging and the cost of ``full``."""
     small = Store("small", store.root if store.explicit else None)
     beam = store.result(store.runs("can").files[0])[0]["beam"]  # the beam of the translations the page shows
-    return {**loss_values(store), **undertraining_values(small), **cost_values(store=small), "beam_shown": beam}
+    return {
+        **loss_values(store),
+        **undertraining_values(small),
+        **cost_values(store=small),
+        **converged_values(small),
+        "beam_shown": beam,
+    }
+
+
+def converged_curves(small: Store) -> dict[str, dict[int, tuple[float, float | None]]]:
+    """The validation curves of the stored 2x runs (Balanced and CAN, every seed), the evidence the converged
+    recipe is read from: run label -> {update: (validation loss, greedy validation BLEU)}."""
+    curves = {}
+    for s in BUDGET_SYSTEMS:
+        for seed, f in enumerate(small.budget_runs(s, 2).files, 1):
+            rows = _valid_rows(small.log(f))
+            curves[f"{LABELS[s]} seed {seed}"] = {r["step"]: (r["valid_loss"], r.get("valid_bleu")) for r in rows}
+    return curves
+
+
+def converged_values(small: Store) -> dict[str, Any]:
+    """Where the mean validation loss of the 2x runs bottoms out, and the converged recipe that stops there (the
+    catalogue's ``Scale.recipe("converged")``, which a test holds to this optimum)."""
+    curves = converged_curves(small)
+    steps = sorted(set.intersection(*(set(c) for c in curves.values())))
+    mean = [statistics.fmean(c[s][0] for c in curves.values()) for s in steps]
+    at = mean.index(min(mean))
+    lowest = Counter(min(steps, key=lambda s: c[s][0]) for c in curves.values())
+    recipe = scale_spec("small").recipe("converged")
+    return {
+        "conv_runs": len(curves),
+        "conv_best": steps[at],
+        "conv_min": mean[at],
+        "conv_every": recipe["valid_every"],
+        "conv_after": mean[at + 1] - mean[at] if at + 1 < len(steps) else float("nan"),
+        "conv_minima": " and ".join(f"{s:,} ({n} runs)" for s, n in sorted(lowest.items())),
+        "conv_steps": recipe["max_steps"],
+        "conv_average": recipe["average_last"],
+        "conv_from": recipe["max_steps"] - recipe["valid_every"] * (recipe["average_last"] - 1),
+    }
 
 
 def loss_values(store: Store) -> dict[str, Any]:

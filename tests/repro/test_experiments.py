@@ -58,7 +58,7 @@ def test_unknown_scale_is_refused():
 def test_small_plan_holds_the_seeded_grid():
     runs = plan(Where.of("small"))
     en_de = [r for r in runs if r.corpus == "multi30k-en-de"]
-    assert len(en_de) == 7 * 3 + 2 * 2  # Table 2 systems and ablations x 3 seeds, 9/4 and 14/1 x 2
+    assert len(en_de) == 7 * 3 + 2 * 3  # Table 2 systems and ablations x 3 seeds, 9/4 and 14/1 x 3
     others = [r for r in runs if r.corpus != "multi30k-en-de"]
     assert len(others) == 5 * 3 * 2 and {r.system for r in others} == {"baseline", "balanced", "can"}
     assert {r.seed for r in plan(Where.of("small"), systems=["can"], seeds=[2])} == {2}
