@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from canlib.catalogue import ALL_SYSTEMS, scale_spec
+from canlib.catalogue import scale_spec
 from repro.bench.cpu import store_all
 from repro.experiments import analyses, cli
 from repro.experiments.beyond import study_runs, to_train
@@ -125,7 +125,7 @@ def selection(
         if not where.path(name).is_file():  # computing it needs the weights of every model it reads
             train_only += [r for r in [*reads, *own] if not (r.folder / "result.json").is_file()]
     for name in (n for n in (*defined.STUDIES, *defined.CONVERGED) if n in studies):
-        runs += study_runs(name, where, seeds)
+        runs += [r for r in study_runs(name, where, seeds) if systems is None or r.system in systems]
     runs = list({r.name: r for r in runs}.values())  # once each, in order
     for r in runs:
         check_stored_budget(r)  # before any training: a budget mismatch stops the command
@@ -166,7 +166,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "again after an interruption."
     )
     cli.add_where(parser)
-    parser.add_argument("--systems", default=",".join(ALL_SYSTEMS), help="comma-separated systems (default: all)")
+    parser.add_argument(
+        "--systems",
+        default=None,
+        help="comma-separated systems; narrows the plan's runs and the named studies' models (default: all)",
+    )
     parser.add_argument("--seeds", default=None, help="comma-separated seeds (default: every seed of the scale's plan)")
     parser.add_argument(
         "--corpora",
