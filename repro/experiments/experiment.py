@@ -52,7 +52,7 @@ def experiment(
     time_limit: float | None = None,
     status_every: float = 60.0,
     log: Callable[[str], None] | None = print,
-    stack: bool | None = None,
+    stack: bool = False,
 ) -> Outcome:
     """Train (concurrently where the device allows), evaluate and store the selected runs, analyses and studies
     ``where`` (a scale, its results folder, a reduced budget): the plan's runs (``"runs"``, narrowed by
@@ -60,7 +60,8 @@ def experiment(
     (:func:`selection`); then the analyses and the studies' summaries. Stored results are skipped and interrupted
     runs resume, so a second call goes on where the first stopped. Returns what the pool did; failures are named
     in it and do not stop the others. ``stack``: train the queued seeds of one system as one stacked model where
-    their recipe allows it (:func:`repro.experiments.pool.stack_groups`); default: on a GPU."""
+    their recipe allows it (:func:`repro.experiments.pool.stack_groups`); off by default: on an H200 five stacked
+    seeds trained 16 model-updates/s, fewer than one run alone (``book/results/gpu/h200-2026-11-28-5af6bb5``)."""
     unknown = sorted(set(studies) - set(STUDIES))
     if unknown:
         raise ValueError(f"--studies: unknown {', '.join(unknown)}; choose from {', '.join(STUDIES)}")
@@ -76,7 +77,6 @@ def experiment(
         + (f" (+ {len(train_only)} trained for their weights only)" if train_only else "")
         + f" on {device} with {jobs} process(es)"
     )
-    stack = device == "cuda" if stack is None else stack
     outcome = train_all(
         todo, jobs=jobs, time_limit=time_limit, status_every=status_every, log=log, train_only=train_only, stack=stack
     )
@@ -209,9 +209,9 @@ def add_stack_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stack",
         action=argparse.BooleanOptionalAction,
-        default=None,
+        default=False,
         help="train the queued seeds of one system as one stacked model, where their recipe has counter-hashed "
-        "dropout (canlib.training.stacked); default: on a GPU",
+        "dropout (canlib.training.stacked); off by default: on a GPU it measured slower than side-by-side processes",
     )
 
 
