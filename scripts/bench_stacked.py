@@ -46,6 +46,7 @@ from canlib.training.trainer import LongWarmupWarning  # noqa: E402
 KS = (1, 4, 8, 16)
 DRY_KS = (1, 2)  # a dry run's stacks
 DRY_PAIRS = 120  # a dry run's training pairs
+PADDING_UPDATES = 60  # batches per seed that --padding counts
 HEADER = ("case", "K", "model-updates", "seconds", "updates/s", "first epoch s/update", "later s/update")
 
 
@@ -144,6 +145,22 @@ def row(case: str, k: int, updates: int, seconds: float, first: float, later: fl
     }
 
 
+def padded_share(src_lens: Any, tgt_lens: Any, max_tokens: int, k: int, updates: int) -> float:
+    """Token slots one stacked update of seeds 1..``k`` computes over those ``k`` separate updates compute, over the
+    first ``updates`` batches: the stack pads every seed's batch to the largest rows and lengths of the step
+    (:func:`canlib.training.stacked.padded_stack`), a separate run pads only within its own batch. Counted on a CPU
+    from the batch samplers alone; a stacked step's arithmetic grows by this factor."""
+    samplers = [iter(TokenBatchSampler(src_lens, tgt_lens, max_tokens, seed=s + 1)) for s in range(k)]
+    stacked_slots = separate_slots = 0
+    for _ in range(updates):
+        batches = [next(s) for s in samplers]
+        shapes = [(len(b), max(src_lens[i] for i in b), max(tgt_lens[i] for i in b)) for b in batches]
+        rows, src, tgt = (max(x[j] for x in shapes) for j in range(3))
+        stacked_slots += k * rows * (src + tgt)
+        separate_slots += sum(r * (s + t) for r, s, t in shapes)
+    return stacked_slots / separate_slots
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     widths = [max(len(h), *(len(str(r[h])) for r in rows)) for h in HEADER]
     lines = [" | ".join(h.ljust(w) for h, w in zip(HEADER, widths))]
@@ -158,6 +175,11 @@ def main() -> int:
     parser.add_argument("--ks", default=",".join(map(str, KS)), help="stack sizes, comma-separated (default 1,4,8,16)")
     parser.add_argument("--epochs", type=int, default=2, help="epochs per case, the first one cold (default 2)")
     parser.add_argument("--json", type=Path, help="also write the rows and their provenance here")
+    parser.add_argument(
+        "--padding",
+        action="store_true",
+        help="only print, for each K, the token slots a stacked update computes over K separate updates' (CPU)",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--updates", type=int, default=0, help=argparse.SUPPRESS)
@@ -173,6 +195,12 @@ def main() -> int:
     if args.dry_run:
         torch.set_num_threads(1)
         ks = list(DRY_KS)
+    if args.padding:
+        _, split, cfg = setup(args.dry_run)
+        for k in ks:
+            share = padded_share(split.src_lens, split.tgt_lens, cfg.max_tokens, k, PADDING_UPDATES)
+            print(f"K={k}: a stacked update computes {share:.2f}x the token slots of {k} separate updates")
+        return 0
     updates = planned_updates(args.dry_run, args.epochs)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -22,9 +22,10 @@ How, each piece the separate run's:
   scheme, and either resumes a stacked seed's folder alone (``canlib train --out RUN --resume``).
 
 Measured on one H200 (``book/results/gpu/h200-2026-11-28-5af6bb5`` in the repository): five seeds of the small
-baseline trained 16 model-updates/s stacked, fewer than one run alone (21.8), so nothing stacks by default; where the
-time goes (``vmap`` over the attention kernels, the per-seed loss loop) waits for a profile. What holds is the
-equality with separate runs, which the tests pin.
+baseline trained 16 model-updates/s stacked, fewer than one run alone (21.8), so nothing stacks by default. One
+cause is the common shape: each seed's batch padded to the step's largest rows and lengths computes 2.64x the token
+slots of five separate updates (``scripts/bench_stacked.py --padding``); a profile would say the rest. What holds is
+the equality with separate runs, which the tests pin.
 
 The seeds stop together: a stack trains to ``max_steps`` (stopping on the validation curve, or after whole
 epochs, would stop seeds at different updates; the small scale's converged recipe is a fixed budget).
