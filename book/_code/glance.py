@@ -140,17 +140,18 @@ def tables(store: Store) -> dict[str, Any]:
 # -- the finding, in plain sentences ------------------------------------------------------------------------------
 
 
-def _setup(store: Store, budget: int) -> str:
-    """Our BLEU setup against the paper's, in words: corpus, width and updates."""
+def _setup(store: Store, budget: int, recipe: str = "") -> str:
+    """Our BLEU setup against the paper's, in words: corpus, width and updates (a budget, or a recipe's)."""
     full = scale_spec("full")
     corpus = store.spec.corpus.replace("multi30k", "Multi30k").split("-", 1)
     pair = "-".join(p.capitalize() for p in corpus[1].split("-"))
     plan = int(store.spec.train["max_steps"])
-    updates = (
-        f"the plan's {plan:,} updates"
-        if budget == 1
-        else f"{TIMES.get(budget, f'{budget}x')} the plan's {plan:,} updates"
-    )
+    if recipe:
+        updates = f"the {recipe} recipe's {int(store.spec.recipe(recipe)['max_steps']):,} updates"
+    elif budget == 1:
+        updates = f"the plan's {plan:,} updates"
+    else:
+        updates = f"{TIMES.get(budget, f'{budget}x')} the plan's {plan:,} updates"
     return (
         f"{corpus[0]} {pair} at d={preset(store.spec.preset('can')).d_model} with {updates}, against the paper's "
         f"{full.corpus.split('-')[0].upper()} models trained to convergence at d={paper.paper_numbers()['setup']['d']}"
@@ -237,7 +238,7 @@ def _bleu_finding(store: Store, w: _Words) -> list[str]:
     decided = deciding(keeps)
     below = w.j.get("can-below-balanced")
     return [
-        f"CAN's BLEU, on {_setup(store, keeps.budget or 1)}: {gap}"
+        f"CAN's BLEU, on {_setup(store, keeps.budget or 1, keeps.recipe)}: {gap}"
         + (f"; {w.said(below.claim.id, 'CAN scores below Balanced')}." if below is not None else "."),
         f"The paper has {keeps.claim.paper.split(' (')[0]}; "
         f"{w.said(keeps.claim.id, 'CAN within half a point of Balanced')}" + (f", {decided}." if decided else "."),

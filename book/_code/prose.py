@@ -63,12 +63,17 @@ def seeds_of(j: Judged) -> int:
     return min(j.seeds.values(), default=0)
 
 
+def body_name(j: Judged) -> str:
+    """A body of BLEU evidence in words: the converged models, or a budget ("the 2x budget")."""
+    return f"the {j.recipe} models" if j.recipe else f"the {j.budget}x budget"
+
+
 def lead_sentence(j: Judged) -> str:
     """Which body of evidence a claim's verdict reads and why (the registry's rule: a body that meets its standard
-    first, then the most seeds of its weakest system, then the longest budget), from the bodies' own numbers; empty
-    for a claim with one body."""
-    others = [b for b in j.beside if b.budget is not None]
-    if not others or j.budget is None:
+    first, then the most seeds of its weakest system, then the converged models, then the longest budget), from the
+    bodies' own numbers; empty for a claim with one body."""
+    others = [b for b in j.beside if b.budget is not None or b.recipe]
+    if not others or (j.budget is None and not j.recipe):
         return ""
     lead_seeds = seeds_of(j)
     parts = []
@@ -76,13 +81,13 @@ def lead_sentence(j: Judged) -> str:
         if b.meets and not j.meets:
             continue
         if seeds_of(b) < lead_seeds:
-            parts.append(f"the {b.budget}x budget has {seeds_of(b)} (fewer seeds never lead)")
+            parts.append(f"{body_name(b)} has {seeds_of(b)} (fewer seeds never lead)")
         elif seeds_of(b) == lead_seeds:
-            parts.append(f"the {b.budget}x budget has as many, and with equal seeds the longer budget leads")
+            rule = "converged models lead" if j.recipe else "the longer budget leads"
+            parts.append(f"{body_name(b)} has as many, and with equal seeds {rule}")
     why = "; ".join(parts)
-    return f"The verdict reads the {j.budget}x budget: it has {lead_seeds} seeds of every system" + (
-        f"; {why}." if why else "."
-    )
+    has = "they have" if j.recipe else "it has"
+    return f"The verdict reads {body_name(j)}: {has} {lead_seeds} seeds of every system" + (f"; {why}." if why else ".")
 
 
 def verdict_values(j: Judged, prefix: str) -> dict[str, Any]:

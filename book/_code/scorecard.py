@@ -41,7 +41,8 @@ def strength(j: Judged) -> str:
     s = j.strength
     if isinstance(s.get("seeds"), dict) and s["seeds"]:
         seeds = f"{min(s['seeds'].values())} seeds"
-        return seeds + (f", {s['budget']}x" if s.get("budget") else "") + f", {s.get('scale', '')}".rstrip(", ")
+        setting = f", {s['recipe']}" if s.get("recipe") else f", {s['budget']}x" if s.get("budget") else ""
+        return seeds + setting + f", {s.get('scale', '')}".rstrip(", ")
     if "repeats" in s:
         runs = len(s["runs"])
         return f"{s['repeats']} repeats in {runs} run{'s' if runs > 1 else ''}, shortest {s['shortest_repeat_s']:.2f} s"

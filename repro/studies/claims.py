@@ -37,7 +37,7 @@ from repro.studies.evidence import (
     Term,
     Threshold,
 )
-from repro.studies.judges import JUDGES
+from repro.studies.judges import JUDGES, SETTLE
 from repro.studies.store import Store, stored_scale
 from repro.studies.verdict import CONFIDENCE, FAILS, HOLDS, MIXED, NOT_RUN, ON_PAR, Within
 
@@ -89,8 +89,11 @@ PAPER_CAN_ON = {"6/6": -0.09, "12/2": -0.25}
 DECISIVE, NEAR = 0.5, 0.1  # the gate is decisive when more than half its values lie within 0.1 of 0 or 1
 PAR, BELOW, ABOVE = Within(ON_PAR), Threshold("<", 0.0), Threshold(">", 0.0)
 EVERY_SET = "on every test set"
-SETTLE = "bash scripts/gpu_settle.sh"  # the one GPU call that stores the runs settling the most claims
-CONTROLS = {"can_residual": "CAN keeping the attention's residual", "can_nosplit": "CAN without the head split"}
+# the controls of canlib's choices, each the converged models of a study of its own beside CAN's (repro.results.studies)
+CONTROLS = (
+    Term(0.5, "can", "CAN keeping the attention's residual", study="converged-residual"),
+    Term(0.5, "can_nosplit", "CAN without the head split", study="converged-nosplit"),
+)
 
 
 def _diag(name: str) -> list[float]:
@@ -390,7 +393,7 @@ CLAIMS: tuple[Claim, ...] = (
         "attention's residual and without the head split of its 4d values) scores above CAN",
         "—",
         "results",
-        (*(Term(0.5, system, label) for system, label in CONTROLS.items()), Term(-1.0, "can")),
+        (*CONTROLS, Term(-1.0, "can", "CAN", study="converged")),
         ABOVE,
         what="(CAN keeping the residual + CAN without the head split) / 2 - CAN",
         source="book",

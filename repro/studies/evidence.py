@@ -233,6 +233,7 @@ class Judged:
     value: float | None = None
     interval: tuple[float, float] | None = None
     budget: int | None = None  # the budget factor this verdict reads (BLEU claims of the main plan)
+    recipe: str = ""  # "converged": the verdict reads the converged models (the study of that name), not a budget
     sets: tuple[dict[str, Any], ...] = ()  # per reading: evaluation set, GPU run, layer or direction
     beside: tuple[Judged, ...] = ()  # the weaker bodies of evidence (other budgets, older code), shown, never leading
     seeds: dict[str, int] = field(default_factory=dict)
@@ -289,6 +290,8 @@ class Judged:
             "pairing": self.pairing,
             "seeds_to_settle": self.seeds_to_settle,
         }
+        if self.recipe:
+            out["recipe"] = self.recipe
         if beside:
             out["beside"] = [j.as_json(beside=False) for j in self.beside]
         return out

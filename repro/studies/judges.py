@@ -64,6 +64,9 @@ GPU_CHECK_MINUTES = 5  # its steps' timeouts, with the machine's start
 GPU_RUN = (f"one GPU run, about {GPU_CHECK_MINUTES} GPU-minutes", float(GPU_CHECK_MINUTES))
 BATCH_SWEEP = "python -m repro bench batch --device cuda"
 
+SETTLE = "bash scripts/gpu_settle.sh"  # the one GPU call that stores the runs settling the most claims
+CONVERGED = "converged"  # the study of the Table 2 and 5 systems at the converged recipe (repro.results.studies)
+
 
 def _judged(
     claim: Claim,
@@ -108,16 +111,26 @@ def _minutes(store: Store, runs: Sequence[tuple[str, int]]) -> tuple[str, float 
 # BLEU contrasts -------------------------------------------------------------------------------------------------
 
 
-def _runs(store: Store, t: Term, factor: int) -> Runs | None:
-    """The stored runs of one term: a beyond study's models, else the main plan's at its budget."""
+def _runs(store: Store, t: Term, factor: int, recipe: str = "") -> Runs | None:
+    """The stored runs of one term: a beyond study's models, the converged models (``recipe``), else the main
+    plan's at its budget."""
     if t.study:
         return store.study_runs(t.study, t.system, t.tag)
+    if recipe:
+        return store.study_runs(recipe, t.system)
     return store.budget_runs(t.system, factor if t.factor is None else t.factor)
 
 
-def _label(t: Term, factor: int) -> str:
+def _label(t: Term, factor: int, recipe: str = "") -> str:
     base = t.label or LABELS.get(t.system, t.system)
+    if recipe:
+        return f"{base} {recipe}"
     return base + (f" {factor}x" if factor != 1 and t.factor is None and not t.label else "")
+
+
+def _body_name(b: Judged) -> str:
+    """How a body of BLEU evidence is named beside the others: its recipe, else its budget ("2x")."""
+    return b.recipe or f"{b.budget}x"
 
 
 def _store_command(store: Store, terms: Sequence[Term], factor: int, seeds: int) -> str:
@@ -157,22 +170,26 @@ def _settle_in_seeds(
     }
 
 
-def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int) -> Judged:
-    """One body of BLEU evidence: the contrast at one budget."""
+def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: str = "") -> Judged:
+    """One body of BLEU evidence: the contrast at one budget, or on the models of one recipe (``recipe``)."""
     need = c.standard.seeds
-    terms = [(t, _runs(store, t, factor)) for t in c.terms]
-    seeds = {_label(t, factor): len(r.seeds) if r else 0 for t, r in terms}
+    terms = [(t, _runs(store, t, factor, recipe)) for t in c.terms]
+    seeds = {_label(t, factor, recipe): len(r.seeds) if r else 0 for t, r in terms}
     counts = ", ".join(f"{k} {n}" for k, n in seeds.items())
     short = [(t, r) for t, r in terms if r is None or len(r.seeds) < need]
     todo = [(t.system, t.factor or factor) for t, r in short for _ in range(need - (len(r.seeds) if r else 0))]
     command = c.command or _store_command(store, [t for t, _ in short] or [t for t, _ in terms], factor, need)
-    cost = _minutes(store, todo) if short else ("", None)
-    settle = f"{need} seeds of every system: {cost[0]}: `{command}`"
+    if recipe:
+        command = SETTLE
+    cost = _minutes(store, todo) if short and not recipe else ("", None)
+    settle = f"{need} seeds of every system: {cost[0]}: `{command}`" if cost[0] else f"{need} seeds: `{command}`"
+    strength = {"seeds": seeds, "budget": factor, "scale": store.scale} | ({"recipe": recipe} if recipe else {})
     data = dict(
-        budget=factor if c.budgets else None,
+        budget=None if recipe or not c.budgets else factor,
+        recipe=recipe,
         seeds=seeds,
         files=tuple(f for _, r in terms if r for f in r.files),
-        strength={"seeds": seeds, "budget": factor, "scale": store.scale},
+        strength=strength,
         cost=cost,
     )
     if any(r is None for _, r in terms):
@@ -180,7 +197,7 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int) -> Judged
         return _missing(claim, f"no stored run of {absent} at scale {store.scale}", command, **data)
     if any(len(r.seeds) < 2 for _, r in terms):
         value = sum(t.weight * r.mean() for t, r in terms)
-        why = f"{METRIC} at scale {store.scale}, {factor}x budget; {counts} seed(s): no seed interval"
+        why = f"{METRIC} at scale {store.scale}, {_setting(factor, recipe)}; {counts} seed(s): no seed interval"
         ours = f"{value:+.2f} (no interval)"
         return _judged(claim, INCONCLUSIVE, ours, why, meets=False, settle=settle, command=command, value=value, **data)
     pairs = c.seed_pairs([r.seeds for _, r in terms], factor)
@@ -197,7 +214,7 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int) -> Judged
         claim,
         j.verdict,
         f"{head.value:+.2f} [{low:+.2f}, {high:+.2f}] ({METRIC} {split_name(head.split)})",
-        f"{METRIC}, scale {store.scale}, {factor}x budget, seeds: {counts}; {below}{describe(j)}",
+        f"{METRIC}, scale {store.scale}, {_setting(factor, recipe)}, seeds: {counts}; {below}{describe(j)}",
         meets=meets,
         settle=settle,
         command=command,
@@ -216,16 +233,24 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int) -> Judged
     return decided
 
 
+def _setting(factor: int, recipe: str) -> str:
+    return f"{recipe} recipe" if recipe else f"{factor}x budget"
+
+
 def strongest(bodies: Sequence[Judged]) -> Judged:
     """The body of BLEU evidence that leads: one that meets the standard, then the most seeds of its weakest
-    system, then the longest budget. A 2-seed body never leads a 3-seed one."""
-    return max(bodies, key=lambda j: (j.meets, min(j.seeds.values(), default=0), j.budget or 1))
+    system, then the converged models (trained to the optimum of the validation curve, where a budget stops
+    short of it or past it), then the longest budget. A 2-seed body never leads a 3-seed one."""
+    return max(bodies, key=lambda j: (j.meets, min(j.seeds.values(), default=0), bool(j.recipe), j.budget or 1))
 
 
 def _judge_contrast(store: Store, claim: Claim, c: Contrast) -> Judged:
-    main_pair = all(t.factor is None and not t.study and t.system in BUDGET_SYSTEMS for t in c.terms)
+    plain = all(t.factor is None and not t.study for t in c.terms)
+    main_pair = plain and all(t.system in BUDGET_SYSTEMS for t in c.terms)
     factors = store.budget_factors() if c.budgets and main_pair else [1]
     bodies = [_contrast_at(store, claim, c, f) for f in factors]
+    if plain and all(store.study_runs(CONVERGED, t.system) for t in c.terms):  # read once they are stored
+        bodies.append(_contrast_at(store, claim, c, 1, recipe=CONVERGED))
     lead = strongest(bodies)
     beside = tuple(b for b in bodies if b is not lead)
     if not beside:
@@ -234,10 +259,10 @@ def _judge_contrast(store: Store, claim: Claim, c: Contrast) -> Judged:
     def where(b: Judged) -> str:  # the body's deciding set, e.g. "test2016"
         return b.deciding["set"] if b.deciding else ""
 
-    others = "; ".join(f"{b.budget}x: {b.ours.split(' (')[0]} ({where(b)}, {b.word})" for b in beside)
+    others = "; ".join(f"{_body_name(b)}: {b.ours.split(' (')[0]} ({where(b)}, {b.word})" for b in beside)
     return replace(
         lead,
-        ours=f"{lead.budget}x: {lead.ours.split(' (')[0]} ({where(lead)}); {others} ({METRIC})",
+        ours=f"{_body_name(lead)}: {lead.ours.split(' (')[0]} ({where(lead)}); {others} ({METRIC})",
         beside=beside,
         evidence=f"{lead.evidence} | beside it: {' | '.join(b.evidence for b in beside)}",
     )

@@ -16,6 +16,7 @@ import pytest
 from conftest import REPO, SHARED_DATA
 from verdict_marks import disagreements, readme_verdicts, shown_verdicts
 
+from _code.prose import lead_sentence
 from repro.results.files import provenance, save_result
 from repro.results.layout import Where
 from repro.studies import claims
@@ -287,6 +288,48 @@ def test_a_two_seed_body_never_overrides_a_three_seed_one(tmp_path):
     assert (j.budget, j.word) == (2, "holds") and [(b.budget, b.word) for b in j.beside] == [(1, "does not hold")]
     assert 'data-budget="1">does not hold<' in mark(j, 1) and 'data-claim="can-within-0.5"' in mark(j)
     assert judged(fresh(tmp_path))["budget-adds-can"].value == pytest.approx(5.0)
+
+
+def test_converged_models_lead_a_bleu_claim_once_they_have_the_most_seeds(tmp_path):
+    """The converged study's models (beyond/converged) are read as a body of their own: with as many seeds as the
+    budgets' they lead (trained to the optimum, where a budget stops short of it or past it), with fewer they stand
+    beside, and a claim that reads no budget (SAN against Balanced) gets them too."""
+    conv = "beyond/runs/multi30k-en-de/converged"
+    pair(tmp_path, "can", "balanced", [30.1, 30.2, 30.3], [30.2, 30.3, 30.4])  # 1x: on par
+    pair(tmp_path, "can", "balanced", [32.1, 32.2, 32.3], [32.2, 32.3, 32.4], X2)  # 2x: on par
+    for seed, (can, balanced) in enumerate(zip([27.1, 27.2], [30.1, 30.2]), 1):  # converged: CAN 3 below
+        put_run(tmp_path, f"{conv}-can", seed, can)
+        put_run(tmp_path, f"{conv}-balanced", seed, balanced)
+    j = judged(fresh(tmp_path))["can-within-0.5"]
+    assert (j.budget, j.recipe, j.word) == (2, "", "holds")  # two converged seeds never lead three
+    assert [(b.recipe, b.word) for b in j.beside] == [("", "holds"), ("converged", "inconclusive")]
+    put_run(tmp_path, f"{conv}-can", 3, 27.3)
+    put_run(tmp_path, f"{conv}-balanced", 3, 30.3)
+    j = judged(fresh(tmp_path))["can-within-0.5"]
+    assert (j.recipe, j.budget, j.word) == ("converged", None, "does not hold")
+    assert j.value == pytest.approx(-3.0) and {b.budget for b in j.beside} == {1, 2}
+    assert j.ours.startswith("converged: -3.00") and "converged recipe" in j.evidence
+    assert j.as_json()["recipe"] == "converged" and "recipe" not in j.beside[0].as_json()
+    assert lead_sentence(j) == (
+        "The verdict reads the converged models: they have 3 seeds of every system; the 1x budget has as many, and "
+        "with equal seeds converged models lead; the 2x budget has as many, and with equal seeds converged models lead."
+    )
+    pair(tmp_path, "can_attn", "balanced", [30.0, 30.1, 30.2], [30.0, 30.1, 30.2])  # a claim of no budgets
+    for seed in (1, 2, 3):
+        put_run(tmp_path, f"{conv}-can_attn", seed, 20.0 + seed / 10)
+    j = judged(fresh(tmp_path))["can-attn-below-balanced"]
+    assert (j.recipe, j.word, j.value) == ("converged", "holds", pytest.approx(-10.0))
+
+
+def test_the_choices_claim_reads_the_converged_controls_against_converged_can(tmp_path):
+    conv = "beyond/runs/multi30k-en-de/converged"
+    for seed in (1, 2, 3):
+        put_run(tmp_path, f"{conv}-residual-can", seed, 31.0 + seed / 10)
+        put_run(tmp_path, f"{conv}-nosplit-can_nosplit", seed, 29.0 + seed / 10)
+        put_run(tmp_path, f"{conv}-can", seed, 28.0 + seed / 10)
+    j = judged(fresh(tmp_path))["choices-explain-gap"]
+    assert j.word == "holds" and j.value == pytest.approx((31.0 + 29.0) / 2 - 28.0)
+    assert len(j.files) == 9 and all("/converged-" in f for f in j.files)
 
 
 def test_the_newest_code_that_meets_the_standard_leads_and_older_code_stands_beside(tmp_path):
