@@ -1,5 +1,5 @@
-"""The verdict words a reader sees, read back from a page: the marked verdicts of the built HTML and the rows of
-README's verdict table, and which claims two pages show with two different words. The claims registry's tests read
+"""The verdict words a reader sees, read back from a page: the marked verdicts of the built HTML and the verdicts
+README's findings name, and which claims two pages show with two different words. The claims registry's tests read
 the pages it renders (repro/test_claims.py), the book's tests the pages it builds (book/test_book.py)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import re
 MARK = re.compile(
     r'<span class="claim-verdict verdict-[a-z-]+" data-claim="([^"]+)"(?: data-budget="(\d+)")?>([^<]+)</span>'
 )
+SAID = re.compile(r"\b(holds|does not hold|mixed|inconclusive|not run) \(`([^`]+)`\)")  # README: word (`id`)
 
 
 def shown_verdicts(html: str) -> list[tuple[str, str, str]]:
@@ -17,17 +18,8 @@ def shown_verdicts(html: str) -> list[tuple[str, str, str]]:
 
 
 def readme_verdicts(text: str) -> list[tuple[str, str, str]]:
-    """(claim id, "", word) of every row of README's verdict table (its columns named in its header row)."""
-    lines = [line for line in text.splitlines() if line.startswith("|")]
-    out, header = [], None
-    for line in lines:
-        cells = [c.strip() for c in line.split("|")[1:-1]]
-        if cells and cells[0] == "id" and "verdict" in cells:
-            header = cells
-            continue
-        if header and len(cells) == len(header) and not set(cells[0]) <= set(":-"):
-            out.append((cells[0], "", cells[header.index("verdict")]))
-    return out
+    """(claim id, "", word) of every verdict README names in its findings, written ``word (`id`)``."""
+    return [(m.group(2), "", m.group(1)) for m in SAID.finditer(text)]
 
 
 def disagreements(found: list[tuple[str, str, str, str]]) -> list[str]:

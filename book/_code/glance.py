@@ -1,8 +1,8 @@
 """Results at a glance: what the reproduction found, in a few plain sentences generated from the claims registry,
 then the paper's Tables 2, 4 and 5 beside ours and one verdict per claim of the paper, all from the stored results.
-The book's first page glues these; README.md's "Results at a glance" section is generated from the same code
-(``python -m _code.glance --readme` in `book/``) and a test compares the two, so README never holds a
-number or a verdict the stored results do not give.
+The book's first page glues these; README.md's two result sections (the findings and the tables, which link the
+scorecard for every claim's verdict) are generated from the same code (``python -m _code.glance --readme`` in
+``book/``) and a test compares the two, so README never holds a number or a verdict the stored results do not give.
 """
 
 from __future__ import annotations
@@ -421,12 +421,16 @@ FOUND, DETAIL = "## What this reproduction found", "## Results in detail"  # REA
 
 def readme_sections(scale: str = "small", root: Path | None = None) -> dict[str, str]:
     """README's two generated sections, by heading, from the stored results (Markdown, each ending with a blank
-    line): the finding at the top, the tables and the verdict of every paper claim further down."""
+    line): the finding at the top, the tables further down. Every claim's verdict is the scorecard's to show, with
+    its evidence beside it; README links it."""
     store = Store(scale, root)
     t = tables(store)
     prov = t["provenance"]
-    found = table(judged(store).all("paper"))
-    found["chapter"] = [f"[{c}](book/{c}.md)" for c in found["chapter"]]
+    paper_claims = judged(store).all("paper")
+    scorecard = (
+        f"All {len(paper_claims)} claims of the paper, each with its verdict, the evidence it reads and what would "
+        "settle it: [the scorecard](book/scorecard.md) (`python -m repro claims` prints them, and the book's own)."
+    )
     generated = (
         "Generated from the stored results by `python -m _code.glance --readme` in `book/` (a test fails "
         "when it differs from what the code computes now or from `python -m repro claims`)."
@@ -437,6 +441,8 @@ def readme_sections(scale: str = "small", root: Path | None = None) -> dict[str,
         *(f"{i}. {s}" for i, s in enumerate(findings(store), 1)),
         "",
         "The five verdict words: " + "; ".join(f"**{w}**: {MEANINGS[w]}" for w in WORDS) + ". " + generated,
+        "",
+        scorecard,
         "",
     ]
     detail = [
@@ -461,11 +467,6 @@ def readme_sections(scale: str = "small", root: Path | None = None) -> dict[str,
         "**Table 5** (kernels per decoder layer and step, counted on the GPU's code path)",
         "",
         t["table5"].to_markdown(),
-        "",
-        "**One verdict per claim of the paper** (`python -m repro claims` lists these and the book's own; each "
-        "claim's standard, evidence and what would settle it: [the scorecard](book/scorecard.md)).",
-        "",
-        found.set_index("id").to_markdown(),
         "",
     ]
     return {FOUND: "\n".join(finding), DETAIL: "\n".join(detail)}

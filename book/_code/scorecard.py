@@ -10,9 +10,40 @@ from typing import Any
 
 from _code.tables import reading_table
 from repro.studies.claims import Judged, family
-from repro.studies.verdict import CONFIDENCE, INCONCLUSIVE
+from repro.studies.verdict import CONFIDENCE, FAILS, HOLDS, INCONCLUSIVE, MIXED, NOT_RUN
 
 SHORT = 90  # characters of the one-line summary
+
+
+def _count(n: int, one: str, more: str) -> str:
+    """``1 holds``, ``3 hold``."""
+    return f"{n} {one if n == 1 else more}"
+
+
+def takeaway(paper: Sequence[Judged]) -> str:
+    """The page's one sentence, from the verdicts of the paper's claims: how many these runs decide, which way, and
+    how many stay open."""
+    n = {w: sum(j.word == w for j in paper) for w in (HOLDS, FAILS, MIXED, INCONCLUSIVE, NOT_RUN)}
+    decided, still = n[HOLDS] + n[FAILS] + n[MIXED], n[INCONCLUSIVE] + n[NOT_RUN]
+    open_ = f"({n[INCONCLUSIVE]} inconclusive, {n[NOT_RUN]} not run)"
+    if not decided:
+        return (
+            f"These runs decide none of the paper's {len(paper)} claims yet {open_}: nothing is confirmed or refuted."
+        )
+    against = n[FAILS] + n[MIXED]
+    if against:
+        ways = [_count(n[HOLDS], "holds", "hold"), _count(n[FAILS], "does not hold", "do not hold")]
+        ways.append(_count(n[MIXED], "is mixed", "are mixed"))
+        said = f": {ways[0]}, {ways[1]} and {ways[2]}"
+    else:
+        said = ", and it holds" if decided == 1 else f", and all {decided} hold"
+    head = f"Of the paper's {_count(len(paper), 'claim', 'claims')} these runs decide {decided}{said}"
+    if not still:
+        return head + "."
+    rest = f"; the other {_count(still, 'stays', 'stay')} open {open_}"
+    if against:
+        return head + rest + f", so {against} of the {decided} decided go against the paper on at least one reading."
+    return head + rest + ": nothing here contradicts the paper, and the open claims await more evidence."
 
 
 def as_code(text: str) -> str:

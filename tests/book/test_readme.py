@@ -95,18 +95,32 @@ def test_the_first_page_shows_the_findings_of_readme_with_marked_words(env, clai
         assert word == claims_json[claim]["verdict"], claim
 
 
-def test_the_readme_verdicts_are_the_claims_commands_claim_by_claim(claims_json):
-    """Every claim of the paper in `python -m repro claims --json` is a row of README's verdict table with the same
-    verdict word, and README has no row the registry does not."""
-    registry = {k: row["verdict"] for k, row in claims_json.items() if BY_ID[k].source == "paper"}
-    section = README.read_text(encoding="utf-8").split("## Results in detail", 1)[1].split("\n## ", 1)[0]
-    lines = [line for line in section.splitlines() if line.startswith("|")]
-    table = next(i for i, line in enumerate(lines) if line.split("|")[1].strip() == "id")
-    header = [c.strip() for c in lines[table].split("|")[1:-1]]
-    rows = {}
-    for line in lines[table + 2 :]:
-        cells = [c.strip() for c in line.split("|")[1:-1]]
-        if len(cells) != len(header):
-            break
-        rows[cells[0]] = cells[header.index("verdict")]
-    assert rows == registry
+def test_readme_links_the_scorecard_for_every_claim_instead_of_listing_them(claims_json):
+    """The verdict of every claim of the paper is the scorecard's to show, beside its evidence: README counts them
+    as the registry does, links the scorecard, and holds no table with a verdict column."""
+    paper = [k for k in claims_json if BY_ID[k].source == "paper"]
+    text = README.read_text(encoding="utf-8")
+    assert f"All {len(paper)} claims of the paper, each with its verdict" in readme_findings()
+    assert "[the scorecard](book/scorecard.md)" in readme_findings()
+    headers = [line for line in text.splitlines() if line.startswith("|") and "verdict" in line.lower()]
+    assert not headers, f"README holds a verdict table: {headers}"
+
+
+def code_lines(text: str) -> list[str]:
+    """The command of every line of README's ```bash blocks, without its comment."""
+    blocks = re.findall(r"^```bash\n(.*?)^```", text, re.S | re.M)
+    return [line.split("  #")[0].strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_readme_has_one_command_to_build_the_book_and_one_to_run_the_tests_which_ci_runs():
+    """A reader finds one way to build the book and one to run the tests, in the section that names them, and CI
+    (.ci/run) runs that very test command."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    book, test = code_lines(section)
+    assert (book, test) == ("bash scripts/book.sh", "bash scripts/test.sh")
+    every = code_lines(text)
+    assert every.count(book) == 1 and every.count(test) == 1
+    assert not [c for c in every if c not in (book, test) and re.search(r"scripts/(book|test)\.sh", c)]
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert [line.strip() for line in ci if line.strip() and not line.startswith("#")][-1] == test

@@ -1,7 +1,6 @@
 """The numbers and verdicts the results, ablation, depths, beyond, tasks and glance pages glue into their prose,
-against the raw stored JSON (read here with json and statistics only) and the paper's numbers, the README's
-"Results at a glance" section against what the code computes now, and its verdict column against
-`python -m repro claims --json`."""
+against the raw stored JSON (read here with json and statistics only) and the paper's numbers (README's generated
+sections are tests/book/test_readme.py's)."""
 
 from __future__ import annotations
 
