@@ -375,10 +375,26 @@ def vocabulary() -> str:
     return '<ul class="verdict-words">' + "".join(f"<li><b>{w}</b>: {MEANINGS[w]}</li>" for w in WORDS) + "</ul>"
 
 
-def values(store: Store) -> dict[str, Any]:
-    """What the glance page glues: the findings, the vocabulary, the tables, their provenance and the verdict table."""
+def where_from(store: Store):
+    """Where the glance tables' numbers come from (the appendix shows it): the plan's runs, their recipe, the speed
+    run, as a two-column table."""
     import pandas as pd
 
+    prov = tables(store)["provenance"]
+    return pd.DataFrame(
+        {
+            "what": ["the plan's runs", "their recipe", "the speed run"],
+            "where it comes from": [
+                f"{prov['runs']} runs on {prov['device']}, commit {prov['commit']}",
+                prov["budget"],
+                f"book/results/gpu/{prov['speed_run']} ({prov['speed_device']}, commit {prov['speed_commit']})",
+            ],
+        }
+    )
+
+
+def values(store: Store) -> dict[str, Any]:
+    """What the glance page glues: the findings, the vocabulary, the tables and the verdict table."""
     out = tables(store)
     prov = out.pop("provenance")
     captions = {
@@ -389,17 +405,6 @@ def values(store: Store) -> dict[str, Any]:
         "table5": "Table 5: the ablation, BLEU and kernels per decoder layer and step",
     }
     out = {k: reading_table(v, captions[k]).to_html() for k, v in out.items()}
-    where = pd.DataFrame(
-        {
-            "what": ["the plan's runs", "their recipe", "the speed run"],
-            "where it comes from": [
-                f"{prov['runs']} runs on {prov['device']}, commit {prov['commit']}",
-                prov["budget"],
-                f"book/results/gpu/{prov['speed_run']} ({prov['speed_device']}, commit {prov['speed_commit']})",
-            ],
-        }
-    )
-    out["provenance"] = reading_table(where).to_html()
     # each verdict marked with its claim id, each chapter a link
     verdicts = table(judged(store).all("paper"), marked=True, link=lambda c: f'<a href="{c}.html">{c}</a>')
     return out | {
@@ -411,7 +416,7 @@ def values(store: Store) -> dict[str, Any]:
     }
 
 
-HTML_KEYS = ("findings", "vocabulary", "verdicts", "table2", "speed", "table4", "table5", "provenance")  # glued as HTML
+HTML_KEYS = ("findings", "vocabulary", "verdicts", "table2", "speed", "table4", "table5")  # glued as HTML
 
 
 # -- README --------------------------------------------------------------------------------------------------------

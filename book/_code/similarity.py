@@ -13,6 +13,7 @@ import numpy as np
 
 from _code.prose import ORDINALS, span
 from canlib.model.config import preset
+from repro.experiments.experiment import trains_here
 from repro.studies.analyses import similarity, similarity_study
 from repro.studies.claims import BY_ID, marks
 from repro.studies.paper import paper_numbers
@@ -52,6 +53,12 @@ def stored(system: str, store: Store) -> bool:
     """Whether a system's similarity study is stored (at tiny: computed by the chapter's explicit ``train_missing``
     call, cached)."""
     return store.has(similarity_study(system))
+
+
+def balanced_scale(scale: str, store: Store) -> str:
+    """The scale Balanced's two layers are read at: the page's own where that study is stored or trained here, else
+    tiny (CPU minutes), so the chapter and the appendix that gives its provenance read the same measurement."""
+    return scale if stored("balanced", store) or trains_here(scale) else "tiny"
 
 
 def diagonal(matrix: list[list[float]]) -> np.ndarray:

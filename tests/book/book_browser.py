@@ -4,7 +4,8 @@ NaN or Python values in the text, a traceback in an output, a table or code bloc
 equation numbered twice (Sphinx's number beside the TeX \\tag), a glyph of a formula cut off by its box, a line of
 code wrapped, template grammar ("is holds"), a number or one-word cell broken across lines in a table, a table cell
 cut short ("..."), a verdict word in the text's colour, an image whose alt text is its file's name, an empty legend
-entry in an SVG figure, and a paragraph with more than five numbers (a table or a figure written out as prose).
+entry in an SVG figure, a plot shrunk until its text is illegible, a paragraph with more than five numbers (a table or
+a figure written out as prose), and a chapter without its link to its notebook (a valid .ipynb with code cells).
 
 Used by ``tests/book/test_book.py`` on the book it builds, and by ``tests/book/test_book_browser.py`` on small pages made
 to hold each fault. The browser is Debian's ``chromium`` driven through its ``chromium-driver`` by Selenium (no
@@ -37,6 +38,16 @@ WINDOW = (1280, 1000)  # a laptop's browser window: the book's text column is th
 MATHJAX_TIMEOUT_S = 60
 MOST_NUMBERS = 5  # more numbers than this in one paragraph: a table or a figure written out as prose
 CROWDED = "paragraph with more than five numbers"
+# A plot's text as the reader sees it. The book's plots are matplotlib PNGs of the inline backend: figure.dpi 100
+# (savefig.dpi "figure"; bbox_inches="tight" only crops), font.size 10 pt, the size of the tick and axis labels of
+# book/_code/plots.py and figures.py (their titles 9 to 10 pt, legends 7 to 8 pt, heatmap numbers 7 to 10 pt): 10 pt
+# is 10 * 100 / 72 = 13.9 image pixels. A figure wider than the text column is shrunk to it, and its text with it;
+# below 8 CSS px (7.5 in for 8 pt text, 6 px for the 7 pt numbers) it is no longer read.
+FIGURE_DPI = 100
+FIGURE_FONT_PT = 10
+MIN_FIGURE_TEXT_PX = 8
+SMALL_FIGURE = "figure text too small"
+NOTEBOOK_LINK = "Download this chapter as a notebook (.ipynb)"  # book/_ext/notebook_download.py
 
 # What the page reports, computed in the browser after MathJax is done. "Prose" is the text a reader reads:
 # paragraphs, list items, captions, admonitions, table cells and the Markdown a cell displays, without code (inline
@@ -137,6 +148,17 @@ for (const el of article.querySelectorAll('table, pre')) {
     say(el.tagName === 'PRE' ? 'code block wider than the column' : 'table wider than the column', where(el),
         `${Math.round(el.scrollWidth)} px in ${Math.round(right - box.left)} px: ` + el.innerText.split('\n')[0]);
   }
+}
+
+// 3a. a plot shrunk to the column: its text, FIGURE_FONT_PT at FIGURE_DPI in the PNG (arguments[1] image px), as
+//     displayed (the displayed width over the image's own) must keep MIN_FIGURE_TEXT_PX (arguments[2]) CSS px
+for (const img of article.querySelectorAll('.cell_output img, figure img')) {
+  const shown = img.getBoundingClientRect().width;
+  if (!img.naturalWidth || !shown) continue;  // not loaded, or not shown
+  const px = arguments[1] * shown / img.naturalWidth;
+  if (px < arguments[2]) say('figure text too small', where(img),
+    `${img.naturalWidth} px shown at ${Math.round(shown)} px: ${arguments[1].toFixed(1)} px text at ${px.toFixed(1)} px: ` +
+    (img.getAttribute('alt') || ''));
 }
 
 // 3b. a line of code that wraps (a cell's input or a listing written for the page; not printed output, and not a
@@ -329,18 +351,56 @@ def clipped_math(session: object) -> list[dict[str, str]]:
     return faults
 
 
-def page_faults(session: object, page: Path, most_numbers: int = MOST_NUMBERS) -> list[dict[str, str]]:
-    """Load ``page`` (an HTML file), wait for MathJax and return its faults: {kind, where, text} each."""
+# The links a reader sees whose text is the notebook link's: [href, shown] each.
+NOTEBOOK_LINKS = r"""
+return [...document.querySelectorAll('article a')].filter((a) => a.textContent.trim() === arguments[0]).map((a) => {
+  const r = a.getBoundingClientRect();
+  return [a.getAttribute('href') || '', r.width > 0 && r.height > 0 && getComputedStyle(a).visibility !== 'hidden'];
+});
+"""
+
+
+def notebook_faults(session: object, page: Path) -> list[dict[str, str]]:
+    """A chapter's notebook: a visible link on the page (its text :data:`NOTEBOOK_LINK`) to a file beside it that
+    nbformat reads and validates, with at least one code cell."""
+    import nbformat
+
+    links = session.execute_script(NOTEBOOK_LINKS, NOTEBOOK_LINK)
+    if not links or not any(shown for _, shown in links):
+        return [{"kind": "no notebook link", "where": "(top)", "text": f"no visible link {NOTEBOOK_LINK!r}"}]
+    href = next(href for href, shown in links if shown)
+    target = page.parent / href.split("#")[0].split("?")[0]
+    try:
+        notebook = nbformat.read(target, as_version=4)
+        nbformat.validate(notebook)
+    except Exception as error:  # missing, not JSON, not a notebook: what a reader's Jupyter would refuse
+        return [{"kind": "notebook not valid", "where": "(top)", "text": f"{href}: {type(error).__name__}: {error}"}]
+    if not any(cell.cell_type == "code" for cell in notebook.cells):
+        return [{"kind": "notebook without code", "where": "(top)", "text": href}]
+    return []
+
+
+def page_faults(
+    session: object, page: Path, most_numbers: int = MOST_NUMBERS, notebook: bool = False
+) -> list[dict[str, str]]:
+    """Load ``page`` (an HTML file), wait for MathJax and return its faults: {kind, where, text} each; with
+    ``notebook``, a chapter's, also its notebook link's (:func:`notebook_faults`)."""
     session.get(page.resolve().as_uri())
     state = session.execute_async_script(WAIT_FOR_MATHJAX)
     faults = [] if state in ("typeset", "no MathJax") else [{"kind": "MathJax error", "where": "(page)", "text": state}]
     faults += clipped_math(session)  # as the page opens, before a drop-down moves what follows it
-    return faults + session.execute_script(FIND_FAULTS, most_numbers)  # opens every drop-down, as a reader may
+    faults += notebook_faults(session, page) if notebook else []
+    text_px = FIGURE_FONT_PT * FIGURE_DPI / 72
+    # opens every drop-down, as a reader may
+    return faults + session.execute_script(FIND_FAULTS, most_numbers, text_px, MIN_FIGURE_TEXT_PX)
 
 
-def book_faults(session: object, pages: list[Path]) -> dict[str, list[dict[str, str]]]:
-    """:func:`page_faults` of every page, by file name (pages without faults left out)."""
-    found = {page.name: page_faults(session, page) for page in pages}
+def book_faults(
+    session: object, pages: list[Path], chapters: frozenset[str] = frozenset()
+) -> dict[str, list[dict[str, str]]]:
+    """:func:`page_faults` of every page, by file name (pages without faults left out); a page whose stem is in
+    ``chapters`` must also link its notebook."""
+    found = {page.name: page_faults(session, page, notebook=page.stem in chapters) for page in pages}
     return {name: faults for name, faults in found.items() if faults}
 
 

@@ -4,7 +4,9 @@ page that holds every construct done right. The built book itself is checked in 
 
 from __future__ import annotations
 
+import base64
 import importlib.metadata
+import io
 from pathlib import Path
 
 import book_browser
@@ -35,6 +37,21 @@ WRAPPED_CELL = (  # a narrow table: its cells break where the browser may, at a 
     '<div class="cell_output"><table style="width: 90px"><tr><th>task</th><th>CAN − Balanced</th></tr>'
     "<tr><td>en-de</td><td>+0.54 (+1.5%)</td></tr></table></div>"
 )
+
+
+def png(width: int, height: int = 120) -> str:
+    """A blank PNG of ``width`` image pixels as a data URI: a plot's size is all the legibility check reads."""
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), "white").save(out, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(out.getvalue()).decode()
+
+
+# a plot 24 inches wide at matplotlib's 100 dpi, shrunk into the 700 px column: its 13.9 px text shown at 4 px
+OVER_WIDE_FIGURE = f'<figure><img src="{png(2400)}" alt="Six panels side by side."></figure>'
+# 7.5 inches, the width of most of the book's plots: shown at 700 of its 750 px, its text at 13 px
+COLUMN_FIGURE = f'<figure><img src="{png(750)}" alt="Two panels, the paper\'s and ours."></figure>'
 
 FAULTS = {  # kind reported -> a page body holding that fault alone
     "MathJax error": rf'<div class="math notranslate nohighlight">\[{UNFIXED_EQ8}\]</div>',
@@ -75,6 +92,7 @@ FAULTS = {  # kind reported -> a page body holding that fault alone
     # a legend as matplotlib draws it in SVG: a key (line2d) and a label that holds no glyph
     "empty legend entry": '<svg width="200" height="60"><g id="legend_1"><g id="line2d_1"><path d="M 0 0 L 10 0"/></g>'
     '<g id="text_1"></g></g></svg>',
+    "figure text too small": OVER_WIDE_FIGURE,
     "template grammar": "<p>Read on every set, “CAN scores below Balanced” is holds on some sets.</p>",
     "paragraph with more than five numbers": (
         '<p>CAN is 1.42 times as fast, 2.82 over 14 tasks, with 3,000 pairs at <span class="math notranslate '
@@ -113,7 +131,9 @@ CLEAN = (
     '<p>The gate: <span class="claim-verdict verdict-holds" data-claim="gate-decisive">holds</span>.</p>'
     # a figure whose alt text says what it shows, and an SVG legend whose entry has its label's glyphs
     '<figure><img src="x.png" alt="BLEU of each system, a dot per seed"></figure>'
-    '<svg width="200" height="60"><g id="legend_1"><g id="line2d_1"><path d="M 0 0 L 10 0"/></g><g id="text_1">'
+    # a plot at the column's width, shrunk a little: its text stays legible
+    + COLUMN_FIGURE
+    + '<svg width="200" height="60"><g id="legend_1"><g id="line2d_1"><path d="M 0 0 L 10 0"/></g><g id="text_1">'
     '<use href="#DejaVuSans-43"/></g></g></svg>'
     # five numbers, the indices of W_{v1} and a code name with digits not counted; the verdict after a colon
     '<p>Eq. 13 gives <span class="math notranslate nohighlight">\\(W_{v1}\\)</span> a width of 4 times 256, in'
@@ -131,8 +151,10 @@ def mathjax_script() -> Path | None:
     return found[0] if found else None
 
 
-# the book theme's (pydata-sphinx-theme's) rules for displayed formulas: a box that scrolls sideways, and so clips
+# the book theme's (pydata-sphinx-theme's) rules for displayed formulas: a box that scrolls sideways, and so clips;
+# and sphinx-book-theme's for images: none wider than the column
 THEME_MATH = (
+    "img { max-width: 100%; } "
     "div.math, span.math { align-items: center; display: flex; max-width: 100%; overflow: hidden; } "
     "div.math { flex-direction: row-reverse; gap: .5em; } "
     "div.math mjx-container { flex-grow: 1; overflow: auto; padding-bottom: .2rem; } "
@@ -207,3 +229,41 @@ def test_tex_in_markdown_a_cell_displays_is_reported(session, mathjax, tmp_path)
     body = '<div class="cell_output docutils container"><p>asserted to $10^{-8}$ below</p></div>'
     faults = book_browser.page_faults(session, page(tmp_path, "markdown-output", body, mathjax))
     assert [f["kind"] for f in faults] == ["TeX not typeset"], faults
+
+
+def test_the_figure_legibility_check_assumes_the_plots_dpi_and_font_size():
+    """The check reads a plot's text as matplotlib's font.size at figure.dpi (book_browser.FIGURE_FONT_PT and
+    FIGURE_DPI): the defaults the book's inline plots are drawn with (no page or _code module changes them)."""
+    import re
+
+    import matplotlib
+
+    assert matplotlib.rcParams["figure.dpi"] == book_browser.FIGURE_DPI
+    assert matplotlib.rcParams["savefig.dpi"] in ("figure", book_browser.FIGURE_DPI)
+    assert matplotlib.rcParams["font.size"] == book_browser.FIGURE_FONT_PT
+    changed = re.compile(r"rcParams|rc\(|dpi=|InlineBackend|set_matplotlib_formats|figure_format")
+    for source in [*(REPO / "book").glob("*.md"), *(REPO / "book" / "_code").glob("*.py")]:
+        assert not changed.search(source.read_text(encoding="utf-8")), f"{source.name} changes the plots' dpi or fonts"
+
+
+def test_a_chapter_links_its_notebook_a_valid_ipynb_with_code(session, mathjax, tmp_path):
+    """A chapter page (book_faults' ``chapters``) needs a visible link to a valid notebook with a code cell beside it;
+    a missing file, a file that is no notebook, a notebook of prose only and a missing link are each a fault."""
+    import nbformat
+
+    link = f'<p><a href="chapter.ipynb">{book_browser.NOTEBOOK_LINK}</a></p>'
+    chapter = page(tmp_path, "chapter", link + "<p>Prose.</p>", mathjax)
+    assert {f["kind"] for f in book_browser.page_faults(session, chapter, notebook=True)} == {"notebook not valid"}
+    (tmp_path / "chapter.ipynb").write_text("# A chapter\n", encoding="utf-8")  # the .md source, not a notebook
+    assert {f["kind"] for f in book_browser.page_faults(session, chapter, notebook=True)} == {"notebook not valid"}
+    prose = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# A chapter")])
+    nbformat.write(prose, tmp_path / "chapter.ipynb")
+    assert {f["kind"] for f in book_browser.page_faults(session, chapter, notebook=True)} == {"notebook without code"}
+    prose.cells.append(nbformat.v4.new_code_cell("x = 1 + 1"))
+    nbformat.write(prose, tmp_path / "chapter.ipynb")
+    assert book_browser.page_faults(session, chapter, notebook=True) == []
+    hidden = page(tmp_path, "hidden", link.replace("<p>", '<p style="display: none">'), mathjax)
+    assert {f["kind"] for f in book_browser.page_faults(session, hidden, notebook=True)} == {"no notebook link"}
+    assert book_browser.page_faults(session, hidden) == []  # a page that is no chapter needs no notebook
+    found = book_browser.book_faults(session, [chapter, hidden], frozenset({"chapter", "hidden"}))
+    assert list(found) == ["hidden.html"], found
