@@ -61,10 +61,30 @@ def experiment(
     runs resume, so a second call goes on where the first stopped. Returns what the pool did; failures are named
     in it and do not stop the others. ``stack``: train the queued seeds of one system as one stacked model where
     their recipe allows it (:func:`repro.experiments.pool.stack_groups`); default: on a GPU."""
+    say = log or (lambda line: None)
+    todo, train_only, wanted, jobs, stack = queued(where, systems, seeds, corpora, studies, jobs, stack, say)
+    outcome = train_all(
+        todo, jobs=jobs, time_limit=time_limit, status_every=status_every, log=log, train_only=train_only, stack=stack
+    )
+    store_studies(where, outcome, wanted, studies, seeds, say)
+    return outcome
+
+
+def queued(
+    where: Where,
+    systems: Sequence[str] | None,
+    seeds: Sequence[int] | None,
+    corpora: Sequence[str] | None,
+    studies: Sequence[str],
+    jobs: int | None,
+    stack: bool | None,
+    say: Callable[[str], None],
+) -> tuple[list[Run], list[Run], list[str], int, bool]:
+    """What :func:`experiment` hands the pool, said in one line: (the runs to train and store, the runs trained for
+    their weights only, the analyses it computes, the processes, whether seeds stack)."""
     unknown = sorted(set(studies) - set(STUDIES))
     if unknown:
         raise ValueError(f"--studies: unknown {', '.join(unknown)}; choose from {', '.join(STUDIES)}")
-    say = log or (lambda line: None)
     runs, train_only, wanted = selection(where, systems, seeds, corpora, studies, say)
     todo = [r for r in runs if not r.result_path.is_file()]
     device, _ = training_device(where.scale)
@@ -76,11 +96,20 @@ def experiment(
         + (f" (+ {len(train_only)} trained for their weights only)" if train_only else "")
         + f" on {device} with {jobs} process(es)"
     )
-    stack = device == "cuda" if stack is None else stack
-    outcome = train_all(
-        todo, jobs=jobs, time_limit=time_limit, status_every=status_every, log=log, train_only=train_only, stack=stack
-    )
-    if todo or train_only:
+    return todo, train_only, wanted, jobs, device == "cuda" if stack is None else stack
+
+
+def store_studies(
+    where: Where,
+    outcome: Outcome,
+    wanted: Sequence[str],
+    studies: Sequence[str],
+    seeds: Sequence[int] | None,
+    say: Callable[[str], None],
+) -> None:
+    """After the pool: its summary line, then the analyses ``wanted``, the beyond studies' summaries and the CPU
+    speed tables of ``studies``."""
+    if outcome.stored or outcome.failed or outcome.skipped:
         say(summary_line(len(outcome.stored), outcome.seconds, outcome.skipped))
     for name in wanted:
         analyses.compute(name, where)
@@ -92,7 +121,6 @@ def experiment(
         if where.root != default_root(where.scale):
             raise ValueError("--studies speed stores into book/results only (it takes no --out)")
         store_all()
-    return outcome
 
 
 def selection(
@@ -228,17 +256,15 @@ def run(args: argparse.Namespace) -> int:
         plan(where, systems, seeds, corpora)
     except ValueError as exc:
         raise ValueError(f"--systems/--corpora: {exc}") from exc
-    outcome = experiment(
-        where,
-        systems=systems,
-        seeds=seeds,
-        corpora=corpora,
-        studies=cli.names(args.studies, "studies") or [],
-        jobs=args.jobs,
-        time_limit=cli.time_limit(args.time_limit),
-        status_every=args.status_every,
-        stack=args.stack,
+    studies, time_limit = cli.names(args.studies, "studies") or [], cli.time_limit(args.time_limit)
+    # experiment() spelled out: the command reaches a model's fit in four calls (tests/repro/test_experiments.py)
+    todo, train_only, wanted, jobs, stack = queued(
+        where, systems, seeds, corpora, studies, args.jobs, args.stack, print
     )
+    outcome = train_all(
+        todo, jobs=jobs, time_limit=time_limit, status_every=args.status_every, train_only=train_only, stack=stack
+    )
+    store_studies(where, outcome, wanted, studies, seeds, print)
     mark_complete(where)
     if outcome.failed:
         raise RuntimeError(
