@@ -57,7 +57,7 @@ def experiment(
     """Train (concurrently where the device allows), evaluate and store the selected runs, analyses and studies
     ``where`` (a scale, its results folder, a reduced budget): the plan's runs (``"runs"``, narrowed by
     ``systems``, ``seeds`` and ``corpora``), the models every selected analysis and beyond study needs, in one queue
-    (:func:`selection`); then the analyses and the studies' summaries. Stored results are skipped and interrupted
+    (:func:`queued`); then the analyses and the studies' summaries. Stored results are skipped and interrupted
     runs resume, so a second call goes on where the first stopped. Returns what the pool did; failures are named
     in it and do not stop the others. ``stack``: train the queued seeds of one system as one stacked model where
     their recipe allows it (:func:`repro.experiments.pool.stack_groups`); default: on a GPU."""
@@ -80,12 +80,39 @@ def queued(
     stack: bool | None,
     say: Callable[[str], None],
 ) -> tuple[list[Run], list[Run], list[str], int, bool]:
-    """What :func:`experiment` hands the pool, said in one line: (the runs to train and store, the runs trained for
-    their weights only, the analyses it computes, the processes, whether seeds stack)."""
+    """What :func:`experiment` hands the pool, said in one line: (the runs to train and store; the runs trained for
+    their weights only: parents and runs an analysis reads whose results are stored but whose weights this machine
+    lacks, and the runs an analysis trains for its own use; the analyses it computes; the processes; whether seeds
+    stack). An analysis whose runs the selection leaves out is skipped, and said so; a stored run of another budget
+    stops it before any training."""
     unknown = sorted(set(studies) - set(STUDIES))
     if unknown:
         raise ValueError(f"--studies: unknown {', '.join(unknown)}; choose from {', '.join(STUDIES)}")
-    runs, train_only, wanted = selection(where, systems, seeds, corpora, studies, say)
+    runs = plan(where, systems, seeds, corpora) if "runs" in studies else []
+    if "runs" in studies and not runs:
+        raise ValueError(f"no run of scale {where.scale} matches --systems/--seeds/--corpora")
+    chosen = {(r.system, r.corpus) for r in runs if r.seed == 1} if "runs" in studies else None
+    wanted, train_only = [], []
+    for name in (a for a in ANALYSES if a in studies):
+        reads, own = analyses.runs_needed(name, where)
+        if chosen is not None and not {(r.system, r.corpus) for r in reads} <= chosen:
+            say(
+                f"{name}: skipped (needs seed 1 of {', '.join(r.system for r in reads)} on "
+                f"{reads[0].corpus} in this selection)"
+            )
+            continue
+        wanted.append(name)
+        runs += reads
+        if not where.path(name).is_file():  # computing it needs the weights of every model it reads
+            train_only += [r for r in [*reads, *own] if not (r.folder / "result.json").is_file()]
+    for name in (n for n in (*defined.STUDIES, *defined.CONVERGED) if n in studies):
+        runs += [r for r in study_runs(name, where, seeds) if systems is None or r.system in systems]
+    runs = list({r.name: r for r in runs}.values())  # once each, in order
+    for r in runs:
+        check_stored_budget(r)  # before any training: a budget mismatch stops the command
+    training, parents = to_train(runs)
+    folders = {r.folder for r in training}
+    train_only = list({r.folder: r for r in [*parents, *train_only] if r.folder not in folders}.values())
     todo = [r for r in runs if not r.result_path.is_file()]
     device, _ = training_device(where.scale)
     jobs = jobs or device_jobs(len(todo) + len(train_only), device)
@@ -121,46 +148,6 @@ def store_studies(
         if where.root != default_root(where.scale):
             raise ValueError("--studies speed stores into book/results only (it takes no --out)")
         store_all()
-
-
-def selection(
-    where: Where,
-    systems: Sequence[str] | None,
-    seeds: Sequence[int] | None,
-    corpora: Sequence[str] | None,
-    studies: Sequence[str],
-    say: Callable[[str], None],
-) -> tuple[list[Run], list[Run], list[str]]:
-    """What :func:`experiment` trains: (every run the selection names, once each and in order; the runs trained for
-    their weights only: parents and runs an analysis reads whose results are stored but whose weights this machine
-    lacks, and the runs an analysis trains for its own use; the analyses it computes). An analysis whose runs the
-    selection leaves out is skipped, and said so; a stored run of another budget stops it before any training."""
-    runs = plan(where, systems, seeds, corpora) if "runs" in studies else []
-    if "runs" in studies and not runs:
-        raise ValueError(f"no run of scale {where.scale} matches --systems/--seeds/--corpora")
-    chosen = {(r.system, r.corpus) for r in runs if r.seed == 1} if "runs" in studies else None
-    wanted, train_only = [], []
-    for name in (a for a in ANALYSES if a in studies):
-        reads, own = analyses.runs_needed(name, where)
-        if chosen is not None and not {(r.system, r.corpus) for r in reads} <= chosen:
-            say(
-                f"{name}: skipped (needs seed 1 of {', '.join(r.system for r in reads)} on "
-                f"{reads[0].corpus} in this selection)"
-            )
-            continue
-        wanted.append(name)
-        runs += reads
-        if not where.path(name).is_file():  # computing it needs the weights of every model it reads
-            train_only += [r for r in [*reads, *own] if not (r.folder / "result.json").is_file()]
-    for name in (n for n in (*defined.STUDIES, *defined.CONVERGED) if n in studies):
-        runs += [r for r in study_runs(name, where, seeds) if systems is None or r.system in systems]
-    runs = list({r.name: r for r in runs}.values())  # once each, in order
-    for r in runs:
-        check_stored_budget(r)  # before any training: a budget mismatch stops the command
-    todo, parents = to_train(runs)
-    folders = {r.folder for r in todo}
-    train_only = list({r.folder: r for r in [*parents, *train_only] if r.folder not in folders}.values())
-    return runs, train_only, wanted
 
 
 def mark_complete(where: Where, log: Callable[[str], None] | None = print) -> bool:
@@ -230,10 +217,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "finished run; see repro.experiments.pool); the rest waits for the next call. Default: "
         "until $CANLIB_DEADLINE (UNIX seconds) where set, as scripts/gpu_small.sh sets it",
     )
-    add_stack_argument(parser)
-
-
-def add_stack_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stack",
         action=argparse.BooleanOptionalAction,
