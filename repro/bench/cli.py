@@ -110,7 +110,6 @@ def run_ops(args: argparse.Namespace) -> int:
                 f"syncs {c['step']['host_syncs']}"
             )
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes((json.dumps(result, indent=1) + "\n").encode(), args.json)
     return 0
 
@@ -121,7 +120,6 @@ def run(args: argparse.Namespace) -> int:
     result = run_study(args.study, settings_from_args(args))
     print_table(args.study, result)
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes((json.dumps(result.to_json(), indent=1) + "\n").encode(), args.json)
         if args.plot or importlib.util.find_spec("matplotlib") is not None:
             plot(args.study, result, args.plot or str(Path(args.json).with_suffix(".png")))
