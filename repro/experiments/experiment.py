@@ -1,10 +1,11 @@
 """``python -m repro experiment``: the runs of a scale's plan, the analyses that read them and the beyond studies,
 trained by one pool, evaluated and stored; and the explicit call a chapter makes for what it reads.
 
-:func:`experiment` is what ``python -m repro experiment`` runs (:func:`run`, its command line). :func:`train_missing` is
-the one visible call with which a chapter (at ``tiny``, on any machine, cached) or a GPU reader (at ``small``) trains
-what the chapter reads and is not stored yet; the chapter's reader (the book's store, which does not import this
-package) then only reads.
+:func:`experiment` is what ``python -m repro experiment`` runs: :func:`queued`, the pool's
+:func:`~repro.experiments.pool.train_all`, :func:`store_studies` (:func:`run`, its command line, makes the same three
+calls, so a reader reaches a model's ``fit`` in four steps). :func:`train_missing` is the one visible call with which
+a chapter (at ``tiny``, on any machine, cached) or a GPU reader (at ``small``) trains what the chapter reads and is
+not stored yet; the chapter's reader (the book's store, which does not import this package) then only reads.
 
 The runs share one GPU: training a ``small-*`` model is launch-bound (one run uses a few percent of a card's
 arithmetic), so ``--jobs`` worker processes train concurrently (:mod:`repro.experiments.pool`). Each finished
