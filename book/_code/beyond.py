@@ -13,8 +13,8 @@ from typing import Any
 
 from _code.prose import sets_sentence, verdict_values
 from _code.training import undertraining_values
-from repro.results.layout import GPU_SCRIPT, experiment_command
-from repro.results.studies import NEXT, ORIGINAL, SEEDS, STUDIES, study_models
+from repro.results.layout import experiment_command
+from repro.results.studies import NEXT, ORIGINAL, SEEDS, STUDIES, study_record
 from repro.studies import beyond, paper
 from repro.studies.claims import PAPER_CAN_ON, judged, marks
 from repro.studies.store import Store
@@ -29,6 +29,8 @@ READING = {
     NOT_RUN: "has not been tested",
 }
 
+GPU_SCRIPT = "bash scripts/gpu_small.sh"  # the script that runs what is left of the small plan on one GPU
+
 
 # per study: the glue-key suffix of its contrasts, the prefix of its reading and of its per-system gains
 KEYS = {"budget": ("2x", "budget", "gain_2x"), "distill": ("kd", "kd", "kd_gain"), "can-6-6": ("66", "can66", "")}
@@ -36,7 +38,7 @@ KEYS = {"budget": ("2x", "budget", "gain_2x"), "distill": ("kd", "kd", "kd_gain"
 
 def plan_values() -> dict[str, Any]:
     """What the studies train (true at every scale): models, seeds, updates and the commands."""
-    models = {n: len(study_models(n)) for n in STUDIES}
+    models = {n: len(study_record(n).models()) for n in STUDIES}
     return {
         "models": sum(models.values()),
         "original_models": sum(models[n] for n in ORIGINAL),

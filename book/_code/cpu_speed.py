@@ -1,22 +1,47 @@
 """The CPU speed tables the results, speed, depths and ablation chapters show, read from the stored CPU run
-(:func:`repro.bench.cpu.cpu_measurement`: ``book/results/cpu/``, or a live run on request) by the statistic
+(:func:`cpu_measurement`: ``book/results/cpu/``, or a live run on request) by the statistic
 every speed number of the book uses (:func:`repro.studies.verdict.ratio_reading`). A run is judged first: a
 noisy one (:func:`noise`) shows no ratio and says why. Reading never times anything.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from _code.gpu_results import ratio_stat
 from canlib.catalogue import LABELS
-from repro.bench.cpu import CPU_FILES, SPEED_SYSTEMS, STORE_COMMAND, cpu_measurement, spread
+from canlib.io import cache_dir, results_dir
+from repro.bench.cpu import CPU_FILES, SPEED_SYSTEMS, STORE_COMMAND, cpu_settings, measure_cpu, spread
+from repro.results.files import load_result, save_result
+from repro.results.layout import code_version, key
+
+LIVE_ENV = "CANLIB_LIVE_CPU_SPEED"  # 1: the chapters time this machine's CPU instead of reading the stored tables
 
 # a run is noisy where a system's ratio to the reference system has a 95 % interval wider than this share of its
 # median, or where other processes took more than OTHER_BOUND cores on average while it ran
 SPREAD_BOUND = 0.10
 OTHER_BOUND = 0.5
+
+
+def cpu_measurement(
+    kind: str = "speed", *, live: bool | None = None, root: Path | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """({"systems", "meta"}, provenance) of the CPU run ``kind``: the stored one (``<root>/cpu/``), or with ``live``
+    (default: the ``CANLIB_LIVE_CPU_SPEED`` environment variable) one timed on this machine once per code version and
+    cached. Loading never times anything."""
+    if live is None:
+        live = os.environ.get(LIVE_ENV, "") not in ("", "0")
+    if live:
+        path = cache_dir() / "studies" / "cpu" / f"{kind}-{key(code_version(), cpu_settings(kind))}.json"
+        if not path.is_file():
+            save_result(path, *measure_cpu(kind))
+        return load_result(path)
+    path = Path(root or results_dir()) / "cpu" / CPU_FILES[kind]
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no stored CPU speed measurement; store it with `{STORE_COMMAND}`")
+    return load_result(path)
 
 
 def noise(result: dict[str, Any], prov: dict[str, Any]) -> str | None:

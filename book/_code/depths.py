@@ -10,12 +10,12 @@ from typing import Any
 
 from _code.cpu_speed import cpu_table, noisy_sentence
 from _code.prose import by_verdict, names, sets_sentence
+from _code.speed import speed_reading
 from canlib.catalogue import DEPTH_SYSTEMS
 from canlib.model.config import preset
 from repro.results.layout import experiment_command
 from repro.studies import paper
 from repro.studies.claims import BY_ID, judged, marks
-from repro.studies.gpu_runs import speed_reading
 from repro.studies.store import Store
 
 DEPTHS = {"baseline": "6/6", "depth-9-4": "9/4", "balanced": "12/2", "depth-14-1": "14/1"}

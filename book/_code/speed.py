@@ -23,9 +23,9 @@ from canlib.catalogue import LABELS, PAPER_SYSTEMS
 from repro.studies import paper
 from repro.studies.claims import BY_ID, judged, marks
 from repro.studies.evidence import SPEED
-from repro.studies.gpu_runs import speed_groups, speed_reading, speed_runs
+from repro.studies.gpu_runs import by_code, speed_runs, timed_runs
 from repro.studies.store import Store
-from repro.studies.verdict import INCONCLUSIVE
+from repro.studies.verdict import INCONCLUSIVE, ratio_reading
 
 # bytes/s of each GPU's memory (NVIDIA's data sheets: the H100 SXM5 80GB's HBM3, the H200's HBM3e): inputs
 BANDWIDTH = {"H100": H100_BANDWIDTH, "H200": 4.8e12}
@@ -40,6 +40,24 @@ CLAIMS = (
     "batch-gain-shrinks",
 )
 SEARCH_KERNELS = 5  # exercise 3: the search's bookkeeping fused into this many kernels
+
+
+def speed_groups(store: Store, system: str, against: str, mode: str = "eager") -> list[list[dict[str, Any]]]:
+    """The stored GPU runs that timed ``system`` and ``against`` in ``mode``, one list per decoder code, the code
+    whose runs the verdict reads first (each run's reading: ``set``, ``run``, ``code``, ``date``, ``repeats``...)."""
+    rows = timed_runs(store, system, against, mode)
+    return by_code(rows) if rows else []
+
+
+def speed_reading(store: Store, system: str, against: str, mode: str = "eager") -> dict[str, Any] | None:
+    """``system``/``against`` over the GPU runs a verdict on that pair reads (the leading decoder code's runs,
+    :func:`by_code`), pooled by the statistic the speed claims use
+    (:func:`repro.studies.verdict.ratio_reading`), with ``runs``, the runs read; None where none timed both."""
+    rows = timed_runs(store, system, against, mode)
+    if not rows:
+        return None
+    lead = by_code(rows)[0]
+    return ratio_reading([x for r in lead for x in r["ratios"]]) | {"runs": [r["run"] for r in lead]}
 
 
 def read_run(store: Store) -> str:

@@ -10,6 +10,7 @@ import importlib.util
 import json
 import math
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 import torch
@@ -77,29 +78,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> BenchSettings:
-    return BenchSettings(
-        systems=tuple(args.systems.split(",")) if args.systems else None,
-        scale=args.scale,
-        vocab_size=args.vocab_size,
-        beam=args.beam,
-        batch=args.batch,
-        forced_length=args.forced_length,
-        sentences=args.sentences,
-        repeats=args.repeats,
-        warmup=args.warmup,
-        len_penalty=args.len_penalty,
-        beams=tuple(args.beams),
-        lengths=tuple(args.lengths),
-        batches=tuple(args.batches),
-        device=args.device,
-        fp32=args.fp32,
-        graphs=args.graphs,
-        breakdown=args.breakdown,
-        threads=args.threads,
-        seed=args.seed,
-        checkpoints=parse_checkpoints(args.checkpoint),
-        progress=not args.no_progress,
-    )
+    """The settings the options name (an option of a setting's name is that setting; lists become tuples)."""
+    given = {f.name: getattr(args, f.name) for f in fields(BenchSettings) if hasattr(args, f.name)}
+    systems = tuple(args.systems.split(",")) if args.systems else None
+    checkpoints = parse_checkpoints(args.checkpoint)
+    return BenchSettings(**given | {"systems": systems, "checkpoints": checkpoints, "progress": not args.no_progress})
 
 
 def run_ops(args: argparse.Namespace) -> int:
@@ -127,7 +110,6 @@ def run_ops(args: argparse.Namespace) -> int:
                 f"syncs {c['step']['host_syncs']}"
             )
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes((json.dumps(result, indent=1) + "\n").encode(), args.json)
     return 0
 
@@ -138,7 +120,6 @@ def run(args: argparse.Namespace) -> int:
     result = run_study(args.study, settings_from_args(args))
     print_table(args.study, result)
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes((json.dumps(result.to_json(), indent=1) + "\n").encode(), args.json)
         if args.plot or importlib.util.find_spec("matplotlib") is not None:
             plot(args.study, result, args.plot or str(Path(args.json).with_suffix(".png")))

@@ -9,9 +9,9 @@ in one interleaved run, and canlib against CTranslate2 on the same weights (both
 :mod:`_code.cpu_speed`). Both are stored in ``book/results/cpu/`` by :data:`STORE_COMMAND` with their
 provenance: the machine, the commit, the settings, the repeats, the spread of the repeats, the machine's load average
 before the run and the CPU time other processes took while it ran. A book built on a busy laptop shows the same tables
-as one built on an idle machine. ``CANLIB_LIVE_CPU_SPEED=1`` (or ``live=True``) measures on this machine instead, once
-per code version (cached); every table, stored or live, is judged by its noise first, and a noisy run is shown as
-noisy, without ratios.
+as one built on an idle machine. ``CANLIB_LIVE_CPU_SPEED=1`` (:func:`_code.cpu_speed.cpu_measurement`) measures on
+this machine instead, once per code version (cached); every table, stored or live, is judged by its noise first, and
+a noisy run is shown as noisy, without ratios.
 
 CPU rows are labelled as such: on a CPU at batch 1 decoding is bound by memory bandwidth, not the paper's regime
 (fp16 on a GPU, bound by kernel launches); the stored GPU measurements are read by
@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from canlib.catalogue import ALL_SYSTEMS, scale_spec
-from canlib.io import cache_dir, results_dir
+from canlib.io import results_dir
 from repro.bench.settings import SPEED_PLANS, BenchSettings
 from repro.results.files import load_result, provenance, save_result
-from repro.results.layout import code_version, key, study
+from repro.results.layout import key, study
 
 SPEED_SYSTEMS = ALL_SYSTEMS  # one interleaved run times all nine
 SWEEPS = {
@@ -41,7 +41,6 @@ SWEEPS = {
 }
 REFERENCE_SYSTEMS = ("baseline", "ct2:baseline", "balanced", "ct2:balanced")
 STORE_COMMAND = "python -m repro experiment --scale small --studies speed"  # the CPU tables, book/results/cpu/
-LIVE_ENV = "CANLIB_LIVE_CPU_SPEED"  # 1: the chapters time this machine's CPU instead of reading the stored tables
 CPU_FILES = {"speed": "speed.json", "reference": "reference.json"}  # under <results>/cpu/
 CPU_SYSTEMS = {"speed": SPEED_SYSTEMS, "reference": REFERENCE_SYSTEMS}
 # the stored CPU run: every repeat times every system once, in turn (beam 4, batch 1, d=512, V=32k, fp32)
@@ -220,25 +219,6 @@ def store_cpu_tables(root: Path | None = None, kinds: tuple[str, ...] = tuple(CP
         result, prov = measure_cpu(kind)
         paths.append(save_result(Path(root or results_dir()) / "cpu" / CPU_FILES[kind], result, prov))
     return paths
-
-
-def cpu_measurement(
-    kind: str = "speed", *, live: bool | None = None, root: Path | None = None
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """({"systems", "meta"}, provenance) of the CPU run ``kind``: the stored one (``<root>/cpu/``), or with ``live``
-    (default: the ``CANLIB_LIVE_CPU_SPEED`` environment variable) one timed on this machine once per code version and
-    cached. Loading never times anything."""
-    if live is None:
-        live = os.environ.get(LIVE_ENV, "") not in ("", "0")
-    if live:
-        path = cache_dir() / "studies" / "cpu" / f"{kind}-{key(code_version(), cpu_settings(kind))}.json"
-        if not path.is_file():
-            save_result(path, *measure_cpu(kind))
-        return load_result(path)
-    path = Path(root or results_dir()) / "cpu" / CPU_FILES[kind]
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no stored CPU speed measurement; store it with `{STORE_COMMAND}`")
-    return load_result(path)
 
 
 def sweep(

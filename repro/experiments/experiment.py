@@ -1,10 +1,11 @@
 """``python -m repro experiment``: the runs of a scale's plan, the analyses that read them and the beyond studies,
 trained by one pool, evaluated and stored; and the explicit call a chapter makes for what it reads.
 
-:func:`experiment` is what ``python -m repro experiment`` runs (:func:`run`, its command line). :func:`train_missing` is
-the one visible call with which a chapter (at ``tiny``, on any machine, cached) or a GPU reader (at ``small``) trains
-what the chapter reads and is not stored yet; the chapter's reader (the book's store, which does not import this
-package) then only reads.
+:func:`experiment` is what ``python -m repro experiment`` runs: :func:`queued`, the pool's
+:func:`~repro.experiments.pool.train_all`, :func:`store_studies` (:func:`run`, its command line, makes the same three
+calls, so a reader reaches a model's ``fit`` in four steps). :func:`train_missing` is the one visible call with which
+a chapter (at ``tiny``, on any machine, cached) or a GPU reader (at ``small``) trains what the chapter reads and is
+not stored yet; the chapter's reader (the book's store, which does not import this package) then only reads.
 
 The runs share one GPU: training a ``small-*`` model is launch-bound (one run uses a few percent of a card's
 arithmetic), so ``--jobs`` worker processes train concurrently (:mod:`repro.experiments.pool`). Each finished
@@ -57,56 +58,38 @@ def experiment(
     """Train (concurrently where the device allows), evaluate and store the selected runs, analyses and studies
     ``where`` (a scale, its results folder, a reduced budget): the plan's runs (``"runs"``, narrowed by
     ``systems``, ``seeds`` and ``corpora``), the models every selected analysis and beyond study needs, in one queue
-    (:func:`selection`); then the analyses and the studies' summaries. Stored results are skipped and interrupted
+    (:func:`queued`); then the analyses and the studies' summaries. Stored results are skipped and interrupted
     runs resume, so a second call goes on where the first stopped. Returns what the pool did; failures are named
     in it and do not stop the others. ``stack``: train the queued seeds of one system as one stacked model where
     their recipe allows it (:func:`repro.experiments.pool.stack_groups`); off by default: on an H200 five stacked
     seeds trained 16 model-updates/s, fewer than one run alone (``book/results/gpu/h200-2026-11-28-5af6bb5``)."""
-    unknown = sorted(set(studies) - set(STUDIES))
-    if unknown:
-        raise ValueError(f"--studies: unknown {', '.join(unknown)}; choose from {', '.join(STUDIES)}")
     say = log or (lambda line: None)
-    runs, train_only, wanted = selection(where, systems, seeds, corpora, studies, say)
-    todo = [r for r in runs if not r.result_path.is_file()]
-    device, _ = training_device(where.scale)
-    jobs = jobs or device_jobs(len(todo) + len(train_only), device)
-    if jobs < 1:
-        raise ValueError(f"--jobs {jobs}: must be >= 1")
-    say(
-        f"{where.scale}: {len(runs)} runs, {len(runs) - len(todo)} already stored, {len(todo)} to train"
-        + (f" (+ {len(train_only)} trained for their weights only)" if train_only else "")
-        + f" on {device} with {jobs} process(es)"
-    )
+    todo, train_only, wanted, jobs, stack = queued(where, systems, seeds, corpora, studies, jobs, stack, say)
     outcome = train_all(
         todo, jobs=jobs, time_limit=time_limit, status_every=status_every, log=log, train_only=train_only, stack=stack
     )
-    if todo or train_only:
-        say(summary_line(len(outcome.stored), outcome.seconds, outcome.skipped))
-    for name in wanted:
-        analyses.compute(name, where)
-        say(f"{name}: stored")
-    for name in (n for n in (*defined.STUDIES, *defined.CONVERGED) if n in studies):
-        if summarise(name, where, seeds) is not None:
-            say(f"beyond/{name}: stored")
-    if "speed" in studies:
-        if where.root != default_root(where.scale):
-            raise ValueError("--studies speed stores into book/results only (it takes no --out)")
-        store_all()
+    store_studies(where, outcome, wanted, studies, seeds, say)
     return outcome
 
 
-def selection(
+def queued(
     where: Where,
     systems: Sequence[str] | None,
     seeds: Sequence[int] | None,
     corpora: Sequence[str] | None,
     studies: Sequence[str],
+    jobs: int | None,
+    stack: bool,
     say: Callable[[str], None],
-) -> tuple[list[Run], list[Run], list[str]]:
-    """What :func:`experiment` trains: (every run the selection names, once each and in order; the runs trained for
+) -> tuple[list[Run], list[Run], list[str], int, bool]:
+    """What :func:`experiment` hands the pool, said in one line: (the runs to train and store; the runs trained for
     their weights only: parents and runs an analysis reads whose results are stored but whose weights this machine
-    lacks, and the runs an analysis trains for its own use; the analyses it computes). An analysis whose runs the
-    selection leaves out is skipped, and said so; a stored run of another budget stops it before any training."""
+    lacks, and the runs an analysis trains for its own use; the analyses it computes; the processes; whether seeds
+    stack). An analysis whose runs the selection leaves out is skipped, and said so; a stored run of another budget
+    stops it before any training."""
+    unknown = sorted(set(studies) - set(STUDIES))
+    if unknown:
+        raise ValueError(f"--studies: unknown {', '.join(unknown)}; choose from {', '.join(STUDIES)}")
     runs = plan(where, systems, seeds, corpora) if "runs" in studies else []
     if "runs" in studies and not runs:
         raise ValueError(f"no run of scale {where.scale} matches --systems/--seeds/--corpora")
@@ -129,10 +112,44 @@ def selection(
     runs = list({r.name: r for r in runs}.values())  # once each, in order
     for r in runs:
         check_stored_budget(r)  # before any training: a budget mismatch stops the command
-    todo, parents = to_train(runs)
-    folders = {r.folder for r in todo}
+    training, parents = to_train(runs)
+    folders = {r.folder for r in training}
     train_only = list({r.folder: r for r in [*parents, *train_only] if r.folder not in folders}.values())
-    return runs, train_only, wanted
+    todo = [r for r in runs if not r.result_path.is_file()]
+    device, _ = training_device(where.scale)
+    jobs = jobs or device_jobs(len(todo) + len(train_only), device)
+    if jobs < 1:
+        raise ValueError(f"--jobs {jobs}: must be >= 1")
+    say(
+        f"{where.scale}: {len(runs)} runs, {len(runs) - len(todo)} already stored, {len(todo)} to train"
+        + (f" (+ {len(train_only)} trained for their weights only)" if train_only else "")
+        + f" on {device} with {jobs} process(es)"
+    )
+    return todo, train_only, wanted, jobs, stack
+
+
+def store_studies(
+    where: Where,
+    outcome: Outcome,
+    wanted: Sequence[str],
+    studies: Sequence[str],
+    seeds: Sequence[int] | None,
+    say: Callable[[str], None],
+) -> None:
+    """After the pool: its summary line, then the analyses ``wanted``, the beyond studies' summaries and the CPU
+    speed tables of ``studies``."""
+    if outcome.stored or outcome.failed or outcome.skipped:
+        say(summary_line(len(outcome.stored), outcome.seconds, outcome.skipped))
+    for name in wanted:
+        analyses.compute(name, where)
+        say(f"{name}: stored")
+    for name in (n for n in (*defined.STUDIES, *defined.CONVERGED) if n in studies):
+        if summarise(name, where, seeds) is not None:
+            say(f"beyond/{name}: stored")
+    if "speed" in studies:
+        if where.root != default_root(where.scale):
+            raise ValueError("--studies speed stores into book/results only (it takes no --out)")
+        store_all()
 
 
 def mark_complete(where: Where, log: Callable[[str], None] | None = print) -> bool:
@@ -202,10 +219,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "finished run; see repro.experiments.pool); the rest waits for the next call. Default: "
         "until $CANLIB_DEADLINE (UNIX seconds) where set, as scripts/gpu_small.sh sets it",
     )
-    add_stack_argument(parser)
-
-
-def add_stack_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stack",
         action=argparse.BooleanOptionalAction,
@@ -228,17 +241,15 @@ def run(args: argparse.Namespace) -> int:
         plan(where, systems, seeds, corpora)
     except ValueError as exc:
         raise ValueError(f"--systems/--corpora: {exc}") from exc
-    outcome = experiment(
-        where,
-        systems=systems,
-        seeds=seeds,
-        corpora=corpora,
-        studies=cli.names(args.studies, "studies") or [],
-        jobs=args.jobs,
-        time_limit=cli.time_limit(args.time_limit),
-        status_every=args.status_every,
-        stack=args.stack,
+    studies, time_limit = cli.names(args.studies, "studies") or [], cli.time_limit(args.time_limit)
+    # experiment() spelled out: the command reaches a model's fit in four calls (tests/repro/test_experiments.py)
+    todo, train_only, wanted, jobs, stack = queued(
+        where, systems, seeds, corpora, studies, args.jobs, args.stack, print
     )
+    outcome = train_all(
+        todo, jobs=jobs, time_limit=time_limit, status_every=args.status_every, train_only=train_only, stack=stack
+    )
+    store_studies(where, outcome, wanted, studies, seeds, print)
     mark_complete(where)
     if outcome.failed:
         raise RuntimeError(

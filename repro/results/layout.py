@@ -25,7 +25,6 @@ from repro.results.files import load_result, provenance, save_result
 REPRO_DIR = Path(__file__).resolve().parents[1]  # this package, hashed with canlib by code_version
 SCORE_KEYS = ("bleu", "tok_bleu", "signature")  # what a run stores per split
 COMPLETE = "complete"  # the stored result that marks a scale's plan as fully run
-GPU_SCRIPT = "bash scripts/gpu_small.sh"  # the script that runs what is left of the small plan on one GPU
 INGEST_COMMAND = "python -m repro ingest SOURCE OUT"  # stores a GPU device call's measurements
 OPS_COMMAND = "python -m repro bench ops --json book/results/cpu/ops.json"
 # raw file of a GPU run -> the stored kind (``<root>/gpu/<run>/<kind>.json``)

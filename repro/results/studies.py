@@ -146,8 +146,3 @@ def analysis_record(name: str) -> Analysis:
         known = ", ".join(n for n, r in TABLE.items() if isinstance(r, Analysis))
         raise ValueError(f"analysis {name!r}: choose from {known}")
     return record
-
-
-def study_models(name: str, seeds: Sequence[int] | None = None) -> list[tuple[str, str, int]]:
-    """(system, tag, seed) of each model of study ``name``, in training order (:meth:`Study.models`)."""
-    return study_record(name).models(seeds)

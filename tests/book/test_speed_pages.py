@@ -235,7 +235,7 @@ def test_a_noisy_cpu_run_shows_no_ratio_and_says_why(tmp_path):
 
 
 def test_a_live_cpu_run_is_timed_only_on_request_and_once(tmp_path, monkeypatch):
-    from _code.cpu_speed import cpu_table
+    from _code.cpu_speed import LIVE_ENV, cpu_table
     from repro.bench import cpu as sp
 
     calls = []
@@ -252,7 +252,7 @@ def test_a_live_cpu_run_is_timed_only_on_request_and_once(tmp_path, monkeypatch)
     with pytest.raises(FileNotFoundError, match="python -m repro experiment --scale small --studies speed"):
         cpu_table(("balanced",), root=tmp_path)  # nothing stored, no live run asked for: nothing timed
     assert calls == []
-    monkeypatch.setenv(sp.LIVE_ENV, "1")
+    monkeypatch.setenv(LIVE_ENV, "1")
     cpu_table(("balanced", "can"), root=tmp_path)
     cpu_table(("baseline",), root=tmp_path)
     assert calls == [list(sp.SPEED_SYSTEMS)]  # one interleaved run of the nine, timed once, then read

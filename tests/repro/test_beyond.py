@@ -24,17 +24,17 @@ SMALL = Where.of("small")
 
 
 def test_the_studies_train_their_models_with_the_teacher_before_its_students():
-    runs = {name: beyond.study_models(name) for name in beyond.STUDIES}
+    runs = {name: beyond.study_record(name).models() for name in beyond.STUDIES}
     assert [len(runs[n]) for n in beyond.STUDIES] == [2 * 3, 1 + 4 * 3, 3, 2 * 3, 2 * 3, 3, 2 * 3]
     assert runs["distill"][0] == ("balanced", "teacher", 1)
     assert {s for s, _, _ in runs["distill"][1:]} == {"balanced", "san", "aan", "can"}
     assert {(s, t) for s, t, _ in runs["budget"]} == {("balanced", "x2"), ("can", "x2")}  # 1x is the main plan; no 4x
     assert {t for _, t, _ in runs["hybrid"]} == {"std-can", "can-std"}
     assert {(s, t) for s, t, _ in runs["averaging"]} == {("balanced", "last"), ("can", "last")}
-    names = [model_name(name, *m) for name in beyond.STUDIES for m in beyond.study_models(name)]
+    names = [model_name(name, *m) for name in beyond.STUDIES for m in beyond.study_record(name).models()]
     assert len(set(names)) == len(names) == 43  # every model has its own stored name
     with pytest.raises(ValueError, match="choose from budget, distill, can-6-6"):
-        beyond.study_models("telepathy")
+        beyond.study_record("telepathy").models()
 
 
 def test_budget_runs_multiply_the_updates_and_keep_the_schedule():
@@ -145,7 +145,7 @@ def test_dry_run_stores_every_model_and_summary_with_provenance(dry_run):
             and summary["provenance"]["reduced_budget"]
         )
         assert [r["file"].rsplit("/", 1)[1] for r in summary["result"]["runs"]] == [
-            model_name(name, *m) for m in beyond.study_models(name, [1])
+            model_name(name, *m) for m in beyond.study_record(name).models([1])
         ]
         for row in summary["result"]["runs"]:
             stored = json.loads((out / "tiny" / f"{row['file']}.json").read_text())

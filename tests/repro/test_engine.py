@@ -74,7 +74,7 @@ def test_a_study_model_that_trains_like_a_plan_run_shares_its_training_folder():
 @pytest.mark.parametrize("name", table.STUDIES)
 def test_the_engine_trains_the_models_the_readers_name(name):
     assert [r.name.rsplit("/", 1)[1] for r in engine_beyond.study_runs(name, STORED)] == [
-        model_name(name, *m) for m in table.study_models(name)
+        model_name(name, *m) for m in table.study_record(name).models()
     ]
 
 

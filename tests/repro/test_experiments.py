@@ -254,3 +254,26 @@ def test_each_engine_verb_is_a_command_of_its_own(capsys):
     assert capsys.readouterr().out.startswith("hybrid: 6 model(s) to train, 14,400 updates: ~")  # 6 x 2,400
     assert main(["summarise", "--scale", "small", "--studies", "telepathy"]) == 2
     assert "--studies: unknown telepathy" in capsys.readouterr().err
+
+
+def test_the_experiment_command_reaches_a_models_fit_in_four_calls(tmp_path, monkeypatch, capsys):
+    """From the command's ``run`` to ``fit`` the stack holds at most four calls (run -> train_all -> run_queue ->
+    train_and_store -> fit), so a reader follows the command to the training step in four hops."""
+    import inspect
+    from pathlib import Path
+
+    from repro.experiments import pool
+
+    depths: list[int] = []
+
+    class Recording:
+        def fit(self) -> None:
+            frames = [(f.function, Path(f.filename).parts[-3:]) for f in inspect.stack()]  # this fit's frame first
+            depths.append(frames.index(("run", ("repro", "experiments", "experiment.py"))))
+            raise RuntimeError("stopped at fit")
+
+    monkeypatch.setattr(pool, "trainer", lambda run: Recording())
+    argv = ["experiment", "--scale", "tiny", "--systems", "san", "--seeds", "1", "--studies", "runs"]
+    assert main([*argv, "--out", str(tmp_path)]) != 0
+    assert "stopped at fit" in capsys.readouterr().err
+    assert depths and depths[0] <= 4, depths

@@ -247,7 +247,7 @@ def fake_bench(calls):
 def test_every_chapter_reads_one_measurement_of_a_setting(tmp_path, monkeypatch):
     """A live CPU run (asked for) times all nine systems once; every chapter's rows come from it."""
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv(sp.LIVE_ENV, "1")
+    monkeypatch.setenv(cpu_speed.LIVE_ENV, "1")
     calls = []
     monkeypatch.setattr(sp, "run_bench", fake_bench(calls))
     table2, _ = cpu_speed.cpu_table(("baseline", "balanced", "can"))
@@ -260,7 +260,7 @@ def test_every_chapter_reads_one_measurement_of_a_setting(tmp_path, monkeypatch)
 
 def test_speed_rows_carry_min_median_max_of_the_repeats(tmp_path, monkeypatch):
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv(sp.LIVE_ENV, "1")
+    monkeypatch.setenv(cpu_speed.LIVE_ENV, "1")
     monkeypatch.setattr(sp, "run_bench", fake_bench([]))
     rows, _ = cpu_speed.cpu_table(("balanced", "can"))
     assert rows["balanced"]["min"] == pytest.approx(30 / 0.35)
@@ -272,7 +272,7 @@ def test_speed_rows_carry_min_median_max_of_the_repeats(tmp_path, monkeypatch):
 
 def test_a_system_outside_the_shared_run_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv(sp.LIVE_ENV, "1")
+    monkeypatch.setenv(cpu_speed.LIVE_ENV, "1")
     monkeypatch.setattr(sp, "run_bench", fake_bench([]))
     with pytest.raises(KeyError, match="'small-can'"):
         cpu_speed.cpu_table(("small-can",))
