@@ -90,7 +90,7 @@ MAIN_TEACHER = ("", "balanced", "", 1)  # the paper's teacher for Table 4: Balan
 X2_TEACHER = ("budget", "balanced", "x2", 1)  # a stronger teacher: the budget study's 2x Balanced seed 1
 HYBRIDS = {"std-can": ("standard", "can"), "can-std": ("can", "standard")}  # decoder layer kinds, bottom first
 SETTLED_SYSTEMS = tuple(dict.fromkeys(PAPER_SYSTEMS + ABLATION_SYSTEMS))  # Table 2 and Table 5
-CONVERGED_RUNS = dict(seeds=tuple(range(1, 11)), recipe="converged", when_named=True)  # ten seeds, stacked on a GPU
+CONVERGED_RUNS = dict(seeds=tuple(range(1, 11)), recipe="converged", when_named=True)  # ten seeds each
 TABLE: dict[str, Analysis | Study] = {
     record.name: record
     for record in (
