@@ -1,0 +1,91 @@
+"""No generated sentence repeats from page to page: each reproduction chapter words what its numbers show in its own
+sentences. A sentence's template is the sentence with its numbers (digits, and counts in words) masked; a template of
+eight words or more may appear on one page only. The pages' prose is read the cheap way: each chapter module's
+``values(store)`` on the stored results, kept to the keys its page glues."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections import defaultdict
+
+import pytest
+import yaml
+from conftest import REPO, stored_results
+
+RESULTS = REPO / "book" / "results"
+LEAST_WORDS = 8
+COUNTS = "none|no|one|two|three|four|five|six|seven|eight|nine|ten|all|first|second|third|fourth|fifth|sixth"
+
+
+def template(sentence: str) -> str:
+    """The sentence with its markup dropped and its numbers masked: ``+0.21``, ``2x``, ``1,200``, ``three`` -> ``#``."""
+    text = re.sub(r"<[^>]+>|[*`]", "", sentence)
+    text = re.sub(r"[-+−]?\d[\d.,]*(?:x|%)?", "#", text)
+    return re.sub(rf"\b(?:{COUNTS})\b", "#", text, flags=re.IGNORECASE).strip()
+
+
+def sentences(text: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.!?])\s+", text) if s]
+
+
+def repeated(prose: dict[str, list[str]]) -> dict[str, set[str]]:
+    """The templates of at least ``LEAST_WORDS`` words that more than one page says, with the pages that say them."""
+    where: dict[str, set[str]] = defaultdict(set)
+    for page, texts in prose.items():
+        for text in texts:
+            for s in sentences(text):
+                if len(template(s).split()) >= LEAST_WORDS:
+                    where[template(s)].add(page)
+    return {t: pages for t, pages in where.items() if len(pages) > 1}
+
+
+def glued_keys(page: str) -> set[str]:
+    """The keys a page's glue roles paste (``{glue:md}`key```, ``{glue:text}`key:.2f```)."""
+    text = (REPO / "book" / f"{page}.md").read_text(encoding="utf-8")
+    return {k.split(":")[0] for k in re.findall(r"\{glue(?::\w+)?\}`([^`]+)`", text)}
+
+
+def reproduction_chapters() -> list[str]:
+    """The pages of _toc.yml's "Reproducing the paper" part whose glue module has a ``values(store)``."""
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text(encoding="utf-8"))
+    part = next(p for p in toc["parts"] if p["caption"] == "Reproducing the paper")
+    pages = [c["file"].removeprefix("book/") for c in part["chapters"]]
+    modules = [p for p in pages if (REPO / "book" / "_code" / f"{p}.py").is_file()]
+    return [p for p in modules if hasattr(importlib.import_module(f"_code.{p}"), "values")]
+
+
+def test_a_sentence_template_said_on_two_pages_is_found():
+    prose = {
+        "results": [
+            "Balanced is close. Of the three test sets, the intervals meet the criterion on two and leave one."
+        ],
+        "ablation": ["Of the four test sets, the intervals meet the criterion on all and leave none."],
+        "depths": ["Of the three test sets, the depths differ on two and agree on one, as the figure shows."],
+    }
+    assert repeated(prose) == {
+        "Of the # test sets, the intervals meet the criterion on # and leave #.": {"results", "ablation"}
+    }
+    assert repeated({"a": ["The gap is +0.21 at 2x."], "b": ["The gap is -1.37 at 1x."]}) == {}  # under 8 words
+
+
+def test_the_reproduction_chapters_are_read():
+    assert {"similarity", "results", "tasks", "speed", "beyond"} <= set(reproduction_chapters())
+
+
+@pytest.fixture(scope="module")
+def prose() -> dict[str, list[str]]:
+    from repro.studies.store import Store
+
+    with stored_results(RESULTS):
+        store = Store("small", RESULTS)
+        out = {}
+        for page in reproduction_chapters():
+            values = importlib.import_module(f"_code.{page}").values(store)
+            out[page] = [v for k, v in values.items() if k in glued_keys(page) and isinstance(v, str)]
+        return out
+
+
+def test_no_generated_sentence_repeats_across_pages(prose):
+    assert sum(map(len, prose.values())) > 40  # the pages' generated prose was read
+    assert repeated(prose) == {}
