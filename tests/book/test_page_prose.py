@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections import defaultdict
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -89,3 +90,51 @@ def prose() -> dict[str, list[str]]:
 def test_no_generated_sentence_repeats_across_pages(prose):
     assert sum(map(len, prose.values())) > 40  # the pages' generated prose was read
     assert repeated(prose) == {}
+
+
+SAID = (
+    "CAN is surely within the margin on {met} of the {total} test sets",
+    "surely outside on {missed}",
+    "open on {open}",
+)
+
+
+def test_a_sets_sentence_says_only_the_counts_it_has():
+    from _code.prose import sets_sentence
+    from repro.studies.verdict import FAILS, HOLDS, INCONCLUSIVE
+
+    def claim(*verdicts: str) -> SimpleNamespace:
+        shown = {"verdict": HOLDS, "decides": False}  # the validation set: shown, never counted
+        return SimpleNamespace(sets=(shown, *({"verdict": v} for v in verdicts)))
+
+    assert sets_sentence(claim(HOLDS, FAILS, INCONCLUSIVE), SAID, "-") == (
+        "CAN is surely within the margin on one of the three test sets, surely outside on one, and open on one."
+    )
+    assert sets_sentence(claim(HOLDS, INCONCLUSIVE, INCONCLUSIVE), SAID, "-") == (
+        "CAN is surely within the margin on one of the three test sets and open on two."
+    )
+    assert sets_sentence(claim(HOLDS, HOLDS, HOLDS), SAID, "-") == (
+        "CAN is surely within the margin on all of the three test sets."
+    )
+    assert sets_sentence(claim(FAILS, INCONCLUSIVE), SAID, "-") == (
+        "CAN is surely within the margin on none of the two test sets, surely outside on one, and open on one."
+    )
+    assert sets_sentence(claim(INCONCLUSIVE, INCONCLUSIVE), SAID, "None of the {total} decides.") == (
+        "None of the two decides."
+    )
+
+
+def test_a_lead_sentence_says_why_the_other_budget_does_not_lead():
+    from _code.prose import lead_sentence
+
+    def body(budget: int, seeds: int) -> SimpleNamespace:
+        return SimpleNamespace(budget=budget, seeds={"balanced": seeds, "can": seeds + 1}, meets=False, beside=())
+
+    said = "The {budget}x runs ({seeds} seeds) lead over the {others}: {rule}."
+    equal = SimpleNamespace(**vars(body(2, 3)) | {"beside": (body(1, 3),)})
+    assert (
+        lead_sentence(equal, said) == "The 2x runs (3 seeds) lead over the 1x: at equal seeds the longer budget leads."
+    )
+    fewer = SimpleNamespace(**vars(body(1, 3)) | {"beside": (body(2, 2),)})
+    assert lead_sentence(fewer, said) == "The 1x runs (3 seeds) lead over the 2x: 2x has fewer seeds."
+    assert lead_sentence(body(1, 3), said) == ""  # one body: nothing to say
