@@ -34,7 +34,7 @@ SETS = {  # each claim's sentence of where its intervals decide (prose.sets_sent
         (
             "Compress Attention is surely below Balanced on {met} of the {total} test sets",
             "surely level or above on {missed}",
-            "inside the noise on {open}",
+            "unresolved by the seeds on {open}",
         ),
         "The seeds' spread hides any loss of Compress Attention on all {total} test sets.",
     ),
@@ -148,7 +148,7 @@ def values(store: Store) -> dict[str, Any]:
         (
             "Compress All tops Compress Attention on {met} of the {total} test sets",
             "trails or ties it on {missed}",
-            "sits within the noise of it on {open}",
+            "cannot be told from it on {open}",
         ),
         "Neither order of the two clears the seeds' spread on any of the {total} test sets.",
     )

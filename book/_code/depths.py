@@ -65,7 +65,7 @@ def values(store: Store) -> dict[str, Any]:
             (
                 "14/1 scores surely below 12/2 on {met} of the {total} test sets",
                 "surely level or above on {missed}",
-                "within the noise on {open}",
+                "too close to separate on {open}",
             ),
             "The two depths cannot be told apart on any of the {total} test sets.",
         ),

@@ -95,7 +95,7 @@ def values(store: Store) -> dict[str, Any]:
             "keeps or widens it on {missed}",
             "leaves {open} unresolved",
         ),
-        "On every one of the {total} test sets the change lies within the seeds' noise.",
+        "On every one of the {total} test sets the seeds' spread swallows the change.",
     )
     for s in ("san", "aan"):
         v[f"gap_{s}"] = runs[s].mean("test") - runs["balanced"].mean("test")
