@@ -199,12 +199,12 @@ def takeaway(attention: str, ffn: str) -> str:
         attention,
         "Compressing the attention alone costs BLEU against Balanced",
         "Compressing the attention alone costs no BLEU against Balanced",
-        "Whether compressing the attention alone costs BLEU is not settled here",
+        "Compress Attention's cost in BLEU against Balanced is not pinned down by these runs",
     )
     ffn_says = by_verdict(
         ffn,
         "folding the FFN in keeps Balanced's BLEU",
         "folding the FFN in loses more than half a point",
-        "whether folding the FFN in keeps Balanced's BLEU is open",
+        "folding the FFN in may or may not keep Balanced's BLEU",
     )
     return f"{attention_says}; {ffn_says}."

@@ -49,7 +49,7 @@ def values(store: Store) -> dict[str, Any]:
         j["kd-narrows-gap"].word,
         "Trained on a teacher's translations, CAN closes part of its gap to Balanced, as the paper's Table 4 reports",
         "Trained on a teacher's translations, CAN does not close its gap to Balanced, unlike the paper's Table 4",
-        "Whether a teacher's translations close CAN's gap to Balanced is not settled by these runs",
+        "Distillation's effect on CAN's gap to Balanced is undecided in these runs",
     )
     out["takeaway_sentence"] += "; the rest of the chapter places CAN among related decoders and prices its cache."
     return out | marks(store, CLAIMS)

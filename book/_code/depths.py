@@ -88,12 +88,13 @@ def takeaway(speed: str, deepest: str) -> str:
         speed,
         "Moving decoder layers into the encoder buys at least the paper's speed-up from the Baseline to Balanced",
         "Moving decoder layers into the encoder buys less than the paper's speed-up from the Baseline to Balanced",
-        "Whether moving decoder layers into the encoder buys the paper's Baseline-to-Balanced speed-up is open",
+        "The runs leave open whether moving decoder layers into the encoder buys the paper's Baseline-to-Balanced "
+        "speed-up",
     )
     deepest_says = by_verdict(
         deepest,
         "one step further, a single decoder layer scores below Balanced's two",
         "one step further, a single decoder layer does not score below Balanced's two",
-        "whether one step further, to a single decoder layer, costs BLEU is not settled by these runs",
+        "what one step further, to a single decoder layer, costs in BLEU is undecided",
     )
     return f"{speed_says}; {deepest_says}."

@@ -103,7 +103,7 @@ def takeaway(alike: Judged, less: Judged, baseline: np.ndarray) -> str:
         alike.word,
         f"Our decoders bear out the paper's premise: {read}",
         f"Our decoders do not bear out the paper's premise: {read}",
-        f"Whether our decoders bear out the paper's premise is still open: {read}",
+        f"Our decoders neither confirm nor refute the paper's premise yet: {read}",
         f"Our decoders bear out the paper's premise in some layers only: {read}",
     )
     ffn = by_verdict(

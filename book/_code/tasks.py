@@ -94,8 +94,8 @@ def takeaway(word: str, v: dict[str, Any], failing: list[str]) -> str:
         f"directions we trained keeps CAN within {v['margin']} BLEU of Balanced.",
         f"CAN falls more than {v['margin']} BLEU behind Balanced on {names(failing)}, so the consistency the paper "
         f"reports over its {v['tasks']} tasks ({paper_gaps}) does not carry over to Multi30k.",
-        f"The paper's {v['tasks']} tasks put CAN {paper_gaps} from Balanced, but with {trained} trained these runs "
-        "cannot yet say whether that consistency holds across language pairs.",
+        f"The paper's {v['tasks']} tasks put CAN {paper_gaps} from Balanced, but with {trained} trained nothing here "
+        "decides yet whether that consistency carries over to other language pairs.",
         f"CAN keeps within {v['margin']} BLEU of Balanced on some of the {count(v['stored_directions'])} Multi30k "
         f"directions we trained and not on others, unlike the paper's {v['tasks']} tasks ({paper_gaps}).",
     )

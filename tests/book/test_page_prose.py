@@ -75,21 +75,31 @@ def test_the_reproduction_chapters_are_read():
 
 
 @pytest.fixture(scope="module")
-def prose() -> dict[str, list[str]]:
+def page_values() -> dict[str, dict]:
+    """Each reproduction chapter's values on the stored results."""
     from repro.studies.store import Store
 
     with stored_results(RESULTS):
         store = Store("small", RESULTS)
-        out = {}
-        for page in reproduction_chapters():
-            values = importlib.import_module(f"_code.{page}").values(store)
-            out[page] = [v for k, v in values.items() if k in glued_keys(page) and isinstance(v, str)]
-        return out
+        return {page: importlib.import_module(f"_code.{page}").values(store) for page in reproduction_chapters()}
 
 
-def test_no_generated_sentence_repeats_across_pages(prose):
+def test_no_generated_sentence_repeats_across_pages(page_values):
+    prose = {
+        page: [v for k, v in values.items() if k in glued_keys(page) and isinstance(v, str)]
+        for page, values in page_values.items()
+    }
     assert sum(map(len, prose.values())) > 40  # the pages' generated prose was read
     assert repeated(prose) == {}
+
+
+def test_each_chapter_opens_with_its_own_takeaway(page_values):
+    """Every chapter glues a takeaway under its title, and no two open with the same three words (numbers masked)."""
+    for page in page_values:
+        head = (REPO / "book" / f"{page}.md").read_text(encoding="utf-8").split("\n# ", 1)[1].split("\n\n")[1]
+        assert head.startswith("**In one sentence:** {glue:") and "`takeaway_sentence`" in head, page
+    openings = {page: " ".join(template(v["takeaway_sentence"]).split()[:3]) for page, v in page_values.items()}
+    assert len(set(openings.values())) == len(openings), openings
 
 
 SAID = (

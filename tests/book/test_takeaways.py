@@ -61,7 +61,7 @@ PAPER_TASKS = {"gap_min": -0.48, "gap_max": -0.08, "tasks": 14, "stored_directio
 def test_the_tasks_takeaway_says_how_few_directions_are_trained():
     assert tasks.takeaway(NOT_RUN, PAPER_TASKS, []) == (
         "The paper's 14 tasks put CAN -0.48 to -0.08 BLEU from Balanced, but with one of our six Multi30k directions "
-        "trained these runs cannot yet say whether that consistency holds across language pairs."
+        "trained nothing here decides yet whether that consistency carries over to other language pairs."
     )
     assert "0.5 BLEU behind Balanced on en-fr, so the consistency" in tasks.takeaway(FAILS, PAPER_TASKS, ["en-fr"])
     two = PAPER_TASKS | {"stored_directions": 2}
@@ -83,7 +83,7 @@ def test_the_similarity_takeaway_counts_the_layers_above_the_bar():
     layers = tuple({"value": v, "by_value": HOLDS if v > 0.9 else FAILS} for v in (0.84, 0.95, 0.99))
     said = similarity.takeaway(judged_like(INCONCLUSIVE, bound=0.9, sets=layers), judged_like(NOT_RUN), np.zeros(6))
     assert said == (
-        "Whether our decoders bear out the paper's premise is still open: self- and cross-attention read inputs "
+        "Our decoders neither confirm nor refute the paper's premise yet: self- and cross-attention read inputs "
         "with a cosine of 0.84 to 0.99 over 3 decoder layers, above the paper's bar of 0.9 at 2 of them; whether "
         "cross-attention and FFN inputs are less alike is undecided too."
     )
