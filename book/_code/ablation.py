@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from _code.cpu_speed import cpu_table
+from _code.cpu_speed import cpu_table, noisy_sentence
 from _code.prose import by_verdict, lead_sentence, names, sets_sentence
-from _code.speed import bytes_sentence, predicted
+from _code.speed import bytes_split, predicted
 from canlib.catalogue import ABLATION_SYSTEMS
 from canlib.decoding.ops import NO_KERNEL  # the operators the counts treat as launching no kernel
 from repro.studies import paper
@@ -29,6 +29,32 @@ BELOW = {
     "can_ffn": "can-ffn-keeps-bleu",
     "can": "can-below-balanced",
 }  # each vs Balanced
+SETS = {  # each claim's sentence of where its intervals decide (prose.sets_sentence): decided, and none decided
+    "can_attn": (
+        (
+            "Compress Attention is surely below Balanced on {met} of the {total} test sets",
+            "surely level or above on {missed}",
+            "unresolved by the seeds on {open}",
+        ),
+        "The seeds' spread hides any loss of Compress Attention on all {total} test sets.",
+    ),
+    "can_ffn": (
+        (
+            "Compress FFN stays inside half a point of Balanced on {met} of its {total} test sets",
+            "strays outside on {missed}",
+            "straddles the line on {open}",
+        ),
+        "No test set of the {total} pins Compress FFN inside or outside half a point of Balanced.",
+    ),
+    "can": (
+        (
+            "With both compressions the loss is clear on {met} of the {total} test sets",
+            "absent on {missed}",
+            "uncertain on {open}",
+        ),
+        "The seeds' spread covers Compress All's difference on all {total} test sets.",
+    ),
+}
 CLAIMS = (*BELOW.values(), "can-above-can-attn", "can-attn-below-can-ffn", "attn-faster-than-ffn")
 
 
@@ -107,15 +133,34 @@ def values(store: Store) -> dict[str, Any]:
         v[f"paper_{key}"] = t5[PAPER_ROWS[s]].test_bleu - t5["Balanced"].test_bleu
         v[f"paper_speed_{key}"] = 100 * (t5[PAPER_ROWS[s]].speed / t5["Balanced"].speed - 1)
         v |= (j[BELOW[s]].at(1) or j[BELOW[s]]).values(key)  # Table 5 is read at the main plan's budget
-        v[f"{key}_sets"] = sets_sentence(j[BELOW[s]])
+        v[f"{key}_sets"] = sets_sentence(j[BELOW[s]], *SETS[s])
     v |= j["can-above-can-attn"].values("all_minus_attn") | j["can-attn-below-can-ffn"].values("attn_minus_ffn")
     v["paper_all_minus_attn"] = t5["Compress All"].test_bleu - t5["Compress Attention"].test_bleu
     v["paper_attn_minus_ffn"] = t5["Compress Attention"].test_bleu - t5["Compress FFN"].test_bleu
     v |= marks(store, CLAIMS) | kernel_values(store) | cpu_values(store)
-    v["all_lead"] = lead_sentence(j[BELOW["can"]])
+    v["all_lead"] = lead_sentence(
+        j[BELOW["can"]],
+        "For this claim the {budget} models lead ({seeds} seeds of every system) over the {others}: {rule}.",
+    )
     v["takeaway_sentence"] = takeaway(j["can-attn-below-balanced"].word, j["can-ffn-keeps-bleu"].word)
-    v["order_sets"] = sets_sentence(j["can-above-can-attn"])
-    v["order_ffn_sets"] = sets_sentence(j["can-attn-below-can-ffn"])
+    v["order_sets"] = sets_sentence(
+        j["can-above-can-attn"],
+        (
+            "Compress All tops Compress Attention on {met} of the {total} test sets",
+            "trails or ties it on {missed}",
+            "cannot be told from it on {open}",
+        ),
+        "Neither order of the two clears the seeds' spread on any of the {total} test sets.",
+    )
+    v["order_ffn_sets"] = sets_sentence(
+        j["can-attn-below-can-ffn"],
+        (
+            "Compress Attention surely trails Compress FFN on {met} of the {total} test sets",
+            "surely matches or beats it on {missed}",
+            "cannot be placed on {open}",
+        ),
+        "No test set of the {total} orders Compress Attention and Compress FFN beyond the seeds' spread.",
+    )
     same = (v["kernels_saved_attn"] > v["kernels_saved_ffn"]) == (v["paper_speed_attn"] > v["paper_speed_ffn"])
     v["kernel_order_word"] = "the way the paper measured them" if same else "otherwise than the paper measured them"
     return v
@@ -125,10 +170,18 @@ def cpu_values(store: Store) -> dict[str, Any]:
     """The sentences under the speed table, generated from its numbers: for which compressions the byte model's
     prediction lies inside the measured interval, and which order (the bytes', the kernels' or neither) the CPU's
     follows; a noisy run says so and reads nothing."""
-    sentence = bytes_sentence(store, ABLATION_SYSTEMS, labels=PAPER_ROWS)
     rows, prov = cpu_table(ABLATION_SYSTEMS, root=store.measurements)
-    if prov["noisy"]:
-        return {"cpu_sentence": sentence, "cpu_order": ""}
+    split = bytes_split(store, ABLATION_SYSTEMS, labels=PAPER_ROWS)
+    if prov["noisy"] or split is None:
+        instead = "The compressions' CPU speeds are left unread, and the table shows none."
+        return {"cpu_sentence": noisy_sentence(prov, instead), "cpu_order": ""}
+    inside, outside = split
+    said = [f"The bytes account for the CPU's speed of {names(inside)}."] if inside else []
+    if outside:
+        said.append(
+            f"For {names(outside)} the measured interval misses what the bytes predict: more than bytes sets it."
+        )
+    sentence = " ".join(said)
     kernels, guess = kernel_values(store), predicted(ABLATION_SYSTEMS)
     measured = sorted(ABLATION_SYSTEMS, key=lambda s: -rows[s]["ratio"])
     by_kernels = sorted(ABLATION_SYSTEMS, key=lambda s: kernels[f"kernels_{SYSTEMS.get(s, s)}"])
@@ -146,12 +199,12 @@ def takeaway(attention: str, ffn: str) -> str:
         attention,
         "Compressing the attention alone costs BLEU against Balanced",
         "Compressing the attention alone costs no BLEU against Balanced",
-        "Whether compressing the attention alone costs BLEU is not settled here",
+        "Compress Attention's cost in BLEU against Balanced is not pinned down by these runs",
     )
     ffn_says = by_verdict(
         ffn,
         "folding the FFN in keeps Balanced's BLEU",
         "folding the FFN in loses more than half a point",
-        "whether folding the FFN in keeps Balanced's BLEU is open",
+        "folding the FFN in may or may not keep Balanced's BLEU",
     )
     return f"{attention_says}; {ffn_says}."

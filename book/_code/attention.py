@@ -43,7 +43,8 @@ def values(store: Store) -> dict[str, Any]:
             "CAN's one softmax works as a switch: in every layer most of its shares lie near one end, a head reading "
             "the target prefix or the source, rarely a mix of both.",
             "CAN's one softmax mostly mixes the target prefix and the source: it is not a decisive gate.",
-            "Whether CAN's one softmax works as a switch between the target prefix and the source is still open.",
+            "CAN's one softmax may work as a switch between the target prefix and the source, but the stored study "
+            "does not decide it.",
             "CAN's one softmax works as a switch in some layers and mixes both sides in others.",
         ),
     } | marks(store, ["gate-decisive"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _code.prose import sets_sentence, verdict_values
+from _code.prose import lead_sentence, names, sets_sentence
 from _code.training import undertraining_values
 from repro.results.layout import experiment_command
 from repro.results.studies import NEXT, ORIGINAL, SEEDS, STUDIES, study_record
@@ -34,6 +34,32 @@ GPU_SCRIPT = "bash scripts/gpu_small.sh"  # the script that runs what is left of
 
 # per study: the glue-key suffix of its contrasts, the prefix of its reading and of its per-system gains
 KEYS = {"budget": ("2x", "budget", "gain_2x"), "distill": ("kd", "kd", "kd_gain"), "can-6-6": ("66", "can66", "")}
+CHANGE_SETS = {  # each study's sentence of where its intervals decide (prose.sets_sentence): decided, none decided
+    "budget": (
+        (
+            "Across the {total} test sets, the longer budget's gap is surely narrower on {met}",
+            "surely as wide or wider on {missed}",
+            "unclear on {open}",
+        ),
+        "None of the {total} test sets shows a narrowing larger than its seeds' spread.",
+    ),
+    "distill": (
+        (
+            "Distillation surely narrows the gap on {met} of the {total} test sets",
+            "surely keeps or widens it on {missed}",
+            "leaves {open} in doubt",
+        ),
+        "On none of the {total} test sets is the distilled gap surely narrower or surely not.",
+    ),
+    "can-6-6": (
+        (
+            "CAN's cost is surely smaller at 6/6 on {met} of the {total} test sets",
+            "surely as large or larger on {missed}",
+            "unclear on {open}",
+        ),
+        "The seeds cannot order the two costs on any of the {total} test sets.",
+    ),
+}
 
 
 def plan_values() -> dict[str, Any]:
@@ -70,13 +96,31 @@ def values(store: Store) -> dict[str, Any]:
     # the solutions quote it at every scale; the budget study's logs replace it once they are stored
     v["continued_sentence"] = "Once the budget study is stored, its logs say whether they do."
     if not store.judged:
+        v["takeaway_sentence"] = (
+            "No model of this scale is judged, so the chapter sets out the three studies, what each would test and "
+            "the commands that store them."
+        )
         return v | conversion_values(store)
     shown = beyond.shown(store)
     v |= {f"{k.replace('-', '')}_shown": ok for k, ok in shown.items()}
     j = judged(store)
     gap = j["can-within-0.5"]
     main = {s: store.runs(s) for s in ("balanced", "can")}
-    v |= gap.at(1).values("gap") | verdict_values(gap, "gap")
+    v |= gap.at(1).values("gap")
+    v["gap_lead"] = lead_sentence(
+        gap,
+        "As on the results page, the verdict is that of the {budget} models ({seeds} seeds a system), not the "
+        "{others}: {rule}.",
+    )
+    v["gap_sets"] = sets_sentence(
+        gap,
+        (
+            "Its intervals put CAN inside the margin on {met} of its {total} test sets",
+            "outside it on {missed}",
+            "on the line on {open}",
+        ),
+        "Its intervals settle the margin on none of the {total} test sets.",
+    )
     v["gap_vs_paper"] = "larger than" if v["gap_test"] < v["paper_gap"] else "no larger than"
     v["can_test"], v["balanced_test"] = main["can"].mean("test"), main["balanced"].mean("test")
     v["main_seeds"] = len(main["can"].seeds)
@@ -87,7 +131,7 @@ def values(store: Store) -> dict[str, Any]:
         closer, change = j[claims[0]], j[claims[1]]
         v |= marks(store, claims) | change.values(f"change_{suffix}")
         v |= (closer.at(2) if study == "budget" else closer).values(f"gap_{suffix}")
-        v[f"change_{suffix}_sets"] = sets_sentence(change)
+        v[f"change_{suffix}_sets"] = sets_sentence(change, *CHANGE_SETS[study])
         v[f"{reading}_reading"] = READING[change.word]
         for claim in claims[2:]:
             v |= j[claim].values(f"{gain}_{claim.rsplit('-', 1)[1]}")
@@ -119,7 +163,28 @@ def values(store: Store) -> dict[str, Any]:
     v["closed_count"] = sum(j[c].word == HOLDS for c, ok in zip(closers, shown.values()) if ok)
     # the seeds per system the studies' verdicts read
     v["study_seeds"] = ", ".join(sorted({str(n) for c in closers for n in j[c].seeds.values()}, key=int))
+    words = {study: j[claims[1]].word if shown[study] else NOT_RUN for study, claims in beyond.STUDY_CLAIMS.items()}
+    v["takeaway_sentence"] = takeaway(v["gap_test"], v["paper_gap"], v["gap_vs_paper"], words)
     return v | conversion_values(store)
+
+
+CAUSES = {"budget": "a short budget", "distill": "training without a teacher", "can-6-6": "a two-layer decoder"}
+
+
+def takeaway(gap: float, paper_gap: float, than: str, words: dict[str, str]) -> str:
+    """The chapter's one sentence: CAN's gap here against the paper's, and which of the paper's three possible causes
+    (each study's claim that it changes the gap, by its verdict word) the runs support, rule out or leave open."""
+    supported = [CAUSES[s] for s, w in words.items() if w == HOLDS]
+    ruled_out = [CAUSES[s] for s, w in words.items() if w == FAILS]
+    left = [CAUSES[s] for s, w in words.items() if w not in (HOLDS, FAILS)]
+    said = [f"support {names(supported)}"] if supported else []
+    said += [f"rule out {names(ruled_out)}"] if ruled_out else []
+    if left:
+        said.append(f"leave {names(left)} open" if said else f"neither support nor rule out any yet ({names(left)})")
+    return (
+        f"Our CAN's gap to Balanced at the plan's budget, {gap:+.2f} tokenized BLEU on test2016, is {than} the "
+        f"paper's {paper_gap:+.2f}; of the three causes the paper's own results suggest, these runs {names(said)}."
+    )
 
 
 def conversion_values(store: Store) -> dict[str, Any]:

@@ -108,9 +108,10 @@ def cpu_table(
     return rows, {**prov, **info}
 
 
-def noisy_sentence(prov: dict[str, Any]) -> str:
-    """What a page says in place of a noisy CPU run's ratios."""
-    return f"The stored CPU run is noisy: {prov['noisy']}. Its ratios are not shown, and nothing is read from them."
+def noisy_sentence(prov: dict[str, Any], instead: str) -> str:
+    """What a page says in place of a noisy CPU run's ratios: why it is noisy, then ``instead``, the page's own
+    sentence of what it does without them."""
+    return f"The stored CPU run is noisy: {prov['noisy']}. {instead}"
 
 
 def cpu_provenance(prov: dict[str, Any]):

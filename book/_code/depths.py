@@ -27,7 +27,7 @@ def cpu_values(store: Store) -> dict[str, Any]:
     6/6."""
     rows, prov = cpu_table(DEPTH_SYSTEMS, against="baseline", root=store.measurements)
     if prov["noisy"]:
-        return {"cpu_sentence": noisy_sentence(prov)}
+        return {"cpu_sentence": noisy_sentence(prov, "No depth's CPU ratio is shown or read.")}
     order = sorted(DEPTH_SYSTEMS, key=lambda s: -preset(s).dec_layers)  # 6/6, 9/4, 12/2, 14/1
     spans = {s: rows[s]["interval"] or (rows[s]["low"], rows[s]["high"]) for s in order}
     not_rising = [DEPTHS[b] for a, b in zip(order, order[1:]) if spans[b][0] <= spans[a][1]]
@@ -60,7 +60,15 @@ def values(store: Store) -> dict[str, Any]:
         "paper_14_1": f4["14/1"]["bleu"] - f4["12/2"]["bleu"],
         "paper_9_4": f4["9/4"]["bleu"] - f4["6/6"]["bleu"],
         "gap_14_1": drop.value,  # the registry's number: 14/1 minus 12/2, means over every stored seed
-        "drop_sets": sets_sentence(drop),
+        "drop_sets": sets_sentence(
+            drop,
+            (
+                "14/1 scores surely below 12/2 on {met} of the {total} test sets",
+                "surely level or above on {missed}",
+                "too close to separate on {open}",
+            ),
+            "The two depths cannot be told apart on any of the {total} test sets.",
+        ),
         "drop_settle": drop.settle.split(": `")[0] or drop.cost or "nothing: the evidence meets its standard",
         "drop_command": drop.command
         or experiment_command(store.scale, systems=["depth-14-1", "balanced"], seeds=range(1, drop.standard.seeds + 1)),
@@ -80,12 +88,13 @@ def takeaway(speed: str, deepest: str) -> str:
         speed,
         "Moving decoder layers into the encoder buys at least the paper's speed-up from the Baseline to Balanced",
         "Moving decoder layers into the encoder buys less than the paper's speed-up from the Baseline to Balanced",
-        "Whether moving decoder layers into the encoder buys the paper's Baseline-to-Balanced speed-up is open",
+        "The runs leave open whether moving decoder layers into the encoder buys the paper's Baseline-to-Balanced "
+        "speed-up",
     )
     deepest_says = by_verdict(
         deepest,
         "one step further, a single decoder layer scores below Balanced's two",
         "one step further, a single decoder layer does not score below Balanced's two",
-        "whether one step further, to a single decoder layer, costs BLEU is not settled by these runs",
+        "what one step further, to a single decoder layer, costs in BLEU is undecided",
     )
     return f"{speed_says}; {deepest_says}."

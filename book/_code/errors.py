@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _code.prose import by_verdict, verdict_values
+from _code.prose import by_verdict, lead_sentence, sets_sentence
 from _code.tables import reading_table
 from repro.studies import paper
 from repro.studies.analyses import MIN_BUCKET_SENTENCES, bucket_rows, error_buckets
@@ -58,7 +58,20 @@ def values(store: Store) -> dict[str, Any]:
         "Whether CAN scores below Balanced at all is not settled by these runs; the buckets below show where the "
         "two differ most.",
     )
-    return out | marks(store, [CLAIM]) | verdict_values(judged(store)[CLAIM], "below")
+    below = judged(store)[CLAIM]
+    out["below_lead"] = lead_sentence(
+        below, "The word comes from the {budget} runs, with {seeds} seeds of each system, over the {others}: {rule}."
+    )
+    out["below_sets"] = sets_sentence(
+        below,
+        (
+            "Set by set, CAN's loss is beyond doubt on {met} of the {total} test sets",
+            "absent on {missed}",
+            "unclear on {open}",
+        ),
+        "No test set of the {total} shows CAN's loss beyond the seeds' spread.",
+    )
+    return out | marks(store, [CLAIM])
 
 
 def paper_table():

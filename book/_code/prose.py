@@ -6,7 +6,6 @@ verdict reads and why. The verdict words themselves are never written here: a pa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from repro.studies.evidence import Judged
 from repro.studies.verdict import FAILS, HOLDS, MIXED
@@ -37,25 +36,31 @@ ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
 NUMBER_WORDS = {0: "none", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
 
 
-def sets_sentence(j: Judged, what: str = "test sets") -> str:
-    """Where the intervals decided the criterion on the sets that decide (the test sets; the validation set is
-    shown, never judged), in one sentence: ``Of the three test sets, the intervals meet the criterion on two and
-    leave one undecided.`` (``The intervals decide none of the three test sets.``)."""
+def count(n: int) -> str:
+    """A count in words (``none``, ``one`` ... ``six``), digits beyond."""
+    return NUMBER_WORDS.get(n, str(n))
+
+
+def sets_sentence(j: Judged, said: tuple[str, str, str], undecided: str) -> str:
+    """Where the intervals decided a claim on the sets that decide (the test sets; the validation set is shown,
+    never judged), in the chapter's own words, so that no sentence repeats from page to page. ``said`` holds three
+    clauses: the sets that meet the criterion (formatted with ``met`` and ``total``: the sentence's subject and
+    head, always said), those that miss it (``missed``) and those left undecided (``open``), each of the last two
+    said only where it counts a set; a count is in words, ``all`` where it is every set. ``undecided`` (formatted
+    with ``total``) where no set is decided."""
     rows = [r for r in j.sets if r.get("decides", True)]
     if not rows:
         return ""
     met = sum(r["verdict"] == HOLDS for r in rows)
     missed = sum(r["verdict"] == FAILS for r in rows)
-    open_ = len(rows) - met - missed
-    total = NUMBER_WORDS.get(len(rows), str(len(rows)))
+    counts = {"met": met, "missed": missed, "open": len(rows) - met - missed}
     if not met and not missed:
-        return f"The intervals decide none of the {total} {what}."
-    parts = [f"meet the criterion on {NUMBER_WORDS.get(met, met)}"] if met else []
-    parts += [f"miss it on {NUMBER_WORDS.get(missed, missed)}"] if missed else []
-    parts += [f"leave {NUMBER_WORDS.get(open_, open_)} undecided"] if open_ else []
-    if not met:
-        parts[0] = parts[0].replace("miss it", "miss the criterion")
-    return f"Of the {total} {what}, the intervals " + names(parts) + "."
+        return undecided.format(total=count(len(rows)))
+    words = {k: "all" if n == len(rows) > 1 else count(n) for k, n in counts.items()} | {"total": count(len(rows))}
+    head, *rest = (clause.format(**words) for clause, k in zip(said, counts) if k == "met" or counts[k])
+    if len(rest) == 2:
+        return f"{head}, {rest[0]}, and {rest[1]}."
+    return f"{head} and {rest[0]}." if rest else f"{head}."
 
 
 def seeds_of(j: Judged) -> int:
@@ -64,36 +69,31 @@ def seeds_of(j: Judged) -> int:
 
 
 def body_name(j: Judged) -> str:
-    """A body of BLEU evidence in words: the converged models, or a budget ("the 2x budget")."""
-    return f"the {j.recipe} models" if j.recipe else f"the {j.budget}x budget"
+    """A body of BLEU evidence in a word: its recipe ("converged"), else its budget ("2x")."""
+    return j.recipe or f"{j.budget}x"
 
 
-def lead_sentence(j: Judged) -> str:
+def lead_sentence(j: Judged, said: str) -> str:
     """Which body of evidence a claim's verdict reads and why (the registry's rule: a body that meets its standard
-    first, then the most seeds of its weakest system, then the converged models, then the longest budget), from the
-    bodies' own numbers; empty for a claim with one body."""
-    others = [b for b in j.beside if b.budget is not None or b.recipe]
+    first, then the most seeds of its weakest system, then the converged models, then the longest budget), in the
+    chapter's own words: ``said`` is formatted with ``budget`` (the body it reads, :func:`body_name`: ``2x``,
+    ``converged``), ``seeds`` (of every system there), ``others`` (the other bodies) and ``rule`` (why they do not
+    lead, from their seeds); empty for a claim with one body."""
+    others = [b for b in j.beside if (b.budget is not None or b.recipe) and not (b.meets and not j.meets)]
     if not others or (j.budget is None and not j.recipe):
         return ""
     lead_seeds = seeds_of(j)
-    parts = []
-    for b in others:
-        if b.meets and not j.meets:
-            continue
-        if seeds_of(b) < lead_seeds:
-            parts.append(f"{body_name(b)} has {seeds_of(b)} (fewer seeds never lead)")
-        elif seeds_of(b) == lead_seeds:
-            rule = "converged models lead" if j.recipe else "the longer budget leads"
-            parts.append(f"{body_name(b)} has as many, and with equal seeds {rule}")
-    why = "; ".join(parts)
-    has = "they have" if j.recipe else "it has"
-    return f"The verdict reads {body_name(j)}: {has} {lead_seeds} seeds of every system" + (f"; {why}." if why else ".")
-
-
-def verdict_values(j: Judged, prefix: str) -> dict[str, Any]:
-    """A judgement's sentences for a chapter to glue: ``<prefix>_sets`` (:func:`sets_sentence`) and
-    ``<prefix>_lead`` (:func:`lead_sentence`)."""
-    return {f"{prefix}_sets": sets_sentence(j), f"{prefix}_lead": lead_sentence(j)}
+    fewer = [body_name(b) for b in others if seeds_of(b) < lead_seeds]
+    short = [body_name(b) for b in others if seeds_of(b) > lead_seeds]  # more seeds, short of their standard
+    rules = [f"{names(fewer)} has fewer seeds"] if fewer else []
+    rules += [f"{names(short)} falls short of its standard"] if short else []
+    if len(fewer) + len(short) < len(others):
+        rules.append(
+            "at equal seeds the converged models lead" if j.recipe else "at equal seeds the longer budget leads"
+        )
+    return said.format(
+        budget=body_name(j), seeds=lead_seeds, others=names([body_name(b) for b in others]), rule="; ".join(rules)
+    )
 
 
 def by_verdict(word: str, holds: str, fails: str, open_: str, mixed: str | None = None) -> str:

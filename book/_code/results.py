@@ -58,8 +58,45 @@ def values(store: Store) -> dict[str, Any]:
     j = judged(store)
     can, keeps = j["can-within-0.5"], j["balanced-keeps-bleu"]
     v |= can.at(1).values("gap_can") | can.at(2).values("gap_can_2x") | keeps.values("gap_balanced")
-    v |= {"can_lead": lead_sentence(can), "can_sets": sets_sentence(can), "can_sets_1x": sets_sentence(can.at(1))}
-    v |= {"balanced_sets": sets_sentence(keeps), "change_sets": sets_sentence(j["budget-narrows-gap"])}
+    v["can_lead"] = lead_sentence(
+        can, "This verdict reads the {budget} models, {seeds} seeds of each system, not the {others} ones: {rule}."
+    )
+    v["can_sets"] = sets_sentence(
+        can,
+        (
+            "Test set by test set, CAN comes within half a point of Balanced on {met} of the {total}",
+            "falls further behind on {missed}",
+            "is too close to call on {open}",
+        ),
+        "On each of the {total} test sets the seeds' interval of CAN's gap straddles the half-point line.",
+    )
+    v["can_sets_1x"] = sets_sentence(
+        can.at(1),
+        (
+            "There the gap is surely inside half a point on {met} of the {total} test sets",
+            "surely beyond it on {missed}",
+            "unresolved on {open}",
+        ),
+        "There, too, none of the {total} test sets settles it.",
+    )
+    v["balanced_sets"] = sets_sentence(
+        keeps,
+        (
+            "Balanced's BLEU is within half a point of the Baseline's on {met} of the {total} test sets",
+            "further off on {missed}",
+            "too near the line to tell on {open}",
+        ),
+        "No test set decides it: on all {total}, the interval of Balanced − Baseline crosses a half-point line.",
+    )
+    v["change_sets"] = sets_sentence(
+        j["budget-narrows-gap"],
+        (
+            "The longer budget narrows the gap on {met} of the {total} test sets",
+            "keeps or widens it on {missed}",
+            "leaves {open} unresolved",
+        ),
+        "On every one of the {total} test sets the seeds' spread swallows the change.",
+    )
     for s in ("san", "aan"):
         v[f"gap_{s}"] = runs[s].mean("test") - runs["balanced"].mean("test")
     stored = {s: r for s, r in runs.items() if r is not None}
@@ -68,17 +105,18 @@ def values(store: Store) -> dict[str, Any]:
     read = [gpu.run_label(store.gpu_speed("eager", r)[1]) for r in speed_runs(store)]
     v["speed_runs"] = ", ".join(read) or "no stored GPU run"
     v["takeaway_sentence"] = takeaway(j["can-within-0.5"].word, j["balanced-keeps-bleu"].word)
-    return v | marks(store, CLAIMS) | undertraining_values(store) | corpus_values(store)
+    out = v | marks(store, CLAIMS) | undertraining_values(store) | corpus_values(store)
+    return out | {"can_lead": v["can_lead"]}  # the chapter's own sentence, not the training chapter's
 
 
 def takeaway(can: str, balanced: str) -> str:
     """The chapter's one sentence, from the verdicts of its two claims."""
     can_says = by_verdict(
         can,
-        "CAN stays within half a BLEU point of Balanced",
-        "CAN falls more than half a BLEU point below Balanced",
+        "in these runs CAN stays within half a BLEU point of Balanced",
+        "in these runs CAN falls more than half a BLEU point below Balanced",
         "these runs cannot yet tell whether CAN stays within half a BLEU point of Balanced",
-        "CAN stays within half a BLEU point of Balanced on some evaluation sets and not on others",
+        "in these runs CAN stays within half a BLEU point of Balanced on some evaluation sets and not on others",
     )
     balanced_says = by_verdict(
         balanced,
@@ -87,7 +125,7 @@ def takeaway(can: str, balanced: str) -> str:
         "whether Balanced keeps the Baseline's BLEU is still open",
         "Balanced keeps the Baseline's BLEU on some evaluation sets and not on others",
     )
-    return f"In these runs {can_says}, and {balanced_says}."
+    return f"{can_says[0].upper()}{can_says[1:]}, and {balanced_says}."
 
 
 def corpus_values(store: Store) -> dict[str, Any]:

@@ -11,13 +11,15 @@ from typing import Any
 
 import numpy as np
 
-from _code.prose import ORDINALS, span
+from _code.prose import ORDINALS, by_verdict, span
 from canlib.model.config import preset
 from repro.experiments.experiment import trains_here
 from repro.studies.analyses import similarity, similarity_study
-from repro.studies.claims import BY_ID, marks
+from repro.studies.claims import BY_ID, judged, marks
+from repro.studies.evidence import Judged
 from repro.studies.paper import paper_numbers
 from repro.studies.store import Store
+from repro.studies.verdict import FAILS, HOLDS
 
 KEYS = ("self_vs_cross", "cross_vs_ffn")
 NEAR_ZERO = 0.01  # a mean left-minus-right difference smaller than this is no difference between the diagonals
@@ -69,6 +71,7 @@ def values(store: Store) -> dict[str, Any]:
     """The numbers the chapter's prose quotes: our Baseline's diagonals against the paper's (Figure 2), the gap
     between the two matrices' diagonals that the paper's argument needs, and the bar of "alike"."""
     measured, _ = similarity(store)
+    found = judged(store)
     paper = paper_numbers()["fig2_similarity"]
     ours = {k: diagonal(measured["residual"][k]) for k in KEYS}
     theirs = {k: diagonal(paper[k]) for k in KEYS}
@@ -88,7 +91,38 @@ def values(store: Store) -> dict[str, Any]:
         "gap_reading": gap_reading(float(diff["ours"].mean())),
         "balanced_layers": int(preset("balanced").dec_layers),
         "alike_threshold": BY_ID["inputs-alike"].evidence.ok.bound,
+        "takeaway_sentence": takeaway(found["inputs-alike"], found["ffn-inputs-less-alike"], ours["self_vs_cross"]),
     } | marks(store, ["inputs-alike", "ffn-inputs-less-alike"])
+
+
+def takeaway(alike: Judged, less: Judged, baseline: np.ndarray) -> str:
+    """The chapter's one sentence, from the registry's judgements of its two claims: the cosines it read layer by
+    layer against the claim's bar, and what each verdict word says of the paper's premise. A scale the registry
+    does not judge has no readings: there the sentence reads the Baseline's diagonal, ``baseline``."""
+    bar = alike.claim.evidence.ok.bound
+    cosines = [r["value"] for r in alike.sets] or [float(c) for c in baseline]
+    above = sum(r["by_value"] == HOLDS for r in alike.sets) if alike.sets else int((baseline > bar).sum())
+    read = (
+        f"self- and cross-attention read inputs with a cosine of {span(cosines)} over {len(cosines)} decoder "
+        f"layers, above the paper's bar of {bar:g} at {above} of them"
+    )
+    premise = by_verdict(
+        alike.word,
+        f"Our decoders bear out the paper's premise: {read}",
+        f"Our decoders do not bear out the paper's premise: {read}",
+        f"Our decoders neither confirm nor refute the paper's premise yet: {read}",
+        f"Our decoders bear out the paper's premise in some layers only: {read}",
+    )
+    ffn = by_verdict(
+        less.word,
+        "cross-attention and FFN inputs are less alike, as the paper argues",
+        "cross-attention and FFN inputs are no less alike, against the paper's argument",
+        "whether cross-attention and FFN inputs are less alike is undecided too"
+        if alike.word not in (HOLDS, FAILS)
+        else "whether cross-attention and FFN inputs are less alike is undecided",
+        "cross-attention and FFN inputs are less alike in some layers and not in others",
+    )
+    return f"{premise}; {ffn}."
 
 
 def balanced_findings(measured: dict[str, Any], threshold: float) -> str:

@@ -17,12 +17,12 @@ from typing import Any
 from _code import gpu_results as gpu
 from _code.cpu_speed import cpu_table, noisy_sentence
 from _code.decoding import step_mb
-from _code.prose import NUMBER_WORDS, names
+from _code.prose import NUMBER_WORDS, by_verdict, names
 from canlib.analysis.probes import H100_BANDWIDTH
 from canlib.catalogue import LABELS, PAPER_SYSTEMS
 from repro.studies import paper
 from repro.studies.claims import BY_ID, judged, marks
-from repro.studies.evidence import SPEED
+from repro.studies.evidence import SPEED, Judged
 from repro.studies.gpu_runs import by_code, speed_runs, timed_runs
 from repro.studies.store import Store
 from repro.studies.verdict import INCONCLUSIVE, ratio_reading
@@ -129,7 +129,33 @@ def values(store: Store) -> dict[str, Any]:
     out["eager_vs_ceiling"] = _against(out["eager_ratio"], out["kernel_ratio_step"])
     out |= _profile_values(store) | _graph_values(store, graphs) | _verdict_values(store) | marks(store, CLAIMS)
     out |= timings(store) | spread_values(store)
+    j = judged(store)
+    out["takeaway_sentence"] = takeaway(
+        j["can-speed-1.28x"], j["can-speed-1.28x-graphs"], out["paper_can_ratio"], out["read_runs_words"], device
+    )
     return out | {"cpu_sentence": bytes_sentence(store, PAPER_SYSTEMS)}
+
+
+def takeaway(eager: Judged, graphs: Judged, paper_ratio: float, runs: str, device: str) -> str:
+    """The chapter's one sentence: CAN's speed over Balanced in the runs the verdicts read, eagerly and from CUDA
+    graphs, against the paper's, and what the two verdict words say of the paper's smallest gain."""
+    bar = eager.claim.evidence.ok.bound
+
+    def reached(word: str) -> str:
+        return by_verdict(
+            word, "is reached", "is missed", "is not yet shown to be reached", "is reached in some runs only"
+        )
+
+    said = (
+        f"{reached(eager.word)} either way"
+        if eager.word == graphs.word
+        else f"{reached(eager.word)} eagerly and {reached(graphs.word)} with graphs"
+    )
+    return (
+        f"In {runs} on an {device}, CAN decodes {eager.value:.2f} times as fast as Balanced with every kernel launched "
+        f"and {graphs.value:.2f} times with CUDA graphs, against the paper's {paper_ratio:.2f}; the paper's smallest "
+        f"gain, {bar:.2f}x, {said}."
+    )
 
 
 def _against(measured: float, ceiling: float, tolerance: float = 0.02) -> str:
@@ -341,18 +367,29 @@ def speed_table(
     return pd.DataFrame(rows).T.rename_axis(f"tokens/s x {labels[against]}")
 
 
-def bytes_sentence(store: Store, systems: Sequence[str], against: str = "balanced", labels=LABELS) -> str:
-    """For which systems the bytes' prediction lies inside the stored CPU run's measured interval of the ratio to
-    ``against``, and for which it does not, in a sentence; a noisy run says so and reads nothing."""
+def bytes_split(
+    store: Store, systems: Sequence[str], against: str = "balanced", labels=LABELS
+) -> tuple[list[str], list[str]] | None:
+    """The systems (by label) whose bytes' prediction lies inside the stored CPU run's measured interval of the
+    ratio to ``against``, and those whose prediction lies outside it; None for a noisy run, which reads nothing."""
     rows, prov = cpu_table(systems, against=against, root=store.measurements)
     if prov["noisy"]:
-        return noisy_sentence(prov)
+        return None
     guess = predicted(systems, against)
     inside, outside = [], []
     for s in systems:
         if s != against:
             low, high = rows[s]["interval"] or (rows[s]["low"], rows[s]["high"])
             (inside if low <= guess[s] <= high else outside).append(labels[s])
+    return inside, outside
+
+
+def bytes_sentence(store: Store, systems: Sequence[str]) -> str:
+    """The speed chapter's sentence of :func:`bytes_split` for ``systems`` against Balanced."""
+    split = bytes_split(store, systems)
+    if split is None:
+        return noisy_sentence(cpu_table(systems, root=store.measurements)[1], "The bytes' predictions stand alone.")
+    inside, outside = split
     parts = [f"the bytes' prediction lies inside the measured interval for {names(inside)}"] if inside else []
     if outside:
         head = "outside it" if inside else "the bytes' prediction lies outside the measured interval"

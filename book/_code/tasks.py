@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _code.prose import names
+from _code.prose import by_verdict, count, names
 from _code.results import corpus_values
 from canlib.catalogue import DIRECTION_SYSTEMS
 from repro.results.layout import experiment_command
@@ -79,4 +79,23 @@ def values(store: Store) -> dict[str, Any]:
     v |= corpus_values(store) | {"lead_budget": judged(store)["can-within-0.5"].budget or 1}
     if main is not None and main.value is not None:
         v["main_gap"], v["main_pm"] = main.value, main.values("main")["main_pm"]
+    v["takeaway_sentence"] = takeaway(judged(store)["can-within-0.5-tasks"].word, v, failing)
     return v
+
+
+def takeaway(word: str, v: dict[str, Any], failing: list[str]) -> str:
+    """The chapter's one sentence: the paper's spread of CAN's gap over its tasks, how many of our directions are
+    trained, and what the cross-task claim's verdict word says of them."""
+    paper_gaps = f"{v['gap_min']:+.2f} to {v['gap_max']:+.2f} BLEU"
+    trained = f"{count(v['stored_directions'])} of our {count(v['directions'])} Multi30k directions"
+    return by_verdict(
+        word,
+        f"Like the paper's {v['tasks']} tasks ({paper_gaps}), each of the {count(v['stored_directions'])} Multi30k "
+        f"directions we trained keeps CAN within {v['margin']} BLEU of Balanced.",
+        f"CAN falls more than {v['margin']} BLEU behind Balanced on {names(failing)}, so the consistency the paper "
+        f"reports over its {v['tasks']} tasks ({paper_gaps}) does not carry over to Multi30k.",
+        f"The paper's {v['tasks']} tasks put CAN {paper_gaps} from Balanced, but with {trained} trained nothing here "
+        "decides yet whether that consistency carries over to other language pairs.",
+        f"CAN keeps within {v['margin']} BLEU of Balanced on some of the {count(v['stored_directions'])} Multi30k "
+        f"directions we trained and not on others, unlike the paper's {v['tasks']} tasks ({paper_gaps}).",
+    )

@@ -219,7 +219,11 @@ def undertraining_values(store: Store) -> dict[str, Any]:
         "loss_up": loss_up,
         "margin": ON_PAR,
         "averaging_status": averaging_status(store),
-        "can_lead": lead_sentence(judged(store)["can-within-0.5"]),
+        "can_lead": lead_sentence(
+            judged(store)["can-within-0.5"],
+            "Where both exist, the {budget} runs decide ({seeds} seeds of every system) and the {others} runs are "
+            "shown beside them: {rule}.",
+        ),
         "continued_sentence": continued_sentence(sum(continued), differ, steps_1x),
     }
     return out | marks(store, BUDGET_CLAIMS)

@@ -310,9 +310,8 @@ def test_converged_models_lead_a_bleu_claim_once_they_have_the_most_seeds(tmp_pa
     assert j.value == pytest.approx(-3.0) and {b.budget for b in j.beside} == {1, 2}
     assert j.ours.startswith("converged: -3.00") and "converged recipe" in j.evidence
     assert j.as_json()["recipe"] == "converged" and "recipe" not in j.beside[0].as_json()
-    assert lead_sentence(j) == (
-        "The verdict reads the converged models: they have 3 seeds of every system; the 1x budget has as many, and "
-        "with equal seeds converged models lead; the 2x budget has as many, and with equal seeds converged models lead."
+    assert lead_sentence(j, "{budget} ({seeds} seeds) over {others}: {rule}") == (
+        "converged (3 seeds) over 1x and 2x: at equal seeds the converged models lead"
     )
     pair(tmp_path, "can_attn", "balanced", [30.0, 30.1, 30.2], [30.0, 30.1, 30.2])  # a claim of no budgets
     for seed in (1, 2, 3):
