@@ -139,7 +139,7 @@ def draft_readme(
     ``profile.json``."""
     lines = _readme_head(folder, run, profile_command, check_command)
     checks, notes, listed = _check_rows(folder)
-    cases, shown = _profile_rows(folder, profile_command)
+    cases, shown = _profile_rows(folder, profile_command, check_command)
     lines += checks + cases + _unlisted_rows(folder, listed | shown, check_command, profile_command)
     if notes:
         lines += ["", "`gpu_check/status.txt` also says: " + "; ".join(f"`{n}`" for n in notes) + "."]
@@ -204,13 +204,15 @@ def _check_rows(folder: Path) -> tuple[list[str], list[str], set[str]]:
     return rows, notes, listed
 
 
-def _profile_rows(folder: Path, profile_command: str) -> tuple[list[str], set[str]]:
+def _profile_rows(folder: Path, profile_command: str, check_command: str) -> tuple[list[str], set[str]]:
     """One row for the stored ``profile.json`` and one per ``gpu_profile`` case in it; the files the rows name."""
     place = next((place for place in PROFILE_PLACES if (folder / place).is_file()), None)
     if place is None:
         return [], set()
     stored = json.loads((folder / place).read_text(encoding="utf-8"))["result"]
     sub = Path(place).parent.as_posix()
+    if sub.startswith("gpu_check/"):  # gpu_check.sh's profile step
+        profile_command = check_command
     rows, listed = [f"| `{place}` | `{profile_command}` | every case below, and `sdpa_backends` |"], {place}
     for case in [*stored["cases"], *(c for c in stored["errors"] if c not in stored["cases"])]:
         files = [f"{sub}/{case}{ext}" for ext in (".json", ".txt") if (folder / sub / f"{case}{ext}").is_file()]
