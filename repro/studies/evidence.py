@@ -5,21 +5,12 @@ to, the five verdict words, and what a judgement holds. The judges that fill a j
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from repro.bench.settings import SpeedPlan
-from repro.studies.verdict import (
-    CONFIDENCE,
-    FAILS,
-    HOLDS,
-    INCONCLUSIVE,
-    MIXED,
-    NOT_RUN,
-    Judgement,
-    Within,
-    median_interval,
-)
+from repro.studies.verdict import CONFIDENCE, FAILS, HOLDS, INCONCLUSIVE, MIXED, NOT_RUN, Judgement, Within
 
 # -- the five words, each defined once ----------------------------------------------------------------------------
 
@@ -68,11 +59,12 @@ def speed_standard(plan: SpeedPlan | None = None, seconds: float = 1.0, runs: in
     with (:class:`~repro.bench.settings.SpeedPlan`'s defaults), so the plan's defaults meet the standard."""
     plan = plan or SpeedPlan()
     n = plan.repeats
-    found = median_interval(range(n))  # order statistics x_(k)..x_(n+1-k) of n repeats, as values k-1, n-k
+    # the narrowest symmetric order statistics x_(k)..x_(n+1-k) holding the median at CONFIDENCE (binomial)
+    ks = [k for k in range(1, n // 2 + 1) if 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n >= CONFIDENCE]
     order = (
-        f"with {n} repeats the {ordinal(found[0] + 1)} to the {ordinal(found[1] + 1)} smallest ratio"
-        if found
-        else (f"{n} repeats give none")
+        f"with {n} repeats the {ordinal(ks[-1])} to the {ordinal(n + 1 - ks[-1])} smallest ratio"
+        if ks
+        else f"{n} repeats give none"
     )
     return Standard(
         "speed",
