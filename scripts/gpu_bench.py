@@ -49,7 +49,7 @@ from canlib.decoding.decoder import CompiledDecoder  # noqa: E402
 from canlib.decoding.runners import GraphedDecoder, StepGraphs  # noqa: E402
 from canlib.decoding.search import SearchSettings, beam_search, make_batch  # noqa: E402
 from canlib.io import origin  # noqa: E402
-from repro.bench.settings import BenchSettings  # noqa: E402
+from repro.bench.settings import BenchSettings, SpeedPlan  # noqa: E402
 from repro.bench.speed import canlib_system, source_sentences, system_model, time_systems  # noqa: E402
 from repro.bench.stored import gpu_provenance, speed_result  # noqa: E402
 from repro.results.files import save_result  # noqa: E402
@@ -161,15 +161,16 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument(
         "--check-systems", help="systems whose captured and eager tokens are compared (default: --systems)"
     )
-    parser.add_argument("--repeats", type=int, default=BenchSettings().repeats)  # the speed standard's
+    plan = SpeedPlan()  # the speed standard's repeats, forced length and shortest repeat
+    parser.add_argument("--repeats", type=int, default=plan.repeats)
     parser.add_argument("--sentences", type=int, default=50)
-    parser.add_argument("--forced-length", type=int, default=30)
+    parser.add_argument("--forced-length", type=int, default=plan.forced_length)
     parser.add_argument(
         "--min-seconds",
         type=float,
-        default=1.0,
+        default=plan.min_seconds,
         help="each repeat translates the sources as many times over as makes the fastest system's repeat last at "
-        "least this long (default 1.0; 0: one pass)",
+        f"least this long (default {plan.min_seconds:g}; 0: one pass)",
     )
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument(

@@ -54,11 +54,11 @@ BLEU = Standard(
 )
 
 
-def speed_standard(plan: SpeedPlan | None = None, seconds: float = 1.0, runs: int = 3) -> Standard:
-    """The speed standard: a GPU run's repeats and forced length are those of the speed plan the GPU scripts time
-    with (:class:`~repro.bench.settings.SpeedPlan`'s defaults), so the plan's defaults meet the standard."""
+def speed_standard(plan: SpeedPlan | None = None, runs: int = 3) -> Standard:
+    """The speed standard: a GPU run's repeats, their shortest length and the forced length are those of the speed
+    plan the GPU scripts time with (:class:`~repro.bench.settings.SpeedPlan`'s defaults), so its defaults meet it."""
     plan = plan or SpeedPlan()
-    n = plan.repeats
+    n, seconds = plan.repeats, plan.min_seconds
     # the narrowest symmetric order statistics x_(k)..x_(n+1-k) holding the median at CONFIDENCE (binomial)
     ks = [k for k in range(1, n // 2 + 1) if 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n >= CONFIDENCE]
     order = (

@@ -68,3 +68,15 @@ def test_gpu_bench_dry_run_writes_both_paths_the_goals_and_the_ratio_spread_over
         assert meta["ratios"][mode]["can"]["median"] == statistics.median(per_repeat)
         assert meta["ratios"][mode]["can"]["min"] == min(per_repeat)
     assert meta["goals"]["eager can/balanced"]["value"] == meta["ratios"]["eager"]["can"]["median"]
+
+
+def test_gpu_bench_times_as_the_speed_plan_says_by_default(monkeypatch):
+    """Its defaults are the speed plan's (the record the speed standard reads): change the plan, the defaults follow."""
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    import gpu_bench
+
+    from repro.bench.settings import SpeedPlan
+
+    monkeypatch.setattr(gpu_bench, "SpeedPlan", lambda: SpeedPlan(repeats=13, forced_length=7, min_seconds=0.5))
+    args = gpu_bench.arguments().parse_args([])
+    assert (args.repeats, args.forced_length, args.min_seconds) == (13, 7, 0.5)
