@@ -20,7 +20,7 @@ time the same two modes again with the fused select step or with the encoder, de
 ``torch.compile`` (Inductor: the element-wise work of a step fused), and check their tokens against eager;
 ``--only`` times only those variants (a separate call with its own time limit).
 
-    python scripts/gpu_bench.py --sources test2016 --sentences 50 --repeats 10 --json speed.json
+    python scripts/gpu_bench.py --sources test2016 --sentences 50 --json speed.json   # repeats: SpeedPlan's
     python scripts/gpu_bench.py --dry-run --json /tmp/q.json   # CPU, tiny presets: a check of the script
 
 ``--dry-run`` (or ``--quick``) uses the tiny presets on a CPU, a few sentences and short outputs; the
