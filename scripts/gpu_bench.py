@@ -3,7 +3,8 @@
 Times the paper's Table 2 systems (baseline, balanced, san, aan, can) with random weights at the
 d=512 presets, in float16, beam 4, batch 1, forced output length 30, once eagerly and once with whole
 search steps replayed from CUDA graphs; checks that the captured path gives the same outputs as the
-eager one; writes one JSON file, ``{"systems": {name: figures}, "meta": {...}}`` like the bench.
+eager one; writes the stored result ``speed.json`` (:mod:`repro.bench.stored`: per system and mode the repeats'
+tokens/s and spread, with the token checks, goals and ratios; its provenance: commit, date, device, command).
 
 Sources: ``--sources test2016`` takes the first ``--sentences`` English sources of Multi30k's test2016
 (``$CANLIB_DATA_DIR/multi30k-en-de/test_2016_flickr.en``) at their real lengths, one token per word or
@@ -12,14 +13,14 @@ punctuation mark (ids from a checksum of the word: the weights are random, only 
 
 Every repeat times every system once, in turn (A, B, A, B ...), so a drift of the machine hits all of
 them alike. Per system: the median of the repeats; per repeat, each system's ratio to Balanced (the same
-tokens, so the ratio of the times), whose median and spread (min, quartiles, max) ``meta["ratios"]``
-holds. The goals (``meta["goals"]``): captured Balanced >= 6,000 tok/s and CAN >= 8,000, captured
+tokens, so the ratio of the times), whose median and spread (min, quartiles, max) ``result["ratios"]``
+holds. The goals (``result["goals"]``): captured Balanced >= 6,000 tok/s and CAN >= 8,000, captured
 CAN/Balanced >= 1.35, eager CAN/Balanced >= 1.30 (medians over the repeats). ``--fused`` and ``--compiled``
 time the same two modes again with the fused select step or with the encoder, decoder layers and output compiled by
 ``torch.compile`` (Inductor: the element-wise work of a step fused), and check their tokens against eager;
 ``--only`` times only those variants (a separate call with its own time limit).
 
-    python scripts/gpu_bench.py --sources test2016 --sentences 50 --repeats 10 --json gpu_bench.json
+    python scripts/gpu_bench.py --sources test2016 --sentences 50 --json speed.json   # repeats: SpeedPlan's
     python scripts/gpu_bench.py --dry-run --json /tmp/q.json   # CPU, tiny presets: a check of the script
 
 ``--dry-run`` (or ``--quick``) uses the tiny presets on a CPU, a few sentences and short outputs; the
@@ -29,7 +30,6 @@ time the same two modes again with the fused select step or with the encoder, de
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import re
@@ -48,16 +48,18 @@ from canlib.catalogue import PAPER_SYSTEMS  # noqa: E402
 from canlib.decoding.decoder import CompiledDecoder  # noqa: E402
 from canlib.decoding.runners import GraphedDecoder, StepGraphs  # noqa: E402
 from canlib.decoding.search import SearchSettings, beam_search, make_batch  # noqa: E402
-from canlib.io import device_name, git_commit  # noqa: E402
-from repro.bench.settings import BenchSettings  # noqa: E402
+from canlib.io import origin  # noqa: E402
+from repro.bench.settings import BenchSettings, SpeedPlan  # noqa: E402
 from repro.bench.speed import canlib_system, source_sentences, system_model, time_systems  # noqa: E402
+from repro.bench.stored import gpu_provenance, speed_result  # noqa: E402
+from repro.results.files import save_result  # noqa: E402
 
 GOALS = {
     "eager can/balanced": 1.30,
     "captured balanced tok/s": 6000.0,
     "captured can tok/s": 8000.0,
     "captured can/balanced": 1.35,
-}  # the decoding speed this check aims at (meta["goals"])
+}  # the decoding speed this check aims at (result["goals"])
 TEST2016 = Path("multi30k-en-de") / "test_2016_flickr.en"
 
 
@@ -123,7 +125,7 @@ def checked_variants(model, kind: str, capture: bool, backend: str | None) -> li
 def arguments() -> argparse.ArgumentParser:
     """The command line: what to time (systems, variants, sources) and how (repeats, sentences, length)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--json", default="gpu_bench.json")
+    parser.add_argument("--json", default="speed.json", help="the stored result (book/results/gpu/<run>/speed.json)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument(
         "--quick",
@@ -159,15 +161,16 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument(
         "--check-systems", help="systems whose captured and eager tokens are compared (default: --systems)"
     )
-    parser.add_argument("--repeats", type=int, default=BenchSettings().repeats)  # the speed standard's
+    plan = SpeedPlan()  # the speed standard's repeats, forced length and shortest repeat
+    parser.add_argument("--repeats", type=int, default=plan.repeats)
     parser.add_argument("--sentences", type=int, default=50)
-    parser.add_argument("--forced-length", type=int, default=30)
+    parser.add_argument("--forced-length", type=int, default=plan.forced_length)
     parser.add_argument(
         "--min-seconds",
         type=float,
-        default=1.0,
+        default=plan.min_seconds,
         help="each repeat translates the sources as many times over as makes the fastest system's repeat last at "
-        "least this long (default 1.0; 0: one pass)",
+        f"least this long (default {plan.min_seconds:g}; 0: one pass)",
     )
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument(
@@ -345,13 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     meta.update(
         {
-            "device": device_name(device),
             "dtype": "float16" if half else "float32",
-            "torch": torch.__version__,
-            "threads": torch.get_num_threads(),
-            "git_commit": git_commit(),
-            "command": " ".join(sys.argv),
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "settings": {
                 "beam": args.beam,
                 "batch": 1,
@@ -367,10 +364,18 @@ def main(argv: list[str] | None = None) -> int:
                 "compiled": args.compiled,
             },
             "errors": errors,
-            "wall_seconds": round(time.time() - started, 1),
         }
     )
-    Path(args.json).write_text(json.dumps({"systems": results, "meta": meta}, indent=1) + "\n")
+    prov = gpu_provenance(
+        origin(device),
+        scale=size,
+        command=" ".join(["python", *sys.argv]),
+        settings=meta["settings"],
+        threads=torch.get_num_threads(),
+        wall_seconds=round(time.time() - started, 1),
+    )
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    save_result(args.json, speed_result(results, meta), prov)
     report(names, modes, results, ratios, meta["goals"], errors)
     return 1 if errors else 0
 

@@ -15,21 +15,24 @@
 #   1. bench:      eager and whole-step-graph tok/s of Baseline, Balanced, SAN, AAN and CAN (fp16, batch 1, beam 4,
 #                  forced length 30, d=512, V=32k) on the first 20 test2016 sources at their real lengths, 10
 #                  interleaved repeats (A, B, A, B ...) per mode, each repeat at least 1 s (the sources translated
-#                  as many times over as that takes), the ratios' median and spread over the repeats, and
+#                  as many times over as that takes; the three numbers: repro.bench.settings.SpeedPlan, which the
+#                  speed standard reads), the ratios' median and spread over the repeats, and
 #                  captured == eager tokens for all nine systems; with "fused" where triton is installed, both modes
 #                  again with the fused select step (two Triton kernels) and its tokens against the PyTorch step
-#                                                                                      -> gpu_bench.json
+#                                                                                      -> speed.json
 #   2. profile:    kernel launches per eager decode step of Balanced and CAN under torch.profiler, with the
 #                  PyTorch and the fused select step                                     -> profile/
 #   3. breakdown:  encoder / decoder layers / output projection / search, eager and graphs -> breakdown.json
 #   4. cuda tests: the sync-free step loop and graphs == eager, as pytest tests        -> cuda_tests.log
 #   5. ops:        kernel operators per step of the nine systems, counted on the GPU's code path (CPU) -> ops.json
-# then summary.txt (every goal, target and value) and ONE archive $OUT/gpu_check.tar.gz.
+# then summary.txt (every goal, target and value) and ONE archive $OUT/gpu_check.tar.gz. speed.json, breakdown.json and
+# profile/profile.json are stored results (repro.bench.stored: the figures and their provenance, computed here), which
+# `python -m repro ingest --from-device` checks and copies to book/results/gpu/<run>/ unchanged.
 #
 # With --compiled (the encoder, decoder layers and output compiled by torch.compile's Inductor, which fuses
 # bias + ReLU and residual add + LayerNorm; compiling takes tens of seconds a system, so it has a call of its own):
 #   1. compiled bench:   Balanced and CAN as in bench 1, eager and graphs, with the compiled decoder, and their
-#                        tokens against eager                                           -> gpu_bench_compiled.json
+#                        tokens against eager                                           -> speed_compiled.json
 #   2. compiled profile: kernel launches per compiled eager decode step                   -> profile_compiled/
 # then summary_compiled.txt, status_compiled.txt and ONE archive $OUT/gpu_check_compiled.tar.gz (the same
 # gpu_check/ folder, its files named apart from the first call's, so both unpack into one folder).
@@ -94,12 +97,13 @@ if [ "$DRY" = 1 ]; then
   BACKEND=aot_eager  # traces the compiled graphs without generating code (Inductor's C++ on a CPU is minutes)
   C1=300 C2=120
 else
-  BENCH=(--device cuda --systems baseline,balanced,san,aan,can --check-systems "$NINE" --repeats 10 --sentences 20 --min-seconds 1)
+  # repeats, their shortest length and the forced length: gpu_bench.py's defaults, the speed standard's (SpeedPlan)
+  BENCH=(--device cuda --systems baseline,balanced,san,aan,can --check-systems "$NINE" --sentences 20)
   PROFILE=()
   BREAK=(--device cuda --sentences 5 --repeats 3 --graphs)
   OPS=()
   T1=260 T2=45 T3=35 T4=30 T5=30
-  CBENCH=(--device cuda --repeats 10 --sentences 50)
+  CBENCH=(--device cuda --sentences 50)
   BACKEND=inductor
   C1=170 C2=100
 fi
@@ -131,14 +135,14 @@ print('cpu_threads:', torch.get_num_threads())" 2>&1
 
 if [ "$COMPILED" = 1 ]; then
   step compiled_bench "$C1" "$PY" scripts/gpu_bench.py "${CBENCH[@]}" "${SOURCES[@]}" --systems balanced,can --compiled "$BACKEND" \
-    --only --json "$DIR/gpu_bench_compiled.json"
+    --only --json "$DIR/speed_compiled.json"
   step compiled_profile "$C2" "$PY" scripts/gpu_profile.py --out "$DIR/profile_compiled" \
     --cases decode_balanced_compiled,decode_can_compiled --compile-backend "$BACKEND" "${PROFILE[@]}"
 else
-  step bench "$T1" "$PY" scripts/gpu_bench.py "${BENCH[@]}" "${SOURCES[@]}" "${FUSED[@]}" --json "$DIR/gpu_bench.json"
+  step bench "$T1" "$PY" scripts/gpu_bench.py "${BENCH[@]}" "${SOURCES[@]}" "${FUSED[@]}" --json "$DIR/speed.json"
   step profile "$T2" "$PY" scripts/gpu_profile.py --out "$DIR/profile" --cases "$PROFILE_CASES" "${PROFILE[@]}"
   step breakdown "$T3" "$PY" -m repro bench breakdown --systems balanced,can "${BREAK[@]}" --no-progress \
-    --json "$DIR/breakdown.json"
+    --store "$DIR/breakdown.json"
   if "$PY" -c "import pytest" 2>/dev/null; then
     step cuda_tests "$T4" "$PY" -m pytest -q -p no:cacheprovider tests/core/test_search.py -k "cuda or static_buffer"
   else
@@ -164,14 +168,15 @@ def load(name):
 
 rows = []
 nan = float("nan")
-bench = load(f"gpu_bench{tag}.json")
+bench = load(f"speed{tag}.json")  # the stored result: {"result": ..., "provenance": ...}
 if bench:
-    s, meta = bench["systems"], bench["meta"]
-    for name, row in s.items():
+    meta = bench["result"]
+    for name, row in meta["systems"].items():
         for suffix in ("", "_fused", "_compiled"):
-            if f"eager{suffix}_tok_per_s" in row or f"captured{suffix}_tok_per_s" in row:
+            eager, captured = row.get(f"eager{suffix}", {}), row.get(f"captured{suffix}", {})
+            if eager or captured:
                 rows.append((f"{name} tok/s eager{suffix} / graphs (median of repeats)", "",
-                             f"{row.get(f'eager{suffix}_tok_per_s', nan):.1f} / {row.get(f'captured{suffix}_tok_per_s', nan):.1f}"))
+                             f"{eager.get('tok_per_s', nan):.1f} / {captured.get('tok_per_s', nan):.1f}"))
     for key, goal in meta.get("goals", {}).items():
         value = goal["value"]
         shown = "not measured" if value is None else f"{value:.3f}" if value < 100 else f"{value:.1f}"
@@ -192,18 +197,19 @@ if bench:
         rows.append(("bench errors", "none", json.dumps(meta["errors"])[:300]))
 else:
     rows.append(("bench", "", "not measured"))
-profile = load("profile_compiled/summary.json" if tag else "profile/summary.json")
+profile = (load("profile_compiled/profile.json" if tag else "profile/profile.json") or {}).get("result", {})
 for suffix, how in ((("_compiled", "compiled decoder"),) if tag else (("", "PyTorch select"), ("_fused", "fused select"))):
     for name, goal in (("balanced", 40), ("can", 30)):
-        case = (profile or {}).get("cases", {}).get(f"decode_{name}{suffix}", {})
+        case = profile.get("cases", {}).get(f"decode_{name}{suffix}", {})
         rows.append((f"{name} kernel launches per eager decode step, {how} (profiler)", f"<= {goal}",
                      f"{case['kernel_launches']} ({case.get('wall_ms')} ms a step)" if "kernel_launches" in case
-                     else case.get("error", "not measured")))
-if bench and "fused_matches_eager" in bench["meta"]:
-    rows.append(("fused select == PyTorch select tokens", "all true", str(bench["meta"]["fused_matches_eager"])))
+                     else profile.get("errors", {}).get(f"decode_{name}{suffix}", "not measured")))
+if bench and "fused_matches_eager" in bench["result"]:
+    rows.append(("fused select == PyTorch select tokens", "all true", str(bench["result"]["fused_matches_eager"])))
 if not tag:
     brk = load("breakdown.json")
     if brk:
+        brk = brk["result"]
         for name, row in brk["systems"].items():
             for key in ("breakdown", "breakdown_graphs"):
                 if key in row:

@@ -21,7 +21,9 @@ time under the profiler, kernel launches, host syncs (device synchronisations an
 top kernels by GPU time. ``DIR/sdpa_backends.json`` times one Baseline and one CAN update with
 scaled_dot_product_attention restricted to each backend (flash, efficient, cuDNN, math): the decoder's
 self-attention passes an explicit boolean causal mask, which rules out the flash kernel, so this names the kernel
-a slow update spends its attention time in. ``DIR/summary.json`` gathers the summaries.
+a slow update spends its attention time in. ``DIR/profile.json`` is the stored result (:mod:`repro.bench.stored`):
+each case's figures and top kernels, the failed cases' errors, with its provenance (a ``--dry-run`` one at scale
+``tiny``, never a measurement).
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ from canlib.decoding import fused  # noqa: E402
 from canlib.io import origin  # noqa: E402
 from canlib.model.config import preset  # noqa: E402
 from canlib.training import TrainConfig, Trainer  # noqa: E402
+from repro.bench.stored import gpu_provenance, profile_result  # noqa: E402
+from repro.results.files import save_result  # noqa: E402
 
 SYNC_EVENTS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 LAUNCH_EVENTS = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx", "cudaGraphLaunch")
@@ -411,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     tiny = args.dry_run
     prefix, size = ("tiny-" if tiny else ""), SIZES[tiny]
-    summary: dict[str, Any] = {"device": origin(device), "dry_run": tiny, "cases": {}}
+    summary: dict[str, Any] = {"device": origin(device), "cases": {}}
     tic = time.perf_counter()
     run_cases(profile_cases(args, device, out, summary), out, summary)
     try:
@@ -431,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     (out / "sdpa_backends.json").write_text(json.dumps(summary["sdpa_backends"], indent=1) + "\n")
     print("sdpa backends (ms per update):", json.dumps(summary["sdpa_backends"]), flush=True)
     summary["seconds"] = round(time.perf_counter() - tic, 1)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    prov = gpu_provenance(summary["device"], scale="tiny" if tiny else "full", command=" ".join(["python", *sys.argv]))
+    save_result(out / "profile.json", profile_result(summary), prov)
     failed = [k for k, c in summary["cases"].items() if "error" in c]
     print(
         f"profile: {len(summary['cases']) - len(failed)} of {len(summary['cases'])} cases in {summary['seconds']} s"

@@ -1,6 +1,7 @@
 """``python -m repro bench <study>``: argparse -> :class:`BenchSettings` -> ``run_study`` -> JSON and a plot.
 
-The JSON file holds ``BenchResult.to_json()``: ``{"systems": {name: figures}, "meta": {...}}``.
+The JSON file holds ``BenchResult.to_json()``: ``{"systems": {name: figures}, "meta": {...}}``; ``--store`` writes the
+stored result a GPU run keeps (:func:`repro.bench.stored.save_bench`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import argparse
 import importlib.util
 import json
 import math
+import shlex
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -19,6 +21,7 @@ from canlib.catalogue import SCALES
 from canlib.io import atomic_write_bytes, require
 from repro.bench.settings import BenchResult, BenchSettings
 from repro.bench.speed import PARTS, STUDIES, run_study
+from repro.bench.stored import save_bench
 
 
 def int_list(text: str) -> tuple[int, ...]:
@@ -74,6 +77,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=d.seed)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars (e.g. inside a notebook)")
     parser.add_argument("--json", help="write the results here (JSON)")
+    parser.add_argument(
+        "--store",
+        metavar="PATH",
+        help="also store the result with its provenance and the spread of its repeats, as a GPU run keeps it "
+        "(gpu_check/<study>.json, copied to book/results/gpu/<run>/ by python -m repro ingest --from-device)",
+    )
     parser.add_argument("--plot", help="write a plot here (default: the JSON path with .png)")
 
 
@@ -119,6 +128,10 @@ def run(args: argparse.Namespace) -> int:
         return run_ops(args)
     result = run_study(args.study, settings_from_args(args))
     print_table(args.study, result)
+    if args.store:
+        where = {k: result.meta[k] for k in ("date", "device", "torch")}
+        command = " ".join(["python -m repro", *(shlex.quote(a) for a in sys.argv[1:])])
+        save_bench(args.store, result.systems, {**result.meta, "command": command}, where)
     if args.json:
         atomic_write_bytes((json.dumps(result.to_json(), indent=1) + "\n").encode(), args.json)
         if args.plot or importlib.util.find_spec("matplotlib") is not None:

@@ -21,6 +21,7 @@ class SpeedPlan:
     sentences: int = 8  # source sentences per timed repeat
     repeats: int = SPEED_REPEATS  # medians are taken over these
     forced_length: int = 30  # generated tokens per sentence when timing random-weight models
+    min_seconds: float = 1.0  # a GPU run's shortest repeat: the sources translated as many times over as it takes
     beam_sweep: tuple[int, ...] = (1, 4, 16, 64, 256)
     length_sweep: tuple[int, ...] = (10, 20, 30, 40, 50)
     batch_sweep: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)

@@ -1,5 +1,6 @@
-"""A GPU run's output kept in the repository: its raw files copied unchanged to ``measurements/<run>/`` with a
-drafted README, then converted into ``book/results/gpu/<run>/`` (``python -m repro ingest --from-device``)."""
+"""A GPU run's output kept in the repository: its files copied unchanged to ``measurements/<run>/`` with a drafted
+README, and the stored results among them (written on the device by :mod:`repro.bench.stored`) checked and copied
+unchanged into ``book/results/gpu/<run>/`` (``python -m repro ingest --from-device``)."""
 
 from __future__ import annotations
 
@@ -12,16 +13,95 @@ from pathlib import Path
 from typing import Any
 
 from canlib.io import CHECKOUT_DIR, results_dir
-from repro.ingest.convert import (
-    PROFILE_RAW,
-    convert_measurements,
-    flat,
-    profile_work_tree,
-    raw_path,
-    read_environment,
-)
+from repro.results.files import ProvenanceError, load_result
+from repro.results.layout import GPU_KINDS
 
 MEASUREMENTS_DIR = CHECKOUT_DIR / "measurements"
+
+# where a stored result lies in a GPU run's output: gpu_check/<kind>.json (scripts/gpu_check.sh, python -m repro
+# bench --store, scripts/gpu_smoke_train.py --result) and profile.json in the profile/ folder of gpu_profile.sh or
+# gpu_check.sh
+PROFILE_PLACES = ("profile/profile.json", "gpu_check/profile/profile.json")
+# the fields a stored kind must hold (a training_* kind: "training")
+REQUIRED = {
+    "speed": ("systems", "settings", "dtype"),
+    "breakdown": ("systems", "settings"),
+    "batch": ("systems", "settings"),
+    "profile": ("cases", "errors"),
+    "training": ("runs",),
+}
+SPEED_FIELDS = ("tok_per_s", "tok_per_s_repeats", "seconds", "tokens")  # of each system's timed mode
+
+
+def read_environment(folder: Path) -> dict[str, str]:
+    """``gpu_check/environment.txt`` (``key: value`` lines: date, commit, dirty, python, torch, device...), if any."""
+    path = folder / "gpu_check" / "environment.txt"
+    if not path.is_file():
+        return {}
+    pairs = (line.partition(":") for line in path.read_text(encoding="utf-8").splitlines())
+    return {k.strip(): v.strip() for k, sep, v in pairs if sep and k.strip() and " " not in k.strip()}
+
+
+def stored_files(folder: Path) -> dict[str, Path]:
+    """The stored results of a GPU run's output, by kind."""
+    found = {kind: folder / "gpu_check" / f"{kind}.json" for kind in GPU_KINDS if kind != "profile"}
+    found = {kind: path for kind, path in found.items() if path.is_file()}
+    profiles = [folder / place for place in PROFILE_PLACES if (folder / place).is_file()]
+    if len(profiles) > 1:
+        raise ValueError(f"{folder}: two profiles ({', '.join(PROFILE_PLACES)}); keep the one to store")
+    return found | ({"profile": profiles[0]} if profiles else {})
+
+
+def check_stored(path: Path, kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A stored result of ``kind`` as the registry reads it, or a one-line error naming the file and the field: its
+    provenance complete, measured at a scale that is not ``tiny`` (a ``--dry-run``), the kind's fields present."""
+    try:
+        result, prov = load_result(path)
+    except ProvenanceError as exc:
+        raise ValueError(str(exc)) from None
+    if prov["scale"] == "tiny":
+        raise ValueError(f"{path}: provenance scale 'tiny': a --dry-run checks the script, it measures nothing")
+    if not isinstance(result, dict):
+        raise ValueError(f"{path}: 'result' is a {type(result).__name__}, not a mapping")
+    for field in REQUIRED["training" if kind.startswith("training") else kind]:
+        if field not in result:
+            raise ValueError(f"{path}: result lacks the field '{field}'")
+    if kind == "speed":
+        for name, modes in result["systems"].items():
+            for mode, row in modes.items():
+                for field in SPEED_FIELDS:
+                    if field not in row:
+                        raise ValueError(f"{path}: result lacks the field 'systems.{name}.{mode}.{field}'")
+    return result, prov
+
+
+def device_run_facts(folder: Path) -> dict[str, Any]:
+    """Commit, date, device and work-tree state of a GPU run's output, from its stored results' provenance (all of
+    them must name one commit and device), with ``gpu_check/environment.txt``'s python and CPU threads."""
+    stored = stored_files(folder)
+    if not stored:
+        raise FileNotFoundError(
+            f"{folder}: no stored result (gpu_check/<kind>.json for kind in {', '.join(GPU_KINDS)}, or "
+            f"{' or '.join(PROFILE_PLACES)})"
+        )
+    provs = {path: check_stored(path, kind)[1] for kind, path in stored.items()}
+    first, prov = next(iter(provs.items()))
+    for path, other in provs.items():
+        for key in ("commit", "device"):
+            if other[key] != prov[key]:
+                raise ValueError(f"{path}: provenance {key} {other[key]!r}, but {first} says {prov[key]!r}")
+    dirty = [str((p.get("environment") or {}).get("dirty", "0")) for p in provs.values()]
+    env = read_environment(folder)
+    return {
+        "commit": prov["commit"],
+        "date": prov["date"],
+        "device": prov["device"],
+        "dirty": next((d for d in dirty if d.split()[0] not in ("0", "")), dirty[0]),
+        "torch": prov.get("torch"),
+        "python": prov.get("python") or env.get("python"),
+        "cpu_threads": env.get("cpu_threads"),
+    }
+
 
 # -- a GPU run's output, kept in the repository ---------------------------------------------------
 
@@ -34,38 +114,6 @@ STATUS_LINE = re.compile(
 def _last_line(path: Path) -> str:
     lines = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
     return lines[-1] if lines else ""
-
-
-def device_run_facts(source: Path) -> dict[str, Any]:
-    """Commit, date, device and work-tree state of a GPU run's output, from the raw files themselves:
-    ``gpu_check/environment.txt``, else ``gpu_check/gpu_bench.json`` and ``profile/summary.json``."""
-    env = read_environment(source)
-    facts = {
-        "commit": env.get("commit"),
-        "date": env.get("date"),
-        "device": env.get("device"),
-        "dirty": env.get("dirty"),
-        "torch": env.get("torch"),
-        "python": env.get("python"),
-        "cpu_threads": env.get("cpu_threads"),
-    }
-    for path, get in (
-        (raw_path(source, "gpu_bench.json"), lambda r: (r.get("_git_commit"), r.get("_date"), r.get("_device"))),
-        (source / PROFILE_RAW, lambda r: tuple((r.get("device") or {}).get(k) for k in ("commit", "date", "device"))),
-    ):
-        if path is not None and path.is_file():
-            raw = json.loads(path.read_text(encoding="utf-8"))
-            found = get(flat(raw) if path.name == "gpu_bench.json" else raw)
-            for key, value in zip(("commit", "date", "device"), found):
-                facts[key] = facts[key] or value
-    if facts["dirty"] is None:
-        facts["dirty"] = profile_work_tree(source)
-    missing = [k for k in ("commit", "date", "device") if not facts[k]]
-    if missing:
-        raise ValueError(
-            f"{source}: no {', '.join(missing)} in gpu_check/environment.txt, gpu_bench.json or {PROFILE_RAW}"
-        )
-    return facts
 
 
 def device_run_name(facts: dict[str, Any]) -> str:
@@ -85,13 +133,13 @@ def draft_readme(
     check_command: str = "bash scripts/gpu_check.sh",
     left_out: list[str] = (),
 ) -> str:
-    """The README of a GPU run's raw files: where and what was measured, from the raw files, and one table
-    row per output (``| `file` | `command` | outcome |``, the format :func:`readme_commands` reads): each
-    ``gpu_check`` step's command and outcome from ``status.txt`` (a failed step's last log line says why) and
-    each ``gpu_profile`` case's outcome from ``profile/summary.json``."""
+    """The README of a GPU run's files: where and what was measured, from its stored results, and one table
+    row per output (``| `file` | `command` | outcome |``): each ``gpu_check`` step's command and outcome from
+    ``status.txt`` (a failed step's last log line says why) and each ``gpu_profile`` case's outcome from its stored
+    ``profile.json``."""
     lines = _readme_head(folder, run, profile_command, check_command)
     checks, notes, listed = _check_rows(folder)
-    cases, shown = _profile_rows(folder, profile_command)
+    cases, shown = _profile_rows(folder, profile_command, check_command)
     lines += checks + cases + _unlisted_rows(folder, listed | shown, check_command, profile_command)
     if notes:
         lines += ["", "`gpu_check/status.txt` also says: " + "; ".join(f"`{n}`" for n in notes) + "."]
@@ -101,7 +149,7 @@ def draft_readme(
 
 
 def _readme_head(folder: Path, run: str, profile_command: str, check_command: str) -> list[str]:
-    """The README's title, where and how it was measured (from the raw files), and the table's header."""
+    """The README's title, where and how it was measured (from the stored results), and the table's header."""
     f = device_run_facts(folder)
     smi = folder / "gpu_check" / "environment.txt"
     gpu_line = (
@@ -123,7 +171,7 @@ def _readme_head(folder: Path, run: str, profile_command: str, check_command: st
         f"Commit {f['commit']}, work tree {tree}. Commands, from the project root on the device: "
         f"`{profile_command}` (the `profile/` files) and `{check_command}` (the `gpu_check/` files).",
         f"The files are unchanged copies of what the device wrote; `python -m repro ingest` "
-        f"converted them into `book/results/gpu/{run}/`.",
+        f"copied the stored results among them into `book/results/gpu/{run}/`.",
         "",
         "| file | command (from the project root) | outcome |",
         "|---|---|---|",
@@ -140,7 +188,7 @@ def _check_rows(folder: Path) -> tuple[list[str], list[str], set[str]]:
         if not m:
             notes += [line.strip()] if line.strip() else []
             continue
-        out = re.search(r"--(?:json|out) (\S+)", m["command"])
+        out = re.search(r"--(?:json|out|store) (\S+)", m["command"])
         files = (
             [f"gpu_check/{Path(out.group(1)).name}"]
             if out and (folder / "gpu_check" / Path(out.group(1)).name).is_file()
@@ -156,19 +204,25 @@ def _check_rows(folder: Path) -> tuple[list[str], list[str], set[str]]:
     return rows, notes, listed
 
 
-def _profile_rows(folder: Path, profile_command: str) -> tuple[list[str], set[str]]:
-    """One row for ``profile/summary.json`` and one per ``gpu_profile`` case in it; the files the rows name."""
-    summary = folder / PROFILE_RAW
-    if not summary.is_file():
+def _profile_rows(folder: Path, profile_command: str, check_command: str) -> tuple[list[str], set[str]]:
+    """One row for the stored ``profile.json`` and one per ``gpu_profile`` case in it; the files the rows name."""
+    place = next((place for place in PROFILE_PLACES if (folder / place).is_file()), None)
+    if place is None:
         return [], set()
-    cases = json.loads(summary.read_text(encoding="utf-8"))
-    rows, listed = [f"| `{PROFILE_RAW}` | `{profile_command}` | every case below, and `sdpa_backends` |"], {PROFILE_RAW}
-    for case, row in {**cases.get("cases", {}), "sdpa_backends": cases.get("sdpa_backends") or {}}.items():
-        files = [f"profile/{case}{ext}" for ext in (".json", ".txt") if (folder / "profile" / f"{case}{ext}").is_file()]
-        error = row.get("error") if isinstance(row, dict) else None
+    stored = json.loads((folder / place).read_text(encoding="utf-8"))["result"]
+    sub = Path(place).parent.as_posix()
+    if sub.startswith("gpu_check/"):  # gpu_check.sh's profile step
+        profile_command = check_command
+    rows, listed = [f"| `{place}` | `{profile_command}` | every case below, and `sdpa_backends` |"], {place}
+    for case in [*stored["cases"], *(c for c in stored["errors"] if c not in stored["cases"])]:
+        files = [f"{sub}/{case}{ext}" for ext in (".json", ".txt") if (folder / sub / f"{case}{ext}").is_file()]
+        error = stored["errors"].get(case)
         outcome = f"case `{case}`: " + (f"FAILED: {error.strip()}".replace("|", "/") if error else "ok")
         rows.append(f"| {', '.join(f'`{x}`' for x in files) or '-'} | `{profile_command}` | {outcome} |")
         listed |= set(files)
+    if "sdpa_backends" not in stored["errors"] and (folder / sub / "sdpa_backends.json").is_file():
+        rows.append(f"| `{sub}/sdpa_backends.json` | `{profile_command}` | case `sdpa_backends`: ok |")
+        listed.add(f"{sub}/sdpa_backends.json")
     return rows, listed
 
 
@@ -177,9 +231,9 @@ def _unlisted_rows(folder: Path, listed: set[str], check_command: str, profile_c
     rows = []
     for sub, command in (("gpu_check", check_command), ("profile", profile_command)):
         rest = [
-            f"{sub}/{p.name}"
-            for p in sorted((folder / sub).glob("*"))
-            if p.is_file() and f"{sub}/{p.name}" not in listed
+            p.relative_to(folder).as_posix()
+            for p in sorted((folder / sub).rglob("*"))
+            if p.is_file() and p.relative_to(folder).as_posix() not in listed
         ]
         if rest:
             rows.append(
@@ -203,7 +257,6 @@ def store_device_run(
     results: str | Path | None = None,
     profile_command: str = "bash scripts/gpu_profile.sh",
     check_command: str = "bash scripts/gpu_check.sh",
-    note: str | None = None,
 ) -> tuple[Path, list[Path]]:
     """Keep a GPU run's raw output in the repository and store its results, in one step.
 
@@ -211,9 +264,9 @@ def store_device_run(
     (``scripts/gpu_profile.sh``), or their archives ``gpu_check.tar.gz`` and ``profile.tar.gz``, and
     optionally ``nvidia_smi.txt`` and logs (top-level ``*.txt``, ``*.log``). Every file is copied
     unchanged to ``<measurements>/<run>/`` (default :data:`MEASUREMENTS_DIR`; ``run``: :func:`device_run_name`
-    unless given) with a README from
-    :func:`draft_readme` (edit it to add what the files cannot say), then converted into
-    ``<results>/gpu/<run>/``. Nothing is written if the run exists already or its files do not convert."""
+    unless given) with a README from :func:`draft_readme` (edit it to add what the files cannot say), and its stored
+    results (:func:`stored_files`, each checked by :func:`check_stored`) copied unchanged into
+    ``<results>/gpu/<run>/``. Nothing is written if the run exists already or a stored result is malformed."""
     source = Path(source)
     with tempfile.TemporaryDirectory() as unpacked:
         return _store_device_run(
@@ -224,7 +277,6 @@ def store_device_run(
             results=results,
             profile_command=profile_command,
             check_command=check_command,
-            note=note,
         )
 
 
@@ -258,7 +310,6 @@ def _store_device_run(
     results: str | Path | None,
     profile_command: str,
     check_command: str,
-    note: str | None,
 ) -> tuple[Path, list[Path]]:
     """:func:`store_device_run` on an unpacked ``folder``; the top-level ``*.txt``/``*.log`` files of ``source``
     (``nvidia_smi.txt``, the console output of the two calls) are kept too."""
@@ -271,14 +322,15 @@ def _store_device_run(
     with tempfile.TemporaryDirectory(dir=raw_dir.parent if raw_dir.parent.is_dir() else None) as tmp:
         staged, left_out = Path(tmp) / "raw", []
         for sub in ("gpu_check", "profile"):
-            for path in sorted((folder / sub).glob("*")) if (folder / sub).is_dir() else []:
+            for path in sorted((folder / sub).rglob("*")) if (folder / sub).is_dir() else []:
+                name = path.relative_to(folder).as_posix()
                 if not path.is_file():
                     continue
                 if path.stat().st_size > RAW_MAX_BYTES:
-                    left_out.append(f"{sub}/{path.name}")
+                    left_out.append(name)
                     continue
-                (staged / sub).mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, staged / sub / path.name)
+                (staged / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, staged / name)
         top = sorted({p for pattern in ("*.txt", "*.log") for p in source.glob(pattern) if p.is_file()})
         for path in top:
             if path.stat().st_size > RAW_MAX_BYTES:
@@ -291,7 +343,10 @@ def _store_device_run(
         )
         (staged / "README.md").write_text(readme, encoding="utf-8")
         converted = Path(tmp) / "results"
-        convert_measurements(staged, converted, note=note or f"measured on the device; raw files in measurements/{run}")
+        converted.mkdir()
+        for kind, path in stored_files(folder).items():
+            check_stored(path, kind)
+            shutil.copy2(path, converted / f"{kind}.json")
         raw_dir.parent.mkdir(parents=True, exist_ok=True)
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(staged), raw_dir)

@@ -25,17 +25,10 @@ from repro.results.files import load_result, provenance, save_result
 REPRO_DIR = Path(__file__).resolve().parents[1]  # this package, hashed with canlib by code_version
 SCORE_KEYS = ("bleu", "tok_bleu", "signature")  # what a run stores per split
 COMPLETE = "complete"  # the stored result that marks a scale's plan as fully run
-INGEST_COMMAND = "python -m repro ingest SOURCE OUT"  # stores a GPU device call's measurements
+INGEST_COMMAND = "python -m repro ingest --from-device FOLDER"  # stores a GPU device call's results
 OPS_COMMAND = "python -m repro bench ops --json book/results/cpu/ops.json"
-# raw file of a GPU run -> the stored kind (``<root>/gpu/<run>/<kind>.json``)
-GPU_FILES = {
-    "gpu_bench.json": "speed",
-    "breakdown.json": "breakdown",
-    "bench_batch.json": "batch",
-    "smoke_full.json": "training_4k",
-    "smoke_32k.json": "training_32k",
-    "smoke_small.json": "training_small",
-}
+# what a GPU run stores (``<root>/gpu/<run>/<kind>.json``), written on the device by repro.bench.stored's callers
+GPU_KINDS = ("speed", "breakdown", "batch", "profile", "training_4k", "training_32k", "training_small")
 
 
 @lru_cache(maxsize=1)

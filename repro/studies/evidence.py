@@ -5,9 +5,11 @@ to, the five verdict words, and what a judgement holds. The judges that fill a j
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from repro.bench.settings import SpeedPlan
 from repro.studies.verdict import CONFIDENCE, FAILS, HOLDS, INCONCLUSIVE, MIXED, NOT_RUN, Judgement, Within
 
 # -- the five words, each defined once ----------------------------------------------------------------------------
@@ -50,17 +52,40 @@ BLEU = Standard(
     "the Welch-Satterthwaite degrees of freedom; equivalence claims as two one-sided tests",
     seeds=3,
 )
-SPEED = Standard(
-    "speed",
-    "3 GPU runs of the same decoder code, each of at least 10 interleaved repeats per system of at least 1 s (fp16, "
-    "batch 1, beam 4, d=512 random weights, forced length 30): the run is the unit, the newest code's runs pooled",
-    f"the median of the pooled per-repeat ratios with its distribution-free interval from the order statistics (at "
-    f"least {CONFIDENCE:.0%}; with 10 repeats the 2nd to the 9th smallest ratio), beside the runs' medians and, from "
-    f"3 runs, their Student's t interval over runs ({CONFIDENCE:.0%}, on log ratios); both must clear the criterion",
-    repeats=10,
-    seconds=1.0,
-    runs=3,
-)
+
+
+def speed_standard(plan: SpeedPlan | None = None, runs: int = 3) -> Standard:
+    """The speed standard: a GPU run's repeats, their shortest length and the forced length are those of the speed
+    plan the GPU scripts time with (:class:`~repro.bench.settings.SpeedPlan`'s defaults), so its defaults meet it."""
+    plan = plan or SpeedPlan()
+    n, seconds = plan.repeats, plan.min_seconds
+    # the narrowest symmetric order statistics x_(k)..x_(n+1-k) holding the median at CONFIDENCE (binomial)
+    ks = [k for k in range(1, n // 2 + 1) if 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n >= CONFIDENCE]
+    order = (
+        f"with {n} repeats the {ordinal(ks[-1])} to the {ordinal(n + 1 - ks[-1])} smallest ratio"
+        if ks
+        else f"{n} repeats give none"
+    )
+    return Standard(
+        "speed",
+        f"{runs} GPU runs of the same decoder code, each of at least {n} interleaved repeats per system of at least "
+        f"{seconds:g} s (fp16, batch 1, beam 4, d=512 random weights, forced length {plan.forced_length}): the run is "
+        "the unit, the newest code's runs pooled",
+        f"the median of the pooled per-repeat ratios with its distribution-free interval from the order statistics (at "
+        f"least {CONFIDENCE:.0%}; {order}), beside the runs' medians and, from {runs} runs, their Student's t interval "
+        f"over runs ({CONFIDENCE:.0%}, on log ratios); both must clear the criterion",
+        repeats=n,
+        seconds=seconds,
+        runs=runs,
+    )
+
+
+def ordinal(k: int) -> str:
+    """2 -> "2nd", 9 -> "9th", 21 -> "21st"."""
+    return f"{k}{'th' if 10 <= k % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
+
+
+SPEED = speed_standard()
 ANALYSIS = Standard(
     "analysis",
     "the stored analysis of 3 seeds of each trained model at small or full (one model is a measurement of that "

@@ -267,9 +267,7 @@ class Store:
         With ``rows``: that entry of the result, the file's settings (every other entry) joining the provenance."""
         path = self.measurements / "gpu" / run / f"{kind}.json"
         if not path.is_file():
-            raise FileNotFoundError(
-                f"{path}: no stored GPU result; convert a measurement folder with `{INGEST_COMMAND}`"
-            )
+            raise FileNotFoundError(f"{path}: no stored GPU result; store a GPU run's output with `{INGEST_COMMAND}`")
         result, prov = load_result(path)
         return (result[rows], {**prov, **{k: v for k, v in result.items() if k != rows}}) if rows else (result, prov)
 

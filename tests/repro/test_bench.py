@@ -92,6 +92,33 @@ def test_bench_breakdown_and_ct2_reference(tmp_path):
     assert not multiprocessing.active_children()  # the CTranslate2 worker process ended with the bench
 
 
+def test_bench_store_keeps_each_rows_repeat_spread_with_its_provenance(tmp_path):
+    """``--store``: the stored form a GPU run keeps (book/results/gpu/<run>/breakdown.json), each row's repeats
+    turned into tokens/s here (tokens over each repeat's seconds), the settings and the command in its provenance."""
+    import statistics
+
+    from repro.results.files import load_result
+
+    out = tmp_path / "breakdown.json"
+    argv = ["bench", "breakdown", "--systems", "balanced,can", "--scale", "tiny", "--vocab-size", "200"]
+    argv += ["--forced-length", "4", "--repeats", "3", "--sentences", "1", "--device", "cpu", "--store", str(out)]
+    assert main(argv) == 0
+    result, prov = load_result(out)
+    assert set(result["systems"]) == {"balanced", "can"} and result["settings"]["repeats"] == 3
+    for row in result["systems"].values():
+        per_repeat = [row["tokens"] / s for s in row["seconds"]]
+        assert len(per_repeat) == 3 and row["tok_per_s_repeats"] == per_repeat
+        assert (row["min"], row["median"], row["max"]) == (
+            min(per_repeat),
+            statistics.median(per_repeat),
+            max(per_repeat),
+        )
+        assert "breakdown" in row
+    assert prov["scale"] == "tiny" and prov["config"]["settings"] == result["settings"]
+    assert prov["config"]["command"].startswith("python -m repro ") and prov["date"] == prov["measured_at"][:10]
+    assert prov["environment"]["dirty"].endswith("changed files") and len(prov["commit"]) == 40
+
+
 def test_speed_study_includes_the_reference_engine_by_default():
     pytest.importorskip("ctranslate2")
     from repro.bench.speed import default_systems

@@ -1,4 +1,4 @@
-"""scripts/gpu_bench.py in its quick mode on the CPU: it runs and writes the JSON a GPU run reads."""
+"""scripts/gpu_bench.py in its quick mode on the CPU: it runs and writes the stored result the registry reads."""
 
 from __future__ import annotations
 
@@ -35,9 +35,22 @@ def test_gpu_bench_dry_run_writes_both_paths_the_goals_and_the_ratio_spread_over
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
-    systems, meta = data["systems"], data["meta"]
+    meta, prov = data["result"], data["provenance"]
+    systems = meta["systems"]
+    assert prov["scale"] == "tiny" and prov["config"]["settings"] == meta["settings"]  # a dry run: never a verdict
+    assert (
+        prov["device"].startswith("CPU")
+        and prov["date"] == prov["measured_at"][:10]
+        and "--dry-run" in prov["config"]["command"]
+    )
+    settings = meta["settings"]
     for name in ("baseline", "balanced", "can"):
-        assert systems[name]["eager_tok_per_s"] > 0 and systems[name]["captured_tok_per_s"] > 0
+        for mode in ("eager", "captured"):  # tokens: sentences x forced length x the times a repeat translated them
+            row = systems[name][mode]
+            tokens = settings["sentences"] * settings["forced_length"] * settings["passes"][mode]
+            assert row["tok_per_s"] == tokens / statistics.median(row["seconds"]) > 0
+            assert row["tok_per_s_repeats"] == [tokens / s for s in row["seconds"]]
+            assert (row["min"], row["max"]) == (tokens / max(row["seconds"]), tokens / min(row["seconds"]))
     assert meta["captured_matches_eager"] == {"baseline": True, "balanced": True, "can": True}
     assert set(meta["goals"]) == {
         "eager can/balanced",
@@ -50,8 +63,20 @@ def test_gpu_bench_dry_run_writes_both_paths_the_goals_and_the_ratio_spread_over
     # ("A man in an orange hat starring at something." is 9 words and a full stop)
     assert meta["sources"]["lengths"] == [10, 16, 13]
     for mode in ("eager", "captured"):  # per repeat, Balanced's seconds over CAN's: the same tokens in both
-        per_repeat = [b / c for b, c in zip(systems["balanced"][f"{mode}_seconds"], systems["can"][f"{mode}_seconds"])]
-        assert len(per_repeat) == meta["settings"]["repeats"] == 3
+        per_repeat = [b / c for b, c in zip(systems["balanced"][mode]["seconds"], systems["can"][mode]["seconds"])]
+        assert len(per_repeat) == settings["repeats"] == 3
         assert meta["ratios"][mode]["can"]["median"] == statistics.median(per_repeat)
         assert meta["ratios"][mode]["can"]["min"] == min(per_repeat)
     assert meta["goals"]["eager can/balanced"]["value"] == meta["ratios"]["eager"]["can"]["median"]
+
+
+def test_gpu_bench_times_as_the_speed_plan_says_by_default(monkeypatch):
+    """Its defaults are the speed plan's (the record the speed standard reads): change the plan, the defaults follow."""
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    import gpu_bench
+
+    from repro.bench.settings import SpeedPlan
+
+    monkeypatch.setattr(gpu_bench, "SpeedPlan", lambda: SpeedPlan(repeats=13, forced_length=7, min_seconds=0.5))
+    args = gpu_bench.arguments().parse_args([])
+    assert (args.repeats, args.forced_length, args.min_seconds) == (13, 7, 0.5)

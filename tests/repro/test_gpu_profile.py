@@ -23,7 +23,7 @@ CASES = (
 )  # fused: needs triton
 
 
-def test_gpu_profile_dry_run_writes_one_archive_with_every_cases_table_and_summary(tmp_path):
+def test_gpu_profile_dry_run_writes_one_archive_with_every_cases_table_and_the_stored_profile(tmp_path):
     env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
     done = subprocess.run(
         ["bash", str(REPO / "scripts" / "gpu_profile.sh"), "--dry-run"],
@@ -38,15 +38,19 @@ def test_gpu_profile_dry_run_writes_one_archive_with_every_cases_table_and_summa
     for case in CASES:
         assert {f"profile/{case}.txt", f"profile/{case}.json"} <= names, names
     assert {
-        "profile/summary.json",
+        "profile/profile.json",
         "profile/sdpa_backends.json",
         "profile/environment.txt",
         "profile/profile.log",
     } <= names
-    summary = json.loads((tmp_path / "profile" / "summary.json").read_text())
-    assert summary["dry_run"] is True and set(summary["cases"]) == set(CASES)
+    stored = json.loads((tmp_path / "profile" / "profile.json").read_text())
+    summary, prov = stored["result"], stored["provenance"]
+    assert prov["scale"] == "tiny" and "--dry-run" in prov["config"]["command"]  # a check of the script, never stored
+    assert set(summary["cases"]) == set(CASES) and summary["errors"] == {}
     for case, row in summary["cases"].items():
-        assert "error" not in row, (case, row)
+        raw = json.loads((tmp_path / "profile" / f"{case}.json").read_text())  # the case's own file, written first
+        assert {k: v for k, v in row.items() if k != "top_kernels"} == {k: raw[k] for k in row if k != "top_kernels"}
+        assert row["top_kernels"] == raw["top_kernels"][:5]
         assert row["wall_ms"] > 0 and row["cpu_ms"] > 0 and row["host_syncs"] == 0, (case, row)
     assert summary["cases"]["decode_can"]["per"] == 3  # a search of 3 forced tokens, reported per step
     table = (tmp_path / "profile" / "train_can.txt").read_text()

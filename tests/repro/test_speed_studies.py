@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 from conftest import MEASUREMENTS, REQUIRE_DATA
 
-from repro import ingest
 from repro.results.files import ProvenanceError, load_result
-from repro.results.layout import GPU_FILES
 from repro.studies.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,7 +28,7 @@ def results_here(monkeypatch):
 
 
 @pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
-@pytest.mark.parametrize("kind", sorted(set(GPU_FILES.values())))
+@pytest.mark.parametrize("kind", ["batch", "breakdown", "speed", "training_32k", "training_4k", "training_small"])
 def test_every_stored_gpu_file_loads_with_its_provenance(results_here, kind):
     _, prov = Store("small").gpu(kind, RUN)
     raw = raw_json("gpu_bench.json")
@@ -83,128 +80,28 @@ def test_stored_figures_equal_the_raw_measurements(results_here):
 
 
 @pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
-def test_converting_the_raw_folder_computes_each_figure_from_the_raw_seconds(tmp_path):
-    """Each converted figure against arithmetic done here on the raw files: tokens / median seconds, the repeats'
-    tokens / seconds, the batch sweep and training rates copied as measured, and a file per raw file."""
-    import statistics
-
-    ingest.convert_measurements(RAW, tmp_path)
-    bench = raw_json("gpu_bench.json")
-    tokens = bench["_settings"]["sentences"] * bench["_settings"]["forced_length"]
-    speed, prov = load_result(tmp_path / "speed.json")
-    assert (prov["commit"], prov["device"]) == (bench["_git_commit"], bench["_device"])
-    for system in ("baseline", "balanced", "san", "aan", "can"):
-        for mode in ("eager", "captured"):
-            seconds = bench[system][f"{mode}_seconds"]
-            row = speed["systems"][system][mode]
-            assert row["tok_per_s"] == pytest.approx(tokens / statistics.median(seconds), rel=1e-12)
-            assert row["min"] == pytest.approx(tokens / max(seconds), rel=1e-12)
-            assert row["max"] == pytest.approx(tokens / min(seconds), rel=1e-12)
-    batch, _ = load_result(tmp_path / "batch.json")
-    for system, row in raw_json("bench_batch.json").items():
-        if not system.startswith("_"):
-            assert batch["systems"][system]["by_batch"] == row["by_batch"]
-    for kind, name in (("training_32k", "smoke_32k.json"), ("training_4k", "smoke_full.json")):
-        converted, _ = load_result(tmp_path / f"{kind}.json")
-        assert converted["runs"] == raw_json(name)["runs"]
-    assert {p.stem for p in tmp_path.glob("*.json")} == {
-        kind for name, kind in GPU_FILES.items() if (RAW / name).exists()
-    }
-
-
-@pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
-def test_the_gpu_translation_is_rescored_from_its_hypotheses(tmp_path, shared_data):
+def test_the_stored_gpu_translation_is_rescored_from_its_hypotheses(shared_data):
+    """The stored translation's scores recomputed here from the raw hypotheses and the test2016 references, and its
+    examples the raw lines they name."""
+    from canlib.bleu import corpus_scores
     from canlib.data.text import read_parallel
 
     folder = shared_data / "multi30k-en-de"
     sources, references = read_parallel(folder / "test_2016_flickr.en", folder / "test_2016_flickr.de")
-    written = ingest.convert_translation(
-        RAW, tmp_path, sources, references, device="NVIDIA H200", commit="df024e7", date="2026-11-26"
-    )
-    result, prov = load_result(written)
-    assert result == load_result(STORED / "translation_small.json")[0]
-    assert result["scores"]["bleu"] == pytest.approx(result["recorded_scores"]["bleu"], abs=1e-6)
+    hyps = (RAW / "multi30k_small-can_test2016.hyp.de").read_text(encoding="utf-8").split("\n")[:-1]
+    result, prov = load_result(STORED / "translation_small.json")
+    scores = corpus_scores(hyps, references)
+    assert result["sentences"] == len(hyps) == len(references)
+    for key in ("bleu", "tok_bleu"):
+        assert result["scores"][key] == pytest.approx(scores[key], abs=1e-9)
+        assert result["scores"][key] == pytest.approx(result["recorded_scores"][key], abs=1e-6)
+    for example in result["examples"]:
+        i = example["index"]
+        assert (example["source"], example["reference"], example["hypothesis"]) == (sources[i], references[i], hyps[i])
     assert prov["scale"] == "small" and len(result["examples"]) == 5 and result["examples"][-1]["index"] == 999
 
 
-def _fake_measurement(folder: Path, hyps: list[str], refs: list[str], train_s: str = "train_s 3") -> None:
-    from canlib.bleu import corpus_scores
-
-    folder.mkdir()
-    final = {"stop_reason": "max_steps", "step": 10, "epoch": 1, "last_valid": {"valid_loss": 4.5}}
-    log = [json.dumps(final), train_s, "translate_s 1 checkpoint average.pt", json.dumps(corpus_scores(hyps, refs))]
-    (folder / ingest.TRANSLATION["log"]).write_text("\n".join(log) + "\n")
-    (folder / ingest.TRANSLATION["hyps"]).write_text("\n".join(hyps) + "\n")
-
-
-def test_a_gpu_translation_scored_against_other_references_is_refused(tmp_path):
-    refs = [f"Ein Hund läuft über die Wiese Nummer {i} ." for i in range(8)]
-    hyps = [r.replace("läuft", "rennt") for r in refs]
-    _fake_measurement(tmp_path / "m", hyps, refs)
-    written = ingest.convert_translation(
-        tmp_path / "m", tmp_path / "out", refs, refs, device="GPU X", commit="abc", date="2026-01-01", examples=3
-    )
-    result, _ = load_result(written)
-    assert (
-        [e["index"] for e in result["examples"]] == [0, 4, 7] and result["train_s"] == 3 and result["valid_loss"] == 4.5
-    )
-    with pytest.raises(ValueError, match="bleu recomputed here"):
-        ingest.convert_translation(
-            tmp_path / "m", tmp_path / "out", refs, refs[::-1], device="GPU X", commit="abc", date="2026-01-01"
-        )
-
-
-def test_a_malformed_line_of_the_gpu_training_log_is_named(tmp_path):
-    refs = ["Ein Hund ."]
-    _fake_measurement(tmp_path / "m", refs, refs, train_s="train_s fast")
-    with pytest.raises(ValueError, match="line 2: 'train_s fast'"):
-        ingest.convert_translation(
-            tmp_path / "m", tmp_path / "out", refs, refs, device="GPU X", commit="abc", date="2026-01-01"
-        )
-
-
-@pytest.mark.skipif(NO_RAW, reason="raw measurement folder not present")
-def test_the_benchs_current_format_converts_to_the_same_results(tmp_path):
-    """The bench and scripts/gpu_bench.py now write {"systems", "meta"}; a new measurement in that
-    format must convert to what the older flat files give."""
-    new = tmp_path / "new"
-    new.mkdir()
-    shutil.copy(RAW / "README.md", new / "README.md")
-    for name in ("gpu_bench.json", "breakdown.json", "bench_batch.json"):
-        raw = json.loads((RAW / name).read_text())
-        split = {
-            "systems": {k: v for k, v in raw.items() if not k.startswith("_")},
-            "meta": {k[1:]: v for k, v in raw.items() if k.startswith("_")},
-        }
-        (new / name).write_text(json.dumps(split))
-    ingest.convert_measurements(new, tmp_path / "from_new")
-    ingest.convert_measurements(RAW, tmp_path / "from_flat")
-    for kind in ("speed", "breakdown", "batch"):
-        assert load_result(tmp_path / "from_new" / f"{kind}.json") == load_result(
-            tmp_path / "from_flat" / f"{kind}.json"
-        )
-
-
-def test_a_tampered_median_is_refused(tmp_path):
-    if NO_RAW:
-        pytest.skip("raw measurement folder not present")
-    shutil.copy(RAW / "gpu_bench.json", tmp_path / "gpu_bench.json")
-    data = json.loads((tmp_path / "gpu_bench.json").read_text())
-    data["can"]["eager_tok_per_s"] *= 1.1
-    (tmp_path / "gpu_bench.json").write_text(json.dumps(data))
-    with pytest.raises(ValueError, match="can eager"):
-        ingest.convert_measurements(tmp_path, tmp_path / "out")
-
-
-def test_raw_files_without_commit_or_date_need_them_given(tmp_path):
-    (tmp_path / "smoke_32k.json").write_text(json.dumps({"device": "GPU X", "runs": {}}))
-    with pytest.raises(ValueError, match="_git_commit"):
-        ingest.convert_measurements(tmp_path, tmp_path / "out")
-    written = ingest.convert_measurements(tmp_path, tmp_path / "out", commit="abc1234", date="2026-01-01")
-    assert load_result(written[0])[1]["commit"] == "abc1234"
-
-
-def test_missing_gpu_run_names_the_converter(tmp_path, monkeypatch):
+def test_missing_gpu_run_names_the_command_that_stores_it(tmp_path, monkeypatch):
     monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="python -m repro ingest"):
         Store("small").gpu_speed("eager", RUN)

@@ -125,3 +125,23 @@ def test_no_interval_over_fewer_than_three_runs():
     low, high = runs_interval([1.0, 2.0, 4.0])  # logs 0, ln 2, 2 ln 2: mean ln 2, s.d. ln 2
     half = T_975_DF2 * math.log(2) / math.sqrt(3)
     assert (low, high) == pytest.approx((2 * math.exp(-half), 2 * math.exp(half)))
+
+
+def test_the_speed_standard_reads_the_repeats_of_the_speed_plan(monkeypatch):
+    """One value: the standard's repeats (and the order statistics it names), shortest repeat and forced length follow
+    the speed plan's, and the plan's defaults, which the GPU scripts time with, meet the standard."""
+    from repro.bench.settings import BenchSettings, SpeedPlan
+    from repro.studies import evidence
+
+    assert evidence.SPEED.repeats == SpeedPlan().repeats <= BenchSettings().repeats
+    assert evidence.SPEED.seconds == SpeedPlan().min_seconds
+    monkeypatch.setattr(evidence, "SpeedPlan", lambda: SpeedPlan(repeats=17, forced_length=12, min_seconds=2.5))
+    standard = evidence.speed_standard()
+    # 17 repeats: P(X <= 4) for X ~ Binomial(17, 1/2) is 2,517 / 131,072 < 2.5 %, P(X <= 5) is 0.0717: x_(5)..x_(13)
+    assert sum(math.comb(17, i) for i in range(5)) / 2**17 < 0.025 < sum(math.comb(17, i) for i in range(6)) / 2**17
+    assert (standard.repeats, standard.seconds) == (17, 2.5) and "at least 17 interleaved repeats" in standard.least
+    assert "per system of at least 2.5 s" in standard.least
+    assert (
+        "forced length 12" in standard.least
+        and "with 17 repeats the 5th to the 13th smallest ratio" in standard.interval
+    )
