@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import shlex
 import sys
 import warnings
 
@@ -66,6 +67,7 @@ def main(
             module = importlib.import_module(module_name)
             module.add_arguments(command_parser)
     args = parser.parse_args(argv)
+    args.command_line = " ".join([prog, *map(shlex.quote, argv)])  # as typed: what a stored result's provenance keeps
     name = f"{prog} {args.command}"
 
     def warn(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001

@@ -12,7 +12,7 @@
 # then the stored hypotheses rescored (`python -m repro rescore`) and everything this call stored packed into ONE
 # archive. Sized by what was measured: processes side by side train about 64 model-updates/s together (twelve on an
 # H100, book/results/small/beyond/runs), so one step of nine 2,000-update runs takes about 5 minutes; five seeds
-# stacked (--stack) trained 16 on an H200, fewer than one run alone (book/results/gpu/h200-2026-11-28-5af6bb5), so
+# stacked (--stack) trained 16 on an H200, fewer than one run alone (measurements/h200-2026-11-28-5af6bb5), so
 # they are not stacked here.
 #
 #   bash scripts/gpu_settle.sh             # on the GPU machine: $OUT/settle.tar.gz (unpack into book/results)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from _code.cpu_speed import cpu_table, noisy_sentence
+from _code.gpu_results import speed_reading
 from _code.prose import by_verdict, names, sets_sentence
-from _code.speed import speed_reading
 from canlib.catalogue import DEPTH_SYSTEMS
 from canlib.model.config import preset
 from repro.results.layout import experiment_command

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from canlib.catalogue import LABELS
+from repro.studies.gpu_runs import by_code, timed_runs
 from repro.studies.store import Store
 from repro.studies.verdict import ratio_reading, repeat_ratios
 
@@ -99,3 +100,21 @@ def gpu_setting(prov: dict[str, Any]) -> str:
         f"forced length {s.get('forced_length')}, {s.get('sentences')} sentences x {s.get('repeats')} repeats, "
         f"d=512 presets with random weights, commit {prov['commit']}, {prov['date']}"
     )
+
+
+def speed_groups(store: Store, system: str, against: str, mode: str = "eager") -> list[list[dict[str, Any]]]:
+    """The stored GPU runs that timed ``system`` and ``against`` in ``mode``, one list per decoder code, the code
+    whose runs the verdict reads first (each run's reading: ``set``, ``run``, ``code``, ``date``, ``repeats``...)."""
+    rows = timed_runs(store, system, against, mode)
+    return by_code(rows) if rows else []
+
+
+def speed_reading(store: Store, system: str, against: str, mode: str = "eager") -> dict[str, Any] | None:
+    """``system``/``against`` over the GPU runs a verdict on that pair reads (the leading decoder code's runs,
+    :func:`by_code`), pooled by the statistic the speed claims use
+    (:func:`repro.studies.verdict.ratio_reading`), with ``runs``, the runs read; None where none timed both."""
+    rows = timed_runs(store, system, against, mode)
+    if not rows:
+        return None
+    lead = by_code(rows)[0]
+    return ratio_reading([x for r in lead for x in r["ratios"]]) | {"runs": [r["run"] for r in lead]}

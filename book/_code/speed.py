@@ -23,9 +23,9 @@ from canlib.catalogue import LABELS, PAPER_SYSTEMS
 from repro.studies import paper
 from repro.studies.claims import BY_ID, judged, marks
 from repro.studies.evidence import SPEED, Judged
-from repro.studies.gpu_runs import by_code, speed_runs, timed_runs
+from repro.studies.gpu_runs import speed_runs
 from repro.studies.store import Store
-from repro.studies.verdict import INCONCLUSIVE, ratio_reading
+from repro.studies.verdict import INCONCLUSIVE
 
 # bytes/s of each GPU's memory (NVIDIA's data sheets: the H100 SXM5 80GB's HBM3, the H200's HBM3e): inputs
 BANDWIDTH = {"H100": H100_BANDWIDTH, "H200": 4.8e12}
@@ -40,24 +40,6 @@ CLAIMS = (
     "batch-gain-shrinks",
 )
 SEARCH_KERNELS = 5  # exercise 3: the search's bookkeeping fused into this many kernels
-
-
-def speed_groups(store: Store, system: str, against: str, mode: str = "eager") -> list[list[dict[str, Any]]]:
-    """The stored GPU runs that timed ``system`` and ``against`` in ``mode``, one list per decoder code, the code
-    whose runs the verdict reads first (each run's reading: ``set``, ``run``, ``code``, ``date``, ``repeats``...)."""
-    rows = timed_runs(store, system, against, mode)
-    return by_code(rows) if rows else []
-
-
-def speed_reading(store: Store, system: str, against: str, mode: str = "eager") -> dict[str, Any] | None:
-    """``system``/``against`` over the GPU runs a verdict on that pair reads (the leading decoder code's runs,
-    :func:`by_code`), pooled by the statistic the speed claims use
-    (:func:`repro.studies.verdict.ratio_reading`), with ``runs``, the runs read; None where none timed both."""
-    rows = timed_runs(store, system, against, mode)
-    if not rows:
-        return None
-    lead = by_code(rows)[0]
-    return ratio_reading([x for r in lead for x in r["ratios"]]) | {"runs": [r["run"] for r in lead]}
 
 
 def read_run(store: Store) -> str:
@@ -339,15 +321,15 @@ def speed_table(
     cpu: bool = True,
 ):
     """One row per system, its tokens per second over ``against``'s: the paper's (its GPU), ours on a GPU with every
-    kernel launched and from CUDA graphs (the runs the speed verdicts read, pooled: :func:`speed_reading`), and with
-    ``cpu`` the stored CPU run's (fp32, bandwidth-bound; "noisy run" where it is) and what reading each step's fp32
-    weights predicts for it."""
+    kernel launched and from CUDA graphs (the runs the speed verdicts read, pooled:
+    :func:`_code.gpu_results.speed_reading`), and with ``cpu`` the stored CPU run's (fp32, bandwidth-bound; "noisy
+    run" where it is) and what reading each step's fp32 weights predicts for it."""
     import pandas as pd
 
     def gpu_cell(system: str, mode: str) -> str:
         if system == against:
             return "1.00x"
-        r = speed_reading(store, system, against, mode)
+        r = gpu.speed_reading(store, system, against, mode)
         return "not timed" if r is None else ratio_cell(r["median"], r["interval"])
 
     if cpu:
@@ -518,7 +500,7 @@ def run_spread_frame(store: Store, mode: str = "eager"):
     import pandas as pd
 
     rows = []
-    groups = speed_groups(store, "can", "balanced", mode)
+    groups = gpu.speed_groups(store, "can", "balanced", mode)
     for k, group in enumerate(groups):
         for r in group:
             own = gpu.ratio_stat(store.gpu_speed(mode, r["run"])[0], "can", "balanced")
@@ -540,7 +522,7 @@ def spread_values(store: Store) -> dict[str, Any]:
     range and how many runs and code versions they are."""
     out: dict[str, Any] = {}
     for mode, name in (("eager", "eager"), ("captured", "graphs")):
-        groups = speed_groups(store, "can", "balanced", mode)
+        groups = gpu.speed_groups(store, "can", "balanced", mode)
         rows = [r for g in groups for r in g]
         medians = [gpu.ratio_stat(store.gpu_speed(mode, r["run"])[0], "can", "balanced")["median"] for r in rows]
         out |= {

@@ -21,7 +21,7 @@ How, each piece the separate run's:
   the stack at K = 1, or a :class:`Trainer` with ``dropout_rng="counter-hash"``, is the separate run of this
   scheme, and either resumes a stacked seed's folder alone (``canlib train --out RUN --resume``).
 
-Measured on one H200 (``book/results/gpu/h200-2026-11-28-5af6bb5`` in the repository): five seeds of the small
+Measured on one H200 (``measurements/h200-2026-11-28-5af6bb5`` in the repository): five seeds of the small
 baseline trained 16 model-updates/s stacked, fewer than one run alone (21.8), so nothing stacks by default. One
 cause is the common shape: each seed's batch padded to the step's largest rows and lengths computes 2.64x the token
 slots of five separate updates (``scripts/bench_stacked.py --padding``); a profile would say the rest. What holds is

@@ -10,7 +10,6 @@ import argparse
 import importlib.util
 import json
 import math
-import shlex
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -130,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     print_table(args.study, result)
     if args.store:
         where = {k: result.meta[k] for k in ("date", "device", "torch")}
-        command = " ".join(["python -m repro", *(shlex.quote(a) for a in sys.argv[1:])])
+        command = args.command_line
         save_bench(args.store, result.systems, {**result.meta, "command": command}, where)
     if args.json:
         atomic_write_bytes((json.dumps(result.to_json(), indent=1) + "\n").encode(), args.json)

@@ -62,7 +62,7 @@ def experiment(
     runs resume, so a second call goes on where the first stopped. Returns what the pool did; failures are named
     in it and do not stop the others. ``stack``: train the queued seeds of one system as one stacked model where
     their recipe allows it (:func:`repro.experiments.pool.stack_groups`); off by default: on an H200 five stacked
-    seeds trained 16 model-updates/s, fewer than one run alone (``book/results/gpu/h200-2026-11-28-5af6bb5``)."""
+    seeds trained 16 model-updates/s, fewer than one run alone (``measurements/h200-2026-11-28-5af6bb5``)."""
     say = log or (lambda line: None)
     todo, train_only, wanted, jobs, stack = queued(where, systems, seeds, corpora, studies, jobs, stack, say)
     outcome = train_all(

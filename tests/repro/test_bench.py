@@ -115,7 +115,8 @@ def test_bench_store_keeps_each_rows_repeat_spread_with_its_provenance(tmp_path)
         )
         assert "breakdown" in row
     assert prov["scale"] == "tiny" and prov["config"]["settings"] == result["settings"]
-    assert prov["config"]["command"].startswith("python -m repro ") and prov["date"] == prov["measured_at"][:10]
+    assert prov["config"]["command"] == "python -m repro " + " ".join(argv)  # as typed, whatever ran the process
+    assert prov["date"] == prov["measured_at"][:10]
     assert prov["environment"]["dirty"].endswith("changed files") and len(prov["commit"]) == 40
 
 
