@@ -77,9 +77,19 @@ def test_the_repository_keeps_a_gpu_runs_raw_files_and_readme_with_its_failed_st
 
 
 TRAINING_RUNS = {"h100-2026-11-27": REPO / "book" / "results" / "small" / "beyond"}  # raw call -> its stored results
+NO_RESULT = ("h200-2026-11-28-5af6bb5",)  # calls kept for their logs alone: no run finished
 
 
-@pytest.mark.parametrize("run", [r for r in IN_REPO_RUNS if r not in TRAINING_RUNS])
+@pytest.mark.parametrize("run", NO_RESULT)
+def test_a_call_that_stored_nothing_says_so_and_keeps_the_logs_its_figures_come_from(run):
+    readme = (IN_REPO / run / "README.md").read_text()
+    assert "no BLEU was stored" in readme and not (STORED / run).exists()
+    for line in readme.splitlines():
+        for name in re.findall(r"`(raw/[\w.-]+)`", line):
+            assert (IN_REPO / run / name).is_file(), name
+
+
+@pytest.mark.parametrize("run", [r for r in IN_REPO_RUNS if r not in TRAINING_RUNS and r not in NO_RESULT])
 def test_each_run_kept_in_the_repository_is_stored_under_its_own_name(run):
     assert (STORED / run).is_dir(), f"measurements/{run} has no book/results/gpu/{run}"
     assert (IN_REPO / run / "README.md").is_file()
