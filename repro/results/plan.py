@@ -80,15 +80,3 @@ def planned_seeds(scale: str, system: str, corpus: str | None = None) -> tuple[i
     corpus = scale_spec(scale).corpus if corpus is None else corpus
     return next((r.seeds for r in rows(scale) if (r.system, r.corpus) == (system, corpus)), ())
 
-
-__all__ = [
-    "SEEDED_SYSTEMS",
-    "DEPTH_ONLY",
-    "DIRECTION_SYSTEMS",
-    "ScalePlan",
-    "Row",
-    "scale_plan",
-    "corpora",
-    "rows",
-    "planned_seeds",
-]
