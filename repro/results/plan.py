@@ -79,4 +79,3 @@ def planned_seeds(scale: str, system: str, corpus: str | None = None) -> tuple[i
     system or corpus the plan does not train."""
     corpus = scale_spec(scale).corpus if corpus is None else corpus
     return next((r.seeds for r in rows(scale) if (r.system, r.corpus) == (system, corpus)), ())
-
