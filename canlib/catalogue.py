@@ -1,18 +1,18 @@
-"""The catalogue: the paper's systems and the book's three scales, each fact written once.
+"""The catalogue: the paper's systems and the book's three scales, each fact in one place.
 
 It stands at the bottom of canlib and imports nothing of it, so every part reads it: :mod:`canlib.model.config`
 builds its presets from the systems' depths and the scales' widths, :mod:`canlib.data.corpora` gives every corpus
-its scale's joint vocabulary, and the reproduction (:mod:`repro`) reads each scale's corpus, budget, seeds
-and speed settings, and the systems' names and labels, from here.
+its scale's joint vocabulary, and the reproduction (:mod:`repro`) reads each scale's corpus and budget, and the
+systems' names and labels, from here. Which systems the reproduction trains with how many seeds, and on which
+further corpora, is its own plan (``repro.results.plan``): a user of canlib trains any system with any seed.
 
 The three scales:
 
 * ``tiny``: CPU minutes, what CI runs: ``tiny-*`` presets (d=64) on 3,000 Multi30k En-De pairs. The models exercise
   every code path; they do not translate well, so no quality claim is judged here.
-* ``small``: GPU minutes: ``small-*`` presets (d=256) on all of Multi30k En-De (29k pairs), and Baseline, Balanced
-  and CAN on the five other Multi30k directions. The paper trains on WMT14 En-De; Multi30k is what trains to real
-  translations in GPU-minutes. Its budget is the recipe measured on one H200
-  (``../shared/measurements/h200-2026-11-26``), in bf16 on CUDA and fp32 on a CPU (a run's time on a CPU:
+* ``small``: GPU minutes: ``small-*`` presets (d=256) on all of Multi30k En-De (29k pairs). The paper trains on
+  WMT14 En-De; Multi30k is what trains to real translations in GPU-minutes. Its budget is the recipe measured on one
+  H200 (``../shared/measurements/h200-2026-11-26``), in bf16 on CUDA and fp32 on a CPU (a run's time on a CPU:
   ``book/results/cpu/train_small.json``).
 * ``full``: the paper's recipe (d=512 presets, WMT14 En-De, 4096 tokens x 8 GPUs); its width and vocabulary are
   also :class:`canlib.model.config.ModelConfig`'s defaults.
@@ -64,8 +64,6 @@ PAPER_SYSTEMS = ("baseline", "balanced", "san", "aan", "can")  # Table 2, in the
 ABLATION_SYSTEMS = ("balanced", "can_attn", "can_ffn", "can")  # Table 5
 DEPTH_SYSTEMS = ("baseline", "depth-9-4", "balanced", "depth-14-1")  # Figure 4, deepest decoder first
 ALL_SYSTEMS = tuple(dict.fromkeys(PAPER_SYSTEMS + DEPTH_SYSTEMS + ABLATION_SYSTEMS))  # the nine
-DIRECTION_SYSTEMS = ("baseline", "balanced", "can")  # trained on every direction (paper Tables 2 and 3)
-SEEDED_SYSTEMS = tuple(dict.fromkeys(PAPER_SYSTEMS + ABLATION_SYSTEMS))  # trained with Scale.seeds seeds
 
 
 # -- the scales --------------------------------------------------------------------------------------------------
@@ -77,8 +75,9 @@ RECIPES = ("", "converged")  # the recipes of a scale (Scale.recipe)
 @dataclass(frozen=True)
 class Scale:
     """One scale: the width of its presets, the joint vocabulary of its prepared corpora, the corpus it trains on
-    (and the scale that corpus is prepared at), its training budget (:class:`~canlib.training.TrainConfig` fields),
-    and its seeds (the speed studies' settings are the reproduction's: ``repro.bench.settings``)."""
+    (and the scale that corpus is prepared at) and its training budget (:class:`~canlib.training.TrainConfig`
+    fields); the seeds and further directions the reproduction trains are its plan's (``repro.results.plan``), the
+    speed studies' settings its ``repro.bench.settings``."""
 
     name: str
     d_model: int
@@ -90,10 +89,6 @@ class Scale:
     train: dict[str, Any]
     beam: int = 4  # the paper's beam for BLEU and speed
     finetune_steps: int = 0
-    seeds: int = 1  # seeds of the Table 2 systems and the two ablations
-    depth_seeds: int = 1  # seeds of the depth systems (9/4, 14/1)
-    directions: tuple[str, ...] = ()  # further corpora on which the direction systems are trained
-    direction_seeds: int = 1
     # the converged recipe: what replaces ``train``'s fields for a model trained to the optimum of its validation
     # curve (``recipe("converged")``); ``train`` stays the budget the stored 1x runs were trained with
     converged: dict[str, Any] | None = None
@@ -163,10 +158,6 @@ _SCALES: dict[str, Scale] = {
         # the budget at the optimum of the 2x runs' validation loss (book/training.md, "A converged recipe"): 2,000
         # updates, the checkpoints of 1,600 and 2,000 averaged
         converged=dict(max_steps=2000, valid_every=400, keep_last=2, average_last=2),
-        seeds=3,
-        depth_seeds=3,
-        direction_seeds=2,
-        directions=("multi30k-de-en", "multi30k-en-fr", "multi30k-fr-en", "multi30k-en-cs", "multi30k-cs-en"),
     ),
     "full": Scale(
         "full",
@@ -187,7 +178,7 @@ UNPREFIXED = "full"  # the scale whose presets carry the bare system name ("can"
 
 
 def scale_spec(scale: str) -> Scale:
-    """The widths, vocabulary, corpus, budget, seeds and speed settings of ``scale``."""
+    """The widths, vocabulary, corpus and budget of ``scale``."""
     if scale not in _SCALES:
         raise ValueError(f"SCALE={scale!r}: choose one of {', '.join(SCALES)}")
     return _SCALES[scale]
@@ -208,19 +199,6 @@ def preset_scale(name: str) -> str:
     return next((scale for scale in SCALES if scale != UNPREFIXED and name.startswith(scale + "-")), UNPREFIXED)
 
 
-def planned_seeds(scale: str, system: str, corpus: str | None = None) -> tuple[int, ...]:
-    """The seeds of ``system`` on ``corpus`` (default: the scale's own) in the plan of ``scale``
-    (``repro.experiments.run.plan`` trains them): ``seeds`` for the Table 2 systems and ablations and
-    ``depth_seeds`` for the depth systems on the main corpus, ``direction_seeds`` for Baseline, Balanced and
-    CAN on the further directions; () for anything else."""
-    spec = scale_spec(scale)
-    if corpus in (None, spec.corpus):
-        count = spec.seeds if system in SEEDED_SYSTEMS else spec.depth_seeds if system.startswith("depth-") else 0
-    else:
-        count = spec.direction_seeds if corpus in spec.directions and system in DIRECTION_SYSTEMS else 0
-    return tuple(range(1, count + 1))
-
-
 __all__ = [
     "System",
     "SYSTEMS",
@@ -229,12 +207,9 @@ __all__ = [
     "ABLATION_SYSTEMS",
     "DEPTH_SYSTEMS",
     "ALL_SYSTEMS",
-    "DIRECTION_SYSTEMS",
-    "SEEDED_SYSTEMS",
     "Scale",
     "SCALES",
     "scale_spec",
     "scaled_preset",
     "preset_scale",
-    "planned_seeds",
 ]

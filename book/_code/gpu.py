@@ -9,10 +9,11 @@ from typing import Any
 
 from _code.gpu_results import gpu_label
 from _code.speed import latest_run
-from canlib.catalogue import ALL_SYSTEMS, DIRECTION_SYSTEMS, planned_seeds
+from canlib.catalogue import ALL_SYSTEMS
 from canlib.training.cli import flag
 from canlib.training.config import TrainConfig
 from repro.results.files import load_result
+from repro.results.plan import rows
 from repro.studies.store import Store
 
 # The trainer's throughput options, off by default: a TrainConfig field, the value a GPU run gives it (None: a
@@ -53,7 +54,7 @@ THROUGHPUT_OPTIONS = (
 def options_frame():
     """The page's table of the throughput options: each TrainConfig field, its ``canlib train`` flag as one token
     (``--pad-multiple=8``, which never breaks across lines) and what it changes. A name TrainConfig lacks is an
-    error, not a row that names an option the trainer no longer has."""
+    error, not a row that names an option the trainer does not have."""
     import pandas as pd
 
     known = {f.name for f in fields(TrainConfig)}
@@ -92,12 +93,10 @@ def run_times(store: Store) -> list[dict[str, Any]]:
 def values(store: Store) -> dict[str, Any]:
     """The runs the `small` plan holds, and the hours one CAN run would take on the stored 2-core CPU rate."""
     spec = store.spec
-    main = sum(len(planned_seeds(store.scale, s)) for s in ALL_SYSTEMS)
-    directions = sum(len(planned_seeds(store.scale, s, c)) for c in spec.directions for s in DIRECTION_SYSTEMS)
     cpu, prov = load_result(store.measurements / "cpu" / "train_small.json")
     per_update = cpu["runs"]["small-can"]["seconds_per_update"]
     return update_profile(store) | {
-        "plan_runs": main + directions,
+        "plan_runs": sum(len(r.seeds) for r in rows(store.scale)),
         "cpu_hours": per_update * spec.train["max_steps"] / 3600,
         "cpu_device": prov["device"],
     }

@@ -9,8 +9,8 @@ from typing import Any
 
 from _code.prose import by_verdict, count, names
 from _code.results import corpus_values
-from canlib.catalogue import DIRECTION_SYSTEMS
 from repro.results.layout import experiment_command
+from repro.results.plan import DIRECTION_SYSTEMS, corpora
 from repro.studies import paper
 from repro.studies.claims import judged, marks
 from repro.studies.evidence import BLEU
@@ -42,7 +42,7 @@ def paper_values() -> dict[str, Any]:
 def values(store: Store) -> dict[str, Any]:
     """Everything the tasks chapter's prose quotes: the paper's numbers, the stored directions and the verdicts."""
     spec = store.spec
-    directions = (spec.corpus, *spec.directions)
+    directions = corpora(store.scale)
     stored = [
         c
         for c in directions

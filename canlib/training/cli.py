@@ -1,7 +1,7 @@
 """``canlib train``: a model preset on a prepared corpus (resumable; CPU or CUDA; torchrun for several GPUs).
 
 Every training option is a field of :class:`~canlib.training.config.TrainConfig`, and the command line is derived
-from the fields (help, rule, group, default), so each default is written once. The run folder is the source of
+from the fields (help, rule, group, default), so each default has one source. The run folder is the source of
 truth: ``canlib train --out RUN --resume`` alone continues the run stored there (its model, corpus and every option,
 from ``RUN/config.json``). An option given on resume must equal the stored one: only the stopping point
 (``--max-steps``, ``--max-epochs``) may move, and what does not change the recipe: what is shown, how often the

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from canlib.catalogue import ALL_SYSTEMS, DIRECTION_SYSTEMS, RECIPES, SEEDED_SYSTEMS, SYSTEMS, planned_seeds, scale_spec
+from canlib.catalogue import ALL_SYSTEMS, RECIPES, SYSTEMS, scale_spec
 from canlib.data.corpora import registered_files
 from canlib.io import cache_dir
 from canlib.model.checkpoint import load_model, safe_load
@@ -35,6 +35,7 @@ from canlib.model.config import MIXED, ModelConfig, preset
 from canlib.model.seq2seq import Seq2Seq
 from repro.results.files import load_result
 from repro.results.layout import Where, code_version, experiment_command, key, run_name, study_model_name
+from repro.results.plan import DIRECTION_SYSTEMS, Row, corpora, rows
 from repro.results.studies import DISTILL_BEAM, REDUCED_PAIRS
 
 
@@ -276,12 +277,6 @@ def check_systems(systems: Sequence[str]) -> list[str]:
     return list(systems)
 
 
-def corpora(scale: str) -> tuple[str, ...]:
-    """The corpora a scale's plan trains on: its main corpus first, then its further directions."""
-    spec = scale_spec(scale)
-    return (spec.corpus, *spec.directions)
-
-
 def check_corpus(scale: str, name: str | None) -> str:
     """``name`` (default: the scale's main corpus) if the scale trains on it or it is a corpus of your own files
     (``canlib data prepare NAME --files FOLDER``), else a clear error."""
@@ -302,27 +297,26 @@ def plan(
     seeds: Sequence[int] | None = None,
     corpora_: Sequence[str] | None = None,
 ) -> list[Run]:
-    """Every run of a scale's main plan, in training order: each system on each corpus with the seeds
-    :func:`~canlib.catalogue.planned_seeds` gives (Table 2 systems and ablations x ``Scale.seeds``, depth systems x
-    ``depth_seeds`` on the main corpus), seed by seed (a plan cut short still leaves whole sets);
-    then Baseline, Balanced and CAN x ``direction_seeds`` on each further direction. ``seeds`` replaces those
-    seed counts; ``systems`` and ``corpora_`` narrow the plan. A corpus of your own files in ``corpora_`` gets
-    ``systems`` (default Baseline, Balanced and CAN) x ``seeds`` (default 1)."""
+    """Every run of a scale's main plan, in training order: each row of :func:`repro.results.plan.rows` (system,
+    corpus, seeds), the main corpus's rows seed by seed (a plan cut short still leaves whole sets), then the
+    further directions' rows seed by seed. ``seeds`` replaces each row's seeds; ``systems`` and ``corpora_`` narrow
+    the plan. A corpus of your own files in ``corpora_`` gets ``systems`` (default Baseline, Balanced and CAN) x
+    ``seeds`` (default 1)."""
     scale = where.scale
-    spec = scale_spec(scale)
+    main = scale_spec(scale).corpus
 
-    def seeds_of(system: str, corpus: str) -> list[int]:  # the catalogue's planned seeds, or ``seeds`` in their place
-        planned = planned_seeds(scale, system, corpus)
-        return list(seeds) if seeds is not None and planned else list(planned)
+    def seeds_of(row: Row) -> tuple[int, ...]:  # the plan's seeds, or ``seeds`` in their place
+        return tuple(seeds) if seeds is not None and row.seeds else row.seeds
 
-    def seed_by_seed(pairs: list[tuple[str, str]]) -> list[tuple[str, int, str]]:
-        order = sorted({k for s, c in pairs for k in seeds_of(s, c)})
-        return [(s, k, c) for k in order for s, c in pairs if k in seeds_of(s, c)]
+    def seed_by_seed(rows_: list[Row]) -> list[tuple[str, int, str]]:
+        order = sorted({k for r in rows_ for k in seeds_of(r)})
+        return [(r.system, k, r.corpus) for k in order for r in rows_ if k in seeds_of(r)]
 
     if seeds is not None and any(int(k) < 1 for k in seeds):
         raise ValueError(f"seeds {list(seeds)}: every seed must be >= 1")
-    grid = seed_by_seed([(s, spec.corpus) for s in (*SEEDED_SYSTEMS, "depth-9-4", "depth-14-1")])
-    grid += seed_by_seed([(s, c) for c in spec.directions for s in DIRECTION_SYSTEMS])
+    planned = rows(scale)
+    grid = seed_by_seed([r for r in planned if r.corpus == main])
+    grid += seed_by_seed([r for r in planned if r.corpus != main])
     wanted = set(check_systems(systems)) if systems is not None else None
     if corpora_ is not None:
         chosen = [check_corpus(scale, c) for c in corpora_]

@@ -17,8 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from canlib.catalogue import DIRECTION_SYSTEMS, LABELS
+from canlib.catalogue import LABELS
 from repro.results.layout import experiment_command
+from repro.results.plan import DIRECTION_SYSTEMS, corpora
 from repro.results.studies import BUDGET_SYSTEMS
 from repro.studies.analyses import final_losses, gate_shares
 from repro.studies.evidence import (
@@ -542,7 +543,7 @@ def _judge_falling(store: Store, claim: Claim, f: LossFalling) -> Judged:
 def _judge_tasks(store: Store, claim: Claim, t: CrossTask) -> Judged:
     rows, missing = [], []
     need = t.standard.seeds
-    for corpus in (store.corpus, *store.spec.directions):
+    for corpus in corpora(store.scale):
         runs = {s: store.runs(s, corpus) for s in ("can", "balanced")}
         if not store.judged or not all(r is not None and len(r.seeds) >= need for r in runs.values()):
             missing.append(corpus)

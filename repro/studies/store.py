@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from canlib.catalogue import Scale, planned_seeds, scale_spec
+from canlib.catalogue import Scale, scale_spec
 from canlib.io import results_dir
 from repro.results.files import load_result
 from repro.results.layout import (
@@ -35,6 +35,7 @@ from repro.results.layout import (
     read_hypotheses,
     run_name,
 )
+from repro.results.plan import planned_seeds
 from repro.results.studies import ANALYSES
 from repro.studies.verdict import EVAL_SPLITS, QUALITY_SCALES, Runs
 

@@ -1,5 +1,5 @@
 """The catalogue (:mod:`canlib.catalogue`) is the one place each system and scale is written: the models build their
-presets from it, the corpora take their vocabulary from it, the reproduction its budgets, seeds and speed settings.
+presets from it, the corpora take their vocabulary from it, the reproduction its budgets and speed settings.
 
 Three kinds of check: the catalogue's facts against the paper's numbers (written here, not read from the code); no
 module writes one of those facts again (read from the source); and every reader follows the catalogue when it
@@ -21,7 +21,6 @@ from canlib.catalogue import (
     PAPER_SYSTEMS,
     SCALES,
     SYSTEMS,
-    planned_seeds,
     preset_scale,
     scale_spec,
     scaled_preset,
@@ -46,13 +45,11 @@ def test_the_full_scale_and_the_systems_are_the_papers():
     assert ABLATION_SYSTEMS == ("balanced", "can_attn", "can_ffn", "can") and len(ALL_SYSTEMS) == 9
 
 
-def test_the_book_scales_keep_their_widths_vocabularies_and_seeds():
+def test_the_book_scales_keep_their_widths_and_vocabularies():
     assert SCALES == ("tiny", "small", "full")
     tiny, small = scale_spec("tiny"), scale_spec("small")
     assert (tiny.d_model, tiny.heads, tiny.ffn_dim, tiny.vocab_size) == (64, 4, 256, 2000)
     assert (small.d_model, small.heads, small.ffn_dim, small.vocab_size) == (256, 4, 1024, 8000)
-    assert planned_seeds("small", "can") == (1, 2, 3) and planned_seeds("small", "depth-9-4") == (1, 2, 3)
-    assert planned_seeds("small", "can", "multi30k-en-fr") == (1, 2) and planned_seeds("small", "san", "x") == ()
 
 
 def test_a_preset_name_carries_its_scale():

@@ -104,7 +104,7 @@ from repro.results.layout import Where, model_name
 from repro.studies import analyses, beyond, claims
 from repro.studies.store import Store, default_scale
 from repro.results.files import load_result
-from canlib.catalogue import ALL_SYSTEMS, DIRECTION_SYSTEMS
+from canlib.catalogue import ALL_SYSTEMS
 loaded = 0
 for path in sorted(Path({str(REPO / "book" / "results")!r}).rglob("*.json")):
     load_result(path)
