@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
+from _code.prose import names
 from _code.tables import reading_table
 from repro.studies.claims import Judged, family
 from repro.studies.verdict import CONFIDENCE, FAILS, HOLDS, INCONCLUSIVE, MIXED, NOT_RUN
@@ -22,28 +23,35 @@ def _count(n: int, one: str, more: str) -> str:
 
 def takeaway(paper: Sequence[Judged]) -> str:
     """The page's one sentence, from the verdicts of the paper's claims: how many these runs decide, which way, and
-    how many stay open."""
+    what the open ones are (at most five numbers, so that a reader takes it in at once)."""
     n = {w: sum(j.word == w for j in paper) for w in (HOLDS, FAILS, MIXED, INCONCLUSIVE, NOT_RUN)}
     decided, still = n[HOLDS] + n[FAILS] + n[MIXED], n[INCONCLUSIVE] + n[NOT_RUN]
-    open_ = f"({n[INCONCLUSIVE]} inconclusive, {n[NOT_RUN]} not run)"
+    kinds = [f"{n[w]} {w}" for w in (INCONCLUSIVE, NOT_RUN) if n[w]]
+    open_ = f" ({', '.join(kinds)})" if kinds else ""
     if not decided:
-        return (
-            f"These runs decide none of the paper's {len(paper)} claims yet {open_}: nothing is confirmed or refuted."
-        )
+        return f"These runs decide none of the paper's {len(paper)} claims yet{open_}: nothing is confirmed or refuted."
     against = n[FAILS] + n[MIXED]
     if against:
-        ways = [_count(n[HOLDS], "holds", "hold"), _count(n[FAILS], "does not hold", "do not hold")]
-        ways.append(_count(n[MIXED], "is mixed", "are mixed"))
-        said = f": {ways[0]}, {ways[1]} and {ways[2]}"
+        ways = [
+            (n[HOLDS], "holds", "hold"),
+            (n[FAILS], "does not hold", "do not hold"),
+            (n[MIXED], "is mixed", "are mixed"),
+        ]
+        said = ": " + names([_count(k, one, more) for k, one, more in ways if k])
     else:
-        said = ", and it holds" if decided == 1 else f", and all {decided} hold"
+        said = ", and it holds" if decided == 1 else ", all of which hold"
     head = f"Of the paper's {_count(len(paper), 'claim', 'claims')} these runs decide {decided}{said}"
     if not still:
         return head + "."
-    rest = f"; the other {_count(still, 'stays', 'stay')} open {open_}"
     if against:
-        return head + rest + f", so {against} of the {decided} decided go against the paper on at least one reading."
-    return head + rest + ": nothing here contradicts the paper, and the open claims await more evidence."
+        return (
+            head
+            + "; the rest stay open, and each claim that does not hold or is mixed goes against the paper on at least one reading."
+        )
+    return (
+        head
+        + f"; the rest stay open{open_}: nothing here contradicts the paper, and the open claims await more evidence."
+    )
 
 
 def as_code(text: str) -> str:

@@ -19,18 +19,20 @@ def verdicts(**counts: int) -> list[SimpleNamespace]:
 
 def test_the_takeaway_says_how_many_claims_are_decided_and_which_way():
     assert scorecard.takeaway(verdicts(holds=3, open=24, none=1)) == (
-        "Of the paper's 28 claims these runs decide 3, and all 3 hold; the other 25 stay open (24 inconclusive, "
+        "Of the paper's 28 claims these runs decide 3, all of which hold; the rest stay open (24 inconclusive, "
         "1 not run): nothing here contradicts the paper, and the open claims await more evidence."
     )
     assert scorecard.takeaway(verdicts(holds=1, fails=1, mixed=2, open=1)) == (
-        "Of the paper's 5 claims these runs decide 4: 1 holds, 1 does not hold and 2 are mixed; the other 1 stays "
-        "open (1 inconclusive, 0 not run), so 3 of the 4 decided go against the paper on at least one reading."
+        "Of the paper's 5 claims these runs decide 4: 1 holds, 1 does not hold and 2 are mixed; the rest stay open, "
+        "and each claim that does not hold or is mixed goes against the paper on at least one reading."
     )
+    assert scorecard.takeaway(verdicts(fails=2, open=1)).startswith("Of the paper's 3 claims these runs decide 2: 2 do")
     assert scorecard.takeaway(verdicts(holds=1)) == "Of the paper's 1 claim these runs decide 1, and it holds."
     assert scorecard.takeaway(verdicts(open=2, none=2)) == (
         "These runs decide none of the paper's 4 claims yet (2 inconclusive, 2 not run): nothing is confirmed or "
         "refuted."
     )
+    assert "(2 inconclusive)" in scorecard.takeaway(verdicts(holds=1, open=2))  # a count of none is left out
 
 
 def test_the_takeaway_of_the_stored_results_counts_the_registrys_verdicts(claims_json, shared_data, monkeypatch):
@@ -43,7 +45,8 @@ def test_the_takeaway_of_the_stored_results_counts_the_registrys_verdicts(claims
     said = scorecard.takeaway(claims.judged(Store("small", REPO / "book" / "results")).all("paper"))
     decided = sum(w in ("holds", "does not hold", "mixed") for w in words)
     assert said.startswith(f"Of the paper's {len(words)} claims these runs decide {decided}")
-    assert f"({words.count('inconclusive')} inconclusive, {words.count('not run')} not run)" in said
+    kinds = [f"{words.count(w)} {w}" for w in ("inconclusive", "not run") if words.count(w)]
+    assert f"({', '.join(kinds)})" in said
 
 
 def test_the_scorecard_page_opens_with_the_takeaway_of_the_papers_claims():
