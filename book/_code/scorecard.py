@@ -46,7 +46,8 @@ def takeaway(paper: Sequence[Judged]) -> str:
     if against:
         return (
             head
-            + "; the rest stay open, and each claim that does not hold or is mixed goes against the paper on at least one reading."
+            + "; the rest stay open, and each claim that does not hold or is mixed goes against the paper on at least "
+            "one reading."
         )
     return (
         head
