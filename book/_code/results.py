@@ -16,6 +16,7 @@ from typing import Any
 
 from _code import gpu_results as gpu
 from _code.prose import by_verdict, lead_sentence, sets_sentence
+from _code.readers import describe_provenances, speed_runs
 from _code.tables import reading_table
 from _code.training import undertraining_values
 from canlib.catalogue import ALL_SYSTEMS, PAPER_SYSTEMS
@@ -23,8 +24,7 @@ from canlib.data.preparation import prepared
 from canlib.io import CHECKOUT_DIR  # the corpus a chapter quotes (prepared once, from the data folder)
 from repro.studies import paper
 from repro.studies.claims import judged, marks
-from repro.studies.gpu_runs import speed_runs
-from repro.studies.store import Store, describe_provenances
+from repro.studies.store import Store
 from repro.studies.verdict import EVAL_SPLITS
 
 CLAIMS = ("can-within-0.5", "balanced-keeps-bleu", "budget-adds-balanced", "budget-adds-can", "budget-narrows-gap")

@@ -7,10 +7,11 @@ import statistics
 
 import pytest
 
+from _code import beyond
+from _code.training import seed_curves
 from repro.results.files import provenance, save_result
 from repro.results.layout import Where, model_name
-from repro.studies import beyond, claims
-from repro.studies.analyses import seed_curves
+from repro.studies import claims
 from repro.studies.claims import judged
 from repro.studies.store import Store
 
