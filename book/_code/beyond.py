@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from _code.marks import marks
 from _code.prose import lead_sentence, names, sets_sentence
 from _code.training import undertraining_values
 from repro.results.layout import experiment_command
 from repro.results.studies import BUDGET_SYSTEMS, NEXT, ORIGINAL, SEEDS, STUDENTS, STUDIES, study_record
 from repro.studies import paper
-from repro.studies.claims import PAPER_CAN_ON, judged, marks
+from repro.studies.claims import PAPER_CAN_ON, judged
 from repro.studies.store import Store
 from repro.studies.verdict import FAILS, HOLDS, INCONCLUSIVE, MIXED, NOT_RUN, ON_PAR
 

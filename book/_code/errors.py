@@ -7,11 +7,12 @@ from typing import Any
 
 import numpy as np
 
+from _code.marks import marks
 from _code.prose import by_verdict, lead_sentence, sets_sentence
 from _code.readers import error_buckets
 from _code.tables import reading_table
 from repro.studies import paper
-from repro.studies.claims import judged, marks
+from repro.studies.claims import judged
 from repro.studies.store import Store
 
 BUCKETINGS = ("frequency", "length")

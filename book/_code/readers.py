@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from canlib.catalogue import LABELS, planned_seeds
-from repro.results.layout import COMPLETE, run_name
+from repro.results.layout import COMPLETE, experiment_command, run_name
 from repro.results.studies import ANALYSES
 from repro.studies.gpu_runs import by_code, timed_runs
 from repro.studies.store import Store
+from repro.studies.verdict import QUALITY_SCALES
 
 # -- which scale a chapter shows ---------------------------------------------------------------------------
 
@@ -54,6 +55,16 @@ def default_scale(
     if systems and not names:
         raise ValueError(f"default_scale: the small plan has no run of {list(systems)} with seeds {seeds} on {corpora}")
     return "small" if all(small.has(name) for name in [*names, *analyses]) else "tiny"
+
+
+def requires_judged(store: Store, what: str) -> None:
+    """Chapters of stored results quote a judged scale only: tiny models do not translate, so asking for them is an
+    error that names the command which stores the runs."""
+    if not store.judged:
+        raise ValueError(
+            f"scale {store.scale!r}: {what} quotes stored runs of a judged scale "
+            f"({', '.join(QUALITY_SCALES)}); store them with `{experiment_command('small')}`"
+        )
 
 
 # -- where runs come from, in words ------------------------------------------------------------------

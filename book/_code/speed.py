@@ -17,12 +17,13 @@ from typing import Any
 from _code import gpu_results as gpu
 from _code.cpu_speed import cpu_table, noisy_sentence
 from _code.decoding import step_mb
+from _code.marks import marks
 from _code.prose import NUMBER_WORDS, by_verdict, names
 from _code.readers import speed_runs
 from canlib.analysis.probes import H100_BANDWIDTH
 from canlib.catalogue import LABELS, PAPER_SYSTEMS
 from repro.studies import paper
-from repro.studies.claims import BY_ID, judged, marks
+from repro.studies.claims import BY_ID, judged
 from repro.studies.evidence import SPEED, Judged
 from repro.studies.gpu_runs import by_code, timed_runs
 from repro.studies.store import Store

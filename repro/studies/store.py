@@ -93,15 +93,6 @@ class Store:
         names it)."""
         return _load(self.folder / file)
 
-    def requires_judged(self, what: str) -> None:
-        """Chapters of stored results quote a judged scale only: tiny models do not translate, so asking for them
-        is an error that names the command which stores the runs."""
-        if not self.judged:
-            raise ValueError(
-                f"scale {self.scale!r}: {what} quotes stored runs of a judged scale "
-                f"({', '.join(QUALITY_SCALES)}); store them with `{experiment_command('small')}`"
-            )
-
     # -- the main plan's runs ----------------------------------------------------------------------------
 
     def stored_seeds(self, system: str, corpus: str | None = None) -> list[int]:
@@ -281,10 +272,6 @@ class Store:
         """Eager tokens/s per batch size (the median of the timed repeats): {system: {batch: tok/s}}."""
         systems, prov = self.gpu("batch", run, "systems")
         return {s: {int(b): v for b, v in r["by_batch"].items()} for s, r in systems.items()}, prov
-
-    def gpu_training(self, kind: str, run: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-        """Training throughput (``training_4k``, ``training_32k``...): {system: {target_tokens_per_sec, mfu, ...}}."""
-        return self.gpu(kind, run, "runs")
 
     def gpu_profile(self, run: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
         """The cases ``scripts/gpu_profile.sh`` profiled, per decoding step (``decode_*``) or update (``train_*``):
