@@ -49,8 +49,8 @@ def default_device() -> str:
 def settings_for(
     study_name: str, book_scale: str, systems: tuple[str, ...] | list[str], device: str | None = None, **overrides: Any
 ) -> dict[str, Any]:
-    """The bench settings of a study at a book scale: it fixes beam, forced length, sentences, repeats
-    and the sweeps; shapes are always the paper's (bench ``scale="full"``: d=512 presets, V=32k)."""
+    """The bench settings of a study at a book scale: it fixes beam, forced length, sentences and repeats; shapes are
+    always the paper's (bench ``scale="full"``: d=512 presets, V=32k)."""
     spec, plan = scale_spec(book_scale), SPEED_PLANS[book_scale]
     settings = {
         "systems": list(systems),
@@ -69,12 +69,6 @@ def settings_for(
         "breakdown": study_name == "breakdown",
         "seed": 0,
     }
-    if study_name == "beam":
-        settings.update(beams=list(plan.beam_sweep), lengths=[plan.forced_length])
-    elif study_name == "length":
-        settings.update(beams=[spec.beam], lengths=list(plan.length_sweep))
-    elif study_name == "batch":
-        settings.update(batches=list(plan.batch_sweep))
     unknown = set(overrides) - set(settings) - {"beams", "lengths", "batches", "threads"}
     if unknown:
         raise ValueError(f"settings_for({study_name!r}): unknown setting(s) {', '.join(sorted(unknown))}")
