@@ -9,12 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from _code.cpu_speed import cpu_table, noisy_sentence
+from _code.marks import marks
 from _code.prose import by_verdict, lead_sentence, names, sets_sentence
+from _code.readers import requires_judged
 from _code.speed import bytes_split, predicted
 from canlib.catalogue import ABLATION_SYSTEMS
 from canlib.decoding.ops import NO_KERNEL  # the operators the counts treat as launching no kernel
 from repro.studies import paper
-from repro.studies.claims import judged, marks
+from repro.studies.claims import judged
 from repro.studies.store import Store
 
 SYSTEMS = {"can_attn": "attn", "can_ffn": "ffn", "can": "all"}  # system -> key prefix
@@ -124,7 +126,7 @@ def kernels_removed_table(store: Store):
 
 def values(store: Store) -> dict[str, Any]:
     """Everything the ablation chapter's prose quotes (a judged scale: the chapter presents stored runs)."""
-    store.requires_judged("the ablation chapter")
+    requires_judged(store, "the ablation chapter")
     t5 = paper.table5()
     runs = {s: store.runs(s) for s in PAPER_ROWS}
     v: dict[str, Any] = {"scale": store.scale, "seeds": min(len(r.seeds) for r in runs.values())}

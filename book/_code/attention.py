@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from _code.marks import marks
 from _code.prose import ORDINALS, by_verdict, names
 from _code.tables import reading_table
 from repro.studies.analyses import attention_study, gate_shares
-from repro.studies.claims import NEAR, judged, marks
+from repro.studies.claims import NEAR, judged
 from repro.studies.store import Store
 
 THRESHOLD = NEAR  # alpha below this or above 1 - this: the head reads (almost) one side only

@@ -2,7 +2,7 @@
 the three studies' stored models (each as soon as its own models are stored) on the four evaluation sets.
 
 Every verdict is the claims registry's (:mod:`repro.studies.claims`;
-:data:`repro.studies.beyond.STUDY_CLAIMS`
+:data:`STUDY_CLAIMS`
 names them), glued as its marked word. At a scale whose models are not judged (tiny) only the plan is given (how
 many models, the commands): tiny models do not translate, so no number of theirs is a result.
 """
@@ -11,14 +11,48 @@ from __future__ import annotations
 
 from typing import Any
 
+from _code.marks import marks
 from _code.prose import lead_sentence, names, sets_sentence
 from _code.training import undertraining_values
 from repro.results.layout import experiment_command
-from repro.results.studies import NEXT, ORIGINAL, SEEDS, STUDIES, study_record
-from repro.studies import beyond, paper
-from repro.studies.claims import PAPER_CAN_ON, judged, marks
+from repro.results.studies import BUDGET_SYSTEMS, NEXT, ORIGINAL, SEEDS, STUDENTS, STUDIES, study_record
+from repro.studies import paper
+from repro.studies.claims import PAPER_CAN_ON, judged
 from repro.studies.store import Store
 from repro.studies.verdict import FAILS, HOLDS, INCONCLUSIVE, MIXED, NOT_RUN, ON_PAR
+
+# the claims (registry ids) each study answers, the main gap first
+STUDY_CLAIMS = {
+    "budget": ("can-within-0.5", "budget-narrows-gap", "budget-adds-balanced", "budget-adds-can"),
+    "distill": ("kd-can-within-0.5", "kd-narrows-gap", *(f"kd-adds-{s}" for s in STUDENTS)),
+    "can-6-6": ("can-6-6-within-0.5", "can-6-6-hurts-less"),
+}
+
+
+def shown(store: Store) -> dict[str, bool]:
+    """Which study has its own models stored with at least two seeds of every system it compares (and the main
+    plan's Balanced and CAN)."""
+
+    def enough(*runs: Any) -> bool:
+        return all(r is not None and len(r.seeds) >= 2 for r in runs)
+
+    if not store.judged:
+        return {name: False for name in STUDY_CLAIMS}
+    main = enough(store.runs("balanced"), store.runs("can"))
+    return {
+        "budget": main
+        and any(enough(*(store.budget_runs(s, f) for s in BUDGET_SYSTEMS)) for f in store.budget_factors() if f > 1),
+        "distill": main
+        and enough(store.study_runs("distill", "balanced", "kd"), store.study_runs("distill", "can", "kd")),
+        "can-6-6": main and enough(store.study_runs("can-6-6", "can-6-6"), store.runs("baseline")),
+    }
+
+
+def default_scale(root: Any = None) -> str:
+    """ "small" once any study's own models (and the main runs it compares with) are stored at small, else
+    "tiny", where the chapter shows what each study does and its command, not numbers."""
+    return "small" if any(shown(Store("small", root)).values()) else "tiny"
+
 
 # what a verdict of a study's claim means for the explanation it tests (the verdict itself is glued, never typed)
 READING = {
@@ -101,8 +135,8 @@ def values(store: Store) -> dict[str, Any]:
             "the commands that store them."
         )
         return v | conversion_values(store)
-    shown = beyond.shown(store)
-    v |= {f"{k.replace('-', '')}_shown": ok for k, ok in shown.items()}
+    ready = shown(store)
+    v |= {f"{k.replace('-', '')}_shown": ok for k, ok in ready.items()}
     j = judged(store)
     gap = j["can-within-0.5"]
     main = {s: store.runs(s) for s in ("balanced", "can")}
@@ -125,9 +159,9 @@ def values(store: Store) -> dict[str, Any]:
     v["can_test"], v["balanced_test"] = main["can"].mean("test"), main["balanced"].mean("test")
     v["main_seeds"] = len(main["can"].seeds)
     for study, (suffix, reading, gain) in KEYS.items():
-        if not shown[study]:
+        if not ready[study]:
             continue
-        claims = beyond.STUDY_CLAIMS[study]  # the study's gap, its change of the main gap, its gains per system
+        claims = STUDY_CLAIMS[study]  # the study's gap, its change of the main gap, its gains per system
         closer, change = j[claims[0]], j[claims[1]]
         v |= marks(store, claims) | change.values(f"change_{suffix}")
         v |= (closer.at(2) if study == "budget" else closer).values(f"gap_{suffix}")
@@ -135,13 +169,13 @@ def values(store: Store) -> dict[str, Any]:
         v[f"{reading}_reading"] = READING[change.word]
         for claim in claims[2:]:
             v |= j[claim].values(f"{gain}_{claim.rsplit('-', 1)[1]}")
-    if shown["budget"]:
+    if ready["budget"]:
         change = j["budget-narrows-gap"]
         v["change_2x_test_set"] = change.judgement.on("test").verdict
         v["change_least_set"] = min(change.sets, key=lambda r: abs(r["value"]))["set"]
         undertraining = undertraining_values(store)
         v |= {k: undertraining[k] for k in ("loss_up", "budget_runs", "continued_sentence")}
-    if shown["distill"]:
+    if ready["distill"]:
         teacher = teacher_record(store)
         v |= {
             "teacher_test": teacher["teacher_bleu"]["test"]["tok_bleu"],
@@ -159,11 +193,11 @@ def values(store: Store) -> dict[str, Any]:
             if v["teacher_minus_balanced"] <= v["balanced_test_sd"]
             else "better than an average Balanced model"
         )
-    closers = [claims[0] for claims in beyond.STUDY_CLAIMS.values()]
-    v["closed_count"] = sum(j[c].word == HOLDS for c, ok in zip(closers, shown.values()) if ok)
+    closers = [claims[0] for claims in STUDY_CLAIMS.values()]
+    v["closed_count"] = sum(j[c].word == HOLDS for c, ok in zip(closers, ready.values()) if ok)
     # the seeds per system the studies' verdicts read
     v["study_seeds"] = ", ".join(sorted({str(n) for c in closers for n in j[c].seeds.values()}, key=int))
-    words = {study: j[claims[1]].word if shown[study] else NOT_RUN for study, claims in beyond.STUDY_CLAIMS.items()}
+    words = {study: j[claims[1]].word if ready[study] else NOT_RUN for study, claims in STUDY_CLAIMS.items()}
     v["takeaway_sentence"] = takeaway(v["gap_test"], v["paper_gap"], v["gap_vs_paper"], words)
     return v | conversion_values(store)
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from _code.beyond import teacher_record
+from _code.marks import marks
 from _code.prose import by_verdict, sets_sentence
-from repro.studies.claims import judged, marks
+from repro.studies.claims import judged
 from repro.studies.store import Store
 
 CLAIMS = ("kd-narrows-gap", "kd-can-within-0.5", "batch-gain-shrinks")

@@ -7,13 +7,14 @@ noisy one (:func:`noise`) shows no ratio and says why. Reading never times anyth
 from __future__ import annotations
 
 import os
+import statistics
 from pathlib import Path
 from typing import Any
 
 from _code.gpu_results import ratio_stat
 from canlib.catalogue import LABELS
 from canlib.io import cache_dir, results_dir
-from repro.bench.cpu import CPU_FILES, SPEED_SYSTEMS, STORE_COMMAND, cpu_settings, measure_cpu, spread
+from repro.bench.cpu import CPU_FILES, SPEED_SYSTEMS, STORE_COMMAND, cpu_settings, measure_cpu
 from repro.results.files import load_result, save_result
 from repro.results.layout import code_version, key
 
@@ -23,6 +24,14 @@ LIVE_ENV = "CANLIB_LIVE_CPU_SPEED"  # 1: the chapters time this machine's CPU in
 # median, or where other processes took more than OTHER_BOUND cores on average while it ran
 SPREAD_BOUND = 0.10
 OTHER_BOUND = 0.5
+
+
+def spread(row: dict[str, Any]) -> dict[str, float]:
+    """min / median / max tokens/s over the timed repeats of one system's row."""
+    repeats = row.get("tok_per_s_repeats") or row.get("repeats")
+    if not (isinstance(repeats, list) and repeats):
+        repeats = [row["tokens"] / s for s in row["seconds"]]
+    return {"min": min(repeats), "median": statistics.median(repeats), "max": max(repeats)}
 
 
 def cpu_measurement(

@@ -10,12 +10,14 @@ from typing import Any
 
 from _code.cpu_speed import cpu_table, noisy_sentence
 from _code.gpu_results import speed_reading
+from _code.marks import marks
 from _code.prose import by_verdict, names, sets_sentence
+from _code.readers import requires_judged
 from canlib.catalogue import DEPTH_SYSTEMS
 from canlib.model.config import preset
 from repro.results.layout import experiment_command
 from repro.studies import paper
-from repro.studies.claims import BY_ID, judged, marks
+from repro.studies.claims import BY_ID, judged
 from repro.studies.store import Store
 
 DEPTHS = {"baseline": "6/6", "depth-9-4": "9/4", "balanced": "12/2", "depth-14-1": "14/1"}
@@ -47,7 +49,7 @@ def cpu_values(store: Store) -> dict[str, Any]:
 
 def values(store: Store) -> dict[str, Any]:
     """Everything the depths chapter's prose quotes (a judged scale: the chapter presents stored runs)."""
-    store.requires_judged("the depths chapter")
+    requires_judged(store, "the depths chapter")
     f4 = paper.figure4()
     runs = {s: store.runs(s) for s in DEPTHS}
     drop = judged(store)["depth-14-1-loses"]

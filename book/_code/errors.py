@@ -5,15 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from _code.marks import marks
 from _code.prose import by_verdict, lead_sentence, sets_sentence
+from _code.readers import error_buckets
 from _code.tables import reading_table
 from repro.studies import paper
-from repro.studies.analyses import MIN_BUCKET_SENTENCES, bucket_rows, error_buckets
-from repro.studies.claims import judged, marks
+from repro.studies.claims import judged
 from repro.studies.store import Store
 
 BUCKETINGS = ("frequency", "length")
 CLAIM = "can-below-balanced"
+MIN_BUCKET_SENTENCES = 30  # an error bucket with fewer test sentences is too small for its BLEU to mean anything
 
 
 def values(store: Store) -> dict[str, Any]:
@@ -125,3 +129,26 @@ def whole_set_gap(store: Store) -> dict[str, Any]:
     if len(gaps) > 1:
         row |= {"seed pairs from": min(gaps), "seed pairs to": max(gaps)}
     return row
+
+
+def bucket_rows(buckets: dict[str, Any], key: str, min_sentences: int = MIN_BUCKET_SENTENCES) -> list[dict[str, Any]]:
+    """One row per bucket of the error study (``key``: "frequency" or "length"): its label, sentences, Balanced's
+    and CAN's BLEU, CAN minus Balanced, and ``shown``: False for a bucket under ``min_sentences`` sentences, whose
+    BLEU (NaN when empty) a chapter must not present as a result."""
+    a, b = buckets["balanced"][key], buckets["can"][key]
+    if a["labels"] != b["labels"] or a["sentences"] != b["sentences"]:
+        raise ValueError(f"error buckets by {key}: balanced and can were bucketed differently")
+    rows = []
+    for label, n, x, y in zip(a["labels"], a["sentences"], a["bleu"], b["bleu"]):
+        shown = n >= min_sentences and np.isfinite(x) and np.isfinite(y)
+        rows.append(
+            {
+                "bucket": label,
+                "sentences": int(n),
+                "balanced": float(x),
+                "can": float(y),
+                "delta": float(y - x) if shown else float("nan"),
+                "shown": bool(shown),
+            }
+        )
+    return rows

@@ -16,7 +16,9 @@ from typing import Any
 from _code.ablation import PAPER_ROWS  # Table 5's names of the ablation systems
 from _code.beyond import teacher_record
 from _code.gpu_results import kernels
+from _code.marks import mark, table
 from _code.prose import names
+from _code.readers import describe_provenances, speed_runs
 from _code.speed import speed_table
 from _code.tables import reading_table
 from canlib.catalogue import ALL_SYSTEMS, LABELS, scale_spec
@@ -24,10 +26,9 @@ from canlib.io import CHECKOUT_DIR
 from canlib.model.config import preset
 from repro.results.studies import STUDENTS
 from repro.studies import paper
-from repro.studies.claims import judged, mark, table
+from repro.studies.claims import judged
 from repro.studies.evidence import BLEU, MEANINGS, SPEED, Contrast, Judged
-from repro.studies.gpu_runs import speed_runs
-from repro.studies.store import Store, describe_provenances
+from repro.studies.store import Store
 from repro.studies.verdict import (
     BOOTSTRAP_SAMPLES,
     CONFIDENCE,

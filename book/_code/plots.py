@@ -36,7 +36,7 @@ def system_colour(label: str) -> str:
 
 
 def _spread(ax, curve: dict[str, Any], color: str, label: str, **style) -> None:
-    """A curve of :func:`repro.studies.analyses.seed_curves` as points at the mean over seeds with bars from
+    """A curve of :func:`_code.training.seed_curves` as points at the mean over seeds with bars from
     the lowest seed to the highest."""
     low, high = curve["mean"] - curve["min"], curve["max"] - curve["mean"]
     ax.errorbar(
@@ -47,7 +47,7 @@ def _spread(ax, curve: dict[str, Any], color: str, label: str, **style) -> None:
 def plot_seed_curves(curves: dict[str, dict[str, dict[str, Any]]], ax):
     """Train loss (line: mean over seeds, band: min to max) and validation loss (dots with bars: min to max) per
     update, on ``ax``. ``curves[label]`` holds ``"train"`` and ``"valid"``, each from
-    :func:`repro.studies.analyses.seed_curves`."""
+    :func:`_code.training.seed_curves`."""
     for label, c in curves.items():
         color, train, valid = system_colour(label), c["train"], c["valid"]
         seeds = train["seeds"]
@@ -69,7 +69,7 @@ def plot_budget_curves(
     """The 2x learning curves beside the paper's Figure 8: greedy validation BLEU and validation loss per update
     (mean over seeds, bars from min to max), the updates a 1x run averages (dotted) and where it stops (solid),
     and the paper's validation loss per epoch. ``curves[label]`` holds ``"bleu"`` and ``"loss"``, each from
-    :func:`repro.studies.analyses.seed_curves`; ``paper`` is ``paper_numbers()["fig8_curves_en-de"]``."""
+    :func:`_code.training.seed_curves`; ``paper`` is ``paper_numbers()["fig8_curves_en-de"]``."""
     import matplotlib.pyplot as plt
 
     # three panels stacked, at the text column's width, so that their labels keep a legible size on the page
@@ -149,7 +149,7 @@ def plot_error_buckets(
     rows: dict[str, list[dict[str, Any]]], paper: dict[str, Any], labels: tuple[str, str], title: str = "ours"
 ):
     """Figure 6: our BLEU per bucket (top; only the rows marked ``shown``, the others named under the axis) above
-    the paper's (bottom). ``rows[key]`` is :func:`repro.studies.analyses.bucket_rows`; ``labels`` name its two
+    the paper's (bottom). ``rows[key]`` is :func:`_code.errors.bucket_rows`; ``labels`` name its two
     systems; ``paper`` is ``paper_numbers()["fig6_error_en-de"]``."""
     import matplotlib.pyplot as plt
 

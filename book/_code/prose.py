@@ -1,7 +1,7 @@
 """Sentences the chapters generate from the claims registry's judgements, so that what a page says about a verdict
 is what its numbers show: on how many evaluation sets the criterion was met or missed, which body of evidence the
 verdict reads and why. The verdict words themselves are never written here: a page glues them as the registry's marks
-(:func:`repro.studies.claims.mark`)."""
+(:func:`_code.marks.mark`)."""
 
 from __future__ import annotations
 

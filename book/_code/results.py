@@ -15,16 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from _code import gpu_results as gpu
+from _code.marks import marks
 from _code.prose import by_verdict, lead_sentence, sets_sentence
+from _code.readers import describe_provenances, requires_judged, speed_runs
 from _code.tables import reading_table
 from _code.training import undertraining_values
 from canlib.catalogue import ALL_SYSTEMS, PAPER_SYSTEMS
 from canlib.data.preparation import prepared
 from canlib.io import CHECKOUT_DIR  # the corpus a chapter quotes (prepared once, from the data folder)
 from repro.studies import paper
-from repro.studies.claims import judged, marks
-from repro.studies.gpu_runs import speed_runs
-from repro.studies.store import Store, describe_provenances
+from repro.studies.claims import judged
+from repro.studies.store import Store
 from repro.studies.verdict import EVAL_SPLITS
 
 CLAIMS = ("can-within-0.5", "balanced-keeps-bleu", "budget-adds-balanced", "budget-adds-can", "budget-narrows-gap")
@@ -38,7 +39,7 @@ def values(store: Store) -> dict[str, Any]:
         "paper_gap_balanced": t2["Balanced"].test_bleu - t2["Baseline"].test_bleu,
         "sets": len(EVAL_SPLITS),
     }
-    store.requires_judged("the results chapter")
+    requires_judged(store, "the results chapter")
     runs = {s: store.runs(s) for s in ALL_SYSTEMS}
     for s in PAPER_SYSTEMS:
         r = runs[s]

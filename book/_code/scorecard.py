@@ -10,7 +10,7 @@ from typing import Any
 
 from _code.prose import names
 from _code.tables import reading_table
-from repro.studies.claims import Judged, family
+from repro.studies.evidence import Judged
 from repro.studies.verdict import CONFIDENCE, FAILS, HOLDS, INCONCLUSIVE, MIXED, NOT_RUN
 
 SHORT = 90  # characters of the one-line summary
@@ -114,7 +114,7 @@ def evidence_table(rows: Sequence[Judged]) -> str:
 
 def family_text(rows: Sequence[Judged]) -> str:
     """The family the scorecard judges, as HTML paragraphs: how many claims, how many judged and decided, and how many
-    wrong verdicts chance alone would give (:func:`repro.studies.claims.family`)."""
+    wrong verdicts chance alone would give (:func:`family`)."""
     f = family(rows)
     paragraphs = [
         f"The scorecard judges a family of {f['judged']} claims (of the {f['claims']} in the registry; the rest are "
@@ -157,3 +157,24 @@ def speed_runs_table(rows: Sequence[Judged], beside: bool = True):
 
     bodies = [(j.claim.id, body) for j in rows for body in ((j, *j.beside) if beside else (j,))]
     return pd.DataFrame([row(claim, r) for claim, body in bodies for r in body.sets])
+
+
+def family(rows: Sequence[Judged]) -> dict[str, Any]:
+    """The family of claims judged together and what chance alone would do to it. A decided verdict (holds, does not
+    hold, mixed) needs a 95 % interval wholly on one side of the criterion's bound; if the truth lay on the other
+    side, each such interval misses it on that side with at most 2.5 %, so each decided verdict is wrong by chance
+    with at most 2.5 %: the expected number of wrong verdicts is at most 2.5 % of the decided ones, and the chance
+    that any is wrong at most that sum (Bonferroni's bound; Holm's correction would test each at 2.5 % over the
+    rank). An inconclusive verdict asserts nothing and cannot be wrong this way; a claim not run is not judged."""
+    judged_rows = [j for j in rows if j.word != NOT_RUN]
+    decided = [j for j in judged_rows if j.word in (HOLDS, FAILS, MIXED)]
+    per_claim = (1 - CONFIDENCE) / 2
+    return {
+        "claims": len(rows),
+        "judged": len(judged_rows),
+        "decided": len(decided),
+        "per_claim": per_claim,
+        "expected_wrong": per_claim * len(decided),
+        "any_wrong_at_most": min(1.0, per_claim * len(decided)),
+        "decided_ids": [j.claim.id for j in decided],
+    }

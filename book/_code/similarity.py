@@ -11,11 +11,12 @@ from typing import Any
 
 import numpy as np
 
+from _code.marks import marks
 from _code.prose import ORDINALS, by_verdict, span
+from _code.readers import similarity, similarity_study
 from canlib.model.config import preset
 from repro.experiments.experiment import trains_here
-from repro.studies.analyses import similarity, similarity_study
-from repro.studies.claims import BY_ID, judged, marks
+from repro.studies.claims import BY_ID, judged
 from repro.studies.evidence import Judged
 from repro.studies.paper import paper_numbers
 from repro.studies.store import Store

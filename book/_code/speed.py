@@ -17,13 +17,14 @@ from typing import Any
 from _code import gpu_results as gpu
 from _code.cpu_speed import cpu_table, noisy_sentence
 from _code.decoding import step_mb
+from _code.marks import marks
 from _code.prose import NUMBER_WORDS, by_verdict, names
+from _code.readers import speed_runs
 from canlib.analysis.probes import H100_BANDWIDTH
 from canlib.catalogue import LABELS, PAPER_SYSTEMS
 from repro.studies import paper
-from repro.studies.claims import BY_ID, judged, marks
+from repro.studies.claims import BY_ID, judged
 from repro.studies.evidence import SPEED, Judged
-from repro.studies.gpu_runs import speed_runs
 from repro.studies.store import Store
 from repro.studies.verdict import INCONCLUSIVE
 
@@ -43,7 +44,7 @@ SEARCH_KERNELS = 5  # exercise 3: the search's bookkeeping fused into this many 
 
 
 def read_run(store: Store) -> str:
-    """The newest stored GPU run the speed verdicts read (:func:`repro.studies.gpu_runs.speed_runs`)."""
+    """The newest stored GPU run the speed verdicts read (:func:`_code.readers.speed_runs`)."""
     runs = speed_runs(store)
     if not runs:
         raise FileNotFoundError("no stored GPU run timed Balanced and CAN")

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from _code.marks import marks
 from _code.prose import by_verdict, count, names
 from _code.results import corpus_values
 from repro.results.layout import experiment_command
 from repro.results.plan import DIRECTION_SYSTEMS, corpora
 from repro.studies import paper
-from repro.studies.claims import judged, marks
+from repro.studies.claims import judged
 from repro.studies.evidence import BLEU
 from repro.studies.store import Store
 from repro.studies.verdict import FAILS, ON_PAR

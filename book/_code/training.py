@@ -13,11 +13,17 @@ import statistics
 from collections import Counter
 from typing import Any
 
+import numpy as np
+
 from _code import gpu_results as gpu
+from _code.marks import marks
 from _code.prose import by_verdict, lead_sentence, names
+from _code.readers import describe_provenances
 from canlib.catalogue import LABELS, scale_spec
+from canlib.data.corpora import get_corpus
+from canlib.model.config import preset
 from repro.studies import paper
-from repro.studies.claims import judged, marks
+from repro.studies.claims import judged
 from repro.studies.store import Store
 from repro.studies.verdict import HOLDS, ON_PAR
 
@@ -269,14 +275,15 @@ def full_cost(gpus: int = GPUS, epochs: int | None = None, store: Store | None =
     overrides). Throughput: each stored d=512 training rate (``training_32k``, ``training_4k``) of one GPU times
     ``gpus`` (perfect scaling)."""
     store = store or Store("small")
-    wmt = paper.table1("wmt14_en-de")
-    pairs, words = wmt.train_sentences, wmt.train_words
+    table1 = paper.paper_numbers()["table1_data"]
+    wmt = dict(zip(table1["_columns"], table1["wmt14_en-de"]))  # Table 1's row, read by column name
+    pairs, words = wmt["train_sentences"], wmt["train_words"]
     tokens = words / 2 + pairs
     epochs = epochs or max(paper.paper_numbers()["fig8_curves_en-de"]["epochs"])
     rows = []
     for kind in ("training_32k", "training_4k"):
         for run in store.gpu_runs_with(kind):
-            rates, prov = store.gpu_training(kind, run)
+            rates, prov = store.gpu(kind, run, "runs")  # training throughput per system
             for system, r in rates.items():
                 rate = r["target_tokens_per_sec"]
                 rows.append(
@@ -347,3 +354,117 @@ def cost_frame(gpus: int = GPUS, store: Store | None = None):
         for r in c["rows"]
     ]
     return pd.DataFrame(rows).set_index(["run", "tokens per update", "system"])
+
+
+# -- the recipes the chapter's table shows and the curves of its figure -------------------------------------
+
+# where the full recipe's label smoothing comes from, and how canlib's loss differs from fairseq's today
+SMOOTHING = (
+    "fairseq's WMT14 Transformer recipe sets it, its criterion's default is 0; not stated in the paper. canlib "
+    "spreads it over all V words, as fairseq's earlier criterion did; its current one spreads it over the V\u22121 "
+    "words other than the target"
+)
+
+
+def training_recipes(scales: tuple[str, ...] = ("tiny", "small", "full")) -> list[dict[str, Any]]:
+    """What each scale trains, one row per scale, from the code that trains it (``full`` is the paper's recipe):
+    width and heads, corpus, its vocabulary and length filter, peak learning rate, warm-up, tokens per update,
+    precision, when training stops, what is averaged."""
+    setup = paper.paper_numbers()["setup"]
+    rows = []
+    for scale in scales:
+        spec = scale_spec(scale)
+        t = spec.train
+        model = preset(spec.preset("can"))
+        corpus = get_corpus(spec.corpus).scales[spec.corpus_scale]
+        tokens = t["max_tokens"] * t.get("update_freq", 1)
+        stop = (
+            f"{t['max_steps']:,} updates"
+            if t.get("max_steps")
+            else f"up to {t['max_epochs']} epochs (patience {t.get('patience')})"
+        )
+        if t.get("average_last") and t.get("valid_every"):
+            averaged = f"last {t['average_last']} checkpoints, {t['valid_every']:,} updates apart"
+        else:
+            averaged = "last 5 epochs' checkpoints (the paper)"
+        vocabulary = f"{corpus.vocab_size:,} joint SentencePiece BPE"
+        if scale == "full":
+            vocabulary += f" (the paper: {setup['bpe_merges']:,} BPE merges)"
+        rows.append(
+            {
+                "scale": scale,
+                "d": model.d_model,
+                "heads": str(model.heads) + (f" (the paper: {setup['heads']})" if scale == "full" else ""),
+                "corpus": f"{spec.corpus} ({spec.corpus_scale})",
+                "vocabulary": vocabulary,
+                "length filter": f"1-{corpus.max_len} subwords a side, the longer at most {corpus.max_ratio:g} x the "
+                "shorter"
+                + (
+                    f" (the paper: at most {setup['max_subwords']} subwords; the ratio is fairseq's WMT14 recipe)"
+                    if scale == "full"
+                    else ""
+                ),
+                "peak lr": f"{t['lr']:g}",
+                "warm-up updates": f"{t['warmup']:,}",
+                "tokens per update": f"{tokens:,}"
+                + (f" ({t['max_tokens']:,} x {t['update_freq']})" if t.get("update_freq") else ""),
+                "precision": training_precision(scale),
+                "stops after": stop,
+                "weights averaged": averaged,
+                "label smoothing": f"{t.get('label_smoothing', 0.1):g}"
+                + (f" ({SMOOTHING})" if scale == "full" else ""),
+            }
+        )
+    return rows
+
+
+def training_precision(scale: str) -> str:
+    """How a scale trains, in words: at tiny fp32 on a CPU (its definition); at small what its stored runs record; at
+    full the paper's mixed precision (canlib would train it in bf16 on CUDA)."""
+    if scale == "tiny":
+        return "fp32 (CPU)"
+    if scale == "full":
+        return "mixed precision, fp16 (the paper); canlib: bf16 on CUDA"
+    store = Store(scale)
+    seeds = store.stored_seeds("can")
+    recorded = store.run("can", seeds[0])[1].get("precision") if seeds else None
+    return f"{recorded} (the stored runs)" if recorded else "bf16 on CUDA, fp32 on a CPU"
+
+
+def seed_curves(logs: list[list[dict[str, Any]]], column: str, every: int | None = None) -> dict[str, np.ndarray]:
+    """Mean, sample sd (0 for one seed), min and max over seeds of ``column`` ("train_loss" or "valid_loss") at
+    the updates every log recorded it. ``every`` (the run's ``log_every``) keeps only updates that are its
+    multiples: the trainer also logs the few updates that end an epoch, whose short window would draw a zigzag."""
+    if not logs:
+        raise ValueError("seed_curves: no logs")
+    series = [
+        {r["step"]: r[column] for r in log if r.get(column) is not None and (not every or r["step"] % every == 0)}
+        for log in logs
+    ]
+    steps = sorted(set.intersection(*(set(s) for s in series)))
+    if not steps:
+        raise ValueError(f"seed_curves: the logs share no update with a {column} record")
+    values = np.array([[s[step] for step in steps] for s in series], dtype=float)  # (seeds, steps)
+    sd = values.std(axis=0, ddof=1) if len(logs) > 1 else np.zeros(len(steps))
+    return {
+        "step": np.array(steps),
+        "mean": values.mean(axis=0),
+        "sd": sd,
+        "min": values.min(axis=0),
+        "max": values.max(axis=0),
+        "seeds": len(logs),
+    }
+
+
+def runs_line(store: Store, systems: tuple[str, ...]) -> str:
+    """One line per system for under a figure of several seeds: its seeds, and the devices, commits and dates that
+    trained them (at tiny: the seed-1 run trained on this machine)."""
+    lines = []
+    for system in systems:
+        seeds = store.seeds(system)
+        d = describe_provenances([store.run(system, seed)[1] for seed in seeds])
+        lines.append(
+            f"{LABELS[system]}: seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}, "
+            f"trained on {d['device']} at commit {d['commit']}, {d['date']} (scale={store.scale})"
+        )
+    return "\n".join(lines)

@@ -1,5 +1,5 @@
-"""The speed studies the chapters share, and the CPU speed tables they show: read from a stored measurement, never
-timed while the book builds.
+"""The CPU speed tables the chapters show: timed and stored by :data:`STORE_COMMAND`, read from that stored
+measurement, never timed while the book builds.
 
 Speed depends on shapes, not on what the weights learned, so every study times the paper's d=512 presets with random
 weights and a forced output length.
@@ -21,7 +21,6 @@ CPU rows are labelled as such: on a CPU at batch 1 decoding is bound by memory b
 from __future__ import annotations
 
 import os
-import statistics
 import time
 import warnings
 from pathlib import Path
@@ -31,14 +30,8 @@ from canlib.catalogue import ALL_SYSTEMS, scale_spec
 from canlib.io import results_dir
 from repro.bench.settings import SPEED_PLANS, BenchSettings
 from repro.results.files import load_result, provenance, save_result
-from repro.results.layout import key, study
 
 SPEED_SYSTEMS = ALL_SYSTEMS  # one interleaved run times all nine
-SWEEPS = {
-    "beam": ("beam", "beams", "by_beam"),
-    "length": ("beam", "lengths", "by_length"),
-    "batch": ("batch", "batches", "by_batch"),
-}
 REFERENCE_SYSTEMS = ("baseline", "ct2:baseline", "balanced", "ct2:balanced")
 STORE_COMMAND = "python -m repro experiment --scale small --studies speed"  # the CPU tables, book/results/cpu/
 CPU_FILES = {"speed": "speed.json", "reference": "reference.json"}  # under <results>/cpu/
@@ -56,8 +49,8 @@ def default_device() -> str:
 def settings_for(
     study_name: str, book_scale: str, systems: tuple[str, ...] | list[str], device: str | None = None, **overrides: Any
 ) -> dict[str, Any]:
-    """The bench settings of a study at a book scale: it fixes beam, forced length, sentences, repeats
-    and the sweeps; shapes are always the paper's (bench ``scale="full"``: d=512 presets, V=32k)."""
+    """The bench settings of a study at a book scale: it fixes beam, forced length, sentences and repeats; shapes are
+    always the paper's (bench ``scale="full"``: d=512 presets, V=32k)."""
     spec, plan = scale_spec(book_scale), SPEED_PLANS[book_scale]
     settings = {
         "systems": list(systems),
@@ -76,12 +69,6 @@ def settings_for(
         "breakdown": study_name == "breakdown",
         "seed": 0,
     }
-    if study_name == "beam":
-        settings.update(beams=list(plan.beam_sweep), lengths=[plan.forced_length])
-    elif study_name == "length":
-        settings.update(beams=[spec.beam], lengths=list(plan.length_sweep))
-    elif study_name == "batch":
-        settings.update(batches=list(plan.batch_sweep))
     unknown = set(overrides) - set(settings) - {"beams", "lengths", "batches", "threads"}
     if unknown:
         raise ValueError(f"settings_for({study_name!r}): unknown setting(s) {', '.join(sorted(unknown))}")
@@ -97,41 +84,6 @@ def run_bench(study_name: str, settings: dict[str, Any]) -> dict[str, Any]:
         warnings.simplefilter("ignore", RuntimeWarning)
         result = run_study(study_name, BenchSettings(**{**settings, "progress": False}))
     return {"systems": dict(result.systems), "meta": dict(result.meta)}
-
-
-def busy_warning(meta: dict[str, Any]) -> str | None:
-    """The bench's warning that other work loaded the machine while it timed (figures then run slow)."""
-    return meta.get("busy_warning")
-
-
-def measure(
-    study_name: str,
-    scale: str,
-    systems: tuple[str, ...] | list[str],
-    *,
-    store: bool = False,
-    device: str | None = None,
-    **overrides: Any,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """({"systems": ..., "meta": ...}, provenance) of one bench study, measured once per setting:
-    cached (tiny) or stored (``store=True``) under a key of its settings."""
-    bench_study = SWEEPS[study_name][0] if study_name in SWEEPS else study_name
-    settings = settings_for(study_name, scale, systems, device, **overrides)
-
-    def compute() -> dict[str, Any]:
-        return run_bench(bench_study, settings)
-
-    # the file name leaves the device out, so a result stored on a GPU machine is found from any machine
-    name = f"bench-{study_name}-{key(bench_study, {k: v for k, v in settings.items() if k != 'device'})}"
-    return study(name, scale, {"study": bench_study, "settings": settings}, compute, settings["device"], store=store)
-
-
-def spread(row: dict[str, Any]) -> dict[str, float]:
-    """min / median / max tokens/s over the timed repeats of one system's row."""
-    repeats = row.get("tok_per_s_repeats") or row.get("repeats")
-    if not (isinstance(repeats, list) and repeats):
-        repeats = [row["tokens"] / s for s in row["seconds"]]
-    return {"min": min(repeats), "median": statistics.median(repeats), "max": max(repeats)}
 
 
 def cpu_settings(kind: str) -> dict[str, Any]:
@@ -219,37 +171,6 @@ def store_cpu_tables(root: Path | None = None, kinds: tuple[str, ...] = tuple(CP
         result, prov = measure_cpu(kind)
         paths.append(save_result(Path(root or results_dir()) / "cpu" / CPU_FILES[kind], result, prov))
     return paths
-
-
-def sweep(
-    kind: str,
-    scale: str,
-    systems: tuple[str, ...] = ("balanced", "can"),
-    *,
-    store: bool = False,
-    device: str | None = None,
-) -> tuple[dict[str, dict[int, float]], dict[str, Any]]:
-    """Median tokens/s per beam size (``kind="beam"``), forced length (``"length"``) or batch (``"batch"``)."""
-    if kind not in SWEEPS:
-        raise ValueError(f"kind={kind!r}: choose one of {', '.join(SWEEPS)}")
-    result, prov = measure(kind, scale, systems, store=store, device=device)
-    field = SWEEPS[kind][2]
-    return (
-        {s: {int(x): v for x, v in result["systems"][s][field].items()} for s in systems},
-        {**prov, "meta": result["meta"]},
-    )
-
-
-def breakdown(
-    scale: str,
-    systems: tuple[str, ...] = ("baseline", "balanced", "can"),
-    *,
-    store: bool = False,
-    device: str | None = None,
-) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
-    """Per-sentence milliseconds and shares of encoder, decoder layers, output projection and search."""
-    result, prov = measure("breakdown", scale, systems, store=store, device=device)
-    return {s: result["systems"][s]["breakdown"] for s in systems}, {**prov, "meta": result["meta"]}
 
 
 def store_all(root: Path | None = None) -> list[Path]:

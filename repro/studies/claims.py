@@ -4,8 +4,9 @@
   under a stable short id (``can-speed-1.28x``). Adding a claim is adding a row.
 * **Held to a standard** (:data:`repro.studies.evidence.STANDARDS`) by the judges
   (:mod:`repro.studies.judges`): below it a claim is inconclusive and says what would settle it.
-* **Five words** (:data:`repro.studies.evidence.MEANINGS`). Pages show a verdict through :func:`mark`, which
-  tags the word with the claim id, so a test can read every page and README and fail on a word not the registry's.
+* **Five words** (:data:`repro.studies.evidence.MEANINGS`). Pages show a verdict through their glue's ``mark``
+  (``book/_code/marks.py``), which tags the word with the claim id, so a test can read every page and README and fail
+  on a word not the registry's.
 * **Data, not only words.** ``python -m repro claims`` prints the table and ``--json`` every
   :meth:`~repro.studies.evidence.Judged.as_json`: readings, intervals, strength and standard.
 """
@@ -15,8 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
-from html import escape
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,38 +39,7 @@ from repro.studies.evidence import (
 )
 from repro.studies.judges import JUDGES, SETTLE
 from repro.studies.store import Store, stored_scale
-from repro.studies.verdict import CONFIDENCE, FAILS, HOLDS, MIXED, NOT_RUN, ON_PAR, Within
-
-
-def mark(j: Judged, budget: int | None = None) -> str:
-    """The verdict word as HTML tagged with its claim id (and the budget it reads where there are several), the one
-    way a page shows a verdict; ``budget`` shows the claim at that budget (:meth:`Judged.at`)."""
-    shown = j.at(budget) if budget is not None else j
-    if shown is None:
-        raise ValueError(f"{j.claim.id}: no verdict at {budget}x")
-    tag = f' data-budget="{shown.budget}"' if shown.budget is not None else ""
-    word = "verdict-" + shown.word.replace(" ", "-")  # one CSS class per word: book/_static/outputs.css colours it
-    return f'<span class="claim-verdict {word}" data-claim="{j.claim.id}"{tag}>{escape(shown.word)}</span>'
-
-
-def marks(store: Store, ids: Sequence[str]) -> dict[str, str]:
-    """The marked verdict of each claim of ``ids`` on ``store``, and of each budget it was judged at, under
-    :func:`glue_key` names: what a chapter glues so that its prose shows the registry's word."""
-    out: dict[str, str] = {}
-    for claim_id in ids:
-        j = judged(store)[claim_id]
-        out[glue_key(claim_id)] = mark(j)
-        for other in (j, *j.beside):
-            if other.budget is not None:
-                out[glue_key(claim_id, other.budget)] = mark(j, other.budget)
-    return out
-
-
-def glue_key(claim_id: str, budget: int | None = None) -> str:
-    """The name a chapter glues a claim's marked verdict under: ``verdict_can_speed_1_28x`` (``_1x`` for a budget)."""
-    key = "verdict_" + "".join(ch if ch.isalnum() else "_" for ch in claim_id)
-    return key + (f"_{budget}x" if budget is not None else "")
-
+from repro.studies.verdict import ON_PAR, Within
 
 # -- the paper's figures the rows quote ---------------------------------------------------------------------------
 
@@ -453,35 +422,11 @@ def judged(store: Store) -> Judgements:
     return _JUDGED.setdefault((store.scale, str(store.root), store.full_budget), Judgements(store))
 
 
-# -- the family ----------------------------------------------------------------------------------------------------
-
-
-def family(rows: Sequence[Judged]) -> dict[str, Any]:
-    """The family of claims judged together and what chance alone would do to it. A decided verdict (holds, does not
-    hold, mixed) needs a 95 % interval wholly on one side of the criterion's bound; if the truth lay on the other
-    side, each such interval misses it on that side with at most 2.5 %, so each decided verdict is wrong by chance
-    with at most 2.5 %: the expected number of wrong verdicts is at most 2.5 % of the decided ones, and the chance
-    that any is wrong at most that sum (Bonferroni's bound; Holm's correction would test each at 2.5 % over the
-    rank). An inconclusive verdict asserts nothing and cannot be wrong this way; a claim not run is not judged."""
-    judged_rows = [j for j in rows if j.word != NOT_RUN]
-    decided = [j for j in judged_rows if j.word in (HOLDS, FAILS, MIXED)]
-    per_claim = (1 - CONFIDENCE) / 2
-    return {
-        "claims": len(rows),
-        "judged": len(judged_rows),
-        "decided": len(decided),
-        "per_claim": per_claim,
-        "expected_wrong": per_claim * len(decided),
-        "any_wrong_at_most": min(1.0, per_claim * len(decided)),
-        "decided_ids": [j.claim.id for j in decided],
-    }
-
-
 # -- the table and the command line ----------------------------------------------------------------------------
 
 
-def table(rows: Sequence[Judged], *, marked: bool = False, link: Callable[[str], str] | None = None):
-    """One row per claim: id, claim, the paper's, ours, the verdict (marked HTML with ``marked``), the chapter."""
+def table(rows: Sequence[Judged]):
+    """One row per claim: id, claim, the paper's, ours, the verdict, the chapter."""
     import pandas as pd
 
     return pd.DataFrame(
@@ -491,8 +436,8 @@ def table(rows: Sequence[Judged], *, marked: bool = False, link: Callable[[str],
                 "claim": j.claim.name,
                 "paper": j.claim.paper,
                 "ours": j.ours,
-                "verdict": mark(j) if marked else j.word,
-                "chapter": link(j.claim.chapter) if link else j.claim.chapter,
+                "verdict": j.word,
+                "chapter": j.claim.chapter,
             }
             for j in rows
         ]

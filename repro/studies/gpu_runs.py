@@ -61,10 +61,3 @@ def by_code(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     groups = [[r for r in group if r["meets"]] or group for group in codes.values()]
     lead = next((g for g in groups if g[0]["meets"]), groups[0])
     return [lead, *(g for g in groups if g is not lead)]
-
-
-def speed_runs(store: Store, mode: str = "eager") -> list[str]:
-    """The GPU runs the speed verdicts read in ``mode``: the runs of the newest code that meet the speed standard
-    for CAN and Balanced (else the newest code's runs). Table 2's speed column reads the same."""
-    rows = timed_runs(store, "can", "balanced", mode)
-    return [r["run"] for r in by_code(rows)[0]] if rows else []

@@ -1,7 +1,7 @@
 """The paper's reported numbers (tables and figures), shipped with the package.
 
 Quoted as the paper's: chapters print them beside our measurements, never instead of them. Each table row is read
-by name through a small accessor (:func:`table2`, :func:`tasks`, :func:`table4`, :func:`table5`, :func:`table1`,
+by name through a small accessor (:func:`table2`, :func:`tasks`, :func:`table4`, :func:`table5`,
 :func:`figure4`), whose fields are the columns the paper's table gives, so no caller indexes a bare position.
 """
 
@@ -45,17 +45,6 @@ class Table5Row(NamedTuple):
     speed: float
 
 
-class Table1Row(NamedTuple):
-    """One language pair of Table 1 (data statistics)."""
-
-    train_sentences: float
-    train_words: float
-    valid_sentences: float
-    valid_words: float
-    test_sentences: float
-    test_words: float
-
-
 def _rows(key: str, row: type[NamedTuple]) -> dict[str, object]:
     """A table's rows (``_``-prefixed entries left out), after checking that its stored columns are the row's
     fields, in order."""
@@ -88,11 +77,6 @@ def table4() -> dict[str, Table4Row]:
 def table5() -> dict[str, Table5Row]:
     """Table 5 (the ablation, WMT14 En-De): {"Balanced", "Compress Attention", "Compress FFN", "Compress All": row}."""
     return {s: Table5Row(*v) for s, v in _rows("table5_ablation_en-de", Table5Row).items()}
-
-
-def table1(pair: str = "wmt14_en-de") -> Table1Row:
-    """Table 1's data statistics of one language pair ("wmt14_en-de", ...)."""
-    return Table1Row(*_rows("table1_data", Table1Row)[pair])
 
 
 def figure4() -> dict[str, dict[str, float]]:

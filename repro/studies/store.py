@@ -16,7 +16,6 @@ elsewhere every stored seed. Nothing here trains; a missing result is an error t
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -26,7 +25,6 @@ from canlib.catalogue import Scale, scale_spec
 from canlib.io import results_dir
 from repro.results.files import load_result
 from repro.results.layout import (
-    COMPLETE,
     INGEST_COMMAND,
     OPS_COMMAND,
     Where,
@@ -35,8 +33,6 @@ from repro.results.layout import (
     read_hypotheses,
     run_name,
 )
-from repro.results.plan import planned_seeds
-from repro.results.studies import ANALYSES
 from repro.studies.verdict import EVAL_SPLITS, QUALITY_SCALES, Runs
 
 SEED = re.compile(r"^(?P<name>.+)-seed(?P<seed>\d+)\.json$")
@@ -96,15 +92,6 @@ class Store:
         """(result, provenance) of a stored file, ``file`` relative to the scale's folder (as :attr:`Runs.files`
         names it)."""
         return _load(self.folder / file)
-
-    def requires_judged(self, what: str) -> None:
-        """Chapters of stored results quote a judged scale only: tiny models do not translate, so asking for them
-        is an error that names the command which stores the runs."""
-        if not self.judged:
-            raise ValueError(
-                f"scale {self.scale!r}: {what} quotes stored runs of a judged scale "
-                f"({', '.join(QUALITY_SCALES)}); store them with `{experiment_command('small')}`"
-            )
 
     # -- the main plan's runs ----------------------------------------------------------------------------
 
@@ -286,10 +273,6 @@ class Store:
         systems, prov = self.gpu("batch", run, "systems")
         return {s: {int(b): v for b, v in r["by_batch"].items()} for s, r in systems.items()}, prov
 
-    def gpu_training(self, kind: str, run: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-        """Training throughput (``training_4k``, ``training_32k``...): {system: {target_tokens_per_sec, mfu, ...}}."""
-        return self.gpu(kind, run, "runs")
-
     def gpu_profile(self, run: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
         """The cases ``scripts/gpu_profile.sh`` profiled, per decoding step (``decode_*``) or update (``train_*``):
         {case: {wall_ms, cpu_ms, gpu_kernel_ms, gpu_busy_share, kernel_launches, host_syncs, ...}}; the provenance
@@ -366,43 +349,7 @@ def _lines(path: str, _mtime: int) -> tuple[str, ...]:
     return tuple(read_hypotheses(Path(path)))
 
 
-# -- which scale a chapter shows ---------------------------------------------------------------------------
-
-
-def default_scale(
-    systems: Sequence[str] | None = None,
-    analyses: Sequence[str] = (),
-    *,
-    seeds: Sequence[int] | None = None,
-    corpora: Sequence[str] | None = None,
-    root: Path | None = None,
-) -> str:
-    """ "small" where what a chapter shows is stored at small, else "tiny" (what CI trains); it only looks.
-
-    With no arguments: once ``python -m repro experiment --scale small`` has stored the whole plan (it then writes
-    ``<results>/small/complete.json``). With ``systems`` and/or ``analyses``: once every planned small run
-    of those systems (on the main corpus, or on ``corpora``; all their seeds, or ``seeds``) and those stored
-    analyses exist, so a chapter shows real models as soon as its own runs are in, and never a half-finished
-    set of them."""
-    small = Store("small", root)
-    if small.has(COMPLETE):
-        return "small"
-    if systems is None and not analyses:
-        return "tiny"
-    unknown = sorted(set(analyses) - set(ANALYSES))
-    if unknown:
-        raise ValueError(f"default_scale: unknown analyses {unknown}; choose from {', '.join(ANALYSES)}")
-    names = []
-    for corpus in corpora or [small.corpus]:
-        for system in systems or ():
-            names += [
-                run_name(system, k, corpus)
-                for k in planned_seeds("small", system, corpus)
-                if seeds is None or k in seeds
-            ]
-    if systems and not names:
-        raise ValueError(f"default_scale: the small plan has no run of {list(systems)} with seeds {seeds} on {corpora}")
-    return "small" if all(small.has(name) for name in [*names, *analyses]) else "tiny"
+# -- which scale the registry judges ---------------------------------------------------------------------------
 
 
 def stored_scale(root: Path | None = None) -> str:
@@ -417,42 +364,3 @@ def counted_code(prov: dict[str, Any]) -> list[str]:
     provenance names as holding the same ``canlib/model`` and ``canlib/decoding`` (``same_code_as``, checked with git
     by the tests)."""
     return [str(prov["commit"]).removesuffix("+dirty"), *prov.get("same_code_as", [])]
-
-
-def format_budget(budget: dict[str, Any] | None) -> str:
-    """A training budget in words ("1,200 updates x 8,192 tokens, lr 0.001, ...") instead of a raw dict."""
-    if not budget:
-        return "budget not recorded"
-    b = budget
-    steps = f"{b['max_steps']:,} updates" if b.get("max_steps") else f"up to {b.get('max_epochs')} epochs"
-    parts = [
-        f"{steps} x {b.get('max_tokens', 0) * b.get('update_freq', 1):,} tokens",
-        f"lr {b.get('lr'):g}",
-        f"warm-up {b.get('warmup', 0):,}",
-    ]
-    if b.get("label_smoothing"):
-        parts.append(f"label smoothing {b['label_smoothing']:g}")
-    if b.get("average_last"):
-        parts.append(f"last {b['average_last']} checkpoints averaged")
-    return ", ".join(parts)
-
-
-def describe_provenances(provs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Where runs come from, for a chapter's provenance line: how many, devices, commits, dates, budget."""
-    return {
-        "count": len(provs),
-        "device": ", ".join(sorted({p["device"] for p in provs})),
-        "commit": ", ".join(sorted({str(p["commit"])[:7] for p in provs})),
-        "date": ", ".join(sorted({str(p["date"])[:10] for p in provs})),
-        "budget": format_budget(provs[0].get("budget")) if provs else "none",
-    }
-
-
-def devices_in_words(provs: Sequence[dict[str, Any]]) -> str:
-    """The devices that trained ``provs``, the most used first, each with its number of runs ("23 runs on NVIDIA
-    H100 80GB HBM3 and 2 on NVIDIA H200"): a page that names one device would hide the runs of another."""
-    counts = Counter(str(p["device"]) for p in provs).most_common()
-    parts = [
-        f"{n} {'run' if n == 1 else 'runs'} on {d}" if i == 0 else f"{n} on {d}" for i, (d, n) in enumerate(counts)
-    ]
-    return " and ".join(parts) if len(parts) < 3 else ", ".join(parts[:-1]) + " and " + parts[-1]

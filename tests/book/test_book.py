@@ -215,7 +215,7 @@ def page_words(page: Path) -> int:
 
 def test_every_built_page_and_readme_show_one_word_per_claim_the_registrys(built_book: Path) -> None:
     """Every verdict a reader sees, read from the built HTML (each marked with its claim id by
-    repro.studies.claims.mark) and from the verdicts README's findings name: one word per claim (and budget) across
+    _code.marks.mark) and from the verdicts README's findings name: one word per claim (and budget) across
     the pages, and that word is the registry's (``python -m repro claims --json``)."""
     import json
 

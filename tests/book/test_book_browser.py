@@ -82,7 +82,7 @@ FAULTS = {  # kind reported -> a page body holding that fault alone
     # the training recipe's table as pandas printed it: a cell cut at display.max_colwidth
     "truncated table cell": '<div class="cell_output"><table><tr><th>paper</th></tr><tr><td>mixed precision, fp16 '
     "(the paper); canlib: bf1...</td></tr></table></div>",
-    # a verdict as repro.studies.claims.mark wrote it before each word had its class
+    # a verdict as _code.marks.mark wrote it before each word had its class
     "verdict word uncoloured": '<p>CAN stays within half a point: <span class="claim-verdict" data-claim="x">holds'
     "</span>.</p>",
     # Sphinx's alt text for a cell's figure: the path of the image, named by the hash of its bytes

@@ -320,8 +320,9 @@ def test_the_introduction_does_not_put_the_stored_runs_on_one_gpu_model_when_the
     glues the devices with their counts of runs instead of naming one."""
     from collections import Counter
 
+    from _code.readers import devices_in_words
     from canlib.catalogue import ALL_SYSTEMS
-    from repro.studies.store import Store, devices_in_words
+    from repro.studies.store import Store
 
     folder = REPO / "book" / "results" / "small" / "runs" / "multi30k-en-de"
     runs = [p for s in ALL_SYSTEMS for p in folder.glob(f"{s}-seed*.json") if p.stem.rsplit("-seed", 1)[0] == s]

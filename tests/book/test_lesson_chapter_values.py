@@ -466,7 +466,7 @@ def test_the_profile_and_graph_values_are_the_last_runs_raw_figures():
 
 
 def test_models_provenance_names_the_gpu_and_commit_that_trained_the_models_and_where_the_study_ran():
-    from repro.studies.analyses import models_provenance
+    from _code.readers import models_provenance
 
     study = raw(SMALL / "errors.json")["provenance"]
     run = raw(RUNS / "can-seed1.json")["provenance"]
@@ -481,8 +481,8 @@ def test_error_bucket_rows_hide_buckets_under_the_minimum_and_the_figure_draws_o
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from _code.errors import bucket_rows
     from _code.plots import plot_error_buckets
-    from repro.studies.analyses import bucket_rows
 
     side = {"labels": ["a", "b", "c"], "sentences": [40, 29, 0], "bleu": [20.0, 30.0, math.nan]}
     buckets = {
@@ -530,7 +530,7 @@ def test_the_2x_curves_are_drawn_with_the_papers_figure_8_beside_them():
     import matplotlib.pyplot as plt
 
     from _code.plots import plot_budget_curves
-    from repro.studies.analyses import seed_curves
+    from _code.training import seed_curves
 
     logs = [raw(p)["result"]["log"] for p in sorted(BEYOND.glob("budget-can-x2-seed*.json"))]
     curves = {"CAN": {"bleu": seed_curves(logs, "valid_bleu"), "loss": seed_curves(logs, "valid_loss")}}

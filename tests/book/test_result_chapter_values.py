@@ -286,9 +286,9 @@ def test_the_corpus_size_is_the_prepared_corpus_after_its_length_filter(results,
 def test_the_training_recipe_table_names_every_difference_from_the_configs():
     """Heads, vocabulary, precision and the length filter are rows of the recipe table, read from the presets, the
     corpora and the stored runs, beside the paper's."""
+    from _code.training import training_recipes
     from canlib.data.corpora import get_corpus
     from canlib.model.config import preset
-    from repro.studies.analyses import training_recipes
 
     rows = {r["scale"]: r for r in training_recipes()}
     for scale in ("tiny", "small", "full"):

@@ -92,8 +92,8 @@ def test_the_words_about_aans_cache_are_the_codes():
 def test_the_recipe_says_what_fairseq_sets_for_label_smoothing_and_how_canlib_spreads_it():
     """fairseq's criterion defaults to no smoothing; 0.1 is what its WMT14 Transformer recipe sets. canlib gives
     every word epsilon / V (the target 1 - epsilon + epsilon / V), as the objective computes it."""
+    from _code.training import training_recipes
     from canlib.training import label_smoothed_nll_loss
-    from repro.studies.analyses import training_recipes
 
     (full,) = training_recipes(("full",))
     said = full["label smoothing"]
@@ -188,7 +188,7 @@ def test_an_analysis_of_weights_trained_again_cites_that_training_not_the_plans_
     again, so the provenance under the figure names that training's commit and date, the plan's run only beside it."""
     import json
 
-    from repro.studies.analyses import models_provenance
+    from _code.readers import models_provenance
 
     results = REPO / "book" / "results" / "small"
     study = json.loads((results / "similarity-balanced.json").read_text(encoding="utf-8"))["provenance"]

@@ -73,8 +73,8 @@ def test_every_runs_ratio_is_the_median_of_its_per_repeat_ratios(run, store):
 
 def test_every_page_shows_the_read_runs_ratio_as_the_median_of_its_per_repeat_ratios(store):
     from _code import scorecard, speed
+    from _code.readers import speed_runs
     from repro.studies.claims import judged
-    from repro.studies.gpu_runs import speed_runs
 
     assert speed_runs(store) == [READ]
     paper = {s: 1.0 for s in ("baseline", "balanced", "san", "aan", "can")}

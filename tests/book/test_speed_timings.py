@@ -102,7 +102,7 @@ def test_the_timeline_draws_one_bar_per_launch_at_the_profiled_durations_and_fil
 
 def test_the_run_spread_table_lists_every_stored_run_and_marks_the_one_the_verdicts_read(store):
     from _code import speed
-    from repro.studies.gpu_runs import speed_runs
+    from _code.readers import speed_runs
 
     frame = speed.run_spread_frame(store)
     timed = [

@@ -7,10 +7,11 @@ import statistics
 
 import pytest
 
+from _code import beyond
+from _code.training import seed_curves
 from repro.results.files import provenance, save_result
 from repro.results.layout import Where, model_name
-from repro.studies import beyond, claims
-from repro.studies.analyses import seed_curves
+from repro.studies import claims
 from repro.studies.claims import judged
 from repro.studies.store import Store
 
@@ -112,3 +113,16 @@ def test_the_x2_learning_curves_are_the_seed_means_of_the_stored_logs(tmp_path):
     small = Store("small", tmp_path)
     curve = seed_curves([small.log(f) for f in small.budget_runs("can", 2).files], "valid_bleu")
     assert list(curve["step"]) == [400, 800] and list(curve["mean"]) == pytest.approx([30.4, 30.8])
+
+
+def test_a_learning_curve_band_is_the_sample_sd_and_range_over_seeds_at_the_logged_multiples():
+    logs = [
+        [{"step": 2, "valid_loss": v}, {"step": 3, "valid_loss": 9.0}, {"step": 4, "valid_loss": v - 0.5}]
+        for v in (1.0, 2.0, 4.0)
+    ]
+    curve = seed_curves(logs, "valid_loss", every=2)  # step 3 ends an epoch off the logging grid: left out
+    assert list(curve["step"]) == [2, 4] and curve["seeds"] == 3
+    assert list(curve["mean"]) == pytest.approx([7 / 3, 7 / 3 - 0.5])
+    assert list(curve["sd"]) == pytest.approx([statistics.stdev([1.0, 2.0, 4.0])] * 2)
+    assert list(curve["min"]) == [1.0, 0.5] and list(curve["max"]) == [4.0, 3.5]
+    assert list(seed_curves(logs[:1], "valid_loss")["sd"]) == [0.0, 0.0, 0.0]  # one seed: no spread

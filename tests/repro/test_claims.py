@@ -16,11 +16,12 @@ import pytest
 from conftest import REPO, SHARED_DATA
 from verdict_marks import disagreements, readme_verdicts, shown_verdicts
 
+from _code.marks import mark, table
 from _code.prose import lead_sentence
 from repro.results.files import provenance, save_result
 from repro.results.layout import Where
 from repro.studies import claims
-from repro.studies.claims import BY_ID, CLAIMS, judged, mark
+from repro.studies.claims import BY_ID, CLAIMS, judged
 from repro.studies.evidence import MEANINGS
 from repro.studies.store import Store
 from repro.studies.verdict import STATES
@@ -544,9 +545,7 @@ def test_every_page_that_shows_a_verdict_shows_the_registrys_word(stored):
                 found += [(module.__name__, *m) for m in shown_verdicts(value)]
     glanced = glance.values(store)
     found += [("glance", *m) for key in glance.HTML_KEYS for m in shown_verdicts(glanced[key])]
-    found += [
-        ("scorecard", *m) for m in shown_verdicts(claims.table(judged(store).all(), marked=True).to_html(escape=False))
-    ]
+    found += [("scorecard", *m) for m in shown_verdicts(table(judged(store).all(), marked=True).to_html(escape=False))]
     found += [("README.md", *m) for m in readme_verdicts((REPO / "README.md").read_text(encoding="utf-8"))]
     assert not disagreements(found), "\n".join(disagreements(found))
     for page, claim, budget, word in found:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import write_toy_corpus
 
+from _code import beyond
 from repro.experiments import analyses as engine_analyses
 from repro.experiments import beyond as engine_beyond
 from repro.experiments import estimate, summarise
@@ -19,7 +20,6 @@ from repro.experiments.run import MAIN, Run, Variant, load, plan, run, trained
 from repro.results import studies as table
 from repro.results.files import load_result
 from repro.results.layout import Where, model_name
-from repro.studies import beyond
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = REPO / "book" / "results" / "small"
@@ -101,8 +101,10 @@ import json, sys
 from pathlib import Path
 from repro.experiments.run import load, plan
 from repro.results.layout import Where, model_name
-from repro.studies import analyses, beyond, claims
-from repro.studies.store import Store, default_scale
+sys.path.insert(0, {str(REPO / "book")!r})  # the pages' glue: the readers a chapter calls beside the store
+from _code import beyond, readers
+from repro.studies import analyses, claims
+from repro.studies.store import Store
 from repro.results.files import load_result
 from canlib.catalogue import ALL_SYSTEMS
 loaded = 0
@@ -116,8 +118,8 @@ for r in plan(Where.of("small"), corpora_=["multi30k-en-de"]):
 store = Store("small")
 scores = store.scores(ALL_SYSTEMS)
 hyps = store.hypotheses("can", "test", 1)
-scale = default_scale(["balanced", "can"]), default_scale(analyses=["errors"])
-studies = [analyses.similarity(store), analyses.error_buckets(store), analyses.attention_study(store)]
+scale = readers.default_scale(["balanced", "can"]), readers.default_scale(analyses=["errors"])
+studies = [readers.similarity(store), readers.error_buckets(store), analyses.attention_study(store)]
 sums = [name for name, shown in beyond.shown(store).items() if shown]  # (BLEU verdicts also read references)
 x2 = [store.log(f) for s in ("balanced", "can") for f in store.budget_runs(s, 2).files]
 gpu = [store.gpu_speed(mode, run) for run in store.gpu_runs_with("speed") for mode in ("eager", "captured")]
@@ -147,14 +149,14 @@ print(json.dumps({{"loaded": loaded, "systems": len(scores), "sums": len(sums), 
 
 
 def test_a_reader_never_trains_a_missing_result_it_names_the_call_that_stores_it(tmp_path, monkeypatch):
-    from repro.studies import analyses
+    from _code.readers import error_buckets
     from repro.studies.store import Store
 
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))  # an empty tiny folder: nothing trained here
     with pytest.raises(FileNotFoundError, match="python -m repro experiment --scale tiny --systems can --seeds 1"):
         Store("tiny").run("can")
     with pytest.raises(FileNotFoundError, match=r"train_missing\(SCALE, analyses_=\['errors'\]\)"):
-        analyses.error_buckets(Store("tiny"))
+        error_buckets(Store("tiny"))
     assert beyond.default_scale(tmp_path) == "tiny"  # nothing stored: the chapter says so, it trains nothing
     with pytest.raises(FileNotFoundError, match="is not trained on this machine"):
         trained(run("can", Where.of("tiny")))

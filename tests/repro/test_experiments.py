@@ -138,8 +138,8 @@ def test_verdicts_read_only_runs_trained_with_the_full_budget(tmp_path):
 
 
 def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
+    from _code.readers import default_scale
     from repro.results.files import provenance, save_result
-    from repro.studies.store import default_scale
 
     assert default_scale(root=tmp_path) == "tiny"
     small = Where("small", tmp_path)
@@ -161,8 +161,8 @@ def test_chapters_default_to_small_only_once_its_whole_plan_is_stored(tmp_path):
 
 
 def test_a_chapter_shows_small_once_every_seed_of_its_own_runs_is_stored(tmp_path):
+    from _code.readers import default_scale
     from repro.results.files import provenance, save_result
-    from repro.studies.store import default_scale
 
     def store(name):
         save_result(Where.of("small", tmp_path).path(name), {"scores": {}}, provenance("small", {}))

@@ -13,12 +13,12 @@ import json
 import pytest
 import torch
 
+from _code.readers import default_scale, similarity
 from canlib import catalogue
 from repro.experiments import pool
 from repro.experiments.experiment import TRAIN_HERE_ENV, train_missing, trains_here
 from repro.results.layout import Where
-from repro.studies.analyses import similarity
-from repro.studies.store import Store, default_scale
+from repro.studies.store import Store
 
 MAIN = "multi30k-en-de"
 
