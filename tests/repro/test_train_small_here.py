@@ -17,6 +17,7 @@ from _code.readers import default_scale, similarity
 from canlib import catalogue
 from repro.experiments import pool
 from repro.experiments.experiment import TRAIN_HERE_ENV, train_missing, trains_here
+from repro.results import plan
 from repro.results.layout import Where
 from repro.studies.store import Store
 
@@ -45,7 +46,6 @@ def small_in_seconds(folders, shared_data, monkeypatch):
             spec,
             corpus_scale="tiny",
             beam=1,
-            seeds=2,
             train=dict(
                 lr=1e-3,
                 warmup=2,
@@ -59,6 +59,7 @@ def small_in_seconds(folders, shared_data, monkeypatch):
             ),
         ),
     )
+    monkeypatch.setitem(plan._PLANS, "small", dataclasses.replace(plan._PLANS["small"], seeds=2))
     return folders
 
 
