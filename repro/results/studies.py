@@ -21,8 +21,8 @@ layers), ``errors`` (Figure 6), ``attention`` (maps and CAN's gate), ``conversio
 * ``can-6-6``: CAN's decoder layers on the 6/6 Baseline, read beside the main plan's Baseline.
 
 The converged models (``converged``: the Table 2 and Table 5 systems; ``converged-residual``, ``converged-nosplit``:
-the controls), ten seeds each at the scale's converged recipe (``Scale.recipe("converged")``), run when named; on a
-GPU the engine trains the seeds of one system as one stacked model (:mod:`canlib.training.stacked`).
+the controls), ten seeds each at the scale's converged recipe (``Scale.recipe("converged")``), run when named, each
+seed a run of its own (``--stack`` trains a system's seeds as one model, :mod:`canlib.training.stacked`).
 
 The next experiments (run only when named), at the 2x budget, read against the budget study's 2x models:
 ``distill-x2`` (the 2x Balanced as a stronger teacher), ``hybrid`` (12/2 with one standard and one CAN decoder
