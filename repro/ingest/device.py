@@ -218,11 +218,8 @@ def _unpacked(source: Path, scratch: Path) -> Path:
     for archive in archives:
         with tarfile.open(archive) as tar:
             for member in tar.getmembers():  # plain files and folders inside scratch only
-                if (
-                    not (member.isfile() or member.isdir())
-                    or member.name.startswith("/")
-                    or ".." in Path(member.name).parts
-                ):
+                inside = not member.name.startswith("/") and ".." not in Path(member.name).parts
+                if not (inside and (member.isfile() or member.isdir())):
                     raise ValueError(f"{archive}: {member.name!r} is not a plain file inside the archive")
             tar.extractall(scratch)
     return scratch
