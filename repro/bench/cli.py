@@ -129,8 +129,7 @@ def run(args: argparse.Namespace) -> int:
     print_table(args.study, result)
     if args.store:
         where = {k: result.meta[k] for k in ("date", "device", "torch")}
-        command = args.command_line
-        save_bench(args.store, result.systems, {**result.meta, "command": command}, where)
+        save_bench(args.store, result.systems, {**result.meta, "command": args.command_line}, where)
     if args.json:
         atomic_write_bytes((json.dumps(result.to_json(), indent=1) + "\n").encode(), args.json)
         if args.plot or importlib.util.find_spec("matplotlib") is not None:

@@ -40,14 +40,8 @@ CPU_SYSTEMS = {"speed": SPEED_SYSTEMS, "reference": REFERENCE_SYSTEMS}
 CPU_SETTINGS = dict(sentences=8, repeats=20, warmup=1, beam=4, batch=1, forced_length=30, threads=1)
 
 
-def default_device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def settings_for(
-    study_name: str, book_scale: str, systems: tuple[str, ...] | list[str], device: str | None = None, **overrides: Any
+    study_name: str, book_scale: str, systems: tuple[str, ...] | list[str], device: str = "cpu", **overrides: Any
 ) -> dict[str, Any]:
     """The bench settings of a study at a book scale: it fixes beam, forced length, sentences and repeats; shapes are
     always the paper's (bench ``scale="full"``: d=512 presets, V=32k)."""
@@ -63,7 +57,7 @@ def settings_for(
         "repeats": plan.repeats,
         "warmup": 1,
         "len_penalty": 1.0,
-        "device": device or default_device(),
+        "device": device,
         "fp32": False,
         "graphs": False,
         "breakdown": study_name == "breakdown",

@@ -31,7 +31,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -69,7 +69,6 @@ class System:
     name: str
     run: Callable[[list[list[int]], int, int | None], int]  # (sources, beam, forced_length) -> tokens
     model: Seq2Seq | None = None
-    extra: dict = field(default_factory=dict)
     timed: Callable[[list[list[int]], int, int | None], tuple[int, float]] | None = None
     close: Callable[[], None] = lambda: None
 
@@ -190,7 +189,7 @@ def ct2_system(
             worker.terminate()
         conn.close()
 
-    return System(name, lambda *call: timed(*call)[0], None, {"compute_type": compute}, timed, close)
+    return System(name, lambda *call: timed(*call)[0], None, timed, close)
 
 
 def _ct2_worker(
@@ -454,44 +453,38 @@ def _study_rows(
     if study in ("speed", "depth", "ablation", "breakdown"):
         systems = make_systems(s.batch)
         results = time_systems(systems, sources, s.beam, forced, s.repeats, s.warmup, device, study, s.progress)
-        reference = results.get("balanced") or results.get(names[0])
+        reference = "balanced" if "balanced" in results else names[0]
         for row in results.values():
-            row["ratio_to_balanced" if "balanced" in results else f"ratio_to_{names[0]}"] = (
-                row["tok_per_s"] / reference["tok_per_s"]
-            )
+            row[f"ratio_to_{reference}"] = row["tok_per_s"] / results[reference]["tok_per_s"]
         if s.breakdown or study == "breakdown":
             for system in tqdm(systems, desc="breakdown", leave=False, disable=not s.progress):
                 if system.model is not None:
                     reps = max(1, s.repeats // 2 + 1)
-                    results[system.name]["breakdown"] = breakdown(
-                        system, sources, s.beam, s.batch, forced, reps, s.len_penalty
-                    )
-                    if s.graphs:  # the same parts with the decoder replayed from CUDA graphs
-                        results[system.name]["breakdown_graphs"] = breakdown(
-                            system, sources, s.beam, s.batch, forced, reps, s.len_penalty, graphs=True
+                    for graphs in (False, True) if s.graphs else (False,):  # graphs: the decoder replayed from them
+                        results[system.name]["breakdown_graphs" if graphs else "breakdown"] = breakdown(
+                            system, sources, s.beam, s.batch, forced, reps, s.len_penalty, graphs=graphs
                         )
-    elif study == "beam":
+        return results
+
+    def series(
+        key: str, value: int, systems: list[System], srcs: list[list[int]], beam: int, length: int | None
+    ) -> None:
+        """Tokens/s of each system at one point of the study's curve ``key`` ("by_beam": at beam ``value``)."""
+        rows = time_systems(systems, srcs, beam, length, s.repeats, s.warmup, device, f"{key[3:]} {value}", s.progress)
+        for name, row in rows.items():
+            results.setdefault(name, {}).setdefault(key, {})[str(value)] = row["tok_per_s"]
+
+    if study == "beam":
         systems = make_systems(s.batch)
         for beam in s.beams:
-            for name, row in time_systems(
-                systems, sources, beam, forced, s.repeats, s.warmup, device, f"beam {beam}", s.progress
-            ).items():
-                results.setdefault(name, {}).setdefault("by_beam", {})[str(beam)] = row["tok_per_s"]
+            series("by_beam", beam, systems, sources, beam, forced)
         for length in s.lengths:
-            for name, row in time_systems(
-                systems, sources, s.beam, length, s.repeats, s.warmup, device, f"length {length}", s.progress
-            ).items():
-                results[name].setdefault("by_length", {})[str(length)] = row["tok_per_s"]
-    else:  # batch
+            series("by_length", length, systems, sources, s.beam, length)
+    else:  # batch: the sources repeated to fill the largest batch
         for batch in s.batches:
             count = max(len(sources), batch)
-            batch_sources = (sources * (count // len(sources) + 1))[:count]
             systems = make_systems(batch)
-            rows = time_systems(
-                systems, batch_sources, s.beam, forced, s.repeats, s.warmup, device, f"batch {batch}", s.progress
-            )
+            series("by_batch", batch, systems, (sources * (count // len(sources) + 1))[:count], s.beam, forced)
             for system in systems:
                 system.close()
-            for name, row in rows.items():
-                results.setdefault(name, {}).setdefault("by_batch", {})[str(batch)] = row["tok_per_s"]
     return results

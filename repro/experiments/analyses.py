@@ -210,17 +210,18 @@ def attention(reads: list[Run], own: list[Run]) -> dict[str, Any]:
         "alpha_by_position": {k: v.tolist() for k, v in by_position.items()},
         "models": {
             s: {
-                "enc_layers": m.cfg.enc_layers,
-                "dec_layers": m.cfg.dec_layers,
-                "decoder_kind": m.cfg.decoder_kind,
-                "d_model": m.cfg.d_model,
-                "heads": m.cfg.heads,
+                **_shape(m.cfg, "enc_layers", "dec_layers", "decoder_kind", "d_model", "heads"),
                 "trained_s": runs[s].result.get("wall_s"),
                 "trained_on": runs[s].result.get("provenance", {}).get("device"),
             }
             for s, m in models.items()
         },
     }
+
+
+def _shape(cfg: Any, *fields: str) -> dict[str, Any]:
+    """The named fields of a model's configuration, as stored beside an analysis."""
+    return {f: getattr(cfg, f) for f in fields}
 
 
 # every model of the conversion study is scored alike, whatever it trained with: whole-vocabulary log-softmax,
@@ -317,11 +318,7 @@ def approximations(reads: list[Run], own: list[Run], sentences: int = APPROXIMAT
     return {
         "model": {
             "system": source.system,
-            "enc_layers": cfg.enc_layers,
-            "dec_layers": cfg.dec_layers,
-            "d_model": cfg.d_model,
-            "heads": cfg.heads,
-            "vocab_size": cfg.vocab_size,
+            **_shape(cfg, "enc_layers", "dec_layers", "d_model", "heads", "vocab_size"),
             "params": done.result.get("params"),
             "updates": done.result.get("step"),
             "train_pairs": len(corpus_of(source).split("train")),

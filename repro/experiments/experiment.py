@@ -37,9 +37,8 @@ from repro.results.studies import ANALYSES
 
 STUDIES = ("runs", *ANALYSES, *defined.STUDIES, *defined.CONVERGED, "speed")
 DEFAULT_STUDIES = ("runs", *ANALYSES, *defined.ORIGINAL)  # the next experiments run when named
-TRAIN_HERE_ENV = (
-    "CANLIB_TRAIN_SMALL"  # "1": a chapter trains missing small results on this device, even a CPU; "0": never
-)
+# "1": a chapter trains missing small results on this device, even a CPU; "0": never
+TRAIN_HERE_ENV = "CANLIB_TRAIN_SMALL"
 
 
 def experiment(
@@ -64,7 +63,7 @@ def experiment(
     their recipe allows it (:func:`repro.experiments.pool.stack_groups`); off by default: on an H200 five stacked
     seeds trained 16 model-updates/s, fewer than one run alone (``measurements/h200-2026-11-28-5af6bb5``)."""
     say = log or (lambda line: None)
-    todo, train_only, wanted, jobs, stack = queued(where, systems, seeds, corpora, studies, jobs, stack, say)
+    todo, train_only, wanted, jobs = queued(where, systems, seeds, corpora, studies, jobs, say)
     outcome = train_all(
         todo, jobs=jobs, time_limit=time_limit, status_every=status_every, log=log, train_only=train_only, stack=stack
     )
@@ -79,14 +78,13 @@ def queued(
     corpora: Sequence[str] | None,
     studies: Sequence[str],
     jobs: int | None,
-    stack: bool,
     say: Callable[[str], None],
-) -> tuple[list[Run], list[Run], list[str], int, bool]:
+) -> tuple[list[Run], list[Run], list[str], int]:
     """What :func:`experiment` hands the pool, said in one line: (the runs to train and store; the runs trained for
     their weights only: parents and runs an analysis reads whose results are stored but whose weights this machine
-    lacks, and the runs an analysis trains for its own use; the analyses it computes; the processes; whether seeds
-    stack). An analysis whose runs the selection leaves out is skipped, and said so; a stored run of another budget
-    stops it before any training."""
+    lacks, and the runs an analysis trains for its own use; the analyses it computes; the processes). An analysis
+    whose runs the selection leaves out is skipped, and said so; a stored run of another budget stops it before any
+    training."""
     unknown = sorted(set(studies) - set(STUDIES))
     if unknown:
         raise ValueError(f"--studies: unknown {', '.join(unknown)}; choose from {', '.join(STUDIES)}")
@@ -125,7 +123,7 @@ def queued(
         + (f" (+ {len(train_only)} trained for their weights only)" if train_only else "")
         + f" on {device} with {jobs} process(es)"
     )
-    return todo, train_only, wanted, jobs, stack
+    return todo, train_only, wanted, jobs
 
 
 def store_studies(
@@ -232,22 +230,17 @@ def run(args: argparse.Namespace) -> int:
     """``python -m repro experiment``: train, evaluate and store the selected runs and studies of a scale (see
     :func:`experiment`), then mark the scale complete if its whole plan is stored."""
     where = cli.where(args)
-    systems, corpora, seeds = (
-        cli.names(args.systems, "systems"),
-        cli.names(args.corpora, "corpora"),
-        cli.seeds(args.seeds),
-    )
+    systems, corpora = cli.names(args.systems, "systems"), cli.names(args.corpora, "corpora")
+    seeds = cli.seeds(args.seeds)
     try:
         plan(where, systems, seeds, corpora)
     except ValueError as exc:
         raise ValueError(f"--systems/--corpora: {exc}") from exc
     studies, time_limit = cli.names(args.studies, "studies") or [], cli.time_limit(args.time_limit)
     # experiment() spelled out: the command reaches a model's fit in four calls (tests/repro/test_experiments.py)
-    todo, train_only, wanted, jobs, stack = queued(
-        where, systems, seeds, corpora, studies, args.jobs, args.stack, print
-    )
+    todo, train_only, wanted, jobs = queued(where, systems, seeds, corpora, studies, args.jobs, print)
     outcome = train_all(
-        todo, jobs=jobs, time_limit=time_limit, status_every=args.status_every, train_only=train_only, stack=stack
+        todo, jobs=jobs, time_limit=time_limit, status_every=args.status_every, train_only=train_only, stack=args.stack
     )
     store_studies(where, outcome, wanted, studies, seeds, print)
     mark_complete(where)

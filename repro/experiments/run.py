@@ -141,13 +141,8 @@ class Run:
             v.valid_bleu,
         )
         kind = "-".join(p for p in (v.init, "kd" if v.targets == "distilled" else "", "-".join(v.decoder)) if p)
-        return (
-            cache_dir()
-            / "runs"
-            / self.scale
-            / self.corpus
-            / f"{self.system}{'-' + kind if kind else ''}-seed{self.seed}-{identity}"
-        )
+        name = f"{self.system}{'-' + kind if kind else ''}-seed{self.seed}-{identity}"
+        return cache_dir() / "runs" / self.scale / self.corpus / name
 
     @property
     def result_path(self) -> Path:

@@ -133,40 +133,25 @@ def draft_readme(
     check_command: str = "bash scripts/gpu_check.sh",
     left_out: list[str] = (),
 ) -> str:
-    """The README of a GPU run's files: where and what was measured, from its stored results, and one table
-    row per output (``| `file` | `command` | outcome |``): each ``gpu_check`` step's command and outcome from
-    ``status.txt`` (a failed step's last log line says why) and each ``gpu_profile`` case's outcome from its stored
-    ``profile.json``."""
-    lines = _readme_head(folder, run, profile_command, check_command)
-    checks, notes, listed = _check_rows(folder)
-    cases, shown = _profile_rows(folder, profile_command, check_command)
-    lines += checks + cases + _unlisted_rows(folder, listed | shown, check_command, profile_command)
-    if notes:
-        lines += ["", "`gpu_check/status.txt` also says: " + "; ".join(f"`{n}`" for n in notes) + "."]
-    if left_out:
-        lines += ["", "Left out of the repository (over 1 MiB): " + ", ".join(f"`{x}`" for x in left_out) + "."]
-    return "\n".join(lines) + "\n"
-
-
-def _readme_head(folder: Path, run: str, profile_command: str, check_command: str) -> list[str]:
-    """The README's title, where and how it was measured (from the stored results), and the table's header."""
+    """The README of a GPU run's files: where and what was measured, from its stored results, and a table row
+    (``| `file` | `command` | outcome |``) per ``gpu_check`` step of ``status.txt`` (a failed step's last log line says
+    why), per case of the stored ``profile.json``, and for the files neither names (the scripts' own, the logs)."""
     f = device_run_facts(folder)
-    smi = folder / "gpu_check" / "environment.txt"
-    gpu_line = (
-        next((line for line in smi.read_text(encoding="utf-8").splitlines() if line.count(",") == 2), "")
-        if smi.is_file()
-        else ""
-    )  # nvidia-smi's "name, memory, driver"
-    gpu_line = ", driver ".join(part.strip() for part in gpu_line.split(",")[1:])
-    tree = "clean" if str(f.get("dirty") or "0").split()[0] == "0" else f"{f['dirty']} (not clean)"
-    return [
+    env = folder / "gpu_check" / "environment.txt"
+    smi = (
+        [line for line in env.read_text(encoding="utf-8").splitlines() if line.count(",") == 2] if env.is_file() else []
+    )
+    gpu = ", driver ".join(
+        part.strip() for part in (smi or [""])[0].split(",")[1:]
+    )  # nvidia-smi's name, memory, driver
+    tree = "clean" if str(f["dirty"] or "0").split()[0] == "0" else f"{f['dirty']} (not clean)"
+    details = {"PyTorch {}": f["torch"], "Python {}": f["python"], "{} CPU threads": f["cpu_threads"]}
+    lines = [
         f"# GPU measurements of canlib at commit {f['commit'][:7]} (one {f['device']})",
         "",
         f"Measured {f['date']} on one {f['device']}"
-        + (f" ({gpu_line})" if gpu_line else "")
-        + (f", PyTorch {f['torch']}" if f.get("torch") else "")
-        + (f", Python {f['python']}" if f.get("python") else "")
-        + (f", {f['cpu_threads']} CPU threads" if f.get("cpu_threads") else "")
+        + (f" ({gpu})" if gpu else "")
+        + "".join(", " + form.format(value) for form, value in details.items() if value)
         + ".",
         f"Commit {f['commit']}, work tree {tree}. Commands, from the project root on the device: "
         f"`{profile_command}` (the `profile/` files) and `{check_command}` (the `gpu_check/` files).",
@@ -176,77 +161,68 @@ def _readme_head(folder: Path, run: str, profile_command: str, check_command: st
         "| file | command (from the project root) | outcome |",
         "|---|---|---|",
     ]
+    listed, notes = set(), []
 
+    def row(files: list[str], command: str, outcome: str) -> None:
+        listed.update(files)
+        lines.append(f"| {', '.join(f'`{x}`' for x in files) or '-'} | {command} | {outcome} |")
 
-def _check_rows(folder: Path) -> tuple[list[str], list[str], set[str]]:
-    """One row per ``gpu_check`` step of ``status.txt`` (a failed step's last log line says why); the lines of
-    ``status.txt`` that are not steps; the files the rows name."""
     status = folder / "gpu_check" / "status.txt"
-    rows, notes, listed = [], [], set()
     for line in status.read_text(encoding="utf-8").splitlines() if status.is_file() else []:
-        m = STATUS_LINE.match(line.strip())
-        if not m:
+        if not (m := STATUS_LINE.match(line.strip())):
             notes += [line.strip()] if line.strip() else []
             continue
         out = re.search(r"--(?:json|out|store) (\S+)", m["command"])
-        files = (
-            [f"gpu_check/{Path(out.group(1)).name}"]
-            if out and (folder / "gpu_check" / Path(out.group(1)).name).is_file()
-            else []
-        )
         log = folder / "gpu_check" / f"{m['step']}.log"
-        files += [f"gpu_check/{log.name}"] if log.is_file() else []
+        paths = [folder / "gpu_check" / Path(out.group(1)).name] if out else []
         outcome = f"step `{m['step']}`: {m['outcome']} in {m['s']} s"
         if m["outcome"] != "ok" and log.is_file():
             outcome += f": {_last_line(log).replace('|', '/')}"
-        rows.append(f"| {', '.join(f'`{x}`' for x in files) or '-'} | `{m['command']}` | {outcome} |")
-        listed |= set(files)
-    return rows, notes, listed
-
-
-def _profile_rows(folder: Path, profile_command: str, check_command: str) -> tuple[list[str], set[str]]:
-    """One row for the stored ``profile.json`` and one per ``gpu_profile`` case in it; the files the rows name."""
-    place = next((place for place in PROFILE_PLACES if (folder / place).is_file()), None)
-    if place is None:
-        return [], set()
-    stored = json.loads((folder / place).read_text(encoding="utf-8"))["result"]
-    sub = Path(place).parent.as_posix()
-    if sub.startswith("gpu_check/"):  # gpu_check.sh's profile step
-        profile_command = check_command
-    rows, listed = [f"| `{place}` | `{profile_command}` | every case below, and `sdpa_backends` |"], {place}
-    for case in [*stored["cases"], *(c for c in stored["errors"] if c not in stored["cases"])]:
-        files = [f"{sub}/{case}{ext}" for ext in (".json", ".txt") if (folder / sub / f"{case}{ext}").is_file()]
-        error = stored["errors"].get(case)
-        outcome = f"case `{case}`: " + (f"FAILED: {error.strip()}".replace("|", "/") if error else "ok")
-        rows.append(f"| {', '.join(f'`{x}`' for x in files) or '-'} | `{profile_command}` | {outcome} |")
-        listed |= set(files)
-    if "sdpa_backends" not in stored["errors"] and (folder / sub / "sdpa_backends.json").is_file():
-        rows.append(f"| `{sub}/sdpa_backends.json` | `{profile_command}` | case `sdpa_backends`: ok |")
-        listed.add(f"{sub}/sdpa_backends.json")
-    return rows, listed
-
-
-def _unlisted_rows(folder: Path, listed: set[str], check_command: str, profile_command: str) -> list[str]:
-    """Rows for the files no step or case names: what each script writes itself, and the device's own logs."""
-    rows = []
+        row([f"gpu_check/{p.name}" for p in [*paths, log] if p.is_file()], f"`{m['command']}`", outcome)
+    if place := next((place for place in PROFILE_PLACES if (folder / place).is_file()), None):
+        stored = json.loads((folder / place).read_text(encoding="utf-8"))["result"]
+        sub = Path(place).parent.as_posix()
+        command = f"`{check_command if sub.startswith('gpu_check/') else profile_command}`"  # gpu_check.sh's profile
+        row([place], command, "every case below, and `sdpa_backends`")
+        for case in [*stored["cases"], *(c for c in stored["errors"] if c not in stored["cases"])]:
+            files = [f"{sub}/{case}{ext}" for ext in (".json", ".txt") if (folder / sub / f"{case}{ext}").is_file()]
+            error = stored["errors"].get(case)
+            row(files, command, f"case `{case}`: " + (f"FAILED: {error.strip()}".replace("|", "/") if error else "ok"))
+        if "sdpa_backends" not in stored["errors"] and (folder / sub / "sdpa_backends.json").is_file():
+            row([f"{sub}/sdpa_backends.json"], command, "case `sdpa_backends`: ok")
     for sub, command in (("gpu_check", check_command), ("profile", profile_command)):
-        rest = [
-            p.relative_to(folder).as_posix()
-            for p in sorted((folder / sub).rglob("*"))
-            if p.is_file() and p.relative_to(folder).as_posix() not in listed
-        ]
-        if rest:
-            rows.append(
-                f"| {', '.join(f'`{x}`' for x in rest)} | `{command}` | written by the script itself "
-                "(environment, status, summary, log) |"
-            )
-    top = [p.name for p in sorted(folder.glob("*")) if p.is_file() and p.suffix in (".txt", ".log")]
-    if top:
-        rows.append(
-            f"| {', '.join(f'`{x}`' for x in top)} | - | written on the device around the two commands "
-            "(`nvidia-smi`, the console output of the two calls) |"
+        files = [p.relative_to(folder).as_posix() for p in sorted((folder / sub).rglob("*")) if p.is_file()]
+        if rest := [name for name in files if name not in listed]:
+            row(rest, f"`{command}`", "written by the script itself (environment, status, summary, log)")
+    if top := [p.name for p in sorted(folder.glob("*")) if p.is_file() and p.suffix in (".txt", ".log")]:
+        row(
+            top,
+            "-",
+            "written on the device around the two commands (`nvidia-smi`, the console output of the two calls)",
         )
-    return rows
+    if notes:
+        lines += ["", "`gpu_check/status.txt` also says: " + "; ".join(f"`{n}`" for n in notes) + "."]
+    if left_out:
+        lines += ["", "Left out of the repository (over 1 MiB): " + ", ".join(f"`{x}`" for x in left_out) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def _unpacked(source: Path, scratch: Path) -> Path:
+    """``source`` itself when it holds ``gpu_check/`` or ``profile/``; else its ``gpu_check.tar.gz`` and
+    ``profile.tar.gz`` (as the device returns them) unpacked into ``scratch``."""
+    if (source / "gpu_check").is_dir() or (source / "profile").is_dir():
+        return source
+    archives = [source / f"{name}.tar.gz" for name in ("gpu_check", "profile") if (source / f"{name}.tar.gz").is_file()]
+    if not archives:
+        raise FileNotFoundError(f"{source}: no gpu_check/ or profile/ folder and no gpu_check.tar.gz or profile.tar.gz")
+    for archive in archives:
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():  # plain files and folders inside scratch only
+                inside = not member.name.startswith("/") and ".." not in Path(member.name).parts
+                if not (inside and (member.isfile() or member.isdir())):
+                    raise ValueError(f"{archive}: {member.name!r} is not a plain file inside the archive")
+            tar.extractall(scratch)
+    return scratch
 
 
 def store_device_run(
@@ -269,86 +245,38 @@ def store_device_run(
     ``<results>/gpu/<run>/``. Nothing is written if the run exists already or a stored result is malformed."""
     source = Path(source)
     with tempfile.TemporaryDirectory() as unpacked:
-        return _store_device_run(
-            _unpacked(source, Path(unpacked)),
-            source,
-            run=run,
-            measurements=measurements,
-            results=results,
-            profile_command=profile_command,
-            check_command=check_command,
-        )
-
-
-def _unpacked(source: Path, scratch: Path) -> Path:
-    """``source`` itself when it holds ``gpu_check/`` or ``profile/``; else its ``gpu_check.tar.gz`` and
-    ``profile.tar.gz`` (as the device returns them) unpacked into ``scratch``."""
-    if (source / "gpu_check").is_dir() or (source / "profile").is_dir():
-        return source
-    archives = [source / f"{name}.tar.gz" for name in ("gpu_check", "profile") if (source / f"{name}.tar.gz").is_file()]
-    if not archives:
-        raise FileNotFoundError(f"{source}: no gpu_check/ or profile/ folder and no gpu_check.tar.gz or profile.tar.gz")
-    for archive in archives:
-        with tarfile.open(archive) as tar:
-            for member in tar.getmembers():  # plain files and folders inside scratch only
-                if (
-                    not (member.isfile() or member.isdir())
-                    or member.name.startswith("/")
-                    or ".." in Path(member.name).parts
-                ):
-                    raise ValueError(f"{archive}: {member.name!r} is not a plain file inside the archive")
-            tar.extractall(scratch)
-    return scratch
-
-
-def _store_device_run(
-    folder: Path,
-    source: Path,
-    *,
-    run: str | None,
-    measurements: str | Path | None,
-    results: str | Path | None,
-    profile_command: str,
-    check_command: str,
-) -> tuple[Path, list[Path]]:
-    """:func:`store_device_run` on an unpacked ``folder``; the top-level ``*.txt``/``*.log`` files of ``source``
-    (``nvidia_smi.txt``, the console output of the two calls) are kept too."""
-    run = run or device_run_name(device_run_facts(folder))
-    raw_dir = Path(measurements or MEASUREMENTS_DIR) / run
-    out_dir = Path(results or results_dir()) / "gpu" / run
-    for existing in (raw_dir, out_dir):
-        if existing.exists():
-            raise FileExistsError(f"{existing} exists already: pass another run name (--run) or remove it first")
-    with tempfile.TemporaryDirectory(dir=raw_dir.parent if raw_dir.parent.is_dir() else None) as tmp:
-        staged, left_out = Path(tmp) / "raw", []
-        for sub in ("gpu_check", "profile"):
-            for path in sorted((folder / sub).rglob("*")) if (folder / sub).is_dir() else []:
-                name = path.relative_to(folder).as_posix()
-                if not path.is_file():
-                    continue
-                if path.stat().st_size > RAW_MAX_BYTES:
+        folder = _unpacked(source, Path(unpacked))
+        run = run or device_run_name(device_run_facts(folder))
+        raw_dir = Path(measurements or MEASUREMENTS_DIR) / run
+        out_dir = Path(results or results_dir()) / "gpu" / run
+        for existing in (raw_dir, out_dir):
+            if existing.exists():
+                raise FileExistsError(f"{existing} exists already: pass another run name (--run) or remove it first")
+        raw = [
+            (p.relative_to(folder).as_posix(), p)
+            for sub in ("gpu_check", "profile")
+            for p in sorted((folder / sub).rglob("*"))
+        ]
+        raw += [(p.name, p) for p in sorted({p for pattern in ("*.txt", "*.log") for p in source.glob(pattern)})]
+        with tempfile.TemporaryDirectory(dir=raw_dir.parent if raw_dir.parent.is_dir() else None) as tmp:
+            staged, left_out = Path(tmp) / "raw", []
+            for name, path in raw:
+                if path.is_file() and path.stat().st_size > RAW_MAX_BYTES:
                     left_out.append(name)
-                    continue
-                (staged / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, staged / name)
-        top = sorted({p for pattern in ("*.txt", "*.log") for p in source.glob(pattern) if p.is_file()})
-        for path in top:
-            if path.stat().st_size > RAW_MAX_BYTES:
-                left_out.append(path.name)
-                continue
-            staged.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, staged / path.name)
-        readme = draft_readme(
-            staged, run, profile_command=profile_command, check_command=check_command, left_out=left_out
-        )
-        (staged / "README.md").write_text(readme, encoding="utf-8")
-        converted = Path(tmp) / "results"
-        converted.mkdir()
-        for kind, path in stored_files(folder).items():
-            check_stored(path, kind)
-            shutil.copy2(path, converted / f"{kind}.json")
-        raw_dir.parent.mkdir(parents=True, exist_ok=True)
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(staged), raw_dir)
-        shutil.move(str(converted), out_dir)
+                elif path.is_file():
+                    (staged / name).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(path, staged / name)
+            readme = draft_readme(
+                staged, run, profile_command=profile_command, check_command=check_command, left_out=left_out
+            )
+            (staged / "README.md").write_text(readme, encoding="utf-8")
+            converted = Path(tmp) / "results"
+            converted.mkdir()
+            for kind, path in stored_files(folder).items():
+                check_stored(path, kind)
+                shutil.copy2(path, converted / f"{kind}.json")
+            raw_dir.parent.mkdir(parents=True, exist_ok=True)
+            out_dir.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(staged), raw_dir)
+            shutil.move(str(converted), out_dir)
     return raw_dir, sorted(out_dir.glob("*.json"))

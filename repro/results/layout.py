@@ -131,13 +131,9 @@ def experiment_command(
     """The ``python -m repro experiment`` call that trains, evaluates and stores what is named (stored results are
     skipped, so it only adds what is missing): every error about a missing result names it."""
     parts = ["python -m repro experiment", f"--scale {scale}"]
-    if systems:
-        parts.append(f"--systems {','.join(systems)}")
-    if seeds:
-        parts.append(f"--seeds {','.join(str(k) for k in seeds)}")
-    if corpora:
-        parts.append(f"--corpora {','.join(corpora)}")
-    parts.append(f"--studies {','.join(studies)}")
+    for flag, values in (("systems", systems), ("seeds", seeds), ("corpora", corpora), ("studies", studies)):
+        if values or flag == "studies":  # the studies are always named
+            parts.append(f"--{flag} {','.join(str(v) for v in values)}")
     if reduced is not None:
         parts.append(f"--max-steps {reduced}")
     return " ".join(parts)

@@ -341,9 +341,8 @@ def _judge_speed(store: Store, claim: Claim, s: SpeedRatio) -> Judged:
             cost=GPU_RUN,
         )
     other = "eager" if s.mode == "captured" else "captured"
-    other_rows = timed_runs(store, s.system, s.against, other)
     beside = ""
-    if other_rows:
+    if other_rows := timed_runs(store, s.system, s.against, other):
         lead_other = by_code(other_rows)[0]
         word, read = speed_word(lead_other, s.ok, SPEED.runs)
         pooled = read["pooled"]

@@ -511,20 +511,9 @@ def judge(
         combined, seed_var, df = combined_interval(groups, sentence_var)
         verdict = interval_verdict(combined.low, combined.high, ok)
         spreads = tuple(statistics.variance(g) for g in groups)
+        decides = split in DECIDING or not tests
         sets.append(
-            OnSet(
-                split,
-                value,
-                seeds,
-                test_set,
-                verdict,
-                combined,
-                seed_var,
-                sentence_var,
-                df,
-                split in DECIDING or not tests,
-                spreads,
-            )
+            OnSet(split, value, seeds, test_set, verdict, combined, seed_var, sentence_var, df, decides, spreads)
         )
     return Judgement(tuple(sets), pairing_text(terms, pairs, sentences), ok)
 
