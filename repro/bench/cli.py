@@ -127,9 +127,10 @@ def run(args: argparse.Namespace) -> int:
         return run_ops(args)
     result = run_study(args.study, settings_from_args(args))
     print_table(args.study, result)
+    result.meta["command"] = args.command_line  # as typed, for the stored result and the JSON alike
     if args.store:
         where = {k: result.meta[k] for k in ("date", "device", "torch")}
-        save_bench(args.store, result.systems, {**result.meta, "command": args.command_line}, where)
+        save_bench(args.store, result.systems, result.meta, where)
     if args.json:
         atomic_write_bytes((json.dumps(result.to_json(), indent=1) + "\n").encode(), args.json)
         if args.plot or importlib.util.find_spec("matplotlib") is not None:

@@ -116,6 +116,10 @@ def test_bench_store_keeps_each_rows_repeat_spread_with_its_provenance(tmp_path)
         assert "breakdown" in row
     assert prov["scale"] == "tiny" and prov["config"]["settings"] == result["settings"]
     assert prov["config"]["command"] == "python -m repro " + " ".join(argv)  # as typed, whatever ran the process
+    main([*argv[:-2], "--json", str(tmp_path / "b.json")])
+    assert json.loads((tmp_path / "b.json").read_text())["meta"]["command"] == prov["config"]["command"].replace(
+        f"--store {out}", f"--json {tmp_path / 'b.json'}"
+    )
     assert prov["date"] == prov["measured_at"][:10]
     assert prov["environment"]["dirty"].endswith("changed files") and len(prov["commit"]) == 40
 
