@@ -63,10 +63,11 @@ def _softmax_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def _chunk_loss(
-    hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, ignore_index: int, with_grads: bool
+    hidden: Tensor, weight: Tensor, target: Tensor, grad_weight: Tensor | None, epsilon: float, ignore_index: int
 ) -> tuple[Tensor, Tensor, Tensor | None]:
-    """Loss sum, NLL sum and (if ``with_grads``) d loss / d logits for one chunk, in the chunk's one
-    float32 (rows x V) buffer: logits -> log-probs -> probabilities -> gradient, each in place."""
+    """Loss sum, NLL sum and (given ``grad_weight``, to which it adds d loss / d weight) d loss / d hidden for one
+    chunk, in the chunk's one float32 (rows x V) buffer: logits -> log-probs -> probabilities -> gradient, each in
+    place."""
     lp = F.linear(hidden, weight)
     lp = lp.to(_softmax_dtype(lp.dtype))
     # log-softmax in place; the exponentials are summed a quarter of the columns at a time, so
@@ -80,47 +81,60 @@ def _chunk_loss(
     smooth = -lp.sum(-1)
     loss = (1.0 - epsilon) * nll + (epsilon / lp.size(-1)) * smooth
     loss_sum, nll_sum = loss.masked_fill(~keep, 0.0).sum(), nll.masked_fill(~keep, 0.0).sum()
-    if not with_grads:
+    if grad_weight is None:
         return loss_sum, nll_sum, None
     # d loss / d logits = softmax - (1 - eps) * onehot - eps / V, zero on padding rows
     grad = lp.exp_().sub_(epsilon / lp.size(-1))
     grad.scatter_add_(-1, safe, torch.full_like(safe, -(1.0 - epsilon), dtype=grad.dtype))
     grad.mul_(keep[:, None])
-    return loss_sum, nll_sum, grad
+    g = grad.to(hidden.dtype)
+    if g.dtype == grad_weight.dtype:
+        grad_weight.addmm_(g.t(), hidden)
+    else:  # half-precision product, float32 sum over chunks
+        grad_weight += g.t() @ hidden
+    return loss_sum, nll_sum, g @ weight
+
+
+def _summed(
+    h: Tensor,
+    w: Tensor,
+    tgt: Tensor,
+    chunk: int,
+    chunk_loss: Any,
+    grad_hidden: Tensor | None = None,
+    grad_weight: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Loss and NLL sums over chunks of rows, ``chunk_loss(rows, w, targets, grad_weight) -> (loss, nll, d loss /
+    d rows)``; given the two gradient buffers, it fills them as well."""
+    acc = _softmax_dtype(h.dtype)
+    loss_sum, nll_sum = h.new_zeros((), dtype=acc), h.new_zeros((), dtype=acc)
+    for start in range(0, h.size(0), chunk):
+        rows = slice(start, start + chunk)
+        loss, nll, grad = chunk_loss(h[rows], w, tgt[rows], grad_weight)
+        loss_sum, nll_sum = loss_sum + loss, nll_sum + nll
+        if grad_hidden is not None:
+            grad_hidden[rows] = grad
+    return loss_sum, nll_sum
 
 
 class _ChunkedLoss(torch.autograd.Function):
-    """Forward computes the loss and, chunk by chunk, its gradients for ``hidden`` and ``weight``
-    (the output layer is then multiplied once forward and twice backward, as unfused); backward
-    only scales them by the incoming gradient. The NLL output is for logging: not differentiable."""
+    """Forward computes the loss and, chunk by chunk, its gradients for ``hidden`` and ``weight`` (the output layer
+    is then multiplied once forward and twice backward, as unfused); backward only scales them by the incoming
+    gradient. The NLL output is for logging: not differentiable."""
 
     @staticmethod
     def forward(
-        ctx: Any, hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, ignore_index: int, chunk: int
+        ctx: Any, hidden: Tensor, weight: Tensor, target: Tensor, chunk: int, chunk_loss: Any
     ) -> tuple[Tensor, Tensor]:
         grad_hidden = torch.empty_like(hidden)
-        acc = _softmax_dtype(hidden.dtype)
-        grad_weight = torch.zeros_like(weight, dtype=acc)
-        loss_sum = hidden.new_zeros((), dtype=acc)
-        nll_sum = hidden.new_zeros((), dtype=acc)
-        for start in range(0, hidden.size(0), chunk):
-            h = hidden[start : start + chunk]
-            loss, nll, grad = _chunk_loss(h, weight, target[start : start + chunk], epsilon, ignore_index, True)
-            loss_sum += loss
-            nll_sum += nll
-            g = grad.to(hidden.dtype)
-            grad_hidden[start : start + chunk] = g @ weight
-            if g.dtype == grad_weight.dtype:
-                grad_weight.addmm_(g.t(), h)
-            else:  # half-precision product, float32 sum over chunks
-                grad_weight += g.t() @ h
-            del grad, g  # free this chunk's buffer before the next one is made
+        grad_weight = torch.zeros_like(weight, dtype=_softmax_dtype(hidden.dtype))
+        loss_sum, nll_sum = _summed(hidden, weight, target, chunk, chunk_loss, grad_hidden, grad_weight)
         ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
         ctx.mark_non_differentiable(nll_sum)
         return loss_sum, nll_sum
 
     @staticmethod
-    def backward(ctx: Any, grad_loss: Tensor, grad_nll: Tensor) -> tuple[Tensor | None, ...]:
+    def backward(ctx: Any, grad_loss: Tensor, _: Tensor) -> tuple[Tensor | None, ...]:
         grad_hidden, grad_weight = ctx.saved_tensors
         return (
             grad_hidden * grad_loss.to(grad_hidden.dtype),
@@ -128,12 +142,12 @@ class _ChunkedLoss(torch.autograd.Function):
             None,
             None,
             None,
-            None,
         )
 
 
-def _as_rows(hidden: Tensor, weight: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """(tokens, d) hidden states, the weight and (tokens,) targets; under autocast, the first two in its dtype."""
+def _loss(hidden: Tensor, weight: Tensor, target: Tensor, chunk: int, chunk_loss: Any) -> tuple[Tensor, Tensor]:
+    """The summed loss and NLL of ``chunk_loss`` (:func:`_summed`) over the (tokens, d) rows of ``hidden``: under
+    autocast the matrix products in its dtype and the softmax in float32; differentiable where gradients are on."""
     h = hidden.reshape(-1, hidden.size(-1))
     tgt = target.reshape(-1)
     if h.size(0) != tgt.size(0):
@@ -142,16 +156,10 @@ def _as_rows(hidden: Tensor, weight: Tensor, target: Tensor) -> tuple[Tensor, Te
     if torch.is_autocast_enabled(h.device.type):
         dtype = torch.get_autocast_dtype(h.device.type)
         h, w = h.to(dtype), w.to(dtype)
-    return h, w, tgt
-
-
-def _summed(h: Tensor, tgt: Tensor, chunk: int, loss_of: Any) -> tuple[Tensor, Tensor]:
-    """Loss and NLL sums over chunks of rows, ``loss_of(rows, targets) -> (loss, nll)``, without gradients."""
-    loss_sum = nll_sum = h.new_zeros((), dtype=_softmax_dtype(h.dtype))
-    for start in range(0, h.size(0), chunk):
-        loss, nll = loss_of(h[start : start + chunk], tgt[start : start + chunk])
-        loss_sum, nll_sum = loss_sum + loss, nll_sum + nll
-    return loss_sum, nll_sum
+    with torch.autocast(h.device.type, enabled=False):
+        if torch.is_grad_enabled() and (h.requires_grad or w.requires_grad):
+            return _ChunkedLoss.apply(h, w, tgt, chunk, chunk_loss)
+        return _summed(h, w, tgt, chunk, chunk_loss)
 
 
 def chunked_label_smoothed_loss(
@@ -166,11 +174,7 @@ def chunked_label_smoothed_loss(
     """
     if chunk < 1:
         raise ValueError(f"chunk={chunk}: must be >= 1 target tokens")
-    h, w, tgt = _as_rows(hidden, weight, target)
-    with torch.autocast(h.device.type, enabled=False):
-        if torch.is_grad_enabled() and (h.requires_grad or w.requires_grad):
-            return _ChunkedLoss.apply(h, w, tgt, float(epsilon), int(ignore_index), int(chunk))
-        return _summed(h, tgt, chunk, lambda rows, t: _chunk_loss(rows, w, t, epsilon, ignore_index, False)[:2])
+    return _loss(hidden, weight, target, chunk, lambda h, w, t, gw: _chunk_loss(h, w, t, gw, epsilon, ignore_index))
 
 
 def _block_stats(
@@ -198,18 +202,19 @@ def _block_grad(
     return torch.where(keep[:, None], grad, 0.0).to(h.dtype)
 
 
-def _online_pass(
+def _online_chunk_loss(
     h: Tensor,
     weight: Tensor,
     tgt: Tensor,
+    grad_weight: Tensor | None,
     epsilon: float,
     ignore_index: int,
     block: int,
     stats: Any,
     grads: Any,
-    with_grads: bool,
-) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
-    """Loss sum, NLL sum and (if ``with_grads``) d loss / d h and d loss / d weight for one chunk of rows."""
+) -> tuple[Tensor, Tensor, Tensor | None]:
+    """As :func:`_chunk_loss`, over the vocabulary in blocks: an online logsumexp over them, then each block's
+    gradient from its recomputed logits."""
     acc = _softmax_dtype(h.dtype)
     vocab = weight.size(0)
     keep, safe = tgt.ne(ignore_index), tgt.clamp(min=0)
@@ -220,67 +225,15 @@ def _online_pass(
     lse = m + s.log()
     loss = lse - (1.0 - epsilon) * zt - (epsilon / vocab) * zsum
     loss_sum, nll_sum = loss.masked_fill(~keep, 0.0).sum(), (lse - zt).masked_fill(~keep, 0.0).sum()
-    if not with_grads:
-        return loss_sum, nll_sum, None, None
+    if grad_weight is None:
+        return loss_sum, nll_sum, None
     grad_h = torch.zeros(h.shape, dtype=acc, device=h.device)
-    grad_w = torch.empty(weight.shape, dtype=acc, device=h.device)
     for first in range(0, vocab, block):
         w = weight[first : first + block]
         g = grads(h, w, first, safe, keep, lse, epsilon, vocab)
         grad_h += g @ w
-        grad_w[first : first + block] = g.t() @ h
-    return loss_sum, nll_sum, grad_h, grad_w
-
-
-class _OnlineLoss(torch.autograd.Function):
-    """As :class:`_ChunkedLoss`, with the vocabulary in blocks: per chunk of target tokens, an online
-    logsumexp over the blocks, then each block's gradient from its recomputed logits."""
-
-    @staticmethod
-    def forward(
-        ctx: Any,
-        hidden: Tensor,
-        weight: Tensor,
-        target: Tensor,
-        epsilon: float,
-        ignore_index: int,
-        chunk: int,
-        block: int,
-        stats: Any,
-        grads: Any,
-    ) -> tuple[Tensor, Tensor]:
-        acc = _softmax_dtype(hidden.dtype)
-        grad_hidden = torch.empty_like(hidden)
-        grad_weight = torch.zeros_like(weight, dtype=acc)
-        loss_sum = hidden.new_zeros((), dtype=acc)
-        nll_sum = hidden.new_zeros((), dtype=acc)
-        for start in range(0, hidden.size(0), chunk):
-            rows = slice(start, start + chunk)
-            loss, nll, grad_h, grad_w = _online_pass(
-                hidden[rows], weight, target[rows], epsilon, ignore_index, block, stats, grads, True
-            )
-            loss_sum += loss
-            nll_sum += nll
-            grad_hidden[rows] = grad_h
-            grad_weight += grad_w
-        ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
-        ctx.mark_non_differentiable(nll_sum)
-        return loss_sum, nll_sum
-
-    @staticmethod
-    def backward(ctx: Any, grad_loss: Tensor, grad_nll: Tensor) -> tuple[Tensor | None, ...]:
-        grad_hidden, grad_weight = ctx.saved_tensors
-        return (
-            grad_hidden * grad_loss.to(grad_hidden.dtype),
-            grad_weight * grad_loss.to(grad_weight.dtype),
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-        )
+        grad_weight[first : first + block] += g.t() @ h
+    return loss_sum, nll_sum, grad_h
 
 
 _COMPILED: dict[str, Any] = {}
@@ -316,17 +269,12 @@ def online_label_smoothed_loss(
     """
     if chunk < 1 or block < 1:
         raise ValueError(f"chunk={chunk}, block={block}: both must be >= 1 (target tokens, vocabulary columns)")
-    h, w, tgt = _as_rows(hidden, weight, target)
     stats, grads = _block_functions(compiled)
-    with torch.autocast(h.device.type, enabled=False):
-        if torch.is_grad_enabled() and (h.requires_grad or w.requires_grad):
-            return _OnlineLoss.apply(h, w, tgt, float(epsilon), int(ignore_index), int(chunk), int(block), stats, grads)
-        return _summed(
-            h,
-            tgt,
-            chunk,
-            lambda rows, t: _online_pass(rows, w, t, epsilon, ignore_index, block, stats, grads, False)[:2],
-        )
+
+    def chunk_loss(h: Tensor, w: Tensor, t: Tensor, gw: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
+        return _online_chunk_loss(h, w, t, gw, epsilon, ignore_index, block, stats, grads)
+
+    return _loss(hidden, weight, target, chunk, chunk_loss)
 
 
 class LabelSmoothedObjective(nn.Module):
