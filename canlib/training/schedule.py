@@ -44,5 +44,5 @@ def check_warmup(planned: int | None, lr: float, warmup: int) -> None:
             f"end at {peak:.2g}, {peak / lr:.1%} of lr={lr:g}; give a warm-up shorter than "
             f"the run, e.g. --warmup {max(1, planned // 10)} (a tenth of it)"
         ),
-        stacklevel=4,
+        stacklevel=3,
     )

@@ -49,7 +49,6 @@ from canlib.training.config import ADAM_OPTIONS, TrainConfig
 from canlib.training.hash_dropout import HashDropout, reset_dropout_calls
 from canlib.training.objective import LabelSmoothedObjective
 from canlib.training.schedule import inverse_sqrt_scheduler
-from canlib.training.state import checkpoint_name
 from canlib.training.trainer import Trainer
 
 DROPOUT_RNG = "counter-hash"
@@ -340,14 +339,6 @@ class StackedTrainer:
             if stop is None:
                 for m, interval in zip(members, intervals):
                     m._between_checkpoints(interval, log_point)
-        results = []
         for m, interval in zip(members, intervals):
-            if interval["steps"]:
-                m._log_interval(interval, None)
-            m._stop_clock(interval)
-            last = m.checkpoints()
-            if not last or last[-1].name != checkpoint_name(m.step):
-                m._checkpoint_point(interval)
-        for m in members:
-            results.append(m._finish(stop))
-        return results
+            m._last_checkpoint(interval)
+        return [m._finish(stop) for m in members]

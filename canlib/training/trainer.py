@@ -109,8 +109,9 @@ class Trainer(RunFolder):
         self._check_data()
         self.sampler = self._sampler()
         if not (resume and (self.checkpoints() or (self.ckpt_dir / LAST_NAME).is_file())):
-            self._check_warmup()  # before anything in the run folder is written or removed
-        self.device = self._setup_device()
+            check_warmup(self.planned_updates(), cfg.lr, cfg.warmup)  # before the run folder is written or removed
+        self.device = setup_device(cfg.device, self.local_rank, cfg.precision, cfg.deterministic)
+        init_process_group(self.device, self.world_size)
         resume_from = self._prepare_run_dir(resume, overwrite)
 
         self._build(init_weights)
@@ -204,14 +205,6 @@ class Trainer(RunFolder):
         if self.cfg.max_epochs:
             limits.append(self.cfg.max_epochs * math.ceil(len(self.sampler) / self.cfg.update_freq))
         return min(limits) if limits else None
-
-    def _check_warmup(self) -> None:
-        check_warmup(self.planned_updates(), self.cfg.lr, self.cfg.warmup)
-
-    def _setup_device(self) -> torch.device:
-        dev = setup_device(self.cfg.device, self.local_rank, self.cfg.precision, self.cfg.deterministic)
-        init_process_group(dev, self.world_size)
-        return dev
 
     def _log(self, row: dict[str, Any]) -> None:
         if self.is_main:
@@ -309,14 +302,11 @@ class Trainer(RunFolder):
         """Read the device's non-finite flag (a host sync: only at log, validation and epoch points)."""
         bad_step = int(self._bad_step)
         if bad_step:
+            last = (self.checkpoints() or ["none (no checkpoint written yet)"])[-1]
             raise NonFiniteLossError(
                 f"training loss is {float(self._bad_value)} at step {bad_step} (epoch {self.epoch + 1}); "
-                f"stopped without saving; the last good checkpoint is {self._last_ckpt_name()}"
+                f"stopped without saving; the last good checkpoint is {last}"
             )
-
-    def _last_ckpt_name(self) -> str:
-        found = self.checkpoints()
-        return str(found[-1]) if found else "none (no checkpoint written yet)"
 
     # -- the clock: update time only, read when the host waits anyway ------------------------------------
     def _start_clock(self) -> None:
@@ -359,11 +349,8 @@ class Trainer(RunFolder):
     def _validate_and_checkpoint(self) -> bool:
         """Validate, update best/patience, checkpoint; True when early stopping says stop."""
         self.last_valid = self.validate()
-        metric, higher = (
-            (self.last_valid.get("valid_bleu"), True)
-            if "valid_bleu" in self.last_valid
-            else (self.last_valid.get("valid_loss"), False)
-        )
+        higher = "valid_bleu" in self.last_valid
+        metric = self.last_valid.get("valid_bleu" if higher else "valid_loss")
         is_best = False
         if metric is not None:
             best = self.best["metric"]
@@ -459,13 +446,17 @@ class Trainer(RunFolder):
                         self._between_checkpoints(interval, log_point)
                     if stop is not None or epoch_over:
                         break
+        self._last_checkpoint(interval)
+        return self._finish(stop)
+
+    def _last_checkpoint(self, interval: dict[str, Any]) -> None:
+        """At the end of the run: log the updates since the last row and checkpoint the final step, unless saved."""
         if interval["steps"]:
             self._log_interval(interval, None)
         self._stop_clock(interval)
         last = self.checkpoints()
         if not last or last[-1].name != checkpoint_name(self.step):
             self._checkpoint_point(interval)
-        return self._finish(stop)
 
     def _between_checkpoints(self, interval: dict[str, Any], log_point: bool) -> None:
         """After an update that ends no run: stop on a signal (the state saved first), or save the newest state
