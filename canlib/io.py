@@ -222,17 +222,12 @@ def results_dir() -> Path:
 
 def git_commit(repo: Path = CHECKOUT_DIR) -> str:
     """HEAD's hash, with "+dirty" when the work tree has uncommitted changes; "unknown" outside git."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=repo,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        head, dirty = git("rev-parse", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("+dirty" if dirty else "")
@@ -276,16 +271,6 @@ def origin(device: Any = "cpu") -> dict[str, Any]:
 # names the package and its pip command when it is missing; and progress bars use ``tqdm``: tqdm's bar where
 # tqdm is installed, otherwise a stand-in that counts and draws nothing.
 
-PIP_NAMES = {
-    "sacremoses": "sacremoses",
-    "sacrebleu": "sacrebleu",
-    "sentencepiece": "sentencepiece",
-    "ctranslate2": "ctranslate2",
-    "tqdm": "tqdm",
-    "pandas": "pandas",
-    "matplotlib": "matplotlib",
-}
-
 
 class MissingDependency(ImportError):
     """An optional package that this use needs is not installed (the message says which and how to get it)."""
@@ -296,8 +281,7 @@ def require(module: str, purpose: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        top = module.split(".")[0]
-        package = PIP_NAMES.get(top, top)
+        package = module.split(".")[0]  # each optional package installs under its import name
         raise MissingDependency(
             f"{purpose} needs the {package!r} package, which is not installed here ({exc}): pip install {package}"
         ) from exc
@@ -345,9 +329,6 @@ class _NoBar:
         pass
 
     def set_description(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def refresh(self) -> None:
         pass
 
     def close(self) -> None:
