@@ -51,11 +51,7 @@ def preset_table(vocab_size: int | None = None) -> list[dict]:
                 "scale": scale,
                 "vocab_size": cfg.vocab_size,
                 "kind": cfg.decoder_kind,
-                "enc_layers": cfg.enc_layers,
-                "dec_layers": cfg.dec_layers,
-                "d_model": cfg.d_model,
-                "heads": cfg.heads,
-                "ffn_dim": cfg.ffn_dim,
+                **{k: getattr(cfg, k) for k in ("enc_layers", "dec_layers", "d_model", "heads", "ffn_dim")},
                 "params": parameter_count(cfg),
             }
         )

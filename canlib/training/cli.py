@@ -43,6 +43,7 @@ GROUPS = {
     "throughput": "throughput (each changes the last bits of the numbers, not the recipe)",
 }
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+DROPOUTS = ("dropout", "attn_dropout", "relu_dropout")
 
 
 def flag(name: str) -> str:
@@ -133,11 +134,8 @@ def model_overrides(args: argparse.Namespace) -> dict[str, Any]:
         if getattr(args, option) is not None:
             out[name] = getattr(args, option)
     if args.dropout is not None:
-        out.update(dict.fromkeys(("dropout", "attn_dropout", "relu_dropout"), args.dropout))
+        out.update(dict.fromkeys(DROPOUTS, args.dropout))
     return out
-
-
-DROPOUTS = ("dropout", "attn_dropout", "relu_dropout")
 
 
 def initial_weights(path: str, model: ModelConfig | None, vocab_id: str | None) -> tuple[ModelConfig, dict]:
@@ -183,6 +181,11 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(**given)
 
 
+def differs(given: str, stored: Any, config_file: Path, advice: str) -> ValueError:
+    """The error for an option given on resume that is not the stored run's: what to do instead."""
+    return ValueError(f"{given} differs from the run's {stored} ({config_file}): {advice}")
+
+
 def resumed_config(stored: dict[str, Any], given: dict[str, Any], config_file: Path) -> TrainConfig:
     """The stored run's TrainConfig with the options given on resume, each of which must equal the stored one
     unless it only says when to stop, what to show or how often to save."""
@@ -190,10 +193,8 @@ def resumed_config(stored: dict[str, Any], given: dict[str, Any], config_file: P
     for name, value in given.items():
         old = getattr(base, name)
         if value != old and resume_kind(name) not in ("stop", "free"):
-            raise ValueError(
-                f"{flag(name)} {shown(value)} differs from the run's {shown(old)} ({config_file}): a resumed run "
-                f"keeps its options; leave {flag(name)} out to continue it, or start over with --overwrite"
-            )
+            advice = "a resumed run keeps its options; leave {} out to continue it, or start over with --overwrite"
+            raise differs(f"{flag(name)} {shown(value)}", shown(old), config_file, advice.format(flag(name)))
     return replace(base, **given)
 
 
@@ -218,9 +219,7 @@ def stored_corpus(args: argparse.Namespace, stored: dict[str, Any], config_file:
         return path
     given = str(Path(args.data).resolve())
     if path and given != path and Path(path).exists():
-        raise ValueError(
-            f"--data {args.data} differs from the run's {path} ({config_file}): leave --data out to continue the run"
-        )
+        raise differs(f"--data {args.data}", path, config_file, "leave --data out to continue the run")
     return given
 
 
@@ -229,24 +228,18 @@ def stored_model(args: argparse.Namespace, stored: dict[str, Any], config_file: 
     model = ModelConfig.from_dict(stored["model"])
     name = stored.get("preset")
     if args.preset is not None and name is not None and args.preset != name:
-        raise ValueError(
-            f"--preset {args.preset} differs from the run's {name} ({config_file}): leave --preset out to continue it"
-        )
+        raise differs(f"--preset {args.preset}", name, config_file, "leave --preset out to continue it")
     if args.preset is not None and name is None:
-        rates = {k: getattr(model, k) for k in ("dropout", "attn_dropout", "relu_dropout")}
+        rates = {k: getattr(model, k) for k in DROPOUTS}
         if preset(args.preset, vocab_size=model.vocab_size, **{**rates, **model_overrides(args)}) != model:
             raise ValueError(f"--preset {args.preset} is not the model of the run ({config_file})")
     for name, value in model_overrides(args).items():
         if name not in DROPOUTS and getattr(model, name) != value:
-            raise ValueError(
-                f"{name}={value} differs from the run's {getattr(model, name)} ({config_file}): a resumed run keeps "
-                "its model; leave the size options out to continue it"
-            )
+            advice = "a resumed run keeps its model; leave the size options out to continue it"
+            raise differs(f"{name}={value}", getattr(model, name), config_file, advice)
     if args.dropout is not None and args.dropout != model.dropout:
-        raise ValueError(
-            f"--dropout {shown(args.dropout)} differs from the run's {shown(model.dropout)} ({config_file}): "
-            "leave --dropout out to continue it"
-        )
+        advice = "leave --dropout out to continue it"
+        raise differs(f"--dropout {shown(args.dropout)}", shown(model.dropout), config_file, advice)
     return model
 
 

@@ -34,7 +34,6 @@ DROPOUT_RNGS = ("torch", "counter-hash")
 #             (another device computes the same updates, up to the last bits of its float sums)
 #   "kernel": how an update is computed, not what it computes: the Python API warns that the last bits will
 #             differ from an uninterrupted run's, the command line refuses like a recipe option
-RESUME_KINDS = ("recipe", "stop", "free", "kernel")
 
 
 def option(
@@ -187,7 +186,7 @@ class TrainConfig:
 
 
 def resume_kind(name: str) -> str:
-    """What a resume may do with TrainConfig field ``name`` (``RESUME_KINDS``)."""
+    """What a resume may do with TrainConfig field ``name`` ("recipe", "stop", "free" or "kernel": see above)."""
     return next(f.metadata["resume"] for f in fields(TrainConfig) if f.name == name)
 
 

@@ -49,11 +49,6 @@ def deterministic_algorithms() -> Iterator[None]:
         torch.utils.deterministic.fill_uninitialized_memory = before[2]
 
 
-def prepare_deterministic_cuda() -> None:
-    """cuBLAS's deterministic workspace setting, which it reads before its first product in the process."""
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-
-
 def kernel_choices(sdpa_backend: str, deterministic: bool) -> ExitStack:
     """A context with the chosen attention backend ("default": PyTorch picks per call) and, if asked,
     deterministic algorithms."""
@@ -76,6 +71,6 @@ def setup_device(device: str, local_rank: int, precision: str, deterministic: bo
         torch.cuda.set_device(dev)
         if precision == "bf16" and not torch.cuda.is_bf16_supported():
             raise ValueError(f"precision=bf16 is not supported on {torch.cuda.get_device_name(dev)}; use fp16")
-        if deterministic:
-            prepare_deterministic_cuda()
+        if deterministic:  # cuBLAS's deterministic workspace, read before its first product in the process
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     return dev
