@@ -342,27 +342,22 @@ def startup_summary(trainer: Trainer, settings: Settings, threads: int, init_fro
     start = f"from step {trainer.step}" if trainer.step else "a new run" if new else "from its first update"
     if new and init_from:
         start += f", from the weights of {init_from} (weights only: a fresh optimizer, schedule and step count)"
-    return "\n".join(
-        [
-            f"train | {trainer.run_dir}: {start}",
-            f"train | model: {trainer.model.num_parameters():,} parameters ({model_cfg.decoder_kind}, "
-            f"{model_cfg.enc_layers}/{model_cfg.dec_layers} layers, d {model_cfg.d_model}, {model_cfg.heads} heads, "
-            f"ffn {model_cfg.ffn_dim}, vocabulary {model_cfg.vocab_size:,})",
-            f"train | data {data}: {pairs:,} training pairs, {valid:,} validation pairs; {per_epoch:,} updates per "
-            f"epoch of up to {cfg.max_tokens:,} tokens x {cfg.update_freq}",
-            *(
-                [
-                    f"train | validation BLEU: sacreBLEU of the first {cfg.eval_bleu_sentences} validation sentences, "
-                    f"beam {cfg.eval_bleu_beam}; best.pt and patience follow it"
-                ]
-                if cfg.eval_bleu
-                else []
-            ),  # fmt: skip
-            f"train | device {where}, {cfg.precision}; stops at "
-            + (f"{planned:,} updates" if planned else f"patience {cfg.patience}")
-            + f"; a row every {cfg.log_every} updates",
-        ]
-    )
+    lines = [
+        f"train | {trainer.run_dir}: {start}",
+        f"train | model: {trainer.model.num_parameters():,} parameters ({model_cfg.decoder_kind}, "
+        f"{model_cfg.enc_layers}/{model_cfg.dec_layers} layers, d {model_cfg.d_model}, {model_cfg.heads} heads, "
+        f"ffn {model_cfg.ffn_dim}, vocabulary {model_cfg.vocab_size:,})",
+        f"train | data {data}: {pairs:,} training pairs, {valid:,} validation pairs; {per_epoch:,} updates per "
+        f"epoch of up to {cfg.max_tokens:,} tokens x {cfg.update_freq}",
+    ]
+    if cfg.eval_bleu:
+        lines.append(
+            f"train | validation BLEU: sacreBLEU of the first {cfg.eval_bleu_sentences} validation sentences, "
+            f"beam {cfg.eval_bleu_beam}; best.pt and patience follow it"
+        )
+    stops = f"{planned:,} updates" if planned else f"patience {cfg.patience}"
+    lines.append(f"train | device {where}, {cfg.precision}; stops at {stops}; a row every {cfg.log_every} updates")
+    return "\n".join(lines)
 
 
 def run_info(args: argparse.Namespace) -> dict[str, Any]:

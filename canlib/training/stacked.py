@@ -161,20 +161,9 @@ class StackedTrainer:
             raise ValueError(f"{len(cfgs)} seeds but {len(run_dirs)} run folders")
         self.cfg = cfgs[0]
         info = {**(run_info or {}), "stacked_seeds": [c.seed for c in cfgs]}
+        options = dict(vocab=vocab, data_path=data_path, resume=resume, overwrite=overwrite, console=console)
         self.members = [
-            SeedRun(
-                model_cfg,
-                cfg,
-                train_split,
-                valid_split,
-                run_dir,
-                vocab=vocab,
-                data_path=data_path,
-                resume=resume,
-                overwrite=overwrite,
-                console=console,
-                run_info=info,
-            )
+            SeedRun(model_cfg, cfg, train_split, valid_split, run_dir, run_info=info, **options)
             for cfg, run_dir in zip(cfgs, run_dirs)
         ]
         steps = {str(m.run_dir): m.step for m in self.members}
@@ -315,10 +304,8 @@ class StackedTrainer:
                 m._start_clock()
             sums, tokens = self._update(groups)
             for k, interval in enumerate(intervals):
-                interval["loss"] += sums[k, 0]
-                interval["nll"] += sums[k, 1]
-                interval["tokens"] += tokens[k]
-                interval["steps"] += 1
+                for key, value in (("loss", sums[k, 0]), ("nll", sums[k, 1]), ("tokens", tokens[k]), ("steps", 1)):
+                    interval[key] += value
             step = members[0].step
             log_point = step % cfg.log_every == 0 or step == cfg.max_steps
             valid_point = bool(cfg.valid_every and step % cfg.valid_every == 0)
