@@ -44,6 +44,7 @@ GROUPS = {
 }
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 DROPOUTS = ("dropout", "attn_dropout", "relu_dropout")
+SIZES = ("enc_layers", "dec_layers", "d_model", "heads", "ffn_dim")  # ModelConfig fields, the size options' dests
 
 
 def flag(name: str) -> str:
@@ -69,11 +70,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     sizes = parser.add_argument_group("model size (each overrides the preset's; on resume: the run's)")
     sizes.add_argument("--layers", type=layer_pair, metavar="ENC,DEC", help="encoder and decoder layers, e.g. 6,6")
-    sizes.add_argument("--encoder-layers", type=option_type(int, "at least 1"), metavar="N")
-    sizes.add_argument("--decoder-layers", type=option_type(int, "at least 1"), metavar="N")
+    sizes.add_argument("--encoder-layers", type=option_type(int, "at least 1"), metavar="N", dest="enc_layers")
+    sizes.add_argument("--decoder-layers", type=option_type(int, "at least 1"), metavar="N", dest="dec_layers")
     sizes.add_argument("--d-model", type=option_type(int, "at least 1"), metavar="D", help="model width")
     sizes.add_argument("--heads", type=option_type(int, "at least 1"), metavar="H", help="attention heads")
-    sizes.add_argument("--ffn", type=option_type(int, "at least 1"), metavar="F", help="feed-forward width")
+    sizes.add_argument(
+        "--ffn", type=option_type(int, "at least 1"), metavar="F", help="feed-forward width", dest="ffn_dim"
+    )
     parser.add_argument(
         "--init-from",
         metavar="CKPT",
@@ -121,18 +124,10 @@ def model_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The ModelConfig fields the size options set (``--layers`` and ``--encoder-layers`` may not both set one)."""
     out: dict[str, Any] = {}
     if args.layers is not None:
-        if args.encoder_layers is not None or args.decoder_layers is not None:
+        if args.enc_layers is not None or args.dec_layers is not None:
             raise ValueError("--layers ENC,DEC or --encoder-layers/--decoder-layers, not both")
         out["enc_layers"], out["dec_layers"] = args.layers
-    for option, name in (
-        ("encoder_layers", "enc_layers"),
-        ("decoder_layers", "dec_layers"),
-        ("d_model", "d_model"),
-        ("heads", "heads"),
-        ("ffn", "ffn_dim"),
-    ):
-        if getattr(args, option) is not None:
-            out[name] = getattr(args, option)
+    out.update({name: getattr(args, name) for name in SIZES if getattr(args, name) is not None})
     if args.dropout is not None:
         out.update(dict.fromkeys(DROPOUTS, args.dropout))
     return out

@@ -215,17 +215,15 @@ class Trainer(RunFolder):
     def _batch_to_device(self, indices: list[int], split: Split, name: str) -> dict[str, Any]:
         cfg = self.model_cfg
         batch = collate(split, indices, cfg.pad_id, cfg.bos_id, cfg.eos_id, self.cfg.pad_multiple)
-        for key in ("src", "tgt_out"):  # checked on the host copy (NumPy): no device round trip
+        for key, side in (("src", "source"), ("tgt_out", "target")):  # on the host copy: no device round trip
             ids = batch[key].numpy()
             bad = (ids < 0) | (ids >= cfg.vocab_size)
             if bad.any():
                 row = int(bad.any(axis=1).nonzero()[0][0])
                 value = int(ids[row][bad[row]][0])
-                side = "source" if key == "src" else "target"
                 raise ValueError(
-                    f"example {indices[row]} of the {name} split{self._data_name()} has {side} token "
-                    f"id {value}, outside "
-                    f"[0, vocab_size={cfg.vocab_size}): the corpus was tokenized with another vocabulary"
+                    f"example {indices[row]} of the {name} split{self._data_name()} has {side} token id {value}, "
+                    f"outside [0, vocab_size={cfg.vocab_size}): the corpus was tokenized with another vocabulary"
                 )
         pin = self.device.type == "cuda"
         for key in ("src", "tgt_in", "tgt_out"):
