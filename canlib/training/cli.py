@@ -141,13 +141,10 @@ def initial_weights(path: str, model: ModelConfig | None, vocab_id: str | None) 
         raise ValueError(f"--init-from {path}: not a canlib model checkpoint (no config or weights)")
     found = ModelConfig.from_dict(ckpt["config"])
     if model is not None:
-        differ = {
-            k: (v, getattr(model, k))
-            for k, v in found.to_dict().items()
-            if k not in DROPOUTS and getattr(model, k) != v
-        }
+        differ = {k: v for k, v in found.to_dict().items() if k not in DROPOUTS and getattr(model, k) != v}
         if differ:
-            name, (was, now) = next(iter(differ.items()))
+            name, was = next(iter(differ.items()))
+            now = getattr(model, name)
             raise ValueError(f"--init-from {path}: its model has {name}={was}, this run's {now}; leave --preset out "
                              "to train the checkpoint's model")  # fmt: skip
         found = model
