@@ -33,12 +33,6 @@ def umask() -> int:
     return mask
 
 
-def written_path(path: str | os.PathLike) -> Path:
-    """The file a write to ``path`` should change: a symlink's final target (the link stays a link), else ``path``."""
-    path = Path(path)
-    return Path(os.path.realpath(path)) if path.is_symlink() else path
-
-
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     """Whether two existing paths name one file (through links, ``..`` or another spelling)."""
     try:
@@ -55,7 +49,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> 
     A symlink is followed (its target is replaced, the link kept); what is not a regular file (a named pipe,
     ``/dev/null``, a terminal) is opened and written to, since renaming over it would destroy it.
     """
-    path = written_path(path)
+    path = Path(path)
+    path = Path(os.path.realpath(path)) if path.is_symlink() else path  # the link stays a link
     if path.exists() and not path.is_file():  # a pipe, a device, a socket: written to, never replaced
         with open(path, "wb") as f:
             write(f)
