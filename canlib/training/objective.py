@@ -75,15 +75,11 @@ def _chunk_loss(
     lp.sub_(lp.amax(dim=-1, keepdim=True))
     total = sum(block.exp().sum(-1) for block in lp.tensor_split(4, dim=-1))
     lp.sub_(total.log_()[:, None])
-    keep = target.ne(ignore_index)
-    safe = target.clamp(min=0)[:, None]
-    nll = -lp.gather(-1, safe).squeeze(-1)
-    smooth = -lp.sum(-1)
-    loss = (1.0 - epsilon) * nll + (epsilon / lp.size(-1)) * smooth
-    loss_sum, nll_sum = loss.masked_fill(~keep, 0.0).sum(), nll.masked_fill(~keep, 0.0).sum()
+    loss_sum, nll_sum = label_smoothed_nll_loss(lp, target, epsilon, ignore_index)
     if grad_weight is None:
         return loss_sum, nll_sum, None
     # d loss / d logits = softmax - (1 - eps) * onehot - eps / V, zero on padding rows
+    keep, safe = target.ne(ignore_index), target.clamp(min=0)[:, None]
     grad = lp.exp_().sub_(epsilon / lp.size(-1))
     grad.scatter_add_(-1, safe, torch.full_like(safe, -(1.0 - epsilon), dtype=grad.dtype))
     grad.mul_(keep[:, None])
