@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -100,33 +99,6 @@ def pick_pair(split: Any, low: int = 6, high: int = 12) -> int:
         if low <= len(src) <= high and low <= len(tgt) <= high:
             return i
     raise ValueError(f"no pair with {low}-{high} subwords on both sides")
-
-
-TICK_FONT = 11  # points: the figures are about 9 inches wide and shown at page width, so ticks stay readable
-
-
-def plot_map(
-    ax,
-    probs: Tensor | Any,
-    rows: list[str],
-    cols: list[str],
-    title: str,
-    split: int | None = None,
-    colorbar: bool = True,
-) -> None:
-    """A heatmap of one attention map (queries down, keys across), from 0 to the map's largest weight, with a
-    colour bar that says which weight each colour is; ``split`` draws the prefix | source border. ``probs`` is a
-    tensor or nested lists (a stored study)."""
-    values = np.asarray(probs.detach().float() if isinstance(probs, Tensor) else probs, dtype=float)
-    image = ax.imshow(values, cmap="viridis", vmin=0.0, vmax=max(float(values.max()), 1e-9), aspect="auto")
-    if colorbar:
-        bar = ax.figure.colorbar(image, ax=ax, fraction=0.05, pad=0.02)
-        bar.ax.tick_params(labelsize=TICK_FONT - 2)
-    ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=TICK_FONT)
-    ax.set_yticks(range(len(rows)), rows, fontsize=TICK_FONT)
-    ax.set_title(title, fontsize=TICK_FONT + 1)
-    if split is not None:
-        ax.axvline(split - 0.5, color="white", linewidth=2)
 
 
 def target_share(joint: Tensor, target_len: int) -> Tensor:
@@ -246,55 +218,6 @@ def alpha_by_position(
     return alpha_statistics(model, batches, max_position)[1]
 
 
-def plot_pair_maps(
-    standard: list[dict[str, Any]],
-    joint: list[dict[str, Any]],
-    src_tokens: list[str],
-    tgt_tokens: list[str],
-    title: str = "",
-    width: float = 9.0,
-):
-    """Two rows per decoder layer: a standard model's self map beside its cross map, then below them a CAN model's
-    joint map over [prefix | source], whose t + s columns line up with the t + s columns of the two maps above
-    (the maps of :func:`attention_maps`, as tensors or as the nested lists a stored study holds)."""
-    import matplotlib.pyplot as plt
-
-    layers = max(len(standard), len(joint))
-    t, s = len(tgt_tokens), len(src_tokens)
-    cell = width / (t + s + 4)  # inches per key column, leaving room for the row labels
-    row_height = cell * t + 1.9  # the map, its rotated column labels and its title
-    fig = plt.figure(figsize=(width, 2 * layers * row_height), constrained_layout=True)
-    grid = fig.add_gridspec(2 * layers, 2, width_ratios=[t, s])
-    for i in range(layers):
-        if i < len(standard):
-            plot_map(
-                fig.add_subplot(grid[2 * i, 0]),
-                standard[i]["self"],
-                tgt_tokens,
-                tgt_tokens,
-                f"standard layer {i + 1}: self",
-            )
-            plot_map(
-                fig.add_subplot(grid[2 * i, 1]),
-                standard[i]["cross"],
-                tgt_tokens,
-                src_tokens,
-                f"standard layer {i + 1}: cross",
-            )
-        if i < len(joint):
-            plot_map(
-                fig.add_subplot(grid[2 * i + 1, :]),
-                joint[i]["joint"],
-                tgt_tokens,
-                tgt_tokens + src_tokens,
-                f"CAN layer {i + 1}: one softmax over [prefix | source]",
-                split=t,
-            )
-    if title:
-        fig.suptitle(title, fontsize=TICK_FONT + 1)
-    return fig
-
-
 def alpha_summary(alphas: list[Tensor]) -> list[dict[str, Any]]:
     """Mean, spread and quartiles of alpha per layer (rows for a table)."""
     rows = []
@@ -330,11 +253,9 @@ __all__ = [
     "decoder_inputs",
     "can_layer_parts",
     "pick_pair",
-    "plot_map",
     "attention_maps",
     "alpha_per_layer",
     "alpha_by_position",
-    "plot_pair_maps",
     "alpha_summary",
     "alpha_histogram",
 ]

@@ -131,20 +131,6 @@ def test_alpha_by_position_averages_real_positions_and_gives_the_uniform_referen
     )  # position-major, heads inner
 
 
-def test_plot_pair_maps_draws_one_row_per_layer():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    std, can = am.attention_maps(model("standard"), SRC, TGT_IN), am.attention_maps(model("can"), SRC, TGT_IN)
-    fig = am.plot_pair_maps(std, can, [f"s{i}" for i in range(5)], ["<s>", "a", "b"])
-    maps = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
-    assert len(maps) == 6 and maps[2].get_title().startswith("CAN layer 1")
-    assert len(fig.axes) == 12  # every map with its colour bar
-    plt.close(fig)
-
-
 def test_pick_pair_takes_the_first_pair_within_the_lengths_and_names_the_range_when_none_fits():
     split = [([1] * 3, [2] * 8), ([1] * 7, [2] * 13), ([1] * 6, [2] * 12), ([1] * 9, [2] * 9)]
     assert am.pick_pair(split) == 2
@@ -156,27 +142,6 @@ def test_alpha_histogram_counts_every_value_once_including_the_ends():
     hist = am.alpha_histogram([torch.tensor([0.0, 0.01, 0.5, 0.99, 1.0]), torch.tensor([0.3, 0.3])], bins=4)
     assert hist["edges"] == [0.0, 0.25, 0.5, 0.75, 1.0]
     assert hist["counts"] == [[2, 0, 1, 2], [0, 2, 0, 0]]
-
-
-def test_plot_pair_maps_draws_every_layers_three_maps_from_stored_nested_lists():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    std, can = am.attention_maps(model("standard"), SRC, TGT_IN), am.attention_maps(model("can"), SRC, TGT_IN)
-    stored = [[{k: v.tolist() for k, v in layer.items() if k != "heads"} for layer in maps] for maps in (std, can)]
-    src_tokens, tgt_tokens = [f"s{i}" for i in range(5)], ["<s>", "a", "b"]
-    fig = am.plot_pair_maps(*stored, src_tokens, tgt_tokens)
-    drawn = [ax for ax in fig.axes if ax.images]
-    assert len(drawn) == 3 * 2  # self, cross and joint of both decoder layers, each drawn once
-    expected = [m for i in range(2) for m in (std[i]["self"], std[i]["cross"], can[i]["joint"])]
-    for ax, probs in zip(drawn, expected):  # the image is the map itself, queries down and keys across
-        np.testing.assert_allclose(ax.images[0].get_array(), probs.numpy(), rtol=1e-6)
-        assert [t.get_text() for t in ax.get_yticklabels()] == tgt_tokens
-    assert [t.get_text() for t in drawn[2].get_xticklabels()] == tgt_tokens + src_tokens
-    assert all(t.get_fontsize() >= 10 for ax in drawn for t in ax.get_xticklabels())  # readable at page width
-    plt.close(fig)
 
 
 def test_the_attention_study_stores_what_the_chapter_draws(shared_data, tmp_path, monkeypatch):
