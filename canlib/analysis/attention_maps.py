@@ -65,32 +65,6 @@ def joint_layer_output(layer: CANDecoderLayer, x: Tensor, memory: SourceMemory, 
     return layer._output(x, hidden, mixed)
 
 
-def can_layer_parts(layer: CANDecoderLayer, x: Tensor, memory: SourceMemory, blocked: Tensor) -> dict[str, Tensor]:
-    """Every intermediate tensor of one CAN layer, by the paper's names, for a worked example with shapes.
-
-    ``q``, ``k_x``: (rows, h, t, d/h); ``k_h``: (B, h, s, d/h); ``v_x``: (rows, h, t, 4d/h) and ``v_h``: (B, h, s,
-    4d/h),
-    the 4d-wide values z W~v1 and H W~v2 split over heads; ``hidden``: z W1 + b1 (rows, t, 4d); ``joint``: A
-    (rows, h, t, t + s); ``mixed``: A [V1 ; V2] (rows, h, t, 4d/h); ``output``: the layer's output (rows, t, d).
-    """
-    q, k, v, hidden = layer._project(x)
-    source = layer.project_source(memory)
-    joint = joint_layer_map(layer, x, memory, blocked)
-    t = x.size(1)
-    mixed = torch.matmul(joint[..., :t], v) + memory.mix(joint[..., t:].contiguous(), source["v"])
-    return {
-        "q": q,
-        "k_x": k,
-        "k_h": source["k"],
-        "v_x": v,
-        "v_h": source["v"],
-        "hidden": hidden,
-        "joint": joint,
-        "mixed": mixed,
-        "output": layer._output(x, hidden, mixed),
-    }
-
-
 def pick_pair(split: Any, low: int = 6, high: int = 12) -> int:
     """Index of the first pair of ``split`` whose source and target lengths (subwords) lie in [low, high]:
     short enough to read a map cell by cell, long enough to show structure."""
@@ -161,7 +135,17 @@ def attention_maps(model: nn.Module, src: list[int] | Tensor, tgt_in: list[int] 
 def alpha_statistics(
     model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]], max_position: int = 30
 ) -> tuple[list[Tensor], dict[str, Tensor]]:
-    """:func:`alpha_per_layer` and :func:`alpha_by_position` from one teacher-forced pass over ``batches``."""
+    """alpha per decoder layer and per target position, from one teacher-forced pass over ``batches``, which yields
+    (src, tgt_in) id tensors (e.g. ``repro.experiments.corpus.teacher_forced_batches``).
+
+    Returns, first, one 1-D tensor per joint decoder layer: alpha of every (non-padded target position, head), in
+    batch order, the h heads of each position together; its mean is the share of attention CAN gives the target
+    prefix there. Second, the mean alpha per layer and target position (1-based, up to ``max_position``) beside the
+    alpha that uniform attention would give, ``i / (i + s)`` for query i and source length s: ``"alpha"`` (layers,
+    max_position), ``"uniform"`` (max_position) and ``"count"`` (max_position, the number of target positions
+    averaged; NaN means where it is 0). A trained gate that differs from ``"uniform"`` is what the single softmax
+    learned, not what the lengths impose.
+    """
     if model.training:
         raise ValueError("alpha needs the model in eval mode (dropout would change the maps)")
     if not all(isinstance(layer, JOINT_LAYERS) for layer in model.decoder_layers):
@@ -192,30 +176,6 @@ def alpha_statistics(
         nan = torch.where(count > 0, 0.0, float("nan"))
         by_position = {"alpha": sums / seen + nan, "uniform": uniform / seen + nan, "count": count}
     return [torch.cat(chunks) for chunks in per_layer], by_position
-
-
-def alpha_per_layer(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]]) -> list[Tensor]:
-    """For each joint decoder layer, alpha of every (non-padded target position, head) over all ``batches``.
-
-    ``batches`` yields (src, tgt_in) id tensors (e.g. ``repro.experiments.corpus.teacher_forced_batches``).
-    Returns one
-    1-D tensor per decoder layer (positions in batch order, the h heads of each position together); its mean
-    is the share of attention CAN gives the target prefix there.
-    """
-    return alpha_statistics(model, batches)[0]
-
-
-def alpha_by_position(
-    model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]], max_position: int = 30
-) -> dict[str, Tensor]:
-    """Mean alpha per decoder layer and target position (1-based, up to ``max_position``), beside the alpha
-    that uniform attention would give, ``i / (i + s)`` for query i and source length s.
-
-    Returns ``"alpha"`` (layers, max_position), ``"uniform"`` (max_position) and ``"count"`` (max_position, the
-    number of target positions averaged; NaN means where it is 0). A trained gate that differs from
-    ``"uniform"`` is what the single softmax learned, not what the lengths impose.
-    """
-    return alpha_statistics(model, batches, max_position)[1]
 
 
 def alpha_summary(alphas: list[Tensor]) -> list[dict[str, Any]]:
@@ -251,11 +211,9 @@ __all__ = [
     "joint_layer_output",
     "target_share",
     "decoder_inputs",
-    "can_layer_parts",
     "pick_pair",
     "attention_maps",
-    "alpha_per_layer",
-    "alpha_by_position",
+    "alpha_statistics",
     "alpha_summary",
     "alpha_histogram",
 ]

@@ -63,7 +63,7 @@ def test_alpha_per_layer_skips_padded_target_positions():
     net = model("can")
     src = torch.tensor([SRC, [5, 6, EOS_ID, PAD_ID, PAD_ID]])
     tgt = torch.tensor([TGT_IN, [BOS_ID, 9, PAD_ID]])
-    alphas = am.alpha_per_layer(net, [(src, tgt)])
+    alphas = am.alpha_statistics(net, [(src, tgt)])[0]
     assert len(alphas) == 2
     assert all(a.numel() == 5 * 2 for a in alphas)  # 5 real target positions x 2 heads
     assert all(((a > 0) & (a < 1)).all() for a in alphas)
@@ -73,11 +73,11 @@ def test_alpha_per_layer_skips_padded_target_positions():
 
 def test_alpha_is_refused_for_a_standard_decoder_and_in_training_mode():
     with pytest.raises(TypeError, match="joint-attention"):
-        am.alpha_per_layer(model("standard"), [(torch.tensor([SRC]), torch.tensor([TGT_IN]))])
+        am.alpha_statistics(model("standard"), [(torch.tensor([SRC]), torch.tensor([TGT_IN]))])
     with pytest.raises(ValueError, match="eval mode"):
         am.attention_maps(model("can").train(), SRC, TGT_IN)
     with pytest.raises(ValueError, match="eval mode"):
-        am.alpha_by_position(model("can").train(), [(torch.tensor([SRC]), torch.tensor([TGT_IN]))])
+        am.alpha_statistics(model("can").train(), [(torch.tensor([SRC]), torch.tensor([TGT_IN]))])
 
 
 def test_target_share_rejects_a_map_without_source_columns():
@@ -102,22 +102,11 @@ def test_compress_attention_ablation_has_a_joint_map_too():
     assert all(m["joint"].shape == (3, 8) and m["alpha"].shape == (3,) for m in maps)
 
 
-def test_can_layer_parts_end_in_the_layer_output_with_4d_wide_values():
-    net = model("can")
-    layer = net.decoder_layers[0]
-    (x, memory, blocked), _ = am.decoder_inputs(net, torch.tensor([SRC]), torch.tensor([TGT_IN]))
-    with torch.no_grad():
-        parts = am.can_layer_parts(layer, x, memory, blocked)
-        torch.testing.assert_close(parts["output"], layer(x, memory, layer.project_source(memory), blocked, {}))
-    assert parts["v_x"].shape == (1, 2, 3, 32) and parts["v_h"].shape == (1, 2, 5, 32)  # 4d/h = 64/2
-    assert parts["joint"].shape == (1, 2, 3, 8) and parts["hidden"].shape == (1, 3, 64)
-
-
 def test_alpha_by_position_averages_real_positions_and_gives_the_uniform_reference():
     net = model("can")
     src = torch.tensor([SRC, [5, 6, EOS_ID, PAD_ID, PAD_ID]])
     tgt = torch.tensor([TGT_IN, [BOS_ID, 9, PAD_ID]])
-    out = am.alpha_by_position(net, [(src, tgt)], max_position=4)
+    out = am.alpha_statistics(net, [(src, tgt)], max_position=4)[1]
     assert out["alpha"].shape == (2, 4)
     assert out["count"].tolist() == [2, 2, 1, 0]
     # uniform attention: query i sees i prefix positions and s source positions (s = 5 and 3 here)
@@ -125,7 +114,7 @@ def test_alpha_by_position_averages_real_positions_and_gives_the_uniform_referen
         out["uniform"][:3], torch.tensor([(1 / 6 + 1 / 4) / 2, (2 / 7 + 2 / 5) / 2, 3 / 8], dtype=torch.float64)
     )
     assert torch.isnan(out["alpha"][:, 3]).all() and torch.isnan(out["uniform"][3])
-    per_layer = am.alpha_per_layer(net, [(src[:1], tgt[:1])])
+    per_layer = am.alpha_statistics(net, [(src[:1], tgt[:1])])[0]
     torch.testing.assert_close(
         out["alpha"][0, 2].float(), per_layer[0].view(3, 2)[2].mean()
     )  # position-major, heads inner
