@@ -117,14 +117,8 @@ def attention_maps(model: nn.Module, src: list[int] | Tensor, tgt_in: list[int] 
                 joint = joint_layer_map(layer, x, memory, blocked)[0]
                 out.append({"joint": joint.mean(0), "alpha": target_share(joint, x.size(1)).mean(0), "heads": joint})
             elif isinstance(layer, StandardDecoderLayer):
-                maps = standard_layer_maps(layer, x, memory, blocked)
-                out.append(
-                    {
-                        "self": maps["self"][0].mean(0),
-                        "cross": maps["cross"][0].mean(0),
-                        "heads": {k: v[0] for k, v in maps.items()},
-                    }
-                )
+                heads = {k: v[0] for k, v in standard_layer_maps(layer, x, memory, blocked).items()}
+                out.append({**{k: v.mean(0) for k, v in heads.items()}, "heads": heads})
             else:
                 raise TypeError(
                     f"{type(layer).__name__}: no attention maps for this decoder kind (standard, can, can_attn)"
