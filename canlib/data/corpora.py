@@ -132,92 +132,55 @@ class Corpus:
         return self.scales[name]
 
 
-def _pair(stem: str, src: str, tgt: str, src_members: list[Member], tgt_members: list[Member]) -> dict:
-    return {f"{stem}.{src}": tuple(src_members), f"{stem}.{tgt}": tuple(tgt_members)}
+def _sgm_test(stem: str, remote: Remote, prefix: str, other: str) -> dict[str, tuple[Member, ...]]:
+    """A WMT test set in ``remote``: the English source ``{prefix}-src.en.sgm``, the reference
+    ``{prefix}-ref.{other}.sgm``."""
+    roles = (("en", "src"), (other, "ref"))
+    return {f"{stem}.{lang}": (Member(remote, f"{prefix}-{role}.{lang}.sgm"),) for lang, role in roles}
 
 
 def _wmt14(tgt: str) -> dict[str, tuple[Member, ...]]:
     """Training corpora, dev sets and newstest2014 of WMT14 for en-``tgt`` (de or fr)."""
-    pair = f"{tgt}-en"
+    pair, langs = f"{tgt}-en", ("en", tgt)
     europarl = Remote(f"{STATMT}/wmt13/training-parallel-europarl-v7.tgz")
     commoncrawl = Remote(f"{STATMT}/wmt13/training-parallel-commoncrawl.tgz")
     nc = Remote(f"{STATMT}/wmt14/training-parallel-nc-v9.tgz")
     dev = Remote(f"{STATMT}/wmt14/dev.tgz")
-    test_full = Remote(f"{STATMT}/wmt14/test-full.tgz")
-    test_filtered = Remote(f"{STATMT}/wmt14/test.tgz")
-    train = {
-        lang: [
+    files = {
+        f"train.{lang}": (
             Member(europarl, f"europarl-v7.{pair}.{lang}"),
             Member(commoncrawl, f"commoncrawl.{pair}.{lang}"),
             Member(nc, f"news-commentary-v9.{pair}.{lang}"),
-        ]
-        for lang in ("en", tgt)
+        )
+        for lang in langs
     }
     if tgt == "fr":
         un = Remote(f"{STATMT}/wmt13/training-parallel-un.tgz")
         giga = Remote(f"{STATMT}/wmt10/training-giga-fren.tar")
-        for lang in ("en", "fr"):
-            train[lang] += [Member(un, f"undoc.2000.fr-en.{lang}"), Member(giga, f"giga-fren.release2.fixed.{lang}.gz")]
-    code = f"{tgt}en"
-    files = _pair("train", "en", tgt, train["en"], train[tgt])
+        for lang in langs:
+            files[f"train.{lang}"] += (
+                Member(un, f"undoc.2000.fr-en.{lang}"),
+                Member(giga, f"giga-fren.release2.fixed.{lang}.gz"),
+            )
     for year in range(2008, 2014):
-        files |= _pair(
-            f"newstest{year}",
-            "en",
-            tgt,
-            [Member(dev, f"newstest{year}-src.en.sgm")],
-            [Member(dev, f"newstest{year}-src.{tgt}.sgm")],
-        )
-    files |= _pair(
-        "newstest2008-2012",
-        "en",
-        tgt,
-        [m for y in range(2008, 2013) for m in files[f"newstest{y}.en"]],
-        [m for y in range(2008, 2013) for m in files[f"newstest{y}.{tgt}"]],
-    )
-    files |= _pair(
-        "newstest2014",
-        "en",
-        tgt,
-        [Member(test_full, f"newstest2014-{code}-src.en.sgm")],
-        [Member(test_full, f"newstest2014-{code}-ref.{tgt}.sgm")],
-    )
-    files |= _pair(
-        "newstest2014.filtered",
-        "en",
-        tgt,
-        [Member(test_filtered, f"newstest2014-{code}-src.en.sgm")],
-        [Member(test_filtered, f"newstest2014-{code}-ref.{tgt}.sgm")],
-    )
-    return files
+        files |= {f"newstest{year}.{lang}": (Member(dev, f"newstest{year}-src.{lang}.sgm"),) for lang in langs}
+    files |= {
+        f"newstest2008-2012.{lang}": tuple(m for y in range(2008, 2013) for m in files[f"newstest{y}.{lang}"])
+        for lang in langs
+    }
+    prefix = f"newstest2014-{tgt}en"
+    files |= _sgm_test("newstest2014", Remote(f"{STATMT}/wmt14/test-full.tgz"), prefix, tgt)
+    return files | _sgm_test("newstest2014.filtered", Remote(f"{STATMT}/wmt14/test.tgz"), prefix, tgt)
 
 
 def _wmt17(other: str, valid: tuple[str, ...]) -> Corpus:
     """WMT17 en-``other`` from the official preprocessed (tokenized, truecased) release."""
     base = f"{WMT17}/preprocessed/{other}-en"
     dev = Remote(f"{base}/dev.tgz")
-    test = Remote(f"{WMT17}/test.tgz")
-    files = _pair(
-        "train",
-        "en",
-        other,
-        [Member(Remote(f"{base}/corpus.tc.en.gz"))],
-        [Member(Remote(f"{base}/corpus.tc.{other}.gz"))],
-    )
-    files |= _pair(
-        "valid",
-        "en",
-        other,
-        [Member(dev, f"{name}.tc.en") for name in valid],
-        [Member(dev, f"{name}.tc.{other}") for name in valid],
-    )
-    files |= _pair(
-        "newstest2017",
-        "en",
-        other,
-        [Member(test, f"newstest2017-en{other}-src.en.sgm")],
-        [Member(test, f"newstest2017-en{other}-ref.{other}.sgm")],
-    )
+    langs = ("en", other)
+    files = {f"train.{lang}": (Member(Remote(f"{base}/corpus.tc.{lang}.gz")),) for lang in langs}
+    files |= {f"valid.{lang}": tuple(Member(dev, f"{name}.tc.{lang}") for name in valid) for lang in langs}
+    files |= _sgm_test("newstest2017", Remote(f"{WMT17}/test.tgz"), f"newstest2017-en{other}", other)
     full = Scale(
         ("train",),
         ("valid",),
@@ -279,11 +242,11 @@ def _multi30k(other: str) -> tuple[Corpus, Corpus]:
     the first 200 lines of val and of test2016.
     """
     tests = _MULTI30K_TESTS[other]
-    files: dict[str, tuple[Member, ...]] = {}
-    for split in ("train", "val", *(f"test_{t}" for t in tests)):
-        files |= _pair(
-            split, "en", other, [Member(_multi30k_remote(split, "en"))], [Member(_multi30k_remote(split, other))]
-        )
+    files = {
+        f"{split}.{lang}": (Member(_multi30k_remote(split, lang)),)
+        for split in ("train", "val", *(f"test_{t}" for t in tests))
+        for lang in ("en", other)
+    }
     extra = {f"test{t}": (f"test_{t}",) for t in tests if t.startswith("2017")}
     named = f" + {', '.join(extra)}" if extra else ""
     scales = {
