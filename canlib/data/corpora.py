@@ -132,6 +132,20 @@ class Corpus:
         return self.scales[name]
 
 
+# the caps of every registered corpus's scale: full learns the vocabulary from a seeded million training pairs,
+# tiny (CI) keeps 3000 seeded training pairs and the first 200 valid and test lines
+_SCALE_CAPS = {
+    "full": {"vocab_pairs": 1_000_000},
+    "small": {},
+    "tiny": {"train_pairs": 3000, "valid_pairs": 200, "test_pairs": 200},
+}
+
+
+def _scale(name: str, stems: tuple[tuple[str, ...], ...], description: str, **settings) -> Scale:
+    """A registered corpus's scale ``name`` over ``stems`` (train, valid, test), with the scale's size and caps."""
+    return Scale(*stems, scale_spec(name).vocab_size, description=description, **_SCALE_CAPS[name], **settings)
+
+
 def _sgm_test(stem: str, remote: Remote, prefix: str, other: str) -> dict[str, tuple[Member, ...]]:
     """A WMT test set in ``remote``: the English source ``{prefix}-src.en.sgm``, the reference
     ``{prefix}-ref.{other}.sgm``."""
@@ -181,14 +195,8 @@ def _wmt17(other: str, valid: tuple[str, ...]) -> Corpus:
     files = {f"train.{lang}": (Member(Remote(f"{base}/corpus.tc.{lang}.gz")),) for lang in langs}
     files |= {f"valid.{lang}": tuple(Member(dev, f"{name}.tc.{lang}") for name in valid) for lang in langs}
     files |= _sgm_test("newstest2017", Remote(f"{WMT17}/test.tgz"), f"newstest2017-en{other}", other)
-    full = Scale(
-        ("train",),
-        ("valid",),
-        ("newstest2017",),
-        vocab_size=scale_spec("full").vocab_size,
-        vocab_pairs=1_000_000,
-        description="paper recipe: preprocessed WMT17 training data, newstest2017 test",
-    )
+    stems = (("train",), ("valid",), ("newstest2017",))
+    full = _scale("full", stems, "paper recipe: preprocessed WMT17 training data, newstest2017 test")
     return Corpus(
         f"wmt17-en-{other}", "en", other, f"WMT17 English-{other.upper()} (paper Table 3)", files, {"full": full}
     )
@@ -249,32 +257,18 @@ def _multi30k(other: str) -> tuple[Corpus, Corpus]:
     }
     extra = {f"test{t}": (f"test_{t}",) for t in tests if t.startswith("2017")}
     named = f" + {', '.join(extra)}" if extra else ""
+    stems = (("train",), ("val",), ("test_2016_flickr",))
     scales = {
-        "small": Scale(
-            ("train",),
-            ("val",),
-            ("test_2016_flickr",),
-            vocab_size=scale_spec("small").vocab_size,
-            extra_tests=extra,
-            description=f"all 29000 training pairs, val 1014, test2016 1000{named}",
-        ),
-        "tiny": Scale(
-            ("train",),
-            ("val",),
-            ("test_2016_flickr",),
-            vocab_size=scale_spec("tiny").vocab_size,
-            train_pairs=3000,
-            valid_pairs=200,
-            test_pairs=200,
-            description="CI: 3000 seeded training pairs, 200 val, 200 test",
-        ),
+        "small": _scale("small", stems, f"all 29000 training pairs, val 1014, test2016 1000{named}", extra_tests=extra),
+        "tiny": _scale("tiny", stems, "CI: 3000 seeded training pairs, 200 val, 200 test"),
     }
     what = "Multi30k task 1 image captions"
     forward = Corpus(f"multi30k-en-{other}", "en", other, f"{what}, English-{_LANGUAGE[other]}", files, scales)
     return forward, forward.reversed(f"multi30k-{other}-en", f"{what}, {_LANGUAGE[other]}-English")
 
 
-_NEWS_POOL = ("train.detok", "newstest2008-2012", "newstest2015-2020")
+# WMT14 En-De below full: the news pool to train on, newstest2013 to validate, newstest2014 to test
+_NEWS_STEMS = (("train.detok", "newstest2008-2012", "newstest2015-2020"), ("newstest2013",), ("newstest2014",))
 _WMT14_EN_DE = Corpus(
     "wmt14-en-de",
     "en",
@@ -282,31 +276,17 @@ _WMT14_EN_DE = Corpus(
     "WMT14 English-German (paper Table 2)",
     _wmt14("de"),
     {
-        "full": Scale(
-            ("train",),
-            ("newstest2013",),
-            ("newstest2014",),
-            vocab_size=scale_spec("full").vocab_size,
-            vocab_pairs=1_000_000,
-            description="paper recipe: Europarl v7 + CommonCrawl + News Commentary v9, 32k joint BPE",
+        "full": _scale(
+            "full",
+            (("train",), ("newstest2013",), ("newstest2014",)),
+            "paper recipe: Europarl v7 + CommonCrawl + News Commentary v9, 32k joint BPE",
         ),
-        "small": Scale(
-            _NEWS_POOL,
-            ("newstest2013",),
-            ("newstest2014",),
-            vocab_size=scale_spec("small").vocab_size,
-            description="news pool, local files only: ~37.6k real pairs (train.detok + newstest2008-2012 + 2015-2020)",
+        "small": _scale(
+            "small",
+            _NEWS_STEMS,
+            "news pool, local files only: ~37.6k real pairs (train.detok + newstest2008-2012 + 2015-2020)",
         ),
-        "tiny": Scale(
-            _NEWS_POOL,
-            ("newstest2013",),
-            ("newstest2014",),
-            vocab_size=scale_spec("tiny").vocab_size,
-            train_pairs=3000,
-            valid_pairs=200,
-            test_pairs=200,
-            description="3000 seeded pairs of the news pool (local files only)",
-        ),
+        "tiny": _scale("tiny", _NEWS_STEMS, "3000 seeded pairs of the news pool (local files only)"),
     },
 )
 _WMT14_EN_FR = Corpus(
@@ -316,13 +296,10 @@ _WMT14_EN_FR = Corpus(
     "WMT14 English-French (paper Table 2)",
     _wmt14("fr"),
     {
-        "full": Scale(
-            ("train",),
-            ("newstest2012", "newstest2013"),
-            ("newstest2014",),
-            vocab_size=scale_spec("full").vocab_size,
-            vocab_pairs=1_000_000,
-            description="paper recipe: + UN + Gigaword; valid newstest2012+2013",
+        "full": _scale(
+            "full",
+            (("train",), ("newstest2012", "newstest2013"), ("newstest2014",)),
+            "paper recipe: + UN + Gigaword; valid newstest2012+2013",
         )
     },
 )
