@@ -56,15 +56,6 @@ def joint_layer_map(
     return torch.softmax(scores, dim=-1)
 
 
-def joint_layer_output(layer: CANDecoderLayer, x: Tensor, memory: SourceMemory, joint: Tensor) -> Tensor:
-    """CAN's output rebuilt from a joint map: x + W2 ReLU(z W1 + b1 + A [z W~v1 ; H W~v2]) (for checks)."""
-    _, _, v, hidden = layer._project(x)
-    source = layer.project_source(memory)
-    t = x.size(1)
-    mixed = torch.matmul(joint[..., :t], v) + memory.mix(joint[..., t:].contiguous(), source["v"])
-    return layer._output(x, hidden, mixed)
-
-
 def pick_pair(split: Any, low: int = 6, high: int = 12) -> int:
     """Index of the first pair of ``split`` whose source and target lengths (subwords) lie in [low, high]:
     short enough to read a map cell by cell, long enough to show structure."""
@@ -202,7 +193,6 @@ def alpha_histogram(alphas: list[Tensor], bins: int = 40) -> dict[str, Any]:
 __all__ = [
     "standard_layer_maps",
     "joint_layer_map",
-    "joint_layer_output",
     "target_share",
     "decoder_inputs",
     "pick_pair",

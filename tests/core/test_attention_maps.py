@@ -51,7 +51,12 @@ def test_can_joint_map_reproduces_the_layer_output_and_alpha_is_its_prefix_mass(
     assert joint.shape == (1, 2, 3, 3 + 5)
     with torch.no_grad():
         want = layer(x, memory, layer.project_source(memory), causal_mask(3), {})
-        torch.testing.assert_close(am.joint_layer_output(layer, x, memory, joint), want)
+        # x + W2 ReLU(z W1 + b1 + A [z W~v1 ; H W~v2]), the map's prefix columns mixing z W~v1, its source ones H W~v2
+        _, _, v, hidden = layer._project(x)
+        mixed = torch.matmul(joint[..., :3], v) + memory.mix(
+            joint[..., 3:].contiguous(), layer.project_source(memory)["v"]
+        )
+        torch.testing.assert_close(layer._output(x, hidden, mixed), want)
     alpha = am.target_share(joint, 3)
     torch.testing.assert_close(alpha + joint[..., 3:].sum(-1), torch.ones(1, 2, 3))
     assert torch.all(joint[..., :3].triu(1) == 0)
