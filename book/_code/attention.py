@@ -122,7 +122,8 @@ def plot_pair_maps(
 ):
     """Two rows per decoder layer: a standard model's self map beside its cross map, then below them a CAN model's
     joint map over [prefix | source], whose t + s columns line up with the t + s columns of the two maps above
-    (the maps of :func:`canlib.analysis.attention_maps.attention_maps`, as tensors or as the nested lists a stored study holds)."""
+    (the maps of :func:`canlib.analysis.attention_maps.attention_maps`, as tensors or as the nested lists a stored
+    study holds)."""
     import matplotlib.pyplot as plt
 
     layers = max(len(standard), len(joint))
