@@ -373,33 +373,25 @@ def files_corpus(
     for option, value, least in (("train_pairs", train_pairs, 1), ("max_len", max_len, 1), ("max_ratio", max_ratio, 0)):
         if value is not None and not value >= least:
             raise ValueError(f"{option}={value}: must be >= {least}")
-    caps = {"train_pairs": train_pairs} if train_pairs else {}
     kept = f"a seeded {train_pairs} training pairs" if train_pairs else "every training pair"
     filters = [f"none over {max_len} subwords"] if max_len else []
     filters += [f"none with one side over {max_ratio:g}x the other"] if max_ratio else []
-
-    def scale(name_: str) -> Scale:
-        return Scale(
+    recipe = f"{folder}: {', '.join([kept, *filters])}; every valid and test line"
+    scales = {
+        s: Scale(
             ("train",),
             ("valid",),
             ("test",),
-            vocab_size=vocab_size or scale_spec(name_).vocab_size,
+            vocab_size=vocab_size or scale_spec(s).vocab_size,
+            train_pairs=train_pairs,
             max_len=max_len or FILES_MAX_LEN,
             max_ratio=max_ratio or 0.0,
-            description=f"{folder}: {', '.join([kept, *filters])}; every valid and test line",
-            **caps,
+            description=recipe,
         )
-
-    return Corpus(
-        name,
-        src,
-        tgt,
-        f"files in {folder}, {src}->{tgt}",
-        {},
-        {s: scale(s) for s in SCALES},
-        path=str(folder),
-        drop_empty=bool(drop_empty),
-    )
+        for s in SCALES
+    }
+    title = f"files in {folder}, {src}->{tgt}"
+    return Corpus(name, src, tgt, title, {}, scales, path=str(folder), drop_empty=bool(drop_empty))
 
 
 def _files_registry() -> Path:

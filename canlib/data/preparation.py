@@ -40,10 +40,6 @@ from canlib.io import data_dir, tqdm, umask
 ENCODE_CHUNK = 10_000
 
 
-def offline() -> bool:
-    return os.environ.get("CANLIB_OFFLINE", "") not in ("", "0")
-
-
 def local_file(corpus: Corpus, filename: str) -> Path | None:
     """``filename`` (or ``filename.gz``) in the corpus's own folder (a corpus of files), else in the data
     dir's corpus folder, if it is there."""
@@ -83,7 +79,7 @@ def materialize(
                 f"{corpus.folder}/{name}: not found in {where}, and the registry has no download "
                 f"for it; point CANLIB_DATA_DIR at a folder holding {corpus.folder}/{name}"
             )
-        if offline():
+        if os.environ.get("CANLIB_OFFLINE", "") not in ("", "0"):
             raise FileNotFoundError(
                 f"{corpus.folder}/{name}: not found in {where}, and CANLIB_OFFLINE forbids downloading"
             )
