@@ -52,24 +52,24 @@ def split_compounds(line: str) -> str:
     return _COMPOUND.sub(r"\1 ##AT##-##AT## \2", line)
 
 
-def corpus_scores(hyps: list[str], refs: list[str], lang: str = "de") -> dict:
-    """sacreBLEU, tokenized BLEU and tokenized BLEU with compound splitting of one system output."""
+def corpus_scores(hyps: list[str], refs: list[str], lang: str | None = "de") -> dict:
+    """sacreBLEU, tokenized BLEU and tokenized BLEU with compound splitting of one system output (``lang`` None:
+    sacreBLEU alone, for a language the Moses tokenizer has no rules for)."""
     if len(hyps) != len(refs):
         raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
     if not hyps:
         raise ValueError("no sentences to score: the hypotheses and references are empty")
     detok = _bleu()
     score = detok.corpus_score(hyps, [refs])
-    tok_hyps, tok_refs = moses_tokenize(hyps, lang), moses_tokenize(refs, lang)
-    tok = _bleu(tokenize="none", force=True)
-    tok_score = tok.corpus_score(tok_hyps, [tok_refs])
-    compound = tok.corpus_score([split_compounds(h) for h in tok_hyps], [[split_compounds(r) for r in tok_refs]])
-    return {
-        "bleu": score.score,
-        "signature": str(detok.get_signature()),
-        "tok_bleu": tok_score.score,
-        "tok_bleu_compound": compound.score,
-        "tok_signature": str(tok.get_signature()),
+    scores = {"bleu": score.score, "signature": str(detok.get_signature())}
+    if lang is not None:
+        tok_hyps, tok_refs = moses_tokenize(hyps, lang), moses_tokenize(refs, lang)
+        tok = _bleu(tokenize="none", force=True)
+        compound = tok.corpus_score([split_compounds(h) for h in tok_hyps], [[split_compounds(r) for r in tok_refs]])
+        scores["tok_bleu"] = tok.corpus_score(tok_hyps, [tok_refs]).score
+        scores["tok_bleu_compound"] = compound.score
+        scores["tok_signature"] = str(tok.get_signature())
+    return scores | {
         "precisions": score.precisions,
         "bp": score.bp,
         "sys_len": score.sys_len,
@@ -276,30 +276,18 @@ def run(args: argparse.Namespace) -> int:
     other = read_text(args.compare) if args.compare else None
     if other is not None and len(other) != len(refs):
         raise ValueError(f"--compare {args.compare} has {len(other)} lines but {args.ref} has {len(refs)}")
-    known = moses_languages()
-    if lang in known:
-        scores = corpus_scores(hyps, refs, lang)
-        print(f"sacreBLEU {scores['bleu']:.2f}  ({scores['signature']})")
+    tokenized = lang in moses_languages()
+    scores = corpus_scores(hyps, refs, lang if tokenized else None)
+    print(f"sacreBLEU {scores['bleu']:.2f}  ({scores['signature']})")
+    if tokenized:
         print(f"tokenized BLEU {scores['tok_bleu']:.2f}  (sacremoses {lang} + multi-bleu, case-sensitive)")
         print(f"tokenized BLEU, compounds split {scores['tok_bleu_compound']:.2f}")
     else:
-        metric = _bleu()
-        score = metric.corpus_score(hyps, [refs])
-        scores = {
-            "bleu": score.score,
-            "signature": str(metric.get_signature()),
-            "precisions": score.precisions,
-            "bp": score.bp,
-            "sys_len": score.sys_len,
-            "ref_len": score.ref_len,
-            "sentences": len(hyps),
-        }
         why = (
             f"the Moses tokenizer has no rules for {lang!r}"
             if lang
             else "no language: give --lang (REF's name and folder say none)"
         )
-        print(f"sacreBLEU {scores['bleu']:.2f}  ({scores['signature']})")
         print(f"tokenized BLEU: not computed ({why}); sacreBLEU's 13a scores any language")
     scores["lang"] = lang
     for name in names:

@@ -92,3 +92,60 @@ def gate_table(store: Store):
     frame = pd.DataFrame(rows)
     shares = {c: "{:.0%}" for c in frame.columns[1:3]}
     return reading_table(frame, "How decisive CAN's gate is, per layer", formats=shares | {"mean alpha": "{:.2f}"})
+
+
+TICK_FONT = 11  # points: the figures are about 9 inches wide and shown at page width, so ticks stay readable
+
+
+def plot_map(ax, probs: Any, rows: list[str], cols: list[str], title: str, split: int | None = None) -> None:
+    """A heatmap of one attention map (queries down, keys across), from 0 to the map's largest weight, with a
+    colour bar that says which weight each colour is; ``split`` draws the prefix | source border. ``probs`` is a
+    tensor or nested lists (a stored study)."""
+    values = np.asarray(probs, dtype=float)
+    image = ax.imshow(values, cmap="viridis", vmin=0.0, vmax=max(float(values.max()), 1e-9), aspect="auto")
+    bar = ax.figure.colorbar(image, ax=ax, fraction=0.05, pad=0.02)
+    bar.ax.tick_params(labelsize=TICK_FONT - 2)
+    ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=TICK_FONT)
+    ax.set_yticks(range(len(rows)), rows, fontsize=TICK_FONT)
+    ax.set_title(title, fontsize=TICK_FONT + 1)
+    if split is not None:
+        ax.axvline(split - 0.5, color="white", linewidth=2)
+
+
+def plot_pair_maps(
+    standard: list[dict[str, Any]],
+    joint: list[dict[str, Any]],
+    src_tokens: list[str],
+    tgt_tokens: list[str],
+    title: str = "",
+    width: float = 9.0,
+):
+    """Two rows per decoder layer: a standard model's self map beside its cross map, then below them a CAN model's
+    joint map over [prefix | source], whose t + s columns line up with the t + s columns of the two maps above
+    (the maps of :func:`canlib.analysis.attention_maps.attention_maps`, as tensors or as the nested lists a stored
+    study holds)."""
+    import matplotlib.pyplot as plt
+
+    layers = max(len(standard), len(joint))
+    t, s = len(tgt_tokens), len(src_tokens)
+    cell = width / (t + s + 4)  # inches per key column, leaving room for the row labels
+    row_height = cell * t + 1.9  # the map, its rotated column labels and its title
+    fig = plt.figure(figsize=(width, 2 * layers * row_height), constrained_layout=True)
+    grid = fig.add_gridspec(2 * layers, 2, width_ratios=[t, s])
+    for i in range(layers):
+        if i < len(standard):
+            for column, (kind, cols) in enumerate((("self", tgt_tokens), ("cross", src_tokens))):
+                axes = fig.add_subplot(grid[2 * i, column])
+                plot_map(axes, standard[i][kind], tgt_tokens, cols, f"standard layer {i + 1}: {kind}")
+        if i < len(joint):
+            plot_map(
+                fig.add_subplot(grid[2 * i + 1, :]),
+                joint[i]["joint"],
+                tgt_tokens,
+                tgt_tokens + src_tokens,
+                f"CAN layer {i + 1}: one softmax over [prefix | source]",
+                split=t,
+            )
+    if title:
+        fig.suptitle(title, fontsize=TICK_FONT + 1)
+    return fig

@@ -13,7 +13,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from canlib.analysis.probes import H100_BANDWIDTH, bytes_per_decode_step, decoding_costs
+from _code.speed_frames import H100_BANDWIDTH, bytes_per_decode_step, decoding_costs
 from canlib.catalogue import ALL_SYSTEMS, LABELS
 from canlib.decoding.search import ForcedLengthSearch, SearchSettings, make_batch, new_search
 from canlib.io import results_dir

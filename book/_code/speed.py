@@ -20,7 +20,7 @@ from _code.decoding import step_mb
 from _code.marks import marks
 from _code.prose import NUMBER_WORDS, by_verdict, names
 from _code.readers import speed_runs
-from canlib.analysis.probes import H100_BANDWIDTH
+from _code.speed_frames import H100_BANDWIDTH
 from canlib.catalogue import LABELS, PAPER_SYSTEMS
 from repro.studies import paper
 from repro.studies.claims import BY_ID, judged

@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -57,41 +56,6 @@ def joint_layer_map(
     return torch.softmax(scores, dim=-1)
 
 
-def joint_layer_output(layer: CANDecoderLayer, x: Tensor, memory: SourceMemory, joint: Tensor) -> Tensor:
-    """CAN's output rebuilt from a joint map: x + W2 ReLU(z W1 + b1 + A [z W~v1 ; H W~v2]) (for checks)."""
-    _, _, v, hidden = layer._project(x)
-    source = layer.project_source(memory)
-    t = x.size(1)
-    mixed = torch.matmul(joint[..., :t], v) + memory.mix(joint[..., t:].contiguous(), source["v"])
-    return layer._output(x, hidden, mixed)
-
-
-def can_layer_parts(layer: CANDecoderLayer, x: Tensor, memory: SourceMemory, blocked: Tensor) -> dict[str, Tensor]:
-    """Every intermediate tensor of one CAN layer, by the paper's names, for a worked example with shapes.
-
-    ``q``, ``k_x``: (rows, h, t, d/h); ``k_h``: (B, h, s, d/h); ``v_x``: (rows, h, t, 4d/h) and ``v_h``: (B, h, s,
-    4d/h),
-    the 4d-wide values z W~v1 and H W~v2 split over heads; ``hidden``: z W1 + b1 (rows, t, 4d); ``joint``: A
-    (rows, h, t, t + s); ``mixed``: A [V1 ; V2] (rows, h, t, 4d/h); ``output``: the layer's output (rows, t, d).
-    """
-    q, k, v, hidden = layer._project(x)
-    source = layer.project_source(memory)
-    joint = joint_layer_map(layer, x, memory, blocked)
-    t = x.size(1)
-    mixed = torch.matmul(joint[..., :t], v) + memory.mix(joint[..., t:].contiguous(), source["v"])
-    return {
-        "q": q,
-        "k_x": k,
-        "k_h": source["k"],
-        "v_x": v,
-        "v_h": source["v"],
-        "hidden": hidden,
-        "joint": joint,
-        "mixed": mixed,
-        "output": layer._output(x, hidden, mixed),
-    }
-
-
 def pick_pair(split: Any, low: int = 6, high: int = 12) -> int:
     """Index of the first pair of ``split`` whose source and target lengths (subwords) lie in [low, high]:
     short enough to read a map cell by cell, long enough to show structure."""
@@ -100,33 +64,6 @@ def pick_pair(split: Any, low: int = 6, high: int = 12) -> int:
         if low <= len(src) <= high and low <= len(tgt) <= high:
             return i
     raise ValueError(f"no pair with {low}-{high} subwords on both sides")
-
-
-TICK_FONT = 11  # points: the figures are about 9 inches wide and shown at page width, so ticks stay readable
-
-
-def plot_map(
-    ax,
-    probs: Tensor | Any,
-    rows: list[str],
-    cols: list[str],
-    title: str,
-    split: int | None = None,
-    colorbar: bool = True,
-) -> None:
-    """A heatmap of one attention map (queries down, keys across), from 0 to the map's largest weight, with a
-    colour bar that says which weight each colour is; ``split`` draws the prefix | source border. ``probs`` is a
-    tensor or nested lists (a stored study)."""
-    values = np.asarray(probs.detach().float() if isinstance(probs, Tensor) else probs, dtype=float)
-    image = ax.imshow(values, cmap="viridis", vmin=0.0, vmax=max(float(values.max()), 1e-9), aspect="auto")
-    if colorbar:
-        bar = ax.figure.colorbar(image, ax=ax, fraction=0.05, pad=0.02)
-        bar.ax.tick_params(labelsize=TICK_FONT - 2)
-    ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=TICK_FONT)
-    ax.set_yticks(range(len(rows)), rows, fontsize=TICK_FONT)
-    ax.set_title(title, fontsize=TICK_FONT + 1)
-    if split is not None:
-        ax.axvline(split - 0.5, color="white", linewidth=2)
 
 
 def target_share(joint: Tensor, target_len: int) -> Tensor:
@@ -171,14 +108,8 @@ def attention_maps(model: nn.Module, src: list[int] | Tensor, tgt_in: list[int] 
                 joint = joint_layer_map(layer, x, memory, blocked)[0]
                 out.append({"joint": joint.mean(0), "alpha": target_share(joint, x.size(1)).mean(0), "heads": joint})
             elif isinstance(layer, StandardDecoderLayer):
-                maps = standard_layer_maps(layer, x, memory, blocked)
-                out.append(
-                    {
-                        "self": maps["self"][0].mean(0),
-                        "cross": maps["cross"][0].mean(0),
-                        "heads": {k: v[0] for k, v in maps.items()},
-                    }
-                )
+                heads = {k: v[0] for k, v in standard_layer_maps(layer, x, memory, blocked).items()}
+                out.append({**{k: v.mean(0) for k, v in heads.items()}, "heads": heads})
             else:
                 raise TypeError(
                     f"{type(layer).__name__}: no attention maps for this decoder kind (standard, can, can_attn)"
@@ -189,7 +120,17 @@ def attention_maps(model: nn.Module, src: list[int] | Tensor, tgt_in: list[int] 
 def alpha_statistics(
     model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]], max_position: int = 30
 ) -> tuple[list[Tensor], dict[str, Tensor]]:
-    """:func:`alpha_per_layer` and :func:`alpha_by_position` from one teacher-forced pass over ``batches``."""
+    """alpha per decoder layer and per target position, from one teacher-forced pass over ``batches``, which yields
+    (src, tgt_in) id tensors (e.g. ``repro.experiments.corpus.teacher_forced_batches``).
+
+    Returns, first, one 1-D tensor per joint decoder layer: alpha of every (non-padded target position, head), in
+    batch order, the h heads of each position together; its mean is the share of attention CAN gives the target
+    prefix there. Second, the mean alpha per layer and target position (1-based, up to ``max_position``) beside the
+    alpha that uniform attention would give, ``i / (i + s)`` for query i and source length s: ``"alpha"`` (layers,
+    max_position), ``"uniform"`` (max_position) and ``"count"`` (max_position, the number of target positions
+    averaged; NaN means where it is 0). A trained gate that differs from ``"uniform"`` is what the single softmax
+    learned, not what the lengths impose.
+    """
     if model.training:
         raise ValueError("alpha needs the model in eval mode (dropout would change the maps)")
     if not all(isinstance(layer, JOINT_LAYERS) for layer in model.decoder_layers):
@@ -222,79 +163,6 @@ def alpha_statistics(
     return [torch.cat(chunks) for chunks in per_layer], by_position
 
 
-def alpha_per_layer(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]]) -> list[Tensor]:
-    """For each joint decoder layer, alpha of every (non-padded target position, head) over all ``batches``.
-
-    ``batches`` yields (src, tgt_in) id tensors (e.g. ``repro.experiments.corpus.teacher_forced_batches``).
-    Returns one
-    1-D tensor per decoder layer (positions in batch order, the h heads of each position together); its mean
-    is the share of attention CAN gives the target prefix there.
-    """
-    return alpha_statistics(model, batches)[0]
-
-
-def alpha_by_position(
-    model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]], max_position: int = 30
-) -> dict[str, Tensor]:
-    """Mean alpha per decoder layer and target position (1-based, up to ``max_position``), beside the alpha
-    that uniform attention would give, ``i / (i + s)`` for query i and source length s.
-
-    Returns ``"alpha"`` (layers, max_position), ``"uniform"`` (max_position) and ``"count"`` (max_position, the
-    number of target positions averaged; NaN means where it is 0). A trained gate that differs from
-    ``"uniform"`` is what the single softmax learned, not what the lengths impose.
-    """
-    return alpha_statistics(model, batches, max_position)[1]
-
-
-def plot_pair_maps(
-    standard: list[dict[str, Any]],
-    joint: list[dict[str, Any]],
-    src_tokens: list[str],
-    tgt_tokens: list[str],
-    title: str = "",
-    width: float = 9.0,
-):
-    """Two rows per decoder layer: a standard model's self map beside its cross map, then below them a CAN model's
-    joint map over [prefix | source], whose t + s columns line up with the t + s columns of the two maps above
-    (the maps of :func:`attention_maps`, as tensors or as the nested lists a stored study holds)."""
-    import matplotlib.pyplot as plt
-
-    layers = max(len(standard), len(joint))
-    t, s = len(tgt_tokens), len(src_tokens)
-    cell = width / (t + s + 4)  # inches per key column, leaving room for the row labels
-    row_height = cell * t + 1.9  # the map, its rotated column labels and its title
-    fig = plt.figure(figsize=(width, 2 * layers * row_height), constrained_layout=True)
-    grid = fig.add_gridspec(2 * layers, 2, width_ratios=[t, s])
-    for i in range(layers):
-        if i < len(standard):
-            plot_map(
-                fig.add_subplot(grid[2 * i, 0]),
-                standard[i]["self"],
-                tgt_tokens,
-                tgt_tokens,
-                f"standard layer {i + 1}: self",
-            )
-            plot_map(
-                fig.add_subplot(grid[2 * i, 1]),
-                standard[i]["cross"],
-                tgt_tokens,
-                src_tokens,
-                f"standard layer {i + 1}: cross",
-            )
-        if i < len(joint):
-            plot_map(
-                fig.add_subplot(grid[2 * i + 1, :]),
-                joint[i]["joint"],
-                tgt_tokens,
-                tgt_tokens + src_tokens,
-                f"CAN layer {i + 1}: one softmax over [prefix | source]",
-                split=t,
-            )
-    if title:
-        fig.suptitle(title, fontsize=TICK_FONT + 1)
-    return fig
-
-
 def alpha_summary(alphas: list[Tensor]) -> list[dict[str, Any]]:
     """Mean, spread and quartiles of alpha per layer (rows for a table)."""
     rows = []
@@ -325,16 +193,11 @@ def alpha_histogram(alphas: list[Tensor], bins: int = 40) -> dict[str, Any]:
 __all__ = [
     "standard_layer_maps",
     "joint_layer_map",
-    "joint_layer_output",
     "target_share",
     "decoder_inputs",
-    "can_layer_parts",
     "pick_pair",
-    "plot_map",
     "attention_maps",
-    "alpha_per_layer",
-    "alpha_by_position",
-    "plot_pair_maps",
+    "alpha_statistics",
     "alpha_summary",
     "alpha_histogram",
 ]

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from canlib.model.attention import SourceMemory
-from canlib.model.config import preset
 from canlib.model.layers import StandardDecoderLayer
 from canlib.model.seq2seq import Seq2Seq
 
@@ -81,52 +78,3 @@ def sublayer_similarity(model: Seq2Seq, batches, pad_id: int, normalized: bool =
     if count == 0:
         raise ValueError("sublayer_similarity: the batches hold no target tokens")
     return {k: v / count for k, v in totals.items()}
-
-
-# decoder-layer modules applied to the source once per sentence, not at every decoding step
-SOURCE_PROJECTIONS = ("cross_attn.kv", "h_proj")
-H100_BANDWIDTH = 3.35e12  # bytes/s: HBM3 of the H100 SXM5 80GB (NVIDIA's data sheet; an input, not a measurement)
-
-
-def bytes_per_decode_step(model: Seq2Seq, bytes_per_weight: int = 4) -> dict[str, int]:
-    """Bytes of weights one decoding step must read: the decoder layers (without the source-side
-    projections, computed once per sentence) and the tied output projection.
-
-    When a step is limited by memory bandwidth, as batch-1 decoding on a CPU is, its time is
-    roughly these bytes over the bandwidth, whatever the number of operations.
-    """
-    layers = sum(
-        p.numel()
-        for name, p in model.decoder_layers.named_parameters()
-        if not name.split(".", 1)[1].startswith(SOURCE_PROJECTIONS)
-    )
-    output = model.embed.weight.numel()
-    return {
-        "layers": layers * bytes_per_weight,
-        "output": output * bytes_per_weight,
-        "total": (layers + output) * bytes_per_weight,
-    }
-
-
-def decoding_costs(system: str) -> dict[str, Any]:
-    """What one decoder layer of ``system`` (a preset name; d=512 for the paper's) costs per decoding step,
-    read from the layer class itself: the matrix weights a step reads (in d², source projections left
-    out), and the numbers its cache holds per target position and per source position (in d)."""
-    cfg = preset(system, vocab_size=8)
-    layer = Seq2Seq(cfg).decoder_layers[0]
-    d = cfg.d_model
-    per_step = sum(
-        m.weight.numel()
-        for name, m in layer.named_modules()
-        if isinstance(m, torch.nn.Linear) and not name.startswith(SOURCE_PROJECTIONS)
-    )
-    like = torch.zeros(1)
-    cached = [sum(t.numel() for t in layer.new_cache(1, length, like).values()) for length in (1, 2)]
-    with torch.no_grad():
-        source = layer.project_source(SourceMemory(torch.zeros(1, 1, d), torch.zeros(1, 1, dtype=torch.bool)))
-    return {
-        "decoder_kind": cfg.decoder_kind,
-        "weights_per_step_d2": per_step / d**2,
-        "cache_per_target_position_d": (cached[1] - cached[0]) / d,
-        "cache_per_source_position_d": sum(t.numel() for t in source.values()) / d,
-    }

@@ -190,13 +190,9 @@ class TokenBatchSampler:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue where ``state`` left off; refuse a state from a different data or batching setup."""
-        mine = self.state_dict()
-        if state.get("pad_multiple", 1) != self.pad_multiple:
-            raise ValueError(
-                f"sampler state has pad_multiple={state.get('pad_multiple', 1)}, this sampler has "
-                f"pad_multiple={self.pad_multiple}; cannot resume exactly"
-            )
-        for key in ("seed", "max_tokens", "world_size", "num_examples"):
+        mine = self.state_dict() | {"pad_multiple": self.pad_multiple}
+        state = {"pad_multiple": 1} | state  # absent: a state written before shape buckets existed
+        for key in ("pad_multiple", "seed", "max_tokens", "world_size", "num_examples"):
             if key in state and state[key] != mine[key]:
                 raise ValueError(
                     f"sampler state has {key}={state[key]}, this sampler has {key}={mine[key]}; cannot resume exactly"

@@ -54,34 +54,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--src", help="with --files: the source language's file suffix (e.g. en)")
     p.add_argument("--tgt", help="with --files: the target language's file suffix (e.g. de)")
-    p.add_argument(
-        "--vocab-size",
-        type=option_type(int, "at least 1"),
-        default=None,
-        help="with --files: joint subword vocabulary size (default "
-        + ", ".join(f"{scale_spec(s).vocab_size} at {s}" for s in SCALES)
-        + ")",
-    )
-    p.add_argument(
-        "--train-pairs",
-        type=option_type(int, "at least 1"),
-        default=None,
-        help="with --files: train on a seeded sample of this many pairs (default: every pair)",
-    )
-    p.add_argument(
-        "--max-len",
-        type=option_type(int, "at least 1"),
-        default=None,
-        help="with --files: leave out training pairs with a side over this many subwords (default: only what the "
-        "models cannot hold, 1023; fairseq's WMT recipe: 250)",
-    )
-    p.add_argument(
-        "--max-ratio",
-        type=option_type(float, "nonnegative"),
-        default=None,
-        help="with --files: leave out training pairs whose longer side has over this many times the subwords of "
-        "the shorter (default: off; fairseq's WMT recipe: 1.5)",
-    )
+    sizes = ", ".join(f"{scale_spec(s).vocab_size} at {s}" for s in SCALES)
+    count = option_type(int, "at least 1")
+    for flag, kind, text in (
+        ("--vocab-size", count, f"joint subword vocabulary size (default {sizes})"),
+        ("--train-pairs", count, "train on a seeded sample of this many pairs (default: every pair)"),
+        (
+            "--max-len",
+            count,
+            "leave out training pairs with a side over this many subwords (default: only what the models cannot hold, "
+            "1023; fairseq's WMT recipe: 250)",
+        ),
+        (
+            "--max-ratio",
+            option_type(float, "nonnegative"),
+            "leave out training pairs whose longer side has over this many times the subwords of the shorter "
+            "(default: off; fairseq's WMT recipe: 1.5)",
+        ),
+    ):
+        p.add_argument(flag, type=kind, default=None, help=f"with --files: {text}")
     p.add_argument(
         "--drop-empty",
         action="store_true",

@@ -132,100 +132,71 @@ class Corpus:
         return self.scales[name]
 
 
-def _pair(stem: str, src: str, tgt: str, src_members: list[Member], tgt_members: list[Member]) -> dict:
-    return {f"{stem}.{src}": tuple(src_members), f"{stem}.{tgt}": tuple(tgt_members)}
+# the caps of every registered corpus's scale: full learns the vocabulary from a seeded million training pairs,
+# tiny (CI) keeps 3000 seeded training pairs and the first 200 valid and test lines
+_SCALE_CAPS = {
+    "full": {"vocab_pairs": 1_000_000},
+    "small": {},
+    "tiny": {"train_pairs": 3000, "valid_pairs": 200, "test_pairs": 200},
+}
+
+
+def _scale(name: str, stems: tuple[tuple[str, ...], ...], description: str, **settings) -> Scale:
+    """A registered corpus's scale ``name`` over ``stems`` (train, valid, test), with the scale's size and caps."""
+    return Scale(*stems, scale_spec(name).vocab_size, description=description, **_SCALE_CAPS[name], **settings)
+
+
+def _sgm_test(stem: str, remote: Remote, prefix: str, other: str) -> dict[str, tuple[Member, ...]]:
+    """A WMT test set in ``remote``: the English source ``{prefix}-src.en.sgm``, the reference
+    ``{prefix}-ref.{other}.sgm``."""
+    roles = (("en", "src"), (other, "ref"))
+    return {f"{stem}.{lang}": (Member(remote, f"{prefix}-{role}.{lang}.sgm"),) for lang, role in roles}
 
 
 def _wmt14(tgt: str) -> dict[str, tuple[Member, ...]]:
     """Training corpora, dev sets and newstest2014 of WMT14 for en-``tgt`` (de or fr)."""
-    pair = f"{tgt}-en"
+    pair, langs = f"{tgt}-en", ("en", tgt)
     europarl = Remote(f"{STATMT}/wmt13/training-parallel-europarl-v7.tgz")
     commoncrawl = Remote(f"{STATMT}/wmt13/training-parallel-commoncrawl.tgz")
     nc = Remote(f"{STATMT}/wmt14/training-parallel-nc-v9.tgz")
     dev = Remote(f"{STATMT}/wmt14/dev.tgz")
-    test_full = Remote(f"{STATMT}/wmt14/test-full.tgz")
-    test_filtered = Remote(f"{STATMT}/wmt14/test.tgz")
-    train = {
-        lang: [
+    files = {
+        f"train.{lang}": (
             Member(europarl, f"europarl-v7.{pair}.{lang}"),
             Member(commoncrawl, f"commoncrawl.{pair}.{lang}"),
             Member(nc, f"news-commentary-v9.{pair}.{lang}"),
-        ]
-        for lang in ("en", tgt)
+        )
+        for lang in langs
     }
     if tgt == "fr":
         un = Remote(f"{STATMT}/wmt13/training-parallel-un.tgz")
         giga = Remote(f"{STATMT}/wmt10/training-giga-fren.tar")
-        for lang in ("en", "fr"):
-            train[lang] += [Member(un, f"undoc.2000.fr-en.{lang}"), Member(giga, f"giga-fren.release2.fixed.{lang}.gz")]
-    code = f"{tgt}en"
-    files = _pair("train", "en", tgt, train["en"], train[tgt])
+        for lang in langs:
+            files[f"train.{lang}"] += (
+                Member(un, f"undoc.2000.fr-en.{lang}"),
+                Member(giga, f"giga-fren.release2.fixed.{lang}.gz"),
+            )
     for year in range(2008, 2014):
-        files |= _pair(
-            f"newstest{year}",
-            "en",
-            tgt,
-            [Member(dev, f"newstest{year}-src.en.sgm")],
-            [Member(dev, f"newstest{year}-src.{tgt}.sgm")],
-        )
-    files |= _pair(
-        "newstest2008-2012",
-        "en",
-        tgt,
-        [m for y in range(2008, 2013) for m in files[f"newstest{y}.en"]],
-        [m for y in range(2008, 2013) for m in files[f"newstest{y}.{tgt}"]],
-    )
-    files |= _pair(
-        "newstest2014",
-        "en",
-        tgt,
-        [Member(test_full, f"newstest2014-{code}-src.en.sgm")],
-        [Member(test_full, f"newstest2014-{code}-ref.{tgt}.sgm")],
-    )
-    files |= _pair(
-        "newstest2014.filtered",
-        "en",
-        tgt,
-        [Member(test_filtered, f"newstest2014-{code}-src.en.sgm")],
-        [Member(test_filtered, f"newstest2014-{code}-ref.{tgt}.sgm")],
-    )
-    return files
+        files |= {f"newstest{year}.{lang}": (Member(dev, f"newstest{year}-src.{lang}.sgm"),) for lang in langs}
+    files |= {
+        f"newstest2008-2012.{lang}": tuple(m for y in range(2008, 2013) for m in files[f"newstest{y}.{lang}"])
+        for lang in langs
+    }
+    prefix = f"newstest2014-{tgt}en"
+    files |= _sgm_test("newstest2014", Remote(f"{STATMT}/wmt14/test-full.tgz"), prefix, tgt)
+    return files | _sgm_test("newstest2014.filtered", Remote(f"{STATMT}/wmt14/test.tgz"), prefix, tgt)
 
 
 def _wmt17(other: str, valid: tuple[str, ...]) -> Corpus:
     """WMT17 en-``other`` from the official preprocessed (tokenized, truecased) release."""
     base = f"{WMT17}/preprocessed/{other}-en"
     dev = Remote(f"{base}/dev.tgz")
-    test = Remote(f"{WMT17}/test.tgz")
-    files = _pair(
-        "train",
-        "en",
-        other,
-        [Member(Remote(f"{base}/corpus.tc.en.gz"))],
-        [Member(Remote(f"{base}/corpus.tc.{other}.gz"))],
-    )
-    files |= _pair(
-        "valid",
-        "en",
-        other,
-        [Member(dev, f"{name}.tc.en") for name in valid],
-        [Member(dev, f"{name}.tc.{other}") for name in valid],
-    )
-    files |= _pair(
-        "newstest2017",
-        "en",
-        other,
-        [Member(test, f"newstest2017-en{other}-src.en.sgm")],
-        [Member(test, f"newstest2017-en{other}-ref.{other}.sgm")],
-    )
-    full = Scale(
-        ("train",),
-        ("valid",),
-        ("newstest2017",),
-        vocab_size=scale_spec("full").vocab_size,
-        vocab_pairs=1_000_000,
-        description="paper recipe: preprocessed WMT17 training data, newstest2017 test",
-    )
+    langs = ("en", other)
+    files = {f"train.{lang}": (Member(Remote(f"{base}/corpus.tc.{lang}.gz")),) for lang in langs}
+    files |= {f"valid.{lang}": tuple(Member(dev, f"{name}.tc.{lang}") for name in valid) for lang in langs}
+    files |= _sgm_test("newstest2017", Remote(f"{WMT17}/test.tgz"), f"newstest2017-en{other}", other)
+    stems = (("train",), ("valid",), ("newstest2017",))
+    full = _scale("full", stems, "paper recipe: preprocessed WMT17 training data, newstest2017 test")
     return Corpus(
         f"wmt17-en-{other}", "en", other, f"WMT17 English-{other.upper()} (paper Table 3)", files, {"full": full}
     )
@@ -279,39 +250,25 @@ def _multi30k(other: str) -> tuple[Corpus, Corpus]:
     the first 200 lines of val and of test2016.
     """
     tests = _MULTI30K_TESTS[other]
-    files: dict[str, tuple[Member, ...]] = {}
-    for split in ("train", "val", *(f"test_{t}" for t in tests)):
-        files |= _pair(
-            split, "en", other, [Member(_multi30k_remote(split, "en"))], [Member(_multi30k_remote(split, other))]
-        )
+    files = {
+        f"{split}.{lang}": (Member(_multi30k_remote(split, lang)),)
+        for split in ("train", "val", *(f"test_{t}" for t in tests))
+        for lang in ("en", other)
+    }
     extra = {f"test{t}": (f"test_{t}",) for t in tests if t.startswith("2017")}
     named = f" + {', '.join(extra)}" if extra else ""
+    stems = (("train",), ("val",), ("test_2016_flickr",))
     scales = {
-        "small": Scale(
-            ("train",),
-            ("val",),
-            ("test_2016_flickr",),
-            vocab_size=scale_spec("small").vocab_size,
-            extra_tests=extra,
-            description=f"all 29000 training pairs, val 1014, test2016 1000{named}",
-        ),
-        "tiny": Scale(
-            ("train",),
-            ("val",),
-            ("test_2016_flickr",),
-            vocab_size=scale_spec("tiny").vocab_size,
-            train_pairs=3000,
-            valid_pairs=200,
-            test_pairs=200,
-            description="CI: 3000 seeded training pairs, 200 val, 200 test",
-        ),
+        "small": _scale("small", stems, f"all 29000 training pairs, val 1014, test2016 1000{named}", extra_tests=extra),
+        "tiny": _scale("tiny", stems, "CI: 3000 seeded training pairs, 200 val, 200 test"),
     }
     what = "Multi30k task 1 image captions"
     forward = Corpus(f"multi30k-en-{other}", "en", other, f"{what}, English-{_LANGUAGE[other]}", files, scales)
     return forward, forward.reversed(f"multi30k-{other}-en", f"{what}, {_LANGUAGE[other]}-English")
 
 
-_NEWS_POOL = ("train.detok", "newstest2008-2012", "newstest2015-2020")
+# WMT14 En-De below full: the news pool to train on, newstest2013 to validate, newstest2014 to test
+_NEWS_STEMS = (("train.detok", "newstest2008-2012", "newstest2015-2020"), ("newstest2013",), ("newstest2014",))
 _WMT14_EN_DE = Corpus(
     "wmt14-en-de",
     "en",
@@ -319,31 +276,17 @@ _WMT14_EN_DE = Corpus(
     "WMT14 English-German (paper Table 2)",
     _wmt14("de"),
     {
-        "full": Scale(
-            ("train",),
-            ("newstest2013",),
-            ("newstest2014",),
-            vocab_size=scale_spec("full").vocab_size,
-            vocab_pairs=1_000_000,
-            description="paper recipe: Europarl v7 + CommonCrawl + News Commentary v9, 32k joint BPE",
+        "full": _scale(
+            "full",
+            (("train",), ("newstest2013",), ("newstest2014",)),
+            "paper recipe: Europarl v7 + CommonCrawl + News Commentary v9, 32k joint BPE",
         ),
-        "small": Scale(
-            _NEWS_POOL,
-            ("newstest2013",),
-            ("newstest2014",),
-            vocab_size=scale_spec("small").vocab_size,
-            description="news pool, local files only: ~37.6k real pairs (train.detok + newstest2008-2012 + 2015-2020)",
+        "small": _scale(
+            "small",
+            _NEWS_STEMS,
+            "news pool, local files only: ~37.6k real pairs (train.detok + newstest2008-2012 + 2015-2020)",
         ),
-        "tiny": Scale(
-            _NEWS_POOL,
-            ("newstest2013",),
-            ("newstest2014",),
-            vocab_size=scale_spec("tiny").vocab_size,
-            train_pairs=3000,
-            valid_pairs=200,
-            test_pairs=200,
-            description="3000 seeded pairs of the news pool (local files only)",
-        ),
+        "tiny": _scale("tiny", _NEWS_STEMS, "3000 seeded pairs of the news pool (local files only)"),
     },
 )
 _WMT14_EN_FR = Corpus(
@@ -353,13 +296,10 @@ _WMT14_EN_FR = Corpus(
     "WMT14 English-French (paper Table 2)",
     _wmt14("fr"),
     {
-        "full": Scale(
-            ("train",),
-            ("newstest2012", "newstest2013"),
-            ("newstest2014",),
-            vocab_size=scale_spec("full").vocab_size,
-            vocab_pairs=1_000_000,
-            description="paper recipe: + UN + Gigaword; valid newstest2012+2013",
+        "full": _scale(
+            "full",
+            (("train",), ("newstest2012", "newstest2013"), ("newstest2014",)),
+            "paper recipe: + UN + Gigaword; valid newstest2012+2013",
         )
     },
 )
@@ -433,33 +373,25 @@ def files_corpus(
     for option, value, least in (("train_pairs", train_pairs, 1), ("max_len", max_len, 1), ("max_ratio", max_ratio, 0)):
         if value is not None and not value >= least:
             raise ValueError(f"{option}={value}: must be >= {least}")
-    caps = {"train_pairs": train_pairs} if train_pairs else {}
     kept = f"a seeded {train_pairs} training pairs" if train_pairs else "every training pair"
     filters = [f"none over {max_len} subwords"] if max_len else []
     filters += [f"none with one side over {max_ratio:g}x the other"] if max_ratio else []
-
-    def scale(name_: str) -> Scale:
-        return Scale(
+    recipe = f"{folder}: {', '.join([kept, *filters])}; every valid and test line"
+    scales = {
+        s: Scale(
             ("train",),
             ("valid",),
             ("test",),
-            vocab_size=vocab_size or scale_spec(name_).vocab_size,
+            vocab_size=vocab_size or scale_spec(s).vocab_size,
+            train_pairs=train_pairs,
             max_len=max_len or FILES_MAX_LEN,
             max_ratio=max_ratio or 0.0,
-            description=f"{folder}: {', '.join([kept, *filters])}; every valid and test line",
-            **caps,
+            description=recipe,
         )
-
-    return Corpus(
-        name,
-        src,
-        tgt,
-        f"files in {folder}, {src}->{tgt}",
-        {},
-        {s: scale(s) for s in SCALES},
-        path=str(folder),
-        drop_empty=bool(drop_empty),
-    )
+        for s in SCALES
+    }
+    title = f"files in {folder}, {src}->{tgt}"
+    return Corpus(name, src, tgt, title, {}, scales, path=str(folder), drop_empty=bool(drop_empty))
 
 
 def _files_registry() -> Path:

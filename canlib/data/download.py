@@ -20,6 +20,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import tarfile
 import tempfile
 import time
@@ -81,15 +82,6 @@ def sha256_gunzipped(path: Path) -> str | None:
     except (OSError, EOFError, zlib.error):
         return None
     return h.hexdigest()
-
-
-def _records_path(root: Path) -> Path:
-    return root / "downloads" / "checksums.json"
-
-
-def _load_records(root: Path) -> dict[str, dict]:
-    path = _records_path(root)
-    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def _check(path: Path, remote: Remote, record: dict | None, source: str | None = None) -> str:
@@ -167,7 +159,8 @@ def fetch(
     root = Path(root) if root is not None else cache_dir()
     url = mirrored(remote.url, mirror)
     dest = download_path(remote.url, root)
-    records = _load_records(root)
+    records_path = root / "downloads" / "checksums.json"
+    records = json.loads(records_path.read_text()) if records_path.is_file() else {}
     if dest.is_file():
         _check(dest, remote, records.get(remote.url))
         return dest
@@ -190,7 +183,7 @@ def fetch(
     digest = _check(part, remote, records.get(remote.url), url)
     os.replace(part, dest)
     records[remote.url] = {"file": str(dest.relative_to(root)), "size": dest.stat().st_size, "sha256": digest}
-    atomic_write_bytes(json.dumps(records, indent=1, sort_keys=True).encode(), _records_path(root))
+    atomic_write_bytes(json.dumps(records, indent=1, sort_keys=True).encode(), records_path)
     return dest
 
 
@@ -214,8 +207,7 @@ def extract_members(archive: Path, names: list[str], root: Path) -> dict[str, Pa
                     fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=out_dir)
                     try:
                         with os.fdopen(fd, "wb") as f, tar.extractfile(info) as src:
-                            while chunk := src.read(CHUNK):
-                                f.write(chunk)
+                            shutil.copyfileobj(src, f, CHUNK)
                         os.replace(tmp, out[base])
                     except BaseException:
                         Path(tmp).unlink(missing_ok=True)

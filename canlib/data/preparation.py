@@ -40,10 +40,6 @@ from canlib.io import data_dir, tqdm, umask
 ENCODE_CHUNK = 10_000
 
 
-def offline() -> bool:
-    return os.environ.get("CANLIB_OFFLINE", "") not in ("", "0")
-
-
 def local_file(corpus: Corpus, filename: str) -> Path | None:
     """``filename`` (or ``filename.gz``) in the corpus's own folder (a corpus of files), else in the data
     dir's corpus folder, if it is there."""
@@ -72,18 +68,18 @@ def materialize(
     """
     found: dict[str, list[Path]] = {}
     needed: dict[Remote, list[str | None]] = {}
+    where = f"CANLIB_DATA_DIR={data_dir()}" if data_dir() else "CANLIB_DATA_DIR (not set)"
     for name in filenames:
         local = local_file(corpus, name)
         if local is not None:
             found[name] = [local]
             continue
-        where = f"CANLIB_DATA_DIR={data_dir()}" if data_dir() else "CANLIB_DATA_DIR (not set)"
         if name not in corpus.files:
             raise FileNotFoundError(
                 f"{corpus.folder}/{name}: not found in {where}, and the registry has no download "
                 f"for it; point CANLIB_DATA_DIR at a folder holding {corpus.folder}/{name}"
             )
-        if offline():
+        if os.environ.get("CANLIB_OFFLINE", "") not in ("", "0"):
             raise FileNotFoundError(
                 f"{corpus.folder}/{name}: not found in {where}, and CANLIB_OFFLINE forbids downloading"
             )
@@ -96,7 +92,6 @@ def materialize(
         except RuntimeError as exc:  # no network: say where a local copy would be read from instead
             names = [n for n in filenames if n not in found]
             missing = f"{corpus.folder}/" + (names[0] if len(names) == 1 else "{" + ", ".join(names) + "}")
-            where = f"CANLIB_DATA_DIR={data_dir()}" if data_dir() else "CANLIB_DATA_DIR (not set)"
             raise RuntimeError(
                 f"{exc}; {missing} not found in {where}: point CANLIB_DATA_DIR at a folder holding "
                 f"them (data/README.md)"
@@ -250,14 +245,8 @@ def prepare(
     stems = spec.stems()
     splits = tuple(stems)  # train, valid, test, then the extra test sets
     files = materialize(entry, entry.needed_files(scale), root, progress, mirror=download_mirror())
-    recipe = {
-        "format_version": FORMAT_VERSION,
-        "corpus": corpus,
-        "scale": scale,
-        "seed": seed,
-        "spec": asdict(spec),
-        "inputs": fingerprint(files),
-    }
+    header = {"format_version": FORMAT_VERSION, "corpus": corpus, "scale": scale, "seed": seed}
+    recipe = {**header, "spec": asdict(spec), "inputs": fingerprint(files)}
     recipe = json.loads(json.dumps(recipe))  # as meta.json stores it (tuples become lists)
     meta_path = out_dir / "meta.json"
     if meta_path.is_file():
@@ -287,10 +276,7 @@ def prepare(
         if not len(ids[split][0]):
             raise ValueError(f"{corpus}/{'+'.join(stems[split])}: empty {split} split after cleaning")
     meta = {
-        "format_version": FORMAT_VERSION,
-        "corpus": corpus,
-        "scale": scale,
-        "seed": seed,
+        **header,
         "src_lang": entry.src,
         "tgt_lang": entry.tgt,
         "vocab_id": vocab.id,

@@ -44,26 +44,15 @@ class Vocabulary:
         return cls(path.read_bytes(), str(path))
 
     @classmethod
-    def train(
-        cls,
-        sentences: Iterable[str],
-        vocab_size: int,
-        model_type: str = "bpe",
-        character_coverage: float = 1.0,
-        seed_sentences: int = 0,
-    ) -> Vocabulary:
-        """Train a joint model on ``sentences`` (both languages), deterministically.
-
-        ``seed_sentences`` > 0 caps how many sentences SentencePiece samples
-        (``input_sentence_size``, with its fixed shuffle) for very large corpora.
-        """
+    def train(cls, sentences: Iterable[str], vocab_size: int) -> Vocabulary:
+        """Train a joint BPE model on ``sentences`` (both languages), deterministically, every character covered."""
         out = io.BytesIO()
         options = dict(
             sentence_iterator=iter(sentences),
             model_writer=out,
             vocab_size=vocab_size,
-            model_type=model_type,
-            character_coverage=character_coverage,
+            model_type="bpe",
+            character_coverage=1.0,
             pad_id=PAD_ID,
             unk_id=UNK_ID,
             bos_id=BOS_ID,
@@ -71,8 +60,6 @@ class Vocabulary:
             num_threads=1,  # determinism: same corpus, same model, byte for byte
             minloglevel=2,
         )
-        if seed_sentences:
-            options.update(input_sentence_size=seed_sentences, shuffle_input_sentence=True)
         try:
             require("sentencepiece", "training a subword vocabulary").SentencePieceTrainer.train(**options)
         except RuntimeError as exc:
@@ -102,6 +89,3 @@ class Vocabulary:
         """Detokenized text; special ids (pad/bos/eos) are dropped."""
         specials = (PAD_ID, BOS_ID, EOS_ID)
         return self.sp.decode([int(i) for i in ids if int(i) not in specials])
-
-    def pieces(self, text: str) -> list[str]:
-        return self.sp.encode(text, out_type=str)

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from _code import decoding
+from _code import decoding, speed_frames
 from canlib.io import results_dir
 from canlib.model.config import preset
+from canlib.model.seq2seq import Seq2Seq
 
 
 def test_values_quote_the_stored_counts_and_the_cache_widths_of_the_configs():
@@ -57,3 +58,29 @@ def test_the_first_exercise_follows_the_tables_back_pointers_to_the_searchs_hypo
     assert sorted(by_hand) == sorted(
         ([decoding.TOY_WORDS[w] for w in words], round(6 * score, 3)) for words, score in hypotheses
     )  # length penalty 1: the score over 6 words
+
+
+def test_decode_step_bytes_count_target_side_weights_only():
+    d, v = 512, 32000
+    balanced = speed_frames.bytes_per_decode_step(Seq2Seq(preset("balanced", vocab_size=v)))
+    can = speed_frames.bytes_per_decode_step(Seq2Seq(preset("can", vocab_size=v)))
+    assert balanced["output"] == can["output"] == 4 * v * d
+    # both decoder layer kinds read about 14 d^2 weights per step (biases and norms aside)
+    for b in (balanced, can):
+        assert abs(b["layers"] / 4 / 2 - 14 * d * d) / (14 * d * d) < 0.01
+    baseline = speed_frames.bytes_per_decode_step(Seq2Seq(preset("baseline", vocab_size=v)))
+    assert baseline["layers"] == 3 * balanced["layers"]
+
+
+def test_decoding_costs_give_can_the_same_weights_and_two_and_a_half_times_the_cache():
+    standard, can = speed_frames.decoding_costs("balanced"), speed_frames.decoding_costs("can")
+    assert standard["weights_per_step_d2"] == can["weights_per_step_d2"] == 14
+    assert (
+        speed_frames.decoding_costs("can_attn")["weights_per_step_d2"] == 12
+        and speed_frames.decoding_costs("can_ffn")["weights_per_step_d2"] == 13
+    )
+    assert (standard["cache_per_target_position_d"], can["cache_per_target_position_d"]) == (
+        2,
+        5,
+    )  # key + value; key + 4d value
+    assert (standard["cache_per_source_position_d"], can["cache_per_source_position_d"]) == (2, 5)

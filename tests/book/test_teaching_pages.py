@@ -1,6 +1,6 @@
 """What the teaching chapters draw and say, checked without building the book: the three pictures of the paper's
-chain, the table layout every chapter uses (reading_table), and the prose compress_trained writes from the stored
-small analysis, recomputed here from the raw JSON."""
+chain, the table layout every chapter uses (reading_table), the prose compress_trained writes from the stored
+small analysis, recomputed here from the raw JSON, and the attention chapter's maps of a small model."""
 
 from __future__ import annotations
 
@@ -9,12 +9,17 @@ import re
 from pathlib import Path
 
 import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import small_model
 
 from _code import attention, compress, figures, similarity
 from _code.tables import reading_table, reads_as_number
+from canlib.analysis.attention_maps import attention_maps
+from canlib.model.config import BOS_ID, EOS_ID
 
 matplotlib.use("Agg")
 REPO = Path(__file__).resolve().parents[2]
@@ -178,3 +183,40 @@ def test_the_similarity_chapter_reads_the_gap_of_the_diagonals_by_its_sign():
 def test_the_attention_chapter_names_per_layer_values_in_the_layers_order():
     assert attention.in_order(["0.732", "0.035"]) == "0.732 and 0.035 (the first, then the second layer)"
     assert attention.in_order(["28"]) == "28"
+
+
+# -- the attention chapter's maps -------------------------------------------------------------------------
+
+
+def maps_model(kind: str):
+    """A two-layer model of d=16 and two heads, so that a figure of its maps is small."""
+    return small_model(kind, d_model=16, heads=2, ffn_dim=64)
+
+
+SRC = [5, 6, 7, 8, EOS_ID]
+TGT_IN = [BOS_ID, 9, 10]
+
+
+def test_plot_pair_maps_draws_one_row_per_layer():
+    std, can = attention_maps(maps_model("standard"), SRC, TGT_IN), attention_maps(maps_model("can"), SRC, TGT_IN)
+    fig = attention.plot_pair_maps(std, can, [f"s{i}" for i in range(5)], ["<s>", "a", "b"])
+    maps = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    assert len(maps) == 6 and maps[2].get_title().startswith("CAN layer 1")
+    assert len(fig.axes) == 12  # every map with its colour bar
+    plt.close(fig)
+
+
+def test_plot_pair_maps_draws_every_layers_three_maps_from_stored_nested_lists():
+    std, can = attention_maps(maps_model("standard"), SRC, TGT_IN), attention_maps(maps_model("can"), SRC, TGT_IN)
+    stored = [[{k: v.tolist() for k, v in layer.items() if k != "heads"} for layer in maps] for maps in (std, can)]
+    src_tokens, tgt_tokens = [f"s{i}" for i in range(5)], ["<s>", "a", "b"]
+    fig = attention.plot_pair_maps(*stored, src_tokens, tgt_tokens)
+    drawn = [ax for ax in fig.axes if ax.images]
+    assert len(drawn) == 3 * 2  # self, cross and joint of both decoder layers, each drawn once
+    expected = [m for i in range(2) for m in (std[i]["self"], std[i]["cross"], can[i]["joint"])]
+    for ax, probs in zip(drawn, expected):  # the image is the map itself, queries down and keys across
+        np.testing.assert_allclose(ax.images[0].get_array(), probs.numpy(), rtol=1e-6)
+        assert [t.get_text() for t in ax.get_yticklabels()] == tgt_tokens
+    assert [t.get_text() for t in drawn[2].get_xticklabels()] == tgt_tokens + src_tokens
+    assert all(t.get_fontsize() >= 10 for ax in drawn for t in ax.get_xticklabels())  # readable at page width
+    plt.close(fig)

@@ -51,7 +51,12 @@ def test_can_joint_map_reproduces_the_layer_output_and_alpha_is_its_prefix_mass(
     assert joint.shape == (1, 2, 3, 3 + 5)
     with torch.no_grad():
         want = layer(x, memory, layer.project_source(memory), causal_mask(3), {})
-        torch.testing.assert_close(am.joint_layer_output(layer, x, memory, joint), want)
+        # x + W2 ReLU(z W1 + b1 + A [z W~v1 ; H W~v2]), the map's prefix columns mixing z W~v1, its source ones H W~v2
+        _, _, v, hidden = layer._project(x)
+        mixed = torch.matmul(joint[..., :3], v) + memory.mix(
+            joint[..., 3:].contiguous(), layer.project_source(memory)["v"]
+        )
+        torch.testing.assert_close(layer._output(x, hidden, mixed), want)
     alpha = am.target_share(joint, 3)
     torch.testing.assert_close(alpha + joint[..., 3:].sum(-1), torch.ones(1, 2, 3))
     assert torch.all(joint[..., :3].triu(1) == 0)
@@ -63,7 +68,7 @@ def test_alpha_per_layer_skips_padded_target_positions():
     net = model("can")
     src = torch.tensor([SRC, [5, 6, EOS_ID, PAD_ID, PAD_ID]])
     tgt = torch.tensor([TGT_IN, [BOS_ID, 9, PAD_ID]])
-    alphas = am.alpha_per_layer(net, [(src, tgt)])
+    alphas = am.alpha_statistics(net, [(src, tgt)])[0]
     assert len(alphas) == 2
     assert all(a.numel() == 5 * 2 for a in alphas)  # 5 real target positions x 2 heads
     assert all(((a > 0) & (a < 1)).all() for a in alphas)
@@ -73,11 +78,11 @@ def test_alpha_per_layer_skips_padded_target_positions():
 
 def test_alpha_is_refused_for_a_standard_decoder_and_in_training_mode():
     with pytest.raises(TypeError, match="joint-attention"):
-        am.alpha_per_layer(model("standard"), [(torch.tensor([SRC]), torch.tensor([TGT_IN]))])
+        am.alpha_statistics(model("standard"), [(torch.tensor([SRC]), torch.tensor([TGT_IN]))])
     with pytest.raises(ValueError, match="eval mode"):
         am.attention_maps(model("can").train(), SRC, TGT_IN)
     with pytest.raises(ValueError, match="eval mode"):
-        am.alpha_by_position(model("can").train(), [(torch.tensor([SRC]), torch.tensor([TGT_IN]))])
+        am.alpha_statistics(model("can").train(), [(torch.tensor([SRC]), torch.tensor([TGT_IN]))])
 
 
 def test_target_share_rejects_a_map_without_source_columns():
@@ -102,22 +107,11 @@ def test_compress_attention_ablation_has_a_joint_map_too():
     assert all(m["joint"].shape == (3, 8) and m["alpha"].shape == (3,) for m in maps)
 
 
-def test_can_layer_parts_end_in_the_layer_output_with_4d_wide_values():
-    net = model("can")
-    layer = net.decoder_layers[0]
-    (x, memory, blocked), _ = am.decoder_inputs(net, torch.tensor([SRC]), torch.tensor([TGT_IN]))
-    with torch.no_grad():
-        parts = am.can_layer_parts(layer, x, memory, blocked)
-        torch.testing.assert_close(parts["output"], layer(x, memory, layer.project_source(memory), blocked, {}))
-    assert parts["v_x"].shape == (1, 2, 3, 32) and parts["v_h"].shape == (1, 2, 5, 32)  # 4d/h = 64/2
-    assert parts["joint"].shape == (1, 2, 3, 8) and parts["hidden"].shape == (1, 3, 64)
-
-
 def test_alpha_by_position_averages_real_positions_and_gives_the_uniform_reference():
     net = model("can")
     src = torch.tensor([SRC, [5, 6, EOS_ID, PAD_ID, PAD_ID]])
     tgt = torch.tensor([TGT_IN, [BOS_ID, 9, PAD_ID]])
-    out = am.alpha_by_position(net, [(src, tgt)], max_position=4)
+    out = am.alpha_statistics(net, [(src, tgt)], max_position=4)[1]
     assert out["alpha"].shape == (2, 4)
     assert out["count"].tolist() == [2, 2, 1, 0]
     # uniform attention: query i sees i prefix positions and s source positions (s = 5 and 3 here)
@@ -125,24 +119,10 @@ def test_alpha_by_position_averages_real_positions_and_gives_the_uniform_referen
         out["uniform"][:3], torch.tensor([(1 / 6 + 1 / 4) / 2, (2 / 7 + 2 / 5) / 2, 3 / 8], dtype=torch.float64)
     )
     assert torch.isnan(out["alpha"][:, 3]).all() and torch.isnan(out["uniform"][3])
-    per_layer = am.alpha_per_layer(net, [(src[:1], tgt[:1])])
+    per_layer = am.alpha_statistics(net, [(src[:1], tgt[:1])])[0]
     torch.testing.assert_close(
         out["alpha"][0, 2].float(), per_layer[0].view(3, 2)[2].mean()
     )  # position-major, heads inner
-
-
-def test_plot_pair_maps_draws_one_row_per_layer():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    std, can = am.attention_maps(model("standard"), SRC, TGT_IN), am.attention_maps(model("can"), SRC, TGT_IN)
-    fig = am.plot_pair_maps(std, can, [f"s{i}" for i in range(5)], ["<s>", "a", "b"])
-    maps = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
-    assert len(maps) == 6 and maps[2].get_title().startswith("CAN layer 1")
-    assert len(fig.axes) == 12  # every map with its colour bar
-    plt.close(fig)
 
 
 def test_pick_pair_takes_the_first_pair_within_the_lengths_and_names_the_range_when_none_fits():
@@ -156,27 +136,6 @@ def test_alpha_histogram_counts_every_value_once_including_the_ends():
     hist = am.alpha_histogram([torch.tensor([0.0, 0.01, 0.5, 0.99, 1.0]), torch.tensor([0.3, 0.3])], bins=4)
     assert hist["edges"] == [0.0, 0.25, 0.5, 0.75, 1.0]
     assert hist["counts"] == [[2, 0, 1, 2], [0, 2, 0, 0]]
-
-
-def test_plot_pair_maps_draws_every_layers_three_maps_from_stored_nested_lists():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    std, can = am.attention_maps(model("standard"), SRC, TGT_IN), am.attention_maps(model("can"), SRC, TGT_IN)
-    stored = [[{k: v.tolist() for k, v in layer.items() if k != "heads"} for layer in maps] for maps in (std, can)]
-    src_tokens, tgt_tokens = [f"s{i}" for i in range(5)], ["<s>", "a", "b"]
-    fig = am.plot_pair_maps(*stored, src_tokens, tgt_tokens)
-    drawn = [ax for ax in fig.axes if ax.images]
-    assert len(drawn) == 3 * 2  # self, cross and joint of both decoder layers, each drawn once
-    expected = [m for i in range(2) for m in (std[i]["self"], std[i]["cross"], can[i]["joint"])]
-    for ax, probs in zip(drawn, expected):  # the image is the map itself, queries down and keys across
-        np.testing.assert_allclose(ax.images[0].get_array(), probs.numpy(), rtol=1e-6)
-        assert [t.get_text() for t in ax.get_yticklabels()] == tgt_tokens
-    assert [t.get_text() for t in drawn[2].get_xticklabels()] == tgt_tokens + src_tokens
-    assert all(t.get_fontsize() >= 10 for ax in drawn for t in ax.get_xticklabels())  # readable at page width
-    plt.close(fig)
 
 
 def test_the_attention_study_stores_what_the_chapter_draws(shared_data, tmp_path, monkeypatch):

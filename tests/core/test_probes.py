@@ -54,34 +54,3 @@ def test_non_standard_decoder_is_refused():
     with pytest.raises(ValueError, match="standard"):
         with record_subblock_inputs(Seq2Seq(cfg)):
             pass
-
-
-def test_decode_step_bytes_count_target_side_weights_only():
-    from canlib import preset
-    from canlib.analysis.probes import bytes_per_decode_step
-
-    d, v = 512, 32000
-    balanced = bytes_per_decode_step(Seq2Seq(preset("balanced", vocab_size=v)))
-    can = bytes_per_decode_step(Seq2Seq(preset("can", vocab_size=v)))
-    assert balanced["output"] == can["output"] == 4 * v * d
-    # both decoder layer kinds read about 14 d^2 weights per step (biases and norms aside)
-    for b in (balanced, can):
-        assert abs(b["layers"] / 4 / 2 - 14 * d * d) / (14 * d * d) < 0.01
-    baseline = bytes_per_decode_step(Seq2Seq(preset("baseline", vocab_size=v)))
-    assert baseline["layers"] == 3 * balanced["layers"]
-
-
-def test_decoding_costs_give_can_the_same_weights_and_two_and_a_half_times_the_cache():
-    from canlib.analysis.probes import decoding_costs
-
-    standard, can = decoding_costs("balanced"), decoding_costs("can")
-    assert standard["weights_per_step_d2"] == can["weights_per_step_d2"] == 14
-    assert (
-        decoding_costs("can_attn")["weights_per_step_d2"] == 12
-        and decoding_costs("can_ffn")["weights_per_step_d2"] == 13
-    )
-    assert (standard["cache_per_target_position_d"], can["cache_per_target_position_d"]) == (
-        2,
-        5,
-    )  # key + value; key + 4d value
-    assert (standard["cache_per_source_position_d"], can["cache_per_source_position_d"]) == (2, 5)
