@@ -263,18 +263,6 @@ def self_cross_values(w: StandardWeights, z: Tensor, h: Tensor, out_x: Tensor, o
     return torch.cat([split_heads(vx(z), w.heads), split_heads(vh(h), w.heads)], dim=-2)
 
 
-def joint_self_cross(w: StandardWeights, x: Tensor, h: Tensor, pad: Tensor | None = None) -> Tensor:
-    """Eq. 8: ``Self(X) + Cross(X, H) = sum_i A^i [V_1^i ; V_2^i] + bo1 + bo2`` (exact).
-
-    Self and Cross have different output maps, so each head's values absorb theirs
-    (d wide per head). Two softmaxes, original queries: only the products are joined.
-    """
-    z = normalize(x, w.eps)
-    s_x, s_h = attention_scores(w, z, h, pad, query="separate")
-    values = self_cross_values(w, z, h, w.o1.W, w.o2.W)
-    return (two_softmax(s_x, s_h) @ values).sum(1) + w.o1.b + w.o2.b
-
-
 # ---------------------------------------------------------------------------
 # Eq. 9: one query for both attentions
 
@@ -500,11 +488,3 @@ def step_errors(steps: list[Step], x: Tensor) -> list[dict]:
         )
         prev = upd
     return rows
-
-
-def assert_close(a: Tensor, b: Tensor, tol: float = 1e-10, what: str = "tensors") -> float:
-    """Max abs difference of two tensors; AssertionError naming ``what`` if above ``tol``."""
-    err = (a - b).abs().max().item()
-    if not err < tol:
-        raise AssertionError(f"{what}: max abs difference {err:.3e} exceeds {tol:.0e}")
-    return err
