@@ -20,6 +20,7 @@ and its translation written and flushed at once, as fairseq-interactive and mari
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import select
@@ -35,7 +36,7 @@ import torch
 from canlib.bleu import read_text
 from canlib.data.vocab import Vocabulary
 from canlib.decoding.ctranslate import CT2Translator, token_names
-from canlib.decoding.search import SearchSettings, beam_search, make_batch
+from canlib.decoding.search import SearchResult, SearchSettings, beam_search, make_batch
 from canlib.io import add_threads_option, device_option, option_type, require, same_file, tqdm, use_threads
 from canlib.model.checkpoint import CheckpointError, model_from_checkpoint, safe_load
 from canlib.model.config import ModelConfig
@@ -94,18 +95,11 @@ def evaluation_batch_size(device: str | torch.device) -> int:
     return EVALUATION_BATCH.get(torch.device(device).type, EVALUATION_BATCH["cpu"])
 
 
-def source_ids(
-    model: Seq2Seq, vocab: Vocabulary, lines: Sequence[str], names: Sequence[str] | None = None
-) -> list[list[int]]:
-    """Subword ids of each line; a line longer than the model's position table is truncated with a
-    warning naming it (``names[i]``, default "input line i+1")."""
-    return encode_sources(vocab, lines, model.cfg.max_len, names)
-
-
 def encode_sources(
     vocab: Vocabulary, lines: Sequence[str], max_len: int, names: Sequence[str] | None = None
 ) -> list[list[int]]:
-    """:func:`source_ids` for a model whose position table has ``max_len`` rows."""
+    """Subword ids of each line for a model whose position table has ``max_len`` rows; a line longer than that is
+    truncated with a warning naming it (``names[i]``, default "input line i+1")."""
     limit = max_len - 1  # room for the source EOS
     ids = vocab.encode_batch([line.strip() for line in lines])
     for i, piece_ids in enumerate(ids):
@@ -132,18 +126,28 @@ def translate_ids_nbest(
         raise ValueError(f"nbest={nbest}: must be between 1 and the beam size ({beam})")
     settings = SearchSettings(beam=beam, return_all=True, **search_options)
     outputs: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in ids]
-    order = sorted((i for i, x in enumerate(ids) if x), key=lambda i: -len(ids[i]))
-    device = model.embed.weight.device
-    was_training = model.training
-    model.eval()
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
-        src = make_batch([ids[i] for i in chunk], model.cfg.pad_id, model.cfg.eos_id, device)
-        result = beam_search(model, src, settings)
+    for chunk, result in searched_batches(model, ids, settings, batch_size, progress=False):
         for i, hypotheses in zip(chunk, result.hypotheses):
             outputs[i] = [(vocab.decode(tokens), float(score)) for tokens, score in hypotheses[:nbest]]
-    model.train(was_training)
     return outputs
+
+
+def searched_batches(
+    model: Seq2Seq, ids: list[list[int]], settings: SearchSettings, batch_size: int, progress: bool
+) -> Iterator[tuple[list[int], SearchResult]]:
+    """The non-empty sentences of ``ids`` sorted longest first, cut into batches of ``batch_size`` and searched (the
+    model in eval mode meanwhile): each batch's positions in ``ids`` and its result."""
+    order = sorted((i for i, x in enumerate(ids) if x), key=lambda i: -len(ids[i]))
+    was_training = model.training
+    model.eval()
+    bar = tqdm(total=len(order), unit="sent", desc="translate", disable=not progress)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        src = make_batch([ids[i] for i in chunk], model.cfg.pad_id, model.cfg.eos_id, model.embed.weight.device)
+        yield chunk, beam_search(model, src, settings)
+        bar.update(len(chunk))
+    bar.close()
+    model.train(was_training)
 
 
 def translate_ids(
@@ -162,20 +166,9 @@ def translate_ids(
         raise ValueError(f"batch_size={batch_size}: must be at least 1")
     settings = SearchSettings(beam=beam, **search_options)
     outputs = [""] * len(ids)
-    order = sorted((i for i, x in enumerate(ids) if x), key=lambda i: -len(ids[i]))
-    device = model.embed.weight.device
-    was_training = model.training
-    model.eval()
-    bar = tqdm(total=len(order), unit="sent", desc="translate", disable=not progress)
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
-        src = make_batch([ids[i] for i in chunk], model.cfg.pad_id, model.cfg.eos_id, device)
-        result = beam_search(model, src, settings)
+    for chunk, result in searched_batches(model, ids, settings, batch_size, progress):
         for i, tokens in zip(chunk, result.tokens):
             outputs[i] = vocab.decode(tokens)
-        bar.update(len(chunk))
-    bar.close()
-    model.train(was_training)
     return outputs
 
 
@@ -193,7 +186,8 @@ def translate_lines(
     Inputs longer than the model's position table are truncated with a warning.
     ``search_options``: the other fields of :class:`canlib.decoding.search.SearchSettings` (len_penalty, ...).
     """
-    return translate_ids(model, vocab, source_ids(model, vocab, lines), beam, batch_size, progress, **search_options)
+    ids = encode_sources(vocab, lines, model.cfg.max_len)
+    return translate_ids(model, vocab, ids, beam, batch_size, progress, **search_options)
 
 
 def translate_sets(
@@ -217,17 +211,14 @@ def translate_sets(
     outputs = translate_ids(
         model,
         vocab,
-        source_ids(model, vocab, flat, names),
+        encode_sources(vocab, flat, model.cfg.max_len, names),
         beam,
         evaluation_batch_size(device) if batch_size is None else batch_size,
         progress,
         **search_options,
     )
-    result, start = {}, 0
-    for name, lines in sets.items():
-        result[name] = outputs[start : start + len(lines)]
-        start += len(lines)
-    return result
+    rest = iter(outputs)
+    return {name: list(itertools.islice(rest, len(lines))) for name, lines in sets.items()}
 
 
 # -- the command ------------------------------------------------------------------------------------------
@@ -372,7 +363,7 @@ def translator(args: argparse.Namespace) -> Translate:
         model.half()
 
     def translate_canlib(lines: list[str], names: list[str], progress: bool) -> list[Any]:
-        ids = source_ids(model, vocab, lines, names)
+        ids = encode_sources(vocab, lines, model.cfg.max_len, names)
         options = dict(limits, renormalize=args.renormalize)
         if args.nbest:
             return translate_ids_nbest(model, vocab, ids, args.nbest, args.beam, args.batch_size, **options)
