@@ -104,24 +104,19 @@ def export_ctranslate2(model: Seq2Seq, output_dir: str | os.PathLike, vocab: Voc
     spec.encoder.embeddings[0].weight = embed
     spec.decoder.embeddings.weight = embed
     spec.decoder.projection.weight = embed
-    for layer_spec, layer in zip(spec.encoder.layer, model.encoder_layers):
+    decoder = list(zip(spec.decoder.layer, model.decoder_layers))
+    for layer_spec, layer in [*zip(spec.encoder.layer, model.encoder_layers), *decoder]:  # both stacks' sub-layers
         _norm(layer_spec.self_attention.layer_norm, layer.self_norm)
         _linear(layer_spec.self_attention.linear[0], layer.self_attn.qkv)
         _linear(layer_spec.self_attention.linear[1], layer.self_attn.out)
         _norm(layer_spec.ffn.layer_norm, layer.ffn_norm)
         _linear(layer_spec.ffn.linear_0, layer.ffn.w1)
         _linear(layer_spec.ffn.linear_1, layer.ffn.w2)
-    for layer_spec, layer in zip(spec.decoder.layer, model.decoder_layers):
-        _norm(layer_spec.self_attention.layer_norm, layer.self_norm)
-        _linear(layer_spec.self_attention.linear[0], layer.self_attn.qkv)
-        _linear(layer_spec.self_attention.linear[1], layer.self_attn.out)
+    for layer_spec, layer in decoder:  # and the decoder's cross-attention
         _norm(layer_spec.attention.layer_norm, layer.cross_norm)
         _linear(layer_spec.attention.linear[0], layer.cross_attn.q)
         _linear(layer_spec.attention.linear[1], layer.cross_attn.kv)
         _linear(layer_spec.attention.linear[2], layer.cross_attn.out)
-        _norm(layer_spec.ffn.layer_norm, layer.ffn_norm)
-        _linear(layer_spec.ffn.linear_0, layer.ffn.w1)
-        _linear(layer_spec.ffn.linear_1, layer.ffn.w2)
     _norm(spec.encoder.layer_norm, model.encoder_norm)
     _norm(spec.decoder.layer_norm, model.decoder_norm)
     names = token_names(cfg.vocab_size, vocab)

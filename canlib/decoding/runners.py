@@ -42,28 +42,19 @@ def capture(fn: Callable[[], Any], pool: Any) -> tuple[torch.cuda.CUDAGraph, Any
     return graph, out
 
 
-class GraphCache:
+class GraphCache(dict):
     """Entries keyed by the shape of a search, at most ``max_shapes`` (the oldest dropped first), each a
     dict of the buffers its graphs use, its ``graphs`` and the memory ``pool`` they share."""
 
     def __init__(self, max_shapes: int) -> None:
+        super().__init__()
         self.max_shapes = max_shapes
-        self.entries: dict[tuple, dict] = {}
-
-    def get(self, key: tuple) -> dict | None:
-        return self.entries.get(key)
 
     def add(self, key: tuple, **buffers: Any) -> dict:
-        if len(self.entries) >= self.max_shapes:
-            self.entries.pop(next(iter(self.entries)))
-        entry = self.entries[key] = dict(buffers, graphs={}, pool=None)
+        if len(self) >= self.max_shapes:
+            self.pop(next(iter(self)))
+        entry = self[key] = dict(buffers, graphs={}, pool=None)
         return entry
-
-    def pop(self, key: tuple) -> None:
-        self.entries.pop(key, None)
-
-    def values(self):
-        return self.entries.values()
 
     @staticmethod
     def capture(entry: dict, fn: Callable[[], Any]) -> tuple[torch.cuda.CUDAGraph, Any]:
