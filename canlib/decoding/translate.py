@@ -38,7 +38,7 @@ from canlib.data.vocab import Vocabulary
 from canlib.decoding.ctranslate import CT2Translator, token_names
 from canlib.decoding.search import SearchResult, SearchSettings, beam_search, make_batch
 from canlib.io import add_threads_option, device_option, option_type, require, same_file, tqdm, use_threads
-from canlib.model.checkpoint import CheckpointError, model_from_checkpoint, safe_load
+from canlib.model.checkpoint import CheckpointError, load_model, safe_load
 from canlib.model.config import ModelConfig
 from canlib.model.seq2seq import Seq2Seq
 
@@ -69,15 +69,18 @@ def read_checkpoint(checkpoint: str | Path) -> dict[str, Any]:
 
 
 def load_translator(
-    checkpoint: str | Path, vocab: str | Path | None = None, device: str | torch.device = "cpu"
+    checkpoint: str | Path,
+    vocab: str | Path | None = None,
+    device: str | torch.device = "cpu",
+    ckpt: dict[str, Any] | None = None,
 ) -> tuple[Seq2Seq, Vocabulary]:
-    """Model (eval mode, on ``device``) and its vocabulary; refuses a vocabulary whose id
-    differs from the one the checkpoint was trained with (when the checkpoint records one)."""
-    ckpt = read_checkpoint(checkpoint)  # read once: whether it records a vocabulary, then the model
+    """Model (eval mode, on ``device``) and its vocabulary (``vocab``, else :func:`find_vocab`'s); refuses a
+    vocabulary whose id differs from the one the checkpoint was trained with (when the checkpoint records one).
+    ``ckpt``: the checkpoint's contents, when already read with :func:`read_checkpoint`."""
+    ckpt = read_checkpoint(checkpoint) if ckpt is None else ckpt  # read once: the vocabulary it records, the model
     vocabulary = Vocabulary.load(vocab if vocab is not None else find_vocab(checkpoint))
-    model = model_from_checkpoint(
-        ckpt, checkpoint, expected_vocab_id=vocabulary.id if ckpt.get("vocab_id") else None, map_location=device
-    )
+    expected = vocabulary.id if ckpt.get("vocab_id") else None
+    model = load_model(checkpoint, expected_vocab_id=expected, map_location=device, ckpt=ckpt)
     if vocabulary.size != model.cfg.vocab_size:
         raise ValueError(
             f"{vocabulary.source}: {vocabulary.size} pieces, but {checkpoint} has vocab_size={model.cfg.vocab_size}"
