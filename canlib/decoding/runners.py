@@ -29,16 +29,19 @@ from canlib.model.attention import SourceMemory
 from canlib.model.seq2seq import DecoderCache, Seq2Seq
 
 
-def capture(fn: Callable[[], Any], pool: Any) -> tuple[torch.cuda.CUDAGraph, Any]:
-    """Warm ``fn`` up on a side stream (cuBLAS workspaces), then capture it as a CUDA graph in ``pool``."""
+def capture(fn: Callable[[], Any], owner: dict) -> tuple[torch.cuda.CUDAGraph, Any]:
+    """Warm ``fn`` up on a side stream (cuBLAS workspaces), then capture it as a CUDA graph in ``owner["pool"]``,
+    the memory pool that the graphs of ``owner`` share (the first capture makes it)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         fn()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, pool=pool):
+    with torch.cuda.graph(graph, pool=owner["pool"]):
         out = fn()
+    if owner["pool"] is None:
+        owner["pool"] = graph.pool()
     return graph, out
 
 
@@ -55,14 +58,6 @@ class GraphCache(dict):
             self.pop(next(iter(self)))
         entry = self[key] = dict(buffers, graphs={}, pool=None)
         return entry
-
-    @staticmethod
-    def capture(entry: dict, fn: Callable[[], Any]) -> tuple[torch.cuda.CUDAGraph, Any]:
-        """:func:`capture` in the entry's memory pool (the first capture makes it)."""
-        graph, out = capture(fn, entry["pool"])
-        if entry["pool"] is None:
-            entry["pool"] = graph.pool()
-        return graph, out
 
 
 class GraphedDecoder(EagerDecoder):
@@ -123,7 +118,7 @@ class GraphedDecoder(EagerDecoder):
                 cache.seek(t)  # the warm-up ran the step once: run it again from step t
                 return self.model.decode_hidden(entry["tokens"], cache)
 
-            entry["graphs"][t] = self.graphs.capture(entry, step)
+            entry["graphs"][t] = capture(step, entry)
         graph, out = entry["graphs"][t]
         graph.replay()  # rewrites position t of the cache, exactly what the eager step writes
         cache.seek(t, written=True)
@@ -135,7 +130,7 @@ class GraphedDecoder(EagerDecoder):
             return self.model.output_log_probs(hidden)
         entry["hidden"].copy_(hidden)
         if entry["output"] is None:
-            entry["output"] = self.graphs.capture(entry, lambda: self.model.output_log_probs(entry["hidden"]))
+            entry["output"] = capture(lambda: self.model.output_log_probs(entry["hidden"]), entry)
         graph, out = entry["output"]
         graph.replay()
         return out
@@ -166,14 +161,7 @@ class CapturedSearch:
         self.encode_graph: torch.cuda.CUDAGraph | None = None
         self.graphs: dict[int, list[torch.cuda.CUDAGraph]] = {}
         self.between: dict[int, tuple[Tensor, Tensor]] = {}  # parts: what one graph passes the next, kept alive
-        self.pool: Any = None  # the memory pool every graph of this search shares
-
-    def record(self, fn: Callable[[], Any]) -> tuple[torch.cuda.CUDAGraph, Any]:
-        """:func:`capture` ``fn`` in this search's memory pool (the first capture makes it)."""
-        graph, out = capture(fn, self.pool)
-        if self.pool is None:
-            self.pool = graph.pool()
-        return graph, out
+        self.pool: dict = {"pool": None}  # the memory pool every graph of this search shares (:func:`capture`)
 
     def encode(self, src: Tensor, lengths: list[int]) -> None:
         """A new batch of this shape: encoded into the cache (the encoder, the source projections and the cache
@@ -184,7 +172,9 @@ class CapturedSearch:
         else:
             self.src.copy_(src)
             if self.encode_graph is None:
-                self.encode_graph, _ = self.record(lambda: model.load_memory(cache, self.encoder(self.src, beam)))
+                self.encode_graph, _ = capture(
+                    lambda: model.load_memory(cache, self.encoder(self.src, beam)), self.pool
+                )
             self.encode_graph.replay()
             cache.seek(0)
         self.search.reset(lengths)
@@ -194,13 +184,13 @@ class CapturedSearch:
         search, cache = self.search, self.cache
         saved = [x.clone() for x in search.state()]
         if not self.parts:
-            graphs = [self.record(lambda: (cache.seek(t), search.step(t)))[0]]
+            graphs = [capture(lambda: (cache.seek(t), search.step(t)), self.pool)[0]]
         else:
-            layers, hidden = self.record(lambda: (cache.seek(t), search.hidden(t))[1])
+            layers, hidden = capture(lambda: (cache.seek(t), search.hidden(t))[1], self.pool)
             layers.replay()  # the next warm-up reads real hidden states
-            output, logp = self.record(lambda: search.log_probs(hidden))
+            output, logp = capture(lambda: search.log_probs(hidden), self.pool)
             output.replay()
-            select, _ = self.record(lambda: (cache.seek(t, written=True), search.select(t, logp)))
+            select, _ = capture(lambda: (cache.seek(t, written=True), search.select(t, logp)), self.pool)
             graphs = [layers, output, select]
             self.between[t] = (hidden, logp)
         for x, s in zip(search.state(), saved):  # undo the warm-ups
