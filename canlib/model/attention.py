@@ -324,9 +324,8 @@ class SelfAttention(nn.Module):
         d = self.out.in_features
         qkv = self.qkv(x)  # (rows, 1, 3d): [q | k | v], k and v side by side as the cache keeps them
         cache["kv"][t] = qkv[:, 0, d:]
-        return self.out(
-            attend_prefix(split_heads(qkv[..., :d], self.heads), cache["kv"], t + 1, d, self.heads, None, self.drop)
-        )
+        mixed = attend_prefix(split_heads(qkv[..., :d], self.heads), cache["kv"], t + 1, d, self.heads, None, self.drop)
+        return self.out(mixed)
 
     def cache_layout(self) -> dict[str, int]:
         """The per-row decoding state: its name and width per position (keys and values side by side)."""

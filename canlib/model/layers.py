@@ -129,7 +129,19 @@ def joint_step(
     return attend_prefix(q, state, length, q.size(-1) * heads, heads, mask, dropout)
 
 
-class StandardDecoderLayer(DecoderLayer):
+class CrossThenFFN(DecoderLayer):
+    """A layer that ends in the Transformer's cross-attention and FFN sub-layers (``cross_norm``, ``cross_attn``,
+    ``ffn_norm``, ``ffn``), after its own first sub-layer: Standard and AAN."""
+
+    def project_source(self, memory: SourceMemory) -> Cache:
+        return self.cross_attn.project_source(memory)
+
+    def _cross_then_ffn(self, x: Tensor, memory: SourceMemory, source: Cache) -> Tensor:
+        x = x + self.drop(self.cross_attn(self.cross_norm(x), memory, source))
+        return x + self.drop(self.ffn(self.ffn_norm(x)))
+
+
+class StandardDecoderLayer(CrossThenFFN):
     """Self-attention, cross-attention, FFN: the Transformer decoder layer (Baseline, Balanced)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
@@ -143,24 +155,19 @@ class StandardDecoderLayer(DecoderLayer):
         self.ffn = FeedForward(d, cfg.ffn_dim, cfg.relu_dropout)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def project_source(self, memory: SourceMemory) -> Cache:
-        return self.cross_attn.project_source(memory)
-
     def forward(self, x: Tensor, memory: SourceMemory, source: Cache, blocked: Tensor, shared: dict) -> Tensor:
         x = x + self.drop(self.self_attn(self.self_norm(x), blocked))
-        x = x + self.drop(self.cross_attn(self.cross_norm(x), memory, source))
-        return x + self.drop(self.ffn(self.ffn_norm(x)))
+        return self._cross_then_ffn(x, memory, source)
 
     def cache_layout(self) -> dict[str, int]:
         return self.self_attn.cache_layout()
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
         x = x + self.drop(self.self_attn.step(self.self_norm(x), cache, t))
-        x = x + self.drop(self.cross_attn(self.cross_norm(x), memory, source))
-        return x + self.drop(self.ffn(self.ffn_norm(x)))
+        return self._cross_then_ffn(x, memory, source)
 
 
-class AANDecoderLayer(DecoderLayer):
+class AANDecoderLayer(CrossThenFFN):
     """Average Attention Network layer (Zhang, Xiong, Su 2018) in place of self-attention.
 
     The self-attention sub-layer becomes a cumulative average of the (normalised) inputs,
@@ -203,18 +210,11 @@ class AANDecoderLayer(DecoderLayer):
             return x + self.drop(i * z + f * g)
         return torch.addcmul(x, i, z).addcmul_(f, g)
 
-    def _rest(self, x: Tensor, memory: SourceMemory, source: Cache) -> Tensor:
-        x = x + self.drop(self.cross_attn(self.cross_norm(x), memory, source))
-        return x + self.drop(self.ffn(self.ffn_norm(x)))
-
-    def project_source(self, memory: SourceMemory) -> Cache:
-        return self.cross_attn.project_source(memory)
-
     def forward(self, x: Tensor, memory: SourceMemory, source: Cache, blocked: Tensor, shared: dict) -> Tensor:
         z = self.avg_norm(x)
         counts = torch.arange(1, z.size(1) + 1, device=z.device, dtype=z.dtype)[None, :, None]
         x = self._gated(x, z, z.cumsum(dim=1) / counts)
-        return self._rest(x, memory, source)
+        return self._cross_then_ffn(x, memory, source)
 
     def cache_layout(self) -> dict[str, int]:
         """Prefix sums, one per position: ``sum[t]`` = z_0 + ... + z_t.
@@ -234,7 +234,7 @@ class AANDecoderLayer(DecoderLayer):
         else:
             total.copy_(z[:, 0])
         x = self._gated(x, z, total[:, None], 1.0 / (t + 1))  # the average, divided inside W1's product
-        return self._rest(x, memory, source)
+        return self._cross_then_ffn(x, memory, source)
 
 
 class SANDecoderLayer(DecoderLayer):
