@@ -15,10 +15,10 @@ The other decoder kinds have no CTranslate2 layer (``UNSUPPORTED`` says why, one
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
-from collections import defaultdict
 from pathlib import Path
 
 import torch
@@ -204,13 +204,10 @@ class CT2Translator:
         and canlib's one per sentence; empty sentences give empty outputs. ``limits``: len_penalty, max_len_a,
         max_len_b."""
         outputs = [""] * len(ids)
-        by_length: dict[int, list[int]] = defaultdict(list)
-        for i, piece_ids in enumerate(ids):
-            if piece_ids:
-                by_length[len(piece_ids)].append(i)
-        bar = tqdm(total=sum(map(len, by_length.values())), unit="sent", desc="translate", disable=not progress)
-        for length in sorted(by_length, reverse=True):
-            group = by_length[length]
+        order = sorted((i for i, x in enumerate(ids) if x), key=lambda i: -len(ids[i]))
+        bar = tqdm(total=len(order), unit="sent", desc="translate", disable=not progress)
+        for _, same_length in itertools.groupby(order, key=lambda i: len(ids[i])):
+            group = list(same_length)
             for start in range(0, len(group), batch_size):
                 chunk = group[start : start + batch_size]
                 found = self.translate([ids[i] for i in chunk], beam=beam, max_len=max_len, **limits)

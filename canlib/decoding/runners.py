@@ -199,11 +199,8 @@ class CapturedSearch:
 
     def replay(self, t: int, mark: Callable[[str], None]) -> None:
         """Step t from its graph(s), captured at the first use; ``mark(part)`` before each part (``parts``)."""
-        search = self.search
-        if not self.capturing:  # the same static step, eagerly
-            if not self.parts:
-                search.step(t)
-                return
+        search, mark = self.search, mark if self.parts else (lambda part: None)
+        if not self.capturing:  # the same static step, eagerly: BeamSearch.step, its parts marked
             mark("layers")
             hidden = search.hidden(t)
             mark("output")
@@ -214,8 +211,7 @@ class CapturedSearch:
         if t not in self.graphs:
             self.capture(t)
         for part, graph in zip(self.PARTS, self.graphs[t]):
-            if self.parts:
-                mark(part)
+            mark(part)
             graph.replay()
         self.cache.seek(t + 1)
 

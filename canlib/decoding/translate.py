@@ -208,7 +208,6 @@ def translate_sets(
     (default: :func:`evaluation_batch_size` of the model's device), so that only the last batch is
     part-filled; each line gets the tokens :func:`translate_lines` gives it.
     """
-    device = model.embed.weight.device
     names = [f"{name} line {i + 1}" for name, lines in sets.items() for i in range(len(lines))]
     flat = [line for lines in sets.values() for line in lines]
     outputs = translate_ids(
@@ -216,7 +215,7 @@ def translate_sets(
         vocab,
         encode_sources(vocab, flat, model.cfg.max_len, names),
         beam,
-        evaluation_batch_size(device) if batch_size is None else batch_size,
+        evaluation_batch_size(model.embed.weight.device) if batch_size is None else batch_size,
         progress,
         **search_options,
     )
