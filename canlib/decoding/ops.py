@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import torch
@@ -101,18 +101,16 @@ class OpCounter(TorchDispatchMode):
     def __init__(self, gpu: bool = False) -> None:
         super().__init__()
         self.by_name: Counter[str] = Counter()
-        self._functions = _OneKernelOnGPU(self) if gpu else None
+        self._functions = _OneKernelOnGPU(self) if gpu else nullcontext()
         self._paused = False
 
     def __enter__(self) -> OpCounter:
         super().__enter__()
-        if self._functions is not None:
-            self._functions.__enter__()
+        self._functions.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._functions is not None:
-            self._functions.__exit__(*exc)
+        self._functions.__exit__(*exc)
         super().__exit__(*exc)
 
     @contextmanager

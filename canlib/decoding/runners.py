@@ -101,8 +101,7 @@ class GraphedDecoder(EagerDecoder):
         return entry["cache"]
 
     def _entry(self, cache: DecoderCache) -> dict | None:
-        entry = next((e for e in self.graphs.values() if e["cache"] is cache), None)
-        return entry if entry is not None and cache.buffers is entry["buffers"] else None
+        return next((e for e in self.graphs.values() if e["cache"] is cache and cache.buffers is e["buffers"]), None)
 
     def decode_hidden(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
         entry = self._entry(cache)
@@ -246,9 +245,7 @@ class StepGraphs:
         parts: bool = False,
         compiled: str | None = None,
     ) -> None:
-        self.model = model
-        self.capture = capture
-        self.parts = parts
+        self.model, self.capture, self.parts = model, capture, parts
         # the encoder, decoder layers and output compiled with this torch.compile backend ("inductor"), their
         # kernels captured
         self.decoder = CompiledDecoder(model, backend=compiled) if compiled else None
