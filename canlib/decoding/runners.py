@@ -152,11 +152,10 @@ class CapturedSearch:
 
     PARTS = ("layers", "output", "search")
 
-    def __init__(self, search: BeamSearch, src: Tensor, capture: bool, parts: bool, encode: Callable) -> None:
+    def __init__(self, search: BeamSearch, src: Tensor, capture: bool, parts: bool) -> None:
         self.search, self.cache = search, search.cache
         self.capturing, self.parts = capture, parts
         self.src = src.clone()  # the encoder graph's input
-        self.encoder = encode  # (src, beam) -> SourceMemory
         self.encode_graph: torch.cuda.CUDAGraph | None = None
         self.graphs: dict[int, list[torch.cuda.CUDAGraph]] = {}
         self.between: dict[int, tuple[Tensor, Tensor]] = {}  # parts: what one graph passes the next, kept alive
@@ -165,15 +164,13 @@ class CapturedSearch:
     def encode(self, src: Tensor, lengths: list[int]) -> None:
         """A new batch of this shape: encoded into the cache (the encoder, the source projections and the cache
         reset, replayed as one graph), the search state reset for these output lengths."""
-        model, cache, beam = self.search.model, self.cache, self.search.k
+        model, cache, beam, encode = self.search.model, self.cache, self.search.k, self.search.decoder.encode
         if not self.capturing:
-            model.load_memory(cache, self.encoder(src, beam))
+            model.load_memory(cache, encode(src, beam))
         else:
             self.src.copy_(src)
             if self.encode_graph is None:
-                self.encode_graph, _ = capture(
-                    lambda: model.load_memory(cache, self.encoder(self.src, beam)), self.pool
-                )
+                self.encode_graph, _ = capture(lambda: model.load_memory(cache, encode(self.src, beam)), self.pool)
             self.encode_graph.replay()
             cache.seek(0)
         self.search.reset(lengths)
@@ -263,8 +260,7 @@ class StepGraphs:
         entry = self.graphs.get(key)
         if entry is None:
             search = new_search(model, src, settings, self.decoder, static=True)
-            encode = self.decoder.encode if self.decoder is not None else lambda x, beam: model.encode(x, beam=beam)
-            entry = self.graphs.add(key, steps=CapturedSearch(search, src, self.capture, self.parts, encode))
+            entry = self.graphs.add(key, steps=CapturedSearch(search, src, self.capture, self.parts))
         else:
             entry["steps"].encode(src, lengths)
         steps: CapturedSearch = entry["steps"]
