@@ -81,7 +81,7 @@ class SourceMemory:
 
     def fold(self, x: Tensor) -> Tensor:
         """Row queries (B*beam, h, T, w) as (B, h, beam*T, w): each sentence's beams as one longer query."""
-        rows, heads, length, width = x.shape
+        _, heads, length, width = x.shape
         return x.view(-1, self.beam, heads, length, width).transpose(1, 2).reshape(-1, heads, self.beam * length, width)
 
     def unfold(self, x: Tensor, length: int) -> Tensor:
