@@ -1,13 +1,17 @@
 """The tables and figures of the compression chapters: the stages of canlib's choices (``compress_layer.md``) and
 the approximations measured on a trained decoder (``compress_trained.md``, from the stored ``approximations``
-analysis). Formatting only: every number comes from :mod:`canlib.model.compress`."""
+analysis), and Eq. 8 as the layer chapter checks it (:func:`joint_self_cross`). Formatting only: every number comes
+from :mod:`canlib.model.compress`."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from torch import Tensor
+
 from _code.prose import span
 from _code.tables import reading_table
+from canlib.model.compress import StandardWeights, attention_scores, normalize, self_cross_values, two_softmax
 
 STAGE_COLUMNS = {
     "eq": "Eq.",
@@ -21,6 +25,18 @@ STAGE_COLUMNS = {
 def _sig(value: float, digits: int = 2) -> str:
     """A number with ``digits`` significant digits, as a reader writes it (0 stays 0)."""
     return "0" if value == 0 else f"{value:.{digits}g}"
+
+
+def joint_self_cross(w: StandardWeights, x: Tensor, h: Tensor, pad: Tensor | None = None) -> Tensor:
+    """Eq. 8: ``Self(X) + Cross(X, H) = sum_i A^i [V_1^i ; V_2^i] + bo1 + bo2`` (exact).
+
+    Self and Cross have different output maps, so each head's values absorb theirs
+    (d wide per head). Two softmaxes, original queries: only the products are joined.
+    """
+    z = normalize(x, w.eps)
+    s_x, s_h = attention_scores(w, z, h, pad, query="separate")
+    values = self_cross_values(w, z, h, w.o1.W, w.o2.W)
+    return (two_softmax(s_x, s_h) @ values).sum(1) + w.o1.b + w.o2.b
 
 
 def step_table(rows: list[dict[str, Any]]):

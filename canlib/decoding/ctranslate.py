@@ -15,10 +15,10 @@ The other decoder kinds have no CTranslate2 layer (``UNSUPPORTED`` says why, one
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
-from collections import defaultdict
 from pathlib import Path
 
 import torch
@@ -104,24 +104,19 @@ def export_ctranslate2(model: Seq2Seq, output_dir: str | os.PathLike, vocab: Voc
     spec.encoder.embeddings[0].weight = embed
     spec.decoder.embeddings.weight = embed
     spec.decoder.projection.weight = embed
-    for layer_spec, layer in zip(spec.encoder.layer, model.encoder_layers):
+    decoder = list(zip(spec.decoder.layer, model.decoder_layers))
+    for layer_spec, layer in [*zip(spec.encoder.layer, model.encoder_layers), *decoder]:  # both stacks' sub-layers
         _norm(layer_spec.self_attention.layer_norm, layer.self_norm)
         _linear(layer_spec.self_attention.linear[0], layer.self_attn.qkv)
         _linear(layer_spec.self_attention.linear[1], layer.self_attn.out)
         _norm(layer_spec.ffn.layer_norm, layer.ffn_norm)
         _linear(layer_spec.ffn.linear_0, layer.ffn.w1)
         _linear(layer_spec.ffn.linear_1, layer.ffn.w2)
-    for layer_spec, layer in zip(spec.decoder.layer, model.decoder_layers):
-        _norm(layer_spec.self_attention.layer_norm, layer.self_norm)
-        _linear(layer_spec.self_attention.linear[0], layer.self_attn.qkv)
-        _linear(layer_spec.self_attention.linear[1], layer.self_attn.out)
+    for layer_spec, layer in decoder:  # and the decoder's cross-attention
         _norm(layer_spec.attention.layer_norm, layer.cross_norm)
         _linear(layer_spec.attention.linear[0], layer.cross_attn.q)
         _linear(layer_spec.attention.linear[1], layer.cross_attn.kv)
         _linear(layer_spec.attention.linear[2], layer.cross_attn.out)
-        _norm(layer_spec.ffn.layer_norm, layer.ffn_norm)
-        _linear(layer_spec.ffn.linear_0, layer.ffn.w1)
-        _linear(layer_spec.ffn.linear_1, layer.ffn.w2)
     _norm(spec.encoder.layer_norm, model.encoder_norm)
     _norm(spec.decoder.layer_norm, model.decoder_norm)
     names = token_names(cfg.vocab_size, vocab)
@@ -209,13 +204,10 @@ class CT2Translator:
         and canlib's one per sentence; empty sentences give empty outputs. ``limits``: len_penalty, max_len_a,
         max_len_b."""
         outputs = [""] * len(ids)
-        by_length: dict[int, list[int]] = defaultdict(list)
-        for i, piece_ids in enumerate(ids):
-            if piece_ids:
-                by_length[len(piece_ids)].append(i)
-        bar = tqdm(total=sum(map(len, by_length.values())), unit="sent", desc="translate", disable=not progress)
-        for length in sorted(by_length, reverse=True):
-            group = by_length[length]
+        order = sorted((i for i, x in enumerate(ids) if x), key=lambda i: -len(ids[i]))
+        bar = tqdm(total=len(order), unit="sent", desc="translate", disable=not progress)
+        for _, same_length in itertools.groupby(order, key=lambda i: len(ids[i])):
+            group = list(same_length)
             for start in range(0, len(group), batch_size):
                 chunk = group[start : start + batch_size]
                 found = self.translate([ids[i] for i in chunk], beam=beam, max_len=max_len, **limits)

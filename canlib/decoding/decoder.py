@@ -79,7 +79,6 @@ class CompiledDecoder(EagerDecoder):
 
     def __init__(self, model: Seq2Seq, backend: str = "inductor") -> None:
         super().__init__(model)
-        self.backend = backend
         self._encode = torch.compile(model.encode, backend=backend, dynamic=True)
         self._hidden = torch.compile(model.decode_hidden, backend=backend, dynamic=True)
         self._log_probs = torch.compile(model.output_log_probs, backend=backend, dynamic=True)

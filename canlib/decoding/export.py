@@ -15,11 +15,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from canlib.data.vocab import Vocabulary
 from canlib.decoding.ctranslate import export_ctranslate2, export_refusal
-from canlib.decoding.translate import find_vocab, read_checkpoint
+from canlib.decoding.translate import load_translator, read_checkpoint
 from canlib.io import require, umask
-from canlib.model.checkpoint import model_from_checkpoint
 
 MANIFEST = "canlib.json"  # what makes a folder a canlib export
 
@@ -58,13 +56,11 @@ def run(args: argparse.Namespace) -> int:
     if refusal:
         raise ValueError(f"{args.checkpoint}: {refusal}")
     require("ctranslate2", "canlib export ctranslate2")
-    vocab_path = Path(args.vocab) if args.vocab else find_vocab(args.checkpoint)
-    vocab = Vocabulary.load(vocab_path)
-    model = model_from_checkpoint(ckpt, args.checkpoint, expected_vocab_id=vocab.id if ckpt.get("vocab_id") else None)
+    model, vocab = load_translator(args.checkpoint, args.vocab, ckpt=ckpt)
     tmp = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.", suffix=".tmp", dir=args.out.parent))
     try:
-        export_ctranslate2(model.eval(), tmp, vocab)
-        shutil.copyfile(vocab_path, tmp / "vocab.model")
+        export_ctranslate2(model, tmp, vocab)
+        shutil.copyfile(vocab.source, tmp / "vocab.model")
         source = str(Path(args.checkpoint).resolve())
         manifest = {"checkpoint": source, "vocab_id": vocab.id, "model": model.cfg.to_dict()}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import torch
@@ -101,18 +101,16 @@ class OpCounter(TorchDispatchMode):
     def __init__(self, gpu: bool = False) -> None:
         super().__init__()
         self.by_name: Counter[str] = Counter()
-        self._functions = _OneKernelOnGPU(self) if gpu else None
+        self._functions = _OneKernelOnGPU(self) if gpu else nullcontext()
         self._paused = False
 
     def __enter__(self) -> OpCounter:
         super().__enter__()
-        if self._functions is not None:
-            self._functions.__enter__()
+        self._functions.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._functions is not None:
-            self._functions.__exit__(*exc)
+        self._functions.__exit__(*exc)
         super().__exit__(*exc)
 
     @contextmanager
@@ -141,14 +139,12 @@ class OpCounter(TorchDispatchMode):
         """Host reads (``_local_scalar_dense``) and data-dependent shapes (``nonzero``, boolean indexing)."""
         return self.by_name[HOST_SYNC] + sum(self.by_name[name] for name in _DATA_DEPENDENT)
 
+    def counts(self) -> dict[str, int]:
+        return {"operators": self.total, "kernel_operators": self.kernels, "host_syncs": self.host_syncs}
+
     def summary(self) -> dict[str, Any]:
         """The counts as plain data (for a stored result)."""
-        return {
-            "operators": self.total,
-            "kernel_operators": self.kernels,
-            "host_syncs": self.host_syncs,
-            "by_name": dict(self.by_name.most_common()),
-        }
+        return {**self.counts(), "by_name": dict(self.by_name.most_common())}
 
 
 # -- the operator-count study: one beam-search step per decoder kind --------------------------------------
@@ -162,10 +158,6 @@ PATHS = {"cuda": ("meta", torch.float16), "cpu": ("cpu", torch.float32)}
 # a path's search: "cuda-fused" is the GPU's code path with the forced-length select as two Triton kernels
 # (canlib.decoding.fused), each one registered operator: what a GPU launches, counted without running them
 FUSED_PATHS = {"cuda-fused": "cuda"}
-
-
-def _counts(ops: OpCounter) -> dict[str, int]:
-    return {"operators": ops.total, "kernel_operators": ops.kernels, "host_syncs": ops.host_syncs}
 
 
 def search_step_ops(
@@ -194,23 +186,20 @@ def search_step_ops(
     gpu = device.type == "meta"  # the GPU's code path: count its fused calls as the GPU launches them
 
     class Counted(EagerDecoder):
+        def counted(self, part: str, fn: Any, *args: Any) -> Any:
+            with OpCounter(gpu) as ops:
+                out = fn(*args)
+            parts[part] = ops
+            return out
+
         def decode_hidden(self, tokens, cache):
-            with OpCounter(gpu) as layers:
-                hidden = self.model.decode_hidden(tokens, cache)
-            parts["decoder"] = layers
-            return hidden
+            return self.counted("decoder", self.model.decode_hidden, tokens, cache)
 
         def output_log_probs(self, hidden):
-            with OpCounter(gpu) as output:
-                out = self.model.output_log_probs(hidden)
-            parts["output"] = output
-            return out
+            return self.counted("output", self.model.output_log_probs, hidden)
 
         def output_logits(self, hidden):
-            with OpCounter(gpu) as output:
-                out = self.model.output_logits(hidden)
-            parts["output"] = output
-            return out
+            return self.counted("output", self.model.output_logits, hidden)
 
     with torch.no_grad():
         settings = SearchSettings(beam=beam, forced_length=steps, fused=fused)
@@ -223,7 +212,7 @@ def search_step_ops(
         with OpCounter(gpu) as whole:
             search.step(warmup)
     n = model.cfg.dec_layers
-    step, decoder, embed, output = (_counts(c) for c in (whole, parts["decoder"], parts["embed"], parts["output"]))
+    step, decoder, embed, output = (c.counts() for c in (whole, parts["decoder"], parts["embed"], parts["output"]))
     layers = {k: decoder[k] - embed[k] for k in decoder}
     return {
         "decoder_layers": n,

@@ -29,49 +29,35 @@ from canlib.model.attention import SourceMemory
 from canlib.model.seq2seq import DecoderCache, Seq2Seq
 
 
-def capture(fn: Callable[[], Any], pool: Any) -> tuple[torch.cuda.CUDAGraph, Any]:
-    """Warm ``fn`` up on a side stream (cuBLAS workspaces), then capture it as a CUDA graph in ``pool``."""
+def capture(fn: Callable[[], Any], owner: dict) -> tuple[torch.cuda.CUDAGraph, Any]:
+    """Warm ``fn`` up on a side stream (cuBLAS workspaces), then capture it as a CUDA graph in ``owner["pool"]``,
+    the memory pool that the graphs of ``owner`` share (the first capture makes it)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         fn()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, pool=pool):
+    with torch.cuda.graph(graph, pool=owner["pool"]):
         out = fn()
+    if owner["pool"] is None:
+        owner["pool"] = graph.pool()
     return graph, out
 
 
-class GraphCache:
+class GraphCache(dict):
     """Entries keyed by the shape of a search, at most ``max_shapes`` (the oldest dropped first), each a
     dict of the buffers its graphs use, its ``graphs`` and the memory ``pool`` they share."""
 
     def __init__(self, max_shapes: int) -> None:
+        super().__init__()
         self.max_shapes = max_shapes
-        self.entries: dict[tuple, dict] = {}
-
-    def get(self, key: tuple) -> dict | None:
-        return self.entries.get(key)
 
     def add(self, key: tuple, **buffers: Any) -> dict:
-        if len(self.entries) >= self.max_shapes:
-            self.entries.pop(next(iter(self.entries)))
-        entry = self.entries[key] = dict(buffers, graphs={}, pool=None)
+        if len(self) >= self.max_shapes:
+            self.pop(next(iter(self)))
+        entry = self[key] = dict(buffers, graphs={}, pool=None)
         return entry
-
-    def pop(self, key: tuple) -> None:
-        self.entries.pop(key, None)
-
-    def values(self):
-        return self.entries.values()
-
-    @staticmethod
-    def capture(entry: dict, fn: Callable[[], Any]) -> tuple[torch.cuda.CUDAGraph, Any]:
-        """:func:`capture` in the entry's memory pool (the first capture makes it)."""
-        graph, out = capture(fn, entry["pool"])
-        if entry["pool"] is None:
-            entry["pool"] = graph.pool()
-        return graph, out
 
 
 class GraphedDecoder(EagerDecoder):
@@ -115,8 +101,7 @@ class GraphedDecoder(EagerDecoder):
         return entry["cache"]
 
     def _entry(self, cache: DecoderCache) -> dict | None:
-        entry = next((e for e in self.graphs.values() if e["cache"] is cache), None)
-        return entry if entry is not None and cache.buffers is entry["buffers"] else None
+        return next((e for e in self.graphs.values() if e["cache"] is cache and cache.buffers is e["buffers"]), None)
 
     def decode_hidden(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
         entry = self._entry(cache)
@@ -132,7 +117,7 @@ class GraphedDecoder(EagerDecoder):
                 cache.seek(t)  # the warm-up ran the step once: run it again from step t
                 return self.model.decode_hidden(entry["tokens"], cache)
 
-            entry["graphs"][t] = self.graphs.capture(entry, step)
+            entry["graphs"][t] = capture(step, entry)
         graph, out = entry["graphs"][t]
         graph.replay()  # rewrites position t of the cache, exactly what the eager step writes
         cache.seek(t, written=True)
@@ -144,7 +129,7 @@ class GraphedDecoder(EagerDecoder):
             return self.model.output_log_probs(hidden)
         entry["hidden"].copy_(hidden)
         if entry["output"] is None:
-            entry["output"] = self.graphs.capture(entry, lambda: self.model.output_log_probs(entry["hidden"]))
+            entry["output"] = capture(lambda: self.model.output_log_probs(entry["hidden"]), entry)
         graph, out = entry["output"]
         graph.replay()
         return out
@@ -167,33 +152,25 @@ class CapturedSearch:
 
     PARTS = ("layers", "output", "search")
 
-    def __init__(self, search: BeamSearch, src: Tensor, capture: bool, parts: bool, encode: Callable) -> None:
+    def __init__(self, search: BeamSearch, src: Tensor, capture: bool, parts: bool) -> None:
         self.search, self.cache = search, search.cache
         self.capturing, self.parts = capture, parts
         self.src = src.clone()  # the encoder graph's input
-        self.encoder = encode  # (src, beam) -> SourceMemory
         self.encode_graph: torch.cuda.CUDAGraph | None = None
         self.graphs: dict[int, list[torch.cuda.CUDAGraph]] = {}
         self.between: dict[int, tuple[Tensor, Tensor]] = {}  # parts: what one graph passes the next, kept alive
-        self.pool: Any = None  # the memory pool every graph of this search shares
-
-    def record(self, fn: Callable[[], Any]) -> tuple[torch.cuda.CUDAGraph, Any]:
-        """:func:`capture` ``fn`` in this search's memory pool (the first capture makes it)."""
-        graph, out = capture(fn, self.pool)
-        if self.pool is None:
-            self.pool = graph.pool()
-        return graph, out
+        self.pool: dict = {"pool": None}  # the memory pool every graph of this search shares (:func:`capture`)
 
     def encode(self, src: Tensor, lengths: list[int]) -> None:
         """A new batch of this shape: encoded into the cache (the encoder, the source projections and the cache
         reset, replayed as one graph), the search state reset for these output lengths."""
-        model, cache, beam = self.search.model, self.cache, self.search.k
+        model, cache, beam, encode = self.search.model, self.cache, self.search.k, self.search.decoder.encode
         if not self.capturing:
-            model.load_memory(cache, self.encoder(src, beam))
+            model.load_memory(cache, encode(src, beam))
         else:
             self.src.copy_(src)
             if self.encode_graph is None:
-                self.encode_graph, _ = self.record(lambda: model.load_memory(cache, self.encoder(self.src, beam)))
+                self.encode_graph, _ = capture(lambda: model.load_memory(cache, encode(self.src, beam)), self.pool)
             self.encode_graph.replay()
             cache.seek(0)
         self.search.reset(lengths)
@@ -203,13 +180,13 @@ class CapturedSearch:
         search, cache = self.search, self.cache
         saved = [x.clone() for x in search.state()]
         if not self.parts:
-            graphs = [self.record(lambda: (cache.seek(t), search.step(t)))[0]]
+            graphs = [capture(lambda: (cache.seek(t), search.step(t)), self.pool)[0]]
         else:
-            layers, hidden = self.record(lambda: (cache.seek(t), search.hidden(t))[1])
+            layers, hidden = capture(lambda: (cache.seek(t), search.hidden(t))[1], self.pool)
             layers.replay()  # the next warm-up reads real hidden states
-            output, logp = self.record(lambda: search.log_probs(hidden))
+            output, logp = capture(lambda: search.log_probs(hidden), self.pool)
             output.replay()
-            select, _ = self.record(lambda: (cache.seek(t, written=True), search.select(t, logp)))
+            select, _ = capture(lambda: (cache.seek(t, written=True), search.select(t, logp)), self.pool)
             graphs = [layers, output, select]
             self.between[t] = (hidden, logp)
         for x, s in zip(search.state(), saved):  # undo the warm-ups
@@ -218,11 +195,8 @@ class CapturedSearch:
 
     def replay(self, t: int, mark: Callable[[str], None]) -> None:
         """Step t from its graph(s), captured at the first use; ``mark(part)`` before each part (``parts``)."""
-        search = self.search
-        if not self.capturing:  # the same static step, eagerly
-            if not self.parts:
-                search.step(t)
-                return
+        search, mark = self.search, mark if self.parts else (lambda part: None)
+        if not self.capturing:  # the same static step, eagerly: BeamSearch.step, its parts marked
             mark("layers")
             hidden = search.hidden(t)
             mark("output")
@@ -233,8 +207,7 @@ class CapturedSearch:
         if t not in self.graphs:
             self.capture(t)
         for part, graph in zip(self.PARTS, self.graphs[t]):
-            if self.parts:
-                mark(part)
+            mark(part)
             graph.replay()
         self.cache.seek(t + 1)
 
@@ -269,9 +242,7 @@ class StepGraphs:
         parts: bool = False,
         compiled: str | None = None,
     ) -> None:
-        self.model = model
-        self.capture = capture
-        self.parts = parts
+        self.model, self.capture, self.parts = model, capture, parts
         # the encoder, decoder layers and output compiled with this torch.compile backend ("inductor"), their
         # kernels captured
         self.decoder = CompiledDecoder(model, backend=compiled) if compiled else None
@@ -289,8 +260,7 @@ class StepGraphs:
         entry = self.graphs.get(key)
         if entry is None:
             search = new_search(model, src, settings, self.decoder, static=True)
-            encode = self.decoder.encode if self.decoder is not None else lambda x, beam: model.encode(x, beam=beam)
-            entry = self.graphs.add(key, steps=CapturedSearch(search, src, self.capture, self.parts, encode))
+            entry = self.graphs.add(key, steps=CapturedSearch(search, src, self.capture, self.parts))
         else:
             entry["steps"].encode(src, lengths)
         steps: CapturedSearch = entry["steps"]

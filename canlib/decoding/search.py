@@ -169,6 +169,7 @@ class BeamSearch:
         self.base = torch.arange(n, device=device)[:, None] * k  # each sentence's first row
         self.top = ChunkedTopK(k * cfg.vocab_size, self.picks * k, device)
         self.cum = torch.empty(n, k, device=device)
+        self.no_eos = torch.tensor([cfg.pad_id, cfg.bos_id, cfg.eos_id], device=device)  # where EOS may not come
         self.allocate(lengths)
         self.reset(lengths)
 
@@ -272,7 +273,6 @@ class FreeLengthSearch(BeamSearch):
         self.tokens = torch.empty(n * k, self.steps + 1, dtype=torch.long, device=device)
         self.rank = torch.arange(2 * k, device=device)
         self.never = torch.tensor([self.cfg.pad_id, self.cfg.bos_id], device=device)  # never generated
-        self.no_eos = torch.tensor([self.cfg.pad_id, self.cfg.bos_id, self.cfg.eos_id], device=device)
         self.alive = torch.arange(n, device=device)  # original index of each sentence in the batch
         self.lengths = torch.empty(n, dtype=torch.long, device=device)
         self.len_norm = torch.empty(n, dtype=torch.float64, device=device)  # (max length + 1) ** alpha
@@ -428,7 +428,6 @@ class ForcedLengthSearch(BeamSearch):
 
     def allocate(self, lengths: list[int]) -> None:
         n, k, vocab, device = self.n, self.k, self.cfg.vocab_size, self.device
-        self.no_eos = torch.tensor([self.cfg.pad_id, self.cfg.bos_id, self.cfg.eos_id], device=device)
         self.history = torch.empty(self.steps + 1, 2, n * k, dtype=torch.long, device=device)
         # written at once by one gather from ``pairs``: candidate j of a sentence -> (j // V, j % V)
         j = torch.arange(k * vocab, device=device)
@@ -463,15 +462,10 @@ class ForcedLengthSearch(BeamSearch):
                 text.append(history[t][1][row])
                 row = history[t][0][row]
             texts.append(text[::-1])
-        scores = (self.cum / steps**self.settings.len_penalty).view(-1).tolist()
-        hyps = [[] for _ in range(self.n)]
-        for row, (text, score) in enumerate(zip(texts, scores)):
-            hyps[row // self.k].append((text, score))
-        for h in hyps:
-            h.sort(key=lambda x: -x[1])
-        best = SearchResult([h[0][0] for h in hyps], [h[0][1] for h in hyps])
-        best.hypotheses = hyps if self.settings.return_all else None
-        return best
+        scored = list(zip(texts, (self.cum / steps**self.settings.len_penalty).view(-1).tolist()))
+        hyps = [sorted(scored[s * self.k : (s + 1) * self.k], key=lambda h: -h[1]) for s in range(self.n)]
+        every = hyps if self.settings.return_all else None
+        return SearchResult([h[0][0] for h in hyps], [h[0][1] for h in hyps], every)
 
 
 class FusedForcedLengthSearch(ForcedLengthSearch):
@@ -543,12 +537,8 @@ def greedy_search(model: Seq2Seq, src: Tensor, settings: SearchSettings = Search
 
 def make_batch(sentences: list[list[int]], pad_id: int, eos_id: int, device: torch.device | str = "cpu") -> Tensor:
     """Right-padded (B, S) source batch of id lists, each followed by EOS."""
-    width = max(len(s) for s in sentences) + 1
-    out = torch.full((len(sentences), width), pad_id, dtype=torch.long)
-    for i, ids in enumerate(sentences):
-        out[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-        out[i, len(ids)] = eos_id
-    return out.to(device)
+    rows = [torch.tensor([*ids, eos_id], dtype=torch.long) for ids in sentences]
+    return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=pad_id).to(device)
 
 
 __all__ = [

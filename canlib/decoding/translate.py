@@ -20,6 +20,7 @@ and its translation written and flushed at once, as fairseq-interactive and mari
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import select
@@ -35,9 +36,9 @@ import torch
 from canlib.bleu import read_text
 from canlib.data.vocab import Vocabulary
 from canlib.decoding.ctranslate import CT2Translator, token_names
-from canlib.decoding.search import SearchSettings, beam_search, make_batch
+from canlib.decoding.search import SearchResult, SearchSettings, beam_search, make_batch
 from canlib.io import add_threads_option, device_option, option_type, require, same_file, tqdm, use_threads
-from canlib.model.checkpoint import CheckpointError, model_from_checkpoint, safe_load
+from canlib.model.checkpoint import CheckpointError, load_model, safe_load
 from canlib.model.config import ModelConfig
 from canlib.model.seq2seq import Seq2Seq
 
@@ -68,15 +69,18 @@ def read_checkpoint(checkpoint: str | Path) -> dict[str, Any]:
 
 
 def load_translator(
-    checkpoint: str | Path, vocab: str | Path | None = None, device: str | torch.device = "cpu"
+    checkpoint: str | Path,
+    vocab: str | Path | None = None,
+    device: str | torch.device = "cpu",
+    ckpt: dict[str, Any] | None = None,
 ) -> tuple[Seq2Seq, Vocabulary]:
-    """Model (eval mode, on ``device``) and its vocabulary; refuses a vocabulary whose id
-    differs from the one the checkpoint was trained with (when the checkpoint records one)."""
-    ckpt = read_checkpoint(checkpoint)  # read once: whether it records a vocabulary, then the model
+    """Model (eval mode, on ``device``) and its vocabulary (``vocab``, else :func:`find_vocab`'s); refuses a
+    vocabulary whose id differs from the one the checkpoint was trained with (when the checkpoint records one).
+    ``ckpt``: the checkpoint's contents, when already read with :func:`read_checkpoint`."""
+    ckpt = read_checkpoint(checkpoint) if ckpt is None else ckpt  # read once: the vocabulary it records, the model
     vocabulary = Vocabulary.load(vocab if vocab is not None else find_vocab(checkpoint))
-    model = model_from_checkpoint(
-        ckpt, checkpoint, expected_vocab_id=vocabulary.id if ckpt.get("vocab_id") else None, map_location=device
-    )
+    expected = vocabulary.id if ckpt.get("vocab_id") else None
+    model = load_model(checkpoint, expected_vocab_id=expected, map_location=device, ckpt=ckpt)
     if vocabulary.size != model.cfg.vocab_size:
         raise ValueError(
             f"{vocabulary.source}: {vocabulary.size} pieces, but {checkpoint} has vocab_size={model.cfg.vocab_size}"
@@ -94,18 +98,11 @@ def evaluation_batch_size(device: str | torch.device) -> int:
     return EVALUATION_BATCH.get(torch.device(device).type, EVALUATION_BATCH["cpu"])
 
 
-def source_ids(
-    model: Seq2Seq, vocab: Vocabulary, lines: Sequence[str], names: Sequence[str] | None = None
-) -> list[list[int]]:
-    """Subword ids of each line; a line longer than the model's position table is truncated with a
-    warning naming it (``names[i]``, default "input line i+1")."""
-    return encode_sources(vocab, lines, model.cfg.max_len, names)
-
-
 def encode_sources(
     vocab: Vocabulary, lines: Sequence[str], max_len: int, names: Sequence[str] | None = None
 ) -> list[list[int]]:
-    """:func:`source_ids` for a model whose position table has ``max_len`` rows."""
+    """Subword ids of each line for a model whose position table has ``max_len`` rows; a line longer than that is
+    truncated with a warning naming it (``names[i]``, default "input line i+1")."""
     limit = max_len - 1  # room for the source EOS
     ids = vocab.encode_batch([line.strip() for line in lines])
     for i, piece_ids in enumerate(ids):
@@ -132,18 +129,28 @@ def translate_ids_nbest(
         raise ValueError(f"nbest={nbest}: must be between 1 and the beam size ({beam})")
     settings = SearchSettings(beam=beam, return_all=True, **search_options)
     outputs: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in ids]
-    order = sorted((i for i, x in enumerate(ids) if x), key=lambda i: -len(ids[i]))
-    device = model.embed.weight.device
-    was_training = model.training
-    model.eval()
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
-        src = make_batch([ids[i] for i in chunk], model.cfg.pad_id, model.cfg.eos_id, device)
-        result = beam_search(model, src, settings)
+    for chunk, result in searched_batches(model, ids, settings, batch_size, progress=False):
         for i, hypotheses in zip(chunk, result.hypotheses):
             outputs[i] = [(vocab.decode(tokens), float(score)) for tokens, score in hypotheses[:nbest]]
-    model.train(was_training)
     return outputs
+
+
+def searched_batches(
+    model: Seq2Seq, ids: list[list[int]], settings: SearchSettings, batch_size: int, progress: bool
+) -> Iterator[tuple[list[int], SearchResult]]:
+    """The non-empty sentences of ``ids`` sorted longest first, cut into batches of ``batch_size`` and searched (the
+    model in eval mode meanwhile): each batch's positions in ``ids`` and its result."""
+    order = sorted((i for i, x in enumerate(ids) if x), key=lambda i: -len(ids[i]))
+    was_training = model.training
+    model.eval()
+    bar = tqdm(total=len(order), unit="sent", desc="translate", disable=not progress)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        src = make_batch([ids[i] for i in chunk], model.cfg.pad_id, model.cfg.eos_id, model.embed.weight.device)
+        yield chunk, beam_search(model, src, settings)
+        bar.update(len(chunk))
+    bar.close()
+    model.train(was_training)
 
 
 def translate_ids(
@@ -162,20 +169,9 @@ def translate_ids(
         raise ValueError(f"batch_size={batch_size}: must be at least 1")
     settings = SearchSettings(beam=beam, **search_options)
     outputs = [""] * len(ids)
-    order = sorted((i for i, x in enumerate(ids) if x), key=lambda i: -len(ids[i]))
-    device = model.embed.weight.device
-    was_training = model.training
-    model.eval()
-    bar = tqdm(total=len(order), unit="sent", desc="translate", disable=not progress)
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
-        src = make_batch([ids[i] for i in chunk], model.cfg.pad_id, model.cfg.eos_id, device)
-        result = beam_search(model, src, settings)
+    for chunk, result in searched_batches(model, ids, settings, batch_size, progress):
         for i, tokens in zip(chunk, result.tokens):
             outputs[i] = vocab.decode(tokens)
-        bar.update(len(chunk))
-    bar.close()
-    model.train(was_training)
     return outputs
 
 
@@ -193,7 +189,8 @@ def translate_lines(
     Inputs longer than the model's position table are truncated with a warning.
     ``search_options``: the other fields of :class:`canlib.decoding.search.SearchSettings` (len_penalty, ...).
     """
-    return translate_ids(model, vocab, source_ids(model, vocab, lines), beam, batch_size, progress, **search_options)
+    ids = encode_sources(vocab, lines, model.cfg.max_len)
+    return translate_ids(model, vocab, ids, beam, batch_size, progress, **search_options)
 
 
 def translate_sets(
@@ -211,23 +208,19 @@ def translate_sets(
     (default: :func:`evaluation_batch_size` of the model's device), so that only the last batch is
     part-filled; each line gets the tokens :func:`translate_lines` gives it.
     """
-    device = model.embed.weight.device
     names = [f"{name} line {i + 1}" for name, lines in sets.items() for i in range(len(lines))]
     flat = [line for lines in sets.values() for line in lines]
     outputs = translate_ids(
         model,
         vocab,
-        source_ids(model, vocab, flat, names),
+        encode_sources(vocab, flat, model.cfg.max_len, names),
         beam,
-        evaluation_batch_size(device) if batch_size is None else batch_size,
+        evaluation_batch_size(model.embed.weight.device) if batch_size is None else batch_size,
         progress,
         **search_options,
     )
-    result, start = {}, 0
-    for name, lines in sets.items():
-        result[name] = outputs[start : start + len(lines)]
-        start += len(lines)
-    return result
+    rest = iter(outputs)
+    return {name: list(itertools.islice(rest, len(lines))) for name, lines in sets.items()}
 
 
 # -- the command ------------------------------------------------------------------------------------------
@@ -372,7 +365,7 @@ def translator(args: argparse.Namespace) -> Translate:
         model.half()
 
     def translate_canlib(lines: list[str], names: list[str], progress: bool) -> list[Any]:
-        ids = source_ids(model, vocab, lines, names)
+        ids = encode_sources(vocab, lines, model.cfg.max_len, names)
         options = dict(limits, renormalize=args.renormalize)
         if args.nbest:
             return translate_ids_nbest(model, vocab, ids, args.nbest, args.beam, args.batch_size, **options)

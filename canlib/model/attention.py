@@ -79,36 +79,34 @@ class SourceMemory:
             )
         return self.row_bias
 
+    def fold(self, x: Tensor) -> Tensor:
+        """Row queries (B*beam, h, T, w) as (B, h, beam*T, w): each sentence's beams as one longer query."""
+        _, heads, length, width = x.shape
+        return x.view(-1, self.beam, heads, length, width).transpose(1, 2).reshape(-1, heads, self.beam * length, width)
+
+    def unfold(self, x: Tensor, length: int) -> Tensor:
+        """:meth:`fold` undone on a result (B, h, beam*T, n): (B*beam, h, T, n)."""
+        heads, width = x.size(1), x.size(-1)
+        return x.view(-1, heads, self.beam, length, width).transpose(1, 2).reshape(-1, heads, length, width)
+
     def scores(self, q: Tensor, keys: Tensor, prescaled: bool = False) -> Tensor:
         """Scaled scores of row queries q (B*beam, h, T, w) against shared keys (B, h, S, w)
         (``prescaled``: q already carries the 1/sqrt(w)).
 
         Returns (B*beam, h, T, S), padded source positions at -inf.
         """
-        rows, heads, length, width = q.shape
-        beam = self.beam
-        qb = q.view(-1, beam, heads, length, width).transpose(1, 2).reshape(-1, heads, beam * length, width)
-        s = torch.matmul(qb, keys.transpose(-1, -2))
-        s = (s if prescaled else s * (width**-0.5)) + self.score_bias(q.dtype)
-        s = s.view(-1, heads, beam, length, s.size(-1)).transpose(1, 2)
-        return s.reshape(rows, heads, length, -1)
+        s = torch.matmul(self.fold(q), keys.transpose(-1, -2))
+        s = (s if prescaled else s * (q.size(-1) ** -0.5)) + self.score_bias(q.dtype)
+        return self.unfold(s, q.size(2))
 
     def mix(self, probs: Tensor, values: Tensor) -> Tensor:
         """probs (B*beam, h, T, S) times shared values (B, h, S, v) -> (B*beam, h, T, v)."""
-        rows, heads, length, src_len = probs.shape
-        beam = self.beam
-        pb = probs.view(-1, beam, heads, length, src_len).transpose(1, 2).reshape(-1, heads, beam * length, src_len)
-        out = torch.matmul(pb, values)
-        return out.view(-1, heads, beam, length, values.size(-1)).transpose(1, 2).reshape(rows, heads, length, -1)
+        return self.unfold(torch.matmul(self.fold(probs), values), probs.size(2))
 
     def attend(self, q: Tensor, keys: Tensor, values: Tensor, dropout: nn.Module) -> Tensor:
         """``mix(softmax(scores(q, keys)), values)`` in one fused kernel
         (``scaled_dot_product_attention``): the teacher-forced (training) path."""
-        rows, heads, length, width = q.shape
-        beam = self.beam
-        qb = q.view(-1, beam, heads, length, width).transpose(1, 2).reshape(-1, heads, beam * length, width)
-        out = fused_attention(qb, keys, values, self.score_bias(q.dtype), dropout)
-        return out.view(-1, heads, beam, length, values.size(-1)).transpose(1, 2).reshape(rows, heads, length, -1)
+        return self.unfold(fused_attention(self.fold(q), keys, values, self.score_bias(q.dtype), dropout), q.size(2))
 
     def select(self, index: Tensor) -> SourceMemory:
         """Keep sentences ``index`` (used when a search drops finished sentences)."""
@@ -199,9 +197,8 @@ def joint_attention(
             (self_keys.size(2), src_len),
         )
     if blocked is None:  # a decode step: q scaled once for both score blocks, one kernel fewer per layer
-        q = q * (
-            q.size(-1) ** -0.5
-        )  # (bit-identical to scaling the scores: the scale is a power of two at every preset)
+        # (bit-identical to scaling the scores: the scale is a power of two at every preset)
+        q = q * (q.size(-1) ** -0.5)
         s_self, s_src = torch.matmul(q, self_keys.transpose(-1, -2)), memory.scores(q, source["k"], prescaled=True)
     else:
         s_self, s_src = self_scores(q, self_keys, blocked), memory.scores(q, source["k"])
@@ -327,9 +324,8 @@ class SelfAttention(nn.Module):
         d = self.out.in_features
         qkv = self.qkv(x)  # (rows, 1, 3d): [q | k | v], k and v side by side as the cache keeps them
         cache["kv"][t] = qkv[:, 0, d:]
-        return self.out(
-            attend_prefix(split_heads(qkv[..., :d], self.heads), cache["kv"], t + 1, d, self.heads, None, self.drop)
-        )
+        mixed = attend_prefix(split_heads(qkv[..., :d], self.heads), cache["kv"], t + 1, d, self.heads, None, self.drop)
+        return self.out(mixed)
 
     def cache_layout(self) -> dict[str, int]:
         """The per-row decoding state: its name and width per position (keys and values side by side)."""
@@ -354,13 +350,10 @@ class CrossAttention(nn.Module):
         return project_source(self.kv, memory, self.heads)
 
     def forward(self, x: Tensor, memory: SourceMemory, source: dict[str, Tensor]) -> Tensor:
-        """Teacher forcing: one fused attention kernel."""
+        """One fused attention kernel, teacher-forced or a decode step (the beams' queries against their
+        sentence's keys)."""
         q = split_heads(self.q(x), self.heads)
         return self.out(merge_heads(memory.attend(q, source["k"], source["v"], self.drop)))
-
-    def step(self, x: Tensor, memory: SourceMemory, source: dict[str, Tensor]) -> Tensor:
-        """A decode step: the same single attention call (the beam's queries against their sentence's keys)."""
-        return self(x, memory, source)
 
 
 class FeedForward(nn.Module):

@@ -64,19 +64,11 @@ def load_model(
     expected_config: ModelConfig | None = None,
     expected_vocab_id: str | None = None,
     map_location: str | torch.device = "cpu",
+    ckpt: dict[str, Any] | None = None,
 ) -> Seq2Seq:
-    """Rebuild a model from a checkpoint, refusing a config or vocabulary that does not match."""
-    return model_from_checkpoint(safe_load(path), path, expected_config, expected_vocab_id, map_location)
-
-
-def model_from_checkpoint(
-    ckpt: dict[str, Any],
-    path: str | os.PathLike,
-    expected_config: ModelConfig | None = None,
-    expected_vocab_id: str | None = None,
-    map_location: str | torch.device = "cpu",
-) -> Seq2Seq:
-    """:func:`load_model` for a checkpoint already read with :func:`safe_load` (``path`` names it in errors)."""
+    """Rebuild a model from a checkpoint, refusing a config or vocabulary that does not match; ``ckpt``: its
+    contents when already read with :func:`safe_load` (``path`` then names it in errors)."""
+    ckpt = safe_load(path) if ckpt is None else ckpt
     missing = [k for k in ("format_version", "config", "model") if k not in ckpt]
     if missing:
         raise CheckpointError(f"{path}: missing key(s) {', '.join(missing)}; not a canlib model checkpoint")

@@ -251,28 +251,12 @@ def self_share(s_x: Tensor, s_h: Tensor) -> Tensor:
     return torch.sigmoid(torch.logsumexp(s_x, dim=-1) - torch.logsumexp(s_h, dim=-1))[..., None]
 
 
-def head_values(w: StandardWeights, out_x: Tensor, out_h: Tensor) -> tuple[Affine, Affine]:
-    """Per-head value maps of n(X) and of H with the maps after the heads absorbed (``Wv^i Out^i``, see
-    :func:`head_value_map`): ``out = Wo`` for Eq. 8, ``Wo W1`` for the exact (wide) merge of Eq. 13."""
-    return head_value_map(fold(w.norm_s, w.v1), out_x, w.heads), head_value_map(w.v2, out_h, w.heads)
-
-
 def self_cross_values(w: StandardWeights, z: Tensor, h: Tensor, out_x: Tensor, out_h: Tensor) -> Tensor:
-    """[z W_v1 Out_1 ; H W_v2 Out_2] per head: (B, h, T+S, o), the output maps absorbed."""
-    vx, vh = head_values(w, out_x, out_h)
+    """[z W_v1 Out_1 ; H W_v2 Out_2] per head: (B, h, T+S, o), the maps after the heads absorbed into the value maps
+    of n(X) and of H (``Wv^i Out^i``, see :func:`head_value_map`): ``Out = Wo`` for Eq. 8, ``Wo W1`` for the exact
+    (wide) merge of Eq. 13."""
+    vx, vh = head_value_map(fold(w.norm_s, w.v1), out_x, w.heads), head_value_map(w.v2, out_h, w.heads)
     return torch.cat([split_heads(vx(z), w.heads), split_heads(vh(h), w.heads)], dim=-2)
-
-
-def joint_self_cross(w: StandardWeights, x: Tensor, h: Tensor, pad: Tensor | None = None) -> Tensor:
-    """Eq. 8: ``Self(X) + Cross(X, H) = sum_i A^i [V_1^i ; V_2^i] + bo1 + bo2`` (exact).
-
-    Self and Cross have different output maps, so each head's values absorb theirs
-    (d wide per head). Two softmaxes, original queries: only the products are joined.
-    """
-    z = normalize(x, w.eps)
-    s_x, s_h = attention_scores(w, z, h, pad, query="separate")
-    values = self_cross_values(w, z, h, w.o1.W, w.o2.W)
-    return (two_softmax(s_x, s_h) @ values).sum(1) + w.o1.b + w.o2.b
 
 
 # ---------------------------------------------------------------------------
@@ -447,6 +431,7 @@ def compression_steps(
 ) -> list[Step]:
     """Every stage from the standard layer to CAN, in the order the chapter derives them."""
     c = lambda **kw: compressed_layer(w, x, h, pad, **kw)  # noqa: E731
+    one = dict(query=query, softmax="one", value_scale=value_scale)  # Eq. 11, which the last stage keeps
     return [
         Step("standard layer", "Eqs. 1-5", True, residual_stream(w, x, h, pad)["y"]),
         Step("attentions in parallel (X' = X)", "Eq. 6", False, parallel_layer(w, x, h, pad)),
@@ -455,18 +440,9 @@ def compression_steps(
         Step("W1 inside 4d-wide values", "Eqs. 7-8, 12", True, c(query="separate")),
         Step("both queries side by side", "Eq. 9", True, c(query="concat")),
         Step(f"one shared query ({query})", "Eq. 9", False, c(query=query)),
-        Step(
-            f"one softmax, values x {value_scale:g}",
-            "Eq. 11",
-            False,
-            c(query=query, softmax="one", value_scale=value_scale),
-        ),
-        Step(
-            "heads split the values (CAN)",
-            "Eq. 13",
-            w.heads == 1,  # one head: nothing to split
-            c(query=query, softmax="one", value_scale=value_scale, values="split"),
-        ),
+        Step(f"one softmax, values x {value_scale:g}", "Eq. 11", False, c(**one)),
+        # exact with one head: nothing to split
+        Step("heads split the values (CAN)", "Eq. 13", w.heads == 1, c(**one, values="split")),
     ]
 
 
@@ -500,11 +476,3 @@ def step_errors(steps: list[Step], x: Tensor) -> list[dict]:
         )
         prev = upd
     return rows
-
-
-def assert_close(a: Tensor, b: Tensor, tol: float = 1e-10, what: str = "tensors") -> float:
-    """Max abs difference of two tensors; AssertionError naming ``what`` if above ``tol``."""
-    err = (a - b).abs().max().item()
-    if not err < tol:
-        raise AssertionError(f"{what}: max abs difference {err:.3e} exceeds {tol:.0e}")
-    return err

@@ -93,10 +93,6 @@ class ModelConfig:
                 f"the {', '.join(wide)} values are ffn_dim wide and must split across heads={self.heads}",
             )
 
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.heads
-
     def sharing_groups(self) -> tuple[int, ...]:
         """SAN sharing groups; the default is one group holding every decoder layer."""
         return self.san_groups or (self.dec_layers,)
@@ -117,11 +113,7 @@ class ModelConfig:
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"ModelConfig: unknown field(s) {', '.join(unknown)}")
-        data = dict(data)
-        for name in ("san_groups", "decoder_layer_kinds"):
-            if name in data:
-                data[name] = tuple(data[name])
-        return cls(**data)
+        return cls(**data)  # JSON's lists become tuples in __post_init__
 
     def replace(self, **changes: Any) -> ModelConfig:
         return ModelConfig.from_dict({**self.to_dict(), **changes})

@@ -6,8 +6,6 @@ checks it against :class:`~canlib.model.layers.CANDecoderLayer`.)
 
 from __future__ import annotations
 
-import copy
-
 import torch
 from torch import Tensor, nn
 
@@ -136,11 +134,6 @@ def standard_to_can(
     for can, layer, scale in zip(model.decoder_layers, standard.decoder_layers, scales):
         fill_can_layer(can, layer, scale, query)
     return model.train(standard.training)
-
-
-def copy_double(module: nn.Module) -> nn.Module:
-    """A float64 eval-mode copy (the exact checks need float64 and no dropout)."""
-    return copy.deepcopy(module).double().eval()
 
 
 # ---------------------------------------------------------------------------

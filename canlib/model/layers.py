@@ -57,6 +57,11 @@ class DecoderLayer(nn.Module):
     def cache_layout(self) -> dict[str, int]:
         raise NotImplementedError
 
+    def project_source(self, memory: SourceMemory) -> Cache:
+        """Per-sentence source keys and values of the layer's [Wk2 | Wv2] projection of H (``h_proj``); a layer with
+        a cross-attention sub-layer takes that sub-layer's."""
+        return project_source(self.h_proj, memory, self.heads)
+
     def new_cache(self, rows: int, max_len: int, like: Tensor) -> Cache:
         """Zeroed prefix buffers (max_len, rows, width) of :meth:`cache_layout` alone (what a target position
         costs); decoding uses :func:`row_caches`, which adds a joint layer's source part."""
@@ -124,7 +129,19 @@ def joint_step(
     return attend_prefix(q, state, length, q.size(-1) * heads, heads, mask, dropout)
 
 
-class StandardDecoderLayer(DecoderLayer):
+class CrossThenFFN(DecoderLayer):
+    """A layer that ends in the Transformer's cross-attention and FFN sub-layers (``cross_norm``, ``cross_attn``,
+    ``ffn_norm``, ``ffn``), after its own first sub-layer: Standard and AAN."""
+
+    def project_source(self, memory: SourceMemory) -> Cache:
+        return self.cross_attn.project_source(memory)
+
+    def _cross_then_ffn(self, x: Tensor, memory: SourceMemory, source: Cache) -> Tensor:
+        x = x + self.drop(self.cross_attn(self.cross_norm(x), memory, source))
+        return x + self.drop(self.ffn(self.ffn_norm(x)))
+
+
+class StandardDecoderLayer(CrossThenFFN):
     """Self-attention, cross-attention, FFN: the Transformer decoder layer (Baseline, Balanced)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
@@ -138,24 +155,19 @@ class StandardDecoderLayer(DecoderLayer):
         self.ffn = FeedForward(d, cfg.ffn_dim, cfg.relu_dropout)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def project_source(self, memory: SourceMemory) -> Cache:
-        return self.cross_attn.project_source(memory)
-
     def forward(self, x: Tensor, memory: SourceMemory, source: Cache, blocked: Tensor, shared: dict) -> Tensor:
         x = x + self.drop(self.self_attn(self.self_norm(x), blocked))
-        x = x + self.drop(self.cross_attn(self.cross_norm(x), memory, source))
-        return x + self.drop(self.ffn(self.ffn_norm(x)))
+        return self._cross_then_ffn(x, memory, source)
 
     def cache_layout(self) -> dict[str, int]:
         return self.self_attn.cache_layout()
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
         x = x + self.drop(self.self_attn.step(self.self_norm(x), cache, t))
-        x = x + self.drop(self.cross_attn.step(self.cross_norm(x), memory, source))
-        return x + self.drop(self.ffn(self.ffn_norm(x)))
+        return self._cross_then_ffn(x, memory, source)
 
 
-class AANDecoderLayer(DecoderLayer):
+class AANDecoderLayer(CrossThenFFN):
     """Average Attention Network layer (Zhang, Xiong, Su 2018) in place of self-attention.
 
     The self-attention sub-layer becomes a cumulative average of the (normalised) inputs,
@@ -198,19 +210,11 @@ class AANDecoderLayer(DecoderLayer):
             return x + self.drop(i * z + f * g)
         return torch.addcmul(x, i, z).addcmul_(f, g)
 
-    def _rest(self, x: Tensor, memory: SourceMemory, source: Cache, stepping: bool) -> Tensor:
-        cross = self.cross_attn.step if stepping else self.cross_attn
-        x = x + self.drop(cross(self.cross_norm(x), memory, source))
-        return x + self.drop(self.ffn(self.ffn_norm(x)))
-
-    def project_source(self, memory: SourceMemory) -> Cache:
-        return self.cross_attn.project_source(memory)
-
     def forward(self, x: Tensor, memory: SourceMemory, source: Cache, blocked: Tensor, shared: dict) -> Tensor:
         z = self.avg_norm(x)
         counts = torch.arange(1, z.size(1) + 1, device=z.device, dtype=z.dtype)[None, :, None]
         x = self._gated(x, z, z.cumsum(dim=1) / counts)
-        return self._rest(x, memory, source, stepping=False)
+        return self._cross_then_ffn(x, memory, source)
 
     def cache_layout(self) -> dict[str, int]:
         """Prefix sums, one per position: ``sum[t]`` = z_0 + ... + z_t.
@@ -230,7 +234,7 @@ class AANDecoderLayer(DecoderLayer):
         else:
             total.copy_(z[:, 0])
         x = self._gated(x, z, total[:, None], 1.0 / (t + 1))  # the average, divided inside W1's product
-        return self._rest(x, memory, source, stepping=True)
+        return self._cross_then_ffn(x, memory, source)
 
 
 class SANDecoderLayer(DecoderLayer):
@@ -289,10 +293,9 @@ class SANDecoderLayer(DecoderLayer):
     def project_source(self, memory: SourceMemory) -> Cache:
         return self.cross_attn.project_source(memory) if self.leader else {}
 
-    def _cross_then_ffn(self, x: Tensor, memory: SourceMemory, source: Cache, shared: dict, stepping: bool) -> Tensor:
+    def _cross_then_ffn(self, x: Tensor, memory: SourceMemory, source: Cache, shared: dict) -> Tensor:
         if self.leader:
-            cross = self.cross_attn.step if stepping else self.cross_attn
-            shared["cross"] = cross(self.cross_norm(x), memory, source)
+            shared["cross"] = self.cross_attn(self.cross_norm(x), memory, source)
         x = x + self.drop(shared["cross"])
         return x + self.drop(self.ffn(self.ffn_norm(x)))
 
@@ -304,7 +307,7 @@ class SANDecoderLayer(DecoderLayer):
         else:
             v = split_heads(self.v(z), self.heads)
         x = x + self.drop(self.self_out(merge_heads(torch.matmul(self.attn_drop(shared["self_probs"]), v))))
-        return self._cross_then_ffn(x, memory, source, shared, stepping=False)
+        return self._cross_then_ffn(x, memory, source, shared)
 
     def cache_layout(self) -> dict[str, int]:
         return {"kv": 2 * self.d} if self.leader else {"v": self.d}  # followers reuse the leader's keys
@@ -324,7 +327,7 @@ class SANDecoderLayer(DecoderLayer):
             query, keys = shared["self_query"], shared["self_keys"]
             mixed = merge_heads(fused_attention(query, keys, values, None, self.attn_drop))
         x = x + self.drop(self.self_out(mixed))
-        return self._cross_then_ffn(x, memory, source, shared, stepping=True)
+        return self._cross_then_ffn(x, memory, source, shared)
 
 
 def stacked_linear(parts: list[nn.Linear]) -> nn.Linear:
@@ -343,6 +346,23 @@ def fuse_query_key_value(module: nn.Module, state: dict, prefix: str, *args: obj
             state[prefix + "qkv." + name] = torch.cat(
                 [state.pop(prefix + "qk." + name), state.pop(prefix + "v." + name)]
             )
+
+
+def merged_ffn_parts(layer: DecoderLayer, cfg: ModelConfig, x_blocks: list[int]) -> None:
+    """What CAN and its Compress FFN ablation share, made and initialised in the order that gives a seed its weights:
+    ``norm`` (z = LayerNorm(x)), ``x_proj`` (a fused product of z, blocks ``x_blocks`` wide), ``h_proj`` ([Wk2 | W~v2],
+    of H) and Eq. 13's FFN with the attention inside it, ``ffn`` (ReLU(hidden + mixed) W2 + b2)."""
+    d, f = cfg.d_model, cfg.ffn_dim
+    layer.heads, layer.d, layer.f = cfg.heads, d, f
+    layer.norm = nn.LayerNorm(d)
+    layer.x_proj = nn.Linear(d, sum(x_blocks))
+    layer.h_proj = nn.Linear(d, d + f)
+    layer.ffn = MergedFFN(f, d, cfg.relu_dropout)
+    init_linear(layer.x_proj, x_blocks)
+    init_linear(layer.h_proj, [d, f])
+    init_linear(layer.ffn.w2)
+    layer.attn_drop = nn.Dropout(cfg.attn_dropout)
+    layer.drop = nn.Dropout(cfg.dropout)
 
 
 class CANDecoderLayer(DecoderLayer):
@@ -376,19 +396,7 @@ class CANDecoderLayer(DecoderLayer):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         d, f = cfg.d_model, cfg.ffn_dim
-        self.heads, self.d, self.f = cfg.heads, d, f
-        self.norm = nn.LayerNorm(d)
-        self.x_proj = nn.Linear(d, 2 * d + 2 * f)  # [Wq | Wk1 | W~v1 | W1]; its W1 bias is b1
-        self.h_proj = nn.Linear(d, d + f)  # [Wk2 | W~v2]
-        self.ffn = MergedFFN(f, d, cfg.relu_dropout)  # ReLU(hidden + mixed) W2 + b2
-        init_linear(self.x_proj, [d, d, f, f])
-        init_linear(self.h_proj, [d, f])
-        init_linear(self.ffn.w2)
-        self.attn_drop = nn.Dropout(cfg.attn_dropout)
-        self.drop = nn.Dropout(cfg.dropout)
-
-    def project_source(self, memory: SourceMemory) -> Cache:
-        return project_source(self.h_proj, memory, self.heads)
+        merged_ffn_parts(self, cfg, [d, d, f, f])  # x_proj = [Wq | Wk1 | W~v1 | W1]; its W1 bias is b1
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         q, k, v, hidden = self.x_proj(self.norm(x)).split([self.d, self.d, self.f, self.f], dim=-1)
@@ -437,9 +445,6 @@ class CANAttnDecoderLayer(DecoderLayer):
         self.ffn = FeedForward(d, cfg.ffn_dim, cfg.relu_dropout)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def project_source(self, memory: SourceMemory) -> Cache:
-        return project_source(self.h_proj, memory, self.heads)
-
     def _project(self, x: Tensor) -> tuple[Tensor, ...]:
         return tuple(split_heads(t, self.heads) for t in self.x_proj(self.norm(x)).chunk(3, dim=-1))
 
@@ -456,13 +461,9 @@ class CANAttnDecoderLayer(DecoderLayer):
         return {"kv": 2 * self.d}
 
     def step(self, x: Tensor, memory: SourceMemory, source: Cache, cache: Cache, t: int, shared: dict) -> Tensor:
-        proj = self.x_proj(self.norm(x))  # (rows, 1, 3d): [q | k1 | v1]
-        return self._output(
-            x,
-            joint_step(
-                proj[..., : self.d], proj[:, 0, self.d :], cache["kv"], memory, source, t, self.heads, self.attn_drop
-            ),
-        )
+        d, proj = self.d, self.x_proj(self.norm(x))  # (rows, 1, 3d): [q | k1 | v1]
+        mixed = joint_step(proj[..., :d], proj[:, 0, d:], cache["kv"], memory, source, t, self.heads, self.attn_drop)
+        return self._output(x, mixed)
 
 
 class CANFFNDecoderLayer(DecoderLayer):
@@ -472,22 +473,9 @@ class CANFFNDecoderLayer(DecoderLayer):
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        d, f = cfg.d_model, cfg.ffn_dim
-        self.heads, self.d, self.f = cfg.heads, d, f
-        self.self_norm = nn.LayerNorm(d)
-        self.self_attn = SelfAttention(d, cfg.heads, cfg.attn_dropout)
-        self.norm = nn.LayerNorm(d)
-        self.x_proj = nn.Linear(d, d + f)  # [Wq | W1]
-        self.h_proj = nn.Linear(d, d + f)  # [Wk2 | W~v2]
-        self.ffn = MergedFFN(f, d, cfg.relu_dropout)  # ReLU(hidden + mixed) W2 + b2
-        init_linear(self.x_proj, [d, f])
-        init_linear(self.h_proj, [d, f])
-        init_linear(self.ffn.w2)
-        self.attn_drop = nn.Dropout(cfg.attn_dropout)
-        self.drop = nn.Dropout(cfg.dropout)
-
-    def project_source(self, memory: SourceMemory) -> Cache:
-        return project_source(self.h_proj, memory, self.heads)
+        self.self_norm = nn.LayerNorm(cfg.d_model)
+        self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.attn_dropout)
+        merged_ffn_parts(self, cfg, [cfg.d_model, cfg.ffn_dim])  # x_proj = [Wq | W1]
 
     def _merged_ffn(self, x: Tensor, memory: SourceMemory, source: Cache) -> Tensor:
         q, hidden = self.x_proj(self.norm(x)).split([self.d, self.f], dim=-1)

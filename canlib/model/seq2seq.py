@@ -92,10 +92,6 @@ class DecoderCache:
         """Each layer's state in the current buffer."""
         return self.views[self.flips % 2]
 
-    def flip(self) -> None:
-        """The spare buffer (just written by a reorder) becomes the current one."""
-        self.flips += 1
-
     def seek(self, t: int, written: bool = False) -> None:
         """Set the host's view to step t of a search whose every step reorders by a gather into the other buffer
         (a GPU's reorder): before step t's decoder layers, or after them with ``written`` (position t written).
@@ -265,9 +261,8 @@ class Seq2Seq(nn.Module):
             for buffer in cache.buffers:
                 buffer.copy_(moved)
         else:
-            step = cache.step
             replaced = self._cache(cache.memory, cache.sources, cache.max_len, moved, cache.lead)
-            cache.buffers, cache.views, cache.flips, cache.step = replaced.buffers, replaced.views, 0, step
+            cache.buffers, cache.views, cache.flips = replaced.buffers, replaced.views, 0
         if cache.lead:
             cache.memory.joint_bias(cache.buffer.size(0), cache.buffer.dtype)
 
@@ -285,7 +280,7 @@ class Seq2Seq(nn.Module):
         if index.device.type == "cpu" and reorder_moved_rows(cache.buffer[span], index):
             return  # a CPU copies the few moved rows in place (no graphs there to keep in step)
         torch.index_select(cache.buffer[span], 1, index, out=cache.spare[span])
-        cache.flip()
+        cache.flips += 1  # the spare buffer, just written, becomes the current one
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

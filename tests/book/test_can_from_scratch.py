@@ -158,3 +158,26 @@ def test_layer_approximations_keep_exact_stages_exact_and_count_every_position_a
         for row in layer["steps"]:
             assert (row["max_abs_vs_prev"] < 1e-10) == row["exact"], row["step"]
         assert 0.0 < layer["entropy"] <= 1.0 and 0.0 < layer["alpha_mean"] < 1.0
+
+
+@pytest.mark.parametrize("heads", [1, 4])
+def test_the_layer_chapters_eq8_equals_self_plus_cross_under_identical_inputs(heads):
+    """``_code.compress.joint_self_cross`` (the layer chapter's Eq. 8): one product of two softmaxes with values that
+    absorb each attention's output map gives Self(X) + Cross(X, H), LayerNorms and biases away from their defaults."""
+    from _code.compress import joint_self_cross
+    from canlib.model import compress as C
+    from canlib.model.layers import StandardDecoderLayer
+
+    layer = StandardDecoderLayer(small_config(heads=heads, max_len=32)).double().eval()
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.add_(torch.randn_like(p), alpha=0.3)
+    w = C.standard_weights(layer)
+    x, h = (
+        torch.randn(2, 5, w.q1.W.size(0), dtype=torch.float64),
+        torch.randn(2, 7, w.q1.W.size(0), dtype=torch.float64),
+    )
+    pad = torch.zeros(2, 7, dtype=torch.bool)
+    pad[1, 4:] = True
+    want = C.self_attention(w, x) + C.cross_attention(w, x, h, pad)
+    assert (joint_self_cross(w, x, h, pad) - want).abs().max().item() < 1e-10

@@ -75,7 +75,7 @@ def test_the_words_about_aans_cache_are_the_codes():
         assert not re.search(r"(?:keeps|keeping) (?:only )?(?:one |a )?running sum", text), where
         assert re.search(r"per (?:target )?position", text), where
     layer = AANDecoderLayer(preset("tiny-aan", dropout=0.0)).eval()
-    layer._rest = lambda x, memory, source, stepping: x  # the cross-attention and FFN after it: not the cache's
+    layer._cross_then_ffn = lambda x, memory, source: x  # the cross-attention and FFN after it: not the cache's
     steps, rows = 4, 2
     cache = layer.new_cache(rows, steps, torch.zeros(1))
     xs = torch.randn(steps, rows, 1, layer.gate.in_features // 2)

@@ -35,7 +35,7 @@ def test_per_block_scales_turn_one_softmax_into_two_when_alpha_is_constant():
 
 
 def test_converter_scales_prefix_and_source_values_separately():
-    layer = V.copy_double(StandardDecoderLayer(config()))
+    layer = StandardDecoderLayer(config()).double().eval()
     base = V.standard_to_can(layer, value_scale=1.0)
     pair = V.standard_to_can(layer, value_scale=(3.0, 0.5))
     d, f = 16, 32

@@ -582,7 +582,7 @@ def test_replayed_steps_read_and_write_the_buffers_their_capture_recorded(kind, 
         def pool(self):
             return None
 
-    def fake_capture(fn, pool):
+    def fake_capture(fn, owner):
         fn()  # the warm-up
         caches = [entry["steps"].cache for entry in steps.graphs.values()]
         states = [(c.step, c.flips) for c in caches]
