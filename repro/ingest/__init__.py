@@ -21,16 +21,7 @@ from __future__ import annotations
 
 import argparse
 
-from repro.ingest.device import (
-    MEASUREMENTS_DIR,
-    RAW_MAX_BYTES,
-    check_stored,
-    device_run_facts,
-    device_run_name,
-    draft_readme,
-    store_device_run,
-    stored_files,
-)
+from repro.ingest.device import store_device_run
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,15 +55,3 @@ def run(args: argparse.Namespace) -> int:
             "tok/s (tests/book/test_full_cost.py; _code.training.full_cost() computes them)"
         )
     return 0
-
-
-__all__ = [
-    "MEASUREMENTS_DIR",
-    "RAW_MAX_BYTES",
-    "check_stored",
-    "device_run_facts",
-    "device_run_name",
-    "draft_readme",
-    "store_device_run",
-    "stored_files",
-]
