@@ -1,6 +1,6 @@
 """``python -m repro bench <study>``: argparse -> :class:`BenchSettings` -> ``run_study`` -> JSON and a plot.
 
-The JSON file holds ``BenchResult.to_json()``: ``{"systems": {name: figures}, "meta": {...}}``; ``--store`` writes the
+The JSON file holds the ``BenchResult``: ``{"systems": {name: figures}, "meta": {...}}``; ``--store`` writes the
 stored result a GPU run keeps (:func:`repro.bench.stored.save_bench`).
 """
 
@@ -11,7 +11,7 @@ import importlib.util
 import json
 import math
 import sys
-from dataclasses import fields
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import torch
@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         where = {k: result.meta[k] for k in ("date", "device", "torch")}
         save_bench(args.store, result.systems, result.meta, where)
     if args.json:
-        atomic_write_bytes((json.dumps(result.to_json(), indent=1) + "\n").encode(), args.json)
+        atomic_write_bytes((json.dumps(asdict(result), indent=1) + "\n").encode(), args.json)
         if args.plot or importlib.util.find_spec("matplotlib") is not None:
             plot(args.study, result, args.plot or str(Path(args.json).with_suffix(".png")))
         else:  # a GPU machine may hold torch and numpy alone: the JSON is the result, the plot a view of it

@@ -28,7 +28,7 @@ from typing import Any
 
 from canlib.catalogue import ALL_SYSTEMS, scale_spec
 from canlib.io import results_dir
-from repro.bench.settings import SPEED_PLANS, BenchSettings
+from repro.bench.settings import BenchSettings
 from repro.results.files import load_result, provenance, save_result
 
 SPEED_SYSTEMS = ALL_SYSTEMS  # one interleaved run times all nine
@@ -37,36 +37,23 @@ STORE_COMMAND = "python -m repro experiment --scale small --studies speed"  # th
 CPU_FILES = {"speed": "speed.json", "reference": "reference.json"}  # under <results>/cpu/
 CPU_SYSTEMS = {"speed": SPEED_SYSTEMS, "reference": REFERENCE_SYSTEMS}
 # the stored CPU run: every repeat times every system once, in turn (beam 4, batch 1, d=512, V=32k, fp32)
-CPU_SETTINGS = dict(sentences=8, repeats=20, warmup=1, beam=4, batch=1, forced_length=30, threads=1)
-
-
-def settings_for(
-    study_name: str, book_scale: str, systems: tuple[str, ...] | list[str], device: str = "cpu", **overrides: Any
-) -> dict[str, Any]:
-    """The bench settings of a study at a book scale: it fixes beam, forced length, sentences and repeats; shapes are
-    always the paper's (bench ``scale="full"``: d=512 presets, V=32k)."""
-    spec, plan = scale_spec(book_scale), SPEED_PLANS[book_scale]
-    settings = {
-        "systems": list(systems),
-        "scale": "full",
-        "vocab_size": scale_spec("full").vocab_size,
-        "beam": spec.beam,
-        "batch": 1,
-        "forced_length": plan.forced_length,
-        "sentences": plan.sentences,
-        "repeats": plan.repeats,
-        "warmup": 1,
-        "len_penalty": 1.0,
-        "device": device,
-        "fp32": False,
-        "graphs": False,
-        "breakdown": study_name == "breakdown",
-        "seed": 0,
-    }
-    unknown = set(overrides) - set(settings) - {"beams", "lengths", "batches", "threads"}
-    if unknown:
-        raise ValueError(f"settings_for({study_name!r}): unknown setting(s) {', '.join(sorted(unknown))}")
-    return {**settings, **overrides}
+CPU_SETTINGS = dict(
+    scale="full",
+    vocab_size=scale_spec("full").vocab_size,
+    beam=4,
+    batch=1,
+    forced_length=30,
+    sentences=8,
+    repeats=20,
+    warmup=1,
+    len_penalty=1.0,
+    device="cpu",
+    fp32=False,
+    graphs=False,
+    breakdown=False,
+    seed=0,
+    threads=1,
+)
 
 
 def run_bench(study_name: str, settings: dict[str, Any]) -> dict[str, Any]:
@@ -82,10 +69,10 @@ def run_bench(study_name: str, settings: dict[str, Any]) -> dict[str, Any]:
 
 def cpu_settings(kind: str) -> dict[str, Any]:
     """The bench settings of the stored CPU run ``kind`` (``speed``: the nine systems; ``reference``: canlib and
-    CTranslate2 on Baseline's and Balanced's weights)."""
+    CTranslate2 on Baseline's and Balanced's weights), at the paper's shapes (d=512 presets, V=32k)."""
     if kind not in CPU_FILES:
         raise ValueError(f"kind={kind!r}: choose one of {', '.join(CPU_FILES)}")
-    return settings_for("speed", "tiny", CPU_SYSTEMS[kind], "cpu", **CPU_SETTINGS)
+    return {"systems": list(CPU_SYSTEMS[kind]), **CPU_SETTINGS}
 
 
 def _tree_cpu_seconds(pid: int) -> float | None:

@@ -31,7 +31,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -367,7 +367,7 @@ def metadata(
         "git_commit": git_commit(),
         "command": " ".join(shlex.quote(a) for a in sys.argv),
         "study": study,
-        "settings": settings.to_dict(),
+        "settings": asdict(settings),
     }
     try:
         import ctranslate2
