@@ -1,11 +1,11 @@
 """``python -m repro experiment``: the runs of a scale's plan, the analyses that read them and the beyond studies,
 trained by one pool, evaluated and stored; and the explicit call a chapter makes for what it reads.
 
-:func:`experiment` is what ``python -m repro experiment`` runs: :func:`queued`, the pool's
-:func:`~repro.experiments.pool.train_all`, :func:`store_studies` (:func:`run`, its command line, makes the same three
-calls, so a reader reaches a model's ``fit`` in four steps). :func:`train_missing` is the one visible call with which
-a chapter (at ``tiny``, on any machine, cached) or a GPU reader (at ``small``) trains what the chapter reads and is
-not stored yet; the chapter's reader (the book's store, which does not import this package) then only reads.
+:func:`run` is what ``python -m repro experiment`` runs: :func:`queued`, the pool's
+:func:`~repro.experiments.pool.train_all`, :func:`store_studies` (so a reader reaches a model's ``fit`` in four
+steps). :func:`train_missing`, which makes the same three calls, is the one visible call with which a chapter
+(at ``tiny``, on any machine, cached) or a GPU reader (at ``small``) trains what the chapter reads and is not
+stored yet; the chapter's reader (the book's store, which does not import this package) then only reads.
 
 The runs share one GPU: training a ``small-*`` model is launch-bound (one run uses a few percent of a card's
 arithmetic), so ``--jobs`` worker processes train concurrently (:mod:`repro.experiments.pool`). Each finished
@@ -41,36 +41,6 @@ DEFAULT_STUDIES = ("runs", *ANALYSES, *defined.ORIGINAL)  # the next experiments
 TRAIN_HERE_ENV = "CANLIB_TRAIN_SMALL"
 
 
-def experiment(
-    where: Where,
-    *,
-    systems: Sequence[str] | None = None,
-    seeds: Sequence[int] | None = None,
-    corpora: Sequence[str] | None = None,
-    studies: Sequence[str] = DEFAULT_STUDIES,
-    jobs: int | None = None,
-    time_limit: float | None = None,
-    status_every: float = 60.0,
-    log: Callable[[str], None] | None = print,
-    stack: bool = False,
-) -> Outcome:
-    """Train (concurrently where the device allows), evaluate and store the selected runs, analyses and studies
-    ``where`` (a scale, its results folder, a reduced budget): the plan's runs (``"runs"``, narrowed by
-    ``systems``, ``seeds`` and ``corpora``), the models every selected analysis and beyond study needs, in one queue
-    (:func:`queued`); then the analyses and the studies' summaries. Stored results are skipped and interrupted
-    runs resume, so a second call goes on where the first stopped. Returns what the pool did; failures are named
-    in it and do not stop the others. ``stack``: train the queued seeds of one system as one stacked model where
-    their recipe allows it (:func:`repro.experiments.pool.stack_groups`); off by default: on an H200 five stacked
-    seeds trained 16 model-updates/s, fewer than one run alone (``measurements/h200-2026-11-28-5af6bb5``)."""
-    say = log or (lambda line: None)
-    todo, train_only, wanted, jobs = queued(where, systems, seeds, corpora, studies, jobs, say)
-    outcome = train_all(
-        todo, jobs=jobs, time_limit=time_limit, status_every=status_every, log=log, train_only=train_only, stack=stack
-    )
-    store_studies(where, outcome, wanted, studies, seeds, say)
-    return outcome
-
-
 def queued(
     where: Where,
     systems: Sequence[str] | None,
@@ -80,7 +50,7 @@ def queued(
     jobs: int | None,
     say: Callable[[str], None],
 ) -> tuple[list[Run], list[Run], list[str], int]:
-    """What :func:`experiment` hands the pool, said in one line: (the runs to train and store; the runs trained for
+    """What a call hands the pool, said in one line: (the runs to train and store; the runs trained for
     their weights only: parents and runs an analysis reads whose results are stored but whose weights this machine
     lacks, and the runs an analysis trains for its own use; the analyses it computes; the processes). An analysis
     whose runs the selection leaves out is skipped, and said so; a stored run of another budget stops it before any
@@ -217,6 +187,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "finished run; see repro.experiments.pool); the rest waits for the next call. Default: "
         "until $CANLIB_DEADLINE (UNIX seconds) where set, as scripts/gpu_small.sh sets it",
     )
+    # measurements/h200-2026-11-28-5af6bb5: five stacked seeds trained 16 model-updates/s, fewer than one run alone
     parser.add_argument(
         "--stack",
         action=argparse.BooleanOptionalAction,
@@ -227,8 +198,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``python -m repro experiment``: train, evaluate and store the selected runs and studies of a scale (see
-    :func:`experiment`), then mark the scale complete if its whole plan is stored."""
+    """``python -m repro experiment``: train (concurrently where the device allows), evaluate and store the selected
+    runs and studies of a scale (:func:`queued`), then mark the scale complete if its whole plan is stored. Stored
+    results are skipped and interrupted runs resume, so a second call goes on where the first stopped; a failed run
+    does not stop the others."""
     where = cli.where(args)
     systems, corpora = cli.names(args.systems, "systems"), cli.names(args.corpora, "corpora")
     seeds = cli.seeds(args.seeds)
@@ -237,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise ValueError(f"--systems/--corpora: {exc}") from exc
     studies, time_limit = cli.names(args.studies, "studies") or [], cli.time_limit(args.time_limit)
-    # experiment() spelled out: the command reaches a model's fit in four calls (tests/repro/test_experiments.py)
+    # the pool called from here: the command reaches a model's fit in four calls (tests/repro/test_experiments.py)
     todo, train_only, wanted, jobs = queued(where, systems, seeds, corpora, studies, args.jobs, print)
     outcome = train_all(
         todo, jobs=jobs, time_limit=time_limit, status_every=args.status_every, train_only=train_only, stack=args.stack
@@ -303,15 +276,12 @@ def train_missing(
             f"GPU stores them ({TRAIN_HERE_ENV}=1 trains them on this device)"
         )
     log = None if scale == "tiny" else (lambda line: print(line, file=sys.stderr, flush=True))
-    outcome = experiment(
-        where,
-        systems=list(systems) or None,
-        seeds=seeds,
-        corpora=corpora,
-        studies=selected,
-        jobs=1 if scale == "tiny" else None,
-        log=log,
+    say = log or (lambda line: None)
+    todo, train_only, wanted, jobs = queued(
+        where, list(systems) or None, seeds, corpora, selected, 1 if scale == "tiny" else None, say
     )
+    outcome = train_all(todo, jobs=jobs, log=log, train_only=train_only)
+    store_studies(where, outcome, wanted, selected, seeds, say)
     if outcome.failed:
         raise RuntimeError(f"{len(outcome.failed)} run(s) failed:\n" + "\n".join(outcome.failed))
     return [r.name for r in outcome.stored]
