@@ -85,7 +85,7 @@ def compute(name: str, where: Where) -> tuple[dict[str, Any], dict[str, Any]]:
     config = CONFIGS[record.config](reads, where)
     device = reads[0].device if record.finetunes else "cpu"
     computation = COMPUTATIONS[record.compute]
-    return study(name, where.scale, config, lambda: computation(reads, own), device, store=True, root=where.root)
+    return study(name, where, config, lambda: computation(reads, own), device)
 
 
 def one_run(reads: list[Run], where: Where) -> dict[str, Any]:
