@@ -75,30 +75,11 @@ def cpu_settings(kind: str) -> dict[str, Any]:
     return {"systems": list(CPU_SYSTEMS[kind]), **CPU_SETTINGS}
 
 
-def _tree_cpu_seconds(pid: int) -> float | None:
-    """CPU seconds (user + system) of process ``pid`` and its descendants, from /proc (None elsewhere)."""
-    proc = Path("/proc")
-    if not (proc / str(pid) / "stat").is_file():
-        return None
-    tick = os.sysconf("SC_CLK_TCK")
-    parent, used = {}, {}
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parent[int(entry.name)] = int(fields[1])
-        used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
-    tree, todo = {pid}, [pid]
-    while todo:
-        here = todo.pop()
-        for child, up in parent.items():
-            if up == here and child not in tree:
-                tree.add(child)
-                todo.append(child)
-    return sum(used.get(p, 0.0) for p in tree)
+def _own_cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and of its children that ended (the bench joins its
+    CTranslate2 worker processes before it returns)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _busy_cpu_seconds() -> float | None:
@@ -118,11 +99,11 @@ def measure_cpu(kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
     import torch
 
     settings, threads = cpu_settings(kind), torch.get_num_threads()
-    busy0, own0, wall0 = _busy_cpu_seconds(), _tree_cpu_seconds(os.getpid()), time.perf_counter()
+    busy0, own0, wall0 = _busy_cpu_seconds(), _own_cpu_seconds(), time.perf_counter()
     try:
         result = run_bench("speed", settings)
-        busy1, own1, wall = _busy_cpu_seconds(), _tree_cpu_seconds(os.getpid()), time.perf_counter() - wall0
-        known = None not in (busy0, busy1, own0, own1)
+        busy1, own1, wall = _busy_cpu_seconds(), _own_cpu_seconds(), time.perf_counter() - wall0
+        known = None not in (busy0, busy1)
         other = max(0.0, ((busy1 - busy0) - (own1 - own0)) / wall) if known else None
         prov = provenance(
             "full",
