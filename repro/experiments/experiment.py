@@ -153,13 +153,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cli.add_where(parser)
     parser.add_argument(
         "--systems",
-        default=None,
         help="comma-separated systems; narrows the plan's runs and the named studies' models (default: all)",
     )
-    parser.add_argument("--seeds", default=None, help="comma-separated seeds (default: every seed of the scale's plan)")
+    parser.add_argument("--seeds", help="comma-separated seeds (default: every seed of the scale's plan)")
     parser.add_argument(
         "--corpora",
-        default=None,
         help="comma-separated corpora (default: every corpus of the scale; a corpus of your own files "
         "once `canlib data prepare NAME --files FOLDER` registered it)",
     )
@@ -174,14 +172,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--jobs",
         type=int,
-        default=None,
         help=f"training processes at once (default: on CUDA min(runs, CPU cores, GPU memory / {RUN_GIB} GiB); CPU: 1)",
     )
     parser.add_argument("--status-every", type=float, default=60.0, help="seconds between status lines (default 60)")
     parser.add_argument(
         "--time-limit",
         type=float,
-        default=None,
         metavar="SECONDS",
         help="start a queued run only if it can finish within SECONDS of the start (judged by the longest "
         "finished run; see repro.experiments.pool); the rest waits for the next call. Default: "
