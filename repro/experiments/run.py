@@ -163,24 +163,18 @@ class Run:
     def config(self) -> dict[str, Any]:
         """The configuration stored in its result's provenance (a stored result trained with another budget is
         refused)."""
-        spec = scale_spec(self.scale)
+        spec, v = scale_spec(self.scale), self.variant
         out: dict[str, Any] = {
+            **({"study": v.study} if v.study else {}),
             "system": self.system,
             "preset": self.preset,
             "corpus": f"{self.corpus}/{spec.corpus_scale}",
             "seed": self.seed,
+            **({"tag": v.tag} if v.study else {}),
             "train": self.budget,
             "beam": spec.beam,
             "max_steps": self.reduced,
         }
-        v = self.variant
-        if v.study:
-            out = {
-                "study": v.study,
-                **{k: out[k] for k in ("system", "preset", "corpus", "seed")},
-                "tag": v.tag,
-                **{k: out[k] for k in ("train", "beam", "max_steps")},
-            }
         if v.valid_bleu:
             out["valid_bleu"] = "greedy (beam 1) sacreBLEU on valid at every validation"
         if v.targets == "distilled":
