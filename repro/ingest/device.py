@@ -9,6 +9,7 @@ import re
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from repro.results.files import ProvenanceError, load_result
 from repro.results.layout import GPU_KINDS
 
 MEASUREMENTS_DIR = CHECKOUT_DIR / "measurements"
+# how the two scripts were called, by the folder each writes (gpu_check.sh first: its steps lead the README)
+COMMANDS = {"gpu_check": "bash scripts/gpu_check.sh", "profile": "bash scripts/gpu_profile.sh"}
 
 # where a stored result lies in a GPU run's output: gpu_check/<kind>.json (scripts/gpu_check.sh, python -m repro
 # bench --store, scripts/gpu_smoke_train.py --result) and profile.json in the profile/ folder of gpu_profile.sh or
@@ -125,17 +128,11 @@ def device_run_name(facts: dict[str, Any]) -> str:
     return f"{gpu}-{facts['date'][:10]}-{facts['commit'][:7]}" + ("-dirty" if dirty else "")
 
 
-def draft_readme(
-    folder: Path,
-    run: str,
-    *,
-    profile_command: str = "bash scripts/gpu_profile.sh",
-    check_command: str = "bash scripts/gpu_check.sh",
-    left_out: list[str] = (),
-) -> str:
+def draft_readme(folder: Path, run: str, commands: Mapping[str, str] = COMMANDS, left_out: Sequence[str] = ()) -> str:
     """The README of a GPU run's files: where and what was measured, from its stored results, and a table row
     (``| `file` | `command` | outcome |``) per ``gpu_check`` step of ``status.txt`` (a failed step's last log line says
-    why), per case of the stored ``profile.json``, and for the files neither names (the scripts' own, the logs)."""
+    why), per case of the stored ``profile.json``, and for the files neither names (the scripts' own, the logs);
+    ``commands``: how each script was called, by the folder it writes."""
     f = device_run_facts(folder)
     env = folder / "gpu_check" / "environment.txt"
     smi = (
@@ -154,7 +151,7 @@ def draft_readme(
         + "".join(", " + form.format(value) for form, value in details.items() if value)
         + ".",
         f"Commit {f['commit']}, work tree {tree}. Commands, from the project root on the device: "
-        f"`{profile_command}` (the `profile/` files) and `{check_command}` (the `gpu_check/` files).",
+        f"`{commands['profile']}` (the `profile/` files) and `{commands['gpu_check']}` (the `gpu_check/` files).",
         f"The files are unchanged copies of what the device wrote; `python -m repro ingest` "
         f"copied the stored results among them into `book/results/gpu/{run}/`.",
         "",
@@ -182,7 +179,7 @@ def draft_readme(
     if place := next((place for place in PROFILE_PLACES if (folder / place).is_file()), None):
         stored = json.loads((folder / place).read_text(encoding="utf-8"))["result"]
         sub = Path(place).parent.as_posix()
-        command = f"`{check_command if sub.startswith('gpu_check/') else profile_command}`"  # gpu_check.sh's profile
+        command = f"`{commands[Path(sub).parts[0]]}`"  # gpu_check.sh's profile, or gpu_profile.sh's
         row([place], command, "every case below, and `sdpa_backends`")
         for case in [*stored["cases"], *(c for c in stored["errors"] if c not in stored["cases"])]:
             files = [f"{sub}/{case}{ext}" for ext in (".json", ".txt") if (folder / sub / f"{case}{ext}").is_file()]
@@ -190,7 +187,7 @@ def draft_readme(
             row(files, command, f"case `{case}`: " + (f"FAILED: {error.strip()}".replace("|", "/") if error else "ok"))
         if "sdpa_backends" not in stored["errors"] and (folder / sub / "sdpa_backends.json").is_file():
             row([f"{sub}/sdpa_backends.json"], command, "case `sdpa_backends`: ok")
-    for sub, command in (("gpu_check", check_command), ("profile", profile_command)):
+    for sub, command in commands.items():
         files = [p.relative_to(folder).as_posix() for p in sorted((folder / sub).rglob("*")) if p.is_file()]
         if rest := [name for name in files if name not in listed]:
             row(rest, f"`{command}`", "written by the script itself (environment, status, summary, log)")
@@ -231,8 +228,7 @@ def store_device_run(
     run: str | None = None,
     measurements: str | Path | None = None,
     results: str | Path | None = None,
-    profile_command: str = "bash scripts/gpu_profile.sh",
-    check_command: str = "bash scripts/gpu_check.sh",
+    commands: Mapping[str, str] = COMMANDS,
 ) -> tuple[Path, list[Path]]:
     """Keep a GPU run's raw output in the repository and store its results, in one step.
 
@@ -240,9 +236,10 @@ def store_device_run(
     (``scripts/gpu_profile.sh``), or their archives ``gpu_check.tar.gz`` and ``profile.tar.gz``, and
     optionally ``nvidia_smi.txt`` and logs (top-level ``*.txt``, ``*.log``). Every file is copied
     unchanged to ``<measurements>/<run>/`` (default :data:`MEASUREMENTS_DIR`; ``run``: :func:`device_run_name`
-    unless given) with a README from :func:`draft_readme` (edit it to add what the files cannot say), and its stored
-    results (:func:`stored_files`, each checked by :func:`check_stored`) copied unchanged into
-    ``<results>/gpu/<run>/``. Nothing is written if the run exists already or a stored result is malformed."""
+    unless given) with a README from :func:`draft_readme` (edit it to add what the files cannot say; ``commands``:
+    how the two scripts were called), and its stored results (:func:`stored_files`, each checked by
+    :func:`check_stored`) copied unchanged into ``<results>/gpu/<run>/``. Nothing is written if the run exists
+    already or a stored result is malformed."""
     source = Path(source)
     with tempfile.TemporaryDirectory() as unpacked:
         folder = _unpacked(source, Path(unpacked))
@@ -266,10 +263,7 @@ def store_device_run(
                 elif path.is_file():
                     (staged / name).parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(path, staged / name)
-            readme = draft_readme(
-                staged, run, profile_command=profile_command, check_command=check_command, left_out=left_out
-            )
-            (staged / "README.md").write_text(readme, encoding="utf-8")
+            (staged / "README.md").write_text(draft_readme(staged, run, commands, left_out), encoding="utf-8")
             converted = Path(tmp) / "results"
             converted.mkdir()
             for kind, path in stored_files(folder).items():
