@@ -38,9 +38,7 @@ RUN_GIB = 4.5
 MEMORY_SHARE = 0.9  # of the card's memory, for the processes together
 
 
-def device_jobs(
-    runs: int, device: str, cores: int | None = None, memory_gib: float | None = None, run_gib: float = RUN_GIB
-) -> int:
+def device_jobs(runs: int, device: str, cores: int | None = None, memory_gib: float | None = None) -> int:
     """Concurrent training processes for ``runs`` runs on ``device`` (see the module docstring); 1 on a CPU.
     ``cores`` and ``memory_gib`` default to this machine's CPU cores and the first GPU's memory."""
     if device != "cuda" or runs <= 1:
@@ -48,7 +46,7 @@ def device_jobs(
     cores = cores or os.cpu_count() or 1
     if memory_gib is None:
         memory_gib = torch.cuda.get_device_properties(0).total_memory / 2**30
-    by_memory = int(MEMORY_SHARE * memory_gib // run_gib)
+    by_memory = int(MEMORY_SHARE * memory_gib // RUN_GIB)
     return max(1, min(runs, cores, by_memory))
 
 
@@ -134,12 +132,6 @@ def run_queue(
             on_done(item, future)
         if not done and on_idle is not None:
             on_idle(finished, len(pending) + len(queue))
-
-
-def set_worker_threads(threads: int) -> None:
-    """Initializer of a spawned training worker: its share of the CPU threads, so concurrent runs do not
-    oversubscribe the cores."""
-    torch.set_num_threads(threads)
 
 
 @dataclass(frozen=True)
@@ -283,9 +275,9 @@ def train_all(
 
     pool = None
     if jobs > 1:
-        threads = max(1, (os.cpu_count() or 1) // jobs)
+        threads = max(1, (os.cpu_count() or 1) // jobs)  # each spawned worker's share, so runs do not oversubscribe
         pool = ProcessPoolExecutor(
-            jobs, mp_context=get_context("spawn"), initializer=set_worker_threads, initargs=(threads,)
+            jobs, mp_context=get_context("spawn"), initializer=torch.set_num_threads, initargs=(threads,)
         )
     with pool or nullcontext():
         left = run_queue(queue, train_and_store, jobs, deadline, done, idle, status_every, needs_of(queue), pool)
