@@ -36,12 +36,15 @@ REQUIRED = {
 SPEED_FIELDS = ("tok_per_s", "tok_per_s_repeats", "seconds", "tokens")  # of each system's timed mode
 
 
+def _lines(path: Path) -> list[str]:
+    """The lines of a text file the scripts wrote, stripped, without the empty ones; none when it is missing."""
+    text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
 def read_environment(folder: Path) -> dict[str, str]:
     """``gpu_check/environment.txt`` (``key: value`` lines: date, commit, dirty, python, torch, device...), if any."""
-    path = folder / "gpu_check" / "environment.txt"
-    if not path.is_file():
-        return {}
-    pairs = (line.partition(":") for line in path.read_text(encoding="utf-8").splitlines())
+    pairs = (line.partition(":") for line in _lines(folder / "gpu_check" / "environment.txt"))
     return {k.strip(): v.strip() for k, sep, v in pairs if sep and k.strip() and " " not in k.strip()}
 
 
@@ -114,11 +117,6 @@ STATUS_LINE = re.compile(
 )
 
 
-def _last_line(path: Path) -> str:
-    lines = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
 def device_run_name(facts: dict[str, Any]) -> str:
     """``<gpu>-<date>-<commit>`` (``h100``, ``YYYY-MM-DD``, 7 digits of the hash); ``-dirty`` when the work tree had
     changes."""
@@ -134,10 +132,7 @@ def draft_readme(folder: Path, run: str, commands: Mapping[str, str] = COMMANDS,
     why), per case of the stored ``profile.json``, and for the files neither names (the scripts' own, the logs);
     ``commands``: how each script was called, by the folder it writes."""
     f = device_run_facts(folder)
-    env = folder / "gpu_check" / "environment.txt"
-    smi = (
-        [line for line in env.read_text(encoding="utf-8").splitlines() if line.count(",") == 2] if env.is_file() else []
-    )
+    smi = [line for line in _lines(folder / "gpu_check" / "environment.txt") if line.count(",") == 2]
     gpu = ", driver ".join(
         part.strip() for part in (smi or [""])[0].split(",")[1:]
     )  # nvidia-smi's name, memory, driver
@@ -164,17 +159,16 @@ def draft_readme(folder: Path, run: str, commands: Mapping[str, str] = COMMANDS,
         listed.update(files)
         lines.append(f"| {', '.join(f'`{x}`' for x in files) or '-'} | {command} | {outcome} |")
 
-    status = folder / "gpu_check" / "status.txt"
-    for line in status.read_text(encoding="utf-8").splitlines() if status.is_file() else []:
-        if not (m := STATUS_LINE.match(line.strip())):
-            notes += [line.strip()] if line.strip() else []
+    for line in _lines(folder / "gpu_check" / "status.txt"):
+        if not (m := STATUS_LINE.match(line)):
+            notes.append(line)
             continue
         out = re.search(r"--(?:json|out|store) (\S+)", m["command"])
         log = folder / "gpu_check" / f"{m['step']}.log"
         paths = [folder / "gpu_check" / Path(out.group(1)).name] if out else []
         outcome = f"step `{m['step']}`: {m['outcome']} in {m['s']} s"
         if m["outcome"] != "ok" and log.is_file():
-            outcome += f": {_last_line(log).replace('|', '/')}"
+            outcome += f": {(_lines(log) or [''])[-1].replace('|', '/')}"
         row([f"gpu_check/{p.name}" for p in [*paths, log] if p.is_file()], f"`{m['command']}`", outcome)
     if place := next((place for place in PROFILE_PLACES if (folder / place).is_file()), None):
         stored = json.loads((folder / place).read_text(encoding="utf-8"))["result"]
