@@ -29,7 +29,7 @@ from typing import Any
 from canlib.catalogue import ALL_SYSTEMS, scale_spec
 from canlib.io import results_dir
 from repro.bench.settings import BenchSettings
-from repro.results.files import load_result, provenance, save_result
+from repro.results.files import provenance, save_result
 
 SPEED_SYSTEMS = ALL_SYSTEMS  # one interleaved run times all nine
 REFERENCE_SYSTEMS = ("baseline", "ct2:baseline", "balanced", "ct2:balanced")
@@ -120,31 +120,22 @@ def measure_cpu(kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return result, prov
 
 
-def store_cpu_tables(root: Path | None = None, kinds: tuple[str, ...] = tuple(CPU_FILES)) -> list[Path]:
+def store_all(root: Path | None = None) -> list[Path]:
     """Measure the CPU runs on this machine and store them in ``<root>/cpu/`` (default ``book/results``): what
-    :data:`STORE_COMMAND` runs. Run it on a machine with nothing else running; the stored provenance says whether
-    it was."""
+    :data:`STORE_COMMAND` runs, each line of its report saying what the machine did beside the run. Run it on a
+    machine with nothing else running; the stored provenance says whether it was."""
     from canlib.decoding.ctranslate import ctranslate2_installed
 
     paths = []
-    for kind in kinds:
+    for kind in CPU_FILES:
         if kind == "reference" and not ctranslate2_installed():
             continue
         result, prov = measure_cpu(kind)
         paths.append(save_result(Path(root or results_dir()) / "cpu" / CPU_FILES[kind], result, prov))
-    return paths
-
-
-def store_all(root: Path | None = None) -> list[Path]:
-    """What ``python -m repro experiment --studies speed`` stores (:data:`STORE_COMMAND`): the CPU tables
-    (:func:`store_cpu_tables`), each line of its report saying what the machine did beside the run."""
-    paths = store_cpu_tables(root)
-    for path in paths:
-        _, prov = load_result(path)
         other = prov.get("other_cores")
         load = (prov.get("load_average_before") or [float("nan")])[0]
         print(
-            f"{path}: stored ({prov['config']['settings']['repeats']} interleaved repeats; load average before "
+            f"{paths[-1]}: stored ({prov['config']['settings']['repeats']} interleaved repeats; load average before "
             f"{load:.2f}; other processes took "
             + (f"{other:.2f} cores while it ran)" if other is not None else "an unknown share of the CPU)")
         )
