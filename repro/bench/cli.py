@@ -129,8 +129,7 @@ def run(args: argparse.Namespace) -> int:
     print_table(args.study, result)
     result.meta["command"] = args.command_line  # as typed, for the stored result and the JSON alike
     if args.store:
-        where = {k: result.meta[k] for k in ("date", "device", "torch")}
-        save_bench(args.store, result.systems, result.meta, where)
+        save_bench(args.store, result.systems, result.meta)
     if args.json:
         atomic_write_bytes((json.dumps(asdict(result), indent=1) + "\n").encode(), args.json)
         if args.plot or importlib.util.find_spec("matplotlib") is not None:
