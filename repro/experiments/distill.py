@@ -53,12 +53,8 @@ def distilled_corpus(student: Run) -> tuple[PairList, dict[str, Any]]:
     train = data.split("train")
     pairs = min(len(train), REDUCED_PAIRS) if student.reduced is not None else len(train)
     sources = [train[i][0].tolist() for i in range(pairs)]
-    path = (
-        cache_dir()
-        / "distill"
-        / student.scale
-        / f"{teacher.folder.name}-{key(code_version() if student.scale == 'tiny' else None, pairs)}.json"
-    )
+    identity = key(code_version() if student.scale == "tiny" else None, pairs)  # as a run folder's, at tiny
+    path = cache_dir() / "distill" / student.scale / f"{teacher.folder.name}-{identity}.json"
     if not path.exists():
         model = trained(teacher).model().to(teacher.device)
         targets = distill_targets(model, sources, DISTILL_BEAM)

@@ -271,12 +271,11 @@ def train_missing(
             f"`{experiment_command(scale, studies=selected)}` on a "
             f"GPU stores them ({TRAIN_HERE_ENV}=1 trains them on this device)"
         )
-    log = None if scale == "tiny" else (lambda line: print(line, file=sys.stderr, flush=True))
-    say = log or (lambda line: None)
+    say = (lambda line: None) if scale == "tiny" else (lambda line: print(line, file=sys.stderr, flush=True))
     todo, train_only, wanted, jobs = queued(
         where, list(systems) or None, seeds, corpora, selected, 1 if scale == "tiny" else None, say
     )
-    outcome = train_all(todo, jobs=jobs, log=log, train_only=train_only)
+    outcome = train_all(todo, jobs=jobs, log=say, train_only=train_only)
     store_studies(where, outcome, wanted, selected, seeds, say)
     if outcome.failed:
         raise RuntimeError(f"{len(outcome.failed)} run(s) failed:\n" + "\n".join(outcome.failed))

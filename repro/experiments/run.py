@@ -222,9 +222,7 @@ def budget(
     ``factor`` times its updates with the schedule unchanged; ``max_steps`` replaces its updates (an end-to-end
     test's reduced budget, a fine-tune; a factor then validates 4 times)."""
     train = {**scale_spec(scale).recipe(recipe), "seed": seed}
-    if max_steps is not None:
-        if max_steps < 1:
-            raise ValueError(f"max_steps={max_steps}: must be >= 1")
+    if max_steps is not None:  # >= 1: Where.of checks a reduced budget
         train.update(
             max_steps=max_steps,
             max_epochs=0,
