@@ -61,14 +61,11 @@ class Deadline:
         self.start = clock()
         self.longest: float | None = None
 
-    def left(self) -> float:
-        return float("inf") if self.seconds is None else self.seconds - (self.clock() - self.start)
-
     def record(self, seconds: float) -> None:
         self.longest = seconds if self.longest is None else max(self.longest, seconds)
 
     def may_start(self) -> bool:
-        return self.seconds is None or self.longest is None or self.left() >= self.longest
+        return self.seconds is None or self.longest is None or self.clock() - self.start + self.longest <= self.seconds
 
 
 def run_queue(
