@@ -80,10 +80,9 @@ def queued(
     runs = list({r.name: r for r in runs}.values())  # once each, in order
     for r in runs:
         check_stored_budget(r)  # before any training: a budget mismatch stops the command
-    training, parents = to_train(runs)
-    folders = {r.folder for r in training}
+    todo, parents = to_train(runs)  # the runs whose result is not stored, and parents to train again
+    folders = {r.folder for r in todo}
     train_only = list({r.folder: r for r in [*parents, *train_only] if r.folder not in folders}.values())
-    todo = [r for r in runs if not r.result_path.is_file()]
     device, _ = training_device(where.scale)
     jobs = jobs or device_jobs(len(todo) + len(train_only), device)
     if jobs < 1:
