@@ -26,7 +26,6 @@ class SpeedPlan:
 
 
 _PAPER = scale_spec("full")  # the defaults: the paper's shapes, vocabulary and beam
-_SPEED = SpeedPlan()
 
 
 @dataclass(frozen=True)
@@ -39,14 +38,14 @@ class BenchSettings:
     vocab_size: int = _PAPER.vocab_size
     beam: int = _PAPER.beam
     batch: int = 1
-    forced_length: int = _SPEED.forced_length  # 0: free decoding
-    sentences: int = _SPEED.sentences
-    repeats: int = _SPEED.repeats
+    forced_length: int = SpeedPlan.forced_length  # 0: free decoding
+    sentences: int = SpeedPlan.sentences
+    repeats: int = SpeedPlan.repeats
     warmup: int = 1
     len_penalty: float = 1.0
-    beams: tuple[int, ...] = _SPEED.beam_sweep  # beam study
-    lengths: tuple[int, ...] = _SPEED.length_sweep  # beam study
-    batches: tuple[int, ...] = _SPEED.batch_sweep  # batch study
+    beams: tuple[int, ...] = SpeedPlan.beam_sweep  # beam study
+    lengths: tuple[int, ...] = SpeedPlan.length_sweep  # beam study
+    batches: tuple[int, ...] = SpeedPlan.batch_sweep  # batch study
     device: str = "cpu"
     fp32: bool = False  # float32 on CUDA (default there: float16)
     graphs: bool = False  # CUDA: replay decode steps from CUDA graphs

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from canlib.io import CHECKOUT_DIR, results_dir
-from repro.results.files import ProvenanceError, load_result
+from repro.results.files import load_result
 from repro.results.layout import GPU_KINDS
 
 MEASUREMENTS_DIR = CHECKOUT_DIR / "measurements"
@@ -61,10 +61,7 @@ def stored_files(folder: Path) -> dict[str, Path]:
 def check_stored(path: Path, kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """A stored result of ``kind`` as the registry reads it, or a one-line error naming the file and the field: its
     provenance complete, measured at a scale that is not ``tiny`` (a ``--dry-run``), the kind's fields present."""
-    try:
-        result, prov = load_result(path)
-    except ProvenanceError as exc:
-        raise ValueError(str(exc)) from None
+    result, prov = load_result(path)  # a ProvenanceError is a ValueError naming the file
     if prov["scale"] == "tiny":
         raise ValueError(f"{path}: provenance scale 'tiny': a --dry-run checks the script, it measures nothing")
     if not isinstance(result, dict):
