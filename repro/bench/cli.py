@@ -174,22 +174,19 @@ def plot(study: str, result: BenchResult, path: str) -> None:
     Figure = require("matplotlib.figure", "the bench's plot").Figure
 
     rows = result.systems
-    series_keys = sorted({k for row in rows.values() for k in row if k.startswith("by_")})
-    panels = series_keys or ["tok_per_s"]
+    panels = sorted({k for row in rows.values() for k in row if k.startswith("by_")}) or ["tok_per_s"]
     fig = Figure(figsize=(5 * len(panels), 3.5))
     axes = fig.subplots(1, len(panels), squeeze=False)
     for ax, key in zip(axes[0], panels):
+        ax.set_ylabel("target tokens / s")
         if key == "tok_per_s":
             ax.bar(list(rows), [row["tok_per_s"] for row in rows.values()], color="tab:blue")
-            ax.set_ylabel("target tokens / s")
             ax.tick_params(axis="x", rotation=30)
         else:
             for name, row in rows.items():
-                xs = [int(x) for x in row[key]]
-                ax.plot(xs, list(row[key].values()), marker="o", label=name)
+                ax.plot([int(x) for x in row[key]], list(row[key].values()), marker="o", label=name)
             ax.set_xscale("log", base=2)
             ax.set_xlabel(key[3:])
-            ax.set_ylabel("target tokens / s")
             ax.legend()
     fig.suptitle(f"{study}: {result.meta['device']} ({result.meta['dtype']})", fontsize=9)
     fig.tight_layout()
