@@ -144,10 +144,9 @@ def mark_complete(where: Where, log: Callable[[str], None] | None = print) -> bo
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        "Train every run of a scale (concurrently), evaluate it with beam search on valid and every test split, "
-        "run the similarity, error, attention-map and conversion studies and the beyond studies, and store results "
-        "with provenance and the test hypotheses under book/results/<scale>/ (at tiny: the cache). Resumable: run it "
-        "again after an interruption."
+        "Train the runs of a scale (concurrently), evaluate them with beam search on valid and every test split, "
+        "compute the analyses and beyond studies of --studies, and store the results with provenance and the test "
+        "hypotheses under book/results/<scale>/ (at tiny: the cache). Run it again to resume after an interruption."
     )
     cli.add_where(parser)
     parser.add_argument(

@@ -115,9 +115,8 @@ class Run:
     @property
     def label(self) -> str:
         """A run in a few words, for a line of progress: ``multi30k-en-de can seed 1 (budget x2)``."""
-        study = (
-            f" ({self.variant.study}{' ' + self.variant.tag if self.variant.tag else ''})" if self.variant.study else ""
-        )
+        v = self.variant
+        study = f" ({v.study}{' ' + v.tag if v.tag else ''})" if v.study else ""
         return f"{self.corpus} {self.system} seed {self.seed}{study}"
 
     @property
