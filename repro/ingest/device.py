@@ -130,9 +130,7 @@ def draft_readme(folder: Path, run: str, commands: Mapping[str, str] = COMMANDS,
     ``commands``: how each script was called, by the folder it writes."""
     f = device_run_facts(folder)
     smi = [line for line in _lines(folder / "gpu_check" / "environment.txt") if line.count(",") == 2]
-    gpu = ", driver ".join(
-        part.strip() for part in (smi or [""])[0].split(",")[1:]
-    )  # nvidia-smi's name, memory, driver
+    gpu = ", driver ".join(part.strip() for part in (smi or [""])[0].split(",")[1:])  # nvidia-smi's memory, driver
     tree = "clean" if str(f["dirty"] or "0").split()[0] == "0" else f"{f['dirty']} (not clean)"
     details = {"PyTorch {}": f["torch"], "Python {}": f["python"], "{} CPU threads": f["cpu_threads"]}
     lines = [
