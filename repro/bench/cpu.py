@@ -103,8 +103,7 @@ def measure_cpu(kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
     try:
         result = run_bench("speed", settings)
         busy1, own1, wall = _busy_cpu_seconds(), _own_cpu_seconds(), time.perf_counter() - wall0
-        known = None not in (busy0, busy1)
-        other = max(0.0, ((busy1 - busy0) - (own1 - own0)) / wall) if known else None
+        other = max(0.0, ((busy1 - busy0) - (own1 - own0)) / wall) if None not in (busy0, busy1) else None
         prov = provenance(
             "full",
             {"study": "speed", "kind": kind, "settings": settings, "command": STORE_COMMAND},

@@ -84,8 +84,7 @@ def compute(name: str, where: Where) -> tuple[dict[str, Any], dict[str, Any]]:
     reads, own = runs_needed(name, where)
     config = CONFIGS[record.config](reads, where)
     device = reads[0].device if record.finetunes else "cpu"
-    computation = COMPUTATIONS[record.compute]
-    return study(name, where, config, lambda: computation(reads, own), device)
+    return study(name, where, config, lambda: COMPUTATIONS[record.compute](reads, own), device)
 
 
 def one_run(reads: list[Run], where: Where) -> dict[str, Any]:
