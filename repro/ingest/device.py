@@ -72,9 +72,8 @@ def check_stored(path: Path, kind: str) -> tuple[dict[str, Any], dict[str, Any]]
     if kind == "speed":
         for name, modes in result["systems"].items():
             for mode, row in modes.items():
-                for field in SPEED_FIELDS:
-                    if field not in row:
-                        raise ValueError(f"{path}: result lacks the field 'systems.{name}.{mode}.{field}'")
+                if missing := [field for field in SPEED_FIELDS if field not in row]:
+                    raise ValueError(f"{path}: result lacks the field 'systems.{name}.{mode}.{missing[0]}'")
     return result, prov
 
 
