@@ -33,10 +33,9 @@ from repro.experiments.summarise import summarise
 from repro.results import studies as defined
 from repro.results.files import provenance, save_result
 from repro.results.layout import COMPLETE, Where, default_root, experiment_command
-from repro.results.studies import ANALYSES
 
-STUDIES = ("runs", *ANALYSES, *defined.STUDIES, *defined.CONVERGED, "speed")
-DEFAULT_STUDIES = ("runs", *ANALYSES, *defined.ORIGINAL)  # the next experiments run when named
+STUDIES = ("runs", *defined.ANALYSES, *defined.STUDIES, *defined.CONVERGED, "speed")
+DEFAULT_STUDIES = ("runs", *defined.ANALYSES, *defined.ORIGINAL)  # the next experiments run when named
 # "1": a chapter trains missing small results on this device, even a CPU; "0": never
 TRAIN_HERE_ENV = "CANLIB_TRAIN_SMALL"
 
@@ -63,7 +62,7 @@ def queued(
         raise ValueError(f"no run of scale {where.scale} matches --systems/--seeds/--corpora")
     chosen = {(r.system, r.corpus) for r in runs if r.seed == 1} if "runs" in studies else None
     wanted, train_only = [], []
-    for name in (a for a in ANALYSES if a in studies):
+    for name in (a for a in defined.ANALYSES if a in studies):
         reads, own = analyses.runs_needed(name, where)
         if chosen is not None and not {(r.system, r.corpus) for r in reads} <= chosen:
             say(
@@ -123,16 +122,16 @@ def mark_complete(where: Where, log: Callable[[str], None] | None = print) -> bo
     """Store ``<results>/<scale>/complete.json`` once every run of the scale's plan and every analysis is stored
     (the chapters switch to a scale only then); say what is missing otherwise."""
     everything = plan(where)
-    absent = where.missing([r.name for r in everything] + list(ANALYSES))
+    absent = where.missing([r.name for r in everything] + list(defined.ANALYSES))
     if absent:
         (log or (lambda line: None))(
-            f"{where.scale}: {len(absent)} of {len(everything) + len(ANALYSES)} results still missing "
+            f"{where.scale}: {len(absent)} of {len(everything) + len(defined.ANALYSES)} results still missing "
             f"(e.g. {', '.join(absent[:3])}); the chapters show this scale once all are stored"
         )
         return False
     save_result(
         where.path(COMPLETE),
-        {"runs": len(everything), "analyses": list(ANALYSES)},
+        {"runs": len(everything), "analyses": list(defined.ANALYSES)},
         provenance(
             where.scale,
             {"plan": [r.name.removeprefix("runs/") for r in everything], "max_steps": where.reduced},
