@@ -270,12 +270,9 @@ def train_all(
             f"{waiting} in progress or queued"
         )
 
-    pool = None
-    if jobs > 1:
-        threads = max(1, (os.cpu_count() or 1) // jobs)  # each spawned worker's share, so runs do not oversubscribe
-        pool = ProcessPoolExecutor(
-            jobs, mp_context=get_context("spawn"), initializer=torch.set_num_threads, initargs=(threads,)
-        )
+    threads = max(1, (os.cpu_count() or 1) // jobs)  # each spawned worker's share, so runs do not oversubscribe
+    spawn = dict(mp_context=get_context("spawn"), initializer=torch.set_num_threads, initargs=(threads,))
+    pool = ProcessPoolExecutor(jobs, **spawn) if jobs > 1 else None  # one job: the runs train here, in turn
     with pool or nullcontext():
         left = run_queue(queue, train_and_store, jobs, deadline, done, idle, status_every, needs_of(queue), pool)
     outcome.skipped = [job.run for job in left]
