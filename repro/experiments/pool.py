@@ -249,8 +249,7 @@ def train_all(
 
     def done(job: Job, future: Future) -> None:
         run, count = job.run, len(outcome.stored) + len(outcome.failed) + 1
-        if future.exception() is not None:
-            exc = future.exception()
+        if (exc := future.exception()) is not None:
             outcome.failed.append(f"{run.name}: {type(exc).__name__}: {exc}")
             say(f"[{count}/{total}] {run.label} FAILED: {exc}")
             return
