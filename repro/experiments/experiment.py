@@ -227,10 +227,8 @@ def trains_here(scale: str) -> bool:
     ``CANLIB_TRAIN_SMALL=1`` treats this device as able to train small (a patient CPU: hours a run, as
     ``book/results/cpu/train_small.json`` measured),
     ``CANLIB_TRAIN_SMALL=0`` refuses on a GPU too."""
-    if scale == "tiny":
-        return True
     if scale != "small":
-        return False
+        return scale == "tiny"  # CPU minutes; full is GPU days
     flag = os.environ.get(TRAIN_HERE_ENV, "").strip()
     if flag not in ("", "0", "1"):
         raise ValueError(
