@@ -1,6 +1,6 @@
 """``python -m repro bench <study>``: argparse -> :class:`BenchSettings` -> ``run_study`` -> JSON and a plot.
 
-The JSON file holds ``BenchResult.to_json()``: ``{"systems": {name: figures}, "meta": {...}}``; ``--store`` writes the
+The JSON file holds the ``BenchResult``: ``{"systems": {name: figures}, "meta": {...}}``; ``--store`` writes the
 stored result a GPU run keeps (:func:`repro.bench.stored.save_bench`).
 """
 
@@ -11,7 +11,7 @@ import importlib.util
 import json
 import math
 import sys
-from dataclasses import fields
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import torch
@@ -129,10 +129,9 @@ def run(args: argparse.Namespace) -> int:
     print_table(args.study, result)
     result.meta["command"] = args.command_line  # as typed, for the stored result and the JSON alike
     if args.store:
-        where = {k: result.meta[k] for k in ("date", "device", "torch")}
-        save_bench(args.store, result.systems, result.meta, where)
+        save_bench(args.store, result.systems, result.meta)
     if args.json:
-        atomic_write_bytes((json.dumps(result.to_json(), indent=1) + "\n").encode(), args.json)
+        atomic_write_bytes((json.dumps(asdict(result), indent=1) + "\n").encode(), args.json)
         if args.plot or importlib.util.find_spec("matplotlib") is not None:
             plot(args.study, result, args.plot or str(Path(args.json).with_suffix(".png")))
         else:  # a GPU machine may hold torch and numpy alone: the JSON is the result, the plot a view of it
@@ -175,22 +174,19 @@ def plot(study: str, result: BenchResult, path: str) -> None:
     Figure = require("matplotlib.figure", "the bench's plot").Figure
 
     rows = result.systems
-    series_keys = sorted({k for row in rows.values() for k in row if k.startswith("by_")})
-    panels = series_keys or ["tok_per_s"]
+    panels = sorted({k for row in rows.values() for k in row if k.startswith("by_")}) or ["tok_per_s"]
     fig = Figure(figsize=(5 * len(panels), 3.5))
     axes = fig.subplots(1, len(panels), squeeze=False)
     for ax, key in zip(axes[0], panels):
+        ax.set_ylabel("target tokens / s")
         if key == "tok_per_s":
             ax.bar(list(rows), [row["tok_per_s"] for row in rows.values()], color="tab:blue")
-            ax.set_ylabel("target tokens / s")
             ax.tick_params(axis="x", rotation=30)
         else:
             for name, row in rows.items():
-                xs = [int(x) for x in row[key]]
-                ax.plot(xs, list(row[key].values()), marker="o", label=name)
+                ax.plot([int(x) for x in row[key]], list(row[key].values()), marker="o", label=name)
             ax.set_xscale("log", base=2)
             ax.set_xlabel(key[3:])
-            ax.set_ylabel("target tokens / s")
             ax.legend()
     fig.suptitle(f"{study}: {result.meta['device']} ({result.meta['dtype']})", fontsize=9)
     fig.tight_layout()

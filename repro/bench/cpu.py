@@ -28,45 +28,32 @@ from typing import Any
 
 from canlib.catalogue import ALL_SYSTEMS, scale_spec
 from canlib.io import results_dir
-from repro.bench.settings import SPEED_PLANS, BenchSettings
-from repro.results.files import load_result, provenance, save_result
+from repro.bench.settings import BenchSettings
+from repro.results.files import provenance, save_result
 
 SPEED_SYSTEMS = ALL_SYSTEMS  # one interleaved run times all nine
-REFERENCE_SYSTEMS = ("baseline", "ct2:baseline", "balanced", "ct2:balanced")
 STORE_COMMAND = "python -m repro experiment --scale small --studies speed"  # the CPU tables, book/results/cpu/
 CPU_FILES = {"speed": "speed.json", "reference": "reference.json"}  # under <results>/cpu/
-CPU_SYSTEMS = {"speed": SPEED_SYSTEMS, "reference": REFERENCE_SYSTEMS}
+# reference: canlib and CTranslate2 on the same weights
+CPU_SYSTEMS = {"speed": SPEED_SYSTEMS, "reference": ("baseline", "ct2:baseline", "balanced", "ct2:balanced")}
 # the stored CPU run: every repeat times every system once, in turn (beam 4, batch 1, d=512, V=32k, fp32)
-CPU_SETTINGS = dict(sentences=8, repeats=20, warmup=1, beam=4, batch=1, forced_length=30, threads=1)
-
-
-def settings_for(
-    study_name: str, book_scale: str, systems: tuple[str, ...] | list[str], device: str = "cpu", **overrides: Any
-) -> dict[str, Any]:
-    """The bench settings of a study at a book scale: it fixes beam, forced length, sentences and repeats; shapes are
-    always the paper's (bench ``scale="full"``: d=512 presets, V=32k)."""
-    spec, plan = scale_spec(book_scale), SPEED_PLANS[book_scale]
-    settings = {
-        "systems": list(systems),
-        "scale": "full",
-        "vocab_size": scale_spec("full").vocab_size,
-        "beam": spec.beam,
-        "batch": 1,
-        "forced_length": plan.forced_length,
-        "sentences": plan.sentences,
-        "repeats": plan.repeats,
-        "warmup": 1,
-        "len_penalty": 1.0,
-        "device": device,
-        "fp32": False,
-        "graphs": False,
-        "breakdown": study_name == "breakdown",
-        "seed": 0,
-    }
-    unknown = set(overrides) - set(settings) - {"beams", "lengths", "batches", "threads"}
-    if unknown:
-        raise ValueError(f"settings_for({study_name!r}): unknown setting(s) {', '.join(sorted(unknown))}")
-    return {**settings, **overrides}
+CPU_SETTINGS = dict(
+    scale="full",
+    vocab_size=scale_spec("full").vocab_size,
+    beam=4,
+    batch=1,
+    forced_length=30,
+    sentences=8,
+    repeats=20,
+    warmup=1,
+    len_penalty=1.0,
+    device="cpu",
+    fp32=False,
+    graphs=False,
+    breakdown=False,
+    seed=0,
+    threads=1,
+)
 
 
 def run_bench(study_name: str, settings: dict[str, Any]) -> dict[str, Any]:
@@ -82,36 +69,17 @@ def run_bench(study_name: str, settings: dict[str, Any]) -> dict[str, Any]:
 
 def cpu_settings(kind: str) -> dict[str, Any]:
     """The bench settings of the stored CPU run ``kind`` (``speed``: the nine systems; ``reference``: canlib and
-    CTranslate2 on Baseline's and Balanced's weights)."""
+    CTranslate2 on Baseline's and Balanced's weights), at the paper's shapes (d=512 presets, V=32k)."""
     if kind not in CPU_FILES:
         raise ValueError(f"kind={kind!r}: choose one of {', '.join(CPU_FILES)}")
-    return settings_for("speed", "tiny", CPU_SYSTEMS[kind], "cpu", **CPU_SETTINGS)
+    return {"systems": list(CPU_SYSTEMS[kind]), **CPU_SETTINGS}
 
 
-def _tree_cpu_seconds(pid: int) -> float | None:
-    """CPU seconds (user + system) of process ``pid`` and its descendants, from /proc (None elsewhere)."""
-    proc = Path("/proc")
-    if not (proc / str(pid) / "stat").is_file():
-        return None
-    tick = os.sysconf("SC_CLK_TCK")
-    parent, used = {}, {}
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parent[int(entry.name)] = int(fields[1])
-        used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
-    tree, todo = {pid}, [pid]
-    while todo:
-        here = todo.pop()
-        for child, up in parent.items():
-            if up == here and child not in tree:
-                tree.add(child)
-                todo.append(child)
-    return sum(used.get(p, 0.0) for p in tree)
+def _own_cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and of its children that ended (the bench joins its
+    CTranslate2 worker processes before it returns)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _busy_cpu_seconds() -> float | None:
@@ -131,12 +99,11 @@ def measure_cpu(kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
     import torch
 
     settings, threads = cpu_settings(kind), torch.get_num_threads()
-    busy0, own0, wall0 = _busy_cpu_seconds(), _tree_cpu_seconds(os.getpid()), time.perf_counter()
+    busy0, own0, wall0 = _busy_cpu_seconds(), _own_cpu_seconds(), time.perf_counter()
     try:
         result = run_bench("speed", settings)
-        busy1, own1, wall = _busy_cpu_seconds(), _tree_cpu_seconds(os.getpid()), time.perf_counter() - wall0
-        known = None not in (busy0, busy1, own0, own1)
-        other = max(0.0, ((busy1 - busy0) - (own1 - own0)) / wall) if known else None
+        busy1, own1, wall = _busy_cpu_seconds(), _own_cpu_seconds(), time.perf_counter() - wall0
+        other = max(0.0, ((busy1 - busy0) - (own1 - own0)) / wall) if None not in (busy0, busy1) else None
         prov = provenance(
             "full",
             {"study": "speed", "kind": kind, "settings": settings, "command": STORE_COMMAND},
@@ -152,31 +119,22 @@ def measure_cpu(kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return result, prov
 
 
-def store_cpu_tables(root: Path | None = None, kinds: tuple[str, ...] = tuple(CPU_FILES)) -> list[Path]:
+def store_all(root: Path | None = None) -> list[Path]:
     """Measure the CPU runs on this machine and store them in ``<root>/cpu/`` (default ``book/results``): what
-    :data:`STORE_COMMAND` runs. Run it on a machine with nothing else running; the stored provenance says whether
-    it was."""
+    :data:`STORE_COMMAND` runs, each line of its report saying what the machine did beside the run. Run it on a
+    machine with nothing else running; the stored provenance says whether it was."""
     from canlib.decoding.ctranslate import ctranslate2_installed
 
     paths = []
-    for kind in kinds:
+    for kind in CPU_FILES:
         if kind == "reference" and not ctranslate2_installed():
             continue
         result, prov = measure_cpu(kind)
         paths.append(save_result(Path(root or results_dir()) / "cpu" / CPU_FILES[kind], result, prov))
-    return paths
-
-
-def store_all(root: Path | None = None) -> list[Path]:
-    """What ``python -m repro experiment --studies speed`` stores (:data:`STORE_COMMAND`): the CPU tables
-    (:func:`store_cpu_tables`), each line of its report saying what the machine did beside the run."""
-    paths = store_cpu_tables(root)
-    for path in paths:
-        _, prov = load_result(path)
         other = prov.get("other_cores")
         load = (prov.get("load_average_before") or [float("nan")])[0]
         print(
-            f"{path}: stored ({prov['config']['settings']['repeats']} interleaved repeats; load average before "
+            f"{paths[-1]}: stored ({prov['config']['settings']['repeats']} interleaved repeats; load average before "
             f"{load:.2f}; other processes took "
             + (f"{other:.2f} cores while it ran)" if other is not None else "an unknown share of the CPU)")
         )

@@ -6,20 +6,18 @@ into a ``BenchResult``, stored as JSON ``{"systems": ..., "meta": ...}``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from canlib.catalogue import scale_spec
-
-SPEED_REPEATS = 10  # interleaved repeats per system: the speed standard a GPU run must meet to decide a claim
 
 
 @dataclass(frozen=True)
 class SpeedPlan:
-    """The speed studies' settings at one scale, the one record every speed entry point reads (the bench's
-    defaults, the engine's sweeps, the GPU scripts' defaults)."""
+    """The speed studies' settings, the one record every speed entry point reads (the bench's defaults, the GPU
+    scripts' defaults, the speed standard a GPU run must meet to decide a claim)."""
 
     sentences: int = 8  # source sentences per timed repeat
-    repeats: int = SPEED_REPEATS  # medians are taken over these
+    repeats: int = 10  # interleaved repeats per system: medians are taken over these
     forced_length: int = 30  # generated tokens per sentence when timing random-weight models
     min_seconds: float = 1.0  # a GPU run's shortest repeat: the sources translated as many times over as it takes
     beam_sweep: tuple[int, ...] = (1, 4, 16, 64, 256)
@@ -27,36 +25,27 @@ class SpeedPlan:
     batch_sweep: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 
 
-# tiny: the continuous-integration scale, a smoke test of the studies (below the standard, never a verdict)
-SPEED_PLANS = {
-    "tiny": SpeedPlan(
-        sentences=4, repeats=3, beam_sweep=(1, 4, 16), length_sweep=(10, 30, 50), batch_sweep=(1, 4, 16, 64)
-    ),
-    "small": SpeedPlan(),
-    "full": SpeedPlan(),
-}
 _PAPER = scale_spec("full")  # the defaults: the paper's shapes, vocabulary and beam
-_SPEED = SPEED_PLANS["full"]
 
 
 @dataclass(frozen=True)
 class BenchSettings:
     """One bench run's settings; the defaults are the paper's regime (beam 4, batch 1, d=512, V=32k), as the full
-    scale of :mod:`canlib.catalogue` states it, timed as the full scale's :class:`SpeedPlan` says."""
+    scale of :mod:`canlib.catalogue` states it, timed as :class:`SpeedPlan` says."""
 
     systems: tuple[str, ...] | None = None  # None: the study's default systems
     scale: str = _PAPER.name  # preset scale of random-weight models: "tiny" | "small" | "full"
     vocab_size: int = _PAPER.vocab_size
     beam: int = _PAPER.beam
     batch: int = 1
-    forced_length: int = _SPEED.forced_length  # 0: free decoding
-    sentences: int = _SPEED.sentences
-    repeats: int = _SPEED.repeats
+    forced_length: int = SpeedPlan.forced_length  # 0: free decoding
+    sentences: int = SpeedPlan.sentences
+    repeats: int = SpeedPlan.repeats
     warmup: int = 1
     len_penalty: float = 1.0
-    beams: tuple[int, ...] = _SPEED.beam_sweep  # beam study
-    lengths: tuple[int, ...] = _SPEED.length_sweep  # beam study
-    batches: tuple[int, ...] = _SPEED.batch_sweep  # batch study
+    beams: tuple[int, ...] = SpeedPlan.beam_sweep  # beam study
+    lengths: tuple[int, ...] = SpeedPlan.length_sweep  # beam study
+    batches: tuple[int, ...] = SpeedPlan.batch_sweep  # batch study
     device: str = "cpu"
     fp32: bool = False  # float32 on CUDA (default there: float16)
     graphs: bool = False  # CUDA: replay decode steps from CUDA graphs
@@ -81,10 +70,6 @@ class BenchSettings:
             if not getattr(self, name) or min(getattr(self, name)) < 1:
                 raise ValueError(f"BenchSettings.{name}={getattr(self, name)}: must be positive integers")
 
-    def to_dict(self) -> dict:
-        """JSON-ready (tuples become lists)."""
-        return asdict(self)
-
 
 @dataclass
 class BenchResult:
@@ -94,18 +79,6 @@ class BenchResult:
 
     systems: dict[str, dict]
     meta: dict
-
-    def to_json(self) -> dict:
-        return {"systems": self.systems, "meta": self.meta}
-
-    @classmethod
-    def from_json(cls, data: dict) -> BenchResult:
-        missing = {"systems", "meta"} - set(data)
-        if missing:
-            raise ValueError(
-                f"bench result: missing key(s) {', '.join(sorted(missing))} (expected {{'systems', 'meta'}})"
-            )
-        return cls(systems=data["systems"], meta=data["meta"])
 
 
 __all__ = ["BenchSettings", "BenchResult"]

@@ -31,7 +31,9 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from contextlib import suppress
+from dataclasses import asdict, dataclass
+from functools import cache
 from pathlib import Path
 
 import torch
@@ -180,10 +182,8 @@ def ct2_system(
 
     def close() -> None:
         if worker.is_alive():
-            try:
+            with suppress(BrokenPipeError):  # it ended already
                 conn.send(None)
-            except BrokenPipeError:
-                pass  # it ended already
             worker.join(timeout=10)
         if worker.is_alive():
             worker.terminate()
@@ -367,14 +367,12 @@ def metadata(
         "git_commit": git_commit(),
         "command": " ".join(shlex.quote(a) for a in sys.argv),
         "study": study,
-        "settings": settings.to_dict(),
+        "settings": asdict(settings),
     }
-    try:
+    with suppress(ImportError):  # CTranslate2 is optional
         import ctranslate2
 
         meta["ctranslate2"] = ctranslate2.__version__
-    except ImportError:
-        pass
     return meta
 
 
@@ -408,13 +406,11 @@ def run_study(study: str, settings: BenchSettings) -> BenchResult:
 def _timed_study(study: str, settings: BenchSettings, device: torch.device, half: bool) -> dict[str, dict]:
     names = list(settings.systems) if settings.systems else default_systems(study)
     workdir = Path(tempfile.mkdtemp(prefix="canlib-bench-"))
-    models: dict[str, Seq2Seq] = {}
     created: list[System] = []
 
+    @cache
     def model_for(name: str) -> Seq2Seq:
-        if name not in models:
-            models[name] = system_model(name, settings, device, half)
-        return models[name]
+        return system_model(name, settings, device, half)
 
     def make_systems(batch: int) -> list[System]:
         systems = []

@@ -110,27 +110,24 @@ def speed_result(systems: dict[str, dict], meta: dict[str, Any]) -> dict[str, An
     }
 
 
-def bench_result(systems: dict[str, dict], meta: dict[str, Any]) -> dict[str, Any]:
-    """A ``python -m repro bench`` study as stored: its rows with the spread of their timed repeats."""
+def save_bench(path: str | Path, systems: dict[str, dict], meta: dict[str, Any]) -> Path:
+    """Store a ``python -m repro bench`` study run on this machine at ``path`` (``--store``): its rows with the
+    spread of their timed repeats, its provenance from its ``meta`` (date, device, torch, command, settings)."""
     rows = {}
     for name, row in systems.items():
         rows[name] = dict(row)
         if "seconds" in row:
             figures = repeat_figures(row["seconds"], row["tokens"])
             rows[name].update({k: v for k, v in figures.items() if k != "tok_per_s"})
-    return {
+    result = {
         "systems": rows,
         "dtype": meta.get("dtype"),
         "settings": meta["settings"],
         "load_average": meta.get("load_average"),
     }
-
-
-def save_bench(path: str | Path, systems: dict[str, dict], meta: dict[str, Any], where: dict[str, Any]) -> Path:
-    """Store a ``python -m repro bench`` study run on this machine at ``path`` (``--store``)."""
     scale = meta["settings"].get("scale", "full")
-    prov = gpu_provenance(where, scale=scale, command=meta.get("command", ""), settings=meta["settings"])
-    return save_result(path, bench_result(systems, meta), prov)
+    prov = gpu_provenance(meta, scale=scale, command=meta.get("command", ""), settings=meta["settings"])
+    return save_result(path, result, prov)
 
 
 def profile_result(summary: dict[str, Any]) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from canlib.model.seq2seq import Seq2Seq
 from canlib.training.config import TrainConfig
 from canlib.training.objective import LabelSmoothedObjective
 from canlib.training.trainer import split_loss
-from repro.experiments.corpus import batches, corpus_of, score_split, target_lang, teacher_forced_batches
+from repro.experiments.corpus import batches, corpus_of, score_split, teacher_forced_batches
 from repro.experiments.run import Run, Variant, budget, run, trained
 from repro.results.files import load_result
 from repro.results.layout import Where, read_hypotheses, study
@@ -84,8 +84,7 @@ def compute(name: str, where: Where) -> tuple[dict[str, Any], dict[str, Any]]:
     reads, own = runs_needed(name, where)
     config = CONFIGS[record.config](reads, where)
     device = reads[0].device if record.finetunes else "cpu"
-    computation = COMPUTATIONS[record.compute]
-    return study(name, where.scale, config, lambda: computation(reads, own), device, store=True, root=where.root)
+    return study(name, where, config, lambda: COMPUTATIONS[record.compute](reads, own), device)
 
 
 def one_run(reads: list[Run], where: Where) -> dict[str, Any]:
@@ -161,7 +160,7 @@ def error_buckets(reads: list[Run], own: list[Run]) -> dict[str, Any]:
     test = data.split("test")
     return {
         r.system: buckets_of(
-            stored_hypotheses(r, "test"), list(test.src_text), list(test.tgt_text), data, target_lang(data)
+            stored_hypotheses(r, "test"), list(test.src_text), list(test.tgt_text), data, data.tgt_lang
         )
         for r in reads
     }

@@ -23,11 +23,10 @@ def add_where(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scale", required=True, choices=SCALES, help="tiny (CPU, CI), small (GPU minutes), full (the paper)"
     )
-    parser.add_argument("--out", default=None, help="results folder instead of book/results (files go to OUT/<scale>/)")
+    parser.add_argument("--out", help="results folder instead of book/results (files go to OUT/<scale>/)")
     parser.add_argument(
         "--max-steps",
         type=int,
-        default=None,
         help="reduced training budget for end-to-end tests (recorded in the provenance; needs --out except at tiny)",
     )
 
@@ -44,7 +43,7 @@ def add_studies(parser: argparse.ArgumentParser) -> None:
         default=",".join(defined.ORIGINAL),
         help=f"comma-separated beyond studies, from {', '.join(defined.STUDIES)} (default: the first three)",
     )
-    parser.add_argument("--seeds", default=None, help="comma-separated seeds (default: each study's own)")
+    parser.add_argument("--seeds", help="comma-separated seeds (default: each study's own)")
 
 
 def studies(args: argparse.Namespace) -> list[str]:

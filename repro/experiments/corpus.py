@@ -26,19 +26,6 @@ def corpus_of(run: Run) -> PreparedCorpus:
     return prepared(run.corpus, scale_spec(run.scale).corpus_scale, progress=sys.stderr.isatty())
 
 
-def target_lang(data: Any) -> str:
-    """The target language of a prepared corpus (Moses tokenization for BLEU follows it)."""
-    lang = getattr(data, "tgt_lang", None) or data.meta.get("tgt_lang")
-    if not lang:
-        raise ValueError(f"{data.path}/meta.json: no tgt_lang")
-    return lang
-
-
-def test_splits(data: Any) -> tuple[str, ...]:
-    """The test splits of a prepared corpus, "test" first (older prepared folders have only "test")."""
-    return tuple(getattr(data, "test_splits", None) or ("test",))
-
-
 def batches(split: Any, cfg: ModelConfig, max_tokens: int = 4096) -> Iterator[dict[str, Any]]:
     """Length-sorted batches of a whole split, in a fixed order."""
     for indices in sorted_batches(split, max_tokens):
@@ -72,7 +59,7 @@ def score_splits(model: Seq2Seq, data: Any, splits: Sequence[str], beam: int) ->
             split: translate_lines(model, data.vocab, lines, beam=beam, batch_size=batch)
             for split, lines in sources.items()
         }
-    lang = target_lang(data)
+    lang = data.tgt_lang  # Moses tokenization for BLEU follows it
     return {
         split: (hyps, corpus_scores(hyps, list(data.split(split).tgt_text), lang=lang))
         for split, hyps in translated.items()

@@ -21,7 +21,7 @@ from canlib.data.batching import PairList
 from canlib.decoding.search import SearchSettings, beam_search, make_batch
 from canlib.decoding.translate import evaluation_batch_size
 from canlib.io import atomic_write_bytes, cache_dir
-from repro.experiments.corpus import corpus_of, score_splits, target_lang
+from repro.experiments.corpus import corpus_of, score_splits
 from repro.experiments.run import Run, trained
 from repro.results.layout import code_version, key
 from repro.results.studies import DISTILL_BEAM, REDUCED_PAIRS
@@ -53,12 +53,8 @@ def distilled_corpus(student: Run) -> tuple[PairList, dict[str, Any]]:
     train = data.split("train")
     pairs = min(len(train), REDUCED_PAIRS) if student.reduced is not None else len(train)
     sources = [train[i][0].tolist() for i in range(pairs)]
-    path = (
-        cache_dir()
-        / "distill"
-        / student.scale
-        / f"{teacher.folder.name}-{key(code_version() if student.scale == 'tiny' else None, pairs)}.json"
-    )
+    identity = key(code_version() if student.scale == "tiny" else None, pairs)  # as a run folder's, at tiny
+    path = cache_dir() / "distill" / student.scale / f"{teacher.folder.name}-{identity}.json"
     if not path.exists():
         model = trained(teacher).model().to(teacher.device)
         targets = distill_targets(model, sources, DISTILL_BEAM)
@@ -77,7 +73,7 @@ def distilled_corpus(student: Run) -> tuple[PairList, dict[str, Any]]:
                 "beam": DISTILL_BEAM,
                 "pairs": pairs,
                 "empty": sum(1 for t in targets if not t),
-                "train_bleu_vs_real_targets": corpus_scores(hyps, refs, lang=target_lang(data))["bleu"],
+                "train_bleu_vs_real_targets": corpus_scores(hyps, refs, lang=data.tgt_lang)["bleu"],
                 "mean_subwords": {
                     "distilled": float(np.mean([len(t) for t in targets])),
                     "real": float(np.mean([len(train[i][1]) for i in range(pairs)])),

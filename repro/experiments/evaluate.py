@@ -15,7 +15,7 @@ import numpy as np
 
 from canlib.catalogue import scale_spec
 from canlib.io import atomic_write_bytes
-from repro.experiments.corpus import corpus_of, score_splits, target_lang, test_splits
+from repro.experiments.corpus import corpus_of, score_splits
 from repro.experiments.distill import distilled_corpus
 from repro.experiments.run import Run, load, trained
 from repro.results.files import load_result, provenance, save_result
@@ -66,9 +66,9 @@ def evaluate(run: Run) -> tuple[dict[str, Any], dict[str, Any]]:
         "seed": run.seed,
         "corpus": run.corpus,
         "src_lang": data.meta.get("src_lang"),
-        "tgt_lang": target_lang(data),
+        "tgt_lang": data.tgt_lang,
         "beam": beam,
-        "test_splits": list(test_splits(data)),
+        "test_splits": list(data.test_splits),
         "params": model.num_parameters(),
         "scores": {},
         "lengths": {},
@@ -76,7 +76,7 @@ def evaluate(run: Run) -> tuple[dict[str, Any], dict[str, Any]]:
         "training": {k: finished.result.get(k) for k in ("stop_reason", "step", "epoch", "wall_s", "last_valid")},
         "log": finished.log(),
     }
-    for split, (hyps, scores) in score_splits(model, data, ("valid", *test_splits(data)), beam).items():
+    for split, (hyps, scores) in score_splits(model, data, ("valid", *data.test_splits), beam).items():
         refs = list(data.split(split).tgt_text)
         out["scores"][split] = {k: scores[k] for k in SCORE_KEYS}
         out["lengths"][split] = {

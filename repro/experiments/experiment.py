@@ -1,11 +1,11 @@
 """``python -m repro experiment``: the runs of a scale's plan, the analyses that read them and the beyond studies,
 trained by one pool, evaluated and stored; and the explicit call a chapter makes for what it reads.
 
-:func:`experiment` is what ``python -m repro experiment`` runs: :func:`queued`, the pool's
-:func:`~repro.experiments.pool.train_all`, :func:`store_studies` (:func:`run`, its command line, makes the same three
-calls, so a reader reaches a model's ``fit`` in four steps). :func:`train_missing` is the one visible call with which
-a chapter (at ``tiny``, on any machine, cached) or a GPU reader (at ``small``) trains what the chapter reads and is
-not stored yet; the chapter's reader (the book's store, which does not import this package) then only reads.
+:func:`run` is what ``python -m repro experiment`` runs: :func:`queued`, the pool's
+:func:`~repro.experiments.pool.train_all`, :func:`store_studies` (so a reader reaches a model's ``fit`` in four
+steps). :func:`train_missing`, which makes the same three calls, is the one visible call with which a chapter
+(at ``tiny``, on any machine, cached) or a GPU reader (at ``small``) trains what the chapter reads and is not
+stored yet; the chapter's reader (the book's store, which does not import this package) then only reads.
 
 The runs share one GPU: training a ``small-*`` model is launch-bound (one run uses a few percent of a card's
 arithmetic), so ``--jobs`` worker processes train concurrently (:mod:`repro.experiments.pool`). Each finished
@@ -33,42 +33,11 @@ from repro.experiments.summarise import summarise
 from repro.results import studies as defined
 from repro.results.files import provenance, save_result
 from repro.results.layout import COMPLETE, Where, default_root, experiment_command
-from repro.results.studies import ANALYSES
 
-STUDIES = ("runs", *ANALYSES, *defined.STUDIES, *defined.CONVERGED, "speed")
-DEFAULT_STUDIES = ("runs", *ANALYSES, *defined.ORIGINAL)  # the next experiments run when named
+STUDIES = ("runs", *defined.ANALYSES, *defined.STUDIES, *defined.CONVERGED, "speed")
+DEFAULT_STUDIES = ("runs", *defined.ANALYSES, *defined.ORIGINAL)  # the next experiments run when named
 # "1": a chapter trains missing small results on this device, even a CPU; "0": never
 TRAIN_HERE_ENV = "CANLIB_TRAIN_SMALL"
-
-
-def experiment(
-    where: Where,
-    *,
-    systems: Sequence[str] | None = None,
-    seeds: Sequence[int] | None = None,
-    corpora: Sequence[str] | None = None,
-    studies: Sequence[str] = DEFAULT_STUDIES,
-    jobs: int | None = None,
-    time_limit: float | None = None,
-    status_every: float = 60.0,
-    log: Callable[[str], None] | None = print,
-    stack: bool = False,
-) -> Outcome:
-    """Train (concurrently where the device allows), evaluate and store the selected runs, analyses and studies
-    ``where`` (a scale, its results folder, a reduced budget): the plan's runs (``"runs"``, narrowed by
-    ``systems``, ``seeds`` and ``corpora``), the models every selected analysis and beyond study needs, in one queue
-    (:func:`queued`); then the analyses and the studies' summaries. Stored results are skipped and interrupted
-    runs resume, so a second call goes on where the first stopped. Returns what the pool did; failures are named
-    in it and do not stop the others. ``stack``: train the queued seeds of one system as one stacked model where
-    their recipe allows it (:func:`repro.experiments.pool.stack_groups`); off by default: on an H200 five stacked
-    seeds trained 16 model-updates/s, fewer than one run alone (``measurements/h200-2026-11-28-5af6bb5``)."""
-    say = log or (lambda line: None)
-    todo, train_only, wanted, jobs = queued(where, systems, seeds, corpora, studies, jobs, say)
-    outcome = train_all(
-        todo, jobs=jobs, time_limit=time_limit, status_every=status_every, log=log, train_only=train_only, stack=stack
-    )
-    store_studies(where, outcome, wanted, studies, seeds, say)
-    return outcome
 
 
 def queued(
@@ -80,7 +49,7 @@ def queued(
     jobs: int | None,
     say: Callable[[str], None],
 ) -> tuple[list[Run], list[Run], list[str], int]:
-    """What :func:`experiment` hands the pool, said in one line: (the runs to train and store; the runs trained for
+    """What a call hands the pool, said in one line: (the runs to train and store; the runs trained for
     their weights only: parents and runs an analysis reads whose results are stored but whose weights this machine
     lacks, and the runs an analysis trains for its own use; the analyses it computes; the processes). An analysis
     whose runs the selection leaves out is skipped, and said so; a stored run of another budget stops it before any
@@ -93,7 +62,7 @@ def queued(
         raise ValueError(f"no run of scale {where.scale} matches --systems/--seeds/--corpora")
     chosen = {(r.system, r.corpus) for r in runs if r.seed == 1} if "runs" in studies else None
     wanted, train_only = [], []
-    for name in (a for a in ANALYSES if a in studies):
+    for name in (a for a in defined.ANALYSES if a in studies):
         reads, own = analyses.runs_needed(name, where)
         if chosen is not None and not {(r.system, r.corpus) for r in reads} <= chosen:
             say(
@@ -110,10 +79,9 @@ def queued(
     runs = list({r.name: r for r in runs}.values())  # once each, in order
     for r in runs:
         check_stored_budget(r)  # before any training: a budget mismatch stops the command
-    training, parents = to_train(runs)
-    folders = {r.folder for r in training}
+    todo, parents = to_train(runs)  # the runs whose result is not stored, and parents to train again
+    folders = {r.folder for r in todo}
     train_only = list({r.folder: r for r in [*parents, *train_only] if r.folder not in folders}.values())
-    todo = [r for r in runs if not r.result_path.is_file()]
     device, _ = training_device(where.scale)
     jobs = jobs or device_jobs(len(todo) + len(train_only), device)
     if jobs < 1:
@@ -154,16 +122,16 @@ def mark_complete(where: Where, log: Callable[[str], None] | None = print) -> bo
     """Store ``<results>/<scale>/complete.json`` once every run of the scale's plan and every analysis is stored
     (the chapters switch to a scale only then); say what is missing otherwise."""
     everything = plan(where)
-    absent = where.missing([r.name for r in everything] + list(ANALYSES))
+    absent = where.missing([r.name for r in everything] + list(defined.ANALYSES))
     if absent:
         (log or (lambda line: None))(
-            f"{where.scale}: {len(absent)} of {len(everything) + len(ANALYSES)} results still missing "
+            f"{where.scale}: {len(absent)} of {len(everything) + len(defined.ANALYSES)} results still missing "
             f"(e.g. {', '.join(absent[:3])}); the chapters show this scale once all are stored"
         )
         return False
     save_result(
         where.path(COMPLETE),
-        {"runs": len(everything), "analyses": list(ANALYSES)},
+        {"runs": len(everything), "analyses": list(defined.ANALYSES)},
         provenance(
             where.scale,
             {"plan": [r.name.removeprefix("runs/") for r in everything], "max_steps": where.reduced},
@@ -175,21 +143,18 @@ def mark_complete(where: Where, log: Callable[[str], None] | None = print) -> bo
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        "Train every run of a scale (concurrently), evaluate it with beam search on valid and every test split, "
-        "run the similarity, error, attention-map and conversion studies and the beyond studies, and store results "
-        "with provenance and the test hypotheses under book/results/<scale>/ (at tiny: the cache). Resumable: run it "
-        "again after an interruption."
+        "Train the runs of a scale (concurrently), evaluate them with beam search on valid and every test split, "
+        "compute the analyses and beyond studies of --studies, and store the results with provenance and the test "
+        "hypotheses under book/results/<scale>/ (at tiny: the cache). Run it again to resume after an interruption."
     )
     cli.add_where(parser)
     parser.add_argument(
         "--systems",
-        default=None,
         help="comma-separated systems; narrows the plan's runs and the named studies' models (default: all)",
     )
-    parser.add_argument("--seeds", default=None, help="comma-separated seeds (default: every seed of the scale's plan)")
+    parser.add_argument("--seeds", help="comma-separated seeds (default: every seed of the scale's plan)")
     parser.add_argument(
         "--corpora",
-        default=None,
         help="comma-separated corpora (default: every corpus of the scale; a corpus of your own files "
         "once `canlib data prepare NAME --files FOLDER` registered it)",
     )
@@ -204,19 +169,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--jobs",
         type=int,
-        default=None,
         help=f"training processes at once (default: on CUDA min(runs, CPU cores, GPU memory / {RUN_GIB} GiB); CPU: 1)",
     )
     parser.add_argument("--status-every", type=float, default=60.0, help="seconds between status lines (default 60)")
     parser.add_argument(
         "--time-limit",
         type=float,
-        default=None,
         metavar="SECONDS",
         help="start a queued run only if it can finish within SECONDS of the start (judged by the longest "
         "finished run; see repro.experiments.pool); the rest waits for the next call. Default: "
         "until $CANLIB_DEADLINE (UNIX seconds) where set, as scripts/gpu_small.sh sets it",
     )
+    # measurements/h200-2026-11-28-5af6bb5: five stacked seeds trained 16 model-updates/s, fewer than one run alone
     parser.add_argument(
         "--stack",
         action=argparse.BooleanOptionalAction,
@@ -227,8 +191,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``python -m repro experiment``: train, evaluate and store the selected runs and studies of a scale (see
-    :func:`experiment`), then mark the scale complete if its whole plan is stored."""
+    """``python -m repro experiment``: train (concurrently where the device allows), evaluate and store the selected
+    runs and studies of a scale (:func:`queued`), then mark the scale complete if its whole plan is stored. Stored
+    results are skipped and interrupted runs resume, so a second call goes on where the first stopped; a failed run
+    does not stop the others."""
     where = cli.where(args)
     systems, corpora = cli.names(args.systems, "systems"), cli.names(args.corpora, "corpora")
     seeds = cli.seeds(args.seeds)
@@ -237,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise ValueError(f"--systems/--corpora: {exc}") from exc
     studies, time_limit = cli.names(args.studies, "studies") or [], cli.time_limit(args.time_limit)
-    # experiment() spelled out: the command reaches a model's fit in four calls (tests/repro/test_experiments.py)
+    # the pool called from here: the command reaches a model's fit in four calls (tests/repro/test_experiments.py)
     todo, train_only, wanted, jobs = queued(where, systems, seeds, corpora, studies, args.jobs, print)
     outcome = train_all(
         todo, jobs=jobs, time_limit=time_limit, status_every=args.status_every, train_only=train_only, stack=args.stack
@@ -261,10 +227,8 @@ def trains_here(scale: str) -> bool:
     ``CANLIB_TRAIN_SMALL=1`` treats this device as able to train small (a patient CPU: hours a run, as
     ``book/results/cpu/train_small.json`` measured),
     ``CANLIB_TRAIN_SMALL=0`` refuses on a GPU too."""
-    if scale == "tiny":
-        return True
     if scale != "small":
-        return False
+        return scale == "tiny"  # CPU minutes; full is GPU days
     flag = os.environ.get(TRAIN_HERE_ENV, "").strip()
     if flag not in ("", "0", "1"):
         raise ValueError(
@@ -302,16 +266,12 @@ def train_missing(
             f"`{experiment_command(scale, studies=selected)}` on a "
             f"GPU stores them ({TRAIN_HERE_ENV}=1 trains them on this device)"
         )
-    log = None if scale == "tiny" else (lambda line: print(line, file=sys.stderr, flush=True))
-    outcome = experiment(
-        where,
-        systems=list(systems) or None,
-        seeds=seeds,
-        corpora=corpora,
-        studies=selected,
-        jobs=1 if scale == "tiny" else None,
-        log=log,
+    say = (lambda line: None) if scale == "tiny" else (lambda line: print(line, file=sys.stderr, flush=True))
+    todo, train_only, wanted, jobs = queued(
+        where, list(systems) or None, seeds, corpora, selected, 1 if scale == "tiny" else None, say
     )
+    outcome = train_all(todo, jobs=jobs, log=say, train_only=train_only)
+    store_studies(where, outcome, wanted, selected, seeds, say)
     if outcome.failed:
         raise RuntimeError(f"{len(outcome.failed)} run(s) failed:\n" + "\n".join(outcome.failed))
     return [r.name for r in outcome.stored]

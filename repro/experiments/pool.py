@@ -38,9 +38,7 @@ RUN_GIB = 4.5
 MEMORY_SHARE = 0.9  # of the card's memory, for the processes together
 
 
-def device_jobs(
-    runs: int, device: str, cores: int | None = None, memory_gib: float | None = None, run_gib: float = RUN_GIB
-) -> int:
+def device_jobs(runs: int, device: str, cores: int | None = None, memory_gib: float | None = None) -> int:
     """Concurrent training processes for ``runs`` runs on ``device`` (see the module docstring); 1 on a CPU.
     ``cores`` and ``memory_gib`` default to this machine's CPU cores and the first GPU's memory."""
     if device != "cuda" or runs <= 1:
@@ -48,7 +46,7 @@ def device_jobs(
     cores = cores or os.cpu_count() or 1
     if memory_gib is None:
         memory_gib = torch.cuda.get_device_properties(0).total_memory / 2**30
-    by_memory = int(MEMORY_SHARE * memory_gib // run_gib)
+    by_memory = int(MEMORY_SHARE * memory_gib // RUN_GIB)
     return max(1, min(runs, cores, by_memory))
 
 
@@ -63,14 +61,11 @@ class Deadline:
         self.start = clock()
         self.longest: float | None = None
 
-    def left(self) -> float:
-        return float("inf") if self.seconds is None else self.seconds - (self.clock() - self.start)
-
     def record(self, seconds: float) -> None:
         self.longest = seconds if self.longest is None else max(self.longest, seconds)
 
     def may_start(self) -> bool:
-        return self.seconds is None or self.longest is None or self.left() >= self.longest
+        return self.seconds is None or self.longest is None or self.clock() - self.start + self.longest <= self.seconds
 
 
 def run_queue(
@@ -134,12 +129,6 @@ def run_queue(
             on_done(item, future)
         if not done and on_idle is not None:
             on_idle(finished, len(pending) + len(queue))
-
-
-def set_worker_threads(threads: int) -> None:
-    """Initializer of a spawned training worker: its share of the CPU threads, so concurrent runs do not
-    oversubscribe the cores."""
-    torch.set_num_threads(threads)
 
 
 @dataclass(frozen=True)
@@ -260,8 +249,7 @@ def train_all(
 
     def done(job: Job, future: Future) -> None:
         run, count = job.run, len(outcome.stored) + len(outcome.failed) + 1
-        if future.exception() is not None:
-            exc = future.exception()
+        if (exc := future.exception()) is not None:
             outcome.failed.append(f"{run.name}: {type(exc).__name__}: {exc}")
             say(f"[{count}/{total}] {run.label} FAILED: {exc}")
             return
@@ -281,12 +269,9 @@ def train_all(
             f"{waiting} in progress or queued"
         )
 
-    pool = None
-    if jobs > 1:
-        threads = max(1, (os.cpu_count() or 1) // jobs)
-        pool = ProcessPoolExecutor(
-            jobs, mp_context=get_context("spawn"), initializer=set_worker_threads, initargs=(threads,)
-        )
+    threads = max(1, (os.cpu_count() or 1) // jobs)  # each spawned worker's share, so runs do not oversubscribe
+    spawn = dict(mp_context=get_context("spawn"), initializer=torch.set_num_threads, initargs=(threads,))
+    pool = ProcessPoolExecutor(jobs, **spawn) if jobs > 1 else None  # one job: the runs train here, in turn
     with pool or nullcontext():
         left = run_queue(queue, train_and_store, jobs, deadline, done, idle, status_every, needs_of(queue), pool)
     outcome.skipped = [job.run for job in left]

@@ -115,9 +115,8 @@ class Run:
     @property
     def label(self) -> str:
         """A run in a few words, for a line of progress: ``multi30k-en-de can seed 1 (budget x2)``."""
-        study = (
-            f" ({self.variant.study}{' ' + self.variant.tag if self.variant.tag else ''})" if self.variant.study else ""
-        )
+        v = self.variant
+        study = f" ({v.study}{' ' + v.tag if v.tag else ''})" if v.study else ""
         return f"{self.corpus} {self.system} seed {self.seed}{study}"
 
     @property
@@ -163,24 +162,18 @@ class Run:
     def config(self) -> dict[str, Any]:
         """The configuration stored in its result's provenance (a stored result trained with another budget is
         refused)."""
-        spec = scale_spec(self.scale)
+        spec, v = scale_spec(self.scale), self.variant
         out: dict[str, Any] = {
+            **({"study": v.study} if v.study else {}),
             "system": self.system,
             "preset": self.preset,
             "corpus": f"{self.corpus}/{spec.corpus_scale}",
             "seed": self.seed,
+            **({"tag": v.tag} if v.study else {}),
             "train": self.budget,
             "beam": spec.beam,
             "max_steps": self.reduced,
         }
-        v = self.variant
-        if v.study:
-            out = {
-                "study": v.study,
-                **{k: out[k] for k in ("system", "preset", "corpus", "seed")},
-                "tag": v.tag,
-                **{k: out[k] for k in ("train", "beam", "max_steps")},
-            }
         if v.valid_bleu:
             out["valid_bleu"] = "greedy (beam 1) sacreBLEU on valid at every validation"
         if v.targets == "distilled":
@@ -228,9 +221,7 @@ def budget(
     ``factor`` times its updates with the schedule unchanged; ``max_steps`` replaces its updates (an end-to-end
     test's reduced budget, a fine-tune; a factor then validates 4 times)."""
     train = {**scale_spec(scale).recipe(recipe), "seed": seed}
-    if max_steps is not None:
-        if max_steps < 1:
-            raise ValueError(f"max_steps={max_steps}: must be >= 1")
+    if max_steps is not None:  # >= 1: Where.of checks a reduced budget
         train.update(
             max_steps=max_steps,
             max_epochs=0,

@@ -11,7 +11,8 @@ process pool of :mod:`repro.experiments.pool` orders that.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import torch
@@ -26,13 +27,10 @@ from repro.experiments.distill import distilled_corpus
 from repro.experiments.run import Run, trained
 
 
-def greedy_valid_bleu(data: Any) -> Callable[[Any], float]:
-    """The trainer's validation hook of the budget study: greedy sacreBLEU of the validation split."""
-
-    def score(model: Any) -> float:
-        return score_split(model, data, "valid", beam=1)[1]["bleu"]
-
-    return score
+def greedy_valid_bleu(data: Any, model: Any) -> float:
+    """The trainer's validation hook of the budget study (bound to the run's corpus): greedy sacreBLEU of the
+    validation split."""
+    return score_split(model, data, "valid", beam=1)[1]["bleu"]
 
 
 def init_weights(run: Run) -> dict[str, torch.Tensor] | None:
@@ -63,7 +61,7 @@ def trainer(run: Run) -> Trainer:
         data.split("valid"),
         run.folder,
         vocab=data.vocab,
-        valid_bleu=greedy_valid_bleu(data) if run.variant.valid_bleu else None,
+        valid_bleu=partial(greedy_valid_bleu, data) if run.variant.valid_bleu else None,
         data_path=str(data.path),
         resume=(run.folder / "checkpoints").exists(),
         init_weights=init_weights(run),

@@ -21,16 +21,7 @@ from __future__ import annotations
 
 import argparse
 
-from repro.ingest.device import (
-    MEASUREMENTS_DIR,
-    RAW_MAX_BYTES,
-    check_stored,
-    device_run_facts,
-    device_run_name,
-    draft_readme,
-    store_device_run,
-    stored_files,
-)
+from repro.ingest.device import COMMANDS, store_device_run
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,18 +34,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--run", help="the run's name (default <gpu>-<date>-<commit>)")
     parser.add_argument(
-        "--profile-command", default="bash scripts/gpu_profile.sh", help="how gpu_profile.sh was called, for the README"
+        "--profile-command", default=COMMANDS["profile"], help="how gpu_profile.sh was called, for the README"
     )
     parser.add_argument(
-        "--check-command", default="bash scripts/gpu_check.sh", help="how gpu_check.sh was called, for the README"
+        "--check-command", default=COMMANDS["gpu_check"], help="how gpu_check.sh was called, for the README"
     )
 
 
 def run(args: argparse.Namespace) -> int:
     """Keep a GPU run's output and copy its stored results (--from-device)."""
-    raw_dir, written = store_device_run(
-        args.from_device, run=args.run, profile_command=args.profile_command, check_command=args.check_command
-    )
+    commands = {"gpu_check": args.check_command, "profile": args.profile_command}
+    raw_dir, written = store_device_run(args.from_device, run=args.run, commands=commands)
     print(f"raw files: {raw_dir} (README.md drafted from them: add what they cannot say)")
     for path in written:
         print(path)
@@ -64,15 +54,3 @@ def run(args: argparse.Namespace) -> int:
             "tok/s (tests/book/test_full_cost.py; _code.training.full_cost() computes them)"
         )
     return 0
-
-
-__all__ = [
-    "MEASUREMENTS_DIR",
-    "RAW_MAX_BYTES",
-    "check_stored",
-    "device_run_facts",
-    "device_run_name",
-    "draft_readme",
-    "store_device_run",
-    "stored_files",
-]

@@ -9,14 +9,17 @@ import re
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from canlib.io import CHECKOUT_DIR, results_dir
-from repro.results.files import ProvenanceError, load_result
+from repro.results.files import load_result
 from repro.results.layout import GPU_KINDS
 
 MEASUREMENTS_DIR = CHECKOUT_DIR / "measurements"
+# how the two scripts were called, by the folder each writes (gpu_check.sh first: its steps lead the README)
+COMMANDS = {"gpu_check": "bash scripts/gpu_check.sh", "profile": "bash scripts/gpu_profile.sh"}
 
 # where a stored result lies in a GPU run's output: gpu_check/<kind>.json (scripts/gpu_check.sh, python -m repro
 # bench --store, scripts/gpu_smoke_train.py --result) and profile.json in the profile/ folder of gpu_profile.sh or
@@ -33,12 +36,15 @@ REQUIRED = {
 SPEED_FIELDS = ("tok_per_s", "tok_per_s_repeats", "seconds", "tokens")  # of each system's timed mode
 
 
+def _lines(path: Path) -> list[str]:
+    """The lines of a text file the scripts wrote, stripped, without the empty ones; none when it is missing."""
+    text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
 def read_environment(folder: Path) -> dict[str, str]:
     """``gpu_check/environment.txt`` (``key: value`` lines: date, commit, dirty, python, torch, device...), if any."""
-    path = folder / "gpu_check" / "environment.txt"
-    if not path.is_file():
-        return {}
-    pairs = (line.partition(":") for line in path.read_text(encoding="utf-8").splitlines())
+    pairs = (line.partition(":") for line in _lines(folder / "gpu_check" / "environment.txt"))
     return {k.strip(): v.strip() for k, sep, v in pairs if sep and k.strip() and " " not in k.strip()}
 
 
@@ -55,10 +61,7 @@ def stored_files(folder: Path) -> dict[str, Path]:
 def check_stored(path: Path, kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """A stored result of ``kind`` as the registry reads it, or a one-line error naming the file and the field: its
     provenance complete, measured at a scale that is not ``tiny`` (a ``--dry-run``), the kind's fields present."""
-    try:
-        result, prov = load_result(path)
-    except ProvenanceError as exc:
-        raise ValueError(str(exc)) from None
+    result, prov = load_result(path)  # a ProvenanceError is a ValueError naming the file
     if prov["scale"] == "tiny":
         raise ValueError(f"{path}: provenance scale 'tiny': a --dry-run checks the script, it measures nothing")
     if not isinstance(result, dict):
@@ -69,9 +72,8 @@ def check_stored(path: Path, kind: str) -> tuple[dict[str, Any], dict[str, Any]]
     if kind == "speed":
         for name, modes in result["systems"].items():
             for mode, row in modes.items():
-                for field in SPEED_FIELDS:
-                    if field not in row:
-                        raise ValueError(f"{path}: result lacks the field 'systems.{name}.{mode}.{field}'")
+                if missing := [field for field in SPEED_FIELDS if field not in row]:
+                    raise ValueError(f"{path}: result lacks the field 'systems.{name}.{mode}.{missing[0]}'")
     return result, prov
 
 
@@ -111,11 +113,6 @@ STATUS_LINE = re.compile(
 )
 
 
-def _last_line(path: Path) -> str:
-    lines = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
 def device_run_name(facts: dict[str, Any]) -> str:
     """``<gpu>-<date>-<commit>`` (``h100``, ``YYYY-MM-DD``, 7 digits of the hash); ``-dirty`` when the work tree had
     changes."""
@@ -125,25 +122,14 @@ def device_run_name(facts: dict[str, Any]) -> str:
     return f"{gpu}-{facts['date'][:10]}-{facts['commit'][:7]}" + ("-dirty" if dirty else "")
 
 
-def draft_readme(
-    folder: Path,
-    run: str,
-    *,
-    profile_command: str = "bash scripts/gpu_profile.sh",
-    check_command: str = "bash scripts/gpu_check.sh",
-    left_out: list[str] = (),
-) -> str:
+def draft_readme(folder: Path, run: str, commands: Mapping[str, str] = COMMANDS, left_out: Sequence[str] = ()) -> str:
     """The README of a GPU run's files: where and what was measured, from its stored results, and a table row
     (``| `file` | `command` | outcome |``) per ``gpu_check`` step of ``status.txt`` (a failed step's last log line says
-    why), per case of the stored ``profile.json``, and for the files neither names (the scripts' own, the logs)."""
+    why), per case of the stored ``profile.json``, and for the files neither names (the scripts' own, the logs);
+    ``commands``: how each script was called, by the folder it writes."""
     f = device_run_facts(folder)
-    env = folder / "gpu_check" / "environment.txt"
-    smi = (
-        [line for line in env.read_text(encoding="utf-8").splitlines() if line.count(",") == 2] if env.is_file() else []
-    )
-    gpu = ", driver ".join(
-        part.strip() for part in (smi or [""])[0].split(",")[1:]
-    )  # nvidia-smi's name, memory, driver
+    smi = [line for line in _lines(folder / "gpu_check" / "environment.txt") if line.count(",") == 2]
+    gpu = ", driver ".join(part.strip() for part in (smi or [""])[0].split(",")[1:])  # nvidia-smi's memory, driver
     tree = "clean" if str(f["dirty"] or "0").split()[0] == "0" else f"{f['dirty']} (not clean)"
     details = {"PyTorch {}": f["torch"], "Python {}": f["python"], "{} CPU threads": f["cpu_threads"]}
     lines = [
@@ -154,7 +140,7 @@ def draft_readme(
         + "".join(", " + form.format(value) for form, value in details.items() if value)
         + ".",
         f"Commit {f['commit']}, work tree {tree}. Commands, from the project root on the device: "
-        f"`{profile_command}` (the `profile/` files) and `{check_command}` (the `gpu_check/` files).",
+        f"`{commands['profile']}` (the `profile/` files) and `{commands['gpu_check']}` (the `gpu_check/` files).",
         f"The files are unchanged copies of what the device wrote; `python -m repro ingest` "
         f"copied the stored results among them into `book/results/gpu/{run}/`.",
         "",
@@ -167,22 +153,21 @@ def draft_readme(
         listed.update(files)
         lines.append(f"| {', '.join(f'`{x}`' for x in files) or '-'} | {command} | {outcome} |")
 
-    status = folder / "gpu_check" / "status.txt"
-    for line in status.read_text(encoding="utf-8").splitlines() if status.is_file() else []:
-        if not (m := STATUS_LINE.match(line.strip())):
-            notes += [line.strip()] if line.strip() else []
+    for line in _lines(folder / "gpu_check" / "status.txt"):
+        if not (m := STATUS_LINE.match(line)):
+            notes.append(line)
             continue
         out = re.search(r"--(?:json|out|store) (\S+)", m["command"])
         log = folder / "gpu_check" / f"{m['step']}.log"
         paths = [folder / "gpu_check" / Path(out.group(1)).name] if out else []
         outcome = f"step `{m['step']}`: {m['outcome']} in {m['s']} s"
         if m["outcome"] != "ok" and log.is_file():
-            outcome += f": {_last_line(log).replace('|', '/')}"
+            outcome += f": {(_lines(log) or [''])[-1].replace('|', '/')}"
         row([f"gpu_check/{p.name}" for p in [*paths, log] if p.is_file()], f"`{m['command']}`", outcome)
     if place := next((place for place in PROFILE_PLACES if (folder / place).is_file()), None):
         stored = json.loads((folder / place).read_text(encoding="utf-8"))["result"]
         sub = Path(place).parent.as_posix()
-        command = f"`{check_command if sub.startswith('gpu_check/') else profile_command}`"  # gpu_check.sh's profile
+        command = f"`{commands[Path(sub).parts[0]]}`"  # gpu_check.sh's profile, or gpu_profile.sh's
         row([place], command, "every case below, and `sdpa_backends`")
         for case in [*stored["cases"], *(c for c in stored["errors"] if c not in stored["cases"])]:
             files = [f"{sub}/{case}{ext}" for ext in (".json", ".txt") if (folder / sub / f"{case}{ext}").is_file()]
@@ -190,7 +175,7 @@ def draft_readme(
             row(files, command, f"case `{case}`: " + (f"FAILED: {error.strip()}".replace("|", "/") if error else "ok"))
         if "sdpa_backends" not in stored["errors"] and (folder / sub / "sdpa_backends.json").is_file():
             row([f"{sub}/sdpa_backends.json"], command, "case `sdpa_backends`: ok")
-    for sub, command in (("gpu_check", check_command), ("profile", profile_command)):
+    for sub, command in commands.items():
         files = [p.relative_to(folder).as_posix() for p in sorted((folder / sub).rglob("*")) if p.is_file()]
         if rest := [name for name in files if name not in listed]:
             row(rest, f"`{command}`", "written by the script itself (environment, status, summary, log)")
@@ -231,8 +216,7 @@ def store_device_run(
     run: str | None = None,
     measurements: str | Path | None = None,
     results: str | Path | None = None,
-    profile_command: str = "bash scripts/gpu_profile.sh",
-    check_command: str = "bash scripts/gpu_check.sh",
+    commands: Mapping[str, str] = COMMANDS,
 ) -> tuple[Path, list[Path]]:
     """Keep a GPU run's raw output in the repository and store its results, in one step.
 
@@ -240,9 +224,10 @@ def store_device_run(
     (``scripts/gpu_profile.sh``), or their archives ``gpu_check.tar.gz`` and ``profile.tar.gz``, and
     optionally ``nvidia_smi.txt`` and logs (top-level ``*.txt``, ``*.log``). Every file is copied
     unchanged to ``<measurements>/<run>/`` (default :data:`MEASUREMENTS_DIR`; ``run``: :func:`device_run_name`
-    unless given) with a README from :func:`draft_readme` (edit it to add what the files cannot say), and its stored
-    results (:func:`stored_files`, each checked by :func:`check_stored`) copied unchanged into
-    ``<results>/gpu/<run>/``. Nothing is written if the run exists already or a stored result is malformed."""
+    unless given) with a README from :func:`draft_readme` (edit it to add what the files cannot say; ``commands``:
+    how the two scripts were called), and its stored results (:func:`stored_files`, each checked by
+    :func:`check_stored`) copied unchanged into ``<results>/gpu/<run>/``. Nothing is written if the run exists
+    already or a stored result is malformed."""
     source = Path(source)
     with tempfile.TemporaryDirectory() as unpacked:
         folder = _unpacked(source, Path(unpacked))
@@ -266,10 +251,7 @@ def store_device_run(
                 elif path.is_file():
                     (staged / name).parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(path, staged / name)
-            readme = draft_readme(
-                staged, run, profile_command=profile_command, check_command=check_command, left_out=left_out
-            )
-            (staged / "README.md").write_text(readme, encoding="utf-8")
+            (staged / "README.md").write_text(draft_readme(staged, run, commands, left_out), encoding="utf-8")
             converted = Path(tmp) / "results"
             converted.mkdir()
             for kind, path in stored_files(folder).items():

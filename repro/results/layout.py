@@ -140,40 +140,16 @@ def experiment_command(
 
 
 def study(
-    name: str,
-    scale: str,
-    config: dict[str, Any],
-    compute: Callable[[], Any],
-    device: str = "cpu",
-    *,
-    store: bool = False,
-    root: Path | None = None,
-    extra: dict[str, Any] | None = None,
-    studies: Sequence[str] = ("speed",),
+    name: str, where: Where, config: dict[str, Any], compute: Callable[[], Any], device: str = "cpu"
 ) -> tuple[Any, dict[str, Any]]:
-    """(result, provenance) of the measurement ``name``: at tiny computed on first use and cached under a key
-    of the code and ``config``; with ``store=True`` computed if ``<root>/<scale>/<name>.json`` is missing and
-    stored there; otherwise loaded, a missing one being an error that names the command which stores it
-    (``python -m repro experiment --studies <studies>``). ``extra`` adds top-level provenance keys."""
-    if store or scale != "tiny" or root is not None:
-        path = Where.of(scale, root).path(name)
-    else:
-        path = cache_dir() / "studies" / scale / f"{name}-{key(code_version(), config)}.json"
-    if not store and (scale != "tiny" or root is not None):  # a folder of stored results: load only
-        if not path.exists():
-            raise FileNotFoundError(
-                f"{path}: no stored {scale} result; store it with "
-                f"`{experiment_command(scale, studies=studies)}` and commit the JSON it writes"
-            )
-        return load_result(path)
+    """(result, provenance) of the measurement ``name`` stored ``where``: computed and stored with ``config`` if
+    missing, else loaded (never computed again); a stored one of another configuration is an error."""
+    path = where.path(name)
     if not path.exists():
-        save_result(
-            path, compute(), provenance(scale, {**config, "code_version": code_version()}, device, **(extra or {}))
-        )
-        return load_result(path)
+        save_result(path, compute(), provenance(where.scale, {**config, "code_version": code_version()}, device))
     result, prov = load_result(path)
     stored = {k: v for k, v in prov["config"].items() if k != "code_version"}  # code changes keep a stored result
-    if store and json.loads(json.dumps(stored)) != json.loads(json.dumps(config)):
+    if json.loads(json.dumps(stored)) != json.loads(json.dumps(config)):
         raise ValueError(
             f"{path}: stored with another configuration ({stored}); this asks for {config}: "
             "give another results folder or delete the stored file"

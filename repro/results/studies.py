@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from canlib.catalogue import ABLATION_SYSTEMS, PAPER_SYSTEMS
 
@@ -129,20 +130,20 @@ DISTILL_BEAM = 4  # the beam of a teacher's translations
 REDUCED_PAIRS = 64  # an end-to-end test (a reduced budget) distils only the first pairs of the training set
 
 
+def _record(name: str, kind: type[Analysis | Study]) -> Any:
+    """The record of ``kind`` named ``name``; an unknown name is an error that lists the known ones."""
+    record = TABLE.get(name)
+    if not isinstance(record, kind):
+        known = ", ".join(n for n, r in TABLE.items() if isinstance(r, kind))
+        raise ValueError(f"{kind.__name__.lower()} {name!r}: choose from {known}")
+    return record
+
+
 def study_record(name: str) -> Study:
     """The record of beyond study ``name``; an unknown name is an error that lists the known ones."""
-    record = TABLE.get(name)
-    if not isinstance(record, Study):
-        raise ValueError(
-            f"study {name!r}: choose from {', '.join(n for n, r in TABLE.items() if isinstance(r, Study))}"
-        )
-    return record
+    return _record(name, Study)
 
 
 def analysis_record(name: str) -> Analysis:
     """The record of analysis ``name``; an unknown name is an error that lists the known ones."""
-    record = TABLE.get(name)
-    if not isinstance(record, Analysis):
-        known = ", ".join(n for n, r in TABLE.items() if isinstance(r, Analysis))
-        raise ValueError(f"analysis {name!r}: choose from {known}")
-    return record
+    return _record(name, Analysis)

@@ -139,15 +139,15 @@ def test_alpha_histogram_counts_every_value_once_including_the_ends():
 
 
 def test_the_attention_study_stores_what_the_chapter_draws(shared_data, tmp_path, monkeypatch):
-    from repro.experiments.experiment import experiment
+    from repro.cli import main
     from repro.results.files import load_result
-    from repro.results.layout import Where
 
     monkeypatch.setenv("CANLIB_DATA_DIR", str(shared_data))
     monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path / "cache"))
     if not (shared_data / "multi30k-en-de").is_dir():
         pytest.skip("multi30k-en-de is not in the data folder")
-    experiment(Where.of("tiny", tmp_path / "out", 2), studies=["attention"], log=None)
+    argv = ["--scale", "tiny", "--out", str(tmp_path / "out"), "--max-steps", "2", "--studies", "attention"]
+    assert main(["experiment", *argv]) == 0
     study, prov = load_result(tmp_path / "out" / "tiny" / "attention.json")
     assert (tmp_path / "out" / "tiny" / "attention.json").is_file() and prov["scale"] == "tiny"
     t, s = len(study["pair"]["tgt_tokens"]), len(study["pair"]["src_tokens"])

@@ -11,22 +11,6 @@ from repro.experiments.run import plan
 from repro.results.layout import Where, study
 
 
-def test_tiny_study_is_computed_once_and_carries_provenance(tmp_path, monkeypatch):
-    monkeypatch.setenv("CANLIB_CACHE_DIR", str(tmp_path))
-    calls = []
-
-    def compute():
-        calls.append(1)
-        return {"value": 42}
-
-    first, prov = study("demo", "tiny", {"knob": 1}, compute)
-    again, _ = study("demo", "tiny", {"knob": 1}, compute)
-    other, _ = study("demo", "tiny", {"knob": 2}, compute)
-    assert first == again == other == {"value": 42}
-    assert len(calls) == 2  # a new config is a new study; the same one is reused
-    assert prov["scale"] == "tiny" and prov["commit"] and prov["config"]["knob"] == 1
-
-
 def test_store_never_recomputes_a_stored_result(tmp_path):
     calls = []
 
@@ -34,20 +18,14 @@ def test_store_never_recomputes_a_stored_result(tmp_path):
         calls.append(1)
         return {"value": len(calls)}
 
-    first, _ = study("demo", "small", {"budget": 1}, compute, store=True, root=tmp_path)
-    again, _ = study("demo", "small", {"budget": 1}, compute, store=True, root=tmp_path)
-    loaded, prov = study("demo", "small", {"budget": 1}, compute, root=tmp_path)
-    assert first == again == loaded == {"value": 1} and calls == [1]
-    assert Where.of("small", tmp_path).path("demo").is_file() and prov["scale"] == "small"
+    where = Where.of("small", tmp_path)
+    first, _ = study("demo", where, {"budget": 1}, compute)
+    again, prov = study("demo", where, {"budget": 1}, compute)
+    assert first == again == {"value": 1} and calls == [1]
+    assert (tmp_path / "small" / "demo.json").is_file() and prov["scale"] == "small" and prov["config"]["budget"] == 1
     with pytest.raises(ValueError, match="stored with another configuration"):
-        study("demo", "small", {"budget": 2}, compute, store=True, root=tmp_path)
+        study("demo", where, {"budget": 2}, compute)
     assert calls == [1]
-
-
-def test_small_scale_without_stored_result_names_the_command(tmp_path, monkeypatch):
-    monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="python -m repro experiment --scale small"):
-        study("similarity", "small", {}, lambda: {"never": "computed"})
 
 
 def test_unknown_scale_is_refused():

@@ -15,7 +15,6 @@ import pytest
 from conftest import MEASUREMENTS, missing
 
 from _code import gpu_results as gpu
-from repro import ingest
 from repro.cli import main
 from repro.ingest import device as ingest_device
 from repro.results.files import load_result
@@ -314,7 +313,7 @@ def _device_output(tmp_path: Path, archives: bool = False) -> Path:
 
 def test_one_command_keeps_a_device_output_unchanged_and_copies_its_stored_results(tmp_path, monkeypatch):
     device = _device_output(tmp_path, archives=True)
-    (device / "huge.log").write_bytes(b"x" * (ingest.RAW_MAX_BYTES + 1))
+    (device / "huge.log").write_bytes(b"x" * (ingest_device.RAW_MAX_BYTES + 1))
     monkeypatch.setattr(ingest_device, "MEASUREMENTS_DIR", tmp_path / "measurements")  # the default folder
     monkeypatch.setenv("CANLIB_RESULTS_DIR", str(tmp_path / "results"))
     assert (
@@ -352,7 +351,7 @@ def test_one_command_keeps_a_device_output_unchanged_and_copies_its_stored_resul
     for kind in STORED_AT:  # byte for byte what the device stored
         assert filecmp.cmp(stored / f"{kind}.json", STORED / RUN / f"{kind}.json", shallow=False), kind
     with pytest.raises(FileExistsError, match=run):
-        ingest.store_device_run(device)
+        ingest_device.store_device_run(device)
 
 
 def _with_stored(device: Path, place: str, change) -> None:
@@ -364,7 +363,7 @@ def _with_stored(device: Path, place: str, change) -> None:
 def test_a_changed_work_tree_names_the_run_and_its_commit_dirty(tmp_path):
     device = _device_output(tmp_path)
     _with_stored(device, STORED_AT["speed"], lambda d: d["provenance"]["environment"].update(dirty="3 changed files"))
-    raw_dir, written = ingest.store_device_run(device, measurements=tmp_path / "m", results=tmp_path / "r")
+    raw_dir, written = ingest_device.store_device_run(device, measurements=tmp_path / "m", results=tmp_path / "r")
     assert raw_dir.name.endswith("e19dd56-dirty")
     prov = Store("small", tmp_path / "r").gpu_speed("eager", raw_dir.name)[1]
     assert gpu.commit_label(prov) == "e19dd56+dirty"
@@ -390,7 +389,7 @@ def test_a_malformed_stored_result_is_named_by_file_and_field_and_nothing_is_wri
     device = _device_output(tmp_path)
     _with_stored(device, STORED_AT[kind], change)
     with pytest.raises(ValueError, match=re.escape(message)):
-        ingest.store_device_run(device, measurements=tmp_path / "m", results=tmp_path / "r")
+        ingest_device.store_device_run(device, measurements=tmp_path / "m", results=tmp_path / "r")
     assert not (tmp_path / "m").exists() and not (tmp_path / "r").exists()
 
 
@@ -411,7 +410,7 @@ def test_a_device_output_of_raw_files_alone_is_refused_and_nothing_is_written(tm
     device = tmp_path / "x"
     shutil.copytree(IN_REPO / RUN / "gpu_check", device / "gpu_check")
     with pytest.raises(FileNotFoundError, match="no stored result"):
-        ingest.store_device_run(device, measurements=tmp_path / "m", results=tmp_path / "r")
+        ingest_device.store_device_run(device, measurements=tmp_path / "m", results=tmp_path / "r")
     assert not (tmp_path / "m").exists() and not (tmp_path / "r").exists()
 
 

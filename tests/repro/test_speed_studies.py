@@ -175,29 +175,23 @@ def test_a_system_outside_the_shared_run_is_named(tmp_path, monkeypatch):
         cpu_speed.cpu_table(("small-can",))
 
 
-def test_unknown_setting_is_refused():
-    with pytest.raises(ValueError, match="beem"):
-        sp.settings_for("speed", "tiny", ("can",), beem=4)
-
-
 def test_the_bench_runs_without_printing_or_warning(capsys, monkeypatch):
     import warnings
 
     from repro.bench import speed as bench
 
     monkeypatch.setattr(bench, "busy_warning", lambda *a: "the machine is busy (test)")
-    settings = sp.settings_for(
-        "speed",
-        "tiny",
-        ("balanced", "can"),
-        device="cpu",
-        scale="tiny",
-        sentences=1,
-        repeats=2,
-        forced_length=2,
-        warmup=0,
-        vocab_size=64,
-    )
+    settings = {
+        **sp.cpu_settings("speed"),
+        "systems": ["balanced", "can"],
+        "scale": "tiny",
+        "sentences": 1,
+        "repeats": 2,
+        "forced_length": 2,
+        "warmup": 0,
+        "vocab_size": 64,
+        "threads": 0,
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         result = sp.run_bench("speed", settings)
