@@ -471,7 +471,6 @@ def test_the_numbers_of_a_judged_claim_are_the_raw_files(stored):
 VERDICT_FUNCTIONS = {
     "judge",
     "interval_verdict",
-    "seed_contrast",
     "seed_interval",
     "median_interval",
     "combined_interval",
