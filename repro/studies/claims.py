@@ -429,19 +429,8 @@ def table(rows: Sequence[Judged]):
     """One row per claim: id, claim, the paper's, ours, the verdict, the chapter."""
     import pandas as pd
 
-    return pd.DataFrame(
-        [
-            {
-                "id": j.claim.id,
-                "claim": j.claim.name,
-                "paper": j.claim.paper,
-                "ours": j.ours,
-                "verdict": j.word,
-                "chapter": j.claim.chapter,
-            }
-            for j in rows
-        ]
-    )
+    columns = ["id", "claim", "paper", "ours", "verdict", "chapter"]
+    return pd.DataFrame([j.as_json(beside=False) for j in rows], columns=columns)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

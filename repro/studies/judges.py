@@ -64,6 +64,7 @@ GPU_CHECK = "bash scripts/gpu_check.sh --steps=bench,profile"  # the decoding-sp
 GPU_CHECK_MINUTES = 5  # its steps' timeouts, with the machine's start
 GPU_RUN = (f"one GPU run, about {GPU_CHECK_MINUTES} GPU-minutes", float(GPU_CHECK_MINUTES))
 BATCH_SWEEP = "python -m repro bench batch --device cuda"
+HOW = {"eager": "eager", "captured": "with CUDA graphs"}  # a speed reading's mode, in words
 
 SETTLE = "bash scripts/gpu_settle.sh"  # the one GPU call that stores the runs settling the most claims
 CONVERGED = "converged"  # the study of the Table 2 and 5 systems at the converged recipe (repro.results.studies)
@@ -154,7 +155,7 @@ def _settle_in_seeds(
     this scale" where a set's difference sits on the bound."""
     n, would, why = settle_sets(j.sets, c.ok)
     if n is None:
-        return {"seeds_to_settle": None, "settle": f"no number of seeds at this scale: {why}", "cost": ("", None)}
+        return {"seeds_to_settle": None, "settle": f"no number of seeds at this scale: {why}"}
     systems = {(t.system, t.study, t.tag, t.factor or factor): len(r.seeds) for t, r in terms}
     extra = sum(max(0, n - have) for have in systems.values())
     walls = [w for _, r in terms for f in r.files if (w := store.result(f)[0].get("training", {}).get("wall_s"))]
@@ -166,7 +167,8 @@ def _settle_in_seeds(
         "seeds_to_settle": n,
         "settle": f"{n} seeds of every system would settle it ({would}) if the observed differences are the true "
         f"ones: {runs}{rate}: `{command}`",
-        "cost": (f"{runs}{rate}", minutes),
+        "cost": f"{runs}{rate}",
+        "minutes": minutes,
         "command": command,
     }
 
@@ -228,9 +230,7 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
         **data,
     )
     if meets and decided.word == INCONCLUSIVE:
-        more = _settle_in_seeds(store, c, terms, j, factor)
-        cost = more.pop("cost")
-        return replace(decided, cost=cost[0], minutes=cost[1], **more)
+        return replace(decided, **_settle_in_seeds(store, c, terms, j, factor))
     return decided
 
 
@@ -288,7 +288,6 @@ def _speed_body(
     runs = ", ".join(f"{r['set']} ({r['repeats']} repeats, shortest {r['shortest_repeat_s']:.2f} s)" for r in rows)
     interval = pooled["interval"]
     shown = f"[{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "(too few repeats for an interval)"
-    how = "with CUDA graphs" if mode == "captured" else "eager"
     reading = "CUDA-graph" if mode == "captured" else "eager"
     spread = (
         f"the run-to-run spread is not measured (the standard asks for {SPEED.runs} runs)"
@@ -298,9 +297,9 @@ def _speed_body(
     )
     below = f"; a run below the per-run standard ({SPEED.repeats} repeats of at least {SPEED.seconds:g} s)"
     evidence = (
-        f"decided by the {reading} reading; {runs_word(n)}: GPU fp16, batch 1, beam 4, d=512 random weights, {how}; "
-        f"code of commit {code}; {runs}; the median of {pooled['n']} per-repeat ratios and its order-statistic "
-        f"interval {shown} ({read['within']} within runs); {spread}"
+        f"decided by the {reading} reading; {runs_word(n)}: GPU fp16, batch 1, beam 4, d=512 random weights, "
+        f"{HOW[mode]}; code of commit {code}; {runs}; the median of {pooled['n']} per-repeat ratios and its "
+        f"order-statistic interval {shown} ({read['within']} within runs); {spread}"
         + ("" if all(r["meets"] for r in rows) else below)
         + (f" | beside it, not deciding: {beside}" if beside else "")
     )
@@ -308,7 +307,7 @@ def _speed_body(
     return _judged(
         claim,
         word,
-        f"{pooled['median']:.2f}x {shown} ({how}, commit {code}, {runs_word(n)})",
+        f"{pooled['median']:.2f}x {shown} ({HOW[mode]}, commit {code}, {runs_word(n)})",
         evidence,
         meets=read["meets"],
         settle=f"{runs_word(more).replace('GPU run', 'more GPU run')} of this code meeting the standard "
@@ -347,8 +346,7 @@ def _judge_speed(store: Store, claim: Claim, s: SpeedRatio) -> Judged:
         word, read = speed_word(lead_other, s.ok, SPEED.runs)
         pooled = read["pooled"]
         shown = f" [{pooled['interval'][0]:.2f}, {pooled['interval'][1]:.2f}]" if pooled["interval"] else ""
-        how = "with CUDA graphs" if other == "captured" else "eager"
-        beside = f"{how} {pooled['median']:.2f}x{shown} ({runs_word(len(lead_other))}): {word}"
+        beside = f"{HOW[other]} {pooled['median']:.2f}x{shown} ({runs_word(len(lead_other))}): {word}"
     lead, *older = (_speed_body(claim, s.mode, group, s.ok, beside) for group in by_code(rows))
     return replace(lead, beside=tuple(older))
 
@@ -433,13 +431,14 @@ def _readings(claim: Claim, rows: list[dict[str, Any]], fmt: str, over: str, evi
     )
 
 
-def _layers(claim: Claim, rows: list[dict[str, Any]], evidence: str, files: tuple[str, ...], fmt: str) -> Judged:
+def _layers(claim: Claim, rows: list[dict[str, Any]], evidence: str, names: Sequence[str], fmt: str) -> Judged:
     """An analysis read layer by layer on one model of each architecture: no interval over seeds, so below its
-    standard and inconclusive, each layer's value and the criterion read on it shown."""
+    standard and inconclusive, each layer's value and the criterion read on it shown; ``names``: the analyses read."""
     held, n = sum(r["by_value"] == HOLDS for r in rows), claim.evidence.standard.seeds
     why = f"{evidence}; the criterion met by the value in {held} of {len(rows)} layers, with no interval to judge it"
     settle = f"the analysis repeated on {n} seeds of each model (an interval over seeds per layer); one model each now"
     strength = {"models": sorted({r["model"] for r in rows}), "layers": len(rows)}
+    files = tuple(f"{n}.json" for n in names)
     return _readings(
         claim, rows, fmt, f"{len(rows)} layers", why, meets=False, settle=settle, files=files, strength=strength
     )
@@ -464,7 +463,7 @@ def _judge_similarity(store: Store, claim: Claim, s: Similarity) -> Judged:
         "of each decoder layer over the validation split; one model each, so no seed spread: a measurement, read "
         "layer by layer"
     )
-    return _layers(claim, rows, evidence, tuple(f"{n}.json" for n in s.studies), "+.2f" if s.than else ".2f")
+    return _layers(claim, rows, evidence, s.studies, "+.2f" if s.than else ".2f")
 
 
 def _judge_gate(store: Store, claim: Claim, g: GateShare) -> Judged:
@@ -479,7 +478,7 @@ def _judge_gate(store: Store, claim: Claim, g: GateShare) -> Judged:
         f"the seed-1 CAN at {store.scale}, its gate over every (target position, head) of the test split "
         "(attention.json); one model: a measurement, read layer by layer"
     )
-    return _layers(claim, rows, evidence, ("attention.json",), ".0%")
+    return _layers(claim, rows, evidence, ("attention",), ".0%")
 
 
 def _judge_loss_gap(store: Store, claim: Claim, g: LossGap) -> Judged:

@@ -217,12 +217,10 @@ def interval_verdict(low: float, high: float, ok: Callable[[float], bool]) -> st
     """holds if the criterion holds over the whole interval, does not hold if nowhere, else inconclusive. ``ok`` is
     a threshold (monotone, so the ends decide) or an equivalence margin (:class:`Within`: two one-sided tests, the
     interval inside the margin to hold, wholly above or wholly below it to fail)."""
-    if isinstance(ok, Within):
-        if -ok.margin <= low and high <= ok.margin:
-            return HOLDS
-        return FAILS if high < -ok.margin or low > ok.margin else INCONCLUSIVE
-    lo_ok, hi_ok = ok(low), ok(high)
-    return HOLDS if lo_ok and hi_ok else FAILS if not lo_ok and not hi_ok else INCONCLUSIVE
+    if ok(low) and ok(high):
+        return HOLDS
+    outside = high < -ok.margin or low > ok.margin if isinstance(ok, Within) else not ok(low) and not ok(high)
+    return FAILS if outside else INCONCLUSIVE
 
 
 def bounds(ok: Callable[[float], bool] | None) -> tuple[float, ...]:
@@ -282,9 +280,7 @@ def seed_groups(
     groups = [[w * x for x in values] for i, (w, values) in enumerate(terms) if i not in paired]
     for i, j in pairs:
         (wi, a), (wj, b) = terms[i], terms[j]
-        if len(a) != len(b):
-            raise ValueError(f"terms {i} and {j} are paired on the seed but have {len(a)} and {len(b)} seeds")
-        groups.append([wi * x + wj * y for x, y in zip(a, b)])
+        groups.append([wi * x + wj * y for x, y in zip(a, b, strict=True)])
     return groups
 
 
