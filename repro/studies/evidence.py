@@ -178,6 +178,7 @@ class BatchCurve:
     against: str
     first: int
     last: int
+    ok: Threshold = Threshold(">", 0.0)
     standard: Standard = SPEED
 
 

@@ -272,17 +272,11 @@ def _judge_contrast(store: Store, claim: Claim, c: Contrast) -> Judged:
 # speed -----------------------------------------------------------------------------------------------------------
 
 
-def _speed_body(
-    claim: Claim,
-    mode: str,
-    rows: list[dict[str, Any]],
-    ok: Callable[[float], bool],
-    beside: str = "",
-    log: bool = True,
-) -> Judged:
-    """One body of speed evidence, the GPU runs of one decoder code pooled and judged by :func:`speed_word`;
+def _speed_body(claim: Claim, mode: str, rows: list[dict[str, Any]], beside: str = "") -> Judged:
+    """One body of speed evidence, the GPU runs of one decoder code pooled and judged by :func:`speed_word` on the
+    claim's criterion (a batch curve's readings are differences, averaged over runs as they are, not in logs);
     ``beside``: the other reading (eager or graphs) in words, shown, never deciding."""
-    word, read = speed_word(rows, ok, SPEED.runs, log)
+    word, read = speed_word(rows, claim.evidence.ok, SPEED.runs, log=isinstance(claim.evidence, SpeedRatio))
     pooled, medians, across = read["pooled"], read["medians"], read["across"]
     code, n = rows[0]["code"], len(rows)
     runs = ", ".join(f"{r['set']} ({r['repeats']} repeats, shortest {r['shortest_repeat_s']:.2f} s)" for r in rows)
@@ -347,7 +341,7 @@ def _judge_speed(store: Store, claim: Claim, s: SpeedRatio) -> Judged:
         pooled = read["pooled"]
         shown = f" [{pooled['interval'][0]:.2f}, {pooled['interval'][1]:.2f}]" if pooled["interval"] else ""
         beside = f"{HOW[other]} {pooled['median']:.2f}x{shown} ({runs_word(len(lead_other))}): {word}"
-    lead, *older = (_speed_body(claim, s.mode, group, s.ok, beside) for group in by_code(rows))
+    lead, *older = (_speed_body(claim, s.mode, group, beside) for group in by_code(rows))
     return replace(lead, beside=tuple(older))
 
 
@@ -368,7 +362,7 @@ def _judge_batch(store: Store, claim: Claim, b: BatchCurve) -> Judged:
         elif medians_only is None:
             medians_only = (run, prov)
     if rows:
-        lead, *older = (_speed_body(claim, "eager", group, lambda d: d > 0, log=False) for group in by_code(rows))
+        lead, *older = (_speed_body(claim, "eager", group) for group in by_code(rows))
         return replace(lead, beside=tuple(older))
     if medians_only:
         run, prov = medians_only
@@ -546,22 +540,13 @@ def _judge_tasks(store: Store, claim: Claim, t: CrossTask) -> Judged:
         if not store.judged or not all(r is not None and len(r.seeds) >= need for r in runs.values()):
             missing.append(corpus)
             continue
-        hyps = all(r.hyps for r in runs.values())
+        refs = store.references(corpus) if all(r.hyps for r in runs.values()) else None
         lang = store.result(runs["can"].files[0])[0].get("tgt_lang", "de")
-        refs = store.references(corpus) if hyps else None
         j = judge([(1.0, runs["can"]), (-1.0, runs["balanced"])], t.ok, refs, lang=lang)
-        head = j.deciding
-        rows.append(
-            {
-                "set": corpus.removeprefix("multi30k-"),
-                "split": head.split,
-                "value": head.value,
-                "interval": [head.interval.low, head.interval.high],
-                "seed_interval": [head.seeds.low, head.seeds.high],
-                "verdict": j.verdict if j.verdict in (HOLDS, FAILS) else INCONCLUSIVE,
-                "sets": j.rows(),
-            }
-        )
+        # the deciding set's reading, under the direction's name
+        head = {k: v for k, v in j.deciding.row().items() if k in ("split", "value", "interval", "seed_interval")}
+        verdict = j.verdict if j.verdict in (HOLDS, FAILS) else INCONCLUSIVE
+        rows.append({"set": corpus.removeprefix("multi30k-"), **head, "verdict": verdict, "sets": j.rows()})
     # a claim on every direction fails on the first direction that misses it: that one decides it alone
     if len(rows) < 2 and not any(r["verdict"] == FAILS for r in rows):
         command = experiment_command(
