@@ -301,11 +301,8 @@ class Store:
 
     def _runs(self, files: Sequence[Path], label: str) -> Runs | None:
         """The runs among ``files`` (one per seed) that this store reads, as :class:`Runs`; None if none is."""
-        kept = []
-        for path in sorted(files, key=lambda p: int(SEED.match(p.name)["seed"])):
-            result, prov = _load(path)
-            if self._kept(prov):
-                kept.append((path, result))
+        by_seed = sorted(files, key=lambda p: int(SEED.match(p.name)["seed"]))
+        kept = [(p, _load(p)[0]) for p in by_seed if self._kept(_load(p)[1])]
         if not kept:
             return None
         scores, hyps = {}, {}
@@ -315,13 +312,9 @@ class Store:
             scores[split] = tuple(float(r["scores"][split]["tok_bleu"]) for _, r in kept)
             if all(split in r.get("hyp_files", {}) for _, r in kept):
                 hyps[split] = tuple(_hypotheses(p.with_name(r["hyp_files"][split])) for p, r in kept)
-        return Runs(
-            label,
-            tuple(int(SEED.match(p.name)["seed"]) for p, _ in kept),
-            scores,
-            hyps,
-            tuple(str(p.relative_to(self.folder)) if p.is_relative_to(self.folder) else str(p) for p, _ in kept),
-        )
+        seeds = tuple(int(SEED.match(p.name)["seed"]) for p, _ in kept)
+        named = tuple(str(p.relative_to(self.folder)) if p.is_relative_to(self.folder) else str(p) for p, _ in kept)
+        return Runs(label, seeds, scores, hyps, named)
 
 
 def _load(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
