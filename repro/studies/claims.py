@@ -434,14 +434,10 @@ def table(rows: Sequence[Judged]):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scale", default=None, help="the scale to judge (default: small once runs are stored there)")
-    parser.add_argument("--out", default=None, help="a results folder instead of book/results")
-    parser.add_argument(
-        "--source", choices=("paper", "book"), default=None, help="only the paper's or the book's claims"
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="a JSON list: one object per claim, with its evidence as data"
-    )
+    parser.add_argument("--scale", help="the scale to judge (default: small once runs are stored there)")
+    parser.add_argument("--out", help="a results folder instead of book/results")
+    parser.add_argument("--source", choices=("paper", "book"), help="only the paper's or the book's claims")
+    parser.add_argument("--json", action="store_true", help="a JSON list of the claims, each with its evidence as data")
 
 
 def run(args: argparse.Namespace) -> int:
