@@ -62,7 +62,7 @@ from repro.studies.verdict import (
 SIDE_BY_SIDE = 4  # small runs a GPU trains at once in one `python -m repro experiment` call, each a run's time
 GPU_CHECK = "bash scripts/gpu_check.sh --steps=bench,profile"  # the decoding-speed run (measurements/README.md)
 GPU_CHECK_MINUTES = 5  # its steps' timeouts, with the machine's start
-GPU_RUN = (f"one GPU run, about {GPU_CHECK_MINUTES} GPU-minutes", float(GPU_CHECK_MINUTES))
+GPU_RUN = {"cost": f"one GPU run, about {GPU_CHECK_MINUTES} GPU-minutes", "minutes": float(GPU_CHECK_MINUTES)}
 BATCH_SWEEP = "python -m repro bench batch --device cuda"
 HOW = {"eager": "eager", "captured": "with CUDA graphs"}  # a speed reading's mode, in words
 
@@ -70,25 +70,14 @@ SETTLE = "bash scripts/gpu_settle.sh"  # the one GPU call that stores the runs s
 CONVERGED = "converged"  # the study of the Table 2 and 5 systems at the converged recipe (repro.results.studies)
 
 
-def _judged(
-    claim: Claim,
-    word: str,
-    ours: str,
-    evidence: str,
-    *,
-    meets: bool,
-    settle: str = "",
-    cost: tuple[str, float | None] = ("", None),
-    command: str = "",
-    **data: Any,
-) -> Judged:
-    """A claim judged on evidence that meets its standard or not. Below the standard the word is inconclusive (not
-    run stays not run) and ``settle``, ``cost`` (in words and GPU-minutes) and ``command`` say what would settle it;
-    at the standard nothing is left to settle."""
+def _judged(claim: Claim, word: str, ours: str, evidence: str, *, meets: bool, **data: Any) -> Judged:
+    """A claim judged on evidence that meets its standard or not (``data``: the other fields of :class:`Judged`).
+    Below the standard the word is inconclusive (not run stays not run) and ``settle``, ``cost`` (in words),
+    ``minutes`` and ``command`` say what would settle it; at the standard nothing is left to settle."""
     if meets:
-        return Judged(claim, word, ours, evidence, meets=True, **data)
-    word = NOT_RUN if word == NOT_RUN else INCONCLUSIVE
-    return Judged(claim, word, ours, evidence, settle=settle, cost=cost[0], minutes=cost[1], command=command, **data)
+        unsettled = {k: v for k, v in data.items() if k not in ("settle", "cost", "minutes", "command")}
+        return Judged(claim, word, ours, evidence, meets=True, **unsettled)
+    return Judged(claim, NOT_RUN if word == NOT_RUN else INCONCLUSIVE, ours, evidence, **data)
 
 
 def _missing(claim: Claim, why: str, command: str, settle: str = "", **data: Any) -> Judged:
@@ -184,8 +173,8 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
     command = c.command or _store_command(store, [t for t, _ in short] or [t for t, _ in terms], factor, need)
     if recipe:
         command = SETTLE
-    cost = _minutes(store, todo) if short and not recipe else ("", None)
-    settle = f"{need} seeds of every system: {cost[0]}: `{command}`" if cost[0] else f"{need} seeds: `{command}`"
+    cost, minutes = _minutes(store, todo) if short and not recipe else ("", None)
+    settle = f"{need} seeds of every system: {cost}: `{command}`" if cost else f"{need} seeds: `{command}`"
     strength = {"seeds": seeds, "budget": factor, "scale": store.scale} | ({"recipe": recipe} if recipe else {})
     data = dict(
         budget=None if recipe or not c.budgets else factor,
@@ -194,6 +183,7 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
         files=tuple(f for _, r in terms if r for f in r.files),
         strength=strength,
         cost=cost,
+        minutes=minutes,
     )
     if any(r is None for _, r in terms):
         absent = ", ".join(_label(t, factor) for t, r in terms if r is None)
@@ -306,7 +296,8 @@ def _speed_body(claim: Claim, mode: str, rows: list[dict[str, Any]], beside: str
         meets=read["meets"],
         settle=f"{runs_word(more).replace('GPU run', 'more GPU run')} of this code meeting the standard "
         f"(about {GPU_CHECK_MINUTES} GPU-minutes each): `{GPU_CHECK}`",
-        cost=(f"{runs_word(more)}, about {more * GPU_CHECK_MINUTES} GPU-minutes", float(more * GPU_CHECK_MINUTES)),
+        cost=f"{runs_word(more)}, about {more * GPU_CHECK_MINUTES} GPU-minutes",
+        minutes=float(more * GPU_CHECK_MINUTES),
         command=GPU_CHECK,
         value=pooled["median"],
         interval=interval,
@@ -331,7 +322,7 @@ def _judge_speed(store: Store, claim: Claim, s: SpeedRatio) -> Judged:
             claim,
             f"no stored GPU run timed {LABELS[s.system]} and {LABELS[s.against]} ({s.mode}, per-repeat tokens/s)",
             f"{GPU_CHECK} (with --systems {s.system},{s.against} in scripts/gpu_bench.py)",
-            cost=GPU_RUN,
+            **GPU_RUN,
         )
     other = "eager" if s.mode == "captured" else "captured"
     beside = ""
@@ -376,7 +367,7 @@ def _judge_batch(store: Store, claim: Claim, b: BatchCurve) -> Judged:
             "times: no interval can be read from it",
             meets=False,
             settle=f"a batch sweep with per-repeat times on a GPU (~{GPU_CHECK_MINUTES} GPU-minutes): `{BATCH_SWEEP}`",
-            cost=GPU_RUN,
+            **GPU_RUN,
             files=(run,),
         )
     return _missing(claim, "no stored GPU batch sweep of CAN and Balanced", BATCH_SWEEP)
@@ -556,8 +547,9 @@ def _judge_tasks(store: Store, claim: Claim, t: CrossTask) -> Judged:
             corpora=missing or [store.corpus],
         )
         why = f"{len(rows)} direction(s) with {need} seeds of CAN and Balanced; the claim needs 2 or more"
-        cost = _minutes(store, [(s, 1) for _ in missing for s in DIRECTION_SYSTEMS for _ in range(need)])
-        return _missing(claim, why, command, f"{why}: {cost[0]}: `{command}`", cost=cost, sets=tuple(rows))
+        cost, minutes = _minutes(store, [(s, 1) for _ in missing for s in DIRECTION_SYSTEMS for _ in range(need)])
+        settle = f"{why}: {cost}: `{command}`"
+        return _missing(claim, why, command, settle, cost=cost, minutes=minutes, sets=tuple(rows))
     return _judged(
         claim,
         outcome([r["verdict"] for r in rows]),
