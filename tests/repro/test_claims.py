@@ -380,6 +380,14 @@ def test_the_json_gives_every_claim_its_evidence_its_strength_and_its_standard(s
             assert row["settle"], row["id"]  # what would settle it
 
 
+def test_a_claim_decided_at_its_standard_has_nothing_left_to_settle(stored):
+    bodies = [b for row in stored.values() for b in (row, *row["beside"])]
+    decided = [b for b in bodies if b["standard"]["met"] and b["verdict"] != "inconclusive"]
+    assert decided  # the stored results decide some claims
+    for b in decided:
+        assert (b["settle"], b["cost"], b["gpu_minutes"], b["command"]) == ("", "", None, ""), b["id"]
+
+
 def test_the_stored_results_give_the_readings_of_a_careful_reviewer(stored):
     v = {k: row["verdict"] for k, row in stored.items()}
     # CAN within 0.5 of Balanced: 3 seeds at both budgets, the 2x body leads; two one-sided tests on the test sets:
