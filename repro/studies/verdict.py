@@ -64,7 +64,7 @@ import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -88,24 +88,17 @@ MAX_SEEDS = 100  # beyond this many seeds a system, "no number of seeds at this 
 
 @dataclass(frozen=True)
 class Within:
-    """An equivalence criterion, |x| <= margin, judged as two one-sided tests (Schuirmann's TOST): it holds where the
-    interval lies inside the margin and fails where it lies wholly outside it."""
+    """An equivalence criterion, |x| <= bound (the margin), judged as two one-sided tests (Schuirmann's TOST): it
+    holds where the interval lies inside the margin and fails where it lies wholly outside it."""
 
-    margin: float
+    bound: float
+    op: ClassVar[str] = "within"
 
     def __call__(self, x: float) -> bool:
-        return abs(x) <= self.margin
+        return abs(x) <= self.bound
 
     def text(self, what: str) -> str:
-        return f"|{what}| <= {self.margin:g} (two one-sided tests)"
-
-    @property
-    def op(self) -> str:
-        return "within"
-
-    @property
-    def bound(self) -> float:
-        return self.margin
+        return f"|{what}| <= {self.bound:g} (two one-sided tests)"
 
 
 @dataclass(frozen=True)
@@ -219,7 +212,7 @@ def interval_verdict(low: float, high: float, ok: Callable[[float], bool]) -> st
     interval inside the margin to hold, wholly above or wholly below it to fail)."""
     if ok(low) and ok(high):
         return HOLDS
-    outside = high < -ok.margin or low > ok.margin if isinstance(ok, Within) else not ok(low) and not ok(high)
+    outside = high < -ok.bound or low > ok.bound if isinstance(ok, Within) else not ok(low) and not ok(high)
     return FAILS if outside else INCONCLUSIVE
 
 
@@ -227,7 +220,7 @@ def bounds(ok: Callable[[float], bool] | None) -> tuple[float, ...]:
     """Where a criterion changes its answer: a threshold's bound, an equivalence margin's two ends; none for a bare
     function."""
     if isinstance(ok, Within):
-        return (-ok.margin, ok.margin)
+        return (-ok.bound, ok.bound)
     bound = getattr(ok, "bound", None)
     return () if bound is None else (float(bound),)
 
