@@ -2,8 +2,8 @@
 
 * **Declared once.** :data:`CLAIMS` is a table: one :class:`~repro.studies.evidence.Claim` row per claim,
   under a stable short id (``can-speed-1.28x``). Adding a claim is adding a row.
-* **Held to a standard** (:data:`repro.studies.evidence.STANDARDS`) by the judges
-  (:mod:`repro.studies.judges`): below it a claim is inconclusive and says what would settle it.
+* **Held to a standard** (:data:`repro.studies.evidence.STANDARDS`) by its evidence's ``judge``: below it a claim is
+  inconclusive and says what would settle it.
 * **Five words** (:data:`repro.studies.evidence.MEANINGS`). Pages show a verdict through their glue's ``mark``
   (``book/_code/marks.py``), which tags the word with the claim id, so a test can read every page and README and fail
   on a word not the registry's.
@@ -24,6 +24,7 @@ from canlib.catalogue import LABELS
 from repro.results.studies import STUDENTS
 from repro.studies import paper
 from repro.studies.evidence import (
+    SETTLE,
     BatchCurve,
     Claim,
     Contrast,
@@ -37,7 +38,6 @@ from repro.studies.evidence import (
     Term,
     Threshold,
 )
-from repro.studies.judges import JUDGES, SETTLE
 from repro.studies.store import Store, stored_scale
 from repro.studies.verdict import ON_PAR, Within
 
@@ -406,7 +406,7 @@ class Judgements(dict[str, Judged]):
         if claim_id not in BY_ID:
             raise KeyError(f"no claim {claim_id!r}; the registry holds {', '.join(BY_ID)}")
         claim = BY_ID[claim_id]
-        self[claim_id] = JUDGES[type(claim.evidence)](self.store, claim, claim.evidence)
+        self[claim_id] = claim.evidence.judge(self.store, claim)
         return self[claim_id]
 
     def all(self, source: str | None = None) -> list[Judged]:

@@ -54,8 +54,8 @@ names; the other reading is judged the same way and shown beside it, never decid
 < d for the seeds n per system, d the distance of the observed contrast from the criterion's bound and s the
 observed seed s.d.s (for a pair of systems t x s x sqrt(2/n) < d, s their root mean square).
 
-Which claims there are and which evidence each reads is declared once, in :mod:`repro.studies.claims`; the
-judges (:mod:`repro.studies.judges`) call the functions here.
+Which claims there are and which evidence each reads is declared once, in :mod:`repro.studies.claims`; each kind
+of evidence's ``judge`` (:mod:`repro.studies.evidence`) calls the functions here.
 """
 
 from __future__ import annotations
