@@ -165,7 +165,7 @@ SETTLE = "bash scripts/gpu_settle.sh"  # the one GPU call that stores the runs s
 CONVERGED = "converged"  # the study of the Table 2 and 5 systems at the converged recipe (repro.results.studies)
 
 
-# -- a claim and its judgement --------------------------------------------------------------------------------------
+# -- a claim and its judgement ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -288,7 +288,7 @@ def _minutes(store: Store, runs: Sequence[tuple[str, int]]) -> tuple[str, float 
     return f"{count}, about {minutes:.0f} GPU-minutes" + (" side by side" if len(runs) > 1 else ""), minutes
 
 
-# -- BLEU contrasts ------------------------------------------------------------------------------------------------
+# -- BLEU contrasts -----------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -319,11 +319,6 @@ def _label(t: Term, factor: int, recipe: str = "") -> str:
     if recipe:
         return f"{base} {recipe}"
     return base + (f" {factor}x" if factor != 1 and t.factor is None and not t.label else "")
-
-
-def _body_name(b: Judged) -> str:
-    """How a body of BLEU evidence is named beside the others: its recipe, else its budget ("2x")."""
-    return b.recipe or f"{b.budget}x"
 
 
 def _store_command(store: Store, terms: Sequence[Term], factor: int, seeds: int) -> str:
@@ -372,9 +367,7 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
     counts = ", ".join(f"{k} {n}" for k, n in seeds.items())
     short = [(t, r) for t, r in terms if r is None or len(r.seeds) < need]
     todo = [(t.system, t.factor or factor) for t, r in short for _ in range(need - (len(r.seeds) if r else 0))]
-    command = c.command or _store_command(store, [t for t, _ in short] or [t for t, _ in terms], factor, need)
-    if recipe:
-        command = SETTLE
+    command = SETTLE if recipe else c.command or _store_command(store, [t for t, _ in short or terms], factor, need)
     cost, minutes = _minutes(store, todo) if short and not recipe else ("", None)
     settle = f"{need} seeds of every system: {cost}: `{command}`" if cost else f"{need} seeds: `{command}`"
     strength = {"seeds": seeds, "budget": factor, "scale": store.scale} | ({"recipe": recipe} if recipe else {})
@@ -472,13 +465,13 @@ class Contrast:
         if not beside:
             return lead
 
-        def where(b: Judged) -> str:  # the body's deciding set, e.g. "test2016"
-            return b.deciding["set"] if b.deciding else ""
+        def named(b: Judged) -> str:  # a body by its recipe or budget ("2x"), its number and deciding set
+            return f"{b.recipe or f'{b.budget}x'}: {b.ours.split(' (')[0]} ({b.deciding['set'] if b.deciding else ''}"
 
-        others = "; ".join(f"{_body_name(b)}: {b.ours.split(' (')[0]} ({where(b)}, {b.word})" for b in beside)
+        others = "; ".join(f"{named(b)}, {b.word})" for b in beside)
         return replace(
             lead,
-            ours=f"{_body_name(lead)}: {lead.ours.split(' (')[0]} ({where(lead)}); {others} ({METRIC})",
+            ours=f"{named(lead)}); {others} ({METRIC})",
             beside=beside,
             evidence=f"{lead.evidence} | beside it: {' | '.join(b.evidence for b in beside)}",
         )
@@ -530,7 +523,7 @@ class CrossTask:
         )
 
 
-# -- speed ----------------------------------------------------------------------------------------------------------
+# -- speed --------------------------------------------------------------------------------------------------------
 
 
 def _speed_body(claim: Claim, mode: str, rows: list[dict[str, Any]], beside: str = "") -> Judged:
@@ -668,7 +661,7 @@ class BatchCurve:
         return _missing(claim, "no stored GPU batch sweep of CAN and Balanced", BATCH_SWEEP)
 
 
-# -- trained-model analyses ----------------------------------------------------------------------------------------
+# -- trained-model analyses ---------------------------------------------------------------------------------------
 
 
 def _analysis_missing(store: Store, claim: Claim, names: Sequence[str]) -> Judged | None:
@@ -783,7 +776,7 @@ class GateShare:
         return _layers(claim, rows, evidence, ("attention",), ".0%")
 
 
-# -- validation losses ----------------------------------------------------------------------------------------------
+# -- validation losses --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
