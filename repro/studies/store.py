@@ -16,7 +16,7 @@ elsewhere every stored seed. Nothing here trains; a missing result is an error t
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -323,23 +323,19 @@ def _load(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such stored result")
-    return _cached(str(path), path.stat().st_mtime_ns)
-
-
-@lru_cache(maxsize=1024)
-def _cached(path: str, _mtime: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    return load_result(path)
+    return _cached(load_result, str(path), path.stat().st_mtime_ns)
 
 
 def _hypotheses(path: Path) -> tuple[str, ...]:
     if not path.is_file():
         raise ValueError(f"{path}: the hypotheses a stored run names are missing")
-    return _lines(str(path), path.stat().st_mtime_ns)
+    return tuple(_cached(read_hypotheses, str(path), path.stat().st_mtime_ns))
 
 
-@lru_cache(maxsize=256)
-def _lines(path: str, _mtime: int) -> tuple[str, ...]:
-    return tuple(read_hypotheses(Path(path)))
+@lru_cache(maxsize=1024)
+def _cached(read: Callable[[Path], Any], path: str, _mtime: int) -> Any:
+    """``read(path)`` once per process while the file is unchanged (its modification time is in the key)."""
+    return read(Path(path))
 
 
 # -- which scale the registry judges ---------------------------------------------------------------------------
