@@ -279,13 +279,17 @@ def _minutes(store: Store, runs: Sequence[tuple[str, int]]) -> tuple[str, float 
     """What training ``runs`` ((system, budget factor) each) costs, in words and in GPU-minutes: the runs and about
     how many GPU-minutes, from the wall time of the stored runs of the same budget (they train :data:`SIDE_BY_SIDE`
     at once)."""
-    walls = [store.train_seconds(s, f) for s, f in runs]
-    known = [w for w in walls if w]
+    known = _walls(store, [store.budget_runs(s, f) for s, f in set(runs)])
     count = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
     if not known:
         return count, None
     minutes = max(known) * math.ceil(len(runs) / SIDE_BY_SIDE) / 60
     return f"{count}, about {minutes:.0f} GPU-minutes" + (" side by side" if len(runs) > 1 else ""), minutes
+
+
+def _walls(store: Store, runs: Sequence[Runs | None]) -> list[float]:
+    """The training wall times (s) stored with the files of ``runs``: what one more such run takes."""
+    return [w for r in runs if r for f in r.files if (w := store.result(f)[0].get("training", {}).get("wall_s"))]
 
 
 # -- BLEU contrasts -----------------------------------------------------------------------------------------------
@@ -344,7 +348,7 @@ def _settle_in_seeds(
         return {"seeds_to_settle": None, "settle": f"no number of seeds at this scale: {why}"}
     systems = {(t.system, t.study, t.tag, t.factor or factor): len(r.seeds) for t, r in terms}
     extra = sum(max(0, n - have) for have in systems.values())
-    walls = [w for _, r in terms for f in r.files if (w := store.result(f)[0].get("training", {}).get("wall_s"))]
+    walls = _walls(store, [r for _, r in terms])
     runs, minutes = f"{extra} more run{'s' if extra != 1 else ''}", max(walls) * math.ceil(extra / SIDE_BY_SIDE) / 60
     rate = f", about {minutes:.0f} GPU-minutes at the stored runs' rate ({max(walls):.0f} s of training a run, the "
     rate += f"longest of the claim's {len(walls)} runs, {SIDE_BY_SIDE} trained side by side)"

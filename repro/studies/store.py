@@ -184,13 +184,6 @@ class Store:
         study's models otherwise (read from their files, so they count before the study's summary exists)."""
         return self.runs(system) if factor == 1 else self.study_runs("budget", system, f"x{factor}")
 
-    def train_seconds(self, system: str, factor: int = 1) -> float | None:
-        """The longest training wall time of the stored runs of ``system`` at budget ``factor`` (None if none is
-        stored): what one more such run takes, trained side by side with others."""
-        runs = self.budget_runs(system, factor)
-        walls = [self.result(f)[0].get("training", {}).get("wall_s") for f in (runs.files if runs else ())]
-        return max((w for w in walls if w), default=None)
-
     def budget_factors(self) -> list[int]:
         """The budget factors with stored models of every budget system (1, the main plan, first)."""
         found = {

@@ -40,11 +40,21 @@ MAIN = "runs/multi30k-en-de"
 X2 = "beyond/runs/multi30k-en-de/budget"
 
 
-def put_run(root: Path, name: str, seed: int, tok: float, hyps: list[str] | None = None, log: list | None = None):
+def put_run(
+    root: Path,
+    name: str,
+    seed: int,
+    tok: float,
+    hyps: list[str] | None = None,
+    log: list | None = None,
+    wall_s: float | None = None,
+):
     """A stored run of ``name`` (``runs/<corpus>/<system>`` or ``beyond/runs/<corpus>/<study>-<system>-<tag>``) with
-    tokenized BLEU ``tok`` on test2016 and, given ``hyps``, its hypotheses."""
+    tokenized BLEU ``tok`` on test2016 and, given ``hyps``, its hypotheses (``wall_s``: its training time)."""
     path = Where.of("small", root).path(f"{name}-seed{seed}")
     result = {"scores": {"test": {"bleu": tok, "tok_bleu": tok}}, "log": log or [], "hyp_files": {}}
+    if wall_s is not None:
+        result["training"] = {"wall_s": wall_s}
     if hyps is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         result["hyp_files"]["test"] = f"{path.stem}.test.hyp"
@@ -260,6 +270,15 @@ def test_each_kind_of_claim_is_inconclusive_below_its_standard(tmp_path):
     for seed in (1, 2, 3):
         put_run(tmp_path / "loss", f"{MAIN}/balanced", seed, 30.0, log=log_of(3.0 + 0.01 * seed))
     assert judged(fresh(tmp_path / "loss"))["loss-can-above-balanced"].word == "inconclusive"
+
+
+def test_a_contrast_short_of_seeds_costs_its_missing_runs_at_the_longest_stored_run(tmp_path):
+    for seed, wall in ((1, 600.0), (2, 900.0)):
+        put_run(tmp_path, f"{MAIN}/can", seed, 30.0 + seed, wall_s=wall)
+        put_run(tmp_path, f"{MAIN}/balanced", seed, 30.5 + seed, wall_s=300.0)
+    j = judged(fresh(tmp_path))["can-within-0.5"]
+    # a third seed of each: 2 runs trained side by side (4 at once), each as long as the longest stored run, 900 s
+    assert (j.cost, j.minutes) == ("2 runs, about 15 GPU-minutes side by side", 900 / 60)
 
 
 def test_a_claim_whose_runs_are_missing_is_not_run_and_names_the_command(tmp_path):
