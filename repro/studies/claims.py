@@ -2,8 +2,8 @@
 
 * **Declared once.** :data:`CLAIMS` is a table: one :class:`~repro.studies.evidence.Claim` row per claim,
   under a stable short id (``can-speed-1.28x``). Adding a claim is adding a row.
-* **Held to a standard** (:data:`repro.studies.evidence.STANDARDS`) by its evidence's ``judge``: below it a claim is
-  inconclusive and says what would settle it.
+* **Held to a standard** (:data:`repro.studies.evidence.STANDARDS`) by its evidence's ``judge``
+  (:mod:`repro.studies.judges`): below it a claim is inconclusive and says what would settle it.
 * **Five words** (:data:`repro.studies.evidence.MEANINGS`). Pages show a verdict through their glue's ``mark``
   (``book/_code/marks.py``), which tags the word with the claim id, so a test can read every page and README and fail
   on a word not the registry's.
@@ -23,20 +23,18 @@ from typing import Any
 from canlib.catalogue import LABELS
 from repro.results.studies import STUDENTS
 from repro.studies import paper
-from repro.studies.evidence import (
+from repro.studies.evidence import Claim, Judged, Threshold
+from repro.studies.judges import (
     SETTLE,
     BatchCurve,
-    Claim,
     Contrast,
     CrossTask,
     GateShare,
-    Judged,
     LossFalling,
     LossGap,
     Similarity,
     SpeedRatio,
     Term,
-    Threshold,
 )
 from repro.studies.store import Store, stored_scale
 from repro.studies.verdict import ON_PAR, Within

@@ -1,12 +1,6 @@
-"""What a claim of the registry (:mod:`repro.studies.claims`) reads, the standard each kind of evidence is held
-to, the five verdict words, what a judgement holds, and how each kind of evidence is judged: its ``judge``
-method reads a :class:`~repro.studies.store.Store` and applies the one rule of :mod:`repro.studies.verdict`.
-
-Every judge finds the **bodies of evidence** a claim has (a BLEU contrast: one per stored budget; a speed ratio: one
-per timed code version), holds each to its standard, and lets the strongest lead: a body that meets the standard
-before one that does not, then the most seeds (BLEU) or the newest code (speed), then the longest budget. The
-weaker bodies stand beside the verdict and never change it. Evidence below the standard is **inconclusive**, with
-what would settle it; evidence not stored at all is **not run**, with its command.
+"""What a claim of the registry (:mod:`repro.studies.claims`) is held to and what its judgement holds: the five
+verdict words, the standard each kind of evidence is held to, a claim's row, its :class:`Judged`, and the helpers the
+kinds of evidence (:mod:`repro.studies.judges`, each judging itself) fill a judgement with.
 """
 
 from __future__ import annotations
@@ -14,16 +8,11 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from canlib.catalogue import LABELS
 from repro.bench.settings import SpeedPlan
 from repro.results.layout import experiment_command
-from repro.results.plan import DIRECTION_SYSTEMS, corpora
-from repro.results.studies import BUDGET_SYSTEMS
-from repro.studies.analyses import final_losses, gate_shares
-from repro.studies.gpu_runs import by_code, run_name, run_reading, timed_runs
 from repro.studies.store import Store
 from repro.studies.verdict import (
     CONFIDENCE,
@@ -34,18 +23,7 @@ from repro.studies.verdict import (
     NOT_RUN,
     Judgement,
     Runs,
-    Within,
-    describe,
-    difference_interval,
-    interval_verdict,
-    judge,
     outcome,
-    repeat_ratios,
-    runs_word,
-    seed_reading,
-    settle_sets,
-    speed_word,
-    split_name,
 )
 
 # -- the five words, each defined once ----------------------------------------------------------------------------
@@ -155,14 +133,6 @@ class Threshold:
 
 
 SIDE_BY_SIDE = 4  # small runs a GPU trains at once in one `python -m repro experiment` call, each a run's time
-GPU_CHECK = "bash scripts/gpu_check.sh --steps=bench,profile"  # the decoding-speed run (measurements/README.md)
-GPU_CHECK_MINUTES = 5  # its steps' timeouts, with the machine's start
-GPU_RUN = {"cost": f"one GPU run, about {GPU_CHECK_MINUTES} GPU-minutes", "minutes": float(GPU_CHECK_MINUTES)}
-BATCH_SWEEP = "python -m repro bench batch --device cuda"
-HOW = {"eager": "eager", "captured": "with CUDA graphs"}  # a speed reading's mode, in words
-
-SETTLE = "bash scripts/gpu_settle.sh"  # the one GPU call that stores the runs settling the most claims
-CONVERGED = "converged"  # the study of the Table 2 and 5 systems at the converged recipe (repro.results.studies)
 
 
 # -- a claim and its judgement ------------------------------------------------------------------------------------
@@ -181,6 +151,15 @@ class Claim:
     chapter: str
     evidence: Evidence = field(repr=False)
     source: str = "paper"
+
+
+class Evidence(Protocol):
+    """What a claim reads: a kind of evidence (:mod:`repro.studies.judges`), held to its standard, judging itself."""
+
+    @property
+    def standard(self) -> Standard: ...
+
+    def judge(self, store: Store, claim: Claim) -> Judged: ...
 
 
 @dataclass(frozen=True)
@@ -292,380 +271,7 @@ def _walls(store: Store, runs: Sequence[Runs | None]) -> list[float]:
     return [w for r in runs if r for f in r.files if (w := store.result(f)[0].get("training", {}).get("wall_s"))]
 
 
-# -- BLEU contrasts -----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Term:
-    """One system in a BLEU contrast: its weight, its label, and where its runs are stored (the main plan, or a
-    beyond study's models with ``study``/``tag``; ``factor``: a fixed budget, else the claim's)."""
-
-    weight: float
-    system: str
-    label: str = ""
-    study: str = ""
-    tag: str = ""
-    factor: int | None = None
-
-
-def _runs(store: Store, t: Term, factor: int, recipe: str = "") -> Runs | None:
-    """The stored runs of one term: a beyond study's models, the converged models (``recipe``), else the main
-    plan's at its budget."""
-    if t.study:
-        return store.study_runs(t.study, t.system, t.tag)
-    if recipe:
-        return store.study_runs(recipe, t.system)
-    return store.budget_runs(t.system, factor if t.factor is None else t.factor)
-
-
-def _label(t: Term, factor: int, recipe: str = "") -> str:
-    base = t.label or LABELS.get(t.system, t.system)
-    if recipe:
-        return f"{base} {recipe}"
-    return base + (f" {factor}x" if factor != 1 and t.factor is None and not t.label else "")
-
-
-def _store_command(store: Store, terms: Sequence[Term], factor: int, seeds: int) -> str:
-    studies = sorted(
-        {t.study for t in terms if t.study}
-        | ({"budget"} if factor != 1 or any(t.factor not in (None, 1) for t in terms) else set())
-    )
-    if studies:
-        return experiment_command(store.scale, corpora=[store.corpus], studies=studies)
-    systems = list(dict.fromkeys(t.system for t in terms))
-    return experiment_command(store.scale, systems=systems, seeds=range(1, seeds + 1), corpora=[store.corpus])
-
-
-def _settle_in_seeds(
-    store: Store, c: Contrast, terms: Sequence[tuple[Term, Runs]], j: Judgement, factor: int
-) -> dict[str, Any]:
-    """What would settle an inconclusive contrast if its observed differences are the true ones: the seeds per
-    system (:func:`repro.studies.verdict.seeds_to_settle` on every test set, the most of them), the runs
-    that adds, their GPU-minutes at the stored runs' rate, and the verdict it would reach; "no number of seeds at
-    this scale" where a set's difference sits on the bound."""
-    n, would, why = settle_sets(j.sets, c.ok)
-    if n is None:
-        return {"seeds_to_settle": None, "settle": f"no number of seeds at this scale: {why}"}
-    systems = {(t.system, t.study, t.tag, t.factor or factor): len(r.seeds) for t, r in terms}
-    extra = sum(max(0, n - have) for have in systems.values())
-    walls = _walls(store, [r for _, r in terms])
-    runs, minutes = f"{extra} more run{'s' if extra != 1 else ''}", max(walls) * math.ceil(extra / SIDE_BY_SIDE) / 60
-    rate = f", about {minutes:.0f} GPU-minutes at the stored runs' rate ({max(walls):.0f} s of training a run, the "
-    rate += f"longest of the claim's {len(walls)} runs, {SIDE_BY_SIDE} trained side by side)"
-    command = c.command or _store_command(store, [t for t, _ in terms], factor, n)
-    return {
-        "seeds_to_settle": n,
-        "settle": f"{n} seeds of every system would settle it ({would}) if the observed differences are the true "
-        f"ones: {runs}{rate}: `{command}`",
-        "cost": f"{runs}{rate}",
-        "minutes": minutes,
-        "command": command,
-    }
-
-
-def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: str = "") -> Judged:
-    """One body of BLEU evidence: the contrast at one budget, or on the models of one recipe (``recipe``)."""
-    need = c.standard.seeds
-    terms = [(t, _runs(store, t, factor, recipe)) for t in c.terms]
-    seeds = {_label(t, factor, recipe): len(r.seeds) if r else 0 for t, r in terms}
-    counts = ", ".join(f"{k} {n}" for k, n in seeds.items())
-    short = [(t, r) for t, r in terms if r is None or len(r.seeds) < need]
-    todo = [(t.system, t.factor or factor) for t, r in short for _ in range(need - (len(r.seeds) if r else 0))]
-    command = SETTLE if recipe else c.command or _store_command(store, [t for t, _ in short or terms], factor, need)
-    cost, minutes = _minutes(store, todo) if short and not recipe else ("", None)
-    settle = f"{need} seeds of every system: {cost}: `{command}`" if cost else f"{need} seeds: `{command}`"
-    strength = {"seeds": seeds, "budget": factor, "scale": store.scale} | ({"recipe": recipe} if recipe else {})
-    data = dict(
-        budget=None if recipe or not c.budgets else factor,
-        recipe=recipe,
-        seeds=seeds,
-        files=tuple(f for _, r in terms if r for f in r.files),
-        strength=strength,
-        cost=cost,
-        minutes=minutes,
-    )
-    if any(r is None for _, r in terms):
-        absent = ", ".join(_label(t, factor) for t, r in terms if r is None)
-        return _missing(claim, f"no stored run of {absent} at scale {store.scale}", command, **data)
-    if any(len(r.seeds) < 2 for _, r in terms):
-        value = sum(t.weight * r.mean() for t, r in terms)
-        why = f"{METRIC} at scale {store.scale}, {_setting(factor, recipe)}; {counts} seed(s): no seed interval"
-        ours = f"{value:+.2f} (no interval)"
-        return _judged(claim, INCONCLUSIVE, ours, why, meets=False, settle=settle, command=command, value=value, **data)
-    pairs = c.seed_pairs([r.seeds for _, r in terms], factor)
-    refs = store.references() if all(r.hyps for _, r in terms) else None
-    lang = store.result(terms[0][1].files[0])[0].get("tgt_lang", "de") if terms[0][1].files else "de"
-    j = judge([(t.weight, r) for t, r in terms], c.ok, refs, pairs=pairs, lang=lang)
-    head = j.deciding
-    meets = store.judged and not short
-    if not store.judged:
-        settle = f"models that translate: `{experiment_command('small', systems=[t.system for t in c.terms])}`"
-    below = "" if meets else f"below the standard ({c.standard.least}); "
-    low, high = head.interval.low, head.interval.high
-    decided = _judged(
-        claim,
-        j.verdict,
-        f"{head.value:+.2f} [{low:+.2f}, {high:+.2f}] ({METRIC} {split_name(head.split)})",
-        f"{METRIC}, scale {store.scale}, {_setting(factor, recipe)}, seeds: {counts}; {below}{describe(j)}",
-        meets=meets,
-        settle=settle,
-        command=command,
-        value=head.value,
-        interval=(low, high),
-        sets=j.rows(),
-        judgement=j,
-        deciding=head.row(),
-        pairing=j.pairing,
-        **data,
-    )
-    if meets and decided.word == INCONCLUSIVE:
-        return replace(decided, **_settle_in_seeds(store, c, terms, j, factor))
-    return decided
-
-
-def _setting(factor: int, recipe: str) -> str:
-    return f"{recipe} recipe" if recipe else f"{factor}x budget"
-
-
-def strongest(bodies: Sequence[Judged]) -> Judged:
-    """The body of BLEU evidence that leads: one that meets the standard, then the most seeds of its weakest
-    system, then the converged models (trained to the optimum of the validation curve, where a budget stops
-    short of it or past it), then the longest budget. A 2-seed body never leads a 3-seed one."""
-    return max(bodies, key=lambda j: (j.meets, min(j.seeds.values(), default=0), bool(j.recipe), j.budget or 1))
-
-
-@dataclass(frozen=True)
-class Contrast:
-    """sum(weight x system) on the four evaluation sets, against ``ok``. ``budgets``: judged at every stored budget
-    (only where every term is a main-plan system of the budget study), the strongest body of evidence leading."""
-
-    terms: tuple[Term, ...]
-    ok: Threshold | Within
-    budgets: bool = False
-    standard: Standard = BLEU
-    command: str = ""  # what stores the runs, where it is not the plan's `python -m repro experiment`
-
-    def seed_pairs(self, seeds: list[tuple[int, ...]], factor: int) -> tuple[tuple[int, int], ...]:
-        """The terms paired on the seed (``seeds``: each term's stored seeds): the same main-plan system at two
-        budgets with the same seeds, the longer run continuing the shorter one's updates exactly."""
-        pairs: list[tuple[int, int]] = []
-        for i, a in enumerate(self.terms):
-            for j, b in enumerate(self.terms[i + 1 :], i + 1):
-                free = not {i, j} & {k for p in pairs for k in p} and not (a.study or b.study)
-                other = (a.factor or factor) != (b.factor or factor) and a.weight * b.weight < 0
-                if free and other and a.system == b.system and seeds[i] == seeds[j]:
-                    pairs.append((i, j))
-        return tuple(pairs)
-
-    def judge(self, store: Store, claim: Claim) -> Judged:
-        plain = all(t.factor is None and not t.study for t in self.terms)
-        main_pair = plain and all(t.system in BUDGET_SYSTEMS for t in self.terms)
-        factors = store.budget_factors() if self.budgets and main_pair else [1]
-        bodies = [_contrast_at(store, claim, self, f) for f in factors]
-        if plain and all(store.study_runs(CONVERGED, t.system) for t in self.terms):  # read once they are stored
-            bodies.append(_contrast_at(store, claim, self, 1, recipe=CONVERGED))
-        lead = strongest(bodies)
-        beside = tuple(b for b in bodies if b is not lead)
-        if not beside:
-            return lead
-
-        def named(b: Judged) -> str:  # a body by its recipe or budget ("2x"), its number and deciding set
-            return f"{b.recipe or f'{b.budget}x'}: {b.ours.split(' (')[0]} ({b.deciding['set'] if b.deciding else ''}"
-
-        others = "; ".join(f"{named(b)}, {b.word})" for b in beside)
-        return replace(
-            lead,
-            ours=f"{named(lead)}); {others} ({METRIC})",
-            beside=beside,
-            evidence=f"{lead.evidence} | beside it: {' | '.join(b.evidence for b in beside)}",
-        )
-
-
-@dataclass(frozen=True)
-class CrossTask:
-    """CAN - Balanced on every Multi30k direction of the scale, each judged by the verdict rule."""
-
-    ok: Threshold | Within
-    standard: Standard = BLEU
-
-    def judge(self, store: Store, claim: Claim) -> Judged:
-        rows, missing = [], []
-        need = self.standard.seeds
-        for corpus in corpora(store.scale):
-            runs = {s: store.runs(s, corpus) for s in ("can", "balanced")}
-            if not store.judged or not all(r is not None and len(r.seeds) >= need for r in runs.values()):
-                missing.append(corpus)
-                continue
-            refs = store.references(corpus) if all(r.hyps for r in runs.values()) else None
-            lang = store.result(runs["can"].files[0])[0].get("tgt_lang", "de")
-            j = judge([(1.0, runs["can"]), (-1.0, runs["balanced"])], self.ok, refs, lang=lang)
-            # the deciding set's reading, under the direction's name
-            head = {k: v for k, v in j.deciding.row().items() if k in ("split", "value", "interval", "seed_interval")}
-            verdict = j.verdict if j.verdict in (HOLDS, FAILS) else INCONCLUSIVE
-            rows.append({"set": corpus.removeprefix("multi30k-"), **head, "verdict": verdict, "sets": j.rows()})
-        # a claim on every direction fails on the first direction that misses it: that one decides it alone
-        if len(rows) < 2 and not any(r["verdict"] == FAILS for r in rows):
-            command = experiment_command(
-                "small" if not store.judged else store.scale,
-                systems=DIRECTION_SYSTEMS,
-                seeds=range(1, need + 1),
-                corpora=missing or [store.corpus],
-            )
-            why = f"{len(rows)} direction(s) with {need} seeds of CAN and Balanced; the claim needs 2 or more"
-            cost, minutes = _minutes(store, [(s, 1) for _ in missing for s in DIRECTION_SYSTEMS for _ in range(need)])
-            settle = f"{why}: {cost}: `{command}`"
-            return _missing(claim, why, command, settle, cost=cost, minutes=minutes, sets=tuple(rows))
-        return _judged(
-            claim,
-            outcome([r["verdict"] for r in rows]),
-            "; ".join(f"{r['set']} {r['value']:+.2f}" for r in rows),
-            f"{METRIC}, scale {store.scale}, {len(rows)} direction(s), each by the verdict rule"
-            + (f"; {len(missing)} not trained yet" if missing else ""),
-            meets=True,
-            sets=tuple(rows),
-            strength={"directions": len(rows), "seeds": need},
-        )
-
-
-# -- speed --------------------------------------------------------------------------------------------------------
-
-
-def _speed_body(claim: Claim, mode: str, rows: list[dict[str, Any]], beside: str = "") -> Judged:
-    """One body of speed evidence, the GPU runs of one decoder code pooled and judged by :func:`speed_word` on the
-    claim's criterion (a batch curve's readings are differences, averaged over runs as they are, not in logs);
-    ``beside``: the other reading (eager or graphs) in words, shown, never deciding."""
-    word, read = speed_word(rows, claim.evidence.ok, SPEED.runs, log=isinstance(claim.evidence, SpeedRatio))
-    pooled, medians, across = read["pooled"], read["medians"], read["across"]
-    code, n = rows[0]["code"], len(rows)
-    runs = ", ".join(f"{r['set']} ({r['repeats']} repeats, shortest {r['shortest_repeat_s']:.2f} s)" for r in rows)
-    interval = pooled["interval"]
-    shown = f"[{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "(too few repeats for an interval)"
-    reading = "CUDA-graph" if mode == "captured" else "eager"
-    spread = (
-        f"the run-to-run spread is not measured (the standard asks for {SPEED.runs} runs)"
-        if n == 1
-        else f"run medians {', '.join(f'{m:.2f}' for m in medians)} (range {min(medians):.2f}-{max(medians):.2f})"
-        + (f", over runs [{across[0]:.2f}, {across[1]:.2f}]" if across else f"; the standard asks for {SPEED.runs}")
-    )
-    below = f"; a run below the per-run standard ({SPEED.repeats} repeats of at least {SPEED.seconds:g} s)"
-    evidence = (
-        f"decided by the {reading} reading; {runs_word(n)}: GPU fp16, batch 1, beam 4, d=512 random weights, "
-        f"{HOW[mode]}; code of commit {code}; {runs}; the median of {pooled['n']} per-repeat ratios and its "
-        f"order-statistic interval {shown} ({read['within']} within runs); {spread}"
-        + ("" if all(r["meets"] for r in rows) else below)
-        + (f" | beside it, not deciding: {beside}" if beside else "")
-    )
-    more = max(SPEED.runs - n, 1)
-    return _judged(
-        claim,
-        word,
-        f"{pooled['median']:.2f}x {shown} ({HOW[mode]}, commit {code}, {runs_word(n)})",
-        evidence,
-        meets=read["meets"],
-        settle=f"{runs_word(more).replace('GPU run', 'more GPU run')} of this code meeting the standard "
-        f"(about {GPU_CHECK_MINUTES} GPU-minutes each): `{GPU_CHECK}`",
-        cost=f"{runs_word(more)}, about {more * GPU_CHECK_MINUTES} GPU-minutes",
-        minutes=float(more * GPU_CHECK_MINUTES),
-        command=GPU_CHECK,
-        value=pooled["median"],
-        interval=interval,
-        sets=tuple(rows),
-        files=tuple(r["run"] for r in rows),
-        strength={
-            "runs": [r["run"] for r in rows],
-            "code": code,
-            "repeats": pooled["n"],
-            "shortest_repeat_s": min(r["shortest_repeat_s"] for r in rows),
-            "mode": mode,
-            "run_medians": medians,
-            "over_runs": across,
-        },
-    )
-
-
-@dataclass(frozen=True)
-class SpeedRatio:
-    """tokens/s of ``system`` over ``against`` (GPU fp16, batch 1), per interleaved repeat, in ``mode``: "eager" or
-    "captured" (whole decoding steps replayed from CUDA graphs)."""
-
-    system: str
-    against: str
-    ok: Threshold
-    mode: str = "eager"
-    standard: Standard = SPEED
-
-    def judge(self, store: Store, claim: Claim) -> Judged:
-        rows = timed_runs(store, self.system, self.against, self.mode)
-        if not rows:
-            return _missing(
-                claim,
-                f"no stored GPU run timed {LABELS[self.system]} and {LABELS[self.against]} ({self.mode}, per-repeat "
-                "tokens/s)",
-                f"{GPU_CHECK} (with --systems {self.system},{self.against} in scripts/gpu_bench.py)",
-                **GPU_RUN,
-            )
-        other = "eager" if self.mode == "captured" else "captured"
-        beside = ""
-        if other_rows := timed_runs(store, self.system, self.against, other):
-            lead_other = by_code(other_rows)[0]
-            word, read = speed_word(lead_other, self.ok, SPEED.runs)
-            pooled = read["pooled"]
-            shown = f" [{pooled['interval'][0]:.2f}, {pooled['interval'][1]:.2f}]" if pooled["interval"] else ""
-            beside = f"{HOW[other]} {pooled['median']:.2f}x{shown} ({runs_word(len(lead_other))}): {word}"
-        lead, *older = (_speed_body(claim, self.mode, group, beside) for group in by_code(rows))
-        return replace(lead, beside=tuple(older))
-
-
-@dataclass(frozen=True)
-class BatchCurve:
-    """``system``/``against`` at batch ``first`` minus at batch ``last`` (> 0: the gain shrinks), per repeat."""
-
-    system: str
-    against: str
-    first: int
-    last: int
-    ok: Threshold = Threshold(">", 0.0)
-    standard: Standard = SPEED
-
-    def judge(self, store: Store, claim: Claim) -> Judged:
-        """The gain at batch ``first`` minus at ``last``, per repeat, over every stored sweep with per-repeat times: the
-        sweeps of one code pooled as the speed rule pools runs; a sweep with medians only is read, never judged."""
-        pair, ends, rows, medians_only = (self.system, self.against), (self.first, self.last), [], None
-        for run in store.gpu_runs_with("batch"):
-            systems, prov = store.gpu("batch", run, "systems")
-            if not all(x in systems for x in pair):
-                continue
-            repeats = {x: {int(k): v for k, v in systems[x].get("by_batch_repeats", {}).items()} for x in pair}
-            if all(n in repeats[x] for x in pair for n in ends):
-                first, last = (repeat_ratios(repeats[self.system][n], repeats[self.against][n]) for n in ends)
-                row = run_reading(run, prov, [x - y for x, y in zip(first, last)], 0.0)
-                row["meets"] = len(first) >= self.standard.repeats  # a sweep times no repeat's length
-                rows.append(row)
-            elif medians_only is None:
-                medians_only = (run, prov)
-        if rows:
-            lead, *older = (_speed_body(claim, "eager", group) for group in by_code(rows))
-            return replace(lead, beside=tuple(older))
-        if medians_only:
-            run, prov = medians_only
-            medians, _ = store.gpu_batch(run)
-            at = {n: medians[self.system][n] / medians[self.against][n] for n in ends if n in medians[self.system]}
-            return _judged(
-                claim,
-                INCONCLUSIVE,
-                ", ".join(f"{v:.2f}x at {n}" for n, v in at.items()) + " (medians)",
-                f"the stored batch sweep ({run_name(prov)}, {run}) keeps one median per batch size and no per-repeat "
-                "times: no interval can be read from it",
-                meets=False,
-                settle=f"a batch sweep with per-repeat times on a GPU (~{GPU_CHECK_MINUTES} GPU-minutes): "
-                f"`{BATCH_SWEEP}`",
-                **GPU_RUN,
-                files=(run,),
-            )
-        return _missing(claim, "no stored GPU batch sweep of CAN and Balanced", BATCH_SWEEP)
-
-
-# -- trained-model analyses ---------------------------------------------------------------------------------------
+# -- readings without an interval (a trained model's layers, one seed) --------------------------------------------
 
 
 def _analysis_missing(store: Store, claim: Claim, names: Sequence[str]) -> Judged | None:
@@ -719,142 +325,3 @@ def _layers(claim: Claim, rows: list[dict[str, Any]], evidence: str, names: Sequ
     return _readings(
         claim, rows, fmt, f"{len(rows)} layers", why, meets=False, settle=settle, files=files, strength=strength
     )
-
-
-MODELS = {"similarity": "Baseline 6/6", "similarity-balanced": "Balanced 12/2"}
-
-
-@dataclass(frozen=True)
-class Similarity:
-    """The cosine similarity of two sub-layers' inputs in each decoder layer of the stored analyses ``studies``
-    (``similarity``: the 6/6 Baseline; ``similarity-balanced``: Balanced), against ``ok``; with ``than``, the
-    criterion is read on ``pair`` minus ``than`` (one matrix's diagonal against another's)."""
-
-    ok: Threshold
-    studies: tuple[str, ...] = ("similarity", "similarity-balanced")
-    pair: str = "self_vs_cross"
-    than: str = ""
-    standard: Standard = ANALYSIS
-
-    def judge(self, store: Store, claim: Claim) -> Judged:
-        if missing := _analysis_missing(store, claim, self.studies):
-            return missing
-        rows = []
-        for name in self.studies:
-            result, _ = store.analysis(name)
-            matrix = result["residual"]
-            for i, row in enumerate(matrix[self.pair]):
-                value = row[i] - (matrix[self.than][i][i] if self.than else 0.0)
-                rows.append(
-                    _row(f"{MODELS[name]} layer {i + 1}", self.ok, model=MODELS[name], layer=i + 1, value=value)
-                )
-        what = f"{self.pair} minus {self.than}" if self.than else self.pair
-        evidence = (
-            f"the seed-1 {' and '.join(MODELS[n] for n in self.studies)} at {store.scale}: the cosine similarity "
-            f"({what}) of each decoder layer over the validation split; one model each, so no seed spread: a "
-            "measurement, read layer by layer"
-        )
-        return _layers(claim, rows, evidence, self.studies, "+.2f" if self.than else ".2f")
-
-
-@dataclass(frozen=True)
-class GateShare:
-    """The share of CAN's gate values within ``near`` of 0 or 1, per decoder layer (the stored ``attention`` study)."""
-
-    ok: Threshold
-    near: float
-    standard: Standard = ANALYSIS
-
-    def judge(self, store: Store, claim: Claim) -> Judged:
-        if missing := _analysis_missing(store, claim, ("attention",)):
-            return missing
-        study, _ = store.analysis("attention")
-        rows = [
-            _row(f"layer {x['layer']}", self.ok, model="CAN", layer=x["layer"], value=x["near_ends"])
-            for x in gate_shares(study, self.near)
-        ]
-        evidence = (
-            f"the seed-1 CAN at {store.scale}, its gate over every (target position, head) of the test split "
-            "(attention.json); one model: a measurement, read layer by layer"
-        )
-        return _layers(claim, rows, evidence, ("attention",), ".0%")
-
-
-# -- validation losses --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LossGap:
-    """Final validation loss of ``system`` minus ``against`` over seeds (seed interval), > 0."""
-
-    system: str
-    against: str
-    standard: Standard = LOSS
-
-    def judge(self, store: Store, claim: Claim) -> Judged:
-        a, b = ([final_losses(log)[1] for log in store.logs(s)] for s in (self.system, self.against))
-        if min(len(a), len(b)) < 2:
-            return _missing(claim, f"scale {store.scale}: fewer than 2 seeds stored", experiment_command(store.scale))
-        seeds = {self.system: len(a), self.against: len(b)}
-        low, high = difference_interval(a, b)
-        value = statistics.fmean(a) - statistics.fmean(b)
-        return _judged(
-            claim,
-            interval_verdict(low, high, lambda d: d > 0),
-            f"{value:+.3f} [{low:+.3f}, {high:+.3f}]",
-            f"final label-smoothed validation loss at {store.scale}, {len(a)} and {len(b)} seeds, the seed interval",
-            meets=store.judged and min(len(a), len(b)) >= self.standard.seeds,
-            settle=f"{self.standard.seeds} seeds of each at small: `{experiment_command('small')}`",
-            value=value,
-            interval=(low, high),
-            seeds=seeds,
-            strength={"seeds": seeds, "scale": store.scale},
-        )
-
-
-@dataclass(frozen=True)
-class LossFalling:
-    """The validation loss falls between the last two validations of every run of ``systems``."""
-
-    systems: tuple[str, ...]
-    standard: Standard = LOSS
-
-    def judge(self, store: Store, claim: Claim) -> Judged:
-        rows = []
-        for system in self.systems:
-            drops, steps = [], []
-            for log in store.logs(system):
-                valid = [r for r in log if r.get("valid_loss") is not None]
-                if len(valid) >= 2:
-                    drops.append(valid[-2]["valid_loss"] - valid[-1]["valid_loss"])
-                    steps = [valid[-2]["step"], valid[-1]["step"]]
-            if len(drops) >= 2:
-                rows.append(seed_reading(LABELS[system], drops, lambda d: d > 0) | {"steps": steps, "drops": drops})
-            elif drops:
-                rows.append(_row(f"{LABELS[system]} (one seed)", lambda d: d > 0, value=drops[0], steps=steps))
-        if not rows:
-            return _missing(
-                claim, f"scale {store.scale}: no stored run with two validations", experiment_command("small")
-            )
-        seeds = {s: len(store.seeds(s)) for s in self.systems}
-        return _readings(
-            claim,
-            rows,
-            "+.3f",
-            f"the last {rows[0]['steps'][1] - rows[0]['steps'][0]:,} updates (each system's mean over its seeds)",
-            f"the drop of the validation loss between the last two validations at {store.scale}, per system its mean "
-            "over seeds with the seeds' interval (Student's t, n - 1 degrees of freedom): "
-            + "; ".join(
-                f"{r['set']} {r['value']:+.3f}"
-                + (f" [{r['interval'][0]:+.3f}, {r['interval'][1]:+.3f}]" if r.get("interval") else "")
-                + f": {r['verdict']}"
-                for r in rows
-            ),
-            meets=store.judged and min(seeds.values()) >= self.standard.seeds,
-            settle=f"{self.standard.seeds} seeds of each at small: `{experiment_command('small')}`",
-            seeds=seeds,
-            strength={"seeds": seeds, "scale": store.scale},
-        )
-
-
-Evidence = Contrast | SpeedRatio | BatchCurve | Similarity | GateShare | LossGap | LossFalling | CrossTask

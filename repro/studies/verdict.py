@@ -55,7 +55,7 @@ names; the other reading is judged the same way and shown beside it, never decid
 observed seed s.d.s (for a pair of systems t x s x sqrt(2/n) < d, s their root mean square).
 
 Which claims there are and which evidence each reads is declared once, in :mod:`repro.studies.claims`; each kind
-of evidence's ``judge`` (:mod:`repro.studies.evidence`) calls the functions here.
+of evidence's ``judge`` (:mod:`repro.studies.judges`) calls the functions here.
 """
 
 from __future__ import annotations
