@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from repro.bench.settings import SpeedPlan
+from repro.studies.evidence import SPEED
 from repro.studies.store import Store
 from repro.studies.verdict import repeat_ratios
-
-PLAN = SpeedPlan()  # the speed standard's per-run part: its repeats and shortest repeat (evidence.SPEED)
 
 
 def run_name(prov: dict[str, Any]) -> str:
@@ -29,7 +27,7 @@ def run_reading(run: str, prov: dict[str, Any], ratios: list[float], shortest: f
         "ratios": ratios,
         "repeats": len(ratios),
         "shortest_repeat_s": shortest,
-        "meets": len(ratios) >= PLAN.repeats and shortest >= PLAN.min_seconds,
+        "meets": len(ratios) >= SPEED.repeats and shortest >= SPEED.seconds,
     }
 
 
