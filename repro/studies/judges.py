@@ -210,13 +210,6 @@ def _setting(factor: int, recipe: str) -> str:
     return f"{recipe} recipe" if recipe else f"{factor}x budget"
 
 
-def strongest(bodies: Sequence[Judged]) -> Judged:
-    """The body of BLEU evidence that leads: one that meets the standard, then the most seeds of its weakest
-    system, then the converged models (trained to the optimum of the validation curve, where a budget stops
-    short of it or past it), then the longest budget. A 2-seed body never leads a 3-seed one."""
-    return max(bodies, key=lambda j: (j.meets, min(j.seeds.values(), default=0), bool(j.recipe), j.budget or 1))
-
-
 @dataclass(frozen=True)
 class Contrast:
     """sum(weight x system) on the four evaluation sets, against ``ok``. ``budgets``: judged at every stored budget
@@ -247,7 +240,10 @@ class Contrast:
         bodies = [_contrast_at(store, claim, self, f) for f in factors]
         if plain and all(store.study_runs(CONVERGED, t.system) for t in self.terms):  # read once they are stored
             bodies.append(_contrast_at(store, claim, self, 1, recipe=CONVERGED))
-        lead = strongest(bodies)
+        # the body that leads: one that meets the standard, then the most seeds of its weakest system, then the
+        # converged models (trained to the optimum of the validation curve, where a budget stops short of it or past
+        # it), then the longest budget; a 2-seed body never leads a 3-seed one
+        lead = max(bodies, key=lambda j: (j.meets, min(j.seeds.values(), default=0), bool(j.recipe), j.budget or 1))
         beside = tuple(b for b in bodies if b is not lead)
         if not beside:
             return lead
