@@ -152,6 +152,7 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
     terms = [(t, _runs(store, t, factor, recipe)) for t in c.terms]
     seeds = {_label(t, factor, recipe): len(r.seeds) if r else 0 for t, r in terms}
     counts = ", ".join(f"{k} {n}" for k, n in seeds.items())
+    setting = f"{recipe} recipe" if recipe else f"{factor}x budget"
     short = [(t, r) for t, r in terms if r is None or len(r.seeds) < need]
     todo = [(t.system, t.factor or factor) for t, r in short for _ in range(need - (len(r.seeds) if r else 0))]
     command = SETTLE if recipe else c.command or _store_command(store, [t for t, _ in short or terms], factor, need)
@@ -172,7 +173,7 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
         return _missing(claim, f"no stored run of {absent} at scale {store.scale}", command, **data)
     if any(len(r.seeds) < 2 for _, r in terms):
         value = sum(t.weight * r.mean() for t, r in terms)
-        why = f"{METRIC} at scale {store.scale}, {_setting(factor, recipe)}; {counts} seed(s): no seed interval"
+        why = f"{METRIC} at scale {store.scale}, {setting}; {counts} seed(s): no seed interval"
         ours = f"{value:+.2f} (no interval)"
         return _judged(claim, INCONCLUSIVE, ours, why, meets=False, settle=settle, command=command, value=value, **data)
     pairs = c.seed_pairs([r.seeds for _, r in terms], factor)
@@ -189,7 +190,7 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
         claim,
         j.verdict,
         f"{head.value:+.2f} [{low:+.2f}, {high:+.2f}] ({METRIC} {split_name(head.split)})",
-        f"{METRIC}, scale {store.scale}, {_setting(factor, recipe)}, seeds: {counts}; {below}{describe(j)}",
+        f"{METRIC}, scale {store.scale}, {setting}, seeds: {counts}; {below}{describe(j)}",
         meets=meets,
         settle=settle,
         command=command,
@@ -204,10 +205,6 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
     if meets and decided.word == INCONCLUSIVE:
         return replace(decided, **_settle_in_seeds(store, c, terms, j, factor))
     return decided
-
-
-def _setting(factor: int, recipe: str) -> str:
-    return f"{recipe} recipe" if recipe else f"{factor}x budget"
 
 
 @dataclass(frozen=True)
