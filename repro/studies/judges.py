@@ -383,11 +383,9 @@ class SpeedRatio:
         other = "eager" if self.mode == "captured" else "captured"
         beside = ""
         if other_rows := timed_runs(store, self.system, self.against, other):
-            lead_other = by_code(other_rows)[0]
-            word, read = speed_word(lead_other, self.ok, SPEED.runs)
-            pooled = read["pooled"]
-            shown = f" [{pooled['interval'][0]:.2f}, {pooled['interval'][1]:.2f}]" if pooled["interval"] else ""
-            beside = f"{HOW[other]} {pooled['median']:.2f}x{shown} ({runs_word(len(lead_other))}): {word}"
+            o = _speed_body(claim, other, by_code(other_rows)[0])  # the other reading, judged the same way
+            shown = f" [{o.interval[0]:.2f}, {o.interval[1]:.2f}]" if o.interval else ""
+            beside = f"{HOW[other]} {o.value:.2f}x{shown} ({runs_word(len(o.sets))}): {o.word}"
         lead, *older = (_speed_body(claim, self.mode, group, beside) for group in by_code(rows))
         return replace(lead, beside=tuple(older))
 
