@@ -27,7 +27,8 @@ from canlib.model.config import preset
 from repro.results.studies import STUDENTS
 from repro.studies import paper
 from repro.studies.claims import judged
-from repro.studies.evidence import BLEU, MEANINGS, SPEED, Contrast, Judged
+from repro.studies.evidence import BLEU, MEANINGS, SPEED, Judged
+from repro.studies.judges import Contrast
 from repro.studies.store import Store
 from repro.studies.verdict import (
     BOOTSTRAP_SAMPLES,

@@ -2,7 +2,7 @@
 
 * **Declared once.** :data:`CLAIMS` is a table: one :class:`~repro.studies.evidence.Claim` row per claim,
   under a stable short id (``can-speed-1.28x``). Adding a claim is adding a row.
-* **Held to a standard** (:data:`repro.studies.evidence.STANDARDS`) by the judges
+* **Held to a standard** (:data:`repro.studies.evidence.STANDARDS`) by its evidence's ``judge``
   (:mod:`repro.studies.judges`): below it a claim is inconclusive and says what would settle it.
 * **Five words** (:data:`repro.studies.evidence.MEANINGS`). Pages show a verdict through their glue's ``mark``
   (``book/_code/marks.py``), which tags the word with the claim id, so a test can read every page and README and fail
@@ -23,21 +23,19 @@ from typing import Any
 from canlib.catalogue import LABELS
 from repro.results.studies import STUDENTS
 from repro.studies import paper
-from repro.studies.evidence import (
+from repro.studies.evidence import Claim, Judged, Threshold
+from repro.studies.judges import (
+    SETTLE,
     BatchCurve,
-    Claim,
     Contrast,
     CrossTask,
     GateShare,
-    Judged,
     LossFalling,
     LossGap,
     Similarity,
     SpeedRatio,
     Term,
-    Threshold,
 )
-from repro.studies.judges import JUDGES, SETTLE
 from repro.studies.store import Store, stored_scale
 from repro.studies.verdict import ON_PAR, Within
 
@@ -123,6 +121,11 @@ def _bleu(
     criterion = criterion or f"{ok.text(what)} {EVERY_SET}"
     evidence = Contrast(terms, ok, budgets=budgets, command=command)
     return Claim(claim_id, name, criterion, paper_value, chapter, evidence, source)
+
+
+def _book(claim_id: str, name: str, chapter: str, terms: tuple[Term, ...], ok: Threshold = ABOVE, **kw: Any) -> Claim:
+    """One of the book's own BLEU questions, which the paper gives no figure for (by default: ``terms`` above 0)."""
+    return _bleu(claim_id, name, "—", chapter, terms, ok, source="book", **kw)
 
 
 ABLATION = (  # Table 5's BLEU claims: (id, system, against, criterion)
@@ -326,46 +329,36 @@ CLAIMS: tuple[Claim, ...] = (
     _loss_gap("loss-can-above-balanced", "can", "balanced"),
     # the book's own questions
     *(
-        _bleu(
+        _book(
             f"budget-adds-{s}",
             f"Twice the updates adds BLEU to {LABELS[s]}",
-            "—",
             "results",
             (_x2(s), Term(-1.0, s, factor=1)),
-            ABOVE,
             what=f"{LABELS[s]} 2x - 1x",
-            source="book",
         )
         for s in ("balanced", "can")
     ),
-    _bleu(
+    _book(
         "budget-narrows-gap",
         "Twice the updates narrows CAN's gap to Balanced",
-        "—",
         "beyond",
         (_x2("can"), _x2("balanced", -1.0), *MINUS_GAP),
-        ABOVE,
         what="(CAN - Balanced at 2x) - (at 1x)",
-        source="book",
     ),
-    _bleu(
+    _book(
         "can-6-6-within-0.5",
         f"CAN on 6/6 stays within {ON_PAR} BLEU of Baseline 6/6",
-        "—",
         "beyond",
         (CAN_6_6, Term(-1.0, "baseline")),
-        source="book",
+        PAR,
     ),
-    _bleu(
+    _book(
         "choices-explain-gap",
         "canlib's choices explain part of CAN's gap: CAN without them (the mean of its two controls, keeping the "
         "attention's residual and without the head split of its 4d values) scores above CAN",
-        "—",
         "results",
         (*CONTROLS, Term(-1.0, "can", "CAN", study="converged")),
-        ABOVE,
         what="(CAN keeping the residual + CAN without the head split) / 2 - CAN",
-        source="book",
         command=SETTLE,
     ),
     Claim(
@@ -406,7 +399,7 @@ class Judgements(dict[str, Judged]):
         if claim_id not in BY_ID:
             raise KeyError(f"no claim {claim_id!r}; the registry holds {', '.join(BY_ID)}")
         claim = BY_ID[claim_id]
-        self[claim_id] = JUDGES[type(claim.evidence)](self.store, claim, claim.evidence)
+        self[claim_id] = claim.evidence.judge(self.store, claim)
         return self[claim_id]
 
     def all(self, source: str | None = None) -> list[Judged]:
@@ -429,30 +422,15 @@ def table(rows: Sequence[Judged]):
     """One row per claim: id, claim, the paper's, ours, the verdict, the chapter."""
     import pandas as pd
 
-    return pd.DataFrame(
-        [
-            {
-                "id": j.claim.id,
-                "claim": j.claim.name,
-                "paper": j.claim.paper,
-                "ours": j.ours,
-                "verdict": j.word,
-                "chapter": j.claim.chapter,
-            }
-            for j in rows
-        ]
-    )
+    columns = ["id", "claim", "paper", "ours", "verdict", "chapter"]
+    return pd.DataFrame([j.as_json(beside=False) for j in rows], columns=columns)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scale", default=None, help="the scale to judge (default: small once runs are stored there)")
-    parser.add_argument("--out", default=None, help="a results folder instead of book/results")
-    parser.add_argument(
-        "--source", choices=("paper", "book"), default=None, help="only the paper's or the book's claims"
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="a JSON list: one object per claim, with its evidence as data"
-    )
+    parser.add_argument("--scale", help="the scale to judge (default: small once runs are stored there)")
+    parser.add_argument("--out", help="a results folder instead of book/results")
+    parser.add_argument("--source", choices=("paper", "book"), help="only the paper's or the book's claims")
+    parser.add_argument("--json", action="store_true", help="a JSON list of the claims, each with its evidence as data")
 
 
 def run(args: argparse.Namespace) -> int:

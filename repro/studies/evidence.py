@@ -1,16 +1,30 @@
-"""What a claim of the registry (:mod:`repro.studies.claims`) reads, the standard each kind of evidence is held
-to, the five verdict words, and what a judgement holds. The judges that fill a judgement are in
-:mod:`repro.studies.judges`.
+"""What a claim of the registry (:mod:`repro.studies.claims`) is held to and what its judgement holds: the five
+verdict words, the standard each kind of evidence is held to, a claim's row, its :class:`Judged`, and the helpers the
+kinds of evidence (:mod:`repro.studies.judges`, each judging itself) fill a judgement with.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from repro.bench.settings import SpeedPlan
-from repro.studies.verdict import CONFIDENCE, FAILS, HOLDS, INCONCLUSIVE, MIXED, NOT_RUN, Judgement, Within
+from repro.results.layout import experiment_command
+from repro.studies.store import Store
+from repro.studies.verdict import (
+    CONFIDENCE,
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    MIXED,
+    NOT_RUN,
+    Judgement,
+    Runs,
+    outcome,
+)
 
 # -- the five words, each defined once ----------------------------------------------------------------------------
 
@@ -118,117 +132,10 @@ class Threshold:
         return f"{what} {self.op} {self.bound:g}"
 
 
-# -- what a claim reads --------------------------------------------------------------------------------------
+SIDE_BY_SIDE = 4  # small runs a GPU trains at once in one `python -m repro experiment` call, each a run's time
 
 
-@dataclass(frozen=True)
-class Term:
-    """One system in a BLEU contrast: its weight, its label, and where its runs are stored (the main plan, or a
-    beyond study's models with ``study``/``tag``; ``factor``: a fixed budget, else the claim's)."""
-
-    weight: float
-    system: str
-    label: str = ""
-    study: str = ""
-    tag: str = ""
-    factor: int | None = None
-
-
-@dataclass(frozen=True)
-class Contrast:
-    """sum(weight x system) on the four evaluation sets, against ``ok``. ``budgets``: judged at every stored budget
-    (only where every term is a main-plan system of the budget study), the strongest body of evidence leading."""
-
-    terms: tuple[Term, ...]
-    ok: Threshold | Within
-    budgets: bool = False
-    standard: Standard = BLEU
-    command: str = ""  # what stores the runs, where it is not the plan's `python -m repro experiment`
-
-    def seed_pairs(self, seeds: list[tuple[int, ...]], factor: int) -> tuple[tuple[int, int], ...]:
-        """The terms paired on the seed (``seeds``: each term's stored seeds): the same main-plan system at two
-        budgets with the same seeds, the longer run continuing the shorter one's updates exactly."""
-        pairs: list[tuple[int, int]] = []
-        for i, a in enumerate(self.terms):
-            for j, b in enumerate(self.terms[i + 1 :], i + 1):
-                free = not {i, j} & {k for p in pairs for k in p} and not (a.study or b.study)
-                other = (a.factor or factor) != (b.factor or factor) and a.weight * b.weight < 0
-                if free and other and a.system == b.system and seeds[i] == seeds[j]:
-                    pairs.append((i, j))
-        return tuple(pairs)
-
-
-@dataclass(frozen=True)
-class SpeedRatio:
-    """tokens/s of ``system`` over ``against`` (GPU fp16, batch 1), per interleaved repeat, in ``mode``: "eager" or
-    "captured" (whole decoding steps replayed from CUDA graphs)."""
-
-    system: str
-    against: str
-    ok: Threshold
-    mode: str = "eager"
-    standard: Standard = SPEED
-
-
-@dataclass(frozen=True)
-class BatchCurve:
-    """``system``/``against`` at batch ``first`` minus at batch ``last`` (> 0: the gain shrinks), per repeat."""
-
-    system: str
-    against: str
-    first: int
-    last: int
-    standard: Standard = SPEED
-
-
-@dataclass(frozen=True)
-class Similarity:
-    """The cosine similarity of two sub-layers' inputs in each decoder layer of the stored analyses ``studies``
-    (``similarity``: the 6/6 Baseline; ``similarity-balanced``: Balanced), against ``ok``; with ``than``, the
-    criterion is read on ``pair`` minus ``than`` (one matrix's diagonal against another's)."""
-
-    ok: Threshold
-    studies: tuple[str, ...] = ("similarity", "similarity-balanced")
-    pair: str = "self_vs_cross"
-    than: str = ""
-    standard: Standard = ANALYSIS
-
-
-@dataclass(frozen=True)
-class GateShare:
-    """The share of CAN's gate values within ``near`` of 0 or 1, per decoder layer (the stored ``attention`` study)."""
-
-    ok: Threshold
-    near: float
-    standard: Standard = ANALYSIS
-
-
-@dataclass(frozen=True)
-class LossGap:
-    """Final validation loss of ``system`` minus ``against`` over seeds (seed interval), > 0."""
-
-    system: str
-    against: str
-    standard: Standard = LOSS
-
-
-@dataclass(frozen=True)
-class LossFalling:
-    """The validation loss falls between the last two validations of every run of ``systems``."""
-
-    systems: tuple[str, ...]
-    standard: Standard = LOSS
-
-
-@dataclass(frozen=True)
-class CrossTask:
-    """CAN - Balanced on every Multi30k direction of the scale, each judged by the verdict rule."""
-
-    ok: Threshold | Within
-    standard: Standard = BLEU
-
-
-Evidence = Contrast | SpeedRatio | BatchCurve | Similarity | GateShare | LossGap | LossFalling | CrossTask
+# -- a claim and its judgement ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -244,6 +151,15 @@ class Claim:
     chapter: str
     evidence: Evidence = field(repr=False)
     source: str = "paper"
+
+
+class Evidence(Protocol):
+    """What a claim reads: a kind of evidence (:mod:`repro.studies.judges`), held to its standard, judging itself."""
+
+    @property
+    def standard(self) -> Standard: ...
+
+    def judge(self, store: Store, claim: Claim) -> Judged: ...
 
 
 @dataclass(frozen=True)
@@ -320,3 +236,92 @@ class Judged:
         if beside:
             out["beside"] = [j.as_json(beside=False) for j in self.beside]
         return out
+
+
+def _judged(claim: Claim, word: str, ours: str, evidence: str, *, meets: bool, **data: Any) -> Judged:
+    """A claim judged on evidence that meets its standard or not (``data``: the other fields of :class:`Judged`).
+    Below the standard the word is inconclusive (not run stays not run) and ``settle``, ``cost`` (in words),
+    ``minutes`` and ``command`` say what would settle it; at the standard nothing is left to settle."""
+    if meets:
+        unsettled = {k: v for k, v in data.items() if k not in ("settle", "cost", "minutes", "command")}
+        return Judged(claim, word, ours, evidence, meets=True, **unsettled)
+    return Judged(claim, NOT_RUN if word == NOT_RUN else INCONCLUSIVE, ours, evidence, **data)
+
+
+def _missing(claim: Claim, why: str, command: str, settle: str = "", **data: Any) -> Judged:
+    """Not run: the evidence is not stored; ``command`` stores it (``settle``: default the why and the command)."""
+    settle = settle or f"{why}: `{command}`"
+    return _judged(claim, NOT_RUN, "—", why, meets=False, settle=settle, command=command, **data)
+
+
+def _minutes(store: Store, runs: Sequence[tuple[str, int]]) -> tuple[str, float | None]:
+    """What training ``runs`` ((system, budget factor) each) costs, in words and in GPU-minutes: the runs and about
+    how many GPU-minutes, from the wall time of the stored runs of the same budget (they train :data:`SIDE_BY_SIDE`
+    at once)."""
+    known = _walls(store, [store.budget_runs(s, f) for s, f in set(runs)])
+    count = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
+    if not known:
+        return count, None
+    minutes = max(known) * math.ceil(len(runs) / SIDE_BY_SIDE) / 60
+    return f"{count}, about {minutes:.0f} GPU-minutes" + (" side by side" if len(runs) > 1 else ""), minutes
+
+
+def _walls(store: Store, runs: Sequence[Runs | None]) -> list[float]:
+    """The training wall times (s) stored with the files of ``runs``: what one more such run takes."""
+    return [w for r in runs if r for f in r.files if (w := store.result(f)[0].get("training", {}).get("wall_s"))]
+
+
+# -- readings without an interval (a trained model's layers, one seed) --------------------------------------------
+
+
+def _analysis_missing(store: Store, claim: Claim, names: Sequence[str]) -> Judged | None:
+    if not store.judged:
+        return _judged(
+            claim,
+            INCONCLUSIVE,
+            "—",
+            f"scale {store.scale}: its models show the mechanics only, not what training learns",
+            meets=False,
+            settle=f"the analysis of a trained small model: `{experiment_command('small', studies=list(names))}`",
+        )
+    absent = [n for n in names if not store.has(n)]
+    if absent:
+        return _missing(
+            claim, f"the {', '.join(absent)} analysis is not stored", experiment_command(store.scale, studies=absent)
+        )
+    return None
+
+
+def _row(name: str, ok: Callable[[float], bool], **reading: Any) -> dict[str, Any]:
+    """One reading without an interval (a decoder layer of one model): undecided, the criterion read on its
+    ``value`` shown beside (``by_value``): one model has no spread over seeds to judge it by."""
+    return {"set": name, **reading, "by_value": HOLDS if ok(reading["value"]) else FAILS, "verdict": INCONCLUSIVE}
+
+
+def _readings(claim: Claim, rows: list[dict[str, Any]], fmt: str, over: str, evidence: str, **data: Any) -> Judged:
+    """A claim read on readings without intervals (layers, runs): their outcome, their mean and their range."""
+    values = [r["value"] for r in rows]
+    low, high = min(values), max(values)
+    return _judged(
+        claim,
+        outcome([r["verdict"] for r in rows]),
+        f"{low:{fmt}} to {high:{fmt}} over {over}",
+        evidence,
+        value=statistics.fmean(values),
+        interval=(low, high),
+        sets=tuple(rows),
+        **data,
+    )
+
+
+def _layers(claim: Claim, rows: list[dict[str, Any]], evidence: str, names: Sequence[str], fmt: str) -> Judged:
+    """An analysis read layer by layer on one model of each architecture: no interval over seeds, so below its
+    standard and inconclusive, each layer's value and the criterion read on it shown; ``names``: the analyses read."""
+    held, n = sum(r["by_value"] == HOLDS for r in rows), claim.evidence.standard.seeds
+    why = f"{evidence}; the criterion met by the value in {held} of {len(rows)} layers, with no interval to judge it"
+    settle = f"the analysis repeated on {n} seeds of each model (an interval over seeds per layer); one model each now"
+    strength = {"models": sorted({r["model"] for r in rows}), "layers": len(rows)}
+    files = tuple(f"{n}.json" for n in names)
+    return _readings(
+        claim, rows, fmt, f"{len(rows)} layers", why, meets=False, settle=settle, files=files, strength=strength
+    )

@@ -1,6 +1,7 @@
-"""How each kind of evidence is judged: one judge per kind of evidence of the claims registry
-(:mod:`repro.studies.claims`; the types and standards in :mod:`repro.studies.evidence`), each reading a
-:class:`~repro.studies.store.Store` and applying the one rule of :mod:`repro.studies.verdict`.
+"""The kinds of evidence a claim of the registry (:mod:`repro.studies.claims`) reads, each judging itself: its
+``judge`` method reads a :class:`~repro.studies.store.Store`, holds what it finds to the kind's standard and applies
+the one rule of :mod:`repro.studies.verdict` (the standards, the words and what a judgement holds are in
+:mod:`repro.studies.evidence`).
 
 Every judge finds the **bodies of evidence** a claim has (a BLEU contrast: one per stored budget; a speed ratio: one
 per timed code version), holds each to its standard, and lets the strongest lead: a body that meets the standard
@@ -13,8 +14,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from canlib.catalogue import LABELS
@@ -23,19 +24,24 @@ from repro.results.plan import DIRECTION_SYSTEMS, corpora
 from repro.results.studies import BUDGET_SYSTEMS
 from repro.studies.analyses import final_losses, gate_shares
 from repro.studies.evidence import (
+    ANALYSIS,
+    BLEU,
+    LOSS,
     METRIC,
+    SIDE_BY_SIDE,
     SPEED,
-    BatchCurve,
     Claim,
-    Contrast,
-    CrossTask,
-    GateShare,
     Judged,
-    LossFalling,
-    LossGap,
-    Similarity,
-    SpeedRatio,
-    Term,
+    Standard,
+    Threshold,
+    _analysis_missing,
+    _judged,
+    _layers,
+    _minutes,
+    _missing,
+    _readings,
+    _row,
+    _walls,
 )
 from repro.studies.gpu_runs import by_code, run_name, run_reading, timed_runs
 from repro.studies.store import Store
@@ -43,9 +49,9 @@ from repro.studies.verdict import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
-    NOT_RUN,
     Judgement,
     Runs,
+    Within,
     describe,
     difference_interval,
     interval_verdict,
@@ -59,57 +65,30 @@ from repro.studies.verdict import (
     split_name,
 )
 
-SIDE_BY_SIDE = 4  # small runs a GPU trains at once in one `python -m repro experiment` call, each a run's time
 GPU_CHECK = "bash scripts/gpu_check.sh --steps=bench,profile"  # the decoding-speed run (measurements/README.md)
 GPU_CHECK_MINUTES = 5  # its steps' timeouts, with the machine's start
-GPU_RUN = (f"one GPU run, about {GPU_CHECK_MINUTES} GPU-minutes", float(GPU_CHECK_MINUTES))
+GPU_RUN = {"cost": f"one GPU run, about {GPU_CHECK_MINUTES} GPU-minutes", "minutes": float(GPU_CHECK_MINUTES)}
 BATCH_SWEEP = "python -m repro bench batch --device cuda"
+HOW = {"eager": "eager", "captured": "with CUDA graphs"}  # a speed reading's mode, in words
 
 SETTLE = "bash scripts/gpu_settle.sh"  # the one GPU call that stores the runs settling the most claims
 CONVERGED = "converged"  # the study of the Table 2 and 5 systems at the converged recipe (repro.results.studies)
 
 
-def _judged(
-    claim: Claim,
-    word: str,
-    ours: str,
-    evidence: str,
-    *,
-    meets: bool,
-    settle: str = "",
-    cost: tuple[str, float | None] = ("", None),
-    command: str = "",
-    **data: Any,
-) -> Judged:
-    """A claim judged on evidence that meets its standard or not. Below the standard the word is inconclusive (not
-    run stays not run) and ``settle``, ``cost`` (in words and GPU-minutes) and ``command`` say what would settle it;
-    at the standard nothing is left to settle."""
-    if meets:
-        return Judged(claim, word, ours, evidence, meets=True, **data)
-    word = NOT_RUN if word == NOT_RUN else INCONCLUSIVE
-    return Judged(claim, word, ours, evidence, settle=settle, cost=cost[0], minutes=cost[1], command=command, **data)
+# -- BLEU contrasts -----------------------------------------------------------------------------------------------
 
 
-def _missing(claim: Claim, why: str, command: str, settle: str = "", **data: Any) -> Judged:
-    """Not run: the evidence is not stored; ``command`` stores it (``settle``: default the why and the command)."""
-    settle = settle or f"{why}: `{command}`"
-    return _judged(claim, NOT_RUN, "—", why, meets=False, settle=settle, command=command, **data)
+@dataclass(frozen=True)
+class Term:
+    """One system in a BLEU contrast: its weight, its label, and where its runs are stored (the main plan, or a
+    beyond study's models with ``study``/``tag``; ``factor``: a fixed budget, else the claim's)."""
 
-
-def _minutes(store: Store, runs: Sequence[tuple[str, int]]) -> tuple[str, float | None]:
-    """What training ``runs`` ((system, budget factor) each) costs, in words and in GPU-minutes: the runs and about
-    how many GPU-minutes, from the wall time of the stored runs of the same budget (they train :data:`SIDE_BY_SIDE`
-    at once)."""
-    walls = [store.train_seconds(s, f) for s, f in runs]
-    known = [w for w in walls if w]
-    count = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
-    if not known:
-        return count, None
-    minutes = max(known) * math.ceil(len(runs) / SIDE_BY_SIDE) / 60
-    return f"{count}, about {minutes:.0f} GPU-minutes" + (" side by side" if len(runs) > 1 else ""), minutes
-
-
-# BLEU contrasts -------------------------------------------------------------------------------------------------
+    weight: float
+    system: str
+    label: str = ""
+    study: str = ""
+    tag: str = ""
+    factor: int | None = None
 
 
 def _runs(store: Store, t: Term, factor: int, recipe: str = "") -> Runs | None:
@@ -127,11 +106,6 @@ def _label(t: Term, factor: int, recipe: str = "") -> str:
     if recipe:
         return f"{base} {recipe}"
     return base + (f" {factor}x" if factor != 1 and t.factor is None and not t.label else "")
-
-
-def _body_name(b: Judged) -> str:
-    """How a body of BLEU evidence is named beside the others: its recipe, else its budget ("2x")."""
-    return b.recipe or f"{b.budget}x"
 
 
 def _store_command(store: Store, terms: Sequence[Term], factor: int, seeds: int) -> str:
@@ -154,10 +128,10 @@ def _settle_in_seeds(
     this scale" where a set's difference sits on the bound."""
     n, would, why = settle_sets(j.sets, c.ok)
     if n is None:
-        return {"seeds_to_settle": None, "settle": f"no number of seeds at this scale: {why}", "cost": ("", None)}
+        return {"seeds_to_settle": None, "settle": f"no number of seeds at this scale: {why}"}
     systems = {(t.system, t.study, t.tag, t.factor or factor): len(r.seeds) for t, r in terms}
     extra = sum(max(0, n - have) for have in systems.values())
-    walls = [w for _, r in terms for f in r.files if (w := store.result(f)[0].get("training", {}).get("wall_s"))]
+    walls = _walls(store, [r for _, r in terms])
     runs, minutes = f"{extra} more run{'s' if extra != 1 else ''}", max(walls) * math.ceil(extra / SIDE_BY_SIDE) / 60
     rate = f", about {minutes:.0f} GPU-minutes at the stored runs' rate ({max(walls):.0f} s of training a run, the "
     rate += f"longest of the claim's {len(walls)} runs, {SIDE_BY_SIDE} trained side by side)"
@@ -166,7 +140,8 @@ def _settle_in_seeds(
         "seeds_to_settle": n,
         "settle": f"{n} seeds of every system would settle it ({would}) if the observed differences are the true "
         f"ones: {runs}{rate}: `{command}`",
-        "cost": (f"{runs}{rate}", minutes),
+        "cost": f"{runs}{rate}",
+        "minutes": minutes,
         "command": command,
     }
 
@@ -177,13 +152,12 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
     terms = [(t, _runs(store, t, factor, recipe)) for t in c.terms]
     seeds = {_label(t, factor, recipe): len(r.seeds) if r else 0 for t, r in terms}
     counts = ", ".join(f"{k} {n}" for k, n in seeds.items())
+    setting = f"{recipe} recipe" if recipe else f"{factor}x budget"
     short = [(t, r) for t, r in terms if r is None or len(r.seeds) < need]
     todo = [(t.system, t.factor or factor) for t, r in short for _ in range(need - (len(r.seeds) if r else 0))]
-    command = c.command or _store_command(store, [t for t, _ in short] or [t for t, _ in terms], factor, need)
-    if recipe:
-        command = SETTLE
-    cost = _minutes(store, todo) if short and not recipe else ("", None)
-    settle = f"{need} seeds of every system: {cost[0]}: `{command}`" if cost[0] else f"{need} seeds: `{command}`"
+    command = SETTLE if recipe else c.command or _store_command(store, [t for t, _ in short or terms], factor, need)
+    cost, minutes = _minutes(store, todo) if short and not recipe else ("", None)
+    settle = f"{need} seeds of every system: {cost}: `{command}`" if cost else f"{need} seeds: `{command}`"
     strength = {"seeds": seeds, "budget": factor, "scale": store.scale} | ({"recipe": recipe} if recipe else {})
     data = dict(
         budget=None if recipe or not c.budgets else factor,
@@ -192,13 +166,14 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
         files=tuple(f for _, r in terms if r for f in r.files),
         strength=strength,
         cost=cost,
+        minutes=minutes,
     )
     if any(r is None for _, r in terms):
         absent = ", ".join(_label(t, factor) for t, r in terms if r is None)
         return _missing(claim, f"no stored run of {absent} at scale {store.scale}", command, **data)
     if any(len(r.seeds) < 2 for _, r in terms):
         value = sum(t.weight * r.mean() for t, r in terms)
-        why = f"{METRIC} at scale {store.scale}, {_setting(factor, recipe)}; {counts} seed(s): no seed interval"
+        why = f"{METRIC} at scale {store.scale}, {setting}; {counts} seed(s): no seed interval"
         ours = f"{value:+.2f} (no interval)"
         return _judged(claim, INCONCLUSIVE, ours, why, meets=False, settle=settle, command=command, value=value, **data)
     pairs = c.seed_pairs([r.seeds for _, r in terms], factor)
@@ -215,7 +190,7 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
         claim,
         j.verdict,
         f"{head.value:+.2f} [{low:+.2f}, {high:+.2f}] ({METRIC} {split_name(head.split)})",
-        f"{METRIC}, scale {store.scale}, {_setting(factor, recipe)}, seeds: {counts}; {below}{describe(j)}",
+        f"{METRIC}, scale {store.scale}, {setting}, seeds: {counts}; {below}{describe(j)}",
         meets=meets,
         settle=settle,
         command=command,
@@ -228,67 +203,119 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
         **data,
     )
     if meets and decided.word == INCONCLUSIVE:
-        more = _settle_in_seeds(store, c, terms, j, factor)
-        cost = more.pop("cost")
-        return replace(decided, cost=cost[0], minutes=cost[1], **more)
+        return replace(decided, **_settle_in_seeds(store, c, terms, j, factor))
     return decided
 
 
-def _setting(factor: int, recipe: str) -> str:
-    return f"{recipe} recipe" if recipe else f"{factor}x budget"
+@dataclass(frozen=True)
+class Contrast:
+    """sum(weight x system) on the four evaluation sets, against ``ok``. ``budgets``: judged at every stored budget
+    (only where every term is a main-plan system of the budget study), the strongest body of evidence leading."""
+
+    terms: tuple[Term, ...]
+    ok: Threshold | Within
+    budgets: bool = False
+    standard: Standard = BLEU
+    command: str = ""  # what stores the runs, where it is not the plan's `python -m repro experiment`
+
+    def seed_pairs(self, seeds: list[tuple[int, ...]], factor: int) -> tuple[tuple[int, int], ...]:
+        """The terms paired on the seed (``seeds``: each term's stored seeds): the same main-plan system at two
+        budgets with the same seeds, the longer run continuing the shorter one's updates exactly."""
+        pairs: list[tuple[int, int]] = []
+        for i, a in enumerate(self.terms):
+            for j, b in enumerate(self.terms[i + 1 :], i + 1):
+                free = not {i, j} & {k for p in pairs for k in p} and not (a.study or b.study)
+                other = (a.factor or factor) != (b.factor or factor) and a.weight * b.weight < 0
+                if free and other and a.system == b.system and seeds[i] == seeds[j]:
+                    pairs.append((i, j))
+        return tuple(pairs)
+
+    def judge(self, store: Store, claim: Claim) -> Judged:
+        plain = all(t.factor is None and not t.study for t in self.terms)
+        main_pair = plain and all(t.system in BUDGET_SYSTEMS for t in self.terms)
+        factors = store.budget_factors() if self.budgets and main_pair else [1]
+        bodies = [_contrast_at(store, claim, self, f) for f in factors]
+        if plain and all(store.study_runs(CONVERGED, t.system) for t in self.terms):  # read once they are stored
+            bodies.append(_contrast_at(store, claim, self, 1, recipe=CONVERGED))
+        # the body that leads: one that meets the standard, then the most seeds of its weakest system, then the
+        # converged models (trained to the optimum of the validation curve, where a budget stops short of it or past
+        # it), then the longest budget; a 2-seed body never leads a 3-seed one
+        lead = max(bodies, key=lambda j: (j.meets, min(j.seeds.values(), default=0), bool(j.recipe), j.budget or 1))
+        beside = tuple(b for b in bodies if b is not lead)
+        if not beside:
+            return lead
+
+        def named(b: Judged) -> str:  # a body by its recipe or budget ("2x"), its number and deciding set
+            return f"{b.recipe or f'{b.budget}x'}: {b.ours.split(' (')[0]} ({b.deciding['set'] if b.deciding else ''}"
+
+        others = "; ".join(f"{named(b)}, {b.word})" for b in beside)
+        return replace(
+            lead,
+            ours=f"{named(lead)}); {others} ({METRIC})",
+            beside=beside,
+            evidence=f"{lead.evidence} | beside it: {' | '.join(b.evidence for b in beside)}",
+        )
 
 
-def strongest(bodies: Sequence[Judged]) -> Judged:
-    """The body of BLEU evidence that leads: one that meets the standard, then the most seeds of its weakest
-    system, then the converged models (trained to the optimum of the validation curve, where a budget stops
-    short of it or past it), then the longest budget. A 2-seed body never leads a 3-seed one."""
-    return max(bodies, key=lambda j: (j.meets, min(j.seeds.values(), default=0), bool(j.recipe), j.budget or 1))
+@dataclass(frozen=True)
+class CrossTask:
+    """CAN - Balanced on every Multi30k direction of the scale, each judged by the verdict rule."""
+
+    ok: Threshold | Within
+    standard: Standard = BLEU
+
+    def judge(self, store: Store, claim: Claim) -> Judged:
+        rows, missing = [], []
+        need = self.standard.seeds
+        for corpus in corpora(store.scale):
+            runs = {s: store.runs(s, corpus) for s in ("can", "balanced")}
+            if not store.judged or not all(r is not None and len(r.seeds) >= need for r in runs.values()):
+                missing.append(corpus)
+                continue
+            refs = store.references(corpus) if all(r.hyps for r in runs.values()) else None
+            lang = store.result(runs["can"].files[0])[0].get("tgt_lang", "de")
+            j = judge([(1.0, runs["can"]), (-1.0, runs["balanced"])], self.ok, refs, lang=lang)
+            # the deciding set's reading, under the direction's name
+            head = {k: v for k, v in j.deciding.row().items() if k in ("split", "value", "interval", "seed_interval")}
+            verdict = j.verdict if j.verdict in (HOLDS, FAILS) else INCONCLUSIVE
+            rows.append({"set": corpus.removeprefix("multi30k-"), **head, "verdict": verdict, "sets": j.rows()})
+        # a claim on every direction fails on the first direction that misses it: that one decides it alone
+        if len(rows) < 2 and not any(r["verdict"] == FAILS for r in rows):
+            command = experiment_command(
+                "small" if not store.judged else store.scale,
+                systems=DIRECTION_SYSTEMS,
+                seeds=range(1, need + 1),
+                corpora=missing or [store.corpus],
+            )
+            why = f"{len(rows)} direction(s) with {need} seeds of CAN and Balanced; the claim needs 2 or more"
+            cost, minutes = _minutes(store, [(s, 1) for _ in missing for s in DIRECTION_SYSTEMS for _ in range(need)])
+            settle = f"{why}: {cost}: `{command}`"
+            return _missing(claim, why, command, settle, cost=cost, minutes=minutes, sets=tuple(rows))
+        return _judged(
+            claim,
+            outcome([r["verdict"] for r in rows]),
+            "; ".join(f"{r['set']} {r['value']:+.2f}" for r in rows),
+            f"{METRIC}, scale {store.scale}, {len(rows)} direction(s), each by the verdict rule"
+            + (f"; {len(missing)} not trained yet" if missing else ""),
+            meets=True,
+            sets=tuple(rows),
+            strength={"directions": len(rows), "seeds": need},
+        )
 
 
-def _judge_contrast(store: Store, claim: Claim, c: Contrast) -> Judged:
-    plain = all(t.factor is None and not t.study for t in c.terms)
-    main_pair = plain and all(t.system in BUDGET_SYSTEMS for t in c.terms)
-    factors = store.budget_factors() if c.budgets and main_pair else [1]
-    bodies = [_contrast_at(store, claim, c, f) for f in factors]
-    if plain and all(store.study_runs(CONVERGED, t.system) for t in c.terms):  # read once they are stored
-        bodies.append(_contrast_at(store, claim, c, 1, recipe=CONVERGED))
-    lead = strongest(bodies)
-    beside = tuple(b for b in bodies if b is not lead)
-    if not beside:
-        return lead
-
-    def where(b: Judged) -> str:  # the body's deciding set, e.g. "test2016"
-        return b.deciding["set"] if b.deciding else ""
-
-    others = "; ".join(f"{_body_name(b)}: {b.ours.split(' (')[0]} ({where(b)}, {b.word})" for b in beside)
-    return replace(
-        lead,
-        ours=f"{_body_name(lead)}: {lead.ours.split(' (')[0]} ({where(lead)}); {others} ({METRIC})",
-        beside=beside,
-        evidence=f"{lead.evidence} | beside it: {' | '.join(b.evidence for b in beside)}",
-    )
+# -- speed --------------------------------------------------------------------------------------------------------
 
 
-# speed -----------------------------------------------------------------------------------------------------------
-
-
-def _speed_body(
-    claim: Claim,
-    mode: str,
-    rows: list[dict[str, Any]],
-    ok: Callable[[float], bool],
-    beside: str = "",
-    log: bool = True,
-) -> Judged:
-    """One body of speed evidence, the GPU runs of one decoder code pooled and judged by :func:`speed_word`;
+def _speed_body(claim: Claim, mode: str, rows: list[dict[str, Any]], beside: str = "") -> Judged:
+    """One body of speed evidence, the GPU runs of one decoder code pooled and judged by :func:`speed_word` on the
+    claim's criterion (a batch curve's readings are differences, averaged over runs as they are, not in logs);
     ``beside``: the other reading (eager or graphs) in words, shown, never deciding."""
-    word, read = speed_word(rows, ok, SPEED.runs, log)
+    word, read = speed_word(rows, claim.evidence.ok, SPEED.runs, log=isinstance(claim.evidence, SpeedRatio))
     pooled, medians, across = read["pooled"], read["medians"], read["across"]
     code, n = rows[0]["code"], len(rows)
     runs = ", ".join(f"{r['set']} ({r['repeats']} repeats, shortest {r['shortest_repeat_s']:.2f} s)" for r in rows)
     interval = pooled["interval"]
     shown = f"[{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "(too few repeats for an interval)"
-    how = "with CUDA graphs" if mode == "captured" else "eager"
     reading = "CUDA-graph" if mode == "captured" else "eager"
     spread = (
         f"the run-to-run spread is not measured (the standard asks for {SPEED.runs} runs)"
@@ -298,9 +325,9 @@ def _speed_body(
     )
     below = f"; a run below the per-run standard ({SPEED.repeats} repeats of at least {SPEED.seconds:g} s)"
     evidence = (
-        f"decided by the {reading} reading; {runs_word(n)}: GPU fp16, batch 1, beam 4, d=512 random weights, {how}; "
-        f"code of commit {code}; {runs}; the median of {pooled['n']} per-repeat ratios and its order-statistic "
-        f"interval {shown} ({read['within']} within runs); {spread}"
+        f"decided by the {reading} reading; {runs_word(n)}: GPU fp16, batch 1, beam 4, d=512 random weights, "
+        f"{HOW[mode]}; code of commit {code}; {runs}; the median of {pooled['n']} per-repeat ratios and its "
+        f"order-statistic interval {shown} ({read['within']} within runs); {spread}"
         + ("" if all(r["meets"] for r in rows) else below)
         + (f" | beside it, not deciding: {beside}" if beside else "")
     )
@@ -308,12 +335,13 @@ def _speed_body(
     return _judged(
         claim,
         word,
-        f"{pooled['median']:.2f}x {shown} ({how}, commit {code}, {runs_word(n)})",
+        f"{pooled['median']:.2f}x {shown} ({HOW[mode]}, commit {code}, {runs_word(n)})",
         evidence,
         meets=read["meets"],
         settle=f"{runs_word(more).replace('GPU run', 'more GPU run')} of this code meeting the standard "
         f"(about {GPU_CHECK_MINUTES} GPU-minutes each): `{GPU_CHECK}`",
-        cost=(f"{runs_word(more)}, about {more * GPU_CHECK_MINUTES} GPU-minutes", float(more * GPU_CHECK_MINUTES)),
+        cost=f"{runs_word(more)}, about {more * GPU_CHECK_MINUTES} GPU-minutes",
+        minutes=float(more * GPU_CHECK_MINUTES),
         command=GPU_CHECK,
         value=pooled["median"],
         interval=interval,
@@ -331,268 +359,220 @@ def _speed_body(
     )
 
 
-def _judge_speed(store: Store, claim: Claim, s: SpeedRatio) -> Judged:
-    rows = timed_runs(store, s.system, s.against, s.mode)
-    if not rows:
-        return _missing(
-            claim,
-            f"no stored GPU run timed {LABELS[s.system]} and {LABELS[s.against]} ({s.mode}, per-repeat tokens/s)",
-            f"{GPU_CHECK} (with --systems {s.system},{s.against} in scripts/gpu_bench.py)",
-            cost=GPU_RUN,
-        )
-    other = "eager" if s.mode == "captured" else "captured"
-    beside = ""
-    if other_rows := timed_runs(store, s.system, s.against, other):
-        lead_other = by_code(other_rows)[0]
-        word, read = speed_word(lead_other, s.ok, SPEED.runs)
-        pooled = read["pooled"]
-        shown = f" [{pooled['interval'][0]:.2f}, {pooled['interval'][1]:.2f}]" if pooled["interval"] else ""
-        how = "with CUDA graphs" if other == "captured" else "eager"
-        beside = f"{how} {pooled['median']:.2f}x{shown} ({runs_word(len(lead_other))}): {word}"
-    lead, *older = (_speed_body(claim, s.mode, group, s.ok, beside) for group in by_code(rows))
-    return replace(lead, beside=tuple(older))
+@dataclass(frozen=True)
+class SpeedRatio:
+    """tokens/s of ``system`` over ``against`` (GPU fp16, batch 1), per interleaved repeat, in ``mode``: "eager" or
+    "captured" (whole decoding steps replayed from CUDA graphs)."""
 
+    system: str
+    against: str
+    ok: Threshold
+    mode: str = "eager"
+    standard: Standard = SPEED
 
-def _judge_batch(store: Store, claim: Claim, b: BatchCurve) -> Judged:
-    """The gain at batch ``first`` minus at ``last``, per repeat, over every stored sweep with per-repeat times: the
-    sweeps of one code pooled as the speed rule pools runs; a sweep with medians only is read, never judged."""
-    pair, rows, medians_only = (b.system, b.against), [], None
-    for run in store.gpu_runs_with("batch"):
-        systems, prov = store.gpu("batch", run, "systems")
-        if not all(x in systems for x in pair):
-            continue
-        repeats = {x: {int(k): v for k, v in systems[x].get("by_batch_repeats", {}).items()} for x in pair}
-        if all(n in repeats[x] for x in pair for n in (b.first, b.last)):
-            first, last = (repeat_ratios(repeats[b.system][n], repeats[b.against][n]) for n in (b.first, b.last))
-            row = run_reading(run, prov, [x - y for x, y in zip(first, last)], 0.0)
-            row["meets"] = len(first) >= b.standard.repeats  # a sweep times no repeat's length
-            rows.append(row)
-        elif medians_only is None:
-            medians_only = (run, prov)
-    if rows:
-        lead, *older = (_speed_body(claim, "eager", group, lambda d: d > 0, log=False) for group in by_code(rows))
+    def judge(self, store: Store, claim: Claim) -> Judged:
+        rows = timed_runs(store, self.system, self.against, self.mode)
+        if not rows:
+            return _missing(
+                claim,
+                f"no stored GPU run timed {LABELS[self.system]} and {LABELS[self.against]} ({self.mode}, per-repeat "
+                "tokens/s)",
+                f"{GPU_CHECK} (with --systems {self.system},{self.against} in scripts/gpu_bench.py)",
+                **GPU_RUN,
+            )
+        other = "eager" if self.mode == "captured" else "captured"
+        beside = ""
+        if other_rows := timed_runs(store, self.system, self.against, other):
+            o = _speed_body(claim, other, by_code(other_rows)[0])  # the other reading, judged the same way
+            shown = f" [{o.interval[0]:.2f}, {o.interval[1]:.2f}]" if o.interval else ""
+            beside = f"{HOW[other]} {o.value:.2f}x{shown} ({runs_word(len(o.sets))}): {o.word}"
+        lead, *older = (_speed_body(claim, self.mode, group, beside) for group in by_code(rows))
         return replace(lead, beside=tuple(older))
-    if medians_only:
-        run, prov = medians_only
-        medians, _ = store.gpu_batch(run)
-        at = {n: medians[b.system][n] / medians[b.against][n] for n in (b.first, b.last) if n in medians[b.system]}
-        return _judged(
-            claim,
-            INCONCLUSIVE,
-            ", ".join(f"{v:.2f}x at {n}" for n, v in at.items()) + " (medians)",
-            f"the stored batch sweep ({run_name(prov)}, {run}) keeps one median per batch size and no per-repeat "
-            "times: no interval can be read from it",
-            meets=False,
-            settle=f"a batch sweep with per-repeat times on a GPU (~{GPU_CHECK_MINUTES} GPU-minutes): `{BATCH_SWEEP}`",
-            cost=GPU_RUN,
-            files=(run,),
-        )
-    return _missing(claim, "no stored GPU batch sweep of CAN and Balanced", BATCH_SWEEP)
 
 
-# trained-model analyses -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BatchCurve:
+    """``system``/``against`` at batch ``first`` minus at batch ``last`` (> 0: the gain shrinks), per repeat."""
+
+    system: str
+    against: str
+    first: int
+    last: int
+    ok: Threshold = Threshold(">", 0.0)
+    standard: Standard = SPEED
+
+    def judge(self, store: Store, claim: Claim) -> Judged:
+        """The gain at batch ``first`` minus at ``last``, per repeat, over every stored sweep with per-repeat times: the
+        sweeps of one code pooled as the speed rule pools runs; a sweep with medians only is read, never judged."""
+        pair, ends, rows, medians_only = (self.system, self.against), (self.first, self.last), [], None
+        for run in store.gpu_runs_with("batch"):
+            systems, prov = store.gpu("batch", run, "systems")
+            if not all(x in systems for x in pair):
+                continue
+            repeats = {x: {int(k): v for k, v in systems[x].get("by_batch_repeats", {}).items()} for x in pair}
+            if all(n in repeats[x] for x in pair for n in ends):
+                first, last = (repeat_ratios(repeats[self.system][n], repeats[self.against][n]) for n in ends)
+                row = run_reading(run, prov, [x - y for x, y in zip(first, last)], 0.0)
+                row["meets"] = len(first) >= self.standard.repeats  # a sweep times no repeat's length
+                rows.append(row)
+            elif medians_only is None:
+                medians_only = (run, prov)
+        if rows:
+            lead, *older = (_speed_body(claim, "eager", group) for group in by_code(rows))
+            return replace(lead, beside=tuple(older))
+        if medians_only:
+            run, prov = medians_only
+            medians, _ = store.gpu_batch(run)
+            at = {n: medians[self.system][n] / medians[self.against][n] for n in ends if n in medians[self.system]}
+            return _judged(
+                claim,
+                INCONCLUSIVE,
+                ", ".join(f"{v:.2f}x at {n}" for n, v in at.items()) + " (medians)",
+                f"the stored batch sweep ({run_name(prov)}, {run}) keeps one median per batch size and no per-repeat "
+                "times: no interval can be read from it",
+                meets=False,
+                settle=f"a batch sweep with per-repeat times on a GPU (~{GPU_CHECK_MINUTES} GPU-minutes): "
+                f"`{BATCH_SWEEP}`",
+                **GPU_RUN,
+                files=(run,),
+            )
+        return _missing(claim, "no stored GPU batch sweep of CAN and Balanced", BATCH_SWEEP)
 
 
-def _analysis_missing(store: Store, claim: Claim, names: Sequence[str]) -> Judged | None:
-    if not store.judged:
-        return _judged(
-            claim,
-            INCONCLUSIVE,
-            "—",
-            f"scale {store.scale}: its models show the mechanics only, not what training learns",
-            meets=False,
-            settle=f"the analysis of a trained small model: `{experiment_command('small', studies=list(names))}`",
-        )
-    absent = [n for n in names if not store.has(n)]
-    if absent:
-        return _missing(
-            claim, f"the {', '.join(absent)} analysis is not stored", experiment_command(store.scale, studies=absent)
-        )
-    return None
-
-
-def _row(name: str, ok: Callable[[float], bool], **reading: Any) -> dict[str, Any]:
-    """One reading without an interval (a decoder layer of one model): undecided, the criterion read on its
-    ``value`` shown beside (``by_value``): one model has no spread over seeds to judge it by."""
-    return {"set": name, **reading, "by_value": HOLDS if ok(reading["value"]) else FAILS, "verdict": INCONCLUSIVE}
-
-
-def _readings(claim: Claim, rows: list[dict[str, Any]], fmt: str, over: str, evidence: str, **data: Any) -> Judged:
-    """A claim read on readings without intervals (layers, runs): their outcome, their mean and their range."""
-    values = [r["value"] for r in rows]
-    low, high = min(values), max(values)
-    return _judged(
-        claim,
-        outcome([r["verdict"] for r in rows]),
-        f"{low:{fmt}} to {high:{fmt}} over {over}",
-        evidence,
-        value=statistics.fmean(values),
-        interval=(low, high),
-        sets=tuple(rows),
-        **data,
-    )
-
-
-def _layers(claim: Claim, rows: list[dict[str, Any]], evidence: str, files: tuple[str, ...], fmt: str) -> Judged:
-    """An analysis read layer by layer on one model of each architecture: no interval over seeds, so below its
-    standard and inconclusive, each layer's value and the criterion read on it shown."""
-    held, n = sum(r["by_value"] == HOLDS for r in rows), claim.evidence.standard.seeds
-    why = f"{evidence}; the criterion met by the value in {held} of {len(rows)} layers, with no interval to judge it"
-    settle = f"the analysis repeated on {n} seeds of each model (an interval over seeds per layer); one model each now"
-    strength = {"models": sorted({r["model"] for r in rows}), "layers": len(rows)}
-    return _readings(
-        claim, rows, fmt, f"{len(rows)} layers", why, meets=False, settle=settle, files=files, strength=strength
-    )
+# -- trained-model analyses ---------------------------------------------------------------------------------------
 
 
 MODELS = {"similarity": "Baseline 6/6", "similarity-balanced": "Balanced 12/2"}
 
 
-def _judge_similarity(store: Store, claim: Claim, s: Similarity) -> Judged:
-    if missing := _analysis_missing(store, claim, s.studies):
-        return missing
-    rows = []
-    for name in s.studies:
-        result, _ = store.analysis(name)
-        matrix = result["residual"]
-        for i, row in enumerate(matrix[s.pair]):
-            value = row[i] - (matrix[s.than][i][i] if s.than else 0.0)
-            rows.append(_row(f"{MODELS[name]} layer {i + 1}", s.ok, model=MODELS[name], layer=i + 1, value=value))
-    what = f"{s.pair} minus {s.than}" if s.than else s.pair
-    evidence = (
-        f"the seed-1 {' and '.join(MODELS[n] for n in s.studies)} at {store.scale}: the cosine similarity ({what}) "
-        "of each decoder layer over the validation split; one model each, so no seed spread: a measurement, read "
-        "layer by layer"
-    )
-    return _layers(claim, rows, evidence, tuple(f"{n}.json" for n in s.studies), "+.2f" if s.than else ".2f")
+@dataclass(frozen=True)
+class Similarity:
+    """The cosine similarity of two sub-layers' inputs in each decoder layer of the stored analyses ``studies``
+    (``similarity``: the 6/6 Baseline; ``similarity-balanced``: Balanced), against ``ok``; with ``than``, the
+    criterion is read on ``pair`` minus ``than`` (one matrix's diagonal against another's)."""
 
+    ok: Threshold
+    studies: tuple[str, ...] = ("similarity", "similarity-balanced")
+    pair: str = "self_vs_cross"
+    than: str = ""
+    standard: Standard = ANALYSIS
 
-def _judge_gate(store: Store, claim: Claim, g: GateShare) -> Judged:
-    if missing := _analysis_missing(store, claim, ("attention",)):
-        return missing
-    study, _ = store.analysis("attention")
-    rows = [
-        _row(f"layer {x['layer']}", g.ok, model="CAN", layer=x["layer"], value=x["near_ends"])
-        for x in gate_shares(study, g.near)
-    ]
-    evidence = (
-        f"the seed-1 CAN at {store.scale}, its gate over every (target position, head) of the test split "
-        "(attention.json); one model: a measurement, read layer by layer"
-    )
-    return _layers(claim, rows, evidence, ("attention.json",), ".0%")
-
-
-def _judge_loss_gap(store: Store, claim: Claim, g: LossGap) -> Judged:
-    a, b = ([final_losses(log)[1] for log in store.logs(s)] for s in (g.system, g.against))
-    if min(len(a), len(b)) < 2:
-        return _missing(claim, f"scale {store.scale}: fewer than 2 seeds stored", experiment_command(store.scale))
-    seeds = {g.system: len(a), g.against: len(b)}
-    low, high = difference_interval(a, b)
-    value = statistics.fmean(a) - statistics.fmean(b)
-    return _judged(
-        claim,
-        interval_verdict(low, high, lambda d: d > 0),
-        f"{value:+.3f} [{low:+.3f}, {high:+.3f}]",
-        f"final label-smoothed validation loss at {store.scale}, {len(a)} and {len(b)} seeds, the seed interval",
-        meets=store.judged and min(len(a), len(b)) >= g.standard.seeds,
-        settle=f"{g.standard.seeds} seeds of each at small: `{experiment_command('small')}`",
-        value=value,
-        interval=(low, high),
-        seeds=seeds,
-        strength={"seeds": seeds, "scale": store.scale},
-    )
-
-
-def _judge_falling(store: Store, claim: Claim, f: LossFalling) -> Judged:
-    rows = []
-    for system in f.systems:
-        drops, steps = [], []
-        for log in store.logs(system):
-            valid = [r for r in log if r.get("valid_loss") is not None]
-            if len(valid) >= 2:
-                drops.append(valid[-2]["valid_loss"] - valid[-1]["valid_loss"])
-                steps = [valid[-2]["step"], valid[-1]["step"]]
-        if len(drops) >= 2:
-            rows.append(seed_reading(LABELS[system], drops, lambda d: d > 0) | {"steps": steps, "drops": drops})
-        elif drops:
-            rows.append(_row(f"{LABELS[system]} (one seed)", lambda d: d > 0, value=drops[0], steps=steps))
-    if not rows:
-        return _missing(claim, f"scale {store.scale}: no stored run with two validations", experiment_command("small"))
-    seeds = {s: len(store.seeds(s)) for s in f.systems}
-    return _readings(
-        claim,
-        rows,
-        "+.3f",
-        f"the last {rows[0]['steps'][1] - rows[0]['steps'][0]:,} updates (each system's mean over its seeds)",
-        f"the drop of the validation loss between the last two validations at {store.scale}, per system its mean "
-        "over seeds with the seeds' interval (Student's t, n - 1 degrees of freedom): "
-        + "; ".join(
-            f"{r['set']} {r['value']:+.3f}"
-            + (f" [{r['interval'][0]:+.3f}, {r['interval'][1]:+.3f}]" if r.get("interval") else "")
-            + f": {r['verdict']}"
-            for r in rows
-        ),
-        meets=store.judged and min(seeds.values()) >= f.standard.seeds,
-        settle=f"{f.standard.seeds} seeds of each at small: `{experiment_command('small')}`",
-        seeds=seeds,
-        strength={"seeds": seeds, "scale": store.scale},
-    )
-
-
-def _judge_tasks(store: Store, claim: Claim, t: CrossTask) -> Judged:
-    rows, missing = [], []
-    need = t.standard.seeds
-    for corpus in corpora(store.scale):
-        runs = {s: store.runs(s, corpus) for s in ("can", "balanced")}
-        if not store.judged or not all(r is not None and len(r.seeds) >= need for r in runs.values()):
-            missing.append(corpus)
-            continue
-        hyps = all(r.hyps for r in runs.values())
-        lang = store.result(runs["can"].files[0])[0].get("tgt_lang", "de")
-        refs = store.references(corpus) if hyps else None
-        j = judge([(1.0, runs["can"]), (-1.0, runs["balanced"])], t.ok, refs, lang=lang)
-        head = j.deciding
-        rows.append(
-            {
-                "set": corpus.removeprefix("multi30k-"),
-                "split": head.split,
-                "value": head.value,
-                "interval": [head.interval.low, head.interval.high],
-                "seed_interval": [head.seeds.low, head.seeds.high],
-                "verdict": j.verdict if j.verdict in (HOLDS, FAILS) else INCONCLUSIVE,
-                "sets": j.rows(),
-            }
+    def judge(self, store: Store, claim: Claim) -> Judged:
+        if missing := _analysis_missing(store, claim, self.studies):
+            return missing
+        rows = []
+        for name in self.studies:
+            result, _ = store.analysis(name)
+            matrix = result["residual"]
+            for i, row in enumerate(matrix[self.pair]):
+                value = row[i] - (matrix[self.than][i][i] if self.than else 0.0)
+                rows.append(
+                    _row(f"{MODELS[name]} layer {i + 1}", self.ok, model=MODELS[name], layer=i + 1, value=value)
+                )
+        what = f"{self.pair} minus {self.than}" if self.than else self.pair
+        evidence = (
+            f"the seed-1 {' and '.join(MODELS[n] for n in self.studies)} at {store.scale}: the cosine similarity "
+            f"({what}) of each decoder layer over the validation split; one model each, so no seed spread: a "
+            "measurement, read layer by layer"
         )
-    # a claim on every direction fails on the first direction that misses it: that one decides it alone
-    if len(rows) < 2 and not any(r["verdict"] == FAILS for r in rows):
-        command = experiment_command(
-            "small" if not store.judged else store.scale,
-            systems=DIRECTION_SYSTEMS,
-            seeds=range(1, need + 1),
-            corpora=missing or [store.corpus],
+        return _layers(claim, rows, evidence, self.studies, "+.2f" if self.than else ".2f")
+
+
+@dataclass(frozen=True)
+class GateShare:
+    """The share of CAN's gate values within ``near`` of 0 or 1, per decoder layer (the stored ``attention`` study)."""
+
+    ok: Threshold
+    near: float
+    standard: Standard = ANALYSIS
+
+    def judge(self, store: Store, claim: Claim) -> Judged:
+        if missing := _analysis_missing(store, claim, ("attention",)):
+            return missing
+        study, _ = store.analysis("attention")
+        rows = [
+            _row(f"layer {x['layer']}", self.ok, model="CAN", layer=x["layer"], value=x["near_ends"])
+            for x in gate_shares(study, self.near)
+        ]
+        evidence = (
+            f"the seed-1 CAN at {store.scale}, its gate over every (target position, head) of the test split "
+            "(attention.json); one model: a measurement, read layer by layer"
         )
-        why = f"{len(rows)} direction(s) with {need} seeds of CAN and Balanced; the claim needs 2 or more"
-        cost = _minutes(store, [(s, 1) for _ in missing for s in DIRECTION_SYSTEMS for _ in range(need)])
-        return _missing(claim, why, command, f"{why}: {cost[0]}: `{command}`", cost=cost, sets=tuple(rows))
-    return _judged(
-        claim,
-        outcome([r["verdict"] for r in rows]),
-        "; ".join(f"{r['set']} {r['value']:+.2f}" for r in rows),
-        f"{METRIC}, scale {store.scale}, {len(rows)} direction(s), each by the verdict rule"
-        + (f"; {len(missing)} not trained yet" if missing else ""),
-        meets=True,
-        sets=tuple(rows),
-        strength={"directions": len(rows), "seeds": need},
-    )
+        return _layers(claim, rows, evidence, ("attention",), ".0%")
 
 
-JUDGES: dict[type, Callable[[Store, Claim, Any], Judged]] = {
-    Contrast: _judge_contrast,
-    SpeedRatio: _judge_speed,
-    BatchCurve: _judge_batch,
-    Similarity: _judge_similarity,
-    GateShare: _judge_gate,
-    LossGap: _judge_loss_gap,
-    LossFalling: _judge_falling,
-    CrossTask: _judge_tasks,
-}
+# -- validation losses --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LossGap:
+    """Final validation loss of ``system`` minus ``against`` over seeds (seed interval), > 0."""
+
+    system: str
+    against: str
+    standard: Standard = LOSS
+
+    def judge(self, store: Store, claim: Claim) -> Judged:
+        a, b = ([final_losses(log)[1] for log in store.logs(s)] for s in (self.system, self.against))
+        if min(len(a), len(b)) < 2:
+            return _missing(claim, f"scale {store.scale}: fewer than 2 seeds stored", experiment_command(store.scale))
+        seeds = {self.system: len(a), self.against: len(b)}
+        low, high = difference_interval(a, b)
+        value = statistics.fmean(a) - statistics.fmean(b)
+        return _judged(
+            claim,
+            interval_verdict(low, high, lambda d: d > 0),
+            f"{value:+.3f} [{low:+.3f}, {high:+.3f}]",
+            f"final label-smoothed validation loss at {store.scale}, {len(a)} and {len(b)} seeds, the seed interval",
+            meets=store.judged and min(len(a), len(b)) >= self.standard.seeds,
+            settle=f"{self.standard.seeds} seeds of each at small: `{experiment_command('small')}`",
+            value=value,
+            interval=(low, high),
+            seeds=seeds,
+            strength={"seeds": seeds, "scale": store.scale},
+        )
+
+
+@dataclass(frozen=True)
+class LossFalling:
+    """The validation loss falls between the last two validations of every run of ``systems``."""
+
+    systems: tuple[str, ...]
+    standard: Standard = LOSS
+
+    def judge(self, store: Store, claim: Claim) -> Judged:
+        rows = []
+        for system in self.systems:
+            drops, steps = [], []
+            for log in store.logs(system):
+                valid = [r for r in log if r.get("valid_loss") is not None]
+                if len(valid) >= 2:
+                    drops.append(valid[-2]["valid_loss"] - valid[-1]["valid_loss"])
+                    steps = [valid[-2]["step"], valid[-1]["step"]]
+            if len(drops) >= 2:
+                rows.append(seed_reading(LABELS[system], drops, lambda d: d > 0) | {"steps": steps, "drops": drops})
+            elif drops:
+                rows.append(_row(f"{LABELS[system]} (one seed)", lambda d: d > 0, value=drops[0], steps=steps))
+        if not rows:
+            return _missing(
+                claim, f"scale {store.scale}: no stored run with two validations", experiment_command("small")
+            )
+        seeds = {s: len(store.seeds(s)) for s in self.systems}
+        return _readings(
+            claim,
+            rows,
+            "+.3f",
+            f"the last {rows[0]['steps'][1] - rows[0]['steps'][0]:,} updates (each system's mean over its seeds)",
+            f"the drop of the validation loss between the last two validations at {store.scale}, per system its mean "
+            "over seeds with the seeds' interval (Student's t, n - 1 degrees of freedom): "
+            + "; ".join(
+                f"{r['set']} {r['value']:+.3f}"
+                + (f" [{r['interval'][0]:+.3f}, {r['interval'][1]:+.3f}]" if r.get("interval") else "")
+                + f": {r['verdict']}"
+                for r in rows
+            ),
+            meets=store.judged and min(seeds.values()) >= self.standard.seeds,
+            settle=f"{self.standard.seeds} seeds of each at small: `{experiment_command('small')}`",
+            seeds=seeds,
+            strength={"seeds": seeds, "scale": store.scale},
+        )

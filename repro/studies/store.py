@@ -16,7 +16,7 @@ elsewhere every stored seed. Nothing here trains; a missing result is an error t
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -184,13 +184,6 @@ class Store:
         study's models otherwise (read from their files, so they count before the study's summary exists)."""
         return self.runs(system) if factor == 1 else self.study_runs("budget", system, f"x{factor}")
 
-    def train_seconds(self, system: str, factor: int = 1) -> float | None:
-        """The longest training wall time of the stored runs of ``system`` at budget ``factor`` (None if none is
-        stored): what one more such run takes, trained side by side with others."""
-        runs = self.budget_runs(system, factor)
-        walls = [self.result(f)[0].get("training", {}).get("wall_s") for f in (runs.files if runs else ())]
-        return max((w for w in walls if w), default=None)
-
     def budget_factors(self) -> list[int]:
         """The budget factors with stored models of every budget system (1, the main plan, first)."""
         found = {
@@ -301,11 +294,8 @@ class Store:
 
     def _runs(self, files: Sequence[Path], label: str) -> Runs | None:
         """The runs among ``files`` (one per seed) that this store reads, as :class:`Runs`; None if none is."""
-        kept = []
-        for path in sorted(files, key=lambda p: int(SEED.match(p.name)["seed"])):
-            result, prov = _load(path)
-            if self._kept(prov):
-                kept.append((path, result))
+        by_seed = sorted(files, key=lambda p: int(SEED.match(p.name)["seed"]))
+        kept = [(p, _load(p)[0]) for p in by_seed if self._kept(_load(p)[1])]
         if not kept:
             return None
         scores, hyps = {}, {}
@@ -315,13 +305,9 @@ class Store:
             scores[split] = tuple(float(r["scores"][split]["tok_bleu"]) for _, r in kept)
             if all(split in r.get("hyp_files", {}) for _, r in kept):
                 hyps[split] = tuple(_hypotheses(p.with_name(r["hyp_files"][split])) for p, r in kept)
-        return Runs(
-            label,
-            tuple(int(SEED.match(p.name)["seed"]) for p, _ in kept),
-            scores,
-            hyps,
-            tuple(str(p.relative_to(self.folder)) if p.is_relative_to(self.folder) else str(p) for p, _ in kept),
-        )
+        seeds = tuple(int(SEED.match(p.name)["seed"]) for p, _ in kept)
+        named = tuple(str(p.relative_to(self.folder)) if p.is_relative_to(self.folder) else str(p) for p, _ in kept)
+        return Runs(label, seeds, scores, hyps, named)
 
 
 def _load(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -330,23 +316,19 @@ def _load(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such stored result")
-    return _cached(str(path), path.stat().st_mtime_ns)
-
-
-@lru_cache(maxsize=1024)
-def _cached(path: str, _mtime: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    return load_result(path)
+    return _cached(load_result, str(path), path.stat().st_mtime_ns)
 
 
 def _hypotheses(path: Path) -> tuple[str, ...]:
     if not path.is_file():
         raise ValueError(f"{path}: the hypotheses a stored run names are missing")
-    return _lines(str(path), path.stat().st_mtime_ns)
+    return tuple(_cached(read_hypotheses, str(path), path.stat().st_mtime_ns))
 
 
-@lru_cache(maxsize=256)
-def _lines(path: str, _mtime: int) -> tuple[str, ...]:
-    return tuple(read_hypotheses(Path(path)))
+@lru_cache(maxsize=1024)
+def _cached(read: Callable[[Path], Any], path: str, _mtime: int) -> Any:
+    """``read(path)`` once per process while the file is unchanged (its modification time is in the key)."""
+    return read(Path(path))
 
 
 # -- which scale the registry judges ---------------------------------------------------------------------------

@@ -54,8 +54,8 @@ names; the other reading is judged the same way and shown beside it, never decid
 < d for the seeds n per system, d the distance of the observed contrast from the criterion's bound and s the
 observed seed s.d.s (for a pair of systems t x s x sqrt(2/n) < d, s their root mean square).
 
-Which claims there are and which evidence each reads is declared once, in :mod:`repro.studies.claims`; the
-judges (:mod:`repro.studies.judges`) call the functions here.
+Which claims there are and which evidence each reads is declared once, in :mod:`repro.studies.claims`; each kind
+of evidence's ``judge`` (:mod:`repro.studies.judges`) calls the functions here.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -88,24 +88,17 @@ MAX_SEEDS = 100  # beyond this many seeds a system, "no number of seeds at this 
 
 @dataclass(frozen=True)
 class Within:
-    """An equivalence criterion, |x| <= margin, judged as two one-sided tests (Schuirmann's TOST): it holds where the
-    interval lies inside the margin and fails where it lies wholly outside it."""
+    """An equivalence criterion, |x| <= bound (the margin), judged as two one-sided tests (Schuirmann's TOST): it
+    holds where the interval lies inside the margin and fails where it lies wholly outside it."""
 
-    margin: float
+    bound: float
+    op: ClassVar[str] = "within"
 
     def __call__(self, x: float) -> bool:
-        return abs(x) <= self.margin
+        return abs(x) <= self.bound
 
     def text(self, what: str) -> str:
-        return f"|{what}| <= {self.margin:g} (two one-sided tests)"
-
-    @property
-    def op(self) -> str:
-        return "within"
-
-    @property
-    def bound(self) -> float:
-        return self.margin
+        return f"|{what}| <= {self.bound:g} (two one-sided tests)"
 
 
 @dataclass(frozen=True)
@@ -217,19 +210,17 @@ def interval_verdict(low: float, high: float, ok: Callable[[float], bool]) -> st
     """holds if the criterion holds over the whole interval, does not hold if nowhere, else inconclusive. ``ok`` is
     a threshold (monotone, so the ends decide) or an equivalence margin (:class:`Within`: two one-sided tests, the
     interval inside the margin to hold, wholly above or wholly below it to fail)."""
-    if isinstance(ok, Within):
-        if -ok.margin <= low and high <= ok.margin:
-            return HOLDS
-        return FAILS if high < -ok.margin or low > ok.margin else INCONCLUSIVE
-    lo_ok, hi_ok = ok(low), ok(high)
-    return HOLDS if lo_ok and hi_ok else FAILS if not lo_ok and not hi_ok else INCONCLUSIVE
+    if ok(low) and ok(high):
+        return HOLDS
+    outside = high < -ok.bound or low > ok.bound if isinstance(ok, Within) else not ok(low) and not ok(high)
+    return FAILS if outside else INCONCLUSIVE
 
 
 def bounds(ok: Callable[[float], bool] | None) -> tuple[float, ...]:
     """Where a criterion changes its answer: a threshold's bound, an equivalence margin's two ends; none for a bare
     function."""
     if isinstance(ok, Within):
-        return (-ok.margin, ok.margin)
+        return (-ok.bound, ok.bound)
     bound = getattr(ok, "bound", None)
     return () if bound is None else (float(bound),)
 
@@ -267,26 +258,9 @@ def outcome(verdicts: Sequence[str]) -> str:
     return FAILS if failed == len(verdicts) else INCONCLUSIVE
 
 
-def seed_contrast(terms: Sequence[tuple[float, Sequence[float]]]) -> tuple[float, float, float]:
-    """(sum of weight x mean over seeds, its standard error, Welch-Satterthwaite degrees of freedom): each term's
-    seed variance over its seeds."""
-    if any(len(v) < 2 for _, v in terms):
-        raise ValueError(f"a seed interval needs at least 2 seeds per system (got {[len(v) for _, v in terms]})")
-    value = sum(w * statistics.fmean(v) for w, v in terms)
-    parts = [w * w * statistics.variance(v) / len(v) for w, v in terms]
-    var = sum(parts)
-    tails = sum(p * p / (len(v) - 1) for p, (_, v) in zip(parts, terms))
-    df = var * var / tails if tails > 0 else math.inf
-    return value, math.sqrt(var), df
-
-
-def seed_interval(terms: Sequence[tuple[float, Sequence[float]]], confidence: float = CONFIDENCE) -> Interval:
-    """The contrast's ``confidence`` interval over seeds: ± Student's t (Welch's degrees of freedom) x its s.e."""
-    from scipy.stats import t
-
-    value, se, df = seed_contrast(terms)
-    half = float(t.ppf(0.5 + confidence / 2, df)) * se if se > 0 else 0.0
-    return Interval(value - half, value + half)
+def seed_interval(terms: Sequence[tuple[float, Sequence[float]]]) -> Interval:
+    """The contrast's 95 % interval over seeds: +- Student's t (Welch's degrees of freedom) x its s.e."""
+    return combined_interval(seed_groups(terms))[0]
 
 
 def seed_groups(
@@ -299,20 +273,21 @@ def seed_groups(
     groups = [[w * x for x in values] for i, (w, values) in enumerate(terms) if i not in paired]
     for i, j in pairs:
         (wi, a), (wj, b) = terms[i], terms[j]
-        if len(a) != len(b):
-            raise ValueError(f"terms {i} and {j} are paired on the seed but have {len(a)} and {len(b)} seeds")
-        groups.append([wi * x + wj * y for x, y in zip(a, b)])
+        groups.append([wi * x + wj * y for x, y in zip(a, b, strict=True)])
     return groups
 
 
-def combined_interval(
-    groups: Sequence[Sequence[float]], sentence_var: float = 0.0, confidence: float = CONFIDENCE
-) -> tuple[Interval, float, float]:
+def t_quantile(df: float) -> float:
+    """Student's t quantile of a two-sided :data:`CONFIDENCE` interval at ``df`` degrees of freedom."""
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + CONFIDENCE / 2, df))
+
+
+def combined_interval(groups: Sequence[Sequence[float]], sentence_var: float = 0.0) -> tuple[Interval, float, float]:
     """(interval, seed variance, degrees of freedom) of the contrast sum(mean(group)) with both noises: +- Student's
     t x sqrt(seed variance + ``sentence_var``), the seed variance Welch's sum of var(group)/n, the degrees of freedom
     Welch-Satterthwaite's over the seed parts with the sentence part counted as known."""
-    from scipy.stats import t
-
     if any(len(g) < 2 for g in groups):
         raise ValueError(f"a seed interval needs at least 2 seeds per system (got {[len(g) for g in groups]})")
     value = sum(statistics.fmean(g) for g in groups)
@@ -321,32 +296,25 @@ def combined_interval(
     var = seed_var + sentence_var
     tails = sum(p * p / (len(g) - 1) for p, g in zip(parts, groups))
     df = var * var / tails if tails > 0 else math.inf
-    half = float(t.ppf(0.5 + confidence / 2, df)) * math.sqrt(var) if var > 0 else 0.0
+    half = t_quantile(df) * math.sqrt(var) if var > 0 else 0.0
     return Interval(value - half, value + half), seed_var, df
 
 
 def seeds_to_settle(
-    value: float,
-    spreads: Sequence[float],
-    ok: Callable[[float], bool],
-    sentence_var: float = 0.0,
-    confidence: float = CONFIDENCE,
-    most: int = MAX_SEEDS,
+    value: float, spreads: Sequence[float], ok: Callable[[float], bool], sentence_var: float = 0.0
 ) -> int | None:
     """The fewest seeds per system whose interval would clear the criterion if the observed ``value`` were the true
     contrast: t(df) x sqrt(sum(spreads) / n + sentence_var) < d, ``spreads`` each independent part's variance over
     seeds (w^2 s^2 of a system; a paired part's own), df Welch's (n - 1) sum^2 / sum of squares, d the distance of
-    ``value`` from the criterion's nearest bound. None where no n up to ``most`` does (the value sits on the bound,
-    or the sentences alone are too noisy)."""
-    from scipy.stats import t
-
+    ``value`` from the criterion's nearest bound. None where no n up to :data:`MAX_SEEDS` does (the value sits on
+    the bound, or the sentences alone are too noisy)."""
     d = min((abs(value - b) for b in bounds(ok)), default=math.inf)
     total, squares = sum(spreads), sum(x * x for x in spreads)
     if not d > 0 or not math.isfinite(d):
         return None
-    for n in range(2, most + 1):
+    for n in range(2, MAX_SEEDS + 1):
         df = (n - 1) * total * total / squares if squares > 0 else math.inf
-        if float(t.ppf(0.5 + confidence / 2, df)) * math.sqrt(total / n + sentence_var) < d:
+        if t_quantile(df) * math.sqrt(total / n + sentence_var) < d:
             return n
     return None
 
@@ -384,9 +352,9 @@ def seed_reading(name: str, values: Sequence[float], ok: Callable[[float], bool]
     }
 
 
-def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float] | None:
+def median_interval(values: Sequence[float]) -> tuple[float, float, float] | None:
     """The narrowest symmetric order-statistic interval (x_(k), x_(n+1-k)) that holds the median of the distribution
-    the values were drawn from with at least ``confidence`` (binomial, any continuous distribution), and its exact
+    the values were drawn from with at least :data:`CONFIDENCE` (binomial, any continuous distribution), and its exact
     coverage; None where n is too small for any (fewer than 6 values at 95 %)."""
     from scipy.stats import binom
 
@@ -394,7 +362,7 @@ def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> 
     best = None
     for k in range(1, n // 2 + 1):
         coverage = 1 - 2 * float(binom.cdf(k - 1, n, 0.5))
-        if coverage >= confidence:
+        if coverage >= CONFIDENCE:
             best = (xs[k - 1], xs[n - k], coverage)
     return best
 
@@ -406,18 +374,14 @@ def repeat_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:
     return [x / y for x, y in zip(a, b)]
 
 
-def runs_interval(
-    medians: Sequence[float], confidence: float = CONFIDENCE, log: bool = True
-) -> tuple[float, float] | None:
-    """The ``confidence`` interval over GPU runs of the typical ratio: exp(mean ± t(n-1) x s.e.) of the runs' log
+def runs_interval(medians: Sequence[float], log: bool = True) -> tuple[float, float] | None:
+    """The 95 % interval over GPU runs of the typical ratio: exp(mean ± t(n-1) x s.e.) of the runs' log
     median ratios (a ratio's noise is a factor, so it is averaged in logs; ``log=False``: of the medians themselves,
     for a difference of ratios); None below 3 runs, where the t quantile (12.7 with 2) leaves no usable interval."""
-    from scipy.stats import t
-
     if len(medians) < 3:
         return None
     xs = [math.log(m) for m in medians] if log else list(medians)
-    half = float(t.ppf(0.5 + confidence / 2, len(xs) - 1)) * statistics.stdev(xs) / math.sqrt(len(xs))
+    half = t_quantile(len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs))
     low, high = statistics.fmean(xs) - half, statistics.fmean(xs) + half
     return (math.exp(low), math.exp(high)) if log else (low, high)
 
@@ -477,12 +441,11 @@ def judge(
     terms: Sequence[tuple[float, Runs]],
     ok: Callable[[float], bool],
     refs: Mapping[str, Sequence[str]] | None = None,
-    splits: Sequence[str] = EVAL_SPLITS,
     samples: int = BOOTSTRAP_SAMPLES,
     pairs: Sequence[tuple[int, int]] = (),
     lang: str = "de",
 ) -> Judgement | None:
-    """The contrast sum(weight x runs) judged on every split of ``splits`` that all terms were scored on, on one
+    """The contrast sum(weight x runs) judged on every evaluation set that all terms were scored on, on one
     interval with both noises (the module docstring): the seed variance (the terms of ``pairs`` paired on the seed)
     plus, where every run's hypotheses and the split's references (``refs``) are given, the sentence variance of the
     paired bootstrap on tokenized BLEU (``lang``: the target language). Only the test sets (:data:`DECIDING`)
@@ -495,7 +458,7 @@ def judge(
                 f"{terms[i][1].label} and {terms[j][1].label} are paired on the seed but have seeds "
                 f"{terms[i][1].seeds} and {terms[j][1].seeds}"
             )
-    scored = [split for split in splits if all(split in r.scores for _, r in terms)]
+    scored = [split for split in EVAL_SPLITS if all(split in r.scores for _, r in terms)]
     if not scored:
         raise ValueError(f"no evaluation set is scored for every term ({', '.join(r.label for _, r in terms)})")
     tests = any(split in DECIDING for split in scored)

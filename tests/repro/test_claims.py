@@ -40,11 +40,21 @@ MAIN = "runs/multi30k-en-de"
 X2 = "beyond/runs/multi30k-en-de/budget"
 
 
-def put_run(root: Path, name: str, seed: int, tok: float, hyps: list[str] | None = None, log: list | None = None):
+def put_run(
+    root: Path,
+    name: str,
+    seed: int,
+    tok: float,
+    hyps: list[str] | None = None,
+    log: list | None = None,
+    wall_s: float | None = None,
+):
     """A stored run of ``name`` (``runs/<corpus>/<system>`` or ``beyond/runs/<corpus>/<study>-<system>-<tag>``) with
-    tokenized BLEU ``tok`` on test2016 and, given ``hyps``, its hypotheses."""
+    tokenized BLEU ``tok`` on test2016 and, given ``hyps``, its hypotheses (``wall_s``: its training time)."""
     path = Where.of("small", root).path(f"{name}-seed{seed}")
     result = {"scores": {"test": {"bleu": tok, "tok_bleu": tok}}, "log": log or [], "hyp_files": {}}
+    if wall_s is not None:
+        result["training"] = {"wall_s": wall_s}
     if hyps is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         result["hyp_files"]["test"] = f"{path.stem}.test.hyp"
@@ -262,6 +272,15 @@ def test_each_kind_of_claim_is_inconclusive_below_its_standard(tmp_path):
     assert judged(fresh(tmp_path / "loss"))["loss-can-above-balanced"].word == "inconclusive"
 
 
+def test_a_contrast_short_of_seeds_costs_its_missing_runs_at_the_longest_stored_run(tmp_path):
+    for seed, wall in ((1, 600.0), (2, 900.0)):
+        put_run(tmp_path, f"{MAIN}/can", seed, 30.0 + seed, wall_s=wall)
+        put_run(tmp_path, f"{MAIN}/balanced", seed, 30.5 + seed, wall_s=300.0)
+    j = judged(fresh(tmp_path))["can-within-0.5"]
+    # a third seed of each: 2 runs trained side by side (4 at once), each as long as the longest stored run, 900 s
+    assert (j.cost, j.minutes) == ("2 runs, about 15 GPU-minutes side by side", 900 / 60)
+
+
 def test_a_claim_whose_runs_are_missing_is_not_run_and_names_the_command(tmp_path):
     for seed in (1, 2, 3):
         put_run(tmp_path, f"{MAIN}/balanced", seed, 30.0 + 0.1 * seed)
@@ -380,6 +399,14 @@ def test_the_json_gives_every_claim_its_evidence_its_strength_and_its_standard(s
             assert row["settle"], row["id"]  # what would settle it
 
 
+def test_a_claim_decided_at_its_standard_has_nothing_left_to_settle(stored):
+    bodies = [b for row in stored.values() for b in (row, *row["beside"])]
+    decided = [b for b in bodies if b["standard"]["met"] and b["verdict"] != "inconclusive"]
+    assert decided  # the stored results decide some claims
+    for b in decided:
+        assert (b["settle"], b["cost"], b["gpu_minutes"], b["command"]) == ("", "", None, ""), b["id"]
+
+
 def test_the_stored_results_give_the_readings_of_a_careful_reviewer(stored):
     v = {k: row["verdict"] for k, row in stored.items()}
     # CAN within 0.5 of Balanced: 3 seeds at both budgets, the 2x body leads; two one-sided tests on the test sets:
@@ -471,7 +498,6 @@ def test_the_numbers_of_a_judged_claim_are_the_raw_files(stored):
 VERDICT_FUNCTIONS = {
     "judge",
     "interval_verdict",
-    "seed_contrast",
     "seed_interval",
     "median_interval",
     "combined_interval",
@@ -480,7 +506,12 @@ VERDICT_FUNCTIONS = {
     "bootstrap_contrast",
     "central_95",
 }
-ALLOWED = {"repro/studies/verdict.py", "repro/studies/judges.py", "repro/studies/claims.py"}
+ALLOWED = {
+    "repro/studies/verdict.py",
+    "repro/studies/evidence.py",
+    "repro/studies/judges.py",
+    "repro/studies/claims.py",
+}
 
 
 def test_no_module_outside_the_rule_and_the_registry_calls_the_verdict_functions():

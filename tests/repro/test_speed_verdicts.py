@@ -13,7 +13,6 @@ import pytest
 
 from repro.results.files import save_result
 from repro.studies.claims import BY_ID
-from repro.studies.judges import JUDGES
 from repro.studies.store import Store
 from repro.studies.verdict import FAILS, HOLDS, INCONCLUSIVE, MIXED, runs_interval
 
@@ -46,7 +45,7 @@ def store_with(tmp_path: Path, runs: dict[str, tuple[str, list[float]]]) -> Stor
 
 
 def judge(store: Store):
-    return JUDGES[type(CLAIM.evidence)](store, CLAIM, CLAIM.evidence)
+    return CLAIM.evidence.judge(store, CLAIM)
 
 
 def lower_order_statistic(xs: list[float]) -> float:

@@ -50,15 +50,16 @@ def test_interval_verdict_reads_both_ends_of_the_interval():
     assert v.interval_verdict(-0.1, 0.4, lambda d: d > 0) == v.INCONCLUSIVE
 
 
-def test_seed_contrast_is_the_weighted_mean_with_its_standard_error_and_welchs_degrees_of_freedom():
+def test_the_seed_interval_is_the_weighted_mean_with_welchs_variance_and_degrees_of_freedom():
     a, b, c = [30.0, 31.0, 32.0], [29.0, 29.5], [28.0, 28.2, 28.4, 28.6]
-    value, se, df = v.seed_contrast([(1.0, a), (-1.0, b), (-1.0, c)])
-    assert value == pytest.approx(statistics.fmean(a) - statistics.fmean(b) - statistics.fmean(c))
+    interval, seed_var, df = v.combined_interval(v.seed_groups([(1.0, a), (-1.0, b), (-1.0, c)]))
+    value = statistics.fmean(a) - statistics.fmean(b) - statistics.fmean(c)
+    assert (interval.low + interval.high) / 2 == pytest.approx(value)
     parts = [statistics.variance(a) / 3, statistics.variance(b) / 2, statistics.variance(c) / 4]
-    assert se == pytest.approx(math.sqrt(sum(parts)))
+    assert seed_var == pytest.approx(sum(parts))
     assert df == pytest.approx(sum(parts) ** 2 / (parts[0] ** 2 / 2 + parts[1] ** 2 / 1 + parts[2] ** 2 / 3))
     with pytest.raises(ValueError, match="at least 2 seeds"):
-        v.seed_contrast([(1.0, [30.0]), (-1.0, b)])
+        v.seed_interval([(1.0, [30.0]), (-1.0, b)])
 
 
 def test_the_seed_interval_uses_students_t_not_two_standard_errors():
