@@ -238,7 +238,7 @@ class Judged:
         return out
 
 
-def _judged(claim: Claim, word: str, ours: str, evidence: str, *, meets: bool, **data: Any) -> Judged:
+def judged_as(claim: Claim, word: str, ours: str, evidence: str, *, meets: bool, **data: Any) -> Judged:
     """A claim judged on evidence that meets its standard or not (``data``: the other fields of :class:`Judged`).
     Below the standard the word is inconclusive (not run stays not run) and ``settle``, ``cost`` (in words),
     ``minutes`` and ``command`` say what would settle it; at the standard nothing is left to settle."""
@@ -248,17 +248,17 @@ def _judged(claim: Claim, word: str, ours: str, evidence: str, *, meets: bool, *
     return Judged(claim, NOT_RUN if word == NOT_RUN else INCONCLUSIVE, ours, evidence, **data)
 
 
-def _missing(claim: Claim, why: str, command: str, settle: str = "", **data: Any) -> Judged:
+def not_run(claim: Claim, why: str, command: str, settle: str = "", **data: Any) -> Judged:
     """Not run: the evidence is not stored; ``command`` stores it (``settle``: default the why and the command)."""
     settle = settle or f"{why}: `{command}`"
-    return _judged(claim, NOT_RUN, "—", why, meets=False, settle=settle, command=command, **data)
+    return judged_as(claim, NOT_RUN, "—", why, meets=False, settle=settle, command=command, **data)
 
 
-def _minutes(store: Store, runs: Sequence[tuple[str, int]]) -> tuple[str, float | None]:
+def runs_minutes(store: Store, runs: Sequence[tuple[str, int]]) -> tuple[str, float | None]:
     """What training ``runs`` ((system, budget factor) each) costs, in words and in GPU-minutes: the runs and about
     how many GPU-minutes, from the wall time of the stored runs of the same budget (they train :data:`SIDE_BY_SIDE`
     at once)."""
-    known = _walls(store, [store.budget_runs(s, f) for s, f in set(runs)])
+    known = train_walls(store, [store.budget_runs(s, f) for s, f in set(runs)])
     count = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
     if not known:
         return count, None
@@ -266,7 +266,7 @@ def _minutes(store: Store, runs: Sequence[tuple[str, int]]) -> tuple[str, float 
     return f"{count}, about {minutes:.0f} GPU-minutes" + (" side by side" if len(runs) > 1 else ""), minutes
 
 
-def _walls(store: Store, runs: Sequence[Runs | None]) -> list[float]:
+def train_walls(store: Store, runs: Sequence[Runs | None]) -> list[float]:
     """The training wall times (s) stored with the files of ``runs``: what one more such run takes."""
     return [w for r in runs if r for f in r.files if (w := store.result(f)[0].get("training", {}).get("wall_s"))]
 
@@ -274,9 +274,9 @@ def _walls(store: Store, runs: Sequence[Runs | None]) -> list[float]:
 # -- readings without an interval (a trained model's layers, one seed) --------------------------------------------
 
 
-def _analysis_missing(store: Store, claim: Claim, names: Sequence[str]) -> Judged | None:
+def analysis_missing(store: Store, claim: Claim, names: Sequence[str]) -> Judged | None:
     if not store.judged:
-        return _judged(
+        return judged_as(
             claim,
             INCONCLUSIVE,
             "—",
@@ -286,23 +286,25 @@ def _analysis_missing(store: Store, claim: Claim, names: Sequence[str]) -> Judge
         )
     absent = [n for n in names if not store.has(n)]
     if absent:
-        return _missing(
+        return not_run(
             claim, f"the {', '.join(absent)} analysis is not stored", experiment_command(store.scale, studies=absent)
         )
     return None
 
 
-def _row(name: str, ok: Callable[[float], bool], **reading: Any) -> dict[str, Any]:
+def reading_row(name: str, ok: Callable[[float], bool], **reading: Any) -> dict[str, Any]:
     """One reading without an interval (a decoder layer of one model): undecided, the criterion read on its
     ``value`` shown beside (``by_value``): one model has no spread over seeds to judge it by."""
     return {"set": name, **reading, "by_value": HOLDS if ok(reading["value"]) else FAILS, "verdict": INCONCLUSIVE}
 
 
-def _readings(claim: Claim, rows: list[dict[str, Any]], fmt: str, over: str, evidence: str, **data: Any) -> Judged:
+def readings_judged(
+    claim: Claim, rows: list[dict[str, Any]], fmt: str, over: str, evidence: str, **data: Any
+) -> Judged:
     """A claim read on readings without intervals (layers, runs): their outcome, their mean and their range."""
     values = [r["value"] for r in rows]
     low, high = min(values), max(values)
-    return _judged(
+    return judged_as(
         claim,
         outcome([r["verdict"] for r in rows]),
         f"{low:{fmt}} to {high:{fmt}} over {over}",
@@ -314,7 +316,7 @@ def _readings(claim: Claim, rows: list[dict[str, Any]], fmt: str, over: str, evi
     )
 
 
-def _layers(claim: Claim, rows: list[dict[str, Any]], evidence: str, names: Sequence[str], fmt: str) -> Judged:
+def layer_readings(claim: Claim, rows: list[dict[str, Any]], evidence: str, names: Sequence[str], fmt: str) -> Judged:
     """An analysis read layer by layer on one model of each architecture: no interval over seeds, so below its
     standard and inconclusive, each layer's value and the criterion read on it shown; ``names``: the analyses read."""
     held, n = sum(r["by_value"] == HOLDS for r in rows), claim.evidence.standard.seeds
@@ -322,6 +324,6 @@ def _layers(claim: Claim, rows: list[dict[str, Any]], evidence: str, names: Sequ
     settle = f"the analysis repeated on {n} seeds of each model (an interval over seeds per layer); one model each now"
     strength = {"models": sorted({r["model"] for r in rows}), "layers": len(rows)}
     files = tuple(f"{n}.json" for n in names)
-    return _readings(
+    return readings_judged(
         claim, rows, fmt, f"{len(rows)} layers", why, meets=False, settle=settle, files=files, strength=strength
     )

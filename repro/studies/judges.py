@@ -34,14 +34,14 @@ from repro.studies.evidence import (
     Judged,
     Standard,
     Threshold,
-    _analysis_missing,
-    _judged,
-    _layers,
-    _minutes,
-    _missing,
-    _readings,
-    _row,
-    _walls,
+    analysis_missing,
+    judged_as,
+    layer_readings,
+    not_run,
+    reading_row,
+    readings_judged,
+    runs_minutes,
+    train_walls,
 )
 from repro.studies.gpu_runs import by_code, run_name, run_reading, timed_runs
 from repro.studies.store import Store
@@ -131,7 +131,7 @@ def _settle_in_seeds(
         return {"seeds_to_settle": None, "settle": f"no number of seeds at this scale: {why}"}
     systems = {(t.system, t.study, t.tag, t.factor or factor): len(r.seeds) for t, r in terms}
     extra = sum(max(0, n - have) for have in systems.values())
-    walls = _walls(store, [r for _, r in terms])
+    walls = train_walls(store, [r for _, r in terms])
     runs, minutes = f"{extra} more run{'s' if extra != 1 else ''}", max(walls) * math.ceil(extra / SIDE_BY_SIDE) / 60
     rate = f", about {minutes:.0f} GPU-minutes at the stored runs' rate ({max(walls):.0f} s of training a run, the "
     rate += f"longest of the claim's {len(walls)} runs, {SIDE_BY_SIDE} trained side by side)"
@@ -156,7 +156,7 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
     short = [(t, r) for t, r in terms if r is None or len(r.seeds) < need]
     todo = [(t.system, t.factor or factor) for t, r in short for _ in range(need - (len(r.seeds) if r else 0))]
     command = SETTLE if recipe else c.command or _store_command(store, [t for t, _ in short or terms], factor, need)
-    cost, minutes = _minutes(store, todo) if short and not recipe else ("", None)
+    cost, minutes = runs_minutes(store, todo) if short and not recipe else ("", None)
     settle = f"{need} seeds of every system: {cost}: `{command}`" if cost else f"{need} seeds: `{command}`"
     strength = {"seeds": seeds, "budget": factor, "scale": store.scale} | ({"recipe": recipe} if recipe else {})
     data = dict(
@@ -170,12 +170,14 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
     )
     if any(r is None for _, r in terms):
         absent = ", ".join(_label(t, factor) for t, r in terms if r is None)
-        return _missing(claim, f"no stored run of {absent} at scale {store.scale}", command, **data)
+        return not_run(claim, f"no stored run of {absent} at scale {store.scale}", command, **data)
     if any(len(r.seeds) < 2 for _, r in terms):
         value = sum(t.weight * r.mean() for t, r in terms)
         why = f"{METRIC} at scale {store.scale}, {setting}; {counts} seed(s): no seed interval"
         ours = f"{value:+.2f} (no interval)"
-        return _judged(claim, INCONCLUSIVE, ours, why, meets=False, settle=settle, command=command, value=value, **data)
+        return judged_as(
+            claim, INCONCLUSIVE, ours, why, meets=False, settle=settle, command=command, value=value, **data
+        )
     pairs = c.seed_pairs([r.seeds for _, r in terms], factor)
     refs = store.references() if all(r.hyps for _, r in terms) else None
     lang = store.result(terms[0][1].files[0])[0].get("tgt_lang", "de") if terms[0][1].files else "de"
@@ -186,7 +188,7 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
         settle = f"models that translate: `{experiment_command('small', systems=[t.system for t in c.terms])}`"
     below = "" if meets else f"below the standard ({c.standard.least}); "
     low, high = head.interval.low, head.interval.high
-    decided = _judged(
+    decided = judged_as(
         claim,
         j.verdict,
         f"{head.value:+.2f} [{low:+.2f}, {high:+.2f}] ({METRIC} {split_name(head.split)})",
@@ -288,10 +290,12 @@ class CrossTask:
                 corpora=missing or [store.corpus],
             )
             why = f"{len(rows)} direction(s) with {need} seeds of CAN and Balanced; the claim needs 2 or more"
-            cost, minutes = _minutes(store, [(s, 1) for _ in missing for s in DIRECTION_SYSTEMS for _ in range(need)])
+            cost, minutes = runs_minutes(
+                store, [(s, 1) for _ in missing for s in DIRECTION_SYSTEMS for _ in range(need)]
+            )
             settle = f"{why}: {cost}: `{command}`"
-            return _missing(claim, why, command, settle, cost=cost, minutes=minutes, sets=tuple(rows))
-        return _judged(
+            return not_run(claim, why, command, settle, cost=cost, minutes=minutes, sets=tuple(rows))
+        return judged_as(
             claim,
             outcome([r["verdict"] for r in rows]),
             "; ".join(f"{r['set']} {r['value']:+.2f}" for r in rows),
@@ -332,7 +336,7 @@ def _speed_body(claim: Claim, mode: str, rows: list[dict[str, Any]], beside: str
         + (f" | beside it, not deciding: {beside}" if beside else "")
     )
     more = max(SPEED.runs - n, 1)
-    return _judged(
+    return judged_as(
         claim,
         word,
         f"{pooled['median']:.2f}x {shown} ({HOW[mode]}, commit {code}, {runs_word(n)})",
@@ -373,7 +377,7 @@ class SpeedRatio:
     def judge(self, store: Store, claim: Claim) -> Judged:
         rows = timed_runs(store, self.system, self.against, self.mode)
         if not rows:
-            return _missing(
+            return not_run(
                 claim,
                 f"no stored GPU run timed {LABELS[self.system]} and {LABELS[self.against]} ({self.mode}, per-repeat "
                 "tokens/s)",
@@ -424,7 +428,7 @@ class BatchCurve:
             run, prov = medians_only
             medians, _ = store.gpu_batch(run)
             at = {n: medians[self.system][n] / medians[self.against][n] for n in ends if n in medians[self.system]}
-            return _judged(
+            return judged_as(
                 claim,
                 INCONCLUSIVE,
                 ", ".join(f"{v:.2f}x at {n}" for n, v in at.items()) + " (medians)",
@@ -436,7 +440,7 @@ class BatchCurve:
                 **GPU_RUN,
                 files=(run,),
             )
-        return _missing(claim, "no stored GPU batch sweep of CAN and Balanced", BATCH_SWEEP)
+        return not_run(claim, "no stored GPU batch sweep of CAN and Balanced", BATCH_SWEEP)
 
 
 # -- trained-model analyses ---------------------------------------------------------------------------------------
@@ -458,7 +462,7 @@ class Similarity:
     standard: Standard = ANALYSIS
 
     def judge(self, store: Store, claim: Claim) -> Judged:
-        if missing := _analysis_missing(store, claim, self.studies):
+        if missing := analysis_missing(store, claim, self.studies):
             return missing
         rows = []
         for name in self.studies:
@@ -467,7 +471,7 @@ class Similarity:
             for i, row in enumerate(matrix[self.pair]):
                 value = row[i] - (matrix[self.than][i][i] if self.than else 0.0)
                 rows.append(
-                    _row(f"{MODELS[name]} layer {i + 1}", self.ok, model=MODELS[name], layer=i + 1, value=value)
+                    reading_row(f"{MODELS[name]} layer {i + 1}", self.ok, model=MODELS[name], layer=i + 1, value=value)
                 )
         what = f"{self.pair} minus {self.than}" if self.than else self.pair
         evidence = (
@@ -475,7 +479,7 @@ class Similarity:
             f"({what}) of each decoder layer over the validation split; one model each, so no seed spread: a "
             "measurement, read layer by layer"
         )
-        return _layers(claim, rows, evidence, self.studies, "+.2f" if self.than else ".2f")
+        return layer_readings(claim, rows, evidence, self.studies, "+.2f" if self.than else ".2f")
 
 
 @dataclass(frozen=True)
@@ -487,18 +491,18 @@ class GateShare:
     standard: Standard = ANALYSIS
 
     def judge(self, store: Store, claim: Claim) -> Judged:
-        if missing := _analysis_missing(store, claim, ("attention",)):
+        if missing := analysis_missing(store, claim, ("attention",)):
             return missing
         study, _ = store.analysis("attention")
         rows = [
-            _row(f"layer {x['layer']}", self.ok, model="CAN", layer=x["layer"], value=x["near_ends"])
+            reading_row(f"layer {x['layer']}", self.ok, model="CAN", layer=x["layer"], value=x["near_ends"])
             for x in gate_shares(study, self.near)
         ]
         evidence = (
             f"the seed-1 CAN at {store.scale}, its gate over every (target position, head) of the test split "
             "(attention.json); one model: a measurement, read layer by layer"
         )
-        return _layers(claim, rows, evidence, ("attention",), ".0%")
+        return layer_readings(claim, rows, evidence, ("attention",), ".0%")
 
 
 # -- validation losses --------------------------------------------------------------------------------------------
@@ -515,11 +519,11 @@ class LossGap:
     def judge(self, store: Store, claim: Claim) -> Judged:
         a, b = ([final_losses(log)[1] for log in store.logs(s)] for s in (self.system, self.against))
         if min(len(a), len(b)) < 2:
-            return _missing(claim, f"scale {store.scale}: fewer than 2 seeds stored", experiment_command(store.scale))
+            return not_run(claim, f"scale {store.scale}: fewer than 2 seeds stored", experiment_command(store.scale))
         seeds = {self.system: len(a), self.against: len(b)}
         low, high = difference_interval(a, b)
         value = statistics.fmean(a) - statistics.fmean(b)
-        return _judged(
+        return judged_as(
             claim,
             interval_verdict(low, high, lambda d: d > 0),
             f"{value:+.3f} [{low:+.3f}, {high:+.3f}]",
@@ -552,13 +556,13 @@ class LossFalling:
             if len(drops) >= 2:
                 rows.append(seed_reading(LABELS[system], drops, lambda d: d > 0) | {"steps": steps, "drops": drops})
             elif drops:
-                rows.append(_row(f"{LABELS[system]} (one seed)", lambda d: d > 0, value=drops[0], steps=steps))
+                rows.append(reading_row(f"{LABELS[system]} (one seed)", lambda d: d > 0, value=drops[0], steps=steps))
         if not rows:
-            return _missing(
+            return not_run(
                 claim, f"scale {store.scale}: no stored run with two validations", experiment_command("small")
             )
         seeds = {s: len(store.seeds(s)) for s in self.systems}
-        return _readings(
+        return readings_judged(
             claim,
             rows,
             "+.3f",
