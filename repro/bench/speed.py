@@ -260,17 +260,17 @@ def time_systems(
         for system in systems:
             tokens[system.name], seconds = system.measure(timed, beam, forced, device)
             times[system.name].append(seconds)
-    out = {}
-    for system in systems:
-        median = statistics.median(times[system.name])
-        out[system.name] = {
-            "tok_per_s": tokens[system.name] / median,
+    medians = {name: statistics.median(seconds) for name, seconds in times.items()}
+    return {
+        name: {
+            "tok_per_s": tokens[name] / median,
             "ms_per_sentence": 1000 * median / len(timed),
-            "tokens": tokens[system.name],
-            "seconds": times[system.name],
+            "tokens": tokens[name],
+            "seconds": times[name],
             "passes": passes,
         }
-    return out
+        for name, median in medians.items()
+    }
 
 
 def breakdown(
@@ -413,17 +413,14 @@ def _timed_study(study: str, settings: BenchSettings, device: torch.device, half
         return system_model(name, settings, device, half)
 
     def make_systems(batch: int) -> list[System]:
-        systems = []
         for name in names:
             if name.startswith("ct2:"):  # the same seeded weights as the canlib system, in float32 on the CPU
                 copy = system_model(name[4:], settings, torch.device("cpu"), False)
-                systems.append(
-                    ct2_system(name, copy, batch, settings.len_penalty, device, torch.get_num_threads(), workdir)
-                )
+                threads = torch.get_num_threads()
+                created.append(ct2_system(name, copy, batch, settings.len_penalty, device, threads, workdir))
             else:
-                systems.append(canlib_system(name, model_for(name), batch, settings.len_penalty, settings.graphs))
-        created.extend(systems)
-        return systems
+                created.append(canlib_system(name, model_for(name), batch, settings.len_penalty, settings.graphs))
+        return created[-len(names) :]
 
     vocab_size = model_for(names[0].removeprefix("ct2:")).cfg.vocab_size
     sources = source_sentences(settings.sentences, vocab_size, settings.seed)
@@ -453,13 +450,12 @@ def _study_rows(
         for row in results.values():
             row[f"ratio_to_{reference}"] = row["tok_per_s"] / results[reference]["tok_per_s"]
         if s.breakdown or study == "breakdown":
-            for system in tqdm(systems, desc="breakdown", leave=False, disable=not s.progress):
-                if system.model is not None:
-                    reps = max(1, s.repeats // 2 + 1)
-                    for graphs in (False, True) if s.graphs else (False,):  # graphs: the decoder replayed from them
-                        results[system.name]["breakdown_graphs" if graphs else "breakdown"] = breakdown(
-                            system, sources, s.beam, s.batch, forced, reps, s.len_penalty, graphs=graphs
-                        )
+            timed = [system for system in systems if system.model is not None]  # canlib's, not CTranslate2's
+            for system in tqdm(timed, desc="breakdown", leave=False, disable=not s.progress):
+                for graphs in (False, True) if s.graphs else (False,):  # graphs: the decoder replayed from them
+                    results[system.name]["breakdown_graphs" if graphs else "breakdown"] = breakdown(
+                        system, sources, s.beam, s.batch, forced, s.repeats // 2 + 1, s.len_penalty, graphs=graphs
+                    )
         return results
 
     def series(
