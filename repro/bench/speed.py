@@ -273,16 +273,7 @@ def time_systems(
     }
 
 
-def breakdown(
-    system: System,
-    sources: list[list[int]],
-    beam: int,
-    batch: int,
-    forced: int | None,
-    repeats: int,
-    len_penalty: float,
-    graphs: bool = False,
-) -> dict[str, float]:
+def breakdown(system: System, sources: list[list[int]], s: BenchSettings, graphs: bool = False) -> dict[str, float]:
     """Median time per sentence of each part (encoder, decoder layers, output projection + softmax, search
     bookkeeping), marked on one timeline without synchronising (:func:`canlib.decoding.timing.timed_search`:
     CUDA events on a GPU), and, interleaved in the same repeats, the same search untimed
@@ -291,7 +282,8 @@ def breakdown(
 
     ``graphs``: each step replayed as three CUDA graphs (layers, output, search; :class:`StepGraphs`
     with ``parts=True``) against whole steps replayed as one graph each, untimed, which is what the
-    benchmark's "graphs" speed measures. One untimed pass of each first warms up (and captures)."""
+    benchmark's "graphs" speed measures. One untimed pass of each first warms up (and captures); then half the
+    study's repeats, plus one, of each in turn."""
     model = system.model
     device = model.embed.weight.device
     capture = device.type == "cuda"
@@ -299,10 +291,10 @@ def breakdown(
     whole_path = dict(graphs=StepGraphs(model, capture=capture)) if graphs else {}
     parts = PARTS + ("total",)
     batches = [
-        make_batch(sources[start : start + batch], model.cfg.pad_id, model.cfg.eos_id, device)
-        for start in range(0, len(sources), batch)
+        make_batch(sources[start : start + s.batch], model.cfg.pad_id, model.cfg.eos_id, device)
+        for start in range(0, len(sources), s.batch)
     ]
-    settings = SearchSettings(beam=beam, len_penalty=len_penalty, forced_length=forced)
+    settings = SearchSettings(beam=s.beam, len_penalty=s.len_penalty, forced_length=s.forced_length or None)
 
     def untimed() -> float:
         sync(device)
@@ -322,7 +314,7 @@ def breakdown(
 
     untimed(), timed()  # warm-up (and, with graphs, the captures)
     runs, whole = [], []
-    for _ in range(repeats):
+    for _ in range(s.repeats // 2 + 1):
         runs.append(timed())
         whole.append(untimed())
     median = {part: statistics.median(r[part] for r in runs) for part in parts}
@@ -425,7 +417,7 @@ def _timed_study(study: str, settings: BenchSettings, device: torch.device, half
     vocab_size = model_for(names[0].removeprefix("ct2:")).cfg.vocab_size
     sources = source_sentences(settings.sentences, vocab_size, settings.seed)
     try:
-        return _study_rows(study, settings, names, sources, make_systems, device)
+        return _study_rows(study, settings, sources, make_systems)
     finally:
         for system in created:  # CTranslate2 worker processes
             system.close()
@@ -433,20 +425,15 @@ def _timed_study(study: str, settings: BenchSettings, device: torch.device, half
 
 
 def _study_rows(
-    study: str,
-    s: BenchSettings,
-    names: list[str],
-    sources: list[list[int]],
-    make_systems: Callable[[int], list[System]],
-    device: torch.device,
+    study: str, s: BenchSettings, sources: list[list[int]], make_systems: Callable[[int], list[System]]
 ) -> dict[str, dict]:
     """Time the study's systems; the result maps system name -> its figures."""
-    forced = s.forced_length or None
+    forced, device = s.forced_length or None, torch.device(s.device)
     results: dict[str, dict] = {}
     if study in ("speed", "depth", "ablation", "breakdown"):
         systems = make_systems(s.batch)
         results = time_systems(systems, sources, s.beam, forced, s.repeats, s.warmup, device, study, s.progress)
-        reference = "balanced" if "balanced" in results else names[0]
+        reference = "balanced" if "balanced" in results else next(iter(results))  # else the first system
         for row in results.values():
             row[f"ratio_to_{reference}"] = row["tok_per_s"] / results[reference]["tok_per_s"]
         if s.breakdown or study == "breakdown":
@@ -454,7 +441,7 @@ def _study_rows(
             for system in tqdm(timed, desc="breakdown", leave=False, disable=not s.progress):
                 for graphs in (False, True) if s.graphs else (False,):  # graphs: the decoder replayed from them
                     results[system.name]["breakdown_graphs" if graphs else "breakdown"] = breakdown(
-                        system, sources, s.beam, s.batch, forced, s.repeats // 2 + 1, s.len_penalty, graphs=graphs
+                        system, sources, s, graphs
                     )
         return results
 
