@@ -34,7 +34,7 @@ from canlib.model.checkpoint import load_model, safe_load
 from canlib.model.config import MIXED, ModelConfig, preset
 from canlib.model.seq2seq import Seq2Seq
 from repro.results.files import load_result
-from repro.results.layout import Where, code_version, experiment_command, key, run_name, study_model_name
+from repro.results.layout import Where, code_version, experiment_command, key, model_name, run_name
 from repro.results.plan import DIRECTION_SYSTEMS, Row, corpora, rows
 from repro.results.studies import DISTILL_BEAM, REDUCED_PAIRS
 
@@ -110,7 +110,7 @@ class Run:
         v = self.variant
         if not v.study:
             return run_name(self.system, self.seed, self.corpus)
-        return study_model_name(v.study, self.system, v.tag, self.seed, self.corpus)
+        return f"beyond/runs/{self.corpus}/{model_name(v.study, self.system, v.tag, self.seed)}"
 
     @property
     def label(self) -> str:
