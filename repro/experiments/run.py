@@ -256,9 +256,7 @@ def run(
 
 def check_systems(systems: Sequence[str]) -> list[str]:
     """``systems`` as a list; an unknown name is an error that lists the known ones."""
-    known = tuple(dict.fromkeys((*ALL_SYSTEMS, *SYSTEMS)))  # the nine, then the others of the catalogue
-    unknown = sorted(set(systems) - set(known))
-    if unknown:
+    if unknown := sorted(set(systems) - set(ALL_SYSTEMS) - set(SYSTEMS)):  # the nine, and the catalogue's others
         raise ValueError(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(ALL_SYSTEMS)}")
     return list(systems)
 
