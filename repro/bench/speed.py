@@ -195,21 +195,19 @@ def ct2_system(
 def _ct2_worker(
     conn, folder: str, vocab_size: int, device: str, compute: str, threads: int, batch: int, len_penalty: float
 ) -> None:
-    """Child process of :func:`ct2_system`: translate what the parent sends, reply (tokens, seconds)."""
+    """Child process of :func:`ct2_system`: translate what the parent sends, reply (tokens, seconds), or the
+    traceback of what failed (loading the model, on the first request, or translating)."""
     import traceback
 
     from canlib.decoding.ctranslate import CT2Translator, token_names
 
-    try:
-        ct2 = CT2Translator(folder, token_names(vocab_size), device=device, compute_type=compute, threads=threads)
-    except Exception:
-        ct2, error = None, traceback.format_exc()
+    ct2 = None
     while (request := conn.recv()) is not None:
-        if ct2 is None:
-            conn.send(error)
-            continue
         sources, beam, forced = request
         try:
+            ct2 = ct2 or CT2Translator(
+                folder, token_names(vocab_size), device=device, compute_type=compute, threads=threads
+            )
             start, produced = time.perf_counter(), 0
             for first in range(0, len(sources), batch):
                 out = ct2.translate(

@@ -54,8 +54,7 @@ def runs_needed(name: str, where: Where) -> tuple[list[Run], list[Run]]:
         run("can", where, 1, variant=Variant(name, init, init=init, parent=start), train=finetune)
         for init in record.finetunes
     ]
-    base = budget(where.scale, 1, where.reduced).get("max_steps") or None
-    if base:
+    if base := budget(where.scale, 1, where.reduced).get("max_steps"):
         longer = budget(where.scale, 1, base + finetune["max_steps"])
         own.append(run("can", where, 1, variant=Variant(name, "longer"), train=longer))
     return reads, own
