@@ -30,7 +30,7 @@ import torch
 from canlib.catalogue import ALL_SYSTEMS, RECIPES, SYSTEMS, scale_spec
 from canlib.data.corpora import registered_files
 from canlib.io import cache_dir
-from canlib.model.checkpoint import load_model, safe_load
+from canlib.model.checkpoint import load_model
 from canlib.model.config import MIXED, ModelConfig, preset
 from canlib.model.seq2seq import Seq2Seq
 from repro.results.files import load_result
@@ -345,13 +345,12 @@ class Trained:
     def model(self) -> Seq2Seq:
         """The averaged model (the paper averages the last checkpoints), in eval mode; the last step checkpoint
         alone where the run's variant asks for it (``weights="last"``)."""
-        model = load_model(self.folder / "average.pt")
-        if self.run.variant.weights == "last":
+        path = self.folder / "average.pt"
+        if self.run.variant.weights == "last":  # a step checkpoint holds the model as average.pt does
             from canlib.training.state import list_checkpoints  # here only: loading a run never imports training
 
-            last = list_checkpoints(self.folder / "checkpoints")[-1]
-            model.load_state_dict(safe_load(last)["model"])
-        return model.eval()
+            path = list_checkpoints(self.folder / "checkpoints")[-1]
+        return load_model(path).eval()
 
     def log(self) -> list[dict[str, Any]]:
         """The rows of the run's log.jsonl."""
