@@ -388,9 +388,7 @@ def run_study(study: str, settings: BenchSettings) -> BenchResult:
     with torch.no_grad():  # never switch autograd off globally: callers run the bench in-process
         systems = _timed_study(study, settings, device, half)
     meta = metadata(study, settings, device, "float16" if half else "float32", load_average)
-    if busy:
-        meta["busy_warning"] = busy
-    return BenchResult(systems, meta)
+    return BenchResult(systems, meta | ({"busy_warning": busy} if busy else {}))
 
 
 def _timed_study(study: str, settings: BenchSettings, device: torch.device, half: bool) -> dict[str, dict]:
