@@ -436,9 +436,8 @@ def _study_rows(
             timed = [system for system in systems if system.model is not None]  # canlib's, not CTranslate2's
             for system in tqdm(timed, desc="breakdown", leave=False, disable=not s.progress):
                 for graphs in (False, True) if s.graphs else (False,):  # graphs: the decoder replayed from them
-                    results[system.name]["breakdown_graphs" if graphs else "breakdown"] = breakdown(
-                        system, sources, s, graphs
-                    )
+                    key = "breakdown_graphs" if graphs else "breakdown"
+                    results[system.name][key] = breakdown(system, sources, s, graphs)
         return results
 
     def series(
