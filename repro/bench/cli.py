@@ -132,16 +132,13 @@ def run(args: argparse.Namespace) -> int:
         save_bench(args.store, result.systems, result.meta)
     if args.json:
         atomic_write_bytes((json.dumps(asdict(result), indent=1) + "\n").encode(), args.json)
-        if args.plot or importlib.util.find_spec("matplotlib") is not None:
-            plot(args.study, result, args.plot or str(Path(args.json).with_suffix(".png")))
-        else:  # a GPU machine may hold torch and numpy alone: the JSON is the result, the plot a view of it
-            print(
-                f"python -m repro bench: no plot beside {args.json}: matplotlib is not installed "
-                "(pip install matplotlib)",
-                file=sys.stderr,
-            )
-    elif args.plot:
-        plot(args.study, result, args.plot)
+    if args.plot or (args.json and importlib.util.find_spec("matplotlib") is not None):
+        plot(args.study, result, args.plot or str(Path(args.json).with_suffix(".png")))
+    elif args.json:  # a GPU machine may hold torch and numpy alone: the JSON is the result, the plot a view of it
+        print(
+            f"python -m repro bench: no plot beside {args.json}: matplotlib is not installed (pip install matplotlib)",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -195,21 +195,19 @@ def ct2_system(
 def _ct2_worker(
     conn, folder: str, vocab_size: int, device: str, compute: str, threads: int, batch: int, len_penalty: float
 ) -> None:
-    """Child process of :func:`ct2_system`: translate what the parent sends, reply (tokens, seconds)."""
+    """Child process of :func:`ct2_system`: translate what the parent sends, reply (tokens, seconds), or the
+    traceback of what failed (loading the model, on the first request, or translating)."""
     import traceback
 
     from canlib.decoding.ctranslate import CT2Translator, token_names
 
-    try:
-        ct2 = CT2Translator(folder, token_names(vocab_size), device=device, compute_type=compute, threads=threads)
-    except Exception:
-        ct2, error = None, traceback.format_exc()
+    ct2 = None
     while (request := conn.recv()) is not None:
-        if ct2 is None:
-            conn.send(error)
-            continue
         sources, beam, forced = request
         try:
+            ct2 = ct2 or CT2Translator(
+                folder, token_names(vocab_size), device=device, compute_type=compute, threads=threads
+            )
             start, produced = time.perf_counter(), 0
             for first in range(0, len(sources), batch):
                 out = ct2.translate(
@@ -260,29 +258,20 @@ def time_systems(
         for system in systems:
             tokens[system.name], seconds = system.measure(timed, beam, forced, device)
             times[system.name].append(seconds)
-    out = {}
-    for system in systems:
-        median = statistics.median(times[system.name])
-        out[system.name] = {
-            "tok_per_s": tokens[system.name] / median,
+    medians = {name: statistics.median(seconds) for name, seconds in times.items()}
+    return {
+        name: {
+            "tok_per_s": tokens[name] / median,
             "ms_per_sentence": 1000 * median / len(timed),
-            "tokens": tokens[system.name],
-            "seconds": times[system.name],
+            "tokens": tokens[name],
+            "seconds": times[name],
             "passes": passes,
         }
-    return out
+        for name, median in medians.items()
+    }
 
 
-def breakdown(
-    system: System,
-    sources: list[list[int]],
-    beam: int,
-    batch: int,
-    forced: int | None,
-    repeats: int,
-    len_penalty: float,
-    graphs: bool = False,
-) -> dict[str, float]:
+def breakdown(system: System, sources: list[list[int]], s: BenchSettings, graphs: bool = False) -> dict[str, float]:
     """Median time per sentence of each part (encoder, decoder layers, output projection + softmax, search
     bookkeeping), marked on one timeline without synchronising (:func:`canlib.decoding.timing.timed_search`:
     CUDA events on a GPU), and, interleaved in the same repeats, the same search untimed
@@ -291,7 +280,8 @@ def breakdown(
 
     ``graphs``: each step replayed as three CUDA graphs (layers, output, search; :class:`StepGraphs`
     with ``parts=True``) against whole steps replayed as one graph each, untimed, which is what the
-    benchmark's "graphs" speed measures. One untimed pass of each first warms up (and captures)."""
+    benchmark's "graphs" speed measures. One untimed pass of each first warms up (and captures); then half the
+    study's repeats, plus one, of each in turn."""
     model = system.model
     device = model.embed.weight.device
     capture = device.type == "cuda"
@@ -299,10 +289,10 @@ def breakdown(
     whole_path = dict(graphs=StepGraphs(model, capture=capture)) if graphs else {}
     parts = PARTS + ("total",)
     batches = [
-        make_batch(sources[start : start + batch], model.cfg.pad_id, model.cfg.eos_id, device)
-        for start in range(0, len(sources), batch)
+        make_batch(sources[start : start + s.batch], model.cfg.pad_id, model.cfg.eos_id, device)
+        for start in range(0, len(sources), s.batch)
     ]
-    settings = SearchSettings(beam=beam, len_penalty=len_penalty, forced_length=forced)
+    settings = SearchSettings(beam=s.beam, len_penalty=s.len_penalty, forced_length=s.forced_length or None)
 
     def untimed() -> float:
         sync(device)
@@ -322,7 +312,7 @@ def breakdown(
 
     untimed(), timed()  # warm-up (and, with graphs, the captures)
     runs, whole = [], []
-    for _ in range(repeats):
+    for _ in range(s.repeats // 2 + 1):
         runs.append(timed())
         whole.append(untimed())
     median = {part: statistics.median(r[part] for r in runs) for part in parts}
@@ -398,9 +388,7 @@ def run_study(study: str, settings: BenchSettings) -> BenchResult:
     with torch.no_grad():  # never switch autograd off globally: callers run the bench in-process
         systems = _timed_study(study, settings, device, half)
     meta = metadata(study, settings, device, "float16" if half else "float32", load_average)
-    if busy:
-        meta["busy_warning"] = busy
-    return BenchResult(systems, meta)
+    return BenchResult(systems, meta | ({"busy_warning": busy} if busy else {}))
 
 
 def _timed_study(study: str, settings: BenchSettings, device: torch.device, half: bool) -> dict[str, dict]:
@@ -413,22 +401,19 @@ def _timed_study(study: str, settings: BenchSettings, device: torch.device, half
         return system_model(name, settings, device, half)
 
     def make_systems(batch: int) -> list[System]:
-        systems = []
         for name in names:
             if name.startswith("ct2:"):  # the same seeded weights as the canlib system, in float32 on the CPU
                 copy = system_model(name[4:], settings, torch.device("cpu"), False)
-                systems.append(
-                    ct2_system(name, copy, batch, settings.len_penalty, device, torch.get_num_threads(), workdir)
-                )
+                threads = torch.get_num_threads()
+                created.append(ct2_system(name, copy, batch, settings.len_penalty, device, threads, workdir))
             else:
-                systems.append(canlib_system(name, model_for(name), batch, settings.len_penalty, settings.graphs))
-        created.extend(systems)
-        return systems
+                created.append(canlib_system(name, model_for(name), batch, settings.len_penalty, settings.graphs))
+        return created[-len(names) :]
 
     vocab_size = model_for(names[0].removeprefix("ct2:")).cfg.vocab_size
     sources = source_sentences(settings.sentences, vocab_size, settings.seed)
     try:
-        return _study_rows(study, settings, names, sources, make_systems, device)
+        return _study_rows(study, settings, sources, make_systems)
     finally:
         for system in created:  # CTranslate2 worker processes
             system.close()
@@ -436,30 +421,23 @@ def _timed_study(study: str, settings: BenchSettings, device: torch.device, half
 
 
 def _study_rows(
-    study: str,
-    s: BenchSettings,
-    names: list[str],
-    sources: list[list[int]],
-    make_systems: Callable[[int], list[System]],
-    device: torch.device,
+    study: str, s: BenchSettings, sources: list[list[int]], make_systems: Callable[[int], list[System]]
 ) -> dict[str, dict]:
     """Time the study's systems; the result maps system name -> its figures."""
-    forced = s.forced_length or None
+    forced, device = s.forced_length or None, torch.device(s.device)
     results: dict[str, dict] = {}
     if study in ("speed", "depth", "ablation", "breakdown"):
         systems = make_systems(s.batch)
         results = time_systems(systems, sources, s.beam, forced, s.repeats, s.warmup, device, study, s.progress)
-        reference = "balanced" if "balanced" in results else names[0]
+        reference = "balanced" if "balanced" in results else next(iter(results))  # else the first system
         for row in results.values():
             row[f"ratio_to_{reference}"] = row["tok_per_s"] / results[reference]["tok_per_s"]
         if s.breakdown or study == "breakdown":
-            for system in tqdm(systems, desc="breakdown", leave=False, disable=not s.progress):
-                if system.model is not None:
-                    reps = max(1, s.repeats // 2 + 1)
-                    for graphs in (False, True) if s.graphs else (False,):  # graphs: the decoder replayed from them
-                        results[system.name]["breakdown_graphs" if graphs else "breakdown"] = breakdown(
-                            system, sources, s.beam, s.batch, forced, reps, s.len_penalty, graphs=graphs
-                        )
+            timed = [system for system in systems if system.model is not None]  # canlib's, not CTranslate2's
+            for system in tqdm(timed, desc="breakdown", leave=False, disable=not s.progress):
+                for graphs in (False, True) if s.graphs else (False,):  # graphs: the decoder replayed from them
+                    key = "breakdown_graphs" if graphs else "breakdown"
+                    results[system.name][key] = breakdown(system, sources, s, graphs)
         return results
 
     def series(

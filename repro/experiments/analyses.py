@@ -37,8 +37,7 @@ from canlib.training.objective import LabelSmoothedObjective
 from canlib.training.trainer import split_loss
 from repro.experiments.corpus import batches, corpus_of, score_split, teacher_forced_batches
 from repro.experiments.run import Run, Variant, budget, run, trained
-from repro.results.files import load_result
-from repro.results.layout import Where, read_hypotheses, study
+from repro.results.layout import Where, hyp_file, read_hypotheses, study
 from repro.results.studies import analysis_record
 
 
@@ -54,8 +53,7 @@ def runs_needed(name: str, where: Where) -> tuple[list[Run], list[Run]]:
         run("can", where, 1, variant=Variant(name, init, init=init, parent=start), train=finetune)
         for init in record.finetunes
     ]
-    base = budget(where.scale, 1, where.reduced).get("max_steps") or None
-    if base:
+    if base := budget(where.scale, 1, where.reduced).get("max_steps"):
         longer = budget(where.scale, 1, base + finetune["max_steps"])
         own.append(run("can", where, 1, variant=Variant(name, "longer"), train=longer))
     return reads, own
@@ -128,12 +126,11 @@ def quantile_buckets(values: np.ndarray, n: int) -> tuple[np.ndarray, list[str]]
     return ids, [f"{edges[i]:.0f}-{edges[i + 1]:.0f}" for i in range(n)]
 
 
-def buckets_of(
-    hyps: list[str], srcs: list[str], refs: list[str], data: Any, lang: str, n_freq: int = 5
-) -> dict[str, dict[str, list]]:
-    """Tokenized corpus BLEU per bucket of average source-subword training frequency (quantile
-    buckets) and of source length in words (1-10, 11-20, 21-30, 31-40, 41+)."""
-    train_split = data.split("train")
+def buckets_of(hyps: list[str], data: Any, n_freq: int = 5) -> dict[str, dict[str, list]]:
+    """Tokenized corpus BLEU of ``hyps``, translations of the test split, per bucket of average source-subword
+    training frequency (quantile buckets) and of source length in words (1-10, 11-20, 21-30, 31-40, 41+)."""
+    test, train_split = data.split("test"), data.split("train")
+    srcs, refs = list(test.src_text), list(test.tgt_text)
     counts = np.bincount(
         np.concatenate([train_split[i][0] for i in range(len(train_split))]), minlength=data.vocab.size
     )
@@ -149,7 +146,7 @@ def buckets_of(
             members = np.flatnonzero(ids == b)
             sizes.append(int(members.size))
             sub_h, sub_r = [hyps[i] for i in members], [refs[i] for i in members]
-            bleu.append(corpus_scores(sub_h, sub_r, lang=lang)["tok_bleu"] if members.size else float("nan"))
+            bleu.append(corpus_scores(sub_h, sub_r, lang=data.tgt_lang)["tok_bleu"] if members.size else float("nan"))
         out[name] = {"labels": labels, "bleu": bleu, "sentences": sizes}
     return out
 
@@ -157,20 +154,7 @@ def buckets_of(
 def error_buckets(reads: list[Run], own: list[Run]) -> dict[str, Any]:
     """Figure 6 for each run (seed 1, the test split, from its stored hypotheses): {system: {"frequency", "length"}}."""
     data = corpus_of(reads[0])
-    test = data.split("test")
-    return {
-        r.system: buckets_of(
-            stored_hypotheses(r, "test"), list(test.src_text), list(test.tgt_text), data, data.tgt_lang
-        )
-        for r in reads
-    }
-
-
-def stored_hypotheses(run_: Run, split: str) -> list[str]:
-    """The stored hypotheses of an evaluated run on ``split`` (the file its stored result names)."""
-    path = run_.result_path
-    result, _ = load_result(path)
-    return read_hypotheses(path.with_name(result["hyp_files"][split]))
+    return {r.system: buckets_of(read_hypotheses(hyp_file(r.result_path, "test")), data) for r in reads}
 
 
 def attention(reads: list[Run], own: list[Run]) -> dict[str, Any]:

@@ -50,8 +50,7 @@ def studies(args: argparse.Namespace) -> list[str]:
     """The beyond studies of ``--studies``; an unknown one is an error that lists them."""
     chosen = names(args.studies, "studies") or []
     known = (*defined.STUDIES, *defined.CONVERGED)
-    unknown = [n for n in chosen if n not in known]
-    if unknown:
+    if unknown := [n for n in chosen if n not in known]:
         raise ValueError(f"--studies: unknown {', '.join(unknown)}; choose from {', '.join(known)}")
     return chosen
 
@@ -70,8 +69,7 @@ def seeds(value: str | None) -> list[int] | None:
     out = names(value, "seeds")
     if out is None:
         return None
-    bad = [n for n in out if not n.isdigit() or int(n) < 1]
-    if bad:
+    if bad := [n for n in out if not n.isdigit() or int(n) < 1]:
         raise ValueError(f"--seeds: {', '.join(bad)} is not a positive integer")
     return [int(n) for n in out]
 

@@ -54,14 +54,12 @@ def score_splits(model: Seq2Seq, data: Any, splits: Sequence[str], beam: int) ->
     if device.type == "cuda":
         translated = translate_sets(model, data.vocab, sources, beam)
     else:
-        batch = evaluation_batch_size(device)
         translated = {
-            split: translate_lines(model, data.vocab, lines, beam=beam, batch_size=batch)
+            split: translate_lines(model, data.vocab, lines, beam=beam, batch_size=evaluation_batch_size(device))
             for split, lines in sources.items()
         }
-    lang = data.tgt_lang  # Moses tokenization for BLEU follows it
-    return {
-        split: (hyps, corpus_scores(hyps, list(data.split(split).tgt_text), lang=lang))
+    return {  # BLEU's Moses tokenization follows the target language
+        split: (hyps, corpus_scores(hyps, list(data.split(split).tgt_text), lang=data.tgt_lang))
         for split, hyps in translated.items()
     }
 

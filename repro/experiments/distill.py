@@ -18,8 +18,8 @@ import torch
 from canlib.bleu import corpus_scores
 from canlib.catalogue import scale_spec
 from canlib.data.batching import PairList
-from canlib.decoding.search import SearchSettings, beam_search, make_batch
-from canlib.decoding.translate import evaluation_batch_size
+from canlib.decoding.search import SearchSettings
+from canlib.decoding.translate import evaluation_batch_size, searched_batches
 from canlib.io import atomic_write_bytes, cache_dir
 from repro.experiments.corpus import corpus_of, score_splits
 from repro.experiments.run import Run, trained
@@ -31,14 +31,10 @@ def distill_targets(model: Any, sources: list[list[int]], beam: int = DISTILL_BE
     """The model's beam-search translation (subword ids, no BOS/EOS) of each source, in order; sentences are
     batched longest first so that padding stays small, in :func:`evaluation_batch_size` batches."""
     out: list[list[int]] = [[] for _ in sources]
-    order = sorted((i for i, s in enumerate(sources) if len(s)), key=lambda i: -len(sources[i]))
-    device = next(model.parameters()).device
-    batch_size = evaluation_batch_size(device)
+    batch_size = evaluation_batch_size(model.embed.weight.device)
     with torch.inference_mode():
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            src = make_batch([sources[i] for i in chunk], model.cfg.pad_id, model.cfg.eos_id, device)
-            for i, tokens in zip(chunk, beam_search(model, src, SearchSettings(beam=beam)).tokens):
+        for chunk, result in searched_batches(model, sources, SearchSettings(beam=beam), batch_size, progress=False):
+            for i, tokens in zip(chunk, result.tokens):
                 out[i] = [int(t) for t in tokens]
     return out
 

@@ -54,8 +54,7 @@ def queued(
     lacks, and the runs an analysis trains for its own use; the analyses it computes; the processes). An analysis
     whose runs the selection leaves out is skipped, and said so; a stored run of another budget stops it before any
     training."""
-    unknown = sorted(set(studies) - set(STUDIES))
-    if unknown:
+    if unknown := sorted(set(studies) - set(STUDIES)):
         raise ValueError(f"--studies: unknown {', '.join(unknown)}; choose from {', '.join(STUDIES)}")
     runs = plan(where, systems, seeds, corpora) if "runs" in studies else []
     if "runs" in studies and not runs:
@@ -122,8 +121,7 @@ def mark_complete(where: Where, log: Callable[[str], None] | None = print) -> bo
     """Store ``<results>/<scale>/complete.json`` once every run of the scale's plan and every analysis is stored
     (the chapters switch to a scale only then); say what is missing otherwise."""
     everything = plan(where)
-    absent = where.missing([r.name for r in everything] + list(defined.ANALYSES))
-    if absent:
+    if absent := where.missing([r.name for r in everything] + list(defined.ANALYSES)):
         (log or (lambda line: None))(
             f"{where.scale}: {len(absent)} of {len(everything) + len(defined.ANALYSES)} results still missing "
             f"(e.g. {', '.join(absent[:3])}); the chapters show this scale once all are stored"

@@ -78,7 +78,6 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{len(rows)} stored sacreBLEU scores of {len({r['file'] for r in rows})} runs reproduced from their hypotheses"
     )
-    quoted = recheck(Path(args.folder))
-    if quoted:
+    if quoted := recheck(Path(args.folder)):
         print(f"{quoted} scores quoted by the beyond studies' summaries equal their stored runs'")
     return 0

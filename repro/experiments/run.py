@@ -30,11 +30,11 @@ import torch
 from canlib.catalogue import ALL_SYSTEMS, RECIPES, SYSTEMS, scale_spec
 from canlib.data.corpora import registered_files
 from canlib.io import cache_dir
-from canlib.model.checkpoint import load_model, safe_load
+from canlib.model.checkpoint import load_model
 from canlib.model.config import MIXED, ModelConfig, preset
 from canlib.model.seq2seq import Seq2Seq
 from repro.results.files import load_result
-from repro.results.layout import Where, code_version, experiment_command, key, run_name, study_model_name
+from repro.results.layout import Where, code_version, experiment_command, key, model_name, run_name
 from repro.results.plan import DIRECTION_SYSTEMS, Row, corpora, rows
 from repro.results.studies import DISTILL_BEAM, REDUCED_PAIRS
 
@@ -110,7 +110,7 @@ class Run:
         v = self.variant
         if not v.study:
             return run_name(self.system, self.seed, self.corpus)
-        return study_model_name(v.study, self.system, v.tag, self.seed, self.corpus)
+        return f"beyond/runs/{self.corpus}/{model_name(v.study, self.system, v.tag, self.seed)}"
 
     @property
     def label(self) -> str:
@@ -256,9 +256,7 @@ def run(
 
 def check_systems(systems: Sequence[str]) -> list[str]:
     """``systems`` as a list; an unknown name is an error that lists the known ones."""
-    known = tuple(dict.fromkeys((*ALL_SYSTEMS, *SYSTEMS)))  # the nine, then the others of the catalogue
-    unknown = sorted(set(systems) - set(known))
-    if unknown:
+    if unknown := sorted(set(systems) - set(ALL_SYSTEMS) - set(SYSTEMS)):  # the nine, and the catalogue's others
         raise ValueError(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(ALL_SYSTEMS)}")
     return list(systems)
 
@@ -347,13 +345,12 @@ class Trained:
     def model(self) -> Seq2Seq:
         """The averaged model (the paper averages the last checkpoints), in eval mode; the last step checkpoint
         alone where the run's variant asks for it (``weights="last"``)."""
-        model = load_model(self.folder / "average.pt")
-        if self.run.variant.weights == "last":
+        path = self.folder / "average.pt"
+        if self.run.variant.weights == "last":  # a step checkpoint holds the model as average.pt does
             from canlib.training.state import list_checkpoints  # here only: loading a run never imports training
 
-            last = list_checkpoints(self.folder / "checkpoints")[-1]
-            model.load_state_dict(safe_load(last)["model"])
-        return model.eval()
+            path = list_checkpoints(self.folder / "checkpoints")[-1]
+        return load_model(path).eval()
 
     def log(self) -> list[dict[str, Any]]:
         """The rows of the run's log.jsonl."""

@@ -33,8 +33,7 @@ def provenance(scale: str, config: dict[str, Any], device: str | torch.device = 
 
 
 def check_provenance(record: dict[str, Any], source: str) -> None:
-    missing = [k for k in PROVENANCE_KEYS if not record.get(k) and record.get(k) != {}]
-    if missing:
+    if missing := [k for k in PROVENANCE_KEYS if not record.get(k) and record.get(k) != {}]:
         raise ProvenanceError(f"{source}: provenance lacks {', '.join(missing)}")
     if record["scale"] not in SCALES:
         raise ProvenanceError(f"{source}: provenance scale={record['scale']!r} is not one of {', '.join(SCALES)}")

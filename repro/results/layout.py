@@ -4,8 +4,8 @@ Unless a call names a results folder, it is the scale's :func:`default_root`: ``
 ``full`` (GPU-trained, committed), and at ``tiny`` (what CI recomputes on every machine) a folder of the cache per
 code version, so a result is reused only by the code that made it. Results of a reduced budget (an end-to-end test)
 get their own folder: never ``book/results``. Under ``<root>/<scale>/`` lie the main plan's runs (:func:`run_name`),
-the beyond studies' models (:func:`study_model_name`) and summaries (``beyond/<study>``), the analyses and
-:data:`COMPLETE`; GPU and CPU measurements are not per scale (``<root>/gpu/<run>/<kind>.json``,
+the beyond studies' models (``beyond/runs/<corpus>/`` :func:`model_name`) and summaries (``beyond/<study>``), the
+analyses and :data:`COMPLETE`; GPU and CPU measurements are not per scale (``<root>/gpu/<run>/<kind>.json``,
 ``<root>/cpu/<name>.json``). Every error that finds a result missing names :func:`experiment_command`.
 """
 
@@ -102,11 +102,6 @@ def run_name(system: str, seed: int, corpus: str) -> str:
 def model_name(study: str, system: str, tag: str, seed: int) -> str:
     """A study model's stored name without its folder: ``budget-can-x2-seed1``."""
     return f"{study}-{system}{'-' + tag if tag else ''}-seed{seed}"
-
-
-def study_model_name(study: str, system: str, tag: str, seed: int, corpus: str) -> str:
-    """A beyond study model's name under its scale's folder: ``beyond/runs/multi30k-en-de/budget-can-x2-seed1``."""
-    return f"beyond/runs/{corpus}/{model_name(study, system, tag, seed)}"
 
 
 def hyp_file(json_path: Path, split: str) -> Path:
