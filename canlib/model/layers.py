@@ -348,23 +348,6 @@ def fuse_query_key_value(module: nn.Module, state: dict, prefix: str, *args: obj
             )
 
 
-def merged_ffn_parts(layer: DecoderLayer, cfg: ModelConfig, x_blocks: list[int]) -> None:
-    """What CAN and its Compress FFN ablation share, made and initialised in the order that gives a seed its weights:
-    ``norm`` (z = LayerNorm(x)), ``x_proj`` (a fused product of z, blocks ``x_blocks`` wide), ``h_proj`` ([Wk2 | W~v2],
-    of H) and Eq. 13's FFN with the attention inside it, ``ffn`` (ReLU(hidden + mixed) W2 + b2)."""
-    d, f = cfg.d_model, cfg.ffn_dim
-    layer.heads, layer.d, layer.f = cfg.heads, d, f
-    layer.norm = nn.LayerNorm(d)
-    layer.x_proj = nn.Linear(d, sum(x_blocks))
-    layer.h_proj = nn.Linear(d, d + f)
-    layer.ffn = MergedFFN(f, d, cfg.relu_dropout)
-    init_linear(layer.x_proj, x_blocks)
-    init_linear(layer.h_proj, [d, f])
-    init_linear(layer.ffn.w2)
-    layer.attn_drop = nn.Dropout(cfg.attn_dropout)
-    layer.drop = nn.Dropout(cfg.dropout)
-
-
 class CANDecoderLayer(DecoderLayer):
     """Compressed-Attention layer: self-attention, cross-attention and FFN as ONE sub-layer.
 
@@ -396,7 +379,16 @@ class CANDecoderLayer(DecoderLayer):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         d, f = cfg.d_model, cfg.ffn_dim
-        merged_ffn_parts(self, cfg, [d, d, f, f])  # x_proj = [Wq | Wk1 | W~v1 | W1]; its W1 bias is b1
+        self.heads, self.d, self.f = cfg.heads, d, f
+        self.norm = nn.LayerNorm(d)
+        self.x_proj = nn.Linear(d, 2 * d + 2 * f)  # [Wq | Wk1 | W~v1 | W1]; its W1 bias is b1
+        self.h_proj = nn.Linear(d, d + f)  # [Wk2 | W~v2]
+        self.ffn = MergedFFN(f, d, cfg.relu_dropout)  # ReLU(hidden + mixed) W2 + b2
+        init_linear(self.x_proj, [d, d, f, f])
+        init_linear(self.h_proj, [d, f])
+        init_linear(self.ffn.w2)
+        self.attn_drop = nn.Dropout(cfg.attn_dropout)
+        self.drop = nn.Dropout(cfg.dropout)
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         q, k, v, hidden = self.x_proj(self.norm(x)).split([self.d, self.d, self.f, self.f], dim=-1)
@@ -473,9 +465,19 @@ class CANFFNDecoderLayer(DecoderLayer):
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.self_norm = nn.LayerNorm(cfg.d_model)
-        self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.attn_dropout)
-        merged_ffn_parts(self, cfg, [cfg.d_model, cfg.ffn_dim])  # x_proj = [Wq | W1]
+        d, f = cfg.d_model, cfg.ffn_dim
+        self.heads, self.d, self.f = cfg.heads, d, f
+        self.self_norm = nn.LayerNorm(d)
+        self.self_attn = SelfAttention(d, cfg.heads, cfg.attn_dropout)
+        self.norm = nn.LayerNorm(d)
+        self.x_proj = nn.Linear(d, d + f)  # [Wq | W1]
+        self.h_proj = nn.Linear(d, d + f)  # [Wk2 | W~v2]
+        self.ffn = MergedFFN(f, d, cfg.relu_dropout)  # ReLU(hidden + mixed) W2 + b2
+        init_linear(self.x_proj, [d, f])
+        init_linear(self.h_proj, [d, f])
+        init_linear(self.ffn.w2)
+        self.attn_drop = nn.Dropout(cfg.attn_dropout)
+        self.drop = nn.Dropout(cfg.dropout)
 
     def _merged_ffn(self, x: Tensor, memory: SourceMemory, source: Cache) -> Tensor:
         q, hidden = self.x_proj(self.norm(x)).split([self.d, self.f], dim=-1)
