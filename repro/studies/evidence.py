@@ -23,6 +23,7 @@ from repro.studies.verdict import (
     NOT_RUN,
     Judgement,
     Runs,
+    median_interval,
     outcome,
 )
 
@@ -73,13 +74,10 @@ def speed_standard(plan: SpeedPlan | None = None, runs: int = 3) -> Standard:
     plan the GPU scripts time with (:class:`~repro.bench.settings.SpeedPlan`'s defaults), so its defaults meet it."""
     plan = plan or SpeedPlan()
     n, seconds = plan.repeats, plan.min_seconds
-    # the narrowest symmetric order statistics x_(k)..x_(n+1-k) holding the median at CONFIDENCE (binomial)
-    ks = [k for k in range(1, n // 2 + 1) if 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n >= CONFIDENCE]
-    order = (
-        f"with {n} repeats the {ordinal(ks[-1])} to the {ordinal(n + 1 - ks[-1])} smallest ratio"
-        if ks
-        else f"{n} repeats give none"
-    )
+    ranks = median_interval(range(1, n + 1))  # the order statistics the interval of n repeats reads, by rank
+    order = f"{n} repeats give none"
+    if ranks:
+        order = f"with {n} repeats the {ordinal(ranks[0])} to the {ordinal(ranks[1])} smallest ratio"
     return Standard(
         "speed",
         f"{runs} GPU runs of the same decoder code, each of at least {n} interleaved repeats per system of at least "

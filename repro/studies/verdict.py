@@ -187,8 +187,17 @@ class Judgement:
 
     @property
     def deciding(self) -> OnSet:
-        """The reading that decided the verdict (:func:`deciding_set`)."""
-        return deciding_set(self.sets, self.verdict, self.criterion)
+        """The reading that decided the verdict, among the deciding sets: for holds or does not hold the one whose
+        interval lies nearest the criterion (the first to turn); for inconclusive an undecided one (test2016 first);
+        for mixed test2016 (the paper's set) or the first; a verdict's row names it."""
+        verdict = self.verdict
+        first = sorted([s for s in self.sets if s.decides] or self.sets, key=lambda s: s.split != "test")
+        if verdict in (HOLDS, FAILS):
+            agree = [s for s in first if s.verdict == verdict]
+            return min(agree, key=lambda s: gap(s.interval, self.criterion) if s.interval else math.inf)
+        if verdict == INCONCLUSIVE:
+            return next((s for s in first if s.verdict == INCONCLUSIVE), first[0])
+        return first[0]
 
     def rows(self) -> tuple[dict[str, Any], ...]:
         return tuple(s.row() for s in self.sets)
@@ -228,20 +237,6 @@ def bounds(ok: Callable[[float], bool] | None) -> tuple[float, ...]:
 def gap(interval: Interval, ok: Callable[[float], bool] | None) -> float:
     """How far the interval lies from the criterion's nearest bound (0 where it crosses one; inf without bounds)."""
     return min((max(interval.low - b, b - interval.high, 0.0) for b in bounds(ok)), default=math.inf)
-
-
-def deciding_set(sets: Sequence[OnSet], verdict: str, ok: Callable[[float], bool] | None = None) -> OnSet:
-    """The reading that decided a verdict, among the deciding sets: for holds or does not hold the one whose interval
-    lies nearest the criterion (the first to turn); for inconclusive an undecided one (test2016 first); for mixed
-    test2016 (the paper's set) or the first; a verdict's row names it."""
-    deciding = [s for s in sets if s.decides] or list(sets)
-    first = sorted(deciding, key=lambda s: s.split != "test")
-    if verdict in (HOLDS, FAILS):
-        agree = [s for s in first if s.verdict == verdict]
-        return min(agree, key=lambda s: gap(s.interval, ok) if s.interval else math.inf)
-    if verdict == INCONCLUSIVE:
-        return next((s for s in first if s.verdict == INCONCLUSIVE), first[0])
-    return first[0]
 
 
 def outcome(verdicts: Sequence[str]) -> str:
@@ -429,14 +424,6 @@ def central_95(values: np.ndarray) -> Interval:
     return Interval(float(ordered[k]), float(ordered[len(ordered) - k - 1]))
 
 
-def pairing_text(terms: Sequence[tuple[float, Runs]], pairs: Sequence[tuple[int, int]], sentences: bool) -> str:
-    """How a contrast's runs are paired, in words, for its verdict's row."""
-    on_seed = "; ".join(f"{terms[i][1].label} with {terms[j][1].label} on the seed" for i, j in pairs)
-    seeds = f"seeds paired: {on_seed}" if pairs else "seeds unpaired (Welch)"
-    words = "sentences paired (the same resamples for every run of every system)" if sentences else "no sentences"
-    return f"{words}; {seeds}"
-
-
 def judge(
     terms: Sequence[tuple[float, Runs]],
     ok: Callable[[float], bool],
@@ -478,7 +465,11 @@ def judge(
         sets.append(
             OnSet(split, value, seeds, test_set, verdict, combined, seed_var, sentence_var, df, decides, spreads)
         )
-    return Judgement(tuple(sets), pairing_text(terms, pairs, sentences), ok)
+    # how the runs are paired, in words, for the verdict's row
+    on_seed = "; ".join(f"{terms[i][1].label} with {terms[j][1].label} on the seed" for i, j in pairs)
+    paired = f"seeds paired: {on_seed}" if pairs else "seeds unpaired (Welch)"
+    words = "sentences paired (the same resamples for every run of every system)" if sentences else "no sentences"
+    return Judgement(tuple(sets), f"{words}; {paired}", ok)
 
 
 def split_name(split: str) -> str:
