@@ -49,7 +49,6 @@ from repro.studies.verdict import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
-    Judgement,
     Runs,
     Within,
     describe,
@@ -119,33 +118,6 @@ def _store_command(store: Store, terms: Sequence[Term], factor: int, seeds: int)
     return experiment_command(store.scale, systems=systems, seeds=range(1, seeds + 1), corpora=[store.corpus])
 
 
-def _settle_in_seeds(
-    store: Store, c: Contrast, terms: Sequence[tuple[Term, Runs]], j: Judgement, factor: int
-) -> dict[str, Any]:
-    """What would settle an inconclusive contrast if its observed differences are the true ones: the seeds per
-    system (:func:`repro.studies.verdict.seeds_to_settle` on every test set, the most of them), the runs
-    that adds, their GPU-minutes at the stored runs' rate, and the verdict it would reach; "no number of seeds at
-    this scale" where a set's difference sits on the bound."""
-    n, would, why = settle_sets(j.sets, c.ok)
-    if n is None:
-        return {"seeds_to_settle": None, "settle": f"no number of seeds at this scale: {why}"}
-    systems = {(t.system, t.study, t.tag, t.factor or factor): len(r.seeds) for t, r in terms}
-    extra = sum(max(0, n - have) for have in systems.values())
-    walls = train_walls(store, [r for _, r in terms])
-    runs, minutes = f"{extra} more run{'s' if extra != 1 else ''}", max(walls) * math.ceil(extra / SIDE_BY_SIDE) / 60
-    rate = f", about {minutes:.0f} GPU-minutes at the stored runs' rate ({max(walls):.0f} s of training a run, the "
-    rate += f"longest of the claim's {len(walls)} runs, {SIDE_BY_SIDE} trained side by side)"
-    command = c.command or _store_command(store, [t for t, _ in terms], factor, n)
-    return {
-        "seeds_to_settle": n,
-        "settle": f"{n} seeds of every system would settle it ({would}) if the observed differences are the true "
-        f"ones: {runs}{rate}: `{command}`",
-        "cost": f"{runs}{rate}",
-        "minutes": minutes,
-        "command": command,
-    }
-
-
 def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: str = "") -> Judged:
     """One body of BLEU evidence: the contrast at one budget, or on the models of one recipe (``recipe``)."""
     need = c.standard.seeds
@@ -204,9 +176,31 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
         pairing=j.pairing,
         **data,
     )
-    if meets and decided.word == INCONCLUSIVE:
-        return replace(decided, **_settle_in_seeds(store, c, terms, j, factor))
-    return decided
+    if not meets or decided.word != INCONCLUSIVE:
+        return decided
+    # what would settle it if the observed differences are the true ones: the seeds per system
+    # (repro.studies.verdict.seeds_to_settle on every test set, the most of them), the runs that adds, their
+    # GPU-minutes at the stored runs' rate, and the verdict it would reach; "no number of seeds at this scale" where a
+    # set's difference sits on the bound
+    n, would, why = settle_sets(j.sets, c.ok)
+    if n is None:
+        return replace(decided, seeds_to_settle=None, settle=f"no number of seeds at this scale: {why}")
+    systems = {(t.system, t.study, t.tag, t.factor or factor): len(r.seeds) for t, r in terms}
+    extra = sum(max(0, n - have) for have in systems.values())
+    walls = train_walls(store, [r for _, r in terms])
+    runs, minutes = f"{extra} more run{'s' if extra != 1 else ''}", max(walls) * math.ceil(extra / SIDE_BY_SIDE) / 60
+    rate = f", about {minutes:.0f} GPU-minutes at the stored runs' rate ({max(walls):.0f} s of training a run, the "
+    rate += f"longest of the claim's {len(walls)} runs, {SIDE_BY_SIDE} trained side by side)"
+    command = c.command or _store_command(store, [t for t, _ in terms], factor, n)
+    return replace(
+        decided,
+        seeds_to_settle=n,
+        settle=f"{n} seeds of every system would settle it ({would}) if the observed differences are the true "
+        f"ones: {runs}{rate}: `{command}`",
+        cost=f"{runs}{rate}",
+        minutes=minutes,
+        command=command,
+    )
 
 
 @dataclass(frozen=True)
@@ -419,14 +413,13 @@ class BatchCurve:
                 row = run_reading(run, prov, [x - y for x, y in zip(first, last)], 0.0)
                 row["meets"] = len(first) >= self.standard.repeats  # a sweep times no repeat's length
                 rows.append(row)
-            elif medians_only is None:
-                medians_only = (run, prov)
+            else:
+                medians_only = medians_only or run
         if rows:
             lead, *older = (_speed_body(claim, "eager", group) for group in by_code(rows))
             return replace(lead, beside=tuple(older))
-        if medians_only:
-            run, prov = medians_only
-            medians, _ = store.gpu_batch(run)
+        if run := medians_only:
+            medians, prov = store.gpu_batch(run)
             at = {n: medians[self.system][n] / medians[self.against][n] for n in ends if n in medians[self.system]}
             return judged_as(
                 claim,

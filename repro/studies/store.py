@@ -54,30 +54,17 @@ class Store:
     ) -> None:
         self.spec: Scale = scale_spec(scale)
         self.scale = scale
+        self.corpus = self.spec.corpus  # the scale's main corpus
+        self.judged = scale in QUALITY_SCALES  # whether its models translate well enough for a BLEU verdict
         self.explicit = root is not None
         self.where = Where.of(scale, root)  # where the results live: the engine's value, read here
-        self.root = self.where.root
+        self.root, self.folder = self.where.root, self.where.folder  # the folder: ``<root>/<scale>``
         self.measurements = Path(root) if root is not None else results_dir()
         self.full_budget = full_budget
         self._references: dict[str, dict[str, list[str]]] = dict(references or {})
 
     def __repr__(self) -> str:
         return f"Store({self.scale!r}, {str(self.root)!r})"
-
-    @property
-    def corpus(self) -> str:
-        """The scale's main corpus."""
-        return self.spec.corpus
-
-    @property
-    def judged(self) -> bool:
-        """Whether this scale's models translate well enough for a BLEU verdict (small, full)."""
-        return self.scale in QUALITY_SCALES
-
-    @property
-    def folder(self) -> Path:
-        """``<root>/<scale>``."""
-        return self.where.folder
 
     # -- any stored result -------------------------------------------------------------------------------
 
