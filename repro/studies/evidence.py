@@ -282,8 +282,7 @@ def analysis_missing(store: Store, claim: Claim, names: Sequence[str]) -> Judged
             meets=False,
             settle=f"the analysis of a trained small model: `{experiment_command('small', studies=list(names))}`",
         )
-    absent = [n for n in names if not store.has(n)]
-    if absent:
+    if absent := [n for n in names if not store.has(n)]:
         return not_run(
             claim, f"the {', '.join(absent)} analysis is not stored", experiment_command(store.scale, studies=absent)
         )

@@ -459,8 +459,7 @@ class Similarity:
             return missing
         rows = []
         for name in self.studies:
-            result, _ = store.analysis(name)
-            matrix = result["residual"]
+            matrix = store.analysis(name)[0]["residual"]
             for i, row in enumerate(matrix[self.pair]):
                 value = row[i] - (matrix[self.than][i][i] if self.than else 0.0)
                 rows.append(
@@ -486,10 +485,9 @@ class GateShare:
     def judge(self, store: Store, claim: Claim) -> Judged:
         if missing := analysis_missing(store, claim, ("attention",)):
             return missing
-        study, _ = store.analysis("attention")
         rows = [
             reading_row(f"layer {x['layer']}", self.ok, model="CAN", layer=x["layer"], value=x["near_ends"])
-            for x in gate_shares(study, self.near)
+            for x in gate_shares(store.analysis("attention")[0], self.near)
         ]
         evidence = (
             f"the seed-1 CAN at {store.scale}, its gate over every (target position, head) of the test split "

@@ -300,7 +300,6 @@ class Store:
 def _load(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """A stored result read once per process while its file is unchanged (chapters and the registry read the same
     runs many times; callers read it and never change it); a file without provenance is an error naming it."""
-    path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such stored result")
     return _cached(load_result, str(path), path.stat().st_mtime_ns)
