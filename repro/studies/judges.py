@@ -277,16 +277,12 @@ class CrossTask:
             rows.append({"set": corpus.removeprefix("multi30k-"), **head, "verdict": verdict, "sets": j.rows()})
         # a claim on every direction fails on the first direction that misses it: that one decides it alone
         if len(rows) < 2 and not any(r["verdict"] == FAILS for r in rows):
+            scale = store.scale if store.judged else "small"
             command = experiment_command(
-                "small" if not store.judged else store.scale,
-                systems=DIRECTION_SYSTEMS,
-                seeds=range(1, need + 1),
-                corpora=missing or [store.corpus],
+                scale, systems=DIRECTION_SYSTEMS, seeds=range(1, need + 1), corpora=missing or [store.corpus]
             )
             why = f"{len(rows)} direction(s) with {need} seeds of CAN and Balanced; the claim needs 2 or more"
-            cost, minutes = runs_minutes(
-                store, [(s, 1) for _ in missing for s in DIRECTION_SYSTEMS for _ in range(need)]
-            )
+            cost, minutes = runs_minutes(store, [(s, 1) for s in DIRECTION_SYSTEMS] * need * len(missing))
             settle = f"{why}: {cost}: `{command}`"
             return not_run(claim, why, command, settle, cost=cost, minutes=minutes, sets=tuple(rows))
         return judged_as(
