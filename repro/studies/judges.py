@@ -152,8 +152,7 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
         )
     pairs = c.seed_pairs([r.seeds for _, r in terms], factor)
     refs = store.references() if all(r.hyps for _, r in terms) else None
-    lang = store.result(terms[0][1].files[0])[0].get("tgt_lang", "de") if terms[0][1].files else "de"
-    j = judge([(t.weight, r) for t, r in terms], c.ok, refs, pairs=pairs, lang=lang)
+    j = judge([(t.weight, r) for t, r in terms], c.ok, refs, pairs=pairs)
     head = j.deciding
     meets = store.judged and not short
     if not store.judged:
@@ -269,8 +268,7 @@ class CrossTask:
                 missing.append(corpus)
                 continue
             refs = store.references(corpus) if all(r.hyps for r in runs.values()) else None
-            lang = store.result(runs["can"].files[0])[0].get("tgt_lang", "de")
-            j = judge([(1.0, runs["can"]), (-1.0, runs["balanced"])], self.ok, refs, lang=lang)
+            j = judge([(1.0, runs["can"]), (-1.0, runs["balanced"])], self.ok, refs)
             # the deciding set's reading, under the direction's name
             head = {k: v for k, v in j.deciding.row().items() if k in ("split", "value", "interval", "seed_interval")}
             verdict = j.verdict if j.verdict in (HOLDS, FAILS) else INCONCLUSIVE

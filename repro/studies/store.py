@@ -294,7 +294,7 @@ class Store:
                 hyps[split] = tuple(_hypotheses(p.with_name(r["hyp_files"][split])) for p, r in kept)
         seeds = tuple(int(SEED.match(p.name)["seed"]) for p, _ in kept)
         named = tuple(str(p.relative_to(self.folder)) if p.is_relative_to(self.folder) else str(p) for p, _ in kept)
-        return Runs(label, seeds, scores, hyps, named)
+        return Runs(label, seeds, scores, hyps, named, kept[0][1].get("tgt_lang", "de"))
 
 
 def _load(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:

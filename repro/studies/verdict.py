@@ -104,13 +104,15 @@ class Within:
 @dataclass(frozen=True)
 class Runs:
     """One system in one setting: per evaluation set, its tokenized BLEU per seed and (where stored) each seed's
-    hypotheses in the same seed order; ``files``: where the runs are stored, for provenance."""
+    hypotheses in the same seed order; ``files``: where the runs are stored, for provenance; ``lang``: the target
+    language, whose Moses tokenizer the tokenized BLEU of their hypotheses is scored with."""
 
     label: str
     seeds: tuple[int, ...]
     scores: Mapping[str, Sequence[float]]
     hyps: Mapping[str, Sequence[Sequence[str]]] = field(default_factory=dict)
     files: tuple[str, ...] = ()
+    lang: str = "de"
 
     def mean(self, split: str = "test") -> float:
         return statistics.fmean(self.scores[split])
@@ -430,12 +432,11 @@ def judge(
     refs: Mapping[str, Sequence[str]] | None = None,
     samples: int = BOOTSTRAP_SAMPLES,
     pairs: Sequence[tuple[int, int]] = (),
-    lang: str = "de",
 ) -> Judgement | None:
     """The contrast sum(weight x runs) judged on every evaluation set that all terms were scored on, on one
     interval with both noises (the module docstring): the seed variance (the terms of ``pairs`` paired on the seed)
     plus, where every run's hypotheses and the split's references (``refs``) are given, the sentence variance of the
-    paired bootstrap on tokenized BLEU (``lang``: the target language). Only the test sets (:data:`DECIDING`)
+    paired bootstrap on tokenized BLEU (in the first term's target language). Only the test sets (:data:`DECIDING`)
     decide; where none is scored, every set does. None where a term has a single seed (no seed interval)."""
     if any(len(r.seeds) < 2 for _, r in terms):
         return None
@@ -449,6 +450,7 @@ def judge(
     if not scored:
         raise ValueError(f"no evaluation set is scored for every term ({', '.join(r.label for _, r in terms)})")
     tests = any(split in DECIDING for split in scored)
+    lang = terms[0][1].lang  # the target language the tokenized BLEU of the hypotheses is scored in
     sets, sentences = [], False
     for split in scored:
         value = sum(w * statistics.fmean(r.scores[split]) for w, r in terms)
