@@ -493,6 +493,16 @@ class GateShare:
 # -- validation losses --------------------------------------------------------------------------------------------
 
 
+def _seeds_held(store: Store, standard: Standard, seeds: dict[str, int]) -> dict[str, Any]:
+    """A loss claim's seeds per system held to its standard, and what would settle it."""
+    return {
+        "meets": store.judged and min(seeds.values()) >= standard.seeds,
+        "settle": f"{standard.seeds} seeds of each at small: `{experiment_command('small')}`",
+        "seeds": seeds,
+        "strength": {"seeds": seeds, "scale": store.scale},
+    }
+
+
 @dataclass(frozen=True)
 class LossGap:
     """Final validation loss of ``system`` minus ``against`` over seeds (seed interval), > 0."""
@@ -505,7 +515,6 @@ class LossGap:
         a, b = ([final_losses(log)[1] for log in store.logs(s)] for s in (self.system, self.against))
         if min(len(a), len(b)) < 2:
             return not_run(claim, f"scale {store.scale}: fewer than 2 seeds stored", experiment_command(store.scale))
-        seeds = {self.system: len(a), self.against: len(b)}
         low, high = difference_interval(a, b)
         value = statistics.fmean(a) - statistics.fmean(b)
         return judged_as(
@@ -513,12 +522,9 @@ class LossGap:
             interval_verdict(low, high, lambda d: d > 0),
             f"{value:+.3f} [{low:+.3f}, {high:+.3f}]",
             f"final label-smoothed validation loss at {store.scale}, {len(a)} and {len(b)} seeds, the seed interval",
-            meets=store.judged and min(len(a), len(b)) >= self.standard.seeds,
-            settle=f"{self.standard.seeds} seeds of each at small: `{experiment_command('small')}`",
             value=value,
             interval=(low, high),
-            seeds=seeds,
-            strength={"seeds": seeds, "scale": store.scale},
+            **_seeds_held(store, self.standard, {self.system: len(a), self.against: len(b)}),
         )
 
 
@@ -546,7 +552,6 @@ class LossFalling:
             return not_run(
                 claim, f"scale {store.scale}: no stored run with two validations", experiment_command("small")
             )
-        seeds = {s: len(store.seeds(s)) for s in self.systems}
         return readings_judged(
             claim,
             rows,
@@ -560,8 +565,5 @@ class LossFalling:
                 + f": {r['verdict']}"
                 for r in rows
             ),
-            meets=store.judged and min(seeds.values()) >= self.standard.seeds,
-            settle=f"{self.standard.seeds} seeds of each at small: `{experiment_command('small')}`",
-            seeds=seeds,
-            strength={"seeds": seeds, "scale": store.scale},
+            **_seeds_held(store, self.standard, {s: len(store.seeds(s)) for s in self.systems}),
         )
