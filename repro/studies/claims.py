@@ -111,15 +111,13 @@ def _bleu(
     *,
     what: str = "ΔBLEU",
     source: str = "paper",
-    budgets: bool = False,
     criterion: str = "",
-    command: str = "",
+    **contrast: Any,
 ) -> Claim:
-    """A BLEU contrast's row; its criterion, ``what`` against ``ok``, is read on every test set (``command``: what
-    stores its runs, where it is not the plan's)."""
+    """A BLEU contrast's row; its criterion, ``what`` against ``ok``, is read on every test set (``contrast``: the
+    :class:`~repro.studies.judges.Contrast`'s ``budgets`` and ``command``)."""
     criterion = criterion or f"{ok.text(what)} {EVERY_SET}"
-    evidence = Contrast(terms, ok, budgets=budgets, command=command)
-    return Claim(claim_id, name, criterion, paper_value, chapter, evidence, source)
+    return Claim(claim_id, name, criterion, paper_value, chapter, Contrast(terms, ok, **contrast), source)
 
 
 def _book(claim_id: str, name: str, chapter: str, terms: tuple[Term, ...], ok: Threshold = ABOVE, **kw: Any) -> Claim:
