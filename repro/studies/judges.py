@@ -169,7 +169,7 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
         command=command,
         value=head.value,
         interval=(low, high),
-        sets=j.rows(),
+        sets=tuple(s.row() for s in j.sets),
         judgement=j,
         deciding=head.row(),
         pairing=j.pairing,
@@ -272,7 +272,8 @@ class CrossTask:
             # the deciding set's reading, under the direction's name
             head = {k: v for k, v in j.deciding.row().items() if k in ("split", "value", "interval", "seed_interval")}
             verdict = j.verdict if j.verdict in (HOLDS, FAILS) else INCONCLUSIVE
-            rows.append({"set": corpus.removeprefix("multi30k-"), **head, "verdict": verdict, "sets": j.rows()})
+            sets = tuple(s.row() for s in j.sets)
+            rows.append({"set": corpus.removeprefix("multi30k-"), **head, "verdict": verdict, "sets": sets})
         # a claim on every direction fails on the first direction that misses it: that one decides it alone
         if len(rows) < 2 and not any(r["verdict"] == FAILS for r in rows):
             scale = store.scale if store.judged else "small"

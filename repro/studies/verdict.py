@@ -201,9 +201,6 @@ class Judgement:
             return next((s for s in first if s.verdict == INCONCLUSIVE), first[0])
         return first[0]
 
-    def rows(self) -> tuple[dict[str, Any], ...]:
-        return tuple(s.row() for s in self.sets)
-
     def on(self, split: str = "test") -> OnSet:
         return next(s for s in self.sets if s.split == split)
 
