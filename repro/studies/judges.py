@@ -454,12 +454,10 @@ class Similarity:
             return missing
         rows = []
         for name in self.studies:
-            matrix = store.analysis(name)[0]["residual"]
+            model, matrix = MODELS[name], store.analysis(name)[0]["residual"]
             for i, row in enumerate(matrix[self.pair]):
                 value = row[i] - (matrix[self.than][i][i] if self.than else 0.0)
-                rows.append(
-                    reading_row(f"{MODELS[name]} layer {i + 1}", self.ok, model=MODELS[name], layer=i + 1, value=value)
-                )
+                rows.append(reading_row(f"{model} layer {i + 1}", self.ok, model=model, layer=i + 1, value=value))
         what = f"{self.pair} minus {self.than}" if self.than else self.pair
         evidence = (
             f"the seed-1 {' and '.join(MODELS[n] for n in self.studies)} at {store.scale}: the cosine similarity "
