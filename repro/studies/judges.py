@@ -130,13 +130,12 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
     command = SETTLE if recipe else c.command or _store_command(store, [t for t, _ in short or terms], factor, need)
     cost, minutes = runs_minutes(store, todo) if short and not recipe else ("", None)
     settle = f"{need} seeds of every system: {cost}: `{command}`" if cost else f"{need} seeds: `{command}`"
-    strength = {"seeds": seeds, "budget": factor, "scale": store.scale} | ({"recipe": recipe} if recipe else {})
     data = dict(
         budget=None if recipe or not c.budgets else factor,
         recipe=recipe,
         seeds=seeds,
         files=tuple(f for _, r in terms if r for f in r.files),
-        strength=strength,
+        strength={"seeds": seeds, "budget": factor, "scale": store.scale} | ({"recipe": recipe} if recipe else {}),
         cost=cost,
         minutes=minutes,
     )
