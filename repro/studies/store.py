@@ -138,9 +138,8 @@ class Store:
             raise ValueError(
                 f"split {split!r}: the run of {system} has hypotheses for {', '.join(result['hyp_files'])}"
             )
-        return list(
-            _hypotheses(self.path(run_name(system, seed, corpus or self.corpus)).with_name(result["hyp_files"][split]))
-        )
+        path = self.path(run_name(system, seed, corpus or self.corpus))
+        return list(_hypotheses(path.with_name(result["hyp_files"][split])))
 
     def test_splits(self, system: str = "balanced", corpus: str | None = None) -> list[str]:
         """The test splits the runs were scored on ("test" is test2016; small adds the two test2017 sets)."""
