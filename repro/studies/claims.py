@@ -147,9 +147,8 @@ def _speed(
     name = name or f"{LABELS[system]} decodes faster than {LABELS[against]}"
     criterion = f"median tokens/s ratio {op} {bound:g}, its interval included"
     chapter = "ablation" if system.startswith("can_") else "speed"
-    return Claim(
-        claim_id, name, criterion, paper_value, chapter, SpeedRatio(system, against, Threshold(op, bound), mode)
-    )
+    evidence = SpeedRatio(system, against, Threshold(op, bound), mode)
+    return Claim(claim_id, name, criterion, paper_value, chapter, evidence)
 
 
 def _loss_gap(claim_id: str, system: str, against: str) -> Claim:

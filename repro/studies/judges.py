@@ -108,12 +108,11 @@ def _label(t: Term, factor: int, recipe: str = "") -> str:
 
 
 def _store_command(store: Store, terms: Sequence[Term], factor: int, seeds: int) -> str:
-    studies = sorted(
-        {t.study for t in terms if t.study}
-        | ({"budget"} if factor != 1 or any(t.factor not in (None, 1) for t in terms) else set())
-    )
+    studies = {t.study for t in terms if t.study}
+    if factor != 1 or any(t.factor not in (None, 1) for t in terms):
+        studies.add("budget")
     if studies:
-        return experiment_command(store.scale, corpora=[store.corpus], studies=studies)
+        return experiment_command(store.scale, corpora=[store.corpus], studies=sorted(studies))
     systems = list(dict.fromkeys(t.system for t in terms))
     return experiment_command(store.scale, systems=systems, seeds=range(1, seeds + 1), corpora=[store.corpus])
 
