@@ -403,9 +403,8 @@ class BatchCurve:
             repeats = {x: {int(k): v for k, v in systems[x].get("by_batch_repeats", {}).items()} for x in pair}
             if all(n in repeats[x] for x in pair for n in ends):
                 first, last = (repeat_ratios(repeats[self.system][n], repeats[self.against][n]) for n in ends)
-                row = run_reading(run, prov, [x - y for x, y in zip(first, last)], 0.0)
-                row["meets"] = len(first) >= self.standard.repeats  # a sweep times no repeat's length
-                rows.append(row)
+                diffs = [x - y for x, y in zip(first, last)]  # a sweep times no repeat's length: its repeats decide
+                rows.append(run_reading(run, prov, diffs, 0.0) | {"meets": len(first) >= self.standard.repeats})
             else:
                 medians_only = medians_only or run
         if rows:
