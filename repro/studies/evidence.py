@@ -274,14 +274,9 @@ def train_walls(store: Store, runs: Sequence[Runs | None]) -> list[float]:
 
 def analysis_missing(store: Store, claim: Claim, names: Sequence[str]) -> Judged | None:
     if not store.judged:
-        return judged_as(
-            claim,
-            INCONCLUSIVE,
-            "—",
-            f"scale {store.scale}: its models show the mechanics only, not what training learns",
-            meets=False,
-            settle=f"the analysis of a trained small model: `{experiment_command('small', studies=list(names))}`",
-        )
+        why = f"scale {store.scale}: its models show the mechanics only, not what training learns"
+        settle = f"the analysis of a trained small model: `{experiment_command('small', studies=list(names))}`"
+        return judged_as(claim, INCONCLUSIVE, "—", why, meets=False, settle=settle)
     if absent := [n for n in names if not store.has(n)]:
         return not_run(
             claim, f"the {', '.join(absent)} analysis is not stored", experiment_command(store.scale, studies=absent)

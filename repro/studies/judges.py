@@ -413,18 +413,11 @@ class BatchCurve:
         if run := medians_only:
             medians, prov = store.gpu_batch(run)
             at = {n: medians[self.system][n] / medians[self.against][n] for n in ends if n in medians[self.system]}
-            return judged_as(
-                claim,
-                INCONCLUSIVE,
-                ", ".join(f"{v:.2f}x at {n}" for n, v in at.items()) + " (medians)",
-                f"the stored batch sweep ({run_name(prov)}, {run}) keeps one median per batch size and no per-repeat "
-                "times: no interval can be read from it",
-                meets=False,
-                settle=f"a batch sweep with per-repeat times on a GPU (~{GPU_CHECK_MINUTES} GPU-minutes): "
-                f"`{BATCH_SWEEP}`",
-                **GPU_RUN,
-                files=(run,),
-            )
+            ours = ", ".join(f"{v:.2f}x at {n}" for n, v in at.items()) + " (medians)"
+            why = f"the stored batch sweep ({run_name(prov)}, {run}) keeps one median per batch size and no per-repeat "
+            why += "times: no interval can be read from it"
+            settle = f"a batch sweep with per-repeat times on a GPU (~{GPU_CHECK_MINUTES} GPU-minutes): `{BATCH_SWEEP}`"
+            return judged_as(claim, INCONCLUSIVE, ours, why, meets=False, settle=settle, **GPU_RUN, files=(run,))
         return not_run(claim, "no stored GPU batch sweep of CAN and Balanced", BATCH_SWEEP)
 
 
