@@ -364,13 +364,10 @@ class SpeedRatio:
     def judge(self, store: Store, claim: Claim) -> Judged:
         rows = timed_runs(store, self.system, self.against, self.mode)
         if not rows:
-            return not_run(
-                claim,
-                f"no stored GPU run timed {LABELS[self.system]} and {LABELS[self.against]} ({self.mode}, per-repeat "
-                "tokens/s)",
-                f"{GPU_CHECK} (with --systems {self.system},{self.against} in scripts/gpu_bench.py)",
-                **GPU_RUN,
-            )
+            why = f"no stored GPU run timed {LABELS[self.system]} and {LABELS[self.against]} ({self.mode}, per-repeat "
+            why += "tokens/s)"
+            command = f"{GPU_CHECK} (with --systems {self.system},{self.against} in scripts/gpu_bench.py)"
+            return not_run(claim, why, command, **GPU_RUN)
         other = "eager" if self.mode == "captured" else "captured"
         beside = ""
         if other_rows := timed_runs(store, self.system, self.against, other):
@@ -506,15 +503,11 @@ class LossGap:
             return not_run(claim, f"scale {store.scale}: fewer than 2 seeds stored", experiment_command(store.scale))
         low, high = difference_interval(a, b)
         value = statistics.fmean(a) - statistics.fmean(b)
-        return judged_as(
-            claim,
-            interval_verdict(low, high, lambda d: d > 0),
-            f"{value:+.3f} [{low:+.3f}, {high:+.3f}]",
-            f"final label-smoothed validation loss at {store.scale}, {len(a)} and {len(b)} seeds, the seed interval",
-            value=value,
-            interval=(low, high),
-            **_seeds_held(store, self.standard, {self.system: len(a), self.against: len(b)}),
-        )
+        word = interval_verdict(low, high, lambda d: d > 0)
+        ours = f"{value:+.3f} [{low:+.3f}, {high:+.3f}]"
+        why = f"final label-smoothed validation loss at {store.scale}, {len(a)} and {len(b)} seeds, the seed interval"
+        held = _seeds_held(store, self.standard, {self.system: len(a), self.against: len(b)})
+        return judged_as(claim, word, ours, why, value=value, interval=(low, high), **held)
 
 
 @dataclass(frozen=True)
