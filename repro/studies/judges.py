@@ -534,18 +534,13 @@ class LossFalling:
             return not_run(
                 claim, f"scale {store.scale}: no stored run with two validations", experiment_command("small")
             )
-        return readings_judged(
-            claim,
-            rows,
-            "+.3f",
-            f"the last {rows[0]['steps'][1] - rows[0]['steps'][0]:,} updates (each system's mean over its seeds)",
-            f"the drop of the validation loss between the last two validations at {store.scale}, per system its mean "
-            "over seeds with the seeds' interval (Student's t, n - 1 degrees of freedom): "
-            + "; ".join(
-                f"{r['set']} {r['value']:+.3f}"
-                + (f" [{r['interval'][0]:+.3f}, {r['interval'][1]:+.3f}]" if r.get("interval") else "")
-                + f": {r['verdict']}"
-                for r in rows
-            ),
-            **_seeds_held(store, self.standard, {s: len(store.seeds(s)) for s in self.systems}),
+        over = f"the last {rows[0]['steps'][1] - rows[0]['steps'][0]:,} updates (each system's mean over its seeds)"
+        why = f"the drop of the validation loss between the last two validations at {store.scale}, per system its "
+        why += "mean over seeds with the seeds' interval (Student's t, n - 1 degrees of freedom): " + "; ".join(
+            f"{r['set']} {r['value']:+.3f}"
+            + (f" [{r['interval'][0]:+.3f}, {r['interval'][1]:+.3f}]" if r.get("interval") else "")
+            + f": {r['verdict']}"
+            for r in rows
         )
+        held = _seeds_held(store, self.standard, {s: len(store.seeds(s)) for s in self.systems})
+        return readings_judged(claim, rows, "+.3f", over, why, **held)
