@@ -189,15 +189,9 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
     rate = f", about {minutes:.0f} GPU-minutes at the stored runs' rate ({max(walls):.0f} s of training a run, the "
     rate += f"longest of the claim's {len(walls)} runs, {SIDE_BY_SIDE} trained side by side)"
     command = c.command or _store_command(store, [t for t, _ in terms], factor, n)
-    return replace(
-        decided,
-        seeds_to_settle=n,
-        settle=f"{n} seeds of every system would settle it ({would}) if the observed differences are the true "
-        f"ones: {runs}{rate}: `{command}`",
-        cost=f"{runs}{rate}",
-        minutes=minutes,
-        command=command,
-    )
+    settle = f"{n} seeds of every system would settle it ({would}) if the observed differences are the true ones: "
+    settle += f"{runs}{rate}: `{command}`"
+    return replace(decided, seeds_to_settle=n, settle=settle, cost=f"{runs}{rate}", minutes=minutes, command=command)
 
 
 @dataclass(frozen=True)
@@ -242,12 +236,9 @@ class Contrast:
             return f"{b.recipe or f'{b.budget}x'}: {b.ours.split(' (')[0]} ({b.deciding['set'] if b.deciding else ''}"
 
         others = "; ".join(f"{named(b)}, {b.word})" for b in beside)
-        return replace(
-            lead,
-            ours=f"{named(lead)}); {others} ({METRIC})",
-            beside=beside,
-            evidence=f"{lead.evidence} | beside it: {' | '.join(b.evidence for b in beside)}",
-        )
+        ours = f"{named(lead)}); {others} ({METRIC})"
+        evidence = f"{lead.evidence} | beside it: {' | '.join(b.evidence for b in beside)}"
+        return replace(lead, ours=ours, beside=beside, evidence=evidence)
 
 
 @dataclass(frozen=True)
