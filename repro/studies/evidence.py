@@ -296,15 +296,10 @@ def readings_judged(
     """A claim read on readings without intervals (layers, runs): their outcome, their mean and their range."""
     values = [r["value"] for r in rows]
     low, high = min(values), max(values)
+    word = outcome([r["verdict"] for r in rows])
+    ours = f"{low:{fmt}} to {high:{fmt}} over {over}"
     return judged_as(
-        claim,
-        outcome([r["verdict"] for r in rows]),
-        f"{low:{fmt}} to {high:{fmt}} over {over}",
-        evidence,
-        value=statistics.fmean(values),
-        interval=(low, high),
-        sets=tuple(rows),
-        **data,
+        claim, word, ours, evidence, value=statistics.fmean(values), interval=(low, high), sets=tuple(rows), **data
     )
 
 
