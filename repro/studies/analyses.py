@@ -40,14 +40,12 @@ def gate_shares(
     edges = np.array(study["alpha_histogram"]["edges"])
     near_ends = (edges[1:] <= near + 1e-12) | (edges[:-1] >= 1 - near - 1e-12)
     band = (edges[:-1] >= middle[0] - 1e-12) & (edges[1:] <= middle[1] + 1e-12)
-    out = []
-    for row, counts in zip(study["alpha_summary"], study["alpha_histogram"]["counts"]):
-        counts = np.array(counts, dtype=float)
-        out.append(
-            {
-                "layer": row["layer"],
-                "near_ends": float(counts[near_ends].sum() / counts.sum()),
-                "middle": float(counts[band].sum() / counts.sum()),
-            }
-        )
-    return out
+    counts = np.array(study["alpha_histogram"]["counts"], dtype=float)  # a row of counts per layer
+    return [
+        {
+            "layer": row["layer"],
+            "near_ends": float(c[near_ends].sum() / c.sum()),
+            "middle": float(c[band].sum() / c.sum()),
+        }
+        for row, c in zip(study["alpha_summary"], counts)
+    ]

@@ -43,7 +43,6 @@ from repro.studies.verdict import ON_PAR, Within
 
 T2, T4, T5, F4 = paper.table2("en-de"), paper.table4(), paper.table5(), paper.figure4()
 F7 = paper.paper_numbers()["fig7_parallel_en-de"]
-F2 = paper.paper_numbers()["fig2_similarity"]
 TASKS = paper.tasks().values()
 CAN_GAINS = [t["CAN"].speed / t["Balanced"].speed for t in TASKS]
 BALANCED_GAINS = [t["Balanced"].speed / t["Baseline"].speed for t in TASKS]
@@ -64,7 +63,7 @@ CONTROLS = (
 
 
 def _diag(name: str) -> list[float]:
-    return [row[i] for i, row in enumerate(F2[name])]
+    return [row[i] for i, row in enumerate(paper.paper_numbers()["fig2_similarity"][name])]
 
 
 def _gap(rows: dict[str, Any], a: str, b: str, where: str) -> str:
@@ -112,15 +111,13 @@ def _bleu(
     *,
     what: str = "ΔBLEU",
     source: str = "paper",
-    budgets: bool = False,
     criterion: str = "",
-    command: str = "",
+    **contrast: Any,
 ) -> Claim:
-    """A BLEU contrast's row; its criterion, ``what`` against ``ok``, is read on every test set (``command``: what
-    stores its runs, where it is not the plan's)."""
+    """A BLEU contrast's row; its criterion, ``what`` against ``ok``, is read on every test set (``contrast``: the
+    :class:`~repro.studies.judges.Contrast`'s ``budgets`` and ``command``)."""
     criterion = criterion or f"{ok.text(what)} {EVERY_SET}"
-    evidence = Contrast(terms, ok, budgets=budgets, command=command)
-    return Claim(claim_id, name, criterion, paper_value, chapter, evidence, source)
+    return Claim(claim_id, name, criterion, paper_value, chapter, Contrast(terms, ok, **contrast), source)
 
 
 def _book(claim_id: str, name: str, chapter: str, terms: tuple[Term, ...], ok: Threshold = ABOVE, **kw: Any) -> Claim:
@@ -128,12 +125,6 @@ def _book(claim_id: str, name: str, chapter: str, terms: tuple[Term, ...], ok: T
     return _bleu(claim_id, name, "—", chapter, terms, ok, source="book", **kw)
 
 
-ABLATION = (  # Table 5's BLEU claims: (id, system, against, criterion)
-    ("can-ffn-keeps-bleu", "can_ffn", "balanced", PAR),
-    ("can-attn-below-balanced", "can_attn", "balanced", BELOW),
-    ("can-above-can-attn", "can", "can_attn", ABOVE),
-    ("can-attn-below-can-ffn", "can_attn", "can_ffn", BELOW),
-)
 T5_NAMES = {"can": "Compress All"}  # Table 5 calls CAN "Compress All"
 
 
@@ -153,13 +144,11 @@ def _speed(
 ) -> Claim:
     """A speed ratio's row: at least ``bound`` times as fast (or faster, at a bound of 1), its interval included."""
     op = ">=" if bound > 1 else ">"
-    how = " with CUDA graphs" if mode == "captured" else ""
-    name = name or f"{LABELS[system]} decodes faster than {LABELS[against]}{how}"
+    name = name or f"{LABELS[system]} decodes faster than {LABELS[against]}"
     criterion = f"median tokens/s ratio {op} {bound:g}, its interval included"
     chapter = "ablation" if system.startswith("can_") else "speed"
-    return Claim(
-        claim_id, name, criterion, paper_value, chapter, SpeedRatio(system, against, Threshold(op, bound), mode)
-    )
+    evidence = SpeedRatio(system, against, Threshold(op, bound), mode)
+    return Claim(claim_id, name, criterion, paper_value, chapter, evidence)
 
 
 def _loss_gap(claim_id: str, system: str, against: str) -> Claim:
@@ -265,7 +254,10 @@ CLAIMS: tuple[Claim, ...] = (
         _pair("depth-14-1", "balanced"),
         BELOW,
     ),
-    *(_ablation(*row) for row in ABLATION),
+    _ablation("can-ffn-keeps-bleu", "can_ffn", "balanced", PAR),
+    _ablation("can-attn-below-balanced", "can_attn", "balanced", BELOW),
+    _ablation("can-above-can-attn", "can", "can_attn", ABOVE),
+    _ablation("can-attn-below-can-ffn", "can_attn", "can_ffn", BELOW),
     *(
         _bleu(
             f"kd-adds-{s}",

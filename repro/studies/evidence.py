@@ -23,6 +23,7 @@ from repro.studies.verdict import (
     NOT_RUN,
     Judgement,
     Runs,
+    median_interval,
     outcome,
 )
 
@@ -73,13 +74,10 @@ def speed_standard(plan: SpeedPlan | None = None, runs: int = 3) -> Standard:
     plan the GPU scripts time with (:class:`~repro.bench.settings.SpeedPlan`'s defaults), so its defaults meet it."""
     plan = plan or SpeedPlan()
     n, seconds = plan.repeats, plan.min_seconds
-    # the narrowest symmetric order statistics x_(k)..x_(n+1-k) holding the median at CONFIDENCE (binomial)
-    ks = [k for k in range(1, n // 2 + 1) if 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n >= CONFIDENCE]
-    order = (
-        f"with {n} repeats the {ordinal(ks[-1])} to the {ordinal(n + 1 - ks[-1])} smallest ratio"
-        if ks
-        else f"{n} repeats give none"
-    )
+    ranks = median_interval(range(1, n + 1))  # the order statistics the interval of n repeats reads, by rank
+    order = f"{n} repeats give none"
+    if ranks:
+        order = f"with {n} repeats the {ordinal(ranks[0])} to the {ordinal(ranks[1])} smallest ratio"
     return Standard(
         "speed",
         f"{runs} GPU runs of the same decoder code, each of at least {n} interleaved repeats per system of at least "
@@ -276,16 +274,10 @@ def train_walls(store: Store, runs: Sequence[Runs | None]) -> list[float]:
 
 def analysis_missing(store: Store, claim: Claim, names: Sequence[str]) -> Judged | None:
     if not store.judged:
-        return judged_as(
-            claim,
-            INCONCLUSIVE,
-            "—",
-            f"scale {store.scale}: its models show the mechanics only, not what training learns",
-            meets=False,
-            settle=f"the analysis of a trained small model: `{experiment_command('small', studies=list(names))}`",
-        )
-    absent = [n for n in names if not store.has(n)]
-    if absent:
+        why = f"scale {store.scale}: its models show the mechanics only, not what training learns"
+        settle = f"the analysis of a trained small model: `{experiment_command('small', studies=list(names))}`"
+        return judged_as(claim, INCONCLUSIVE, "—", why, meets=False, settle=settle)
+    if absent := [n for n in names if not store.has(n)]:
         return not_run(
             claim, f"the {', '.join(absent)} analysis is not stored", experiment_command(store.scale, studies=absent)
         )
@@ -304,15 +296,10 @@ def readings_judged(
     """A claim read on readings without intervals (layers, runs): their outcome, their mean and their range."""
     values = [r["value"] for r in rows]
     low, high = min(values), max(values)
+    word = outcome([r["verdict"] for r in rows])
+    ours = f"{low:{fmt}} to {high:{fmt}} over {over}"
     return judged_as(
-        claim,
-        outcome([r["verdict"] for r in rows]),
-        f"{low:{fmt}} to {high:{fmt}} over {over}",
-        evidence,
-        value=statistics.fmean(values),
-        interval=(low, high),
-        sets=tuple(rows),
-        **data,
+        claim, word, ours, evidence, value=statistics.fmean(values), interval=(low, high), sets=tuple(rows), **data
     )
 
 

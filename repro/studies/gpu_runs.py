@@ -17,7 +17,7 @@ def run_name(prov: dict[str, Any]) -> str:
 
 def run_reading(run: str, prov: dict[str, Any], ratios: list[float], shortest: float, code: str = "") -> dict[str, Any]:
     """One GPU run's per-repeat ratios as a reading, held to the speed standard's per-run part (repeats and their
-    length); ``code``: the decoder code it timed (:func:`decoder_code`), default its commit."""
+    length); ``code``: the decoder code it timed (:func:`timed_runs`), default its commit."""
     return {
         "set": run_name(prov),
         "run": run,
@@ -31,14 +31,6 @@ def run_reading(run: str, prov: dict[str, Any], ratios: list[float], shortest: f
     }
 
 
-def decoder_code(store: Store, run: str, prov: dict[str, Any]) -> str:
-    """The decoder code a GPU run timed, as a key: the stored operator count credited with its commit (a count names
-    every commit whose ``canlib/model`` and ``canlib/decoding`` it counts, checked with git by the tests), else the
-    commit itself. Runs with the same key timed the same decoder code and are pooled."""
-    count = store.timed_ops(run)
-    return f"code counted in {count}" if count else str(prov["commit"]).removesuffix("+dirty")
-
-
 def timed_runs(store: Store, system: str, against: str, mode: str) -> list[dict[str, Any]]:
     """Every stored GPU run that timed both systems in ``mode`` with per-repeat figures, as readings."""
     rows = []
@@ -48,7 +40,12 @@ def timed_runs(store: Store, system: str, against: str, mode: str) -> list[dict[
         if a.get("tok_per_s_repeats") and b.get("tok_per_s_repeats"):
             ratios = repeat_ratios(a["tok_per_s_repeats"], b["tok_per_s_repeats"])
             shortest = min(min(a.get("seconds", [0.0])), min(b.get("seconds", [0.0])))
-            rows.append(run_reading(run, prov, ratios, shortest, decoder_code(store, run, prov)) | {"mode": mode})
+            # the decoder code it timed, as a key: the stored operator count credited with its commit (a count names
+            # every commit whose canlib/model and canlib/decoding it counts, checked with git by the tests), else the
+            # commit itself; runs with the same key timed the same decoder code and are pooled
+            count = store.timed_ops(run)
+            code = f"code counted in {count}" if count else str(prov["commit"]).removesuffix("+dirty")
+            rows.append(run_reading(run, prov, ratios, shortest, code) | {"mode": mode})
     return rows
 
 

@@ -49,7 +49,6 @@ from repro.studies.verdict import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
-    Judgement,
     Runs,
     Within,
     describe,
@@ -109,41 +108,13 @@ def _label(t: Term, factor: int, recipe: str = "") -> str:
 
 
 def _store_command(store: Store, terms: Sequence[Term], factor: int, seeds: int) -> str:
-    studies = sorted(
-        {t.study for t in terms if t.study}
-        | ({"budget"} if factor != 1 or any(t.factor not in (None, 1) for t in terms) else set())
-    )
+    studies = {t.study for t in terms if t.study}
+    if factor != 1 or any(t.factor not in (None, 1) for t in terms):
+        studies.add("budget")
     if studies:
-        return experiment_command(store.scale, corpora=[store.corpus], studies=studies)
+        return experiment_command(store.scale, corpora=[store.corpus], studies=sorted(studies))
     systems = list(dict.fromkeys(t.system for t in terms))
     return experiment_command(store.scale, systems=systems, seeds=range(1, seeds + 1), corpora=[store.corpus])
-
-
-def _settle_in_seeds(
-    store: Store, c: Contrast, terms: Sequence[tuple[Term, Runs]], j: Judgement, factor: int
-) -> dict[str, Any]:
-    """What would settle an inconclusive contrast if its observed differences are the true ones: the seeds per
-    system (:func:`repro.studies.verdict.seeds_to_settle` on every test set, the most of them), the runs
-    that adds, their GPU-minutes at the stored runs' rate, and the verdict it would reach; "no number of seeds at
-    this scale" where a set's difference sits on the bound."""
-    n, would, why = settle_sets(j.sets, c.ok)
-    if n is None:
-        return {"seeds_to_settle": None, "settle": f"no number of seeds at this scale: {why}"}
-    systems = {(t.system, t.study, t.tag, t.factor or factor): len(r.seeds) for t, r in terms}
-    extra = sum(max(0, n - have) for have in systems.values())
-    walls = train_walls(store, [r for _, r in terms])
-    runs, minutes = f"{extra} more run{'s' if extra != 1 else ''}", max(walls) * math.ceil(extra / SIDE_BY_SIDE) / 60
-    rate = f", about {minutes:.0f} GPU-minutes at the stored runs' rate ({max(walls):.0f} s of training a run, the "
-    rate += f"longest of the claim's {len(walls)} runs, {SIDE_BY_SIDE} trained side by side)"
-    command = c.command or _store_command(store, [t for t, _ in terms], factor, n)
-    return {
-        "seeds_to_settle": n,
-        "settle": f"{n} seeds of every system would settle it ({would}) if the observed differences are the true "
-        f"ones: {runs}{rate}: `{command}`",
-        "cost": f"{runs}{rate}",
-        "minutes": minutes,
-        "command": command,
-    }
 
 
 def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: str = "") -> Judged:
@@ -158,13 +129,12 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
     command = SETTLE if recipe else c.command or _store_command(store, [t for t, _ in short or terms], factor, need)
     cost, minutes = runs_minutes(store, todo) if short and not recipe else ("", None)
     settle = f"{need} seeds of every system: {cost}: `{command}`" if cost else f"{need} seeds: `{command}`"
-    strength = {"seeds": seeds, "budget": factor, "scale": store.scale} | ({"recipe": recipe} if recipe else {})
     data = dict(
         budget=None if recipe or not c.budgets else factor,
         recipe=recipe,
         seeds=seeds,
         files=tuple(f for _, r in terms if r for f in r.files),
-        strength=strength,
+        strength={"seeds": seeds, "budget": factor, "scale": store.scale} | ({"recipe": recipe} if recipe else {}),
         cost=cost,
         minutes=minutes,
     )
@@ -180,8 +150,7 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
         )
     pairs = c.seed_pairs([r.seeds for _, r in terms], factor)
     refs = store.references() if all(r.hyps for _, r in terms) else None
-    lang = store.result(terms[0][1].files[0])[0].get("tgt_lang", "de") if terms[0][1].files else "de"
-    j = judge([(t.weight, r) for t, r in terms], c.ok, refs, pairs=pairs, lang=lang)
+    j = judge([(t.weight, r) for t, r in terms], c.ok, refs, pairs=pairs)
     head = j.deciding
     meets = store.judged and not short
     if not store.judged:
@@ -198,15 +167,31 @@ def _contrast_at(store: Store, claim: Claim, c: Contrast, factor: int, recipe: s
         command=command,
         value=head.value,
         interval=(low, high),
-        sets=j.rows(),
+        sets=tuple(s.row() for s in j.sets),
         judgement=j,
         deciding=head.row(),
         pairing=j.pairing,
         **data,
     )
-    if meets and decided.word == INCONCLUSIVE:
-        return replace(decided, **_settle_in_seeds(store, c, terms, j, factor))
-    return decided
+    if not meets or decided.word != INCONCLUSIVE:
+        return decided
+    # what would settle it if the observed differences are the true ones: the seeds per system
+    # (repro.studies.verdict.seeds_to_settle on every test set, the most of them), the runs that adds, their
+    # GPU-minutes at the stored runs' rate, and the verdict it would reach; "no number of seeds at this scale" where a
+    # set's difference sits on the bound
+    n, would, why = settle_sets(j.sets, c.ok)
+    if n is None:
+        return replace(decided, seeds_to_settle=None, settle=f"no number of seeds at this scale: {why}")
+    systems = {(t.system, t.study, t.tag, t.factor or factor): len(r.seeds) for t, r in terms}
+    extra = sum(max(0, n - have) for have in systems.values())
+    walls = train_walls(store, [r for _, r in terms])
+    runs, minutes = f"{extra} more run{'s' if extra != 1 else ''}", max(walls) * math.ceil(extra / SIDE_BY_SIDE) / 60
+    rate = f", about {minutes:.0f} GPU-minutes at the stored runs' rate ({max(walls):.0f} s of training a run, the "
+    rate += f"longest of the claim's {len(walls)} runs, {SIDE_BY_SIDE} trained side by side)"
+    command = c.command or _store_command(store, [t for t, _ in terms], factor, n)
+    settle = f"{n} seeds of every system would settle it ({would}) if the observed differences are the true ones: "
+    settle += f"{runs}{rate}: `{command}`"
+    return replace(decided, seeds_to_settle=n, settle=settle, cost=f"{runs}{rate}", minutes=minutes, command=command)
 
 
 @dataclass(frozen=True)
@@ -251,12 +236,9 @@ class Contrast:
             return f"{b.recipe or f'{b.budget}x'}: {b.ours.split(' (')[0]} ({b.deciding['set'] if b.deciding else ''}"
 
         others = "; ".join(f"{named(b)}, {b.word})" for b in beside)
-        return replace(
-            lead,
-            ours=f"{named(lead)}); {others} ({METRIC})",
-            beside=beside,
-            evidence=f"{lead.evidence} | beside it: {' | '.join(b.evidence for b in beside)}",
-        )
+        ours = f"{named(lead)}); {others} ({METRIC})"
+        evidence = f"{lead.evidence} | beside it: {' | '.join(b.evidence for b in beside)}"
+        return replace(lead, ours=ours, beside=beside, evidence=evidence)
 
 
 @dataclass(frozen=True)
@@ -275,24 +257,20 @@ class CrossTask:
                 missing.append(corpus)
                 continue
             refs = store.references(corpus) if all(r.hyps for r in runs.values()) else None
-            lang = store.result(runs["can"].files[0])[0].get("tgt_lang", "de")
-            j = judge([(1.0, runs["can"]), (-1.0, runs["balanced"])], self.ok, refs, lang=lang)
+            j = judge([(1.0, runs["can"]), (-1.0, runs["balanced"])], self.ok, refs)
             # the deciding set's reading, under the direction's name
             head = {k: v for k, v in j.deciding.row().items() if k in ("split", "value", "interval", "seed_interval")}
             verdict = j.verdict if j.verdict in (HOLDS, FAILS) else INCONCLUSIVE
-            rows.append({"set": corpus.removeprefix("multi30k-"), **head, "verdict": verdict, "sets": j.rows()})
+            sets = tuple(s.row() for s in j.sets)
+            rows.append({"set": corpus.removeprefix("multi30k-"), **head, "verdict": verdict, "sets": sets})
         # a claim on every direction fails on the first direction that misses it: that one decides it alone
         if len(rows) < 2 and not any(r["verdict"] == FAILS for r in rows):
+            scale = store.scale if store.judged else "small"
             command = experiment_command(
-                "small" if not store.judged else store.scale,
-                systems=DIRECTION_SYSTEMS,
-                seeds=range(1, need + 1),
-                corpora=missing or [store.corpus],
+                scale, systems=DIRECTION_SYSTEMS, seeds=range(1, need + 1), corpora=missing or [store.corpus]
             )
             why = f"{len(rows)} direction(s) with {need} seeds of CAN and Balanced; the claim needs 2 or more"
-            cost, minutes = runs_minutes(
-                store, [(s, 1) for _ in missing for s in DIRECTION_SYSTEMS for _ in range(need)]
-            )
+            cost, minutes = runs_minutes(store, [(s, 1) for s in DIRECTION_SYSTEMS] * need * len(missing))
             settle = f"{why}: {cost}: `{command}`"
             return not_run(claim, why, command, settle, cost=cost, minutes=minutes, sets=tuple(rows))
         return judged_as(
@@ -377,13 +355,10 @@ class SpeedRatio:
     def judge(self, store: Store, claim: Claim) -> Judged:
         rows = timed_runs(store, self.system, self.against, self.mode)
         if not rows:
-            return not_run(
-                claim,
-                f"no stored GPU run timed {LABELS[self.system]} and {LABELS[self.against]} ({self.mode}, per-repeat "
-                "tokens/s)",
-                f"{GPU_CHECK} (with --systems {self.system},{self.against} in scripts/gpu_bench.py)",
-                **GPU_RUN,
-            )
+            why = f"no stored GPU run timed {LABELS[self.system]} and {LABELS[self.against]} ({self.mode}, per-repeat "
+            why += "tokens/s)"
+            command = f"{GPU_CHECK} (with --systems {self.system},{self.against} in scripts/gpu_bench.py)"
+            return not_run(claim, why, command, **GPU_RUN)
         other = "eager" if self.mode == "captured" else "captured"
         beside = ""
         if other_rows := timed_runs(store, self.system, self.against, other):
@@ -416,30 +391,21 @@ class BatchCurve:
             repeats = {x: {int(k): v for k, v in systems[x].get("by_batch_repeats", {}).items()} for x in pair}
             if all(n in repeats[x] for x in pair for n in ends):
                 first, last = (repeat_ratios(repeats[self.system][n], repeats[self.against][n]) for n in ends)
-                row = run_reading(run, prov, [x - y for x, y in zip(first, last)], 0.0)
-                row["meets"] = len(first) >= self.standard.repeats  # a sweep times no repeat's length
-                rows.append(row)
-            elif medians_only is None:
-                medians_only = (run, prov)
+                diffs = [x - y for x, y in zip(first, last)]  # a sweep times no repeat's length: its repeats decide
+                rows.append(run_reading(run, prov, diffs, 0.0) | {"meets": len(first) >= self.standard.repeats})
+            else:
+                medians_only = medians_only or run
         if rows:
             lead, *older = (_speed_body(claim, "eager", group) for group in by_code(rows))
             return replace(lead, beside=tuple(older))
-        if medians_only:
-            run, prov = medians_only
-            medians, _ = store.gpu_batch(run)
+        if run := medians_only:
+            medians, prov = store.gpu_batch(run)
             at = {n: medians[self.system][n] / medians[self.against][n] for n in ends if n in medians[self.system]}
-            return judged_as(
-                claim,
-                INCONCLUSIVE,
-                ", ".join(f"{v:.2f}x at {n}" for n, v in at.items()) + " (medians)",
-                f"the stored batch sweep ({run_name(prov)}, {run}) keeps one median per batch size and no per-repeat "
-                "times: no interval can be read from it",
-                meets=False,
-                settle=f"a batch sweep with per-repeat times on a GPU (~{GPU_CHECK_MINUTES} GPU-minutes): "
-                f"`{BATCH_SWEEP}`",
-                **GPU_RUN,
-                files=(run,),
-            )
+            ours = ", ".join(f"{v:.2f}x at {n}" for n, v in at.items()) + " (medians)"
+            why = f"the stored batch sweep ({run_name(prov)}, {run}) keeps one median per batch size and no per-repeat "
+            why += "times: no interval can be read from it"
+            settle = f"a batch sweep with per-repeat times on a GPU (~{GPU_CHECK_MINUTES} GPU-minutes): `{BATCH_SWEEP}`"
+            return judged_as(claim, INCONCLUSIVE, ours, why, meets=False, settle=settle, **GPU_RUN, files=(run,))
         return not_run(claim, "no stored GPU batch sweep of CAN and Balanced", BATCH_SWEEP)
 
 
@@ -466,13 +432,10 @@ class Similarity:
             return missing
         rows = []
         for name in self.studies:
-            result, _ = store.analysis(name)
-            matrix = result["residual"]
+            model, matrix = MODELS[name], store.analysis(name)[0]["residual"]
             for i, row in enumerate(matrix[self.pair]):
                 value = row[i] - (matrix[self.than][i][i] if self.than else 0.0)
-                rows.append(
-                    reading_row(f"{MODELS[name]} layer {i + 1}", self.ok, model=MODELS[name], layer=i + 1, value=value)
-                )
+                rows.append(reading_row(f"{model} layer {i + 1}", self.ok, model=model, layer=i + 1, value=value))
         what = f"{self.pair} minus {self.than}" if self.than else self.pair
         evidence = (
             f"the seed-1 {' and '.join(MODELS[n] for n in self.studies)} at {store.scale}: the cosine similarity "
@@ -493,10 +456,9 @@ class GateShare:
     def judge(self, store: Store, claim: Claim) -> Judged:
         if missing := analysis_missing(store, claim, ("attention",)):
             return missing
-        study, _ = store.analysis("attention")
         rows = [
             reading_row(f"layer {x['layer']}", self.ok, model="CAN", layer=x["layer"], value=x["near_ends"])
-            for x in gate_shares(study, self.near)
+            for x in gate_shares(store.analysis("attention")[0], self.near)
         ]
         evidence = (
             f"the seed-1 CAN at {store.scale}, its gate over every (target position, head) of the test split "
@@ -506,6 +468,16 @@ class GateShare:
 
 
 # -- validation losses --------------------------------------------------------------------------------------------
+
+
+def _seeds_held(store: Store, standard: Standard, seeds: dict[str, int]) -> dict[str, Any]:
+    """A loss claim's seeds per system held to its standard, and what would settle it."""
+    return {
+        "meets": store.judged and min(seeds.values()) >= standard.seeds,
+        "settle": f"{standard.seeds} seeds of each at small: `{experiment_command('small')}`",
+        "seeds": seeds,
+        "strength": {"seeds": seeds, "scale": store.scale},
+    }
 
 
 @dataclass(frozen=True)
@@ -520,21 +492,13 @@ class LossGap:
         a, b = ([final_losses(log)[1] for log in store.logs(s)] for s in (self.system, self.against))
         if min(len(a), len(b)) < 2:
             return not_run(claim, f"scale {store.scale}: fewer than 2 seeds stored", experiment_command(store.scale))
-        seeds = {self.system: len(a), self.against: len(b)}
         low, high = difference_interval(a, b)
         value = statistics.fmean(a) - statistics.fmean(b)
-        return judged_as(
-            claim,
-            interval_verdict(low, high, lambda d: d > 0),
-            f"{value:+.3f} [{low:+.3f}, {high:+.3f}]",
-            f"final label-smoothed validation loss at {store.scale}, {len(a)} and {len(b)} seeds, the seed interval",
-            meets=store.judged and min(len(a), len(b)) >= self.standard.seeds,
-            settle=f"{self.standard.seeds} seeds of each at small: `{experiment_command('small')}`",
-            value=value,
-            interval=(low, high),
-            seeds=seeds,
-            strength={"seeds": seeds, "scale": store.scale},
-        )
+        word = interval_verdict(low, high, lambda d: d > 0)
+        ours = f"{value:+.3f} [{low:+.3f}, {high:+.3f}]"
+        why = f"final label-smoothed validation loss at {store.scale}, {len(a)} and {len(b)} seeds, the seed interval"
+        held = _seeds_held(store, self.standard, {self.system: len(a), self.against: len(b)})
+        return judged_as(claim, word, ours, why, value=value, interval=(low, high), **held)
 
 
 @dataclass(frozen=True)
@@ -561,22 +525,13 @@ class LossFalling:
             return not_run(
                 claim, f"scale {store.scale}: no stored run with two validations", experiment_command("small")
             )
-        seeds = {s: len(store.seeds(s)) for s in self.systems}
-        return readings_judged(
-            claim,
-            rows,
-            "+.3f",
-            f"the last {rows[0]['steps'][1] - rows[0]['steps'][0]:,} updates (each system's mean over its seeds)",
-            f"the drop of the validation loss between the last two validations at {store.scale}, per system its mean "
-            "over seeds with the seeds' interval (Student's t, n - 1 degrees of freedom): "
-            + "; ".join(
-                f"{r['set']} {r['value']:+.3f}"
-                + (f" [{r['interval'][0]:+.3f}, {r['interval'][1]:+.3f}]" if r.get("interval") else "")
-                + f": {r['verdict']}"
-                for r in rows
-            ),
-            meets=store.judged and min(seeds.values()) >= self.standard.seeds,
-            settle=f"{self.standard.seeds} seeds of each at small: `{experiment_command('small')}`",
-            seeds=seeds,
-            strength={"seeds": seeds, "scale": store.scale},
+        over = f"the last {rows[0]['steps'][1] - rows[0]['steps'][0]:,} updates (each system's mean over its seeds)"
+        why = f"the drop of the validation loss between the last two validations at {store.scale}, per system its "
+        why += "mean over seeds with the seeds' interval (Student's t, n - 1 degrees of freedom): " + "; ".join(
+            f"{r['set']} {r['value']:+.3f}"
+            + (f" [{r['interval'][0]:+.3f}, {r['interval'][1]:+.3f}]" if r.get("interval") else "")
+            + f": {r['verdict']}"
+            for r in rows
         )
+        held = _seeds_held(store, self.standard, {s: len(store.seeds(s)) for s in self.systems})
+        return readings_judged(claim, rows, "+.3f", over, why, **held)

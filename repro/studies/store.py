@@ -54,30 +54,17 @@ class Store:
     ) -> None:
         self.spec: Scale = scale_spec(scale)
         self.scale = scale
+        self.corpus = self.spec.corpus  # the scale's main corpus
+        self.judged = scale in QUALITY_SCALES  # whether its models translate well enough for a BLEU verdict
         self.explicit = root is not None
         self.where = Where.of(scale, root)  # where the results live: the engine's value, read here
-        self.root = self.where.root
+        self.root, self.folder = self.where.root, self.where.folder  # the folder: ``<root>/<scale>``
         self.measurements = Path(root) if root is not None else results_dir()
         self.full_budget = full_budget
         self._references: dict[str, dict[str, list[str]]] = dict(references or {})
 
     def __repr__(self) -> str:
         return f"Store({self.scale!r}, {str(self.root)!r})"
-
-    @property
-    def corpus(self) -> str:
-        """The scale's main corpus."""
-        return self.spec.corpus
-
-    @property
-    def judged(self) -> bool:
-        """Whether this scale's models translate well enough for a BLEU verdict (small, full)."""
-        return self.scale in QUALITY_SCALES
-
-    @property
-    def folder(self) -> Path:
-        """``<root>/<scale>``."""
-        return self.where.folder
 
     # -- any stored result -------------------------------------------------------------------------------
 
@@ -151,9 +138,8 @@ class Store:
             raise ValueError(
                 f"split {split!r}: the run of {system} has hypotheses for {', '.join(result['hyp_files'])}"
             )
-        return list(
-            _hypotheses(self.path(run_name(system, seed, corpus or self.corpus)).with_name(result["hyp_files"][split]))
-        )
+        path = self.path(run_name(system, seed, corpus or self.corpus))
+        return list(_hypotheses(path.with_name(result["hyp_files"][split])))
 
     def test_splits(self, system: str = "balanced", corpus: str | None = None) -> list[str]:
         """The test splits the runs were scored on ("test" is test2016; small adds the two test2017 sets)."""
@@ -307,13 +293,12 @@ class Store:
                 hyps[split] = tuple(_hypotheses(p.with_name(r["hyp_files"][split])) for p, r in kept)
         seeds = tuple(int(SEED.match(p.name)["seed"]) for p, _ in kept)
         named = tuple(str(p.relative_to(self.folder)) if p.is_relative_to(self.folder) else str(p) for p, _ in kept)
-        return Runs(label, seeds, scores, hyps, named)
+        return Runs(label, seeds, scores, hyps, named, kept[0][1].get("tgt_lang", "de"))
 
 
 def _load(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """A stored result read once per process while its file is unchanged (chapters and the registry read the same
     runs many times; callers read it and never change it); a file without provenance is an error naming it."""
-    path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such stored result")
     return _cached(load_result, str(path), path.stat().st_mtime_ns)

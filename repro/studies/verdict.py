@@ -104,13 +104,15 @@ class Within:
 @dataclass(frozen=True)
 class Runs:
     """One system in one setting: per evaluation set, its tokenized BLEU per seed and (where stored) each seed's
-    hypotheses in the same seed order; ``files``: where the runs are stored, for provenance."""
+    hypotheses in the same seed order; ``files``: where the runs are stored, for provenance; ``lang``: the target
+    language, whose Moses tokenizer the tokenized BLEU of their hypotheses is scored with."""
 
     label: str
     seeds: tuple[int, ...]
     scores: Mapping[str, Sequence[float]]
     hyps: Mapping[str, Sequence[Sequence[str]]] = field(default_factory=dict)
     files: tuple[str, ...] = ()
+    lang: str = "de"
 
     def mean(self, split: str = "test") -> float:
         return statistics.fmean(self.scores[split])
@@ -187,11 +189,17 @@ class Judgement:
 
     @property
     def deciding(self) -> OnSet:
-        """The reading that decided the verdict (:func:`deciding_set`)."""
-        return deciding_set(self.sets, self.verdict, self.criterion)
-
-    def rows(self) -> tuple[dict[str, Any], ...]:
-        return tuple(s.row() for s in self.sets)
+        """The reading that decided the verdict, among the deciding sets: for holds or does not hold the one whose
+        interval lies nearest the criterion (the first to turn); for inconclusive an undecided one (test2016 first);
+        for mixed test2016 (the paper's set) or the first; a verdict's row names it."""
+        verdict = self.verdict
+        first = sorted([s for s in self.sets if s.decides] or self.sets, key=lambda s: s.split != "test")
+        if verdict in (HOLDS, FAILS):
+            agree = [s for s in first if s.verdict == verdict]
+            return min(agree, key=lambda s: gap(s.interval, self.criterion) if s.interval else math.inf)
+        if verdict == INCONCLUSIVE:
+            return next((s for s in first if s.verdict == INCONCLUSIVE), first[0])
+        return first[0]
 
     def on(self, split: str = "test") -> OnSet:
         return next(s for s in self.sets if s.split == split)
@@ -228,20 +236,6 @@ def bounds(ok: Callable[[float], bool] | None) -> tuple[float, ...]:
 def gap(interval: Interval, ok: Callable[[float], bool] | None) -> float:
     """How far the interval lies from the criterion's nearest bound (0 where it crosses one; inf without bounds)."""
     return min((max(interval.low - b, b - interval.high, 0.0) for b in bounds(ok)), default=math.inf)
-
-
-def deciding_set(sets: Sequence[OnSet], verdict: str, ok: Callable[[float], bool] | None = None) -> OnSet:
-    """The reading that decided a verdict, among the deciding sets: for holds or does not hold the one whose interval
-    lies nearest the criterion (the first to turn); for inconclusive an undecided one (test2016 first); for mixed
-    test2016 (the paper's set) or the first; a verdict's row names it."""
-    deciding = [s for s in sets if s.decides] or list(sets)
-    first = sorted(deciding, key=lambda s: s.split != "test")
-    if verdict in (HOLDS, FAILS):
-        agree = [s for s in first if s.verdict == verdict]
-        return min(agree, key=lambda s: gap(s.interval, ok) if s.interval else math.inf)
-    if verdict == INCONCLUSIVE:
-        return next((s for s in first if s.verdict == INCONCLUSIVE), first[0])
-    return first[0]
 
 
 def outcome(verdicts: Sequence[str]) -> str:
@@ -429,26 +423,17 @@ def central_95(values: np.ndarray) -> Interval:
     return Interval(float(ordered[k]), float(ordered[len(ordered) - k - 1]))
 
 
-def pairing_text(terms: Sequence[tuple[float, Runs]], pairs: Sequence[tuple[int, int]], sentences: bool) -> str:
-    """How a contrast's runs are paired, in words, for its verdict's row."""
-    on_seed = "; ".join(f"{terms[i][1].label} with {terms[j][1].label} on the seed" for i, j in pairs)
-    seeds = f"seeds paired: {on_seed}" if pairs else "seeds unpaired (Welch)"
-    words = "sentences paired (the same resamples for every run of every system)" if sentences else "no sentences"
-    return f"{words}; {seeds}"
-
-
 def judge(
     terms: Sequence[tuple[float, Runs]],
     ok: Callable[[float], bool],
     refs: Mapping[str, Sequence[str]] | None = None,
     samples: int = BOOTSTRAP_SAMPLES,
     pairs: Sequence[tuple[int, int]] = (),
-    lang: str = "de",
 ) -> Judgement | None:
     """The contrast sum(weight x runs) judged on every evaluation set that all terms were scored on, on one
     interval with both noises (the module docstring): the seed variance (the terms of ``pairs`` paired on the seed)
     plus, where every run's hypotheses and the split's references (``refs``) are given, the sentence variance of the
-    paired bootstrap on tokenized BLEU (``lang``: the target language). Only the test sets (:data:`DECIDING`)
+    paired bootstrap on tokenized BLEU (in the first term's target language). Only the test sets (:data:`DECIDING`)
     decide; where none is scored, every set does. None where a term has a single seed (no seed interval)."""
     if any(len(r.seeds) < 2 for _, r in terms):
         return None
@@ -462,6 +447,7 @@ def judge(
     if not scored:
         raise ValueError(f"no evaluation set is scored for every term ({', '.join(r.label for _, r in terms)})")
     tests = any(split in DECIDING for split in scored)
+    lang = terms[0][1].lang  # the target language the tokenized BLEU of the hypotheses is scored in
     sets, sentences = [], False
     for split in scored:
         value = sum(w * statistics.fmean(r.scores[split]) for w, r in terms)
@@ -478,7 +464,11 @@ def judge(
         sets.append(
             OnSet(split, value, seeds, test_set, verdict, combined, seed_var, sentence_var, df, decides, spreads)
         )
-    return Judgement(tuple(sets), pairing_text(terms, pairs, sentences), ok)
+    # how the runs are paired, in words, for the verdict's row
+    on_seed = "; ".join(f"{terms[i][1].label} with {terms[j][1].label} on the seed" for i, j in pairs)
+    paired = f"seeds paired: {on_seed}" if pairs else "seeds unpaired (Welch)"
+    words = "sentences paired (the same resamples for every run of every system)" if sentences else "no sentences"
+    return Judgement(tuple(sets), f"{words}; {paired}", ok)
 
 
 def split_name(split: str) -> str:
