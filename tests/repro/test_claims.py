@@ -194,6 +194,34 @@ def test_a_batch_curve_flips_with_opposite_sweeps(tmp_path):
     assert medians.word == "inconclusive" and "no per-repeat times" in medians.evidence and medians.cost
 
 
+def test_a_batch_sweep_meets_the_speed_standard_at_exactly_its_repeats(tmp_path):
+    """Three sweeps of ten interleaved repeats each (the standard's count) decide; nine repeats each do not."""
+
+    def sweeps(root: Path, n: int) -> None:
+        for run in ("gpu-a", "gpu-b", "gpu-c"):
+            systems = {
+                "balanced": {"by_batch": {"1": 400.0, "64": 28000.0}},
+                "can": {"by_batch": {"1": 520.0, "64": 28560.0}},
+            }
+            systems["balanced"]["by_batch_repeats"] = {"1": [400.0] * n, "64": [28000.0] * n}
+            systems["can"]["by_batch_repeats"] = {
+                "1": [520.0] * n,
+                "64": [28000.0 * (1.02 + 0.001 * k) for k in range(n)],
+            }
+            save_result(
+                root / "gpu" / run / "batch.json",
+                {"systems": systems, "settings": {"repeats": n}},
+                provenance("full", {"command": "test"}),
+            )
+
+    sweeps(tmp_path / "ten", 10)
+    sweeps(tmp_path / "nine", 9)
+    ten = judged(fresh(tmp_path / "ten"))["batch-gain-shrinks"]
+    nine = judged(fresh(tmp_path / "nine"))["batch-gain-shrinks"]
+    assert (ten.word, ten.meets) == ("holds", True)
+    assert (nine.word, nine.meets) == ("inconclusive", False)
+
+
 def similarity(root: Path, baseline: float, balanced: float, ffn: float = 0.5) -> None:
     for name, diagonal, layers in (("similarity", baseline, 6), ("similarity-balanced", balanced, 2)):
         alike = [[diagonal if i == j else 0.1 for j in range(layers)] for i in range(layers)]
