@@ -335,26 +335,25 @@ def command(run_: Run) -> str:
 
 @dataclass(frozen=True)
 class Trained:
-    """A run whose training finished: its folder and the trainer's result.json (stop reason, steps, wall time,
+    """A run whose training finished (in its folder) and the trainer's result.json (stop reason, steps, wall time,
     provenance)."""
 
     run: Run
-    folder: Path
     result: dict[str, Any] = field(hash=False)
 
     def model(self) -> Seq2Seq:
         """The averaged model (the paper averages the last checkpoints), in eval mode; the last step checkpoint
         alone where the run's variant asks for it (``weights="last"``)."""
-        path = self.folder / "average.pt"
+        path = self.run.folder / "average.pt"
         if self.run.variant.weights == "last":  # a step checkpoint holds the model as average.pt does
             from canlib.training.state import list_checkpoints  # here only: loading a run never imports training
 
-            path = list_checkpoints(self.folder / "checkpoints")[-1]
+            path = list_checkpoints(self.run.folder / "checkpoints")[-1]
         return load_model(path).eval()
 
     def log(self) -> list[dict[str, Any]]:
         """The rows of the run's log.jsonl."""
-        with open(self.folder / "log.jsonl", encoding="utf-8") as f:
+        with open(self.run.folder / "log.jsonl", encoding="utf-8") as f:
             return [json.loads(line) for line in f if line.strip()]
 
 
@@ -366,4 +365,4 @@ def trained(run_: Run) -> Trained:
         raise FileNotFoundError(
             f"{run_.folder}: {run_.label} is not trained on this machine; train it first (`" + command(run_) + "`)"
         )
-    return Trained(run_, run_.folder, json.loads(path.read_text(encoding="utf-8")))
+    return Trained(run_, json.loads(path.read_text(encoding="utf-8")))
