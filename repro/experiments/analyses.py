@@ -261,9 +261,7 @@ APPROXIMATION_SENTENCES = 100  # validation pairs measured one at a time, in flo
 
 
 @torch.no_grad()
-def approximations(
-    data: PreparedCorpus, reads: list[Run], own: list[Run], sentences: int = APPROXIMATION_SENTENCES
-) -> dict[str, Any]:
+def approximations(data: PreparedCorpus, reads: list[Run], own: list[Run]) -> dict[str, Any]:
     """The compression chapter's measurements on the trained run it reads (Balanced, seed 1): what the model
     learnt (validation NLL against a uniform guess), every stage of the derivation per decoder layer
     (:func:`canlib.model.conversion.layer_approximations`), and the validation NLL of the model converted to CAN
@@ -273,7 +271,7 @@ def approximations(
     model = done.model().cpu().float().eval()
     cfg = model.cfg
     valid = data.split("valid")
-    indices = range(min(sentences, len(valid)))
+    indices = range(min(APPROXIMATION_SENTENCES, len(valid)))
     pairs = [tuple(map(list, valid[i])) for i in indices]
     batch = collate(valid, indices, cfg.pad_id, cfg.bos_id, cfg.eos_id)
 

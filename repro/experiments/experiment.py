@@ -117,12 +117,12 @@ def store_studies(
         store_all()
 
 
-def mark_complete(where: Where, log: Callable[[str], None] | None = print) -> bool:
+def mark_complete(where: Where) -> bool:
     """Store ``<results>/<scale>/complete.json`` once every run of the scale's plan and every analysis is stored
     (the chapters switch to a scale only then); say what is missing otherwise."""
     everything = plan(where)
     if absent := where.missing([r.name for r in everything] + list(defined.ANALYSES)):
-        (log or (lambda line: None))(
+        print(
             f"{where.scale}: {len(absent)} of {len(everything) + len(defined.ANALYSES)} results still missing "
             f"(e.g. {', '.join(absent[:3])}); the chapters show this scale once all are stored"
         )
