@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from canlib.catalogue import ALL_SYSTEMS, RECIPES, SYSTEMS, scale_spec
+from canlib.catalogue import ALL_SYSTEMS, SYSTEMS, scale_spec
 from canlib.data.corpora import registered_files
 from canlib.io import cache_dir
 from canlib.model.checkpoint import load_model
@@ -57,12 +57,10 @@ class Variant:
     # "last": evaluate the last step checkpoint alone instead of the average of the last ones (the training, and so
     # the folder, is the recipe's)
     weights: str = "average"
-    recipe: str = ""  # the scale's recipe ("converged": canlib.catalogue.Scale.recipe)
+    recipe: str = ""  # the scale's recipe ("converged": canlib.catalogue.Scale.recipe, which refuses another)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "decoder", tuple(self.decoder))
-        if self.recipe not in RECIPES:
-            raise ValueError(f"Variant.recipe={self.recipe!r}: choose one of {', '.join(map(repr, RECIPES))}")
         if self.weights not in ("average", "last"):
             raise ValueError(f"Variant.weights={self.weights!r}: choose average or last")
         if self.targets not in ("real", "distilled"):
