@@ -324,11 +324,9 @@ def load(run_: Run) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def command(run_: Run) -> str:
     """The ``python -m repro experiment`` call that trains and stores ``run_``."""
-    if run_.variant.study:
-        return experiment_command(run_.scale, seeds=[run_.seed], studies=[run_.variant.study], reduced=run_.reduced)
-    return experiment_command(
-        run_.scale, systems=[run_.system], seeds=[run_.seed], corpora=[run_.corpus], reduced=run_.reduced
-    )
+    study = run_.variant.study  # a study's models are named by the study, a plan run by its system and corpus
+    named = dict(studies=[study]) if study else dict(systems=[run_.system], corpora=[run_.corpus])
+    return experiment_command(run_.scale, seeds=[run_.seed], reduced=run_.reduced, **named)
 
 
 @dataclass(frozen=True)
