@@ -23,10 +23,11 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from canlib.catalogue import ALL_SYSTEMS, scale_spec
+from canlib.catalogue import ALL_SYSTEMS
 from canlib.io import results_dir
 from repro.bench.settings import BenchSettings
 from repro.results.files import provenance, save_result
@@ -36,24 +37,13 @@ STORE_COMMAND = "python -m repro experiment --scale small --studies speed"  # th
 CPU_FILES = {"speed": "speed.json", "reference": "reference.json"}  # under <results>/cpu/
 # reference: canlib and CTranslate2 on the same weights
 CPU_SYSTEMS = {"speed": SPEED_SYSTEMS, "reference": ("baseline", "ct2:baseline", "balanced", "ct2:balanced")}
-# the stored CPU run: every repeat times every system once, in turn (beam 4, batch 1, d=512, V=32k, fp32)
-CPU_SETTINGS = dict(
-    scale="full",
-    vocab_size=scale_spec("full").vocab_size,
-    beam=4,
-    batch=1,
-    forced_length=30,
-    sentences=8,
-    repeats=20,
-    warmup=1,
-    len_penalty=1.0,
-    device="cpu",
-    fp32=False,
-    graphs=False,
-    breakdown=False,
-    seed=0,
-    threads=1,
-)
+# the stored CPU run: the bench's defaults (beam 4, batch 1, d=512, V=32k, fp32 on the CPU) on one thread, every
+# repeat timing every system once, in turn, 20 repeats; the other studies' sweeps and checkpoints left out
+CPU_SETTINGS = {
+    k: v
+    for k, v in asdict(BenchSettings(repeats=20, threads=1)).items()
+    if k not in ("systems", "beams", "lengths", "batches", "checkpoints", "progress")
+}
 
 
 def run_bench(study_name: str, settings: dict[str, Any]) -> dict[str, Any]:

@@ -24,14 +24,13 @@ import math
 import multiprocessing
 import os
 import shlex
-import shutil
 import statistics
 import sys
 import tempfile
 import time
 import warnings
 from collections.abc import Callable
-from contextlib import suppress
+from contextlib import ExitStack, suppress
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
@@ -342,32 +341,9 @@ def busy_warning(load_average: list[float] | None, threads: int) -> str | None:
     )
 
 
-def metadata(
-    study: str, settings: BenchSettings, device: torch.device, dtype: str, load_average: list[float] | None
-) -> dict:
-    """Where, when and how a result was measured (stored with it as ``BenchResult.meta``)."""
-    meta = {
-        "device": device_name(device),
-        "device_type": device.type,
-        "dtype": dtype,
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "load_average": load_average,  # other work on the machine, taken before the bench started
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": git_commit(),
-        "command": " ".join(shlex.quote(a) for a in sys.argv),
-        "study": study,
-        "settings": asdict(settings),
-    }
-    with suppress(ImportError):  # CTranslate2 is optional
-        import ctranslate2
-
-        meta["ctranslate2"] = ctranslate2.__version__
-    return meta
-
-
 def run_study(study: str, settings: BenchSettings) -> BenchResult:
-    """Time ``study`` (one of :data:`STUDIES`) as ``settings`` say; autograd is off inside only."""
+    """Time ``study`` (one of :data:`STUDIES`) as ``settings`` say; autograd is off inside only. Its ``meta`` says
+    where, when and how the result was measured."""
     if study not in STUDIES:
         raise ValueError(f"study={study!r}: choose one of {', '.join(sorted(STUDIES))}")
     device = torch.device(settings.device)
@@ -387,78 +363,86 @@ def run_study(study: str, settings: BenchSettings) -> BenchResult:
     half = device.type == "cuda" and not settings.fp32
     with torch.no_grad():  # never switch autograd off globally: callers run the bench in-process
         systems = _timed_study(study, settings, device, half)
-    meta = metadata(study, settings, device, "float16" if half else "float32", load_average)
+    meta = {
+        "device": device_name(device),
+        "device_type": device.type,
+        "dtype": "float16" if half else "float32",
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "load_average": load_average,  # other work on the machine, taken before the bench started
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": git_commit(),
+        "command": " ".join(shlex.quote(a) for a in sys.argv),
+        "study": study,
+        "settings": asdict(settings),
+    }
+    with suppress(ImportError):  # CTranslate2 is optional
+        import ctranslate2
+
+        meta["ctranslate2"] = ctranslate2.__version__
     return BenchResult(systems, meta | ({"busy_warning": busy} if busy else {}))
 
 
-def _timed_study(study: str, settings: BenchSettings, device: torch.device, half: bool) -> dict[str, dict]:
-    names = list(settings.systems) if settings.systems else default_systems(study)
-    workdir = Path(tempfile.mkdtemp(prefix="canlib-bench-"))
-    created: list[System] = []
+def _timed_study(study: str, s: BenchSettings, device: torch.device, half: bool) -> dict[str, dict]:
+    """Time the study's systems; the result maps system name -> its figures. The CTranslate2 worker processes
+    are closed and their exported models removed however it ends."""
+    names = list(s.systems) if s.systems else default_systems(study)
+    forced, results = s.forced_length or None, {}
 
     @cache
     def model_for(name: str) -> Seq2Seq:
-        return system_model(name, settings, device, half)
+        return system_model(name, s, device, half)
 
-    def make_systems(batch: int) -> list[System]:
-        for name in names:
-            if name.startswith("ct2:"):  # the same seeded weights as the canlib system, in float32 on the CPU
-                copy = system_model(name[4:], settings, torch.device("cpu"), False)
-                threads = torch.get_num_threads()
-                created.append(ct2_system(name, copy, batch, settings.len_penalty, device, threads, workdir))
-            else:
-                created.append(canlib_system(name, model_for(name), batch, settings.len_penalty, settings.graphs))
-        return created[-len(names) :]
+    with tempfile.TemporaryDirectory(prefix="canlib-bench-", ignore_cleanup_errors=True) as tmp, ExitStack() as stack:
 
-    vocab_size = model_for(names[0].removeprefix("ct2:")).cfg.vocab_size
-    sources = source_sentences(settings.sentences, vocab_size, settings.seed)
-    try:
-        return _study_rows(study, settings, sources, make_systems)
-    finally:
-        for system in created:  # CTranslate2 worker processes
-            system.close()
-        shutil.rmtree(workdir, ignore_errors=True)  # exported CTranslate2 models
+        def make_systems(batch: int) -> list[System]:
+            systems = []
+            for name in names:
+                if name.startswith("ct2:"):  # the same seeded weights as the canlib system, in float32 on the CPU
+                    copy = system_model(name[4:], s, torch.device("cpu"), False)
+                    threads = torch.get_num_threads()
+                    systems.append(ct2_system(name, copy, batch, s.len_penalty, device, threads, Path(tmp)))
+                else:
+                    systems.append(canlib_system(name, model_for(name), batch, s.len_penalty, s.graphs))
+                stack.callback(systems[-1].close)
+            return systems
 
+        vocab_size = model_for(names[0].removeprefix("ct2:")).cfg.vocab_size
+        sources = source_sentences(s.sentences, vocab_size, s.seed)
+        if study in ("speed", "depth", "ablation", "breakdown"):
+            systems = make_systems(s.batch)
+            results = time_systems(systems, sources, s.beam, forced, s.repeats, s.warmup, device, study, s.progress)
+            reference = "balanced" if "balanced" in results else next(iter(results))  # else the first system
+            for row in results.values():
+                row[f"ratio_to_{reference}"] = row["tok_per_s"] / results[reference]["tok_per_s"]
+            if s.breakdown or study == "breakdown":
+                timed = [system for system in systems if system.model is not None]  # canlib's, not CTranslate2's
+                for system in tqdm(timed, desc="breakdown", leave=False, disable=not s.progress):
+                    for graphs in (False, True) if s.graphs else (False,):  # graphs: the decoder replayed from them
+                        key = "breakdown_graphs" if graphs else "breakdown"
+                        results[system.name][key] = breakdown(system, sources, s, graphs)
+            return results
 
-def _study_rows(
-    study: str, s: BenchSettings, sources: list[list[int]], make_systems: Callable[[int], list[System]]
-) -> dict[str, dict]:
-    """Time the study's systems; the result maps system name -> its figures."""
-    forced, device = s.forced_length or None, torch.device(s.device)
-    results: dict[str, dict] = {}
-    if study in ("speed", "depth", "ablation", "breakdown"):
-        systems = make_systems(s.batch)
-        results = time_systems(systems, sources, s.beam, forced, s.repeats, s.warmup, device, study, s.progress)
-        reference = "balanced" if "balanced" in results else next(iter(results))  # else the first system
-        for row in results.values():
-            row[f"ratio_to_{reference}"] = row["tok_per_s"] / results[reference]["tok_per_s"]
-        if s.breakdown or study == "breakdown":
-            timed = [system for system in systems if system.model is not None]  # canlib's, not CTranslate2's
-            for system in tqdm(timed, desc="breakdown", leave=False, disable=not s.progress):
-                for graphs in (False, True) if s.graphs else (False,):  # graphs: the decoder replayed from them
-                    key = "breakdown_graphs" if graphs else "breakdown"
-                    results[system.name][key] = breakdown(system, sources, s, graphs)
+        def series(
+            key: str, value: int, systems: list[System], srcs: list[list[int]], beam: int, length: int | None
+        ) -> None:
+            """Tokens/s of each system at one point of the study's curve ``key`` ("by_beam": at beam ``value``)."""
+            desc = f"{key[3:]} {value}"
+            rows = time_systems(systems, srcs, beam, length, s.repeats, s.warmup, device, desc, s.progress)
+            for name, row in rows.items():
+                results.setdefault(name, {}).setdefault(key, {})[str(value)] = row["tok_per_s"]
+
+        if study == "beam":
+            systems = make_systems(s.batch)
+            for beam in s.beams:
+                series("by_beam", beam, systems, sources, beam, forced)
+            for length in s.lengths:
+                series("by_length", length, systems, sources, s.beam, length)
+        else:  # batch: the sources repeated to fill the largest batch
+            for batch in s.batches:
+                count = max(len(sources), batch)
+                systems = make_systems(batch)
+                series("by_batch", batch, systems, (sources * (count // len(sources) + 1))[:count], s.beam, forced)
+                for system in systems:
+                    system.close()
         return results
-
-    def series(
-        key: str, value: int, systems: list[System], srcs: list[list[int]], beam: int, length: int | None
-    ) -> None:
-        """Tokens/s of each system at one point of the study's curve ``key`` ("by_beam": at beam ``value``)."""
-        rows = time_systems(systems, srcs, beam, length, s.repeats, s.warmup, device, f"{key[3:]} {value}", s.progress)
-        for name, row in rows.items():
-            results.setdefault(name, {}).setdefault(key, {})[str(value)] = row["tok_per_s"]
-
-    if study == "beam":
-        systems = make_systems(s.batch)
-        for beam in s.beams:
-            series("by_beam", beam, systems, sources, beam, forced)
-        for length in s.lengths:
-            series("by_length", length, systems, sources, s.beam, length)
-    else:  # batch: the sources repeated to fill the largest batch
-        for batch in s.batches:
-            count = max(len(sources), batch)
-            systems = make_systems(batch)
-            series("by_batch", batch, systems, (sources * (count // len(sources) + 1))[:count], s.beam, forced)
-            for system in systems:
-                system.close()
-    return results

@@ -29,6 +29,7 @@ from canlib.analysis.probes import sublayer_similarity
 from canlib.bleu import corpus_scores
 from canlib.catalogue import scale_spec
 from canlib.data.batching import collate
+from canlib.data.binarized import PreparedCorpus
 from canlib.model.config import BOS_ID, EOS_ID
 from canlib.model.conversion import alpha_value_scale, layer_approximations, standard_to_can
 from canlib.model.seq2seq import Seq2Seq
@@ -82,7 +83,7 @@ def compute(name: str, where: Where) -> tuple[dict[str, Any], dict[str, Any]]:
     reads, own = runs_needed(name, where)
     config = CONFIGS[record.config](reads, where)
     device = reads[0].device if record.finetunes else "cpu"
-    return study(name, where, config, lambda: COMPUTATIONS[record.compute](reads, own), device)
+    return study(name, where, config, lambda: COMPUTATIONS[record.compute](corpus_of(reads[0]), reads, own), device)
 
 
 def one_run(reads: list[Run], where: Where) -> dict[str, Any]:
@@ -104,12 +105,10 @@ def can_and_finetune(reads: list[Run], where: Where) -> dict[str, Any]:
 CONFIGS = {"run": one_run, "runs": each_run, "finetune": can_and_finetune}
 
 
-def similarity(reads: list[Run], own: list[Run]) -> dict[str, Any]:
+def similarity(data: PreparedCorpus, reads: list[Run], own: list[Run]) -> dict[str, Any]:
     """Figure 2: cosine similarity of sub-layer inputs in the trained standard decoder it reads (the 6/6 Baseline,
     or Balanced's two layers), raw and LayerNorm'd, over the validation split."""
-    source = reads[0]
-    model = trained(source).model()
-    data = corpus_of(source)
+    model = trained(reads[0]).model()
     out = {}
     for normalized in (False, True):
         sims = sublayer_similarity(
@@ -151,20 +150,18 @@ def buckets_of(hyps: list[str], data: Any, n_freq: int = 5) -> dict[str, dict[st
     return out
 
 
-def error_buckets(reads: list[Run], own: list[Run]) -> dict[str, Any]:
+def error_buckets(data: PreparedCorpus, reads: list[Run], own: list[Run]) -> dict[str, Any]:
     """Figure 6 for each run (seed 1, the test split, from its stored hypotheses): {system: {"frequency", "length"}}."""
-    data = corpus_of(reads[0])
     return {r.system: buckets_of(read_hypotheses(hyp_file(r.result_path, "test")), data) for r in reads}
 
 
-def attention(reads: list[Run], own: list[Run]) -> dict[str, Any]:
+def attention(data: PreparedCorpus, reads: list[Run], own: list[Run]) -> dict[str, Any]:
     """The maps of one test pair (per layer, mean over heads) in the standard-decoder run it reads and the
     joint-attention one, and the joint run's alpha over the test split (summary, histogram, mean per target
     position against uniform attention's i/(i+s))."""
     standard, joint = reads
     runs = {r.system: trained(r) for r in (standard, joint)}
     models = {s: r.model() for s, r in runs.items()}
-    data = corpus_of(standard)
     test = data.split("test")
     index = am.pick_pair(test)
     src, tgt = (list(map(int, part)) for part in test[index])
@@ -225,7 +222,7 @@ def valid_loss(model: Seq2Seq, data: Any, cfg: TrainConfig = VALID_LOSS) -> floa
     return split_loss(objective, on_device, device)["valid_loss"]
 
 
-def conversion(reads: list[Run], own: list[Run]) -> dict[str, Any]:
+def conversion(data: PreparedCorpus, reads: list[Run], own: list[Run]) -> dict[str, Any]:
     """Balanced converted to CAN before and after a short fine-tune of n updates, against the rows a fair comparison
     needs: CAN with Balanced's trained encoder and a random decoder fine-tuned for the same n updates (conversion
     against random initialisation at an equal budget), and CAN from scratch for the scale's budget and for that
@@ -233,7 +230,6 @@ def conversion(reads: list[Run], own: list[Run]) -> dict[str, Any]:
     balanced_run, can_run = reads
     finetune = finetune_budget(balanced_run.where)
     steps, base = finetune["max_steps"], balanced_run.steps or None  # None: the scale trains by epochs
-    data = corpus_of(balanced_run)
     balanced = trained(balanced_run).model()
     b = f"{base}" if base else "B"
     models = [
@@ -265,7 +261,7 @@ APPROXIMATION_SENTENCES = 100  # validation pairs measured one at a time, in flo
 
 
 @torch.no_grad()
-def approximations(reads: list[Run], own: list[Run], sentences: int = APPROXIMATION_SENTENCES) -> dict[str, Any]:
+def approximations(data: PreparedCorpus, reads: list[Run], own: list[Run]) -> dict[str, Any]:
     """The compression chapter's measurements on the trained run it reads (Balanced, seed 1): what the model
     learnt (validation NLL against a uniform guess), every stage of the derivation per decoder layer
     (:func:`canlib.model.conversion.layer_approximations`), and the validation NLL of the model converted to CAN
@@ -274,8 +270,8 @@ def approximations(reads: list[Run], own: list[Run], sentences: int = APPROXIMAT
     done = trained(source)
     model = done.model().cpu().float().eval()
     cfg = model.cfg
-    valid = corpus_of(source).split("valid")
-    indices = range(min(sentences, len(valid)))
+    valid = data.split("valid")
+    indices = range(min(APPROXIMATION_SENTENCES, len(valid)))
     pairs = [tuple(map(list, valid[i])) for i in indices]
     batch = collate(valid, indices, cfg.pad_id, cfg.bos_id, cfg.eos_id)
 
@@ -304,7 +300,7 @@ def approximations(reads: list[Run], own: list[Run], sentences: int = APPROXIMAT
             **_shape(cfg, "enc_layers", "dec_layers", "d_model", "heads", "vocab_size"),
             "params": done.result.get("params"),
             "updates": done.result.get("step"),
-            "train_pairs": len(corpus_of(source).split("train")),
+            "train_pairs": len(data.split("train")),
         },
         "sentences": len(pairs),
         "valid_nll": nll(model),
@@ -314,5 +310,6 @@ def approximations(reads: list[Run], own: list[Run], sentences: int = APPROXIMAT
     }
 
 
-# the ``compute`` of an analysis record -> the function that computes it from the runs it reads and its own
+# the ``compute`` of an analysis record -> the function that computes it from the main corpus (the one every run it
+# reads trains on), the runs it reads and its own
 COMPUTATIONS = {f.__name__: f for f in (similarity, error_buckets, attention, conversion, approximations)}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from repro.experiments.run import Run, Variant, run
+from repro.experiments.run import MAIN, Run, Variant, run
 from repro.results.layout import Where
 from repro.results.studies import Study, study_record
 
@@ -45,9 +45,7 @@ def teacher(record: Study, where: Where) -> Run:
     """The run whose translations are the distilled targets of study ``record``: a main-plan run, or a model of
     another study (``distill-x2``: the budget study's 2x Balanced)."""
     study, system, tag, seed = record.teacher
-    if not study:
-        return run(system, where, seed)
-    return run(system, where, seed, variant=variant(study_record(study), tag, where))
+    return run(system, where, seed, variant=variant(study_record(study), tag, where) if study else MAIN)
 
 
 def to_train(runs: Sequence[Run]) -> tuple[list[Run], list[Run]]:

@@ -37,7 +37,9 @@ def where(args: argparse.Namespace) -> Where:
 
 
 def add_studies(parser: argparse.ArgumentParser) -> None:
-    """``--studies`` (beyond studies) and ``--seeds``, for the commands that read the beyond studies."""
+    """Where the results live (:func:`add_where`), ``--studies`` (beyond studies) and ``--seeds``: the options of
+    the commands that read the beyond studies."""
+    add_where(parser)
     parser.add_argument(
         "--studies",
         default=",".join(defined.ORIGINAL),

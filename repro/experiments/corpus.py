@@ -33,10 +33,10 @@ def batches(split: Any, cfg: ModelConfig, max_tokens: int = 4096) -> Iterator[di
 
 
 def teacher_forced_batches(
-    data: PreparedCorpus, split: str, cfg: ModelConfig, max_tokens: int = 4096
+    data: PreparedCorpus, split: str, cfg: ModelConfig
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """(src, tgt_in) batches of a split."""
-    for batch in batches(data.split(split), cfg, max_tokens):
+    """(src, tgt_in) batches of a split, of at most 4,096 tokens."""
+    for batch in batches(data.split(split), cfg):
         yield batch["src"], batch["tgt_in"]
 
 

@@ -59,7 +59,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Print what the selected beyond studies still have to train and the GPU-minutes it takes, at the rate the "
         "stored 2x runs of the budget study measured; train nothing."
     )
-    cli.add_where(parser)
     cli.add_studies(parser)
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from canlib.catalogue import scale_spec
+from canlib.io import option_type
 from repro.bench.cpu import store_all
 from repro.experiments import analyses, cli
 from repro.experiments.beyond import study_runs, to_train
@@ -83,8 +84,6 @@ def queued(
     train_only = list({r.folder: r for r in [*parents, *train_only] if r.folder not in folders}.values())
     device, _ = training_device(where.scale)
     jobs = jobs or device_jobs(len(todo) + len(train_only), device)
-    if jobs < 1:
-        raise ValueError(f"--jobs {jobs}: must be >= 1")
     say(
         f"{where.scale}: {len(runs)} runs, {len(runs) - len(todo)} already stored, {len(todo)} to train"
         + (f" (+ {len(train_only)} trained for their weights only)" if train_only else "")
@@ -117,12 +116,12 @@ def store_studies(
         store_all()
 
 
-def mark_complete(where: Where, log: Callable[[str], None] | None = print) -> bool:
+def mark_complete(where: Where) -> bool:
     """Store ``<results>/<scale>/complete.json`` once every run of the scale's plan and every analysis is stored
     (the chapters switch to a scale only then); say what is missing otherwise."""
     everything = plan(where)
     if absent := where.missing([r.name for r in everything] + list(defined.ANALYSES)):
-        (log or (lambda line: None))(
+        print(
             f"{where.scale}: {len(absent)} of {len(everything) + len(defined.ANALYSES)} results still missing "
             f"(e.g. {', '.join(absent[:3])}); the chapters show this scale once all are stored"
         )
@@ -166,7 +165,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--jobs",
-        type=int,
+        type=option_type(int, "at least 1"),
         help=f"training processes at once (default: on CUDA min(runs, CPU cores, GPU memory / {RUN_GIB} GiB); CPU: 1)",
     )
     parser.add_argument("--status-every", type=float, default=60.0, help="seconds between status lines (default 60)")

@@ -141,21 +141,19 @@ class Job:
     store: bool = True
 
 
-def train_and_store(job: Job) -> dict[str, Any]:
+def train_and_store(job: Job) -> str:
     """One task of the pool: train ``job.run`` (or resume it from its checkpoints) unless its training finished,
-    then evaluate and store it unless only its weights are wanted; the numbers of its progress line."""
+    then evaluate and store it unless only its weights are wanted; what its progress line says of it."""
     run = job.run
     if not (run.folder / "result.json").is_file():
         trainer(run).fit()
     if not job.store:
-        return {"trained": trained(run).result.get("wall_s"), "device": run.device}
+        return f"trained for its weights only ({trained(run).result.get('wall_s')} s on {run.device})"
     result, prov = evaluate(run)
-    return {
-        "test": result["scores"]["test"]["bleu"],
-        "valid": result["scores"]["valid"]["bleu"],
-        "train_s": result["training"].get("wall_s"),
-        "device": prov["device"],
-    }
+    return (
+        f"test sacreBLEU {result['scores']['test']['bleu']:.2f}, valid {result['scores']['valid']['bleu']:.2f}, "
+        f"{result['training'].get('wall_s')} s of training ({prov['device']})"
+    )
 
 
 def stack_key(run: Run) -> tuple[Any, ...] | None:
@@ -254,14 +252,7 @@ def train_all(
             say(f"[{count}/{total}] {run.label} FAILED: {exc}")
             return
         outcome.stored.append(run)
-        s = future.result()
-        if not job.store:
-            say(f"[{count}/{total}] {run.label}: trained for its weights only ({s['trained']} s on {s['device']})")
-        else:
-            say(
-                f"[{count}/{total}] {run.label}: test sacreBLEU {s['test']:.2f}, valid {s['valid']:.2f}, "
-                f"{s['train_s']} s of training ({s['device']})"
-            )
+        say(f"[{count}/{total}] {run.label}: {future.result()}")
 
     def idle(count: int, waiting: int) -> None:
         say(

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from canlib.catalogue import ALL_SYSTEMS, RECIPES, SYSTEMS, scale_spec
+from canlib.catalogue import ALL_SYSTEMS, SYSTEMS, scale_spec
 from canlib.data.corpora import registered_files
 from canlib.io import cache_dir
 from canlib.model.checkpoint import load_model
@@ -57,12 +57,10 @@ class Variant:
     # "last": evaluate the last step checkpoint alone instead of the average of the last ones (the training, and so
     # the folder, is the recipe's)
     weights: str = "average"
-    recipe: str = ""  # the scale's recipe ("converged": canlib.catalogue.Scale.recipe)
+    recipe: str = ""  # the scale's recipe ("converged": canlib.catalogue.Scale.recipe, which refuses another)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "decoder", tuple(self.decoder))
-        if self.recipe not in RECIPES:
-            raise ValueError(f"Variant.recipe={self.recipe!r}: choose one of {', '.join(map(repr, RECIPES))}")
         if self.weights not in ("average", "last"):
             raise ValueError(f"Variant.weights={self.weights!r}: choose average or last")
         if self.targets not in ("real", "distilled"):
@@ -326,35 +324,32 @@ def load(run_: Run) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def command(run_: Run) -> str:
     """The ``python -m repro experiment`` call that trains and stores ``run_``."""
-    if run_.variant.study:
-        return experiment_command(run_.scale, seeds=[run_.seed], studies=[run_.variant.study], reduced=run_.reduced)
-    return experiment_command(
-        run_.scale, systems=[run_.system], seeds=[run_.seed], corpora=[run_.corpus], reduced=run_.reduced
-    )
+    study = run_.variant.study  # a study's models are named by the study, a plan run by its system and corpus
+    named = dict(studies=[study]) if study else dict(systems=[run_.system], corpora=[run_.corpus])
+    return experiment_command(run_.scale, seeds=[run_.seed], reduced=run_.reduced, **named)
 
 
 @dataclass(frozen=True)
 class Trained:
-    """A run whose training finished: its folder and the trainer's result.json (stop reason, steps, wall time,
+    """A run whose training finished (in its folder) and the trainer's result.json (stop reason, steps, wall time,
     provenance)."""
 
     run: Run
-    folder: Path
     result: dict[str, Any] = field(hash=False)
 
     def model(self) -> Seq2Seq:
         """The averaged model (the paper averages the last checkpoints), in eval mode; the last step checkpoint
         alone where the run's variant asks for it (``weights="last"``)."""
-        path = self.folder / "average.pt"
+        path = self.run.folder / "average.pt"
         if self.run.variant.weights == "last":  # a step checkpoint holds the model as average.pt does
             from canlib.training.state import list_checkpoints  # here only: loading a run never imports training
 
-            path = list_checkpoints(self.folder / "checkpoints")[-1]
+            path = list_checkpoints(self.run.folder / "checkpoints")[-1]
         return load_model(path).eval()
 
     def log(self) -> list[dict[str, Any]]:
         """The rows of the run's log.jsonl."""
-        with open(self.folder / "log.jsonl", encoding="utf-8") as f:
+        with open(self.run.folder / "log.jsonl", encoding="utf-8") as f:
             return [json.loads(line) for line in f if line.strip()]
 
 
@@ -366,4 +361,4 @@ def trained(run_: Run) -> Trained:
         raise FileNotFoundError(
             f"{run_.folder}: {run_.label} is not trained on this machine; train it first (`" + command(run_) + "`)"
         )
-    return Trained(run_, run_.folder, json.loads(path.read_text(encoding="utf-8")))
+    return Trained(run_, json.loads(path.read_text(encoding="utf-8")))

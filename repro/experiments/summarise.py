@@ -112,7 +112,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Store the summaries of the selected beyond studies (beyond/<study>.json) from their stored models only; "
         "train nothing."
     )
-    cli.add_where(parser)
     cli.add_studies(parser)
 
 

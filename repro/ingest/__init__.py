@@ -33,12 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "logs): copied unchanged to measurements/<run>/ with a README, its stored results to book/results/gpu/<run>/",
     )
     parser.add_argument("--run", help="the run's name (default <gpu>-<date>-<commit>)")
-    parser.add_argument(
-        "--profile-command", default=COMMANDS["profile"], help="how gpu_profile.sh was called, for the README"
-    )
-    parser.add_argument(
-        "--check-command", default=COMMANDS["gpu_check"], help="how gpu_check.sh was called, for the README"
-    )
+    for flag, folder in (("--profile-command", "profile"), ("--check-command", "gpu_check")):
+        script = COMMANDS[folder].rsplit("/", 1)[1]  # gpu_profile.sh, gpu_check.sh
+        parser.add_argument(flag, default=COMMANDS[folder], help=f"how {script} was called, for the README")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -71,7 +71,7 @@ def test_experiment_reports_runs_per_minute_and_leaves_what_does_not_fit(monkeyp
 
     def fake(job: Job):
         calls.append(job.run.name)
-        return {"test": 1.0, "valid": 2.0, "train_s": 0.0, "device": "cpu"}
+        return "test sacreBLEU 1.00, valid 2.00, 0.0 s of training (cpu)"
 
     monkeypatch.setattr(pool, "train_and_store", fake)
     runs = [run("can", TINY, seed) for seed in (1, 2, 3)]
@@ -98,7 +98,7 @@ def test_a_student_waits_for_its_teacher_and_fails_with_it(monkeypatch):
         order.append(job.run.name)
         if job.run is teacher and broken:
             raise ValueError("diverged")
-        return {"test": 1.0, "valid": 2.0, "train_s": 0.0, "device": "cpu"}
+        return "test sacreBLEU 1.00, valid 2.00, 0.0 s of training (cpu)"
 
     monkeypatch.setattr(pool, "train_and_store", fake)
     broken = False
