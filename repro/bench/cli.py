@@ -30,14 +30,11 @@ def int_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers") from None
 
 
-def parse_checkpoints(items: list[str]) -> tuple[tuple[str, str], ...]:
-    out = []
-    for item in items:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise ValueError(f"--checkpoint {item!r}: expected name=PATH")
-        out.append((name, path))
-    return tuple(out)
+def checkpoint(text: str) -> tuple[str, str]:
+    name, _, path = text.partition("=")
+    if not name or not path:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected name=PATH")
+    return name, path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated systems (presets, ct2:<preset>, or checkpoint names); "
         "default: the study's systems (speed: with CTranslate2's Baseline and Balanced where installed)",
     )
-    parser.add_argument("--checkpoint", action="append", default=[], metavar="NAME=PATH", help="time a trained model")
+    parser.add_argument(
+        "--checkpoint", type=checkpoint, action="append", default=[], metavar="NAME=PATH", help="time a trained model"
+    )
     parser.add_argument("--scale", choices=SCALES, default=d.scale, help="preset scale of random-weight models")
     parser.add_argument("--vocab-size", type=int, default=d.vocab_size, help="random-weight vocabulary size")
     parser.add_argument("--beam", type=int, default=d.beam)
@@ -88,9 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     """The settings the options name (an option of a setting's name is that setting; lists become tuples)."""
     given = {f.name: getattr(args, f.name) for f in fields(BenchSettings) if hasattr(args, f.name)}
-    systems = tuple(args.systems.split(",")) if args.systems else None
-    checkpoints = parse_checkpoints(args.checkpoint)
-    return BenchSettings(**given | {"systems": systems, "checkpoints": checkpoints, "progress": not args.no_progress})
+    given["systems"] = tuple(args.systems.split(",")) if args.systems else None
+    return BenchSettings(**given, checkpoints=args.checkpoint, progress=not args.no_progress)
 
 
 def run_ops(args: argparse.Namespace) -> int:

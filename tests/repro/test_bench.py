@@ -214,8 +214,11 @@ def test_bench_beam_and_batch_studies_give_series(tmp_path):
 
 
 def test_bench_rejects_a_malformed_checkpoint_option(capsys):
-    assert main(["bench", "speed", "--checkpoint", "nopath", "--device", "cpu"]) == 2
-    assert "--checkpoint 'nopath': expected name=PATH" in capsys.readouterr().err
+    for value in ("nopath", "=PATH", "name="):
+        with pytest.raises(SystemExit) as refused:
+            main(["bench", "speed", "--checkpoint", value, "--device", "cpu"])
+        assert refused.value.code == 2
+        assert f"argument --checkpoint: '{value}': expected name=PATH" in capsys.readouterr().err
 
 
 def test_bench_in_process_leaves_the_matplotlib_backend_alone(tmp_path):
