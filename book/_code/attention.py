@@ -9,8 +9,9 @@ import numpy as np
 
 from _code.marks import marks
 from _code.prose import ORDINALS, by_verdict, names
+from _code.readers import attention_study
 from _code.tables import reading_table
-from repro.studies.analyses import attention_study, gate_shares
+from repro.studies.analyses import gate_shares
 from repro.studies.claims import NEAR, judged
 from repro.studies.store import Store
 

@@ -152,6 +152,12 @@ def error_buckets(store: Store) -> tuple[dict[str, Any], dict[str, Any]]:
     return store.analysis("errors")
 
 
+def attention_study(store: Store) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The maps of one test pair in the seed-1 Balanced and CAN (per layer, mean over heads) and CAN's alpha over
+    the test split (summary, histogram, mean per target position)."""
+    return store.analysis("attention")
+
+
 def conversion_study(store: Store) -> tuple[dict[str, Any], dict[str, Any]]:
     """Balanced converted to CAN, before and after a short fine-tune, against the rows a fair comparison needs:
     {"rows": [{system, updates, valid loss, test BLEU, test tok-BLEU}], "finetune": budget}."""

@@ -2,8 +2,8 @@
 training log's last losses.
 
 The engine computes each from the seed-1 runs of a scale's main corpus and stores it (``python -m repro experiment
---studies similarity,errors,attention,conversion``; at tiny, a chapter's explicit ``train_missing`` call); here they are
-only loaded, through a :class:`~repro.studies.store.Store`. The readers the pages alone use are the pages' glue
+--studies similarity,errors,attention,conversion``; at tiny, a chapter's explicit ``train_missing`` call); they are
+loaded through a :class:`~repro.studies.store.Store`. The readers the pages alone use are the pages' glue
 (``book/_code/readers.py``).
 """
 
@@ -12,14 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from repro.studies.store import Store
-
-
-def attention_study(store: Store) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The maps of one test pair in the seed-1 Balanced and CAN (per layer, mean over heads) and CAN's alpha over
-    the test split (summary, histogram, mean per target position)."""
-    return store.analysis("attention")
 
 
 def final_losses(log: list[dict[str, Any]]) -> tuple[float, float]:

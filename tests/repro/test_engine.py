@@ -103,7 +103,7 @@ from repro.experiments.run import load, plan
 from repro.results.layout import Where, model_name
 sys.path.insert(0, {str(REPO / "book")!r})  # the pages' glue: the readers a chapter calls beside the store
 from _code import beyond, readers
-from repro.studies import analyses, claims
+from repro.studies import claims
 from repro.studies.store import Store
 from repro.results.files import load_result
 from canlib.catalogue import ALL_SYSTEMS
@@ -119,7 +119,7 @@ store = Store("small")
 scores = store.scores(ALL_SYSTEMS)
 hyps = store.hypotheses("can", "test", 1)
 scale = readers.default_scale(["balanced", "can"]), readers.default_scale(analyses=["errors"])
-studies = [readers.similarity(store), readers.error_buckets(store), analyses.attention_study(store)]
+studies = [readers.similarity(store), readers.error_buckets(store), readers.attention_study(store)]
 sums = [name for name, shown in beyond.shown(store).items() if shown]  # (BLEU verdicts also read references)
 x2 = [store.log(f) for s in ("balanced", "can") for f in store.budget_runs(s, 2).files]
 gpu = [store.gpu_speed(mode, run) for run in store.gpu_runs_with("speed") for mode in ("eager", "captured")]
