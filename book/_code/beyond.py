@@ -234,8 +234,7 @@ def conversion_values(store: Store) -> dict[str, Any]:
 def teacher_record(store: Store) -> dict[str, Any]:
     """The distilled corpus's provenance (its teacher, BLEU, pairs, lengths): from the study's summary, else from a
     student's stored result (every student records the corpus it trained on)."""
-    summary = store.study_summary("distill")
-    if summary is not None:
-        return summary[0]["teacher"]
+    if store.has("beyond/distill"):
+        return store.result("beyond/distill.json")[0]["teacher"]
     student = next(f for f in store.study_files("distill") if "-kd-seed" in f.name)
     return store.result(student.relative_to(store.folder))[0]["distilled"]

@@ -179,10 +179,6 @@ class Store:
         }
         return [1, *sorted(f for f in found if all(self.budget_runs(s, f) for s in ("balanced", "can")))]
 
-    def study_summary(self, study: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """(result, provenance) of a beyond study's summary, None where it is not stored."""
-        return _load(self.path(f"beyond/{study}")) if self.has(f"beyond/{study}") else None
-
     # -- what a Runs value came from ---------------------------------------------------------------------
 
     def provenances(self, runs: Iterable[Runs | None]) -> list[dict[str, Any]]:
