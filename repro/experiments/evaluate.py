@@ -8,7 +8,6 @@ The result (scores per split, lengths, parameter count, the training log and bud
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,13 +19,6 @@ from repro.experiments.distill import distilled_corpus
 from repro.experiments.run import Run, load, trained
 from repro.results.files import load_result, provenance, save_result
 from repro.results.layout import SCORE_KEYS, code_version, hyp_file
-
-
-def write_lines(path: Path, lines: list[str]) -> None:
-    """Hypotheses as a text file, one per line (a line break inside one is an error)."""
-    if any("\n" in line for line in lines):
-        raise ValueError(f"{path}: a hypothesis holds a line break")
-    atomic_write_bytes("".join(line + "\n" for line in lines).encode("utf-8"), path)
 
 
 def check_stored_budget(run: Run) -> None:
@@ -84,8 +76,11 @@ def evaluate(run: Run) -> tuple[dict[str, Any], dict[str, Any]]:
             "ref_words_mean": float(np.mean([len(r.split()) for r in refs])),
             "sentences": len(refs),
         }
-        write_lines(hyp_file(path, split), hyps)
-        out["hyp_files"][split] = hyp_file(path, split).name
+        hyp = hyp_file(path, split)
+        if any("\n" in h for h in hyps):  # the file holds one hypothesis a line
+            raise ValueError(f"{hyp}: a hypothesis holds a line break")
+        atomic_write_bytes("".join(h + "\n" for h in hyps).encode("utf-8"), hyp)
+        out["hyp_files"][split] = hyp.name
     v = run.variant
     if v.study:
         out.update(study=v.study, tag=v.tag, factor=v.budget_factor)

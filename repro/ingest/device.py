@@ -42,12 +42,6 @@ def _lines(path: Path) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def read_environment(folder: Path) -> dict[str, str]:
-    """``gpu_check/environment.txt`` (``key: value`` lines: date, commit, dirty, python, torch, device...), if any."""
-    pairs = (line.partition(":") for line in _lines(folder / "gpu_check" / "environment.txt"))
-    return {k.strip(): v.strip() for k, sep, v in pairs if sep and k.strip() and " " not in k.strip()}
-
-
 def stored_files(folder: Path) -> dict[str, Path]:
     """The stored results of a GPU run's output, by kind."""
     found = {kind: folder / "gpu_check" / f"{kind}.json" for kind in GPU_KINDS if kind != "profile"}
@@ -93,7 +87,9 @@ def device_run_facts(folder: Path) -> dict[str, Any]:
             if other[key] != prov[key]:
                 raise ValueError(f"{path}: provenance {key} {other[key]!r}, but {first} says {prov[key]!r}")
     dirty = [str((p.get("environment") or {}).get("dirty", "0")) for p in provs.values()]
-    env = read_environment(folder)
+    # gpu_check/environment.txt, if any: ``key: value`` lines (date, commit, dirty, python, torch, device...)
+    pairs = (line.partition(":") for line in _lines(folder / "gpu_check" / "environment.txt"))
+    env = {k.strip(): v.strip() for k, sep, v in pairs if sep and k.strip() and " " not in k.strip()}
     return {
         "commit": prov["commit"],
         "date": prov["date"],
