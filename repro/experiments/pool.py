@@ -270,13 +270,10 @@ def train_all(
     return outcome
 
 
-def runs_per_minute(finished: int, seconds: float) -> float:
-    """The throughput line ``gpu_small.sh`` ends with."""
-    return finished / (seconds / 60) if seconds > 0 else float("nan")
-
-
 def summary_line(finished: int, seconds: float, skipped: Sequence[Any]) -> str:
-    text = f"trained {finished} run(s) in {seconds:.0f} s: {runs_per_minute(finished, seconds):.2f} runs per minute"
+    """What a call trained, at the throughput ``gpu_small.sh`` ends with, and what it left for the next call."""
+    rate = finished / (seconds / 60) if seconds > 0 else float("nan")
+    text = f"trained {finished} run(s) in {seconds:.0f} s: {rate:.2f} runs per minute"
     if skipped:
         text += f"; {len(skipped)} not started (they could not finish in the time left; the next call trains them)"
     return text

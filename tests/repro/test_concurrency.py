@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from repro.experiments import cli, pool
-from repro.experiments.pool import Deadline, Job, device_jobs, needs_of, run_queue, runs_per_minute, train_all
+from repro.experiments.pool import Deadline, Job, device_jobs, needs_of, run_queue, train_all
 from repro.experiments.run import Variant, run
 from repro.results.layout import Where
 
@@ -82,7 +82,8 @@ def test_experiment_reports_runs_per_minute_and_leaves_what_does_not_fit(monkeyp
     outcome = train_all(runs, jobs=1, time_limit=1e-9)  # the first run uses up the time: the rest wait
     assert calls == ["runs/multi30k-en-de/can-seed1"] and outcome.skipped == runs[1:]
     assert "2 not started" in pool.summary_line(1, 1.0, outcome.skipped)
-    assert runs_per_minute(18, 470) == pytest.approx(18 / (470 / 60))
+    assert pool.summary_line(18, 470, []).endswith(": 2.30 runs per minute")  # 18 / (470 / 60) = 2.298
+    assert pool.summary_line(0, 0.0, []).endswith(": nan runs per minute")
 
 
 def test_a_student_waits_for_its_teacher_and_fails_with_it(monkeypatch):
