@@ -42,37 +42,34 @@ def add_studies(parser: argparse.ArgumentParser) -> None:
     add_where(parser)
     parser.add_argument(
         "--studies",
+        type=names,
         default=",".join(defined.ORIGINAL),
         help=f"comma-separated beyond studies, from {', '.join(defined.STUDIES)} (default: the first three)",
     )
-    parser.add_argument("--seeds", help="comma-separated seeds (default: each study's own)")
+    parser.add_argument("--seeds", type=seeds, help="comma-separated seeds (default: each study's own)")
 
 
 def studies(args: argparse.Namespace) -> list[str]:
     """The beyond studies of ``--studies``; an unknown one is an error that lists them."""
-    chosen = names(args.studies, "studies") or []
     known = (*defined.STUDIES, *defined.CONVERGED)
-    if unknown := [n for n in chosen if n not in known]:
+    if unknown := [n for n in args.studies if n not in known]:
         raise ValueError(f"--studies: unknown {', '.join(unknown)}; choose from {', '.join(known)}")
-    return chosen
+    return args.studies
 
 
-def names(value: str | None, what: str) -> list[str] | None:
-    """A comma-separated option as a list (None when not given)."""
-    if value is None:
-        return None
-    out = [v.strip() for v in value.split(",") if v.strip()]
+def names(text: str) -> list[str]:
+    """An argparse ``type``: a comma-separated option as a list (an empty one is refused)."""
+    out = [v.strip() for v in text.split(",") if v.strip()]
     if not out:
-        raise ValueError(f"--{what}: empty list")
+        raise argparse.ArgumentTypeError("empty list")
     return out
 
 
-def seeds(value: str | None) -> list[int] | None:
-    out = names(value, "seeds")
-    if out is None:
-        return None
+def seeds(text: str) -> list[int]:
+    """An argparse ``type``: comma-separated seeds, each a positive integer."""
+    out = names(text)
     if bad := [n for n in out if not n.isdigit() or int(n) < 1]:
-        raise ValueError(f"--seeds: {', '.join(bad)} is not a positive integer")
+        raise argparse.ArgumentTypeError(f"{', '.join(bad)} is not a positive integer")
     return [int(n) for n in out]
 
 

@@ -64,6 +64,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``python -m repro estimate``: one line per study, then where the rate comes from."""
-    for line in estimate(cli.studies(args), cli.where(args), cli.seeds(args.seeds)):
+    for line in estimate(cli.studies(args), cli.where(args), args.seeds):
         print(line)
     return 0

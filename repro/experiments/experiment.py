@@ -147,16 +147,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cli.add_where(parser)
     parser.add_argument(
         "--systems",
+        type=cli.names,
         help="comma-separated systems; narrows the plan's runs and the named studies' models (default: all)",
     )
-    parser.add_argument("--seeds", help="comma-separated seeds (default: every seed of the scale's plan)")
+    parser.add_argument("--seeds", type=cli.seeds, help="comma-separated seeds (default: every seed of the plan)")
     parser.add_argument(
         "--corpora",
+        type=cli.names,
         help="comma-separated corpora (default: every corpus of the scale; a corpus of your own files "
         "once `canlib data prepare NAME --files FOLDER` registered it)",
     )
     parser.add_argument(
         "--studies",
+        type=cli.names,
         default=",".join(DEFAULT_STUDIES),
         help=f"comma-separated, from {', '.join(STUDIES)} (runs: train and score every run, which gives "
         "Table 2, the depth and the ablation BLEU; speed: the CPU speed tables the chapters show, timed on this "
@@ -193,13 +196,12 @@ def run(args: argparse.Namespace) -> int:
     results are skipped and interrupted runs resume, so a second call goes on where the first stopped; a failed run
     does not stop the others."""
     where = cli.where(args)
-    systems, corpora = cli.names(args.systems, "systems"), cli.names(args.corpora, "corpora")
-    seeds = cli.seeds(args.seeds)
+    systems, seeds, corpora, studies = args.systems, args.seeds, args.corpora, args.studies
     try:
         plan(where, systems, seeds, corpora)
     except ValueError as exc:
         raise ValueError(f"--systems/--corpora: {exc}") from exc
-    studies, time_limit = cli.names(args.studies, "studies") or [], cli.time_limit(args.time_limit)
+    time_limit = cli.time_limit(args.time_limit)
     # the pool called from here: the command reaches a model's fit in four calls (tests/repro/test_experiments.py)
     todo, train_only, wanted, jobs = queued(where, systems, seeds, corpora, studies, args.jobs, print)
     outcome = train_all(

@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     """``python -m repro summarise``: one line per study, what was stored."""
     where = cli.where(args)
     for name in cli.studies(args):
-        stored = summarise(name, where, cli.seeds(args.seeds))
+        stored = summarise(name, where, args.seeds)
         print(
             f"beyond/{name}: "
             + (f"stored from {len(stored[0]['runs'])} stored models" if stored else "no model stored")

@@ -234,6 +234,21 @@ def test_each_engine_verb_is_a_command_of_its_own(capsys):
     assert "--studies: unknown telepathy" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["experiment", "--scale", "tiny", "--seeds", "1,0,x"], "argument --seeds: 0, x is not a positive integer"),
+        (["experiment", "--scale", "tiny", "--systems", ","], "argument --systems: empty list"),
+        (["summarise", "--scale", "small", "--seeds", "2,-1"], "argument --seeds: -1 is not a positive integer"),
+        (["estimate", "--scale", "small", "--studies", " , "], "argument --studies: empty list"),
+    ],
+)
+def test_a_malformed_list_option_is_refused_as_it_is_parsed(argv, message, capsys):
+    with pytest.raises(SystemExit) as refused:
+        main(argv)
+    assert refused.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_the_experiment_command_reaches_a_models_fit_in_four_calls(tmp_path, monkeypatch, capsys):
     """From the command's ``run`` to ``fit`` the stack holds at most four calls (run -> train_all -> run_queue ->
     train_and_store -> fit), so a reader follows the command to the training step in four hops."""
