@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -420,18 +419,15 @@ def table(rows: Sequence[Judged]):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", help="the scale to judge (default: small once runs are stored there)")
-    parser.add_argument("--out", help="a results folder instead of book/results")
+    parser.add_argument("--out", type=Path, help="a results folder instead of book/results")
     parser.add_argument("--source", choices=("paper", "book"), help="only the paper's or the book's claims")
     parser.add_argument("--json", action="store_true", help="a JSON list of the claims, each with its evidence as data")
 
 
 def run(args: argparse.Namespace) -> int:
-    root = Path(args.out) if args.out else None
-    store = Store(args.scale or stored_scale(root), root)
-    rows = judged(store).all(args.source)
+    rows = judged(Store(args.scale or stored_scale(args.out), args.out)).all(args.source)
     if args.json:
-        json.dump([j.as_json() for j in rows], sys.stdout, indent=1)
-        print()
-        return 0
-    print(table(rows).set_index("id").to_string())
+        print(json.dumps([j.as_json() for j in rows], indent=1))
+    else:
+        print(table(rows).set_index("id").to_string())
     return 0
