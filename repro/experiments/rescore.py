@@ -22,7 +22,6 @@ def rescore(folder: Path, tolerance: float = 1e-9) -> list[dict[str, Any]]:
     """Recompute sacreBLEU of every stored run under ``folder`` (a results folder or one scale of it) from its
     hypothesis files and the corpus's references; one row per run and split. A stored score that differs, or a
     missing hypothesis file, is a ValueError naming the file."""
-    folder = Path(folder)
     files = sorted(p for p in folder.rglob("*.json") if "runs" in p.relative_to(folder).parts)
     if not files:
         raise FileNotFoundError(f"{folder}: no stored run results (runs/<corpus>/<system>-seed<k>.json)")
@@ -51,7 +50,7 @@ def recheck(folder: Path) -> int:
     (whose sacreBLEU :func:`rescore` recomputes from their hypotheses); returns the scores checked, a ValueError
     names the first difference."""
     checked = 0
-    for path in sorted(Path(folder).rglob("beyond/*.json")):
+    for path in sorted(folder.rglob("beyond/*.json")):
         summary, _ = load_result(path)
         for row in summary.get("runs", []):
             run_path = path.parent.parent / f"{row['file']}.json"
