@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from canlib.catalogue import ABLATION_SYSTEMS, PAPER_SYSTEMS
+from repro.results.plan import SEEDED_SYSTEMS
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,6 @@ STUDENTS = ("balanced", "san", "aan", "can")
 MAIN_TEACHER = ("", "balanced", "", 1)  # the paper's teacher for Table 4: Balanced seed 1 of the main plan
 X2_TEACHER = ("budget", "balanced", "x2", 1)  # a stronger teacher: the budget study's 2x Balanced seed 1
 HYBRIDS = {"std-can": ("standard", "can"), "can-std": ("can", "standard")}  # decoder layer kinds, bottom first
-SETTLED_SYSTEMS = tuple(dict.fromkeys(PAPER_SYSTEMS + ABLATION_SYSTEMS))  # Table 2 and Table 5
 CONVERGED_RUNS = dict(seeds=tuple(range(1, 11)), recipe="converged", when_named=True)  # ten seeds each
 TABLE: dict[str, Analysis | Study] = {
     record.name: record
@@ -111,7 +110,7 @@ TABLE: dict[str, Analysis | Study] = {
         Study("can-residual", ("can",), decoders={"": ("can_residual",) * 2}, sections=("layers",), **X2),
         Study("averaging", ("balanced", "can"), ("last",), weights="last", when_named=True),
         # the seeds of the verdicts, converged: the Table 2 and Table 5 systems, then the controls
-        Study("converged", SETTLED_SYSTEMS, **CONVERGED_RUNS),
+        Study("converged", SEEDED_SYSTEMS, **CONVERGED_RUNS),
         Study("converged-residual", ("can",), decoders={"": ("can_residual",) * 2}, **CONVERGED_RUNS),
         Study("converged-nosplit", ("can_nosplit",), **CONVERGED_RUNS),
     )
