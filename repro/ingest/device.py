@@ -176,11 +176,8 @@ def draft_readme(folder: Path, run: str, commands: Mapping[str, str] = COMMANDS,
         if rest := [name for name in files if name not in listed]:
             row(rest, f"`{command}`", "written by the script itself (environment, status, summary, log)")
     if top := [p.name for p in sorted(folder.glob("*")) if p.is_file() and p.suffix in (".txt", ".log")]:
-        row(
-            top,
-            "-",
-            "written on the device around the two commands (`nvidia-smi`, the console output of the two calls)",
-        )
+        around = "written on the device around the two commands (`nvidia-smi`, the console output of the two calls)"
+        row(top, "-", around)
     if notes:
         lines += ["", "`gpu_check/status.txt` also says: " + "; ".join(f"`{n}`" for n in notes) + "."]
     if left_out:
