@@ -118,6 +118,12 @@ def bleu_table(
     return pd.DataFrame(rows).set_index("system").round(2)
 
 
+def test_splits(store: Store, system: str = "balanced") -> list[str]:
+    """The test splits the runs were scored on ("test" is test2016; small adds the two test2017 sets)."""
+    seeds = store.seeds(system)
+    return list(store.run(system, seeds[0])[0]["test_splits"]) if seeds else []
+
+
 def splits_table(store: Store, systems: Sequence[str], splits: Sequence[str]):
     """Tokenized BLEU (mean ± sd over seeds) of each system on each of ``splits``."""
     import pandas as pd

@@ -141,11 +141,6 @@ class Store:
         path = self.path(run_name(system, seed, corpus or self.corpus))
         return list(_hypotheses(path.with_name(result["hyp_files"][split])))
 
-    def test_splits(self, system: str = "balanced", corpus: str | None = None) -> list[str]:
-        """The test splits the runs were scored on ("test" is test2016; small adds the two test2017 sets)."""
-        seeds = self.seeds(system, corpus)
-        return list(self.run(system, seeds[0], corpus)[0]["test_splits"]) if seeds else []
-
     def logs(self, system: str, corpus: str | None = None) -> list[list[dict[str, Any]]]:
         """The training log of every read seed of ``system``."""
         return [self.run(system, seed, corpus)[0]["log"] for seed in self.seeds(system, corpus)]
