@@ -1,18 +1,16 @@
 """What a claim of the registry (:mod:`repro.studies.claims`) is held to and what its judgement holds: the five
-verdict words, the standard each kind of evidence is held to, a claim's row, its :class:`Judged`, and the helpers the
-kinds of evidence (:mod:`repro.studies.judges`, each judging itself) fill a judgement with.
+verdict words, the standard each kind of evidence is held to, a claim's row, its :class:`Judged` and what more runs
+would cost. No word is decided here: the kinds of evidence (:mod:`repro.studies.judges`) decide them, by the rule.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from repro.bench.settings import SpeedPlan
-from repro.results.layout import experiment_command
 from repro.studies.store import Store
 from repro.studies.verdict import (
     CONFIDENCE,
@@ -23,8 +21,7 @@ from repro.studies.verdict import (
     NOT_RUN,
     Judgement,
     Runs,
-    median_interval,
-    outcome,
+    median_ranks,
 )
 
 # -- the five words, each defined once ----------------------------------------------------------------------------
@@ -74,7 +71,7 @@ def speed_standard(plan: SpeedPlan | None = None, runs: int = 3) -> Standard:
     plan the GPU scripts time with (:class:`~repro.bench.settings.SpeedPlan`'s defaults), so its defaults meet it."""
     plan = plan or SpeedPlan()
     n, seconds = plan.repeats, plan.min_seconds
-    ranks = median_interval(range(1, n + 1))  # the order statistics the interval of n repeats reads, by rank
+    ranks = median_ranks(n)  # the order statistics the interval of n repeats reads
     order = f"{n} repeats give none"
     if ranks:
         order = f"with {n} repeats the {ordinal(ranks[0])} to the {ordinal(ranks[1])} smallest ratio"
@@ -236,22 +233,6 @@ class Judged:
         return out
 
 
-def judged_as(claim: Claim, word: str, ours: str, evidence: str, *, meets: bool, **data: Any) -> Judged:
-    """A claim judged on evidence that meets its standard or not (``data``: the other fields of :class:`Judged`).
-    Below the standard the word is inconclusive (not run stays not run) and ``settle``, ``cost`` (in words),
-    ``minutes`` and ``command`` say what would settle it; at the standard nothing is left to settle."""
-    if meets:
-        unsettled = {k: v for k, v in data.items() if k not in ("settle", "cost", "minutes", "command")}
-        return Judged(claim, word, ours, evidence, meets=True, **unsettled)
-    return Judged(claim, NOT_RUN if word == NOT_RUN else INCONCLUSIVE, ours, evidence, **data)
-
-
-def not_run(claim: Claim, why: str, command: str, settle: str = "", **data: Any) -> Judged:
-    """Not run: the evidence is not stored; ``command`` stores it (``settle``: default the why and the command)."""
-    settle = settle or f"{why}: `{command}`"
-    return judged_as(claim, NOT_RUN, "—", why, meets=False, settle=settle, command=command, **data)
-
-
 def runs_minutes(store: Store, runs: Sequence[tuple[str, int]]) -> tuple[str, float | None]:
     """What training ``runs`` ((system, budget factor) each) costs, in words and in GPU-minutes: the runs and about
     how many GPU-minutes, from the wall time of the stored runs of the same budget (they train :data:`SIDE_BY_SIDE`
@@ -267,50 +248,3 @@ def runs_minutes(store: Store, runs: Sequence[tuple[str, int]]) -> tuple[str, fl
 def train_walls(store: Store, runs: Sequence[Runs | None]) -> list[float]:
     """The training wall times (s) stored with the files of ``runs``: what one more such run takes."""
     return [w for r in runs if r for f in r.files if (w := store.result(f)[0].get("training", {}).get("wall_s"))]
-
-
-# -- readings without an interval (a trained model's layers, one seed) --------------------------------------------
-
-
-def analysis_missing(store: Store, claim: Claim, names: Sequence[str]) -> Judged | None:
-    if not store.judged:
-        why = f"scale {store.scale}: its models show the mechanics only, not what training learns"
-        settle = f"the analysis of a trained small model: `{experiment_command('small', studies=list(names))}`"
-        return judged_as(claim, INCONCLUSIVE, "—", why, meets=False, settle=settle)
-    if absent := [n for n in names if not store.has(n)]:
-        return not_run(
-            claim, f"the {', '.join(absent)} analysis is not stored", experiment_command(store.scale, studies=absent)
-        )
-    return None
-
-
-def reading_row(name: str, ok: Callable[[float], bool], **reading: Any) -> dict[str, Any]:
-    """One reading without an interval (a decoder layer of one model): undecided, the criterion read on its
-    ``value`` shown beside (``by_value``): one model has no spread over seeds to judge it by."""
-    return {"set": name, **reading, "by_value": HOLDS if ok(reading["value"]) else FAILS, "verdict": INCONCLUSIVE}
-
-
-def readings_judged(
-    claim: Claim, rows: list[dict[str, Any]], fmt: str, over: str, evidence: str, **data: Any
-) -> Judged:
-    """A claim read on readings without intervals (layers, runs): their outcome, their mean and their range."""
-    values = [r["value"] for r in rows]
-    low, high = min(values), max(values)
-    word = outcome([r["verdict"] for r in rows])
-    ours = f"{low:{fmt}} to {high:{fmt}} over {over}"
-    return judged_as(
-        claim, word, ours, evidence, value=statistics.fmean(values), interval=(low, high), sets=tuple(rows), **data
-    )
-
-
-def layer_readings(claim: Claim, rows: list[dict[str, Any]], evidence: str, names: Sequence[str], fmt: str) -> Judged:
-    """An analysis read layer by layer on one model of each architecture: no interval over seeds, so below its
-    standard and inconclusive, each layer's value and the criterion read on it shown; ``names``: the analyses read."""
-    held, n = sum(r["by_value"] == HOLDS for r in rows), claim.evidence.standard.seeds
-    why = f"{evidence}; the criterion met by the value in {held} of {len(rows)} layers, with no interval to judge it"
-    settle = f"the analysis repeated on {n} seeds of each model (an interval over seeds per layer); one model each now"
-    strength = {"models": sorted({r["model"] for r in rows}), "layers": len(rows)}
-    files = tuple(f"{n}.json" for n in names)
-    return readings_judged(
-        claim, rows, fmt, f"{len(rows)} layers", why, meets=False, settle=settle, files=files, strength=strength
-    )

@@ -1,7 +1,7 @@
 """The kinds of evidence a claim of the registry (:mod:`repro.studies.claims`) reads, each judging itself: its
 ``judge`` method reads a :class:`~repro.studies.store.Store`, holds what it finds to the kind's standard and applies
-the one rule of :mod:`repro.studies.verdict` (the standards, the words and what a judgement holds are in
-:mod:`repro.studies.evidence`).
+the one rule of :mod:`repro.studies.verdict`: the one module where a claim's word is decided (the standards, the
+words and what a judgement holds are in :mod:`repro.studies.evidence`).
 
 Every judge finds the **bodies of evidence** a claim has (a BLEU contrast: one per stored budget; a speed ratio: one
 per timed code version), holds each to its standard, and lets the strongest lead: a body that meets the standard
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,12 +34,6 @@ from repro.studies.evidence import (
     Judged,
     Standard,
     Threshold,
-    analysis_missing,
-    judged_as,
-    layer_readings,
-    not_run,
-    reading_row,
-    readings_judged,
     runs_minutes,
     train_walls,
 )
@@ -49,6 +43,7 @@ from repro.studies.verdict import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
+    NOT_RUN,
     Runs,
     Within,
     describe,
@@ -72,6 +67,72 @@ HOW = {"eager": "eager", "captured": "with CUDA graphs"}  # a speed reading's mo
 
 SETTLE = "bash scripts/gpu_settle.sh"  # the one GPU call that stores the runs settling the most claims
 CONVERGED = "converged"  # the study of the Table 2 and 5 systems at the converged recipe (repro.results.studies)
+
+
+# -- a judgement, held to its standard ---------------------------------------------------------------------------
+
+
+def judged_as(claim: Claim, word: str, ours: str, evidence: str, *, meets: bool, **data: Any) -> Judged:
+    """A claim judged on evidence that meets its standard or not (``data``: the other fields of :class:`Judged`).
+    Below the standard the word is inconclusive (not run stays not run) and ``settle``, ``cost`` (in words),
+    ``minutes`` and ``command`` say what would settle it; at the standard nothing is left to settle."""
+    if meets:
+        unsettled = {k: v for k, v in data.items() if k not in ("settle", "cost", "minutes", "command")}
+        return Judged(claim, word, ours, evidence, meets=True, **unsettled)
+    return Judged(claim, NOT_RUN if word == NOT_RUN else INCONCLUSIVE, ours, evidence, **data)
+
+
+def not_run(claim: Claim, why: str, command: str, settle: str = "", **data: Any) -> Judged:
+    """Not run: the evidence is not stored; ``command`` stores it (``settle``: default the why and the command)."""
+    settle = settle or f"{why}: `{command}`"
+    return judged_as(claim, NOT_RUN, "—", why, meets=False, settle=settle, command=command, **data)
+
+
+# -- readings without an interval (a trained model's layers, one seed) --------------------------------------------
+
+
+def analysis_missing(store: Store, claim: Claim, names: Sequence[str]) -> Judged | None:
+    if not store.judged:
+        why = f"scale {store.scale}: its models show the mechanics only, not what training learns"
+        settle = f"the analysis of a trained small model: `{experiment_command('small', studies=list(names))}`"
+        return judged_as(claim, INCONCLUSIVE, "—", why, meets=False, settle=settle)
+    if absent := [n for n in names if not store.has(n)]:
+        return not_run(
+            claim, f"the {', '.join(absent)} analysis is not stored", experiment_command(store.scale, studies=absent)
+        )
+    return None
+
+
+def reading_row(name: str, ok: Callable[[float], bool], **reading: Any) -> dict[str, Any]:
+    """One reading without an interval (a decoder layer of one model): undecided, the criterion read on its
+    ``value`` shown beside (``by_value``): one model has no spread over seeds to judge it by."""
+    return {"set": name, **reading, "by_value": HOLDS if ok(reading["value"]) else FAILS, "verdict": INCONCLUSIVE}
+
+
+def readings_judged(
+    claim: Claim, rows: list[dict[str, Any]], fmt: str, over: str, evidence: str, **data: Any
+) -> Judged:
+    """A claim read on readings without intervals (layers, runs): their outcome, their mean and their range."""
+    values = [r["value"] for r in rows]
+    low, high = min(values), max(values)
+    word = outcome([r["verdict"] for r in rows])
+    ours = f"{low:{fmt}} to {high:{fmt}} over {over}"
+    return judged_as(
+        claim, word, ours, evidence, value=statistics.fmean(values), interval=(low, high), sets=tuple(rows), **data
+    )
+
+
+def layer_readings(claim: Claim, rows: list[dict[str, Any]], evidence: str, names: Sequence[str], fmt: str) -> Judged:
+    """An analysis read layer by layer on one model of each architecture: no interval over seeds, so below its
+    standard and inconclusive, each layer's value and the criterion read on it shown; ``names``: the analyses read."""
+    held, n = sum(r["by_value"] == HOLDS for r in rows), claim.evidence.standard.seeds
+    why = f"{evidence}; the criterion met by the value in {held} of {len(rows)} layers, with no interval to judge it"
+    settle = f"the analysis repeated on {n} seeds of each model (an interval over seeds per layer); one model each now"
+    strength = {"models": sorted({r["model"] for r in rows}), "layers": len(rows)}
+    files = tuple(f"{n}.json" for n in names)
+    return readings_judged(
+        claim, rows, fmt, f"{len(rows)} layers", why, meets=False, settle=settle, files=files, strength=strength
+    )
 
 
 # -- BLEU contrasts -----------------------------------------------------------------------------------------------

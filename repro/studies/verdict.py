@@ -346,19 +346,25 @@ def seed_reading(name: str, values: Sequence[float], ok: Callable[[float], bool]
     }
 
 
-def median_interval(values: Sequence[float]) -> tuple[float, float, float] | None:
-    """The narrowest symmetric order-statistic interval (x_(k), x_(n+1-k)) that holds the median of the distribution
-    the values were drawn from with at least :data:`CONFIDENCE` (binomial, any continuous distribution), and its exact
-    coverage; None where n is too small for any (fewer than 6 values at 95 %)."""
+def median_ranks(n: int) -> tuple[int, int, float] | None:
+    """The ranks (k, n+1-k) of the narrowest symmetric order-statistic interval that holds the median of the
+    distribution n values are drawn from with at least :data:`CONFIDENCE` (binomial, any continuous distribution),
+    and its exact coverage; None where n is too small for any (fewer than 6 values at 95 %)."""
     from scipy.stats import binom
 
-    xs, n = sorted(values), len(values)
     best = None
     for k in range(1, n // 2 + 1):
         coverage = 1 - 2 * float(binom.cdf(k - 1, n, 0.5))
         if coverage >= CONFIDENCE:
-            best = (xs[k - 1], xs[n - k], coverage)
+            best = (k, n + 1 - k, coverage)
     return best
+
+
+def median_interval(values: Sequence[float]) -> tuple[float, float, float] | None:
+    """The values at :func:`median_ranks` (x_(k), x_(n+1-k)) and its coverage; None where n is too small."""
+    xs = sorted(values)
+    ranks = median_ranks(len(xs))
+    return None if ranks is None else (xs[ranks[0] - 1], xs[ranks[1] - 1], ranks[2])
 
 
 def repeat_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:

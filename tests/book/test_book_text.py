@@ -305,7 +305,7 @@ def test_the_introduction_names_the_word_the_scorecard_gives_claims_below_their_
     """Below its standard (tiny's models) a claim's word is inconclusive, whatever its intervals say; the introduction
     quotes that word, not one the registry does not have."""
     from repro.studies.claims import BY_ID
-    from repro.studies.evidence import judged_as
+    from repro.studies.judges import judged_as
     from repro.studies.verdict import HOLDS, INCONCLUSIVE, STATES
 
     word = judged_as(BY_ID["can-within-0.5"], HOLDS, "", "", meets=False).word

@@ -536,7 +536,6 @@ VERDICT_FUNCTIONS = {
 }
 ALLOWED = {
     "repro/studies/verdict.py",
-    "repro/studies/evidence.py",
     "repro/studies/judges.py",
     "repro/studies/claims.py",
 }
